@@ -1,0 +1,38 @@
+"""vlfair: measure social bias in vision-language models.
+
+Public names are resolved lazily so that ``from vlfair.measures import ...`` (what every
+evaluate module does) never imports torch or transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from vlfair._version import __version__
+
+# public name -> module that defines it
+_LAZY = {
+    "load_encoder": "vlfair.models",
+    "register_backend": "vlfair.models",
+    "Encoder": "vlfair.models",
+    "embed_images": "vlfair.embed",
+    "embed_texts": "vlfair.embed",
+    "EmbeddingResult": "vlfair.embed",
+    "BadImageError": "vlfair.imageio",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vlfair' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # cache: the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

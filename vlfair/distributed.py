@@ -1,0 +1,47 @@
+"""The process group an embedding run is part of (torchrun / accelerate launch), or a world of one."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        """Every process's ``obj``, in rank order (pickled; fine for chunk-sized payloads)."""
+        if self.size == 1:
+            return [obj]
+        import torch.distributed as dist
+
+        gathered: list[Any] = [None] * self.size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def barrier(self) -> None:
+        if self.size > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+
+def current_world() -> World:
+    """Join the process group the launcher set up (via Accelerate), if there is one."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return World(dist.get_rank(), dist.get_world_size())
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from accelerate import PartialState
+
+        state = PartialState()  # initialises the group: NCCL on GPUs, gloo on CPUs
+        return World(state.process_index, state.num_processes)
+    return World()

@@ -1,0 +1,238 @@
+"""Batched, cached and sharded image/text embedding: the only expensive step of a probe.
+
+Images flow as: DataLoader workers decode + resize + crop to uint8 (CPU) -> pinned batch ->
+device, where rescale/normalise and the vision tower run under ``inference_mode``. Rows are
+processed in fixed chunks of ``chunk_size``; each finished chunk is written to the cache by
+atomic rename, so a killed run resumes where it stopped and, because a chunk's batches are the
+same whether resumed or not, its final array is bitwise the uninterrupted one.
+
+Under ``torchrun`` / ``accelerate launch`` each process takes a strided share of every chunk
+(padded with duplicates so all processes run the same number of batches), the shares are
+gathered, padding dropped, and rows put back in dataset order; the main process writes the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from vlfair.cache import DEFAULT, BadRow, Chunk, ChunkStore
+from vlfair.distributed import World, current_world
+from vlfair.imageio import BadImageError, load_rgb
+from vlfair.models.base import Encoder
+from vlfair.models.preprocessing import ImagePreprocessing
+from vlfair.sources import ImageSource, image_source
+
+BAD_IMAGE_POLICIES = ("error", "skip")
+
+
+class EmbeddingResult(NamedTuple):
+    """What ``embed_images(..., on_bad_image="skip")`` returns.
+
+    ``embeddings[i]`` belongs to dataset row ``kept_rows[i]``; ``skipped_rows`` lists the rows
+    that could not be read (recorded in results.json) and ``skipped`` says why.
+    """
+
+    embeddings: np.ndarray
+    skipped_rows: list[int]
+    kept_rows: np.ndarray
+    skipped: list[BadRow]
+
+
+def default_num_workers(device: torch.device) -> int:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if device.type == "cuda":
+        return min(8, cpus)
+    # On CPU the model itself wants every core; one decoding worker overlaps I/O without starving it.
+    return 1 if cpus > 1 else 0
+
+
+# ---- worker side ------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _Item:
+    row: int
+    padding: bool  # a duplicate that makes every process run the same number of batches
+
+
+class _DecodeDataset(torch.utils.data.Dataset):
+    def __init__(self, source: ImageSource, items: list[_Item], preprocessing: ImagePreprocessing):
+        self.source, self.items, self.preprocessing = source, items, preprocessing
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple[_Item, np.ndarray | None, BadRow | None]:
+        item = self.items[index]
+        try:
+            image = load_rgb(self.source.cell(item.row), item.row)
+        except BadImageError as exc:
+            return item, None, BadRow(exc.row, exc.path, exc.reason)
+        return item, self.preprocessing.to_uint8(image), None
+
+
+def _collate(samples: list[tuple[_Item, np.ndarray | None, BadRow | None]]):
+    good = [(item, array) for item, array, _ in samples if array is not None]
+    pixels = torch.from_numpy(np.stack([a for _, a in good])) if good else None
+    return [item for item, _ in good], pixels, [bad for _, _, bad in samples if bad is not None]
+
+
+# ---- planning ---------------------------------------------------------------------------
+def _chunk_ranges(num_rows: int, chunk_size: int) -> list[tuple[int, int]]:
+    return [(start, min(start + chunk_size, num_rows)) for start in range(0, num_rows, chunk_size)]
+
+
+def _shard(start: int, end: int, world: World) -> list[_Item]:
+    """This process's strided share of a chunk, padded to the same length on every process."""
+    rows = list(range(start + world.rank, end, world.size))
+    per_process = math.ceil((end - start) / world.size)
+    return [_Item(r, False) for r in rows] + [_Item(start, True)] * (per_process - len(rows))
+
+
+def _batches(items_per_chunk: list[list[_Item]], batch_size: int) -> tuple[list[list[int]], list[int]]:
+    """Index batches that never cross a chunk boundary, and the chunk each batch belongs to."""
+    batches, owners, offset = [], [], 0
+    for chunk_index, items in enumerate(items_per_chunk):
+        for start in range(0, len(items), batch_size):
+            batches.append(list(range(offset + start, offset + min(start + batch_size, len(items)))))
+            owners.append(chunk_index)
+        offset += len(items)
+    return batches, owners
+
+
+# ---- public API -------------------------------------------------------------------------
+def embed_images(
+    encoder: Encoder,
+    dataset: Any,
+    image_column: str = "image",
+    batch_size: int = 64,
+    num_workers: int | None = None,
+    cache_dir: str | os.PathLike | None = DEFAULT,
+    on_bad_image: str = "error",
+    chunk_size: int = 4096,
+    progress: bool = True,
+) -> np.ndarray | EmbeddingResult:
+    """Embed every image of ``dataset[image_column]``, in dataset order.
+
+    Args:
+        encoder: from ``vlfair.load_encoder``.
+        dataset: a ``datasets.Dataset``, pandas DataFrame, dict of columns or list of images;
+            cells may be PIL images, ``{"bytes", "path"}`` dicts, file paths or uint8 arrays.
+        image_column: the column holding the images (ignored for a plain list).
+        batch_size: images per forward pass (per process).
+        num_workers: DataLoader decoding processes; None picks one for the device.
+        cache_dir: cache root; ``"default"`` is $VLFAIR_CACHE or ~/.cache/vlfair; None disables.
+        on_bad_image: "error" raises :class:`BadImageError` naming the row (after saving the
+            finished work to the cache); "skip" leaves the row out and reports it.
+        chunk_size: rows per cache chunk (the unit of resumption).
+        progress: show a tqdm bar with images/s (main process only).
+
+    Returns:
+        float32 (N, D) with L2-normalised rows; with ``on_bad_image="skip"`` an
+        :class:`EmbeddingResult` holding the embeddings of the readable rows and the skipped rows.
+    """
+    if on_bad_image not in BAD_IMAGE_POLICIES:
+        raise ValueError(f"on_bad_image must be one of {BAD_IMAGE_POLICIES}, got {on_bad_image!r}")
+    if batch_size < 1 or chunk_size < 1:
+        raise ValueError(f"batch_size and chunk_size must be positive, got {batch_size} and {chunk_size}")
+    source = image_source(dataset, image_column)
+    components = {"kind": "images", "encoder": {k: v for k, v in encoder.identity().items() if k != "text"},
+                  "dataset": source.fingerprint, "image_column": source.name, "num_rows": len(source)}
+    store = ChunkStore.open(cache_dir, "images", components)
+    final = store.read_final()
+    if final is None:
+        world = current_world()
+        chunks = _compute_chunks(encoder, source, store, world, batch_size, num_workers, chunk_size, progress,
+                                 stop_on_bad=on_bad_image == "error")
+        embeddings = _concat([c.embeddings for c in chunks], encoder.embedding_dim)
+        bad = [b for c in chunks for b in c.bad]
+        if world.is_main:
+            store.write_final(embeddings, bad)
+        world.barrier()
+    else:
+        embeddings, bad = final
+    return _apply_policy(embeddings, bad, len(source), on_bad_image)
+
+
+def _apply_policy(embeddings: np.ndarray, bad: list[BadRow], num_rows: int, policy: str):
+    if policy == "error" and bad:
+        first = bad[0]
+        raise BadImageError(first.row, first.path, first.reason + _more(bad))
+    if policy == "error":
+        return embeddings
+    skipped = [b.row for b in bad]
+    kept = np.setdiff1d(np.arange(num_rows), np.array(skipped, dtype=np.int64))
+    return EmbeddingResult(embeddings, skipped, kept, bad)
+
+
+def _more(bad: list[BadRow]) -> str:
+    if len(bad) == 1:
+        return ""
+    rows = ", ".join(str(b.row) for b in bad[1:6]) + (", ..." if len(bad) > 6 else "")
+    return f" ({len(bad) - 1} more unreadable rows: {rows}; on_bad_image='skip' leaves them out)"
+
+
+def _concat(parts: list[np.ndarray], dim: int) -> np.ndarray:
+    return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros((0, dim), np.float32)
+
+
+def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, world: World, batch_size: int,
+                    num_workers: int | None, chunk_size: int, progress: bool, stop_on_bad: bool) -> list[Chunk]:
+    ranges = _chunk_ranges(len(source), chunk_size)
+    done: dict[int, Chunk] = {}
+    for index, (start, end) in enumerate(ranges):
+        cached = store.read_chunk(start, end)
+        if cached is not None:
+            done[index] = cached
+    todo = [i for i in range(len(ranges)) if i not in done]
+    items_per_chunk = [_shard(*ranges[i], world) for i in todo]
+    items = [item for chunk_items in items_per_chunk for item in chunk_items]
+    batches, owners = _batches(items_per_chunk, batch_size)
+    workers = default_num_workers(encoder.device) if num_workers is None else num_workers
+    loader = torch.utils.data.DataLoader(
+        _DecodeDataset(source, items, encoder.preprocessing), batch_sampler=batches, num_workers=workers,
+        collate_fn=_collate, pin_memory=encoder.device.type == "cuda",
+    )
+    total = sum(end - start for i in todo for start, end in [ranges[i]])
+    bar = tqdm(total=total, unit="img", desc="embedding images", disable=not (progress and world.is_main and total))
+    pending: list[tuple[list[_Item], np.ndarray, list[BadRow]]] = []
+    try:
+        for owner, next_owner, (batch_items, pixels, bad) in zip(owners, owners[1:] + [None], loader):
+            features = (encoder.encode_pixels(pixels).cpu().numpy() if pixels is not None
+                        else np.zeros((0, encoder.embedding_dim), np.float32))
+            pending.append((batch_items, features, bad))
+            bar.update(world.size * (sum(not it.padding for it in batch_items) + len(bad)))
+            if next_owner != owner:  # the last batch of this chunk on every process
+                start, end = ranges[todo[owner]]
+                chunk = _merge(world.all_gather(pending), encoder.embedding_dim)
+                if world.is_main:
+                    store.write_chunk(start, end, chunk)
+                done[todo[owner]] = chunk
+                pending = []
+                if chunk.bad and stop_on_bad:  # the finished work is saved; fail before doing more
+                    raise BadImageError(chunk.bad[0].row, chunk.bad[0].path, chunk.bad[0].reason + _more(chunk.bad))
+    finally:
+        bar.n = min(bar.n, total)
+        bar.close()
+    return [done[i] for i in range(len(ranges))]
+
+
+def _merge(per_process: list[list[tuple[list[_Item], np.ndarray, list[BadRow]]]], dim: int) -> Chunk:
+    """Gathered batches of one chunk -> one Chunk in row order, padding duplicates dropped."""
+    rows, vectors, bad = [], [], {}
+    for batches in per_process:
+        for items, features, bad_rows in batches:
+            for item, vector in zip(items, features):
+                if not item.padding:
+                    rows.append(item.row)
+                    vectors.append(vector)
+            bad.update({b.row: b for b in bad_rows})
+    order = np.argsort(rows, kind="stable")
+    rows_sorted = np.asarray(rows, dtype=np.int64)[order]
+    embeddings = np.stack(vectors)[order] if vectors else np.zeros((0, dim), np.float32)
+    return Chunk(rows_sorted, embeddings.astype(np.float32, copy=False), [bad[r] for r in sorted(bad)])

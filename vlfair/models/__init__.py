@@ -1,0 +1,80 @@
+"""Encoders: one interface (:class:`Encoder`), one module per backend, a registry of spec prefixes.
+
+Adding a backend is one module with a ``load_<name>(ref, **options)`` function plus one
+``register_backend`` line below.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import torch
+
+from vlfair.models.base import Encoder
+from vlfair.models.hf import HFEncoder, load_hf
+from vlfair.models.hub import ModelNotFoundError
+from vlfair.models.mclip import MCLIPEncoder, load_mclip
+from vlfair.models.preprocessing import ImagePreprocessing, UnsupportedPreprocessing
+
+Loader = Callable[..., Encoder]
+BACKENDS: dict[str, Loader] = {}
+DEFAULT_BACKEND = "hf"  # bare Hub ids and local directories
+
+
+def register_backend(prefix: str, loader: Loader) -> None:
+    """Make ``"prefix:REF"`` specs load through ``loader(REF, **options)``."""
+    BACKENDS[prefix] = loader
+
+
+register_backend("hf", load_hf)
+register_backend("mclip", load_mclip)
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """``"mclip:ID"`` -> ``("mclip", "ID")``; bare ids and directories go to the ``hf`` backend."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"a model spec must be a non-empty string, got {spec!r}")
+    if os.path.isdir(spec):
+        return DEFAULT_BACKEND, spec
+    prefix, sep, ref = spec.partition(":")
+    if not sep:
+        return DEFAULT_BACKEND, spec
+    if prefix not in BACKENDS:
+        raise ValueError(
+            f"unknown model spec prefix {prefix!r} in {spec!r}; registered prefixes: "
+            + ", ".join(f"{p}:" for p in sorted(BACKENDS))
+        )
+    if not ref:
+        raise ValueError(f"model spec {spec!r} names no model after '{prefix}:'")
+    return prefix, ref
+
+
+def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | torch.dtype = "auto",
+                 revision: str | None = None, trust_remote_code: bool = False,
+                 use_safetensors: bool = True) -> Encoder:
+    """Load a dual encoder from a spec.
+
+    Args:
+        spec: ``"hf:ID[@REV]"``, a bare Hub id, a local directory, or ``"mclip:TEXT[+IMAGE]"``.
+        device: ``"auto"`` (CUDA when available, else CPU) or a torch device.
+        dtype: ``"auto"`` (bf16 on CUDA, fp16 where bf16 is unsupported, float32 on CPU) or a dtype.
+        revision: a Hub revision; the same as ``@REV`` in the spec.
+        trust_remote_code: run code shipped with the checkpoint. Never on unless you pass it.
+        use_safetensors: refuse pickled weights (the default). ``False`` allows ``.bin`` files,
+            read with ``torch.load(weights_only=True)``.
+
+    Raises:
+        ValueError: unknown spec prefix (the message lists the registered ones), or a model
+            that is not an image-text dual encoder.
+        ModelNotFoundError: not a directory, not cached, and the Hub is offline or unreachable.
+    """
+    prefix, ref = parse_spec(spec)
+    return BACKENDS[prefix](ref, device=device, dtype=dtype, revision=revision,
+                            trust_remote_code=trust_remote_code, use_safetensors=use_safetensors, spec=spec)
+
+
+__all__ = [
+    "BACKENDS", "Encoder", "HFEncoder", "MCLIPEncoder", "ImagePreprocessing", "ModelNotFoundError",
+    "UnsupportedPreprocessing", "load_encoder", "parse_spec", "register_backend",
+]

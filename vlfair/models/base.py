@@ -1,0 +1,156 @@
+"""The one interface every encoder backend implements."""
+
+from __future__ import annotations
+
+import abc
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from vlfair.imageio import load_rgb
+from vlfair.models.preprocessing import ImagePreprocessing
+
+
+class Encoder(abc.ABC):
+    """A dual encoder: images and texts into one embedding space.
+
+    Attributes:
+        spec: the spec it was loaded from (``"hf:openai/clip-vit-base-patch32"``).
+        revision: resolved commit hash for Hub models, a content fingerprint for local
+            directories (so a retrained checkpoint never reuses stale cached embeddings).
+        device, dtype: where and in which precision the towers run.
+        preprocessing: the image preprocessing; part of every cache key.
+        embedding_dim: size of the joint embedding.
+        logit_scale: the model's temperature (100 for OpenAI CLIP).
+        logit_bias: SigLIP's learned bias; None for softmax (CLIP-style) models.
+        loss: "softmax" (probabilities compete across texts) or "sigmoid" (each image-text
+            pair is an independent yes/no, as SigLIP was trained).
+    """
+
+    spec: str
+    revision: str | None
+    device: torch.device
+    dtype: torch.dtype
+    preprocessing: ImagePreprocessing
+    embedding_dim: int
+    logit_scale: float
+    logit_bias: float | None
+    loss: str
+
+    @abc.abstractmethod
+    def image_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """Unnormalised image features from model-ready pixels (B, 3, H, W) on the device."""
+
+    @abc.abstractmethod
+    def text_features(self, texts: list[str]) -> torch.Tensor:
+        """Unnormalised text features for one batch of strings."""
+
+    @property
+    @abc.abstractmethod
+    def text_settings(self) -> dict[str, Any]:
+        """Everything besides the weights that changes text features (tokenisation); cache key."""
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that make two encoders produce the same embeddings."""
+        return {
+            "spec": self.spec,
+            "revision": self.revision,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "preprocessing": self.preprocessing.key(),
+            "text": self.text_settings,
+        }
+
+    # ---- images --------------------------------------------------------------------------
+    @torch.inference_mode()
+    def encode_pixels(self, batch: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+        """(B, H, W, 3) uint8 from ``preprocessing.to_uint8`` -> (B, D) float32 on the device."""
+        batch = batch.to(self.device, non_blocking=True)
+        features = self.image_features(self.preprocessing.normalize(batch, self.dtype)).float()
+        return _l2(features) if normalize else features
+
+    def encode_images(self, images: Sequence[Any], batch_size: int = 32, normalize: bool = True) -> np.ndarray:
+        """Embed a small in-memory list of images (PIL, paths or byte dicts); no cache.
+
+        For datasets use ``vlfair.embed_images``: workers, caching, sharding, bad-image policy.
+        """
+        out = []
+        for start in range(0, len(images), batch_size):
+            arrays = [
+                self.preprocessing.to_uint8(load_rgb(image, start + i))
+                for i, image in enumerate(images[start : start + batch_size])
+            ]
+            out.append(self.encode_pixels(torch.from_numpy(np.stack(arrays)), normalize).cpu().numpy())
+        return _concat(out, self.embedding_dim)
+
+    # ---- texts ---------------------------------------------------------------------------
+    @torch.inference_mode()
+    def encode_texts(self, texts: Sequence[str], batch_size: int = 256, normalize: bool = True) -> np.ndarray:
+        """Embed strings; float32 (M, D), L2-normalised unless ``normalize=False``."""
+        if isinstance(texts, str):
+            raise TypeError("encode_texts takes a list of strings, not one string")
+        out = []
+        for start in range(0, len(texts), batch_size):
+            features = self.text_features(list(texts[start : start + batch_size])).float()
+            out.append((_l2(features) if normalize else features).cpu().numpy())
+        return _concat(out, self.embedding_dim)
+
+    # ---- scores --------------------------------------------------------------------------
+    def logits(self, image_embeds: np.ndarray, text_embeds: np.ndarray) -> np.ndarray:
+        """The model's own logits: scale * cos (+ bias); inputs are normalised embeddings."""
+        logits = self.logit_scale * (np.asarray(image_embeds) @ np.asarray(text_embeds).T)
+        return logits + self.logit_bias if self.logit_bias is not None else logits
+
+    def probabilities(self, image_embeds: np.ndarray, text_embeds: np.ndarray) -> np.ndarray:
+        """P(text | image) as the model was trained to give it.
+
+        Softmax models: a distribution over the given texts (rows sum to 1). Sigmoid models
+        (SigLIP): an independent probability per pair; rows do not sum to 1.
+        """
+        logits = self.logits(image_embeds, text_embeds)
+        if self.loss == "sigmoid":
+            return 1.0 / (1.0 + np.exp(-logits))
+        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        return shifted / shifted.sum(axis=-1, keepdims=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(spec={self.spec!r}, revision={self.revision!r}, "
+            f"device={self.device}, dtype={self.dtype}, embedding_dim={self.embedding_dim})"
+        )
+
+
+def _l2(features: torch.Tensor) -> torch.Tensor:
+    return features / features.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def _concat(parts: list[np.ndarray], dim: int) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
+
+
+def pick_device(device: str | torch.device) -> torch.device:
+    if str(device) != "auto":
+        return torch.device(device)
+    if torch.cuda.is_available():
+        # one GPU per process under torchrun / accelerate launch
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
+    return torch.device("cpu")
+
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+
+def pick_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    """``auto``: bf16 on CUDA (fp16 where bf16 is unsupported), float32 elsewhere."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    try:
+        return _DTYPES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; use 'auto' or one of {sorted(_DTYPES)}") from None

@@ -1,0 +1,111 @@
+"""Turning a model reference (local directory, ``ID``, ``ID@REVISION``) into files on disk."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+
+# Files a dual encoder needs; never TF/Flax/ONNX weights, and pickled .bin weights only on request.
+_BASE_PATTERNS = ["*.json", "*.txt", "*.model", "*.tiktoken", "*.py", "tokenizer*", "vocab*", "merges*", "spiece*"]
+_SAFE_WEIGHTS = ["*.safetensors", "*.safetensors.index.json"]
+_PICKLED_WEIGHTS = ["pytorch_model*.bin", "pytorch_model.bin.index.json"]
+
+
+class ModelNotFoundError(OSError):
+    """The model is neither a local directory nor obtainable from the Hub (cache or network)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedModel:
+    """Where a model's files are and which exact version they are.
+
+    Attributes:
+        ref: what the user named (local path or Hub id, without revision).
+        path: local directory holding the files.
+        revision: the commit hash (Hub) or ``local-<fingerprint>`` (directory).
+    """
+
+    ref: str
+    path: str
+    revision: str | None
+
+
+def split_revision(ref: str, revision: str | None = None) -> tuple[str, str | None]:
+    """``"org/name@abc123"`` -> ``("org/name", "abc123")``; conflicting revisions are an error."""
+    if "@" in ref and not os.path.isdir(ref):
+        ref, _, pinned = ref.rpartition("@")
+        if revision is not None and revision != pinned:
+            raise ValueError(f"revision given twice and differently: {pinned!r} in the spec and {revision!r}")
+        revision = pinned
+    return ref, revision
+
+
+def directory_fingerprint(path: str | os.PathLike) -> str:
+    """Hash of (file name, size, mtime) of every file, so rewritten weights change the cache key."""
+    digest = hashlib.sha256()
+    root = Path(path)
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        stat = file.stat()
+        digest.update(f"{file.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return "local-" + digest.hexdigest()[:16]
+
+
+def hub_offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def resolve_model(ref: str, revision: str | None = None, *, use_safetensors: bool = True) -> ResolvedModel:
+    """Find a model's files locally or fetch them (only the files an encoder needs).
+
+    Raises:
+        ModelNotFoundError: not a directory, not in the local Hub cache, and the Hub is
+            offline or unreachable; or the repository or revision does not exist.
+    """
+    ref, revision = split_revision(ref, revision)
+    if os.path.isdir(ref):
+        if revision is not None:
+            raise ValueError(f"{ref!r} is a local directory; a revision ({revision!r}) applies only to Hub ids")
+        return ResolvedModel(ref, os.path.abspath(ref), directory_fingerprint(ref))
+    if ref.startswith((".", "/", "~")) or ref.count("/") > 1:
+        raise ModelNotFoundError(f"model directory {ref!r} does not exist")
+
+    from huggingface_hub import constants, errors, snapshot_download
+
+    patterns = _BASE_PATTERNS + _SAFE_WEIGHTS + ([] if use_safetensors else _PICKLED_WEIGHTS)
+    offline = hub_offline()
+    try:
+        path = snapshot_download(ref, revision=revision, allow_patterns=patterns, local_files_only=offline)
+    except errors.RepositoryNotFoundError:
+        raise ModelNotFoundError(f"{ref!r} is not a local directory and no such model exists on the Hub") from None
+    except errors.RevisionNotFoundError:
+        raise ModelNotFoundError(f"model {ref!r} has no revision {revision!r}") from None
+    except (errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled) as exc:
+        why = "the Hub is offline (HF_HUB_OFFLINE=1)" if offline else f"the Hub could not be reached ({exc})"
+        at = f"@{revision}" if revision else ""
+        raise ModelNotFoundError(
+            f"model {ref + at!r} is not a local directory and is not in the local Hub cache "
+            f"({constants.HF_HUB_CACHE}), and {why}. Download it once with network access "
+            f"(huggingface-cli download {ref}) or pass the path of a saved checkpoint."
+        ) from None
+    return ResolvedModel(ref, path, Path(path).name)
+
+
+def weight_files(path: str, use_safetensors: bool) -> list[Path]:
+    """The weight files of a resolved model, safetensors first; pickled ones only when allowed."""
+    root = Path(path)
+    safe = sorted(root.glob("*.safetensors"))
+    if safe:
+        return safe
+    pickled = sorted(root.glob("pytorch_model*.bin"))
+    if pickled and use_safetensors:
+        raise ModelNotFoundError(
+            f"{path} has only pickled PyTorch weights ({pickled[0].name}) and no safetensors file. "
+            "Pass use_safetensors=False to load them (read with torch.load(weights_only=True))."
+        )
+    if not pickled:
+        raise ModelNotFoundError(f"{path} holds no model weights (*.safetensors or pytorch_model*.bin)")
+    return pickled

@@ -1,0 +1,126 @@
+"""Uniform, validated access to the image cells of whatever the user passes as a dataset."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+_IMAGE_VALUE = "a PIL image, an {'bytes', 'path'} dict, a file path or an HWC uint8 array"
+
+
+class ImageSource:
+    """Rows of one image column: ``cell(i)``, ``len()``, and a fingerprint of the content."""
+
+    def __init__(self, cells: Any, fingerprint: str, name: str):
+        self._cells, self.fingerprint, self.name = cells, fingerprint, name
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def cell(self, row: int) -> Any:
+        return self._cells[row]
+
+
+def image_source(dataset: Any, image_column: str = "image") -> ImageSource:
+    """Wrap a ``datasets.Dataset``, a pandas DataFrame, a dict of columns or a list of images.
+
+    Raises:
+        ValueError: empty dataset, missing column (the message lists the present ones), or a
+            column whose type cannot hold images (the message names it).
+    """
+    source = _wrap(dataset, image_column)
+    if len(source) == 0:
+        raise ValueError(f"dataset is empty: column {image_column!r} has no rows to embed")
+    return source
+
+
+def _wrap(dataset: Any, column: str) -> ImageSource:
+    try:
+        import datasets
+    except ImportError:  # pragma: no cover - datasets is a core dependency
+        datasets = None
+    if datasets is not None and isinstance(dataset, datasets.IterableDataset):
+        raise ValueError("streaming (Iterable) datasets cannot be cached by row; load the split or .take(n) it first")
+    if datasets is not None and isinstance(dataset, datasets.Dataset):
+        return _hf_source(dataset, column)
+    if _is_dataframe(dataset) or isinstance(dataset, Mapping):
+        if column not in dataset:
+            raise ValueError(f"column {column!r} not found; columns are {list(dataset.keys())}")
+        cells = list(dataset[column])
+        return ImageSource(cells, _fingerprint_cells(cells, column), column)
+    if isinstance(dataset, Sequence) and not isinstance(dataset, (str, bytes)):
+        cells = list(dataset)
+        return ImageSource(cells, _fingerprint_cells(cells, "<list>"), "<list>")
+    raise ValueError(
+        f"cannot read images from a {type(dataset).__name__}; pass a datasets.Dataset, a pandas "
+        "DataFrame, a dict of columns, or a list of images / paths"
+    )
+
+
+def _is_dataframe(obj: Any) -> bool:
+    return type(obj).__name__ == "DataFrame" and hasattr(obj, "columns")
+
+
+def _hf_source(dataset: Any, column: str) -> ImageSource:
+    import datasets
+
+    if column not in dataset.column_names:
+        raise ValueError(f"column {column!r} not found; columns are {dataset.column_names}")
+    feature = dataset.features[column]
+    if isinstance(feature, datasets.Image):
+        # Undecoded cells: decoding happens in our workers, where a bad file becomes a row error.
+        dataset = dataset.cast_column(column, datasets.Image(decode=False))
+    elif isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string"):
+        pass  # file paths
+    elif isinstance(feature, dict) and {"bytes", "path"} & set(feature):
+        pass  # an image struct stored without the Image feature
+    else:
+        raise ValueError(
+            f"column {column!r} has type {feature!r}, which cannot hold images; "
+            "expected an Image feature, file path strings or {'bytes', 'path'} structs"
+        )
+    # Index the column once per row: dataset[row][column] would read every column.
+    return ImageSource(_HFColumn(dataset, column), dataset._fingerprint, column)
+
+
+class _HFColumn:
+    def __init__(self, dataset: Any, column: str):
+        self.dataset = dataset.select_columns([column])
+        self.column = column
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, row: int) -> Any:
+        return self.dataset[row][self.column]
+
+
+def _fingerprint_cells(cells: list[Any], where: str) -> str:
+    """Content hash of in-memory cells; files are identified by path, size and mtime."""
+    digest = hashlib.sha256()
+    for row, cell in enumerate(cells):
+        digest.update(_cell_digest(cell, row, where))
+    return digest.hexdigest()
+
+
+def _cell_digest(cell: Any, row: int, where: str) -> bytes:
+    if isinstance(cell, Image.Image):
+        return hashlib.sha256(f"{cell.mode}{cell.size}".encode() + cell.tobytes()).digest()
+    if isinstance(cell, (str, os.PathLike)):
+        try:
+            stat = os.stat(cell)
+            return f"{os.fspath(cell)}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()
+        except OSError:
+            return f"{os.fspath(cell)}\0missing".encode()  # reported as a bad row when read
+    if isinstance(cell, Mapping) and ("bytes" in cell or "path" in cell):
+        if cell.get("bytes") is not None:
+            return hashlib.sha256(cell["bytes"]).digest()
+        return _cell_digest(cell.get("path") or "", row, where)
+    if isinstance(cell, np.ndarray) and cell.dtype == np.uint8:
+        return hashlib.sha256(str(cell.shape).encode() + cell.tobytes()).digest()
+    raise ValueError(f"{where} row {row} holds a {type(cell).__name__}, expected {_IMAGE_VALUE}")

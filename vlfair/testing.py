@@ -1,0 +1,151 @@
+"""Tiny, randomly initialised checkpoints and generated images for offline tests and self-checks.
+
+Each builder writes a complete checkpoint directory with ``save_pretrained`` (weights,
+tokenizer, image processor), so loading it goes through exactly the code path a real Hub
+checkpoint takes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+WORDS = (
+    "a photo of the an person man woman doctor nurse lawyer scientist smart dumb happy sad "
+    "ein foto von einer der person arzt frau mann und with at in office gym"
+).split()
+SPECIAL = ["[PAD]", "[UNK]", "<bos>", "<eos>"]
+
+
+def word_tokenizer(model_max_length: int = 32, extra_words: list[str] | None = None) -> Any:
+    """A lower-casing word-level tokenizer that wraps every text in <bos> ... <eos>."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(SPECIAL + WORDS + list(extra_words or []))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.normalizer = normalizers.Lowercase()
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.post_processor = processors.TemplateProcessing(
+        single="<bos> $A <eos>", special_tokens=[("<bos>", vocab["<bos>"]), ("<eos>", vocab["<eos>"])]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", bos_token="<bos>", eos_token="<eos>",
+        model_max_length=model_max_length,
+    )
+
+
+def _tower(hidden: int, layers: int, **extra: Any) -> dict[str, Any]:
+    return {"hidden_size": hidden, "intermediate_size": 2 * hidden, "num_hidden_layers": layers,
+            "num_attention_heads": 2, **extra}
+
+
+def _ids(tokenizer: Any) -> dict[str, int]:
+    return {"pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id}
+
+
+def tiny_clip(path: str | Path, *, image_size: int = 64, patch_size: int = 16, hidden: int = 32,
+              projection_dim: int = 16, layers: int = 2, seed: int = 0) -> Path:
+    """A CLIPModel with OpenAI CLIP's preprocessing at ``image_size``, saved to ``path``."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    tokenizer = word_tokenizer()
+    config = CLIPConfig(
+        text_config=_tower(hidden, layers, vocab_size=len(tokenizer), max_position_embeddings=32, **_ids(tokenizer)),
+        vision_config=_tower(hidden, layers, image_size=image_size, patch_size=patch_size),
+        projection_dim=projection_dim,
+    )
+    torch.manual_seed(seed)
+    CLIPModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    CLIPImageProcessor(size={"shortest_edge": image_size},
+                       crop_size={"height": image_size, "width": image_size}).save_pretrained(path)
+    return Path(path)
+
+
+def tiny_siglip(path: str | Path, *, image_size: int = 48, patch_size: int = 16, hidden: int = 32,
+                layers: int = 2, seed: int = 0) -> Path:
+    """A SiglipModel (sigmoid loss, learned logit bias) with SigLIP preprocessing."""
+    import torch
+    from transformers import SiglipConfig, SiglipImageProcessor, SiglipModel
+
+    tokenizer = word_tokenizer(model_max_length=64)
+    config = SiglipConfig(
+        text_config=_tower(hidden, layers, vocab_size=len(tokenizer), max_position_embeddings=64, **_ids(tokenizer)),
+        vision_config=_tower(hidden, layers, image_size=image_size, patch_size=patch_size),
+    )
+    torch.manual_seed(seed)
+    model = SiglipModel(config)
+    with torch.no_grad():  # non-trivial temperature and bias, so tests can tell them apart
+        model.logit_scale.fill_(np.log(10.0))
+        model.logit_bias.fill_(-3.0)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    SiglipImageProcessor(size={"height": image_size, "width": image_size}).save_pretrained(path)
+    return Path(path)
+
+
+def tiny_mclip(path: str | Path, *, projection_dim: int = 16, hidden: int = 24, layers: int = 2,
+               seed: int = 0, safetensors: bool = True) -> Path:
+    """An M-CLIP-layout text tower: ``transformer.*`` (XLM-R) + ``LinearTransformation.*``.
+
+    Like the published checkpoints, config.json has ``model_type: M-CLIP`` and names the text
+    architecture in ``modelBase`` (here a sibling directory holding an XLM-R config).
+    """
+    import torch
+    from transformers import XLMRobertaConfig, XLMRobertaModel
+
+    path = Path(path)
+    base = path.parent / f"{path.name}-base"
+    tokenizer = word_tokenizer(model_max_length=30)
+    text_config = XLMRobertaConfig(vocab_size=len(tokenizer), max_position_embeddings=34, type_vocab_size=1,
+                                   **_tower(hidden, layers), **_ids(tokenizer))
+    text_config.save_pretrained(base)
+    torch.manual_seed(seed)
+    transformer = XLMRobertaModel(text_config)
+    linear = torch.nn.Linear(hidden, projection_dim)
+    state = {f"transformer.{k}": v.contiguous() for k, v in transformer.state_dict().items()}
+    state.update({"LinearTransformation.weight": linear.weight.data, "LinearTransformation.bias": linear.bias.data})
+    path.mkdir(parents=True, exist_ok=True)
+    if safetensors:
+        from safetensors.torch import save_file
+
+        save_file(state, str(path / "model.safetensors"))
+    else:
+        torch.save(state, path / "pytorch_model.bin")
+    config = {"model_type": "M-CLIP", "architectures": ["MultilingualCLIP"], "modelBase": str(base),
+              "transformerDimSize": hidden, "imageDimSize": projection_dim}
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def generated_image(index: int, size: tuple[int, int] = (96, 80), seed: int = 0) -> Image.Image:
+    """A deterministic RGB image with random coloured shapes; different for every index."""
+    rng = np.random.default_rng([seed, index])
+    image = Image.new("RGB", size, tuple(int(c) for c in rng.integers(0, 256, 3)))
+    draw = ImageDraw.Draw(image)
+    for _ in range(4):
+        x0, y0 = rng.integers(0, size[0] - 8), rng.integers(0, size[1] - 8)
+        x1, y1 = x0 + rng.integers(8, size[0]), y0 + rng.integers(8, size[1])
+        draw.ellipse([int(x0), int(y0), int(x1), int(y1)], fill=tuple(int(c) for c in rng.integers(0, 256, 3)))
+    return image
+
+
+def write_jpegs(directory: str | Path, count: int, size: tuple[int, int] = (96, 80), seed: int = 0,
+                quality: int = 90) -> list[Path]:
+    """Write ``count`` generated JPEGs named 00000.jpg, 00001.jpg, ...; returns their paths."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        path = directory / f"{i:05d}.jpg"
+        generated_image(i, size, seed).save(path, quality=quality)
+        paths.append(path)
+    return paths
