@@ -236,3 +236,58 @@ def _merge(per_process: list[list[tuple[list[_Item], np.ndarray, list[BadRow]]]]
     rows_sorted = np.asarray(rows, dtype=np.int64)[order]
     embeddings = np.stack(vectors)[order] if vectors else np.zeros((0, dim), np.float32)
     return Chunk(rows_sorted, embeddings.astype(np.float32, copy=False), [bad[r] for r in sorted(bad)])
+
+
+def embed_texts(
+    encoder: Encoder,
+    prompts: Sequence[str],
+    templates: Sequence[str] | None = None,
+    batch_size: int = 256,
+    cache_dir: str | os.PathLike | None = DEFAULT,
+    normalize: bool = True,
+) -> np.ndarray:
+    """Embed prompts; float32 (M, D), in prompt order.
+
+    Args:
+        prompts: the strings (or class names, when ``templates`` are given).
+        templates: format strings with one ``{}`` each, e.g. ``"a photo of a {}."``. With
+            templates, each prompt's embedding is the mean of its normalised per-template
+            embeddings, renormalised (CLIP prompt ensembling).
+        normalize: L2-normalise rows (default). ``False`` returns raw text features (used by
+            measures defined on unnormalised features); not combinable with templates.
+    """
+    if isinstance(prompts, str):
+        raise TypeError("prompts must be a list of strings, not one string")
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts is empty: nothing to embed")
+    for index, prompt in enumerate(prompts):
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompts[{index}] is a {type(prompt).__name__}, not a string")
+    templates = list(templates) if templates is not None else None
+    if templates is not None:
+        if not templates:
+            raise ValueError("templates is empty; pass None to embed the prompts as they are")
+        if not normalize:
+            raise ValueError("normalize=False cannot be combined with templates (ensembling normalises)")
+        for template in templates:
+            if template.count("{}") != 1:
+                raise ValueError(f"template {template!r} must contain exactly one '{{}}' placeholder")
+    identity = encoder.identity()
+    components = {"kind": "texts", "encoder": {k: identity[k] for k in ("spec", "revision", "dtype", "text")},
+                  "prompts": prompts, "templates": templates, "normalize": normalize}
+    store = ChunkStore.open(cache_dir, "texts", components)
+    final = store.read_final()
+    if final is not None:
+        return final[0]
+    if templates is None:
+        embeddings = encoder.encode_texts(prompts, batch_size=batch_size, normalize=normalize)
+    else:
+        texts = [template.format(prompt) for prompt in prompts for template in templates]
+        per_template = encoder.encode_texts(texts, batch_size=batch_size).reshape(len(prompts), len(templates), -1)
+        mean = per_template.mean(axis=1)
+        embeddings = mean / np.linalg.norm(mean, axis=1, keepdims=True).clip(1e-12)
+    embeddings = embeddings.astype(np.float32, copy=False)
+    if current_world().is_main:
+        store.write_final(embeddings, [])
+    return embeddings

@@ -1,0 +1,3 @@
+from vlfair.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""``vlfair`` command line: one subcommand per entry of a registry."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from vlfair._version import __version__
+
+PROBES = ("professions", "traits", "word-influence", "multilingual", "public-figures")
+
+
+def _not_yet(issue: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        print(f"vlfair {args.command}: not built yet; it arrives with {issue}.", file=sys.stderr)
+        return 2
+
+    return handler
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from vlfair.selfcheck import run_selfcheck
+
+    print("vlfair demo: the planted-bias world arrives with the demo issue; running the end-to-end "
+          "self-check on a tiny encoder instead.")
+    report = run_selfcheck(args.out)
+    width = max(len(name) for name in report["checks"])
+    for name, ok in report["checks"].items():
+        print(f"  {name:<{width}}  {'ok' if ok else 'FAILED'}")
+    print(f"  max |vlfair - transformers| = {report['max_abs_diff_vs_transformers']:.2e} "
+          f"(tolerance {report['tolerance']:.0e}); {report['num_images']} images embedded in "
+          f"{report['embed_seconds']} s, cached re-run {report['cached_seconds']} s")
+    if args.out:
+        print(f"  written: {args.out}/selfcheck.json")
+    return 0 if report["passed"] else 1
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("demo", help="offline demo on a world with planted biases (now: the self-check)")
+    parser.add_argument("--out", help="directory for the demo's outputs")
+    parser.set_defaults(handler=_demo)
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("run", help="run a study probe end to end [issue #5; word-influence: #6]")
+    parser.add_argument("probe", choices=PROBES)
+    parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], a directory, mclip:ID")
+    parser.add_argument("--dataset", required=True, help="Hub id, local directory or synthetic:NAME")
+    parser.add_argument("--split")
+    parser.add_argument("--subset")
+    parser.add_argument("--out", default="out")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--limit", type=int)
+    parser.set_defaults(handler=_not_yet("issue #5 (probes) and #6 (word-influence)"))
+
+
+def _add_prepare(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("prepare", help="build a study dataset from its raw files [issue #4]")
+    parser.add_argument("dataset", help="professions, fairface, multi30k, pfi")
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--push-to-hub", metavar="REPO")
+    parser.set_defaults(handler=_not_yet("issue #4 (datasets)"))
+
+
+def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("leaderboard", help="one table over many results.json [issue #5]")
+    parser.add_argument("results", nargs="+")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--push-to-hub", metavar="REPO")
+    parser.set_defaults(handler=_not_yet("issue #5 (probes, results and leaderboard)"))
+
+
+SUBCOMMANDS = [_add_demo, _add_run, _add_prepare, _add_leaderboard]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vlfair", description="Measure social bias in vision-language models.")
+    parser.add_argument("--version", action="version", version=f"vlfair {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
