@@ -40,8 +40,11 @@ def current_world() -> World:
     if dist.is_available() and dist.is_initialized():
         return World(dist.get_rank(), dist.get_world_size())
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        import torch
         from accelerate import PartialState
 
-        state = PartialState()  # initialises the group: NCCL on GPUs, gloo on CPUs
+        # Accelerate forms a CPU (gloo) group only when told to; without cpu=True a GPU-less
+        # torchrun would silently give every process a world of one.
+        state = PartialState(cpu=not torch.cuda.is_available())
         return World(state.process_index, state.num_processes)
     return World()

@@ -1,0 +1,62 @@
+"""Shared fixtures: tiny checkpoints saved with save_pretrained, generated and broken images."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
+
+from vlfair import testing  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def clip_dir(models_dir) -> Path:
+    return testing.tiny_clip(models_dir / "tiny-clip")
+
+
+@pytest.fixture(scope="session")
+def siglip_dir(models_dir) -> Path:
+    return testing.tiny_siglip(models_dir / "tiny-siglip")
+
+
+@pytest.fixture(scope="session")
+def mclip_dir(models_dir) -> Path:
+    return testing.tiny_mclip(models_dir / "tiny-mclip")
+
+
+@pytest.fixture(scope="session")
+def clip_encoder(clip_dir):
+    import vlfair
+
+    return vlfair.load_encoder(str(clip_dir))
+
+
+@pytest.fixture(scope="session")
+def jpeg_paths(tmp_path_factory) -> list[Path]:
+    """37 JPEGs of varying sizes (37: not a multiple of any batch or chunk size used)."""
+    directory = tmp_path_factory.mktemp("jpegs")
+    paths = []
+    for i in range(37):
+        size = (60 + 7 * (i % 5), 50 + 11 * (i % 3))
+        paths.append(testing.write_jpegs(directory / f"s{i}", 1, size=size, seed=i)[0])
+    return paths
+
+
+@pytest.fixture(scope="session")
+def broken_files(tmp_path_factory, jpeg_paths) -> dict[str, Path]:
+    """A truncated JPEG and a text file with a .jpg name."""
+    directory = tmp_path_factory.mktemp("broken")
+    truncated = directory / "truncated.jpg"
+    data = jpeg_paths[0].read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    not_image = directory / "notes.jpg"
+    not_image.write_text("this is not an image\n")
+    return {"truncated": truncated, "not_image": not_image}

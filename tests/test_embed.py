@@ -1,0 +1,292 @@
+"""The embedding engine: input forms, order, cache keys and resumption, bad input, sharding."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+import vlfair
+from vlfair import testing
+from vlfair.cache import ChunkStore
+from vlfair.embed import EmbeddingResult
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def counted(clip_encoder, monkeypatch):
+    """Count the images that actually go through the vision tower."""
+    calls = {"images": 0}
+    original = type(clip_encoder).encode_pixels
+
+    def spy(self, batch, normalize=True):
+        calls["images"] += batch.shape[0]
+        return original(self, batch, normalize)
+
+    monkeypatch.setattr(type(clip_encoder), "encode_pixels", spy)
+    return calls
+
+
+def _paths(jpeg_paths):
+    return [str(p) for p in jpeg_paths]
+
+
+def test_equals_per_image_encoding_in_dataset_order(clip_encoder, jpeg_paths):
+    embeddings = vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=None, batch_size=4, chunk_size=10)
+    assert embeddings.dtype == np.float32 and embeddings.shape == (37, clip_encoder.embedding_dim)
+    np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-6)
+    one_by_one = np.concatenate([clip_encoder.encode_images([p]) for p in _paths(jpeg_paths)])
+    np.testing.assert_allclose(embeddings, one_by_one, atol=1e-5)
+    reversed_rows = vlfair.embed_images(clip_encoder, _paths(jpeg_paths)[::-1], cache_dir=None, batch_size=8)
+    np.testing.assert_allclose(reversed_rows[::-1], embeddings, atol=1e-5)
+
+
+def test_every_input_form_gives_the_same_embeddings(clip_encoder, jpeg_paths):
+    paths = _paths(jpeg_paths)
+    expected = vlfair.embed_images(clip_encoder, paths, cache_dir=None)
+    pil = [Image.open(p) for p in paths]
+    byte_dicts = [{"bytes": Path(p).read_bytes(), "path": None} for p in paths]
+    arrays = [np.asarray(Image.open(p).convert("RGB")) for p in paths]
+    hf_decoded = datasets.Dataset.from_dict({"img": paths}).cast_column("img", datasets.Image())
+    hf_paths = datasets.Dataset.from_dict({"file": paths, "label": list(range(37))})
+    forms = {
+        "pil": (pil, "image"), "bytes": (byte_dicts, "image"), "arrays": (arrays, "image"),
+        "hf_image": (hf_decoded, "img"), "hf_undecoded": (hf_decoded.cast_column("img", datasets.Image(decode=False)), "img"),
+        "hf_paths": (hf_paths, "file"), "dataframe": (pd.DataFrame({"p": paths}), "p"), "dict": ({"p": paths}, "p"),
+    }
+    for name, (data, column) in forms.items():
+        got = vlfair.embed_images(clip_encoder, data, image_column=column, cache_dir=None, num_workers=0)
+        np.testing.assert_allclose(got, expected, atol=1e-6, err_msg=name)
+
+
+def test_workers_and_batching_do_not_change_results(clip_encoder, jpeg_paths):
+    runs = [vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=None, batch_size=b, num_workers=w, chunk_size=c)
+            for b, w, c in [(1, 0, 5), (16, 2, 100), (64, 1, 37)]]
+    for run in runs[1:]:
+        np.testing.assert_allclose(run, runs[0], atol=1e-5)
+
+
+def test_cached_rerun_does_no_model_work(clip_encoder, jpeg_paths, tmp_path, counted):
+    first = vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=tmp_path, chunk_size=10)
+    assert counted["images"] == 37
+    second = vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=tmp_path, chunk_size=10)
+    assert counted["images"] == 37 and np.array_equal(first, second)
+    entries = list((tmp_path / "images").glob("*/*"))
+    assert len(entries) == 1 and not list(entries[0].glob("rows-*.npz"))  # chunks folded into the final file
+    assert (entries[0] / "embeddings.npy").exists() and (entries[0] / "meta.json").exists()
+
+
+def test_cache_dir_none_writes_nothing_and_env_chooses_default(clip_encoder, jpeg_paths, tmp_path, monkeypatch):
+    monkeypatch.setenv("VLFAIR_CACHE", str(tmp_path / "env-cache"))
+    vlfair.embed_images(clip_encoder, _paths(jpeg_paths)[:3], cache_dir=None)
+    assert not (tmp_path / "env-cache").exists()
+    vlfair.embed_images(clip_encoder, _paths(jpeg_paths)[:3])
+    assert list((tmp_path / "env-cache" / "images").glob("*/*/done.json"))
+
+
+def _variants(clip_dir, tmp_path, jpeg_paths):
+    """One change per cache-key component: each must recompute."""
+    paths = _paths(jpeg_paths)[:6]
+    retrained = testing.tiny_clip(tmp_path / "retrained", seed=1)
+    resized = testing.tiny_clip(tmp_path / "resized", image_size=48, patch_size=16)
+    two_columns = {"a": paths, "b": paths[::-1]}
+    return {
+        "spec/revision": (vlfair.load_encoder(str(retrained)), paths, "image"),
+        "dtype": (vlfair.load_encoder(str(clip_dir), dtype="bfloat16"), paths, "image"),
+        "preprocessing": (vlfair.load_encoder(str(resized)), paths, "image"),
+        "dataset": (None, _paths(jpeg_paths)[1:7], "image"),
+        "image_column": (None, two_columns, "b"),
+    }, (paths, two_columns)
+
+
+def test_each_key_component_invalidates(clip_encoder, clip_dir, jpeg_paths, tmp_path, counted):
+    variants, (paths, two_columns) = _variants(clip_dir, tmp_path, jpeg_paths)
+    cache = tmp_path / "cache"
+    vlfair.embed_images(clip_encoder, paths, cache_dir=cache)
+    vlfair.embed_images(clip_encoder, two_columns, image_column="a", cache_dir=cache)
+    for name, (encoder, data, column) in variants.items():
+        before = counted["images"]
+        vlfair.embed_images(encoder or clip_encoder, data, image_column=column, cache_dir=cache)
+        assert counted["images"] - before == 6, f"changing {name} did not recompute"
+        vlfair.embed_images(encoder or clip_encoder, data, image_column=column, cache_dir=cache)
+        assert counted["images"] - before == 6, f"{name}: the new entry was not reused"
+    assert len(list((cache / "images").glob("*/*/done.json"))) == 2 + len(variants)
+
+
+RESUME_SCRIPT = textwrap.dedent("""
+    import sys, time
+    import vlfair
+    encoder = vlfair.load_encoder(sys.argv[1])
+    original = encoder.encode_pixels
+    def slow(batch, normalize=True):
+        time.sleep(0.3)  # slow enough for the parent to kill this run midway
+        return original(batch, normalize)
+    encoder.encode_pixels = slow
+    paths = open(sys.argv[2]).read().split()
+    vlfair.embed_images(encoder, paths, cache_dir=sys.argv[3], chunk_size=4, batch_size=2, num_workers=0, progress=False)
+""")
+
+
+def test_resume_after_kill_equals_uninterrupted_run(clip_encoder, jpeg_paths, tmp_path, counted):
+    (tmp_path / "paths.txt").write_text("\n".join(_paths(jpeg_paths)))
+    (tmp_path / "run.py").write_text(RESUME_SCRIPT)
+    cache = tmp_path / "cache"
+    process = subprocess.Popen([sys.executable, str(tmp_path / "run.py"), str(Path(clip_encoder.spec)),
+                                str(tmp_path / "paths.txt"), str(cache)])
+    deadline = time.time() + 120
+    while len(list(cache.glob("images/*/*/rows-*.npz"))) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = len(list(cache.glob("images/*/*/rows-*.npz")))
+    assert 3 <= finished < 10, "the run was not killed midway"
+    assert not list(cache.glob("images/*/*/done.json"))
+    resumed = vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=cache, chunk_size=4, batch_size=2)
+    assert counted["images"] == 37 - 4 * finished  # only the missing chunks were computed
+    uninterrupted = vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=None, chunk_size=4, batch_size=2)
+    assert np.array_equal(resumed, uninterrupted)
+
+
+def _with_broken(jpeg_paths, broken_files):
+    paths = _paths(jpeg_paths)[:12]
+    paths[5] = str(broken_files["truncated"])
+    paths[9] = str(broken_files["not_image"])
+    return paths
+
+
+def test_bad_image_error_names_row_and_path_and_keeps_finished_work(clip_encoder, jpeg_paths, broken_files,
+                                                                    tmp_path, counted):
+    paths = _with_broken(jpeg_paths, broken_files)
+    with pytest.raises(vlfair.BadImageError) as info:
+        vlfair.embed_images(clip_encoder, paths, cache_dir=tmp_path, chunk_size=4)
+    assert info.value.row == 5 and str(broken_files["truncated"]) in str(info.value)
+    assert "row 5" in str(info.value) and "truncated" in str(info.value)
+    assert counted["images"] == 7  # chunks [0,4) and [4,8) were done, then it stopped
+    result = vlfair.embed_images(clip_encoder, paths, cache_dir=tmp_path, chunk_size=4, on_bad_image="skip")
+    assert counted["images"] == 7 + 3  # only chunk [8,12) was left to compute
+    assert isinstance(result, EmbeddingResult)
+    assert result.skipped_rows == [5, 9]
+    assert result.kept_rows.tolist() == [r for r in range(12) if r not in (5, 9)]
+    assert result.embeddings.shape == (10, clip_encoder.embedding_dim)
+    assert "cannot identify image file" in result.skipped[1].reason
+    clean = vlfair.embed_images(clip_encoder, [paths[r] for r in result.kept_rows], cache_dir=None)
+    np.testing.assert_allclose(result.embeddings, clean, atol=1e-5)
+    with pytest.raises(vlfair.BadImageError, match=r"row 5 .*1 more unreadable rows: 9"):
+        vlfair.embed_images(clip_encoder, paths, cache_dir=tmp_path, chunk_size=4)  # cached, still an error
+
+
+def test_bad_bytes_and_missing_file_are_bad_rows(clip_encoder, jpeg_paths, broken_files):
+    data = datasets.Dataset.from_dict({"image": [{"bytes": b"not a jpeg", "path": "x.jpg"},
+                                                 {"bytes": Path(jpeg_paths[0]).read_bytes(), "path": None},
+                                                 {"bytes": None, "path": "/no/such/file.jpg"}]})
+    data = data.cast_column("image", datasets.Image(decode=False))
+    result = vlfair.embed_images(clip_encoder, data, cache_dir=None, on_bad_image="skip")
+    assert result.skipped_rows == [0, 2] and result.skipped[1].path == "/no/such/file.jpg"
+
+
+def test_invalid_input_is_a_clear_value_error(clip_encoder, jpeg_paths):
+    with pytest.raises(ValueError, match="dataset is empty"):
+        vlfair.embed_images(clip_encoder, [], cache_dir=None)
+    with pytest.raises(ValueError, match=r"column 'image' not found; columns are \['file', 'label'\]"):
+        vlfair.embed_images(clip_encoder, datasets.Dataset.from_dict({"file": ["a"], "label": [1]}), cache_dir=None)
+    with pytest.raises(ValueError, match="column 'label' has type .*int64.* cannot hold images"):
+        vlfair.embed_images(clip_encoder, datasets.Dataset.from_dict({"label": [1, 2]}), image_column="label", cache_dir=None)
+    with pytest.raises(ValueError, match="row 1 holds a int, expected"):
+        vlfair.embed_images(clip_encoder, [str(jpeg_paths[0]), 7], cache_dir=None)
+    with pytest.raises(ValueError, match="on_bad_image must be one of"):
+        vlfair.embed_images(clip_encoder, [str(jpeg_paths[0])], on_bad_image="ignore")
+    with pytest.raises(ValueError, match="streaming"):
+        vlfair.embed_images(clip_encoder, datasets.Dataset.from_dict({"image": ["a"]}).to_iterable_dataset())
+
+
+def test_progress_bar_reports_images_per_second(clip_encoder, jpeg_paths, capsys):
+    vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=None, progress=True)
+    err = capsys.readouterr().err
+    assert "embedding images" in err and "img/s" in err and "37/37" in err
+
+
+TORCHRUN_SCRIPT = textwrap.dedent("""
+    import sys, numpy as np, torch.distributed as dist
+    import vlfair
+    encoder = vlfair.load_encoder(sys.argv[1])
+    seen = []
+    original = encoder.encode_pixels
+    def spy(batch, normalize=True):
+        seen.append(batch.shape[0])
+        return original(batch, normalize)
+    encoder.encode_pixels = spy
+    paths = open(sys.argv[2]).read().split()
+    result = vlfair.embed_images(encoder, paths, cache_dir=sys.argv[3], chunk_size=8, batch_size=3,
+                                 on_bad_image="skip", progress=False)
+    np.save(f"{sys.argv[4]}/rank{dist.get_rank()}.npy", result.embeddings)
+    np.save(f"{sys.argv[4]}/skipped{dist.get_rank()}.npy", np.array(result.skipped_rows))
+    np.save(f"{sys.argv[4]}/work{dist.get_rank()}.npy", np.array([sum(seen), dist.get_world_size()]))
+""")
+
+
+def test_torchrun_two_processes_equal_one(clip_encoder, jpeg_paths, broken_files, tmp_path):
+    paths = _paths(jpeg_paths)
+    paths[20] = str(broken_files["not_image"])
+    (tmp_path / "paths.txt").write_text("\n".join(paths))
+    (tmp_path / "run.py").write_text(TORCHRUN_SCRIPT)
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    out.mkdir()
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+               str(tmp_path / "run.py"), clip_encoder.spec, str(tmp_path / "paths.txt"), str(cache), str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    single = vlfair.embed_images(clip_encoder, paths, cache_dir=None, chunk_size=8, batch_size=3, on_bad_image="skip")
+    for rank in (0, 1):  # every process gets the full result, in dataset order, padding dropped
+        np.testing.assert_allclose(np.load(out / f"rank{rank}.npy"), single.embeddings, atol=1e-5)
+        assert np.load(out / f"skipped{rank}.npy").tolist() == [20]
+        images, world_size = np.load(out / f"work{rank}.npy").tolist()
+        assert world_size == 2 and images <= 20  # each process embedded its share (+ padding), not all 36
+    # the main process wrote the cache; a single-process run reads it without recomputing
+    cached = vlfair.embed_images(clip_encoder, paths, cache_dir=cache, chunk_size=8, on_bad_image="skip")
+    assert np.array_equal(cached.embeddings, np.load(out / "rank0.npy"))
+
+
+def test_texts_ensemble_and_raw_features(clip_encoder, tmp_path):
+    templates = ["a photo of a {}", "the {} at the office"]
+    ensembled = vlfair.embed_texts(clip_encoder, ["doctor", "nurse"], templates=templates, cache_dir=tmp_path)
+    for row, word in enumerate(["doctor", "nurse"]):
+        per_template = clip_encoder.encode_texts([t.format(word) for t in templates])
+        mean = per_template.mean(axis=0)
+        np.testing.assert_allclose(ensembled[row], mean / np.linalg.norm(mean), atol=1e-6)
+    plain = vlfair.embed_texts(clip_encoder, ["a photo of a doctor"], cache_dir=None)
+    np.testing.assert_allclose(plain, clip_encoder.encode_texts(["a photo of a doctor"]), atol=1e-6)
+    raw = vlfair.embed_texts(clip_encoder, ["a photo of a doctor"], normalize=False, cache_dir=None)
+    assert abs(np.linalg.norm(raw) - 1) > 1e-3
+    np.testing.assert_allclose(raw / np.linalg.norm(raw), plain, atol=1e-6)
+
+
+def test_texts_cache_and_errors(clip_encoder, tmp_path, monkeypatch):
+    first = vlfair.embed_texts(clip_encoder, ["doctor"], templates=["a {}"], cache_dir=tmp_path)
+    monkeypatch.setattr(clip_encoder, "text_features", lambda texts: pytest.fail("cache miss"))
+    assert np.array_equal(vlfair.embed_texts(clip_encoder, ["doctor"], templates=["a {}"], cache_dir=tmp_path), first)
+    with pytest.raises(ValueError, match="exactly one"):
+        vlfair.embed_texts(clip_encoder, ["doctor"], templates=["a photo"], cache_dir=None)
+    with pytest.raises(TypeError, match=r"prompts\[1\] is a int"):
+        vlfair.embed_texts(clip_encoder, ["doctor", 3], cache_dir=None)
+    with pytest.raises(ValueError, match="prompts is empty"):
+        vlfair.embed_texts(clip_encoder, [], cache_dir=None)
+
+
+def test_chunk_store_writes_are_atomic(tmp_path):
+    store = ChunkStore(tmp_path / "entry", {"k": 1})
+    assert store.read_chunk(0, 4) is None and store.read_final() is None
+    assert not [p for p in (tmp_path / "entry").iterdir() if p.name.endswith(".tmp")]

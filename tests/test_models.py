@@ -1,0 +1,240 @@
+"""Encoders: every backend agrees with a direct transformers computation, and loading is safe.
+
+Tolerance: 1e-5 max abs difference on L2-normalised float32 embeddings (the only differences
+are float rounding in normalisation and batched matmuls; observed values are ~3e-7).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPModel, SiglipImageProcessor, SiglipModel,
+                          XLMRobertaConfig, XLMRobertaModel)
+
+import vlfair
+from vlfair import testing
+from vlfair.models import BACKENDS, ModelNotFoundError, parse_spec
+from vlfair.models.hub import split_revision
+
+TOL = 1e-5
+PROMPTS = ["a photo of a doctor", "a nurse", "ein foto von einer frau", "smart person at the office"]
+
+
+def _unit(x: torch.Tensor) -> np.ndarray:
+    x = x.float()
+    return (x / x.norm(dim=-1, keepdim=True)).numpy()
+
+
+def _images(count: int = 5) -> list[Image.Image]:
+    return [testing.generated_image(i, size=(90 + 13 * i, 70 + 5 * i)) for i in range(count)]
+
+
+def _reference_images(model, processor, images) -> np.ndarray:
+    with torch.inference_mode():
+        return np.concatenate([
+            _unit(model.get_image_features(pixel_values=processor(images=image, return_tensors="pt")["pixel_values"]).pooler_output)
+            for image in images
+        ])
+
+
+def _reference_texts(model, tokenizer, texts, **tokenize) -> np.ndarray:
+    with torch.inference_mode():
+        return np.concatenate([
+            _unit(model.get_text_features(**tokenizer([text], return_tensors="pt", **tokenize)).pooler_output)
+            for text in texts
+        ])
+
+
+def test_clip_matches_transformers_per_item(clip_dir):
+    encoder = vlfair.load_encoder(f"hf:{clip_dir}")
+    model, processor = CLIPModel.from_pretrained(clip_dir).eval(), CLIPImageProcessor.from_pretrained(clip_dir)
+    tokenizer = AutoTokenizer.from_pretrained(clip_dir)
+    images = _images()
+    np.testing.assert_allclose(encoder.encode_images(images), _reference_images(model, processor, images), atol=TOL)
+    np.testing.assert_allclose(encoder.encode_texts(PROMPTS), _reference_texts(model, tokenizer, PROMPTS), atol=TOL)
+    assert encoder.loss == "softmax" and encoder.logit_bias is None
+    assert encoder.logit_scale == pytest.approx(float(model.logit_scale.exp()))
+    assert encoder.embedding_dim == model.config.projection_dim == 16
+    assert encoder.revision.startswith("local-")
+    assert encoder.preprocessing.crop == (64, 64) and encoder.preprocessing.resize == "shortest_edge"
+
+
+def test_clip_logits_and_probabilities_match_model_forward(clip_encoder, clip_dir):
+    model, processor = CLIPModel.from_pretrained(clip_dir).eval(), CLIPImageProcessor.from_pretrained(clip_dir)
+    tokenizer = AutoTokenizer.from_pretrained(clip_dir)
+    images = _images(3)
+    with torch.inference_mode():
+        out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"],
+                    **tokenizer(PROMPTS, padding=True, return_tensors="pt"))
+    logits = clip_encoder.logits(clip_encoder.encode_images(images), clip_encoder.encode_texts(PROMPTS))
+    np.testing.assert_allclose(logits, out.logits_per_image.numpy(), atol=1e-4)
+    probs = clip_encoder.probabilities(clip_encoder.encode_images(images), clip_encoder.encode_texts(PROMPTS))
+    np.testing.assert_allclose(probs, out.logits_per_image.softmax(-1).numpy(), atol=1e-5)
+
+
+def test_siglip_matches_transformers_and_uses_sigmoid(siglip_dir):
+    encoder = vlfair.load_encoder(str(siglip_dir))
+    model, processor = SiglipModel.from_pretrained(siglip_dir).eval(), SiglipImageProcessor.from_pretrained(siglip_dir)
+    tokenizer = AutoTokenizer.from_pretrained(siglip_dir)
+    images = _images(4)
+    np.testing.assert_allclose(encoder.encode_images(images), _reference_images(model, processor, images), atol=TOL)
+    texts = _reference_texts(model, tokenizer, PROMPTS, padding="max_length", max_length=64)
+    np.testing.assert_allclose(encoder.encode_texts(PROMPTS), texts, atol=TOL)
+    assert encoder.loss == "sigmoid"
+    assert encoder.logit_scale == pytest.approx(10.0) and encoder.logit_bias == pytest.approx(-3.0)
+    with torch.inference_mode():
+        out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"],
+                    **tokenizer(PROMPTS, padding="max_length", max_length=64, return_tensors="pt"))
+    probs = encoder.probabilities(encoder.encode_images(images), encoder.encode_texts(PROMPTS))
+    np.testing.assert_allclose(probs, torch.sigmoid(out.logits_per_image).numpy(), atol=1e-5)
+    assert not np.allclose(probs.sum(axis=1), 1.0)  # independent per pair, not a softmax
+
+
+def _mclip_reference(mclip_dir: Path, texts: list[str]) -> np.ndarray:
+    """M-CLIP's published forward: mean-pool the XLM-R states over the mask, then the linear map."""
+    from safetensors.torch import load_file
+
+    config = json.loads((mclip_dir / "config.json").read_text())
+    state = load_file(str(mclip_dir / "model.safetensors"))
+    transformer = XLMRobertaModel(XLMRobertaConfig.from_pretrained(config["modelBase"])).eval()
+    transformer.load_state_dict({k[len("transformer."):]: v for k, v in state.items() if k.startswith("transformer.")}, strict=False)
+    linear = torch.nn.Linear(config["transformerDimSize"], config["imageDimSize"])
+    linear.load_state_dict({"weight": state["LinearTransformation.weight"], "bias": state["LinearTransformation.bias"]})
+    tokenizer = AutoTokenizer.from_pretrained(mclip_dir)
+    rows = []
+    with torch.inference_mode():
+        for text in texts:
+            batch = tokenizer([text], return_tensors="pt")
+            hidden = transformer(**batch)[0]
+            mask = batch["attention_mask"].unsqueeze(-1).float()
+            rows.append(_unit(linear((hidden * mask).sum(1) / mask.sum(1))))
+    return np.concatenate(rows)
+
+
+def test_mclip_text_tower_matches_reference_and_image_tower_is_clip(mclip_dir, clip_dir, clip_encoder):
+    encoder = vlfair.load_encoder(f"mclip:{mclip_dir}+{clip_dir}")
+    np.testing.assert_allclose(encoder.encode_texts(PROMPTS), _mclip_reference(mclip_dir, PROMPTS), atol=TOL)
+    images = _images(3)
+    np.testing.assert_allclose(encoder.encode_images(images), clip_encoder.encode_images(images), atol=TOL)
+    assert encoder.embedding_dim == 16 and encoder.logit_scale == pytest.approx(clip_encoder.logit_scale)
+    assert encoder.preprocessing == clip_encoder.preprocessing
+    assert "+" in encoder.revision  # both towers' versions are part of the cache key
+
+
+def test_mclip_pickled_weights_need_explicit_opt_in(models_dir, clip_dir):
+    pickled = testing.tiny_mclip(models_dir / "tiny-mclip-bin", safetensors=False)
+    with pytest.raises(ModelNotFoundError, match="use_safetensors=False"):
+        vlfair.load_encoder(f"mclip:{pickled}+{clip_dir}")
+    encoder = vlfair.load_encoder(f"mclip:{pickled}+{clip_dir}", use_safetensors=False)
+    assert encoder.encode_texts(["a nurse"]).shape == (1, 16)
+
+
+def test_mclip_errors_name_the_problem(mclip_dir, clip_dir, siglip_dir):
+    with pytest.raises(ValueError, match="no known CLIP image tower.*mclip:.*\\+IMAGE_ID"):
+        vlfair.load_encoder(f"mclip:{mclip_dir}")
+    with pytest.raises(ValueError, match="not an M-CLIP checkpoint"):
+        vlfair.load_encoder(f"mclip:{clip_dir}+{clip_dir}")
+    with pytest.raises(ValueError, match="maps to 16 dims.*embeds into 32"):
+        vlfair.load_encoder(f"mclip:{mclip_dir}+{siglip_dir}")
+
+
+def test_unknown_prefix_lists_registered_prefixes():
+    with pytest.raises(ValueError) as info:
+        vlfair.load_encoder("openclip:ViT-B-32")
+    message = str(info.value)
+    assert "'openclip'" in message and all(f"{prefix}:" in message for prefix in BACKENDS)
+
+
+def test_spec_parsing(clip_dir):
+    assert parse_spec("openai/clip-vit-base-patch32") == ("hf", "openai/clip-vit-base-patch32")
+    assert parse_spec("hf:google/siglip-base-patch16-224@main") == ("hf", "google/siglip-base-patch16-224@main")
+    assert parse_spec("mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32") == ("mclip", "M-CLIP/XLM-Roberta-Large-Vit-B-32")
+    assert parse_spec(str(clip_dir)) == ("hf", str(clip_dir))
+    assert split_revision("org/name@abc123") == ("org/name", "abc123")
+    assert split_revision("org/name", "v1") == ("org/name", "v1")
+    with pytest.raises(ValueError, match="revision given twice"):
+        split_revision("org/name@a", "b")
+    with pytest.raises(ValueError, match="non-empty"):
+        parse_spec("")
+    with pytest.raises(ValueError, match="a revision .* applies only to Hub ids"):
+        vlfair.load_encoder(str(clip_dir), revision="abc")
+
+
+def test_missing_local_directory_is_named():
+    with pytest.raises(ModelNotFoundError, match="model directory './no/such/dir' does not exist"):
+        vlfair.load_encoder("./no/such/dir")
+
+
+def test_offline_uncached_model_error_says_exactly_that(tmp_path):
+    code = "import vlfair; vlfair.load_encoder('openai/clip-vit-base-patch32@main')"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "ModelNotFoundError: model 'openai/clip-vit-base-patch32@main' is not a local directory and is not in " \
+           "the local Hub cache" in result.stderr
+    assert "the Hub is offline (HF_HUB_OFFLINE=1)" in result.stderr
+
+
+def test_hub_cache_snapshot_loads_offline_with_its_commit_as_revision(tmp_path, clip_dir):
+    """A model in the local Hub cache layout loads offline; the commit hash is its revision."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--acme--tiny-clip"
+    shutil.copytree(clip_dir, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    code = ("import vlfair; e = vlfair.load_encoder('hf:acme/tiny-clip'); print(e.revision); "
+            "print(vlfair.load_encoder('acme/tiny-clip@main').revision)")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [commit, commit]
+
+
+def test_not_a_dual_encoder_is_rejected(tmp_path):
+    config = XLMRobertaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                              intermediate_size=32)
+    XLMRobertaModel(config).save_pretrained(tmp_path / "text-only")
+    with pytest.raises(ValueError, match="has no get_image_features: it is not an image-text dual encoder"):
+        vlfair.load_encoder(str(tmp_path / "text-only"))
+
+
+def test_trust_remote_code_only_when_passed(clip_dir, monkeypatch):
+    import transformers
+
+    seen = []
+    original = transformers.AutoModel.from_pretrained
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["trust_remote_code"], kwargs.get("use_safetensors")))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", spy)
+    vlfair.load_encoder(str(clip_dir))
+    vlfair.load_encoder(str(clip_dir), trust_remote_code=True)
+    assert seen == [(False, True), (True, True)]
+
+
+def test_revision_changes_when_local_weights_change(tmp_path, clip_dir):
+    copy = shutil.copytree(clip_dir, tmp_path / "clip")
+    before = vlfair.load_encoder(str(copy)).revision
+    weights = copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes())  # rewritten in place (new mtime)
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    assert vlfair.load_encoder(str(copy)).revision != before
+
+
+def test_dtype_choice(clip_dir):
+    assert vlfair.load_encoder(str(clip_dir)).dtype == torch.float32  # CPU auto
+    bf16 = vlfair.load_encoder(str(clip_dir), dtype="bfloat16")
+    assert bf16.dtype == torch.bfloat16 and bf16.encode_texts(["a nurse"]).dtype == np.float32
+    with pytest.raises(ValueError, match="unknown dtype 'float8'"):
+        vlfair.load_encoder(str(clip_dir), dtype="float8")
