@@ -1,0 +1,66 @@
+"""The installed package: CLI contract, lazy imports, the self-check behind `vlfair demo`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import vlfair
+from vlfair.cli import PROBES, main
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vlfair", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_help_lists_every_design_subcommand():
+    result = _run("--help")
+    assert result.returncode == 0
+    for command in ("demo", "run", "prepare", "leaderboard"):
+        assert command in result.stdout
+
+
+def test_version():
+    result = _run("--version")
+    assert result.stdout.strip() == f"vlfair {vlfair.__version__}"
+
+
+@pytest.mark.parametrize("argv, issue", [
+    (["run", "traits", "--model", "m", "--dataset", "d"], "issue #5"),
+    (["prepare", "fairface", "--source", "s", "--out", "o"], "issue #4"),
+    (["leaderboard", "r.json", "--out", "o"], "issue #5"),
+])
+def test_unbuilt_commands_say_which_issue_brings_them(argv, issue, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "not built yet" in err and issue in err
+
+
+def test_run_validates_probe_names(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "nonsense", "--model", "m", "--dataset", "d"])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'nonsense'" in err and all(probe in err for probe in PROBES)
+
+
+def test_importing_vlfair_does_not_import_torch():
+    code = "import sys, vlfair; assert 'torch' not in sys.modules and 'transformers' not in sys.modules; print(vlfair.__version__)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_lazy_public_names_resolve():
+    assert callable(vlfair.load_encoder) and callable(vlfair.embed_images) and callable(vlfair.embed_texts)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        vlfair.nope  # noqa: B018
+
+
+def test_demo_runs_the_selfcheck(tmp_path):
+    result = _run("demo", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((tmp_path / "selfcheck.json").read_text())
+    assert report["passed"] and report["max_abs_diff_vs_transformers"] <= report["tolerance"]
+    assert "images_match_transformers  ok" in result.stdout
