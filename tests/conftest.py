@@ -36,7 +36,7 @@ def mclip_dir(models_dir) -> Path:
 def clip_encoder(clip_dir):
     import vlfair
 
-    return vlfair.load_encoder(str(clip_dir))
+    return vlfair.load_encoder(str(clip_dir), dtype="float32")  # exact comparisons need float32
 
 
 @pytest.fixture(scope="session")

@@ -104,9 +104,9 @@ def _variants(clip_dir, tmp_path, jpeg_paths):
     resized = testing.tiny_clip(tmp_path / "resized", image_size=48, patch_size=16)
     two_columns = {"a": paths, "b": paths[::-1]}
     return {
-        "spec/revision": (vlfair.load_encoder(str(retrained)), paths, "image"),
+        "spec/revision": (vlfair.load_encoder(str(retrained), dtype="float32"), paths, "image"),
         "dtype": (vlfair.load_encoder(str(clip_dir), dtype="bfloat16"), paths, "image"),
-        "preprocessing": (vlfair.load_encoder(str(resized)), paths, "image"),
+        "preprocessing": (vlfair.load_encoder(str(resized), dtype="float32"), paths, "image"),
         "dataset": (None, _paths(jpeg_paths)[1:7], "image"),
         "image_column": (None, two_columns, "b"),
     }, (paths, two_columns)
@@ -129,7 +129,7 @@ def test_each_key_component_invalidates(clip_encoder, clip_dir, jpeg_paths, tmp_
 RESUME_SCRIPT = textwrap.dedent("""
     import sys, time
     import vlfair
-    encoder = vlfair.load_encoder(sys.argv[1])
+    encoder = vlfair.load_encoder(sys.argv[1], dtype="float32")
     original = encoder.encode_pixels
     def slow(batch, normalize=True):
         time.sleep(0.3)  # slow enough for the parent to kill this run midway
@@ -221,7 +221,7 @@ def test_progress_bar_reports_images_per_second(clip_encoder, jpeg_paths, capsys
 TORCHRUN_SCRIPT = textwrap.dedent("""
     import sys, numpy as np, torch.distributed as dist
     import vlfair
-    encoder = vlfair.load_encoder(sys.argv[1])
+    encoder = vlfair.load_encoder(sys.argv[1], dtype="float32")
     seen = []
     original = encoder.encode_pixels
     def spy(batch, normalize=True):

@@ -55,7 +55,7 @@ def _reference_texts(model, tokenizer, texts, **tokenize) -> np.ndarray:
 
 
 def test_clip_matches_transformers_per_item(clip_dir):
-    encoder = vlfair.load_encoder(f"hf:{clip_dir}")
+    encoder = vlfair.load_encoder(f"hf:{clip_dir}", dtype="float32")
     model, processor = CLIPModel.from_pretrained(clip_dir).eval(), CLIPImageProcessor.from_pretrained(clip_dir)
     tokenizer = AutoTokenizer.from_pretrained(clip_dir)
     images = _images()
@@ -82,7 +82,7 @@ def test_clip_logits_and_probabilities_match_model_forward(clip_encoder, clip_di
 
 
 def test_siglip_matches_transformers_and_uses_sigmoid(siglip_dir):
-    encoder = vlfair.load_encoder(str(siglip_dir))
+    encoder = vlfair.load_encoder(str(siglip_dir), dtype="float32")
     model, processor = SiglipModel.from_pretrained(siglip_dir).eval(), SiglipImageProcessor.from_pretrained(siglip_dir)
     tokenizer = AutoTokenizer.from_pretrained(siglip_dir)
     images = _images(4)
@@ -121,7 +121,7 @@ def _mclip_reference(mclip_dir: Path, texts: list[str]) -> np.ndarray:
 
 
 def test_mclip_text_tower_matches_reference_and_image_tower_is_clip(mclip_dir, clip_dir, clip_encoder):
-    encoder = vlfair.load_encoder(f"mclip:{mclip_dir}+{clip_dir}")
+    encoder = vlfair.load_encoder(f"mclip:{mclip_dir}+{clip_dir}", dtype="float32")
     np.testing.assert_allclose(encoder.encode_texts(PROMPTS), _mclip_reference(mclip_dir, PROMPTS), atol=TOL)
     images = _images(3)
     np.testing.assert_allclose(encoder.encode_images(images), clip_encoder.encode_images(images), atol=TOL)
@@ -232,9 +232,35 @@ def test_revision_changes_when_local_weights_change(tmp_path, clip_dir):
     assert vlfair.load_encoder(str(copy)).revision != before
 
 
-def test_dtype_choice(clip_dir):
-    assert vlfair.load_encoder(str(clip_dir)).dtype == torch.float32  # CPU auto
-    bf16 = vlfair.load_encoder(str(clip_dir), dtype="bfloat16")
-    assert bf16.dtype == torch.bfloat16 and bf16.encode_texts(["a nurse"]).dtype == np.float32
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_auto_dtype_is_bf16_exactly_where_the_cpu_has_it(clip_dir, monkeypatch, native_bf16):
+    from vlfair.models import base
+
+    monkeypatch.setattr(base, "cpu_has_native_bf16", lambda: native_bf16)
+    encoder = vlfair.load_encoder(str(clip_dir))
+    assert encoder.dtype == (torch.bfloat16 if native_bf16 else torch.float32)
+    assert next(encoder.model.parameters()).dtype == encoder.dtype
+    assert encoder.identity()["dtype"] == ("bfloat16" if native_bf16 else "float32")
+
+
+def test_bf16_matches_transformers_in_bf16(clip_dir):
+    """bf16 tolerance: 2e-2 max abs on normalised embeddings (bf16 keeps 8 mantissa bits)."""
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="bfloat16")
+    model = CLIPModel.from_pretrained(clip_dir, dtype=torch.bfloat16).eval()
+    processor, tokenizer = CLIPImageProcessor.from_pretrained(clip_dir), AutoTokenizer.from_pretrained(clip_dir)
+    images = _images(4)
+    with torch.inference_mode():
+        reference = np.concatenate([_unit(model.get_image_features(
+            pixel_values=processor(images=image, return_tensors="pt")["pixel_values"].bfloat16()).pooler_output)
+            for image in images])
+    got = encoder.encode_images(images)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, reference, atol=2e-2)
+    np.testing.assert_allclose(encoder.encode_texts(PROMPTS), _reference_texts(model, tokenizer, PROMPTS), atol=2e-2)
+
+
+def test_explicit_dtypes(clip_dir):
+    assert vlfair.load_encoder(str(clip_dir), dtype="float32").dtype == torch.float32
+    assert vlfair.load_encoder(str(clip_dir), dtype=torch.bfloat16).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="unknown dtype 'float8'"):
         vlfair.load_encoder(str(clip_dir), dtype="float8")

@@ -44,7 +44,7 @@ def run_selfcheck(out_dir: str | Path | None = None, num_images: int = 64) -> di
         tmp_path = Path(tmp)
         checkpoint = tiny_clip(tmp_path / "tiny-clip")
         paths = write_jpegs(tmp_path / "images", num_images)
-        encoder = vlfair.load_encoder(str(checkpoint))
+        encoder = vlfair.load_encoder(str(checkpoint), dtype="float32")  # the reference is float32
 
         start = time.perf_counter()
         embeddings = vlfair.embed_images(encoder, [str(p) for p in paths], cache_dir=tmp_path / "cache", batch_size=16)
