@@ -6,7 +6,9 @@ vlfair.load_encoder, so the same code path as the real checkpoint), it measures 
 
   (a) vlfair.embed_images end to end (decode, resize, batch, forward, cache writes), images/s
   (b) the raw model forward on pre-batched, pre-normalised tensors, images/s
-  (c) a naive loop: per image, CLIPProcessor + model forward, images/s
+  (c) a naive loop: per image, CLIPProcessor + model forward, images/s, at from_pretrained's
+      default dtype (float32), as a hand-written script runs it; the same loop in vlfair's dtype
+      is printed beside it so the share due to bf16 is visible
   (d) a cached re-run of (a)
   and peak memory.
 
@@ -126,14 +128,21 @@ def main() -> None:
         cache = tmp_path / "cache"
         vlfair_s, embeddings = time_vlfair(encoder, paths, batch_size, workers, cache)
         forward_s = time_raw_forward(encoder, num_images, batch_size)
-        naive_s = time_naive(checkpoint, paths[:naive_images], encoder.device, encoder.dtype)
+        # as written by hand: from_pretrained's default float32; and in vlfair's dtype for comparison
+        naive_s = time_naive(checkpoint, paths[:naive_images], encoder.device, torch.float32)
+        naive_same_s = time_naive(checkpoint, paths[:naive_images], encoder.device, encoder.dtype)
         cached_s, cached = time_vlfair(encoder, paths, batch_size, workers, cache)
         assert np.array_equal(cached, embeddings)
 
-    rates = {"vlfair": num_images / vlfair_s, "forward": num_images / forward_s, "naive": naive_images / naive_s}
+    rates = {"vlfair": num_images / vlfair_s, "forward": num_images / forward_s, "naive": naive_images / naive_s,
+             "naive_same": naive_images / naive_same_s}
+    dtype = str(encoder.dtype).removeprefix("torch.")
     print(f"(a) vlfair end to end : {rates['vlfair']:9.1f} img/s  ({vlfair_s:.2f} s for {num_images})")
     print(f"(b) raw model forward : {rates['forward']:9.1f} img/s  ({forward_s:.2f} s)")
-    print(f"(c) naive per-image   : {rates['naive']:9.1f} img/s  ({naive_s:.2f} s for {naive_images})")
+    print(f"(c) naive per-image   : {rates['naive']:9.1f} img/s  ({naive_s:.2f} s for {naive_images}; float32, "
+          "from_pretrained's default)")
+    print(f"    same, in {dtype:<9} : {rates['naive_same']:9.1f} img/s  -> vlfair / naive at equal dtype = "
+          f"{rates['vlfair'] / rates['naive_same']:.2f}")
     print(f"(d) cached re-run     : {num_images / cached_s:9.1f} img/s  ({cached_s * 1000:.1f} ms)")
     print(peak_memory())
     print(f"ratio_vs_forward={rates['vlfair'] / rates['forward']:.3f} "
