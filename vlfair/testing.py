@@ -91,6 +91,83 @@ def tiny_siglip(path: str | Path, *, image_size: int = 48, patch_size: int = 16,
     return Path(path)
 
 
+def _save(model_class: Any, config: Any, processor: Any, tokenizer: Any, path: str | Path, seed: int,
+          prepare: Any = None) -> Path:
+    import torch
+
+    torch.manual_seed(seed)
+    model = model_class(config)
+    if prepare is not None:
+        prepare(model)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    processor.save_pretrained(path)
+    return Path(path)
+
+
+def tiny_altclip(path: str | Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """An AltCLIPModel (XLM-R text tower) with CLIP preprocessing at 32 px."""
+    from transformers import AltCLIPConfig, AltCLIPModel, CLIPImageProcessor
+
+    tokenizer = word_tokenizer()
+    config = AltCLIPConfig(
+        text_config=_tower(hidden, layers, vocab_size=len(tokenizer), max_position_embeddings=40, project_dim=16,
+                           type_vocab_size=1, **_ids(tokenizer)),
+        vision_config=_tower(hidden, layers, image_size=32, patch_size=16), projection_dim=16,
+    )
+    processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    return _save(AltCLIPModel, config, processor, tokenizer, path, seed)
+
+
+def tiny_chinese_clip(path: str | Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """A ChineseCLIPModel (BERT text tower) with its own square-resize preprocessing."""
+    from transformers import ChineseCLIPConfig, ChineseCLIPImageProcessor, ChineseCLIPModel
+
+    tokenizer = word_tokenizer()
+    config = ChineseCLIPConfig(
+        text_config=_tower(hidden, layers, vocab_size=len(tokenizer), max_position_embeddings=40, **_ids(tokenizer)),
+        vision_config=_tower(hidden, layers, image_size=32, patch_size=16), projection_dim=16,
+    )
+    processor = ChineseCLIPImageProcessor(size={"height": 32, "width": 32}, crop_size={"height": 32, "width": 32})
+    return _save(ChineseCLIPModel, config, processor, tokenizer, path, seed)
+
+
+def tiny_align(path: str | Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """An AlignModel (EfficientNet image tower, BERT text tower, learned temperature)."""
+    from transformers import AlignConfig, AlignModel, EfficientNetImageProcessor
+
+    tokenizer = word_tokenizer()
+    vision = {"image_size": 32, "hidden_dim": 128, "width_coefficient": 0.25, "depth_coefficient": 0.25}
+    config = AlignConfig(
+        text_config=_tower(hidden, layers, vocab_size=len(tokenizer), max_position_embeddings=40, **_ids(tokenizer)),
+        vision_config=vision, projection_dim=80,  # = the scaled EfficientNet's pooled width
+    )
+    processor = EfficientNetImageProcessor(size={"height": 40, "width": 40}, crop_size={"height": 32, "width": 32},
+                                           do_center_crop=True, rescale_offset=True, rescale_factor=1 / 127.5)
+    return _save(AlignModel, config, processor, tokenizer, path, seed, prepare=_kaiming_convs)
+
+
+def _kaiming_convs(model: Any) -> None:
+    """ALIGN's default init (std 0.02) shrinks activations through the EfficientNet to ~1e-27,
+    whose norm underflows in float32; He initialisation keeps them of order one."""
+    import torch
+
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+
+
+# transformers model_type -> builder of a tiny checkpoint of that family
+DUAL_ENCODER_BUILDERS = {
+    "clip": lambda path: tiny_clip(path),
+    "siglip": lambda path: tiny_siglip(path),
+    "altclip": tiny_altclip,
+    "chinese_clip": tiny_chinese_clip,
+    "align": tiny_align,
+}
+
+
 def tiny_mclip(path: str | Path, *, projection_dim: int = 16, hidden: int = 24, layers: int = 2,
                seed: int = 0, safetensors: bool = True) -> Path:
     """An M-CLIP-layout text tower: ``transformer.*`` (XLM-R) + ``LinearTransformation.*``.
