@@ -264,3 +264,30 @@ def test_explicit_dtypes(clip_dir):
     assert vlfair.load_encoder(str(clip_dir), dtype=torch.bfloat16).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="unknown dtype 'float8'"):
         vlfair.load_encoder(str(clip_dir), dtype="float8")
+
+
+def _fake_hub_repo(hub: Path, repo_id: str, source: Path, commit: str) -> None:
+    """Lay out ``source`` as a snapshot of ``repo_id`` in a local Hub cache."""
+    repo = hub / ("models--" + repo_id.replace("/", "--"))
+    shutil.copytree(source, repo / "snapshots" / commit)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+
+
+def test_published_mclip_layout_offline_pairs_its_clip_tower(tmp_path, clip_dir):
+    """The real-world path: M-CLIP repo whose config names a Hub ``modelBase`` (only its config
+    is in the cache, no weights), and the default image tower chosen from the known pairs."""
+    built = testing.tiny_mclip(tmp_path / "build" / "mclip")
+    hub = tmp_path / "hub"
+    config = json.loads((built / "config.json").read_text())
+    config["modelBase"] = "acme/xlmr-base"
+    (built / "config.json").write_text(json.dumps(config))
+    _fake_hub_repo(hub, "M-CLIP/XLM-Roberta-Large-Vit-B-32", built, "a" * 40)
+    _fake_hub_repo(hub, "acme/xlmr-base", tmp_path / "build" / "mclip-base", "b" * 40)
+    _fake_hub_repo(hub, "openai/clip-vit-base-patch32", clip_dir, "c" * 40)
+    code = ("import vlfair; e = vlfair.load_encoder('mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32', dtype='float32'); "
+            "print(e.revision); print(e.image_encoder.spec); print(e.encode_texts(['a nurse']).shape)")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["a" * 40 + "+" + "c" * 40, "hf:openai/clip-vit-base-patch32", "(1,", "16)"]

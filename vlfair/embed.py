@@ -146,10 +146,13 @@ def embed_images(
     source = image_source(dataset, image_column)
     components = {"kind": "images", "encoder": {k: v for k, v in encoder.identity().items() if k != "text"},
                   "dataset": source.fingerprint, "image_column": source.name, "num_rows": len(source)}
+    world = current_world()
+    # Every process must plan the same chunks: adopt the main process's key (a file's mtime, part
+    # of a list-of-paths fingerprint, can differ between the nodes of a cluster).
+    components = world.all_gather(components)[0]
     store = ChunkStore.open(cache_dir, "images", components)
     final = store.read_final()
     if final is None:
-        world = current_world()
         chunks = _compute_chunks(encoder, source, store, world, batch_size, num_workers, chunk_size, progress,
                                  stop_on_bad=on_bad_image == "error")
         embeddings = _concat([c.embeddings for c in chunks], encoder.embedding_dim)

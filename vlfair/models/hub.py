@@ -58,8 +58,12 @@ def hub_offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE)
 
 
-def resolve_model(ref: str, revision: str | None = None, *, use_safetensors: bool = True) -> ResolvedModel:
+def resolve_model(ref: str, revision: str | None = None, *, use_safetensors: bool = True,
+                  config_only: bool = False) -> ResolvedModel:
     """Find a model's files locally or fetch them (only the files an encoder needs).
+
+    ``config_only`` fetches just config.json (to build an architecture whose weights come
+    from elsewhere, as M-CLIP's ``modelBase``).
 
     Raises:
         ModelNotFoundError: not a directory, not in the local Hub cache, and the Hub is
@@ -76,6 +80,8 @@ def resolve_model(ref: str, revision: str | None = None, *, use_safetensors: boo
     from huggingface_hub import constants, errors, snapshot_download
 
     patterns = _BASE_PATTERNS + _SAFE_WEIGHTS + ([] if use_safetensors else _PICKLED_WEIGHTS)
+    if config_only:
+        patterns = ["config.json"]
     offline = hub_offline()
     try:
         path = snapshot_download(ref, revision=revision, allow_patterns=patterns, local_files_only=offline)

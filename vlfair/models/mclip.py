@@ -86,7 +86,8 @@ def _text_config(mclip_config: dict[str, Any], trust_remote_code: bool) -> Any:
     base = mclip_config.get("modelBase")
     if not base:
         raise ValueError("M-CLIP config.json names no text architecture (no 'modelBase')")
-    return AutoConfig.from_pretrained(resolve_model(base).path, trust_remote_code=trust_remote_code)
+    # only the architecture: the weights are M-CLIP's own, so the base's weights are never fetched
+    return AutoConfig.from_pretrained(resolve_model(base, config_only=True).path, trust_remote_code=trust_remote_code)
 
 
 def load_mclip(ref: str, *, device: str | torch.device = "auto", dtype: str | torch.dtype = "auto",
