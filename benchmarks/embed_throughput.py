@@ -90,9 +90,9 @@ def time_naive(checkpoint: Path, paths, device, dtype) -> float:
 
 
 def peak_memory() -> str:
+    # this process only: a forked worker's maximum RSS counts the pages it shares with its parent
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    workers_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    text = f"peak RSS {rss_mb:.0f} MiB (largest worker {workers_mb:.0f} MiB)"
+    text = f"peak RSS {rss_mb:.0f} MiB (main process)"
     if torch.cuda.is_available():
         text += f", peak GPU {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB"
     return text
