@@ -20,6 +20,7 @@ _LAZY = {
     "embed_texts": "vlfair.embed",
     "EmbeddingResult": "vlfair.embed",
     "BadImageError": "vlfair.imageio",
+    "load_metric": "vlfair.metrics",
 }
 
 __all__ = ["__version__", *_LAZY]

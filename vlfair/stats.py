@@ -1,0 +1,289 @@
+"""Statistics behind every vlfair measure; numpy and scipy only.
+
+- ``one_way_anova``: classic (equal to ``scipy.stats.f_oneway``) or Welch's, with eta squared.
+- ``bootstrap_interval``: stratified percentile bootstrap; resampling happens within each
+  stratum, so every group keeps its size and none can vanish from a resample.
+- ``permutation_test``: p-value of a statistic under exchangeable group labels (exact
+  enumeration when it is small enough, Monte Carlo otherwise).
+- ``hoeffding_half_width``: the word-influence bound P(|I^ - I| >= eps) <= 4 exp(-m eps^2 / 2).
+- ``paired_bootstrap``: one measure on two models over the same images, difference with CI.
+
+p-values come from survival functions (``sf``), never ``1 - cdf``, so a p of 1e-238 is
+reported as such instead of being rounded to 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+# Resampled index blocks are kept below this many entries (memory stays ~40 MB).
+_BLOCK_ENTRIES = 5_000_000
+
+
+def encode_groups(groups: Sequence, name: str = "groups") -> tuple[list, np.ndarray]:
+    """Sorted unique labels and each row's label index; labels are compared as strings."""
+    labels = np.asarray([str(g) for g in groups])
+    if labels.size == 0:
+        raise ValueError(f"{name} is empty")
+    names, codes = np.unique(labels, return_inverse=True)
+    return names.tolist(), codes.astype(np.int64)
+
+
+def group_means(values: np.ndarray, codes: np.ndarray, num_groups: int) -> np.ndarray:
+    """Mean of ``values`` per group code; ``values`` may be a (B, N) batch of resamples."""
+    counts = np.bincount(codes, minlength=num_groups).astype(float)
+    if values.ndim == 1:
+        return np.bincount(codes, weights=values, minlength=num_groups) / counts
+    onehot = np.zeros((codes.size, num_groups))
+    onehot[np.arange(codes.size), codes] = 1.0
+    return (values @ onehot) / counts
+
+
+# ---- ANOVA ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class AnovaResult:
+    f_statistic: float
+    p_value: float
+    df_between: float
+    df_within: float
+    eta_squared: float
+    welch: bool
+
+
+def one_way_anova(samples: Sequence[np.ndarray], welch: bool = False) -> AnovaResult:
+    """One-way ANOVA across groups: F = MSB / MSW with df (I-1, N-I), or Welch's F.
+
+    Eta squared (SS_between / SS_total) is reported for both. With zero variance inside every
+    group, F is +inf (p = 0) when the means differ and undefined (nan) when they do not.
+
+    Raises:
+        ValueError: fewer than 2 groups, or a group with fewer than 2 values.
+    """
+    samples = [np.asarray(s, dtype=float) for s in samples]
+    if len(samples) < 2:
+        raise ValueError(f"ANOVA needs at least 2 groups, got {len(samples)}")
+    sizes = np.array([s.size for s in samples], dtype=float)
+    if (sizes < 2).any():
+        raise ValueError(f"ANOVA needs at least 2 values per group; group sizes are {sizes.astype(int).tolist()}")
+    means = np.array([s.mean() for s in samples])
+    grand = np.concatenate(samples).mean()
+    ss_between = float((sizes * (means - grand) ** 2).sum())
+    ss_within = float(sum(((s - m) ** 2).sum() for s, m in zip(samples, means)))
+    total = ss_between + ss_within
+    eta_squared = ss_between / total if total > 0 else float("nan")
+    k, n = len(samples), sizes.sum()
+    if not welch:
+        df_b, df_w = k - 1.0, n - k
+        f = _ratio(ss_between / df_b, ss_within / df_w)
+    else:
+        variances = np.array([s.var(ddof=1) for s in samples])
+        if (variances == 0).any():
+            raise ValueError("Welch's ANOVA needs a non-zero variance in every group")
+        weights = sizes / variances
+        weighted_mean = (weights * means).sum() / weights.sum()
+        tmp = (((1 - weights / weights.sum()) ** 2) / (sizes - 1)).sum()
+        df_b, df_w = k - 1.0, (k**2 - 1) / (3 * tmp)
+        f = float((weights * (means - weighted_mean) ** 2).sum() / df_b / (1 + 2 * (k - 2) * tmp / (k**2 - 1)))
+    p = float(sps.f.sf(f, df_b, df_w)) if np.isfinite(f) else (0.0 if f == np.inf else float("nan"))
+    return AnovaResult(float(f), p, float(df_b), float(df_w), float(eta_squared), welch)
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    if denominator > 0:
+        return numerator / denominator
+    return float("inf") if numerator > 0 else float("nan")
+
+
+# ---- bootstrap --------------------------------------------------------------------------
+def stratified_resamples(codes: np.ndarray, n_resamples: int, seed: int | None):
+    """Yield (b, N) blocks of row indices; row j of a resample is drawn from row j's stratum.
+
+    Because every slot keeps its stratum, group labels are unchanged by resampling: a
+    statistic of the resampled values can reuse the original ``codes``.
+    """
+    rng = np.random.default_rng(seed)
+    strata = [np.flatnonzero(codes == c) for c in np.unique(codes)]
+    block = max(1, _BLOCK_ENTRIES // max(codes.size, 1))
+    done = 0
+    while done < n_resamples:
+        b = min(block, n_resamples - done)
+        indices = np.empty((b, codes.size), dtype=np.int64)
+        for rows in strata:
+            indices[:, rows] = rows[rng.integers(0, rows.size, size=(b, rows.size))]
+        yield indices
+        done += b
+
+
+def bootstrap_samples(statistic: Callable[[np.ndarray], np.ndarray], codes: np.ndarray,
+                      n_resamples: int, seed: int | None) -> np.ndarray:
+    """``statistic(indices (b, N)) -> (b, ...)`` evaluated over stratified resamples."""
+    return np.concatenate([np.asarray(statistic(idx), dtype=float) for idx in stratified_resamples(codes, n_resamples, seed)])
+
+
+def percentile_interval(samples: np.ndarray, confidence: float) -> np.ndarray:
+    """(2, ...) percentile interval over axis 0; resamples where the statistic is undefined
+    (nan, e.g. a ratio over a zero mean) are left out."""
+    _check_confidence(confidence)
+    alpha = (1 - confidence) / 2
+    with np.errstate(invalid="ignore"):
+        return np.nanquantile(samples, [alpha, 1 - alpha], axis=0)
+
+
+def bootstrap_interval(statistic: Callable[[np.ndarray], np.ndarray], codes: np.ndarray, n_resamples: int = 1000,
+                       confidence: float = 0.95, seed: int | None = 0) -> np.ndarray:
+    """Stratified percentile bootstrap CI: (2, ...) array of lower and upper bounds."""
+    if n_resamples < 1:
+        raise ValueError(f"bootstrap needs at least 1 resample, got {n_resamples}")
+    return percentile_interval(bootstrap_samples(statistic, codes, n_resamples, seed), confidence)
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+
+
+# ---- permutation test -------------------------------------------------------------------
+def permutation_test(values: np.ndarray, codes: np.ndarray, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                     n_permutations: int = 10_000, seed: int | None = 0) -> float:
+    """Two-sided p-value of ``statistic(values, codes_batch)`` under exchangeable labels.
+
+    ``statistic`` takes (b, N) permuted code arrays and returns (b,) values; larger means
+    more extreme (pass an absolute or range statistic). If every distinct relabelling can be
+    enumerated within ``n_permutations``, the p-value is exact; otherwise it is the Monte
+    Carlo estimate (1 + #{T* >= T}) / (1 + B), which is never 0 (Phipson & Smyth 2010).
+    """
+    values = np.asarray(values, dtype=float)
+    observed = float(np.asarray(statistic(values, codes[None, :]))[0])
+    tolerance = 1e-12 * max(1.0, abs(observed))  # ties up to float noise count as extreme
+    exact = _all_relabellings(codes, n_permutations)
+    if exact is not None:
+        extreme = sum(int((np.asarray(statistic(values, block)) >= observed - tolerance).sum()) for block in exact)
+        total = math.prod(_multinomial(codes))
+        return extreme / total
+    rng = np.random.default_rng(seed)
+    extreme, done = 0, 0
+    block = max(1, _BLOCK_ENTRIES // max(codes.size, 1))
+    while done < n_permutations:
+        b = min(block, n_permutations - done)
+        permuted = rng.permuted(np.broadcast_to(codes, (b, codes.size)), axis=1)
+        extreme += int((np.asarray(statistic(values, permuted)) >= observed - tolerance).sum())
+        done += b
+    return (1 + extreme) / (1 + n_permutations)
+
+
+def _multinomial(codes: np.ndarray) -> list[int]:
+    """Factors whose product is the number of distinct relabellings of ``codes``."""
+    counts = np.bincount(codes)
+    remaining, factors = int(codes.size), []
+    for c in counts:
+        factors.append(math.comb(remaining, int(c)))
+        remaining -= int(c)
+    return factors
+
+
+def _all_relabellings(codes: np.ndarray, limit: int):
+    """Blocks of every distinct assignment of the same label counts, if there are <= limit."""
+    if math.prod(_multinomial(codes)) > limit:
+        return None
+    counts = np.bincount(codes)
+    n = codes.size
+
+    def assign(available: tuple[int, ...], label: int):
+        if label == len(counts) - 1:
+            yield {label: available}
+            return
+        for chosen in itertools.combinations(available, int(counts[label])):
+            rest = tuple(i for i in available if i not in chosen)
+            for tail in assign(rest, label + 1):
+                yield {label: chosen, **tail}
+
+    rows = []
+    for assignment in assign(tuple(range(n)), 0):
+        row = np.empty(n, dtype=np.int64)
+        for label, positions in assignment.items():
+            row[list(positions)] = label
+        rows.append(row)
+    return [np.stack(rows)]
+
+
+def _batch_group_means(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """(b, G) group means of ``values`` under each row of a (b, N) code batch, in one pass.
+
+    Relabelling keeps the group sizes, so only the sums need recomputing: one bincount over
+    (row, group) pairs instead of one masked pass per group.
+    """
+    b, n = codes.shape
+    num_groups = int(codes.max()) + 1
+    flat = (np.arange(b)[:, None] * num_groups + codes).ravel()
+    sums = np.bincount(flat, weights=np.broadcast_to(values, (b, n)).ravel(), minlength=b * num_groups)
+    counts = np.bincount(codes[0], minlength=num_groups)
+    return sums.reshape(b, num_groups) / counts
+
+
+def mean_difference(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """|mean(group 1) - mean(group 0)| for each row of a (b, N) code batch (two groups)."""
+    means = _batch_group_means(values, codes)
+    return np.abs(means[:, 1] - means[:, 0])
+
+
+def mean_range(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """max - min of the group means for each row of a (b, N) code batch (any number of groups)."""
+    means = _batch_group_means(values, codes)
+    return means.max(axis=1) - means.min(axis=1)
+
+
+# ---- word influence bound and paired comparison -----------------------------------------
+def hoeffding_half_width(m: int, delta: float = 0.05) -> float:
+    """eps such that P(|I^ - I| >= eps) <= delta when each share uses m images.
+
+    Inverts 4 exp(-m eps^2 / 2) = delta: eps = sqrt(2 ln(4 / delta) / m).
+    """
+    if m < 1:
+        raise ValueError(f"the Hoeffding bound needs at least 1 image per variant, got {m}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    return math.sqrt(2 * math.log(4 / delta) / m)
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedComparison:
+    """measure(A) - measure(B) on the same rows, with a paired bootstrap interval."""
+
+    value_a: float
+    value_b: float
+    difference: float
+    ci: tuple[float, float]
+    p_value: float  # two-sided bootstrap p-value of "no difference"
+
+
+def paired_bootstrap(measure: Callable[[np.ndarray, np.ndarray], float], scores_a: Sequence[float],
+                     scores_b: Sequence[float], groups: Sequence, n_resamples: int = 1000, confidence: float = 0.95,
+                     seed: int | None = 0) -> PairedComparison:
+    """Compare one measure between two models scored on the same images.
+
+    ``measure(scores, groups)`` is any vlfair measure reduced to a float (e.g.
+    ``lambda s, g: bias_ratio(s, g, "women", "men", bootstrap=0)["bias_ratio"]``). Each
+    resample draws image rows (stratified by group) and evaluates both models on the same
+    rows, so the shared image-level variation cancels in the difference.
+    """
+    a, b = np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float)
+    labels = np.asarray([str(g) for g in groups])
+    if not (a.size == b.size == labels.size):
+        raise ValueError(f"scores_a, scores_b and groups differ in length: {a.size}, {b.size}, {labels.size}")
+    _, codes = encode_groups(labels)
+    value_a, value_b = float(measure(a, labels)), float(measure(b, labels))
+
+    def differences(indices: np.ndarray) -> np.ndarray:
+        return np.array([measure(a[i], labels[i]) - measure(b[i], labels[i]) for i in indices])
+
+    samples = bootstrap_samples(differences, codes, n_resamples, seed)
+    lo, hi = percentile_interval(samples, confidence)
+    finite = samples[np.isfinite(samples)]
+    p = min(1.0, 2 * min((finite <= 0).mean(), (finite >= 0).mean())) if finite.size else float("nan")
+    return PairedComparison(value_a, value_b, value_a - value_b, (float(lo), float(hi)), float(p))
