@@ -498,8 +498,8 @@ def ranking_skew(scores: Any, item_groups: Sequence[Any], k: int, target: str | 
         "max_skew": float(skew.max(axis=1).mean()), "min_skew": float(skew.min(axis=1).mean()),
         "ndkl": float(ndkl.mean()), "bias_at_k": None if bias is None else float(bias.mean()),
         "skew": {n: float(skew[:, i].mean()) for i, n in enumerate(names)},
-        "per_query": {"max_skew": skew.max(axis=1).tolist(), "min_skew": skew.min(axis=1).tolist(),
-                      "ndkl": ndkl.tolist(), "bias_at_k": None if bias is None else bias.tolist()},
+        "max_skew_per_query": skew.max(axis=1).tolist(), "min_skew_per_query": skew.min(axis=1).tolist(),
+        "ndkl_per_query": ndkl.tolist(), "bias_at_k_per_query": None if bias is None else bias.tolist(),
         "target": {n: float(p) for n, p in zip(names, p_star)}, "bias_pair": pair, "k": int(k),
         "num_queries": int(matrix.shape[0]), "smoothing": smoothing,
     }

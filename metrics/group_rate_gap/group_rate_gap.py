@@ -1,0 +1,84 @@
+"""group_rate_gap: accuracy per group and the largest gap between two groups, per language (vlfair)."""
+
+import datasets
+import evaluate
+import vlfair.measures
+
+_CITATION = """\
+@article{wang2021multilingual,
+  title = {Assessing Multilingual Fairness in Pre-trained Multimodal Representations},
+  author = {Wang, Jialu and Liu, Yang and Wang, Xin Eric},
+  journal = {arXiv preprint arXiv:2106.06683},
+  year = {2021}
+}
+"""
+
+_DESCRIPTION = """\
+Whether a model's errors depend on who is in the image: accuracy per group (e.g. gender
+classification accuracy for each race) and the largest pairwise gap |acc(g1) - acc(g2)|. With
+`languages`, everything is computed per language, as the multilingual study does for zero-shot
+prompts in eight languages. Intervals are stratified bootstrap.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (`list` of `str`): predicted labels.
+    references (`list` of `str`): true labels.
+    groups (`list` of `str`): the group of the person in each image.
+    languages (`list` of `str`, optional): compute per language.
+    bootstrap (`int`, defaults to 1000), confidence (`float`, defaults to 0.95), seed (`int`, defaults to 0).
+Returns:
+    accuracy (`dict` by group, or by language then group), accuracy_ci, counts.
+    gap (`float`, or `dict` by language), gap_pair (the best and worst group), gap_ci.
+Examples:
+    >>> import vlfair
+    >>> rate_gap = vlfair.load_metric("group_rate_gap")
+    >>> results = rate_gap.compute(predictions=["Male", "Male", "Female", "Male", "Female", "Female"],
+    ...     references=["Male", "Male", "Female", "Female", "Female", "Female"],
+    ...     groups=["White", "White", "White", "Black", "Black", "Black"], bootstrap=0)
+    >>> results["accuracy"], round(results["gap"], 4), results["gap_pair"]
+    ({'Black': 0.6666666666666666, 'White': 1.0}, 0.3333, ['White', 'Black'])
+
+    >>> results = rate_gap.compute(predictions=["a", "b", "a", "a"], references=["a", "a", "a", "a"],
+    ...     groups=["x", "x", "y", "y"], languages=["de", "de", "de", "de"], bootstrap=0)
+    >>> results["gap"]
+    {'de': 0.5}
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class GroupRateGap(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            module_type="metric",
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string"),
+                                        "groups": datasets.Value("string"), "languages": datasets.Value("string")}),
+            reference_urls=["https://arxiv.org/abs/2106.06683"],
+        )
+
+    # languages is optional: evaluate requires every declared column, so an omitted one is
+    # filled with "" (no split by language) before evaluate sees the inputs.
+    def add_batch(self, *, predictions=None, references=None, languages=None, **kwargs):
+        """Add a batch; ``languages`` may be omitted."""
+        if languages is None and predictions is not None:
+            languages = [""] * len(predictions)
+        return super().add_batch(predictions=predictions, references=references, languages=languages, **kwargs)
+
+    def add(self, *, prediction=None, reference=None, languages=None, **kwargs):
+        """Add one example; ``languages`` may be omitted."""
+        return super().add(prediction=prediction, reference=reference, languages="" if languages is None else languages,
+                           **kwargs)
+
+    def compute(self, *, predictions=None, references=None, languages=None, **kwargs):
+        """Compute the module; ``languages`` may be omitted."""
+        if languages is None and predictions is not None:
+            languages = [""] * len(predictions)
+        return super().compute(predictions=predictions, references=references, languages=languages, **kwargs)
+
+    def _compute(self, predictions, references, groups, languages, bootstrap=1000, confidence=0.95, seed=0):
+        languages = None if all(language == "" for language in languages) else languages
+        return vlfair.measures.group_rate_gap(predictions, references, groups, languages=languages,
+                                              bootstrap=bootstrap, confidence=confidence, seed=seed)

@@ -1,0 +1,4 @@
+import evaluate
+from evaluate.utils import launch_gradio_widget
+
+launch_gradio_widget(evaluate.load("vlfair/group_score_gap"))

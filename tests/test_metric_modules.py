@@ -1,0 +1,84 @@
+"""One glob-driven test over every evaluate module in metrics/: doctests, card, Space YAML, API."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vlfair.measures import MEASURES
+from vlfair.metrics import available_metrics, metrics_dir
+
+MODULES = sorted(p.parent for p in Path(__file__).resolve().parents[1].glob("metrics/*/*.py")
+                 if p.stem == p.parent.name)
+SECTIONS = ["## Description", "## How to Use", "### Inputs", "### Output Values", "### Examples",
+            "## Limitations and Bias", "## Citation"]
+SPACE_COLORS = {"red", "yellow", "green", "blue", "indigo", "purple", "pink", "gray"}
+
+
+def _load(folder: Path):
+    spec = importlib.util.spec_from_file_location(f"vlfair_metric_{folder.name}", folder / f"{folder.name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_one_module_per_measure_and_all_packaged():
+    assert [m.name for m in MODULES] == sorted(MEASURES)
+    assert available_metrics() == sorted(MEASURES)
+    assert metrics_dir().resolve() == MODULES[0].parent.resolve()
+
+
+@pytest.mark.parametrize("folder", MODULES, ids=lambda f: f.name)
+def test_doctests_pass(folder):
+    module = _load(folder)
+    examples = doctest.DocTestParser().get_examples(module._KWARGS_DESCRIPTION)
+    assert len(examples) >= 2, "at least two >>> examples"
+    test = doctest.DocTestParser().get_doctest(module._KWARGS_DESCRIPTION, {}, folder.name, str(folder), 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.failures == 0, f"{runner.failures} doctest failures in {folder.name} (see output above)"
+
+
+@pytest.mark.parametrize("folder", MODULES, ids=lambda f: f.name)
+def test_module_contract(folder):
+    module = _load(folder)
+    classes = [c for _, c in inspect.getmembers(module, inspect.isclass) if c.__module__ == module.__name__]
+    assert len(classes) == 1
+    cls = classes[0]
+    info = cls()._info()
+    assert info.features is not None and info.citation.strip().startswith("@")
+    parameters = inspect.signature(cls._compute).parameters.values()
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters), "_compute must not take **kwargs"
+    source = (folder / f"{folder.name}.py").read_text()
+    assert f"vlfair.measures.{folder.name}(" in source, "_compute must call the measure of the same name"
+    # evaluate finds requirements by parsing imports: one plain `import x` per line, nothing heavier
+    imports = {alias.name for node in ast.parse(source).body if isinstance(node, ast.Import) for alias in node.names}
+    assert imports == {"datasets", "evaluate", "vlfair.measures"}
+    assert not [n for n in ast.parse(source).body if isinstance(n, ast.ImportFrom)]
+
+
+@pytest.mark.parametrize("folder", MODULES, ids=lambda f: f.name)
+def test_card_and_space_files(folder):
+    card = (folder / "README.md").read_text()
+    match = re.match(r"^---\n(.*?)\n---\n", card, re.S)
+    assert match, "the card starts with YAML front matter"
+    config = yaml.safe_load(match.group(1))
+    assert config["sdk"] == "gradio" and config["app_file"] == "app.py" and (folder / config["app_file"]).exists()
+    assert config["title"] == folder.name and isinstance(config["sdk_version"], str)
+    assert config["colorFrom"] in SPACE_COLORS and config["colorTo"] in SPACE_COLORS
+    assert {"evaluate", "fairness"} <= set(config["tags"]) and config["description"]
+    positions = [card.find(section) for section in SECTIONS]
+    assert -1 not in positions, f"missing sections: {[s for s, p in zip(SECTIONS, positions) if p < 0]}"
+    assert positions == sorted(positions), "sections out of order"
+    assert "```bibtex" in card
+    app = (folder / "app.py").read_text()
+    assert "launch_gradio_widget" in app and f'evaluate.load("vlfair/{folder.name}")' in app
+    requirements = (folder / "requirements.txt").read_text().split()
+    assert "vlfair" in requirements and any(r.startswith("evaluate") for r in requirements)
