@@ -82,3 +82,26 @@ def test_card_and_space_files(folder):
     assert "launch_gradio_widget" in app and f'evaluate.load("vlfair/{folder.name}")' in app
     requirements = (folder / "requirements.txt").read_text().split()
     assert "vlfair" in requirements and any(r.startswith("evaluate") for r in requirements)
+
+
+def test_streaming_batches_equal_one_call_and_optional_columns_may_be_omitted():
+    """Training loops feed modules with add_batch/add; optional columns can be left out."""
+    import vlfair
+
+    anova = vlfair.load_metric("trait_anova")
+    scores = [0.71, 0.74, 0.69, 0.62, 0.60, 0.65, 0.70, 0.72]
+    races = ["East Asian"] * 3 + ["Black"] * 3 + ["White"] * 2
+    anova.add_batch(predictions=scores[:4], references=races[:4])
+    anova.add_batch(predictions=scores[4:7], references=races[4:7])
+    anova.add(prediction=scores[7], reference=races[7])
+    streamed = anova.compute(bootstrap=0)
+    assert streamed == anova.compute(predictions=scores, references=races, bootstrap=0)
+    assert streamed["df_within"] == 5.0
+
+    rate_gap = vlfair.load_metric("group_rate_gap")
+    rate_gap.add_batch(predictions=["a", "b"], references=["a", "a"], groups=["x", "x"])
+    rate_gap.add_batch(predictions=["a", "a"], references=["a", "a"], groups=["y", "y"])
+    assert rate_gap.compute(bootstrap=0)["gap"] == 0.5
+    with_languages = rate_gap.compute(predictions=["a", "b", "a", "a"], references=["a"] * 4, groups=["x", "x", "y", "y"],
+                                      languages=["de"] * 4, bootstrap=0)
+    assert with_languages["gap"] == {"de": 0.5}

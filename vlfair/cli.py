@@ -72,7 +72,23 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_not_yet("issue #5 (probes, results and leaderboard)"))
 
 
-SUBCOMMANDS = [_add_demo, _add_run, _add_prepare, _add_leaderboard]
+def _publish(args: argparse.Namespace) -> int:
+    from vlfair.publish import publish_metrics
+
+    publish_metrics(args.namespace, dry_run=args.dry_run, names=args.only, token=args.token)
+    return 0
+
+
+def _add_publish_metrics(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("publish-metrics", help="push each evaluate module in metrics/ to its Space")
+    parser.add_argument("--namespace", default="vlfair", help="Hub user or organisation (default: vlfair)")
+    parser.add_argument("--dry-run", action="store_true", help="list files and target Spaces; no network")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="publish only these modules")
+    parser.add_argument("--token", help="Hub token (default: the logged-in one)")
+    parser.set_defaults(handler=_publish)
+
+
+SUBCOMMANDS = [_add_demo, _add_run, _add_prepare, _add_leaderboard, _add_publish_metrics]
 
 
 def build_parser() -> argparse.ArgumentParser:
