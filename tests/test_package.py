@@ -19,7 +19,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 def test_help_lists_every_design_subcommand():
     result = _run("--help")
     assert result.returncode == 0
-    for command in ("demo", "run", "prepare", "leaderboard"):
+    for command in ("demo", "run", "prepare", "leaderboard", "publish-metrics"):
         assert command in result.stdout
 
 
