@@ -1,0 +1,62 @@
+"""Bring a ``datasets.Dataset`` from any source to a schema: names for labels, checked values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import datasets
+
+from vlfair.data.schemas import Schema, normalize_label
+
+
+class DataError(ValueError):
+    """Data that does not fit its schema; the message names the column, row and value."""
+
+
+def conform(dataset: datasets.Dataset, schema: Schema, where: str = "") -> datasets.Dataset:
+    """Check columns, map ClassLabel ids to names, unify spellings, validate every label."""
+    where = f" in {where}" if where else ""
+    missing = [c for c in schema.required if c not in dataset.column_names]
+    if missing:
+        raise DataError(f"{schema.name} data{where} lacks columns {missing}; it has {dataset.column_names}")
+    image = dataset.features.get("image")
+    if not isinstance(image, datasets.Image):
+        raise DataError(f"column 'image'{where} must be an Image feature, got {image!r}")
+    for column in schema.columns:
+        if column.name not in dataset.column_names or column.kind == "image":
+            continue
+        feature = dataset.features[column.name]
+        if isinstance(feature, datasets.ClassLabel):  # Hub sources store labels as ids: map by name
+            names = feature.names
+            dataset = dataset.map(
+                lambda batch, c=column.name, n=names: {c: [n[i] if i is not None and i >= 0 else None for i in batch[c]]},
+                batched=True, features=_with(dataset.features, column.name, datasets.Value("string")))
+        if column.vocabulary is not None:
+            values = dataset.unique(column.name)
+            if any(normalize_label(v, column) != v for v in values):
+                dataset = dataset.map(lambda batch, c=column: {c.name: [normalize_label(v, c) for v in batch[c.name]]},
+                                      batched=True)
+        _check_values(dataset, schema, column, where)
+    return dataset
+
+
+def _with(features: datasets.Features, name: str, feature: Any) -> datasets.Features:
+    updated = features.copy()
+    updated[name] = feature
+    return updated
+
+
+def _check_values(dataset: datasets.Dataset, schema: Schema, column, where: str) -> None:
+    values = dataset[column.name]
+    for row, value in enumerate(values):
+        if value is None:
+            if column.nullable:
+                continue
+            raise DataError(f"{schema.name} column '{column.name}' row {row}{where} is empty")
+        if column.vocabulary is not None and value not in column.vocabulary:
+            raise DataError(f"{schema.name} column '{column.name}' row {row}{where} has {value!r}, "
+                            f"not one of {list(column.vocabulary)}")
+        if column.kind == "bool" and not isinstance(value, bool):
+            raise DataError(f"{schema.name} column '{column.name}' row {row}{where} has {value!r}, not a bool")
+        if column.kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise DataError(f"{schema.name} column '{column.name}' row {row}{where} has {value!r}, not an integer")

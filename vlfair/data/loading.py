@@ -1,0 +1,179 @@
+"""``vlfair.load_dataset``: one entry point for Hub ids, prepared directories and synthetic twins."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import datasets
+import numpy as np
+
+from vlfair.data.conform import DataError, conform
+from vlfair.data.schemas import ADULT_AGE_BINS, AGE_GROUP_OF_BIN, PFI_CATEGORIES, SCHEMAS
+
+MANIFEST = "vlfair.json"  # written by `vlfair prepare`; marks a prepared directory
+SAMPLING_MARK = "vlfair.balanced_sample: "
+
+
+# ---- subsets: name -> function of a conformed dataset -------------------------------------
+def _adults(ds: datasets.Dataset) -> datasets.Dataset:
+    return ds.filter(lambda batch: [a in ADULT_AGE_BINS for a in batch["age"]], batched=True)
+
+
+def _age_groups(ds: datasets.Dataset) -> datasets.Dataset:
+    return ds.map(lambda batch: {"age_group": [AGE_GROUP_OF_BIN[a] for a in batch["age"]]}, batched=True)
+
+
+def _portion(portion: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
+    return lambda ds: ds.filter(lambda batch: [p == portion for p in batch["portion"]], batched=True)
+
+
+def _category(category: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
+    return lambda ds: ds.filter(lambda batch: [c == category for c in batch["category"]], batched=True)
+
+
+SUBSETS: dict[str, dict[str, Callable[[datasets.Dataset], datasets.Dataset]]] = {
+    "fairface": {"adults": _adults, "age_groups": _age_groups},
+    "multi30k": {"translation": _portion("translation"), "independent": _portion("independent")},
+    "pfi": {category: _category(category) for category in PFI_CATEGORIES},
+    "professions": {},
+}
+DEFAULT_SUBSET = {"multi30k": "translation"}  # its two portions have different rows: never mixed by default
+
+
+# ---- sources ------------------------------------------------------------------------------
+def _pick_split(splits: dict[str, Any], split: str | None, where: str) -> Any:
+    if split is None:
+        if len(splits) == 1:
+            return next(iter(splits.values()))
+        raise DataError(f"{where} has splits {sorted(splits)}; pass split=")
+    if split not in splits:
+        raise DataError(f"{where} has no split {split!r}; splits are {sorted(splits)}")
+    return splits[split]
+
+
+def read_prepared(directory: Path, config: str | None, split: str | None) -> datasets.Dataset:
+    """A directory written by ``vlfair prepare``: one Parquet file per config and split."""
+    manifest = json.loads((directory / MANIFEST).read_text())
+    configs = manifest["configs"]
+    name = config if config in configs else "default" if "default" in configs else next(iter(configs))
+    path = _pick_split(configs[name], split, f"{directory} (config {name!r})")
+    return datasets.Dataset.from_parquet(str(directory / path))
+
+
+def read_hub(source: str, config: str | None, split: str | None) -> datasets.Dataset:
+    """A Hub dataset id (or a directory laid out like a Hub repository)."""
+    loaded = datasets.load_dataset(source, config, split=split)
+    if isinstance(loaded, datasets.DatasetDict):
+        loaded = _pick_split(dict(loaded), None, source)
+    return loaded
+
+
+def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str | None = None,
+                 split: str | None = None, **options: Any) -> datasets.Dataset:
+    """Load a study dataset and check it against its schema.
+
+    Args:
+        name: "professions", "fairface", "multi30k", "pfi", "imagefolder", or "synthetic:<name>".
+        source: a Hub id, a directory written by ``vlfair prepare`` (or laid out like a Hub repo),
+            or, for "imagefolder", an image directory with a metadata file. Omitted for synthetic.
+        subset: a named subset: FairFace "adults" / "age_groups", Multi30K "translation" /
+            "independent", P-FI a category. On a prepared directory or Hub repo with a config of
+            that name, the config is read; the subset's filter is applied in any case.
+        split: the split to read (required when the source has several).
+        options: "config" (a Hub config, e.g. FairFace's "0.25"); for synthetic twins "size"
+            and "seed"; for imagefolder "columns" and "metadata".
+    """
+    if name.startswith("synthetic:"):
+        from vlfair.data.synthetic import make_synthetic
+
+        base = name.split(":", 1)[1]
+        schema = _schema(base)
+        dataset = make_synthetic(base, subset=subset, **options)
+        return _apply_subset(base, conform(dataset, schema, name), subset)
+    if name == "imagefolder":
+        from vlfair.data.imagefolder import load_imagefolder
+
+        if source is None:
+            raise ValueError("imagefolder needs source=DIRECTORY")
+        return load_imagefolder(source, **options)
+    schema = _schema(name)
+    if source is None:
+        raise ValueError(f"{name} needs a source (Hub id or prepared directory); or use name='synthetic:{name}'")
+    config = options.pop("config", None)
+    if options:
+        raise TypeError(f"unexpected options for {name}: {sorted(options)}")
+    directory = Path(source)
+    if directory.is_dir() and (directory / MANIFEST).exists():
+        dataset = read_prepared(directory, config or subset, split)
+    elif config is not None or subset is None:
+        dataset = read_hub(str(source), config, split)
+    else:  # a vlfair-prepared dataset on the Hub has one config per subset; others have none
+        try:
+            dataset = read_hub(str(source), subset, split)
+        except ValueError as exc:
+            if "config" not in str(exc).lower():
+                raise
+            dataset = read_hub(str(source), None, split)
+    return _apply_subset(name, conform(dataset, schema, str(source)), subset or DEFAULT_SUBSET.get(name))
+
+
+def _schema(name: str):
+    if name not in SCHEMAS:
+        raise ValueError(f"unknown dataset {name!r}; known: {sorted(SCHEMAS)}, imagefolder, synthetic:<name>")
+    return SCHEMAS[name]
+
+
+def _apply_subset(name: str, dataset: datasets.Dataset, subset: str | None) -> datasets.Dataset:
+    if subset is None or subset == "default":
+        return dataset
+    subsets = SUBSETS.get(name, {})
+    if subset not in subsets:
+        raise ValueError(f"{name} has no subset {subset!r}; subsets: {sorted(subsets) or 'none'}")
+    return subsets[subset](dataset)
+
+
+# ---- balanced sampling ------------------------------------------------------------------
+def balanced_sample(dataset: datasets.Dataset, n_per_cell: int, by: tuple[str, ...] = ("race", "gender"),
+                    seed: int = 0, allow_fewer: bool = False) -> datasets.Dataset:
+    """Exactly ``n_per_cell`` rows from every combination of the ``by`` columns, seeded.
+
+    A cell with fewer rows is an error listing every short cell, unless ``allow_fewer=True``:
+    then all its rows are taken and the shortfall is recorded in ``dataset.info.description``
+    (read it back with :func:`sampling_record`, for results.json).
+    """
+    if n_per_cell < 1:
+        raise ValueError(f"n_per_cell must be positive, got {n_per_cell}")
+    missing = [c for c in by if c not in dataset.column_names]
+    if missing:
+        raise ValueError(f"cannot balance by {missing}: columns are {dataset.column_names}")
+    keys = list(zip(*(dataset[c] for c in by)))
+    cells: dict[tuple, list[int]] = {}
+    for row, key in enumerate(keys):
+        cells.setdefault(key, []).append(row)
+    short = {key: len(rows) for key, rows in sorted(cells.items()) if len(rows) < n_per_cell}
+    if short and not allow_fewer:
+        listed = "; ".join(f"{'/'.join(map(str, k))}: {n}" for k, n in short.items())
+        raise DataError(f"{len(short)} cells have fewer than {n_per_cell} rows ({listed}); "
+                        "pass allow_fewer=True to take all their rows")
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for key in sorted(cells):
+        rows = np.array(cells[key])
+        take = min(n_per_cell, rows.size)
+        chosen.extend(sorted(rng.choice(rows, size=take, replace=False).tolist()))
+    sample = dataset.select(chosen)
+    record = {"n_per_cell": n_per_cell, "by": list(by), "seed": seed,
+              "short_cells": [{"cell": list(k), "rows": n} for k, n in short.items()]}
+    sample.info.description = (sample.info.description or "") + "\n" + SAMPLING_MARK + json.dumps(record)
+    return sample
+
+
+def sampling_record(dataset: datasets.Dataset) -> dict[str, Any] | None:
+    """What :func:`balanced_sample` recorded (None when the dataset was not sampled by it)."""
+    for line in reversed((dataset.info.description or "").splitlines()):
+        if line.startswith(SAMPLING_MARK):
+            return json.loads(line[len(SAMPLING_MARK):])
+    return None

@@ -1,0 +1,96 @@
+"""One validated schema per study dataset, with the label vocabularies the studies use.
+
+Labels are joined by name, never by integer id: a column stored as a ClassLabel (as on the
+Hub, in an order that differs between sources) is mapped to its names, spellings are unified
+through ``ALIASES``, and every value is checked against the vocabulary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+FAIRFACE_RACES = ("White", "Black", "Latino_Hispanic", "East Asian", "Southeast Asian", "Indian", "Middle Eastern")
+GENDERS = ("Male", "Female")
+FAIRFACE_AGE_BINS = ("0-2", "3-9", "10-19", "20-29", "30-39", "40-49", "50-59", "60-69", "more than 70")
+ADULT_AGE_BINS = ("20-29", "30-39", "40-49", "50-59")  # the FairFace-traits study's adults (20-60)
+# The multilingual study's five age groups, derived from FairFace's bins.
+AGE_GROUP_OF_BIN = {
+    "0-2": "0-2", "3-9": "3-19", "10-19": "3-19", "20-29": "20-49", "30-39": "20-49", "40-49": "20-49",
+    "50-59": "50-69", "60-69": "50-69", "more than 70": "70+",
+}
+AGE_GROUPS = ("0-2", "3-19", "20-49", "50-69", "70+")
+PFI_CATEGORIES = ("senator", "representative", "mayor", "actor", "athlete")
+MULTI30K_PORTIONS = ("translation", "independent")
+MULTI30K_LANGUAGES = ("en", "de", "fr", "cs")
+
+# Other sources' spellings -> the vocabulary's (compared after lower-casing and stripping).
+ALIASES = {
+    "latino hispanic": "Latino_Hispanic", "latino_hispanic": "Latino_Hispanic", "latino": "Latino_Hispanic",
+    "east asian": "East Asian", "east_asian": "East Asian", "southeast asian": "Southeast Asian",
+    "southeast_asian": "Southeast Asian", "middle eastern": "Middle Eastern", "middle_eastern": "Middle Eastern",
+    "white": "White", "black": "Black", "indian": "Indian",
+    "male": "Male", "man": "Male", "men": "Male", "female": "Female", "woman": "Female", "women": "Female",
+    "70+": "more than 70", "more than 70": "more than 70",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """kind: "image", "string", "int" or "bool"; vocabulary: allowed values (None: any)."""
+
+    name: str
+    kind: str = "string"
+    vocabulary: tuple[str, ...] | None = None
+    required: bool = True
+    nullable: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Schema:
+    name: str
+    columns: tuple[Column, ...]
+    description: str
+
+    @property
+    def required(self) -> list[str]:
+        return [c.name for c in self.columns if c.required]
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+
+SCHEMAS: dict[str, Schema] = {}
+
+
+def register_schema(schema: Schema) -> Schema:
+    SCHEMAS[schema.name] = schema
+    return schema
+
+
+register_schema(Schema("professions", (
+    Column("image", "image"), Column("profession"), Column("gender", vocabulary=GENDERS), Column("race"),
+), "the professions study: images per profession x gender x race"))
+register_schema(Schema("fairface", (
+    Column("image", "image"), Column("file", nullable=True), Column("age", vocabulary=FAIRFACE_AGE_BINS),
+    Column("gender", vocabulary=GENDERS), Column("race", vocabulary=FAIRFACE_RACES), Column("service_test", "bool"),
+    Column("age_group", vocabulary=AGE_GROUPS, required=False),
+), "FairFace faces with age bin, gender and race labels"))
+register_schema(Schema("multi30k", (
+    Column("image", "image"), Column("image_file"), Column("portion", vocabulary=MULTI30K_PORTIONS),
+    Column("caption_index", "int"), Column("en"), Column("de"),
+    Column("fr", required=False, nullable=True), Column("cs", required=False, nullable=True),
+), "Multi30K test 2016 images with captions per language"))
+register_schema(Schema("pfi", (
+    Column("image", "image"), Column("name"), Column("category", vocabulary=PFI_CATEGORIES),
+    Column("gender", vocabulary=GENDERS),
+    *(Column(c, required=False, nullable=True) for c in ("party", "state", "district", "city", "sport", "role")),
+), "P-FI public-figure portraits with name, category and gender"))
+
+
+def normalize_label(value: Any, column: Column) -> Any:
+    """A label in the vocabulary's spelling (unchanged when there is no vocabulary or no alias)."""
+    if column.vocabulary is None or value is None or value in column.vocabulary:
+        return value
+    alias = ALIASES.get(str(value).strip().lower())
+    return alias if alias in column.vocabulary else value
