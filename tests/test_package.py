@@ -30,7 +30,6 @@ def test_version():
 
 @pytest.mark.parametrize("argv, issue", [
     (["run", "traits", "--model", "m", "--dataset", "d"], "issue #5"),
-    (["prepare", "fairface", "--source", "s", "--out", "o"], "issue #4"),
     (["leaderboard", "r.json", "--out", "o"], "issue #5"),
 ])
 def test_unbuilt_commands_say_which_issue_brings_them(argv, issue, capsys):

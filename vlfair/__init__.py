@@ -21,6 +21,8 @@ _LAZY = {
     "EmbeddingResult": "vlfair.embed",
     "BadImageError": "vlfair.imageio",
     "load_metric": "vlfair.metrics",
+    "load_dataset": "vlfair.data",
+    "balanced_sample": "vlfair.data",
 }
 
 __all__ = ["__version__", *_LAZY]

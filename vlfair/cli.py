@@ -55,13 +55,29 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_not_yet("issue #5 (probes) and #6 (word-influence)"))
 
 
+def _prepare(args: argparse.Namespace) -> int:
+    from vlfair.data.build import BuildError, prepare
+
+    options = {"images": args.images} if args.images else {}
+    try:
+        out = prepare(args.dataset, args.source, args.out, push_to_hub=args.push_to_hub, skip_bad=args.skip_bad, **options)
+    except BuildError as exc:
+        print(f"vlfair prepare {args.dataset}: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {out} (Parquet per config and split, README.md card, vlfair.json)"
+          + (f"; pushed to {args.push_to_hub}" if args.push_to_hub else ""))
+    return 0
+
+
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("prepare", help="build a study dataset from its raw files [issue #4]")
-    parser.add_argument("dataset", help="professions, fairface, multi30k, pfi")
-    parser.add_argument("--source", required=True)
-    parser.add_argument("--out", required=True)
+    parser = sub.add_parser("prepare", help="build a study dataset from its raw files (Parquet + card)")
+    parser.add_argument("dataset", choices=["fairface", "multi30k", "pfi", "professions"])
+    parser.add_argument("--source", required=True, help="the raw release: labels/captions/metadata (and images)")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--images", help="image directory, when it is not inside --source (Multi30K: Flickr30K)")
+    parser.add_argument("--skip-bad", action="store_true", help="leave bad rows out (listed in the card)")
     parser.add_argument("--push-to-hub", metavar="REPO")
-    parser.set_defaults(handler=_not_yet("issue #4 (datasets)"))
+    parser.set_defaults(handler=_prepare)
 
 
 def _add_leaderboard(sub: argparse._SubParsersAction) -> None:

@@ -19,6 +19,10 @@ def conform(dataset: datasets.Dataset, schema: Schema, where: str = "") -> datas
     missing = [c for c in schema.required if c not in dataset.column_names]
     if missing:
         raise DataError(f"{schema.name} data{where} lacks columns {missing}; it has {dataset.column_names}")
+    for column in schema.columns:
+        if not column.required and column.nullable and column.name not in dataset.column_names:
+            dataset = dataset.add_column(column.name, [None] * dataset.num_rows,
+                                         feature=datasets.Value("string"))
     image = dataset.features.get("image")
     if not isinstance(image, datasets.Image):
         raise DataError(f"column 'image'{where} must be an Image feature, got {image!r}")

@@ -37,7 +37,11 @@ ALIASES = {
 
 @dataclasses.dataclass(frozen=True)
 class Column:
-    """kind: "image", "string", "int" or "bool"; vocabulary: allowed values (None: any)."""
+    """kind: "image", "string", "int" or "bool"; vocabulary: allowed values (None: any).
+
+    An optional (``required=False``) nullable column is always present after ``conform``:
+    filled with None where a source lacks it (FairFace's Hub copy has no file names).
+    """
 
     name: str
     kind: str = "string"
@@ -72,7 +76,8 @@ register_schema(Schema("professions", (
     Column("image", "image"), Column("profession"), Column("gender", vocabulary=GENDERS), Column("race"),
 ), "the professions study: images per profession x gender x race"))
 register_schema(Schema("fairface", (
-    Column("image", "image"), Column("file", nullable=True), Column("age", vocabulary=FAIRFACE_AGE_BINS),
+    Column("image", "image"), Column("file", required=False, nullable=True),
+    Column("age", vocabulary=FAIRFACE_AGE_BINS),
     Column("gender", vocabulary=GENDERS), Column("race", vocabulary=FAIRFACE_RACES), Column("service_test", "bool"),
     Column("age_group", vocabulary=AGE_GROUPS, required=False),
 ), "FairFace faces with age bin, gender and race labels"))

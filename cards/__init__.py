@@ -1,0 +1,1 @@
+"""Dataset card templates rendered by ``vlfair prepare``; installed as ``vlfair._cards``."""

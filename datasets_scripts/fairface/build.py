@@ -1,0 +1,11 @@
+"""Build fairface from its raw release into Parquet + a dataset card (and the Hub with --push-to-hub).
+
+Same as `vlfair prepare fairface ...`; usage: python datasets_scripts/fairface/build.py --source PATH --out DIR
+"""
+
+import sys
+
+from vlfair.cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main(["prepare", "fairface", *sys.argv[1:]]))

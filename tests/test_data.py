@@ -1,0 +1,315 @@
+"""Datasets: the real FairFace and Multi30K files built with placeholder images, loaders, twins."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import datasets
+import pytest
+import yaml
+from PIL import Image
+
+import vlfair
+from vlfair.cli import main
+from vlfair.data import DataError, balanced_sample, load_dataset, sampling_record
+from vlfair.data.build import BuildError, build_fairface, prepare
+from vlfair.data.schemas import AGE_GROUP_OF_BIN, FAIRFACE_AGE_BINS
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+FAIRFACE_CSV = SHARED / "fairface" / "fairface_label_val.csv"
+MULTI30K = SHARED / "multi30k"
+
+
+def _jpeg(color=(120, 80, 40)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), color).save(buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+def _placeholders(directory: Path, names, data: bytes | None = None) -> None:
+    data = data or _jpeg()
+    for name in names:
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def _card_yaml(card: str) -> dict:
+    return yaml.safe_load(re.match(r"^---\n(.*?)\n---\n", card, re.S).group(1))
+
+
+@pytest.fixture(scope="module")
+def fairface_source(tmp_path_factory) -> Path:
+    source = tmp_path_factory.mktemp("fairface-raw")
+    shutil.copy(FAIRFACE_CSV, source / "fairface_label_val.csv")
+    with open(FAIRFACE_CSV) as handle:
+        _placeholders(source, [row["file"] for row in csv.DictReader(handle)])
+    return source
+
+
+@pytest.fixture(scope="module")
+def fairface_out(fairface_source, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("fairface-prepared")
+    assert main(["prepare", "fairface", "--source", str(fairface_source), "--out", str(out)]) == 0
+    return out
+
+
+def test_fairface_validation_builds_with_every_label(fairface_out):
+    ds = load_dataset("fairface", source=fairface_out, split="validation")
+    assert ds.num_rows == 10_954
+    assert len(set(ds["race"])) == 7 and set(ds["gender"]) == {"Male", "Female"}
+    assert set(ds["age"]) == set(FAIRFACE_AGE_BINS)
+    with open(FAIRFACE_CSV) as handle:
+        raw = list(csv.DictReader(handle))
+    assert ds["file"] == [r["file"] for r in raw] and ds["race"] == [r["race"] for r in raw]
+    assert ds["service_test"] == [r["service_test"] == "True" for r in raw]
+    assert isinstance(ds.features["image"], datasets.Image) and ds[0]["image"].size == (8, 8)
+
+
+def test_fairface_adults_and_age_groups(fairface_out):
+    adults = load_dataset("fairface", source=fairface_out, subset="adults", split="validation")
+    assert adults.num_rows == 7_779 and set(adults["age"]) == {"20-29", "30-39", "40-49", "50-59"}
+    assert set(AGE_GROUP_OF_BIN) == set(FAIRFACE_AGE_BINS)  # the mapping covers every bin
+    grouped = load_dataset("fairface", source=fairface_out, subset="age_groups", split="validation")
+    assert grouped.num_rows == 10_954 and set(grouped["age_group"]) == {"0-2", "3-19", "20-49", "50-69", "70+"}
+    assert all(AGE_GROUP_OF_BIN[a] == g for a, g in zip(grouped["age"], grouped["age_group"]))
+
+
+def test_balanced_sampling(fairface_out):
+    adults = load_dataset("fairface", source=fairface_out, subset="adults", split="validation")
+    sample = balanced_sample(adults, 50, seed=3)
+    cells = {}
+    for race, gender in zip(sample["race"], sample["gender"]):
+        cells[(race, gender)] = cells.get((race, gender), 0) + 1
+    assert len(cells) == 14 and set(cells.values()) == {50}
+    assert balanced_sample(adults, 50, seed=3)["file"] == sample["file"]
+    assert balanced_sample(adults, 50, seed=4)["file"] != sample["file"]
+    with pytest.raises(DataError) as info:
+        balanced_sample(adults, 2000)
+    assert "14 cells have fewer than 2000 rows" in str(info.value) and "Middle Eastern/Female: 291" in str(info.value)
+    relaxed = balanced_sample(adults, 300, allow_fewer=True)
+    record = sampling_record(relaxed)
+    assert record["short_cells"] == [{"cell": ["Middle Eastern", "Female"], "rows": 291}]
+    assert relaxed.num_rows == 13 * 300 + 291
+
+
+def test_fairface_card_lists_configs(fairface_out):
+    card = (fairface_out / "README.md").read_text()
+    config = _card_yaml(card)
+    assert [c["config_name"] for c in config["configs"]] == ["default", "adults"]
+    assert config["configs"][1]["data_files"] == [{"split": "validation", "path": "adults/validation.parquet"}]
+    assert config["license"] == "cc-by-4.0"
+    assert {f["name"] for f in config["dataset_info"][0]["features"]} >= {"image", "file", "age", "gender", "race"}
+    for section in ("## Intended use", "## Known biases and limitations", "## Citation", "| adults | validation | 7779 |"):
+        assert section in card
+    # the prepared directory also loads with plain datasets, through the card's configs
+    plain = datasets.load_dataset(str(fairface_out), "adults", split="validation")
+    assert plain.num_rows == 7_779
+
+
+def test_hub_format_twin_with_classlabels_maps_to_the_same_names(tmp_path, fairface_out):
+    """HuggingFaceM4/FairFace stores labels as ClassLabel ids in its own order: map by name."""
+    ours = load_dataset("fairface", source=fairface_out, split="validation").select(range(300))
+    hub_order = {"age": ["0-2", "3-9", "10-19", "20-29", "30-39", "40-49", "50-59", "60-69", "more than 70"],
+                 "gender": ["Male", "Female"],
+                 "race": ["East Asian", "Indian", "Black", "White", "Middle Eastern", "Latino_Hispanic", "Southeast Asian"]}
+    features = datasets.Features({"image": datasets.Image(), **{c: datasets.ClassLabel(names=n) for c, n in hub_order.items()},
+                                  "service_test": datasets.Value("bool")})
+    twin = datasets.Dataset.from_dict({"image": ours["image"], **{c: [hub_order[c].index(v) for v in ours[c]] for c in hub_order},
+                                       "service_test": ours["service_test"]}, features=features)
+    repo = tmp_path / "FairFace"
+    (repo / "0.25").mkdir(parents=True)
+    twin.to_parquet(str(repo / "0.25" / "validation-00000-of-00001.parquet"))
+    (repo / "README.md").write_text("---\nconfigs:\n- config_name: '0.25'\n  data_files:\n  - split: validation\n"
+                                    "    path: 0.25/validation-*\n---\n")
+    loaded = load_dataset("fairface", source=str(repo), config="0.25", split="validation")
+    assert loaded.features["race"] == datasets.Value("string")
+    for column in ("age", "gender", "race"):
+        assert loaded[column] == ours[column]
+    assert loaded["file"] == [None] * 300  # the Hub copy has no file names
+
+
+@pytest.fixture(scope="module")
+def multi30k_out(tmp_path_factory) -> Path:
+    images = tmp_path_factory.mktemp("flickr30k")
+    names = set((MULTI30K / "task1" / "test_2016_flickr.images.txt").read_text().split())
+    names |= set((MULTI30K / "task2" / "test_2016.images.txt").read_text().split())
+    _placeholders(images, sorted(names))
+    out = tmp_path_factory.mktemp("multi30k-prepared")
+    prepare("multi30k", MULTI30K, out, images=images)
+    return out
+
+
+def _raw(path: Path) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle]
+
+
+def test_multi30k_translation_portion_is_aligned(multi30k_out):
+    ds = load_dataset("multi30k", source=multi30k_out, subset="translation")
+    assert ds.num_rows == 1000 and set(ds["portion"]) == {"translation"} and set(ds["caption_index"]) == {1}
+    for language in ("en", "de", "fr", "cs"):
+        assert ds[language] == _raw(MULTI30K / "task1" / f"test_2016_flickr.{language}.gz")
+    assert ds["image_file"] == (MULTI30K / "task1" / "test_2016_flickr.images.txt").read_text().split()
+
+
+def test_multi30k_independent_portion_has_five_captions_per_image(multi30k_out):
+    ds = load_dataset("multi30k", source=multi30k_out, subset="independent")
+    assert ds.num_rows == 5000 and len(set(ds["image_file"])) == 1000
+    images = (MULTI30K / "task2" / "test_2016.images.txt").read_text().split()
+    for j in range(1, 6):
+        rows = [i for i, index in enumerate(ds["caption_index"]) if index == j]
+        assert [ds["image_file"][i] for i in rows] == images
+        assert [ds["en"][i] for i in rows] == _raw(MULTI30K / "task2" / f"test_2016.{j}.en.gz")
+        assert [ds["de"][i] for i in rows] == _raw(MULTI30K / "task2" / f"test_2016.{j}.de.gz")
+    assert set(ds["fr"]) == {None}
+    config = _card_yaml((multi30k_out / "README.md").read_text())
+    assert [c["config_name"] for c in config["configs"]] == ["translation", "independent"]
+
+
+def _small_fairface(tmp_path: Path, rows: list[tuple[str, str, str, str]], make_files=True) -> Path:
+    source = tmp_path / "raw"
+    source.mkdir()
+    with open(source / "fairface_label_val.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["file", "age", "gender", "race", "service_test"])
+        for file, age, gender, race in rows:
+            writer.writerow([file, age, gender, race, "False"])
+    if make_files:
+        _placeholders(source, [r[0] for r in rows if not r[0].startswith(("/", ".."))
+                               and "missing" not in r[0]])
+    return source
+
+
+BAD_ROWS = [
+    ("val/1.jpg", "20-29", "Male", "White"),
+    ("../outside.jpg", "20-29", "Male", "White"),
+    ("/etc/passwd", "20-29", "Male", "White"),
+    ("val/missing.jpg", "30-39", "Female", "Black"),
+    ("val/1.jpg", "30-39", "Female", "Black"),
+    ("val/5.jpg", "03-Sep", "Female", "Indian"),
+    ("val/6.jpg", "40-49", "Female", "Martian"),
+    ("val/7.jpg", "40-49", "female", "latino hispanic"),
+]
+
+
+def test_every_bad_row_is_reported_with_its_row(tmp_path):
+    source = _small_fairface(tmp_path, BAD_ROWS)
+    with pytest.raises(BuildError) as info:
+        build_fairface(source)
+    message = str(info.value)
+    assert "6 bad rows" in message
+    for expected in ("row 1: path '../outside.jpg' leaves the source directory",
+                     "row 2: absolute path '/etc/passwd' is not allowed",
+                     "row 3: image 'val/missing.jpg' is listed but missing",
+                     "row 4: duplicate file name 'val/1.jpg' (also row 0)",
+                     "row 5: column 'age' has '03-Sep'",
+                     "row 6: column 'race' has 'Martian'"):
+        assert expected in message
+
+
+def test_skip_bad_leaves_rows_out_and_lists_them_in_the_card(tmp_path):
+    source = _small_fairface(tmp_path, BAD_ROWS)
+    out = tmp_path / "out"
+    assert main(["prepare", "fairface", "--source", str(source), "--out", str(out)]) == 1
+    assert main(["prepare", "fairface", "--source", str(source), "--out", str(out), "--skip-bad"]) == 0
+    ds = load_dataset("fairface", source=out, split="validation")
+    assert ds["file"] == ["val/1.jpg", "val/7.jpg"]
+    assert ds["gender"] == ["Male", "Female"] and ds["race"][1] == "Latino_Hispanic"  # spellings unified
+    card = (out / "README.md").read_text()
+    assert "fairface_label_val.csv row 5: column 'age' has '03-Sep'" in card
+    assert len(json.loads((out / "vlfair.json").read_text())["skipped_rows"]) == 6
+
+
+def test_fairface_images_from_the_release_zip(tmp_path):
+    import zipfile
+
+    source = _small_fairface(tmp_path, [("val/1.jpg", "20-29", "Male", "White"), ("val/2.jpg", "3-9", "Female", "Black")],
+                             make_files=False)
+    with zipfile.ZipFile(source / "fairface-img-margin025-trainval.zip", "w") as archive:
+        archive.writestr("val/1.jpg", _jpeg((255, 0, 0)))
+        archive.writestr("val/2.jpg", _jpeg((0, 0, 255)))
+    built = build_fairface(source)
+    images = built.configs["default"]["validation"]["image"]
+    assert images[0].getpixel((4, 4))[0] > 200 and images[1].getpixel((4, 4))[2] > 200
+
+
+def test_pfi_and_professions_builders(tmp_path):
+    pfi = tmp_path / "pfi"
+    pfi.mkdir()
+    _placeholders(pfi, ["a.jpg", "b.jpg", "c.jpg"])
+    (pfi / "metadata.csv").write_text("file,name,category,gender,party,state,sport\n"
+                                      "a.jpg,Ann A,Senator,Female,D,OH,\nb.jpg,Bob B,senator,Male,R,TX,\n"
+                                      "c.jpg,Cy C,athlete,Male,,,tennis\n")
+    prepare("pfi", pfi, tmp_path / "pfi-out")
+    senators = load_dataset("pfi", source=tmp_path / "pfi-out", subset="senator")
+    assert senators["name"] == ["Ann A", "Bob B"] and senators["party"] == ["D", "R"]
+    assert load_dataset("pfi", source=tmp_path / "pfi-out")["sport"] == [None, None, "tennis"]
+    tree = tmp_path / "professions"
+    _placeholders(tree, ["doctor/female/Black/1.jpg", "doctor/male/White/1.jpg", "nurse/female/Asian/2.jpg"])
+    prepare("professions", tree, tmp_path / "prof-out")
+    professions = load_dataset("professions", source=tmp_path / "prof-out")
+    assert professions["profession"] == ["doctor", "doctor", "nurse"] and professions["gender"] == ["Female", "Male", "Female"]
+
+
+def test_push_to_hub_uploads_every_config_and_the_card(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    pushed, uploaded = [], {}
+    monkeypatch.setattr(datasets.Dataset, "push_to_hub",
+                        lambda self, repo, config_name, split: pushed.append((repo, config_name, split, self.num_rows)))
+
+    class FakeApi:
+        def upload_file(self, path_or_fileobj, path_in_repo, repo_id, repo_type):
+            uploaded.update(path=path_in_repo, repo=repo_id, type=repo_type, card=path_or_fileobj.decode())
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    source = _small_fairface(tmp_path, [("val/1.jpg", "20-29", "Male", "White"), ("val/2.jpg", "3-9", "Female", "Black")])
+    prepare("fairface", source, tmp_path / "out", push_to_hub="acme/fairface")
+    assert pushed == [("acme/fairface", "default", "validation", 2), ("acme/fairface", "adults", "validation", 1)]
+    assert uploaded["path"] == "README.md" and uploaded["type"] == "dataset"
+    assert _card_yaml(uploaded["card"])["configs"][1]["data_files"][0]["path"] == "adults/validation-*"
+
+
+def test_synthetic_twins():
+    for name, rows in (("fairface", 252), ("professions", 192), ("multi30k", 40), ("pfi", 40)):
+        ds = vlfair.load_dataset(f"synthetic:{name}")
+        assert ds.num_rows == rows and ds.info.description.startswith("SYNTHETIC")
+    first = vlfair.load_dataset("synthetic:fairface", size=30, seed=1)
+    assert first["race"] == vlfair.load_dataset("synthetic:fairface", size=30, seed=1)["race"]
+    assert first["race"] != vlfair.load_dataset("synthetic:fairface", size=30, seed=2)["race"]
+    assert vlfair.load_dataset("synthetic:multi30k", subset="independent", size=3).num_rows == 15
+    twin = vlfair.load_dataset("synthetic:fairface")
+    cells = {(r, g) for r, g in zip(twin["race"], twin["gender"])}
+    assert len(cells) == 14 and balanced_sample(twin, 18).num_rows == 14 * 18
+
+
+def test_imagefolder(tmp_path):
+    _placeholders(tmp_path, ["x/1.png", "x/2.png"])
+    (tmp_path / "metadata.jsonl").write_text('{"file_name": "x/1.png", "group": "a"}\n{"file_name": "x/2.png", "group": "b"}\n')
+    ds = vlfair.load_dataset("imagefolder", source=tmp_path, columns=["group"])
+    assert ds["group"] == ["a", "b"] and isinstance(ds.features["image"], datasets.Image)
+    with pytest.raises(DataError, match=r"needs a file column .* and \['label'\]"):
+        vlfair.load_dataset("imagefolder", source=tmp_path, columns=["label"])
+
+
+def test_loader_errors(tmp_path, fairface_out):
+    with pytest.raises(ValueError, match="unknown dataset 'coco'"):
+        load_dataset("coco", source="x")
+    with pytest.raises(ValueError, match="fairface has no subset 'kids'; subsets: \\['adults', 'age_groups'\\]"):
+        load_dataset("fairface", source=fairface_out, subset="kids", split="validation")
+    with pytest.raises(ValueError, match="needs a source"):
+        load_dataset("fairface")
+    broken = datasets.Dataset.from_dict({"image": [Image.new("RGB", (4, 4))] * 2, "file": ["a", "b"],
+                                         "age": ["20-29", "03-Sep"], "gender": ["Male", "Male"], "race": ["White"] * 2,
+                                         "service_test": [True, False]})
+    with pytest.raises(DataError, match="fairface column 'age' row 1 has '03-Sep'"):
+        vlfair.data.conform(broken, vlfair.data.SCHEMAS["fairface"])
+    with pytest.raises(DataError, match=r"lacks columns \['service_test'\]"):
+        vlfair.data.conform(broken.remove_columns("service_test"), vlfair.data.SCHEMAS["fairface"])

@@ -1,0 +1,343 @@
+"""Builders: raw study sources -> Parquet (images embedded), a dataset card, optionally the Hub.
+
+Used by ``vlfair prepare NAME --source PATH --out DIR`` and by ``datasets_scripts/<name>/build.py``.
+Every problem in the raw data (a path outside the source, a listed but missing image, a
+duplicate file, a label outside the vocabulary such as an age bin a spreadsheet turned into
+"03-Sep") is reported with its row; the build fails unless ``skip_bad`` is set, and then the
+skipped rows are listed in the card.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import gzip
+import json
+import string
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import datasets
+
+from vlfair._version import __version__
+from vlfair.data.files import SourceFiles
+from vlfair.data.loading import MANIFEST
+from vlfair.data.schemas import (ADULT_AGE_BINS, AGE_GROUP_OF_BIN, MULTI30K_LANGUAGES, PFI_CATEGORIES, SCHEMAS,
+                                 normalize_label)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    where: str  # "fairface_label_val.csv row 17" or a file name
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+class BuildError(ValueError):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        shown = "\n  ".join(str(p) for p in problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(f"{len(problems)} bad rows in the source (pass --skip-bad / skip_bad=True to leave "
+                         f"them out and list them in the card):\n  {shown}{more}")
+
+
+@dataclasses.dataclass
+class Built:
+    name: str
+    configs: dict[str, dict[str, datasets.Dataset]]  # config -> split -> rows
+    skipped: list[Problem]
+    source: str
+
+
+class RowCollector:
+    """Turns raw metadata rows into records, collecting every problem with its row."""
+
+    def __init__(self, schema_name: str, files: SourceFiles, where: str):
+        self.schema = SCHEMAS[schema_name]
+        self.files, self.where = files, where
+        self.problems: list[Problem] = []
+        self.seen: dict[str, int] = {}
+
+    def record(self, row: int, file: str, labels: dict[str, Any], extra: dict[str, Any] | None = None) -> dict | None:
+        where = f"{self.where} row {row}"
+        problem = self.files.check(file)
+        if problem is None and file in self.seen:
+            problem = f"duplicate file name {file!r} (also row {self.seen[file]})"
+        out = {}
+        for name, value in labels.items():
+            column = self.schema.column(name)
+            value = normalize_label(value, column) if column is not None else value
+            if problem is None and column is not None and column.vocabulary and value not in column.vocabulary:
+                problem = f"column '{name}' has {value!r}, not one of {list(column.vocabulary)}"
+            out[name] = value
+        if problem is not None:
+            self.problems.append(Problem(where, problem))
+            return None
+        self.seen[file] = row
+        return {"image": {"bytes": self.files.read(file), "path": file}, **out, **(extra or {})}
+
+
+def _dataset(records: list[dict], schema_name: str) -> datasets.Dataset:
+    schema = SCHEMAS[schema_name]
+    kinds = {"image": datasets.Image(), "string": datasets.Value("string"), "int": datasets.Value("int64"),
+             "bool": datasets.Value("bool")}
+    columns = [c for c in schema.columns if records and c.name in records[0]]
+    features = datasets.Features({c.name: kinds[c.kind] for c in columns})
+    data = {c.name: [r[c.name] for r in records] for c in columns}
+    return datasets.Dataset.from_dict(data, features=features)
+
+
+def _finish(name: str, configs: dict, problems: list[Problem], skip_bad: bool, source: Path) -> Built:
+    if problems and not skip_bad:
+        raise BuildError(problems)
+    return Built(name, configs, problems, str(source))
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _require_columns(rows: list[dict], columns: list[str], path: Path) -> None:
+    present = list(rows[0].keys()) if rows else []
+    missing = [c for c in columns if c not in present]
+    if missing:
+        raise BuildError([Problem(path.name, f"lacks columns {missing}; it has {present}")])
+
+
+# ---- FairFace -----------------------------------------------------------------------------
+FAIRFACE_SPLITS = {"train": "train", "val": "validation"}
+
+
+def build_fairface(source: str | Path, skip_bad: bool = False, **_: Any) -> Built:
+    """From the official release: fairface_label_{train,val}.csv beside train/ and val/ (or the zip)."""
+    source = Path(source)
+    archives = sorted(source.glob("*.zip"))
+    files = SourceFiles(source, archives[0] if archives else None)
+    splits, problems = {}, []
+    for raw, split in FAIRFACE_SPLITS.items():
+        path = source / f"fairface_label_{raw}.csv"
+        if not path.exists():
+            continue
+        rows = _read_csv(path)
+        _require_columns(rows, ["file", "age", "gender", "race", "service_test"], path)
+        collector = RowCollector("fairface", files, path.name)
+        records = []
+        for row, values in enumerate(rows):
+            service = values["service_test"].strip().lower()
+            if service not in ("true", "false"):
+                collector.problems.append(Problem(f"{path.name} row {row}", f"service_test {values['service_test']!r} is not True/False"))
+                continue
+            record = collector.record(row, values["file"], {"age": values["age"], "gender": values["gender"],
+                                                            "race": values["race"]},
+                                      {"file": values["file"], "service_test": service == "true"})
+            if record is not None:
+                record["age_group"] = AGE_GROUP_OF_BIN[record["age"]]
+                records.append(record)
+        problems += collector.problems
+        splits[split] = _dataset(records, "fairface")
+    if not splits:
+        raise BuildError([Problem(str(source), "no fairface_label_train.csv or fairface_label_val.csv")])
+    adults = {s: d.filter(lambda b: [a in ADULT_AGE_BINS for a in b["age"]], batched=True) for s, d in splits.items()}
+    return _finish("fairface", {"default": splits, "adults": adults}, problems, skip_bad, source)
+
+
+# ---- Multi30K -----------------------------------------------------------------------------
+def _lines(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle]
+
+
+def _find(source: Path, name: str) -> Path | None:
+    for candidate in (f"{name}.gz", name):
+        found = sorted(source.rglob(candidate))
+        if found:
+            return found[0]
+    return None
+
+
+def build_multi30k(source: str | Path, images: str | Path | None = None, skip_bad: bool = False, **_: Any) -> Built:
+    """From the raw caption files (gzipped, one line per image), the split lists and Flickr30K images.
+
+    translation: test_2016_flickr.{en,de,fr,cs}(.gz) + test_2016_flickr.images.txt;
+    independent: test_2016.{1..5}.{en,de}(.gz) + test_2016.images.txt.
+    """
+    source = Path(source)
+    if images is None:
+        raise BuildError([Problem("--images", "Multi30K needs the Flickr30K image directory (--images DIR)")])
+    files = SourceFiles(images)
+    configs, problems = {}, []
+    portions = {
+        "translation": ("test_2016_flickr.images.txt", [(1, {l: f"test_2016_flickr.{l}" for l in MULTI30K_LANGUAGES})]),
+        "independent": ("test_2016.images.txt", [(j, {l: f"test_2016.{j}.{l}" for l in ("en", "de")}) for j in range(1, 6)]),
+    }
+    for portion, (list_name, captions) in portions.items():
+        list_path = _find(source, list_name)
+        if list_path is None:
+            continue
+        names = [n.strip() for n in _lines(list_path) if n.strip()]
+        collector = RowCollector("multi30k", files, list_path.name)
+        columns = {}
+        for index, per_language in captions:
+            for language, stem in per_language.items():
+                path = _find(source, stem)
+                if path is None:
+                    if language in ("en", "de"):
+                        problems.append(Problem(stem, f"caption file for {language} is missing"))
+                    continue
+                lines = _lines(path)
+                if len(lines) != len(names):
+                    problems.append(Problem(path.name, f"{len(lines)} lines but {list_name} lists {len(names)} images"))
+                    continue
+                columns[(index, language)] = lines
+        records = []
+        for row, image_file in enumerate(names):
+            image = collector.record(row, image_file, {"portion": portion}, {"image_file": image_file})
+            if image is None:
+                continue  # its problem is reported once, not once per caption
+            for index, per_language in captions:
+                texts = {l: columns[(index, l)][row] for l in per_language if (index, l) in columns}
+                records.append({**image, "caption_index": index, **texts})
+        problems += collector.problems
+        configs[portion] = {"test": _dataset(records, "multi30k")}
+    if not configs:
+        raise BuildError([Problem(str(source), "no test_2016_flickr.images.txt or test_2016.images.txt found")])
+    return _finish("multi30k", configs, problems, skip_bad, source)
+
+
+# ---- P-FI and professions -------------------------------------------------------------------
+PFI_OPTIONAL = ("party", "state", "district", "city", "sport", "role")
+
+
+def build_pfi(source: str | Path, skip_bad: bool = False, metadata: str = "metadata.csv", **_: Any) -> Built:
+    """From a portrait directory and a metadata CSV: file, name, category, gender (+ party, state, ...)."""
+    source = Path(source)
+    path = source / metadata
+    rows = _read_csv(path)
+    _require_columns(rows, ["file", "name", "category", "gender"], path)
+    collector = RowCollector("pfi", SourceFiles(source), path.name)
+    records = []
+    for row, values in enumerate(rows):
+        extra = {"name": values["name"], **{c: (values.get(c) or None) for c in PFI_OPTIONAL}}
+        record = collector.record(row, values["file"], {"category": values["category"].strip().lower(),
+                                                        "gender": values["gender"]}, extra)
+        if record is not None:
+            records.append(record)
+    default = _dataset(records, "pfi")
+    configs = {"default": {"test": default}}
+    for category in PFI_CATEGORIES:
+        subset = default.filter(lambda b, c=category: [x == c for x in b["category"]], batched=True)
+        if subset.num_rows:
+            configs[category] = {"test": subset}
+    return _finish("pfi", configs, collector.problems, skip_bad, source)
+
+
+def build_professions(source: str | Path, skip_bad: bool = False, metadata: str = "metadata.csv", **_: Any) -> Built:
+    """From a ``profession/gender/race/*.jpg`` tree, or a metadata CSV (file, profession, gender, race)."""
+    source = Path(source)
+    files = SourceFiles(source)
+    if (source / metadata).exists():
+        rows = _read_csv(source / metadata)
+        _require_columns(rows, ["file", "profession", "gender", "race"], source / metadata)
+        where = metadata
+    else:
+        rows = [{"file": p.relative_to(source).as_posix(), "profession": p.parts[-4], "gender": p.parts[-3],
+                 "race": p.parts[-2]}
+                for p in sorted(source.rglob("*")) if p.suffix.lower() in (".jpg", ".jpeg", ".png")
+                and len(p.relative_to(source).parts) == 4]
+        if not rows:
+            raise BuildError([Problem(str(source), "no metadata.csv and no profession/gender/race/*.jpg images")])
+        where = "tree"
+    collector = RowCollector("professions", files, where)
+    records = [r for row, v in enumerate(rows)
+               if (r := collector.record(row, v["file"], {"gender": v["gender"]},
+                                         {"profession": v["profession"], "race": v["race"]})) is not None]
+    return _finish("professions", {"default": {"test": _dataset(records, "professions")}}, collector.problems,
+                   skip_bad, source)
+
+
+BUILDERS: dict[str, Callable[..., Built]] = {
+    "fairface": build_fairface, "multi30k": build_multi30k, "pfi": build_pfi, "professions": build_professions,
+}
+
+
+# ---- output -------------------------------------------------------------------------------
+def render_card(built: Built, path_pattern: str = "{config}/{split}.parquet") -> str:
+    """The dataset card: YAML (configs, features, license) + the template in cards/<name>.md."""
+    template = (Path(str(resources.files("vlfair._cards"))) / f"{built.name}.md").read_text()
+    meta_start = template.index("---\n", 0)
+    meta_end = template.index("\n---\n", meta_start + 4)
+    front = template[meta_start + 4:meta_end]
+    body = template[meta_end + 5:]
+    yaml_lines = [front.rstrip(), "configs:"]
+    for config, splits in built.configs.items():
+        yaml_lines.append(f"- config_name: {config}")
+        yaml_lines.append("  data_files:")
+        for split in splits:
+            yaml_lines.append(f"  - split: {split}")
+            yaml_lines.append(f"    path: {path_pattern.format(config=config, split=split)}")
+    yaml_lines.append("dataset_info:")
+    for config, splits in built.configs.items():
+        first = next(iter(splits.values()))
+        yaml_lines.append(f"- config_name: {config}")
+        yaml_lines.append("  features:")
+        for column, feature in first.features.items():
+            dtype = "image" if isinstance(feature, datasets.Image) else feature.dtype
+            yaml_lines.append(f"  - name: {column}")
+            yaml_lines.append(f"    dtype: {dtype}")
+        yaml_lines.append("  splits:")
+        for split, ds in splits.items():
+            yaml_lines.append(f"  - name: {split}")
+            yaml_lines.append(f"    num_examples: {ds.num_rows}")
+    table = "\n".join(f"| {config} | {split} | {ds.num_rows} |" for config, splits in built.configs.items()
+                      for split, ds in splits.items())
+    skipped = ("\n".join(f"- {p}" for p in built.skipped) if built.skipped else "None: every row of the source was used.")
+    body = string.Template(body).safe_substitute(
+        configs_table="| config | split | rows |\n|---|---|---|\n" + table, skipped_rows=skipped,
+        vlfair_version=__version__, source=built.source)
+    return "---\n" + "\n".join(yaml_lines) + "\n---\n" + body
+
+
+def write_prepared(built: Built, out: str | Path, push_to_hub: str | None = None) -> Path:
+    """Parquet per config and split, the card, and a manifest that ``load_dataset`` reads."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {"name": built.name, "vlfair_version": __version__, "configs": {},
+                "skipped_rows": [str(p) for p in built.skipped]}
+    for config, splits in built.configs.items():
+        (out / config).mkdir(exist_ok=True)
+        manifest["configs"][config] = {}
+        for split, ds in splits.items():
+            relative = f"{config}/{split}.parquet"
+            ds.to_parquet(str(out / relative))
+            manifest["configs"][config][split] = relative
+    (out / "README.md").write_text(render_card(built))
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    if push_to_hub:
+        push(built, push_to_hub)
+    return out
+
+
+def push(built: Built, repo_id: str) -> None:
+    """Upload every config and split with ``push_to_hub``, then the card (in the Hub's layout)."""
+    from huggingface_hub import HfApi
+
+    for config, splits in built.configs.items():
+        for split, ds in splits.items():
+            ds.push_to_hub(repo_id, config_name=config, split=split)
+    card = render_card(built, path_pattern="{config}/{split}-*")
+    HfApi().upload_file(path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id=repo_id, repo_type="dataset")
+
+
+def prepare(name: str, source: str | Path, out: str | Path, push_to_hub: str | None = None, skip_bad: bool = False,
+            **options: Any) -> Path:
+    """Build ``name`` from its raw source into ``out`` (and the Hub when ``push_to_hub`` names a repo)."""
+    if name not in BUILDERS:
+        raise ValueError(f"no builder for {name!r}; builders: {sorted(BUILDERS)}")
+    built = BUILDERS[name](source, skip_bad=skip_bad, **options)
+    return write_prepared(built, out, push_to_hub)
