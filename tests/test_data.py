@@ -313,3 +313,18 @@ def test_loader_errors(tmp_path, fairface_out):
         vlfair.data.conform(broken, vlfair.data.SCHEMAS["fairface"])
     with pytest.raises(DataError, match=r"lacks columns \['service_test'\]"):
         vlfair.data.conform(broken.remove_columns("service_test"), vlfair.data.SCHEMAS["fairface"])
+
+
+def test_datasets_scripts_entry_point(tmp_path):
+    import subprocess
+    import sys
+
+    tree = tmp_path / "professions"
+    _placeholders(tree, ["pilot/male/White/1.jpg", "pilot/female/Black/2.jpg"])
+    (tree / "metadata.csv").write_text("file,profession,gender,race\npilot/male/White/1.jpg,pilot,male,White\n"
+                                       "pilot/female/Black/2.jpg,pilot,female,Black\n")
+    script = Path(__file__).resolve().parents[1] / "datasets_scripts" / "professions" / "build.py"
+    result = subprocess.run([sys.executable, str(script), "--source", str(tree), "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert load_dataset("professions", source=tmp_path / "out")["gender"] == ["Male", "Female"]
