@@ -23,6 +23,7 @@ _LAZY = {
     "load_metric": "vlfair.metrics",
     "load_dataset": "vlfair.data",
     "balanced_sample": "vlfair.data",
+    "run_probe": "vlfair.probes",
 }
 
 __all__ = ["__version__", *_LAZY]

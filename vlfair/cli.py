@@ -42,17 +42,51 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_demo)
 
 
+def _run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from vlfair.probes import run_probe
+
+    if args.probe == "word-influence":
+        return _not_yet("issue #6 (word influence)")(args)
+    settings = {}
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"vlfair run: --set takes KEY=VALUE, got {item!r}")
+        settings[key] = yaml.safe_load(value)
+    if args.temperature is not None:
+        settings["temperature"] = args.temperature
+    from vlfair.models import load_encoder
+
+    encoder = load_encoder(args.model, dtype=args.dtype)
+    results = run_probe(args.probe, encoder, args.dataset, args.out, split=args.split, subset=args.subset,
+                        limit=args.limit, batch_size=args.batch_size, settings=settings or None,
+                        cache_dir=args.cache_dir or "default")
+    from vlfair.distributed import current_world
+
+    if current_world().is_main:
+        print(f"{args.probe}: {len(results['metrics'])} metrics -> {args.out}/results.json, {args.out}/report.html")
+        for warning in results["warnings"]:
+            print(f"  warning: {warning}")
+    return 0
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("run", help="run a study probe end to end [issue #5; word-influence: #6]")
+    parser = sub.add_parser("run", help="run a study probe end to end (word-influence: issue #6)")
     parser.add_argument("probe", choices=PROBES)
     parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], a directory, mclip:ID")
-    parser.add_argument("--dataset", required=True, help="Hub id, local directory or synthetic:NAME")
+    parser.add_argument("--dataset", required=True, help="Hub id, prepared directory or synthetic:NAME")
     parser.add_argument("--split")
     parser.add_argument("--subset")
     parser.add_argument("--out", default="out")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--limit", type=int)
-    parser.set_defaults(handler=_not_yet("issue #5 (probes) and #6 (word-influence)"))
+    parser.add_argument("--limit", type=int, help="use only the first N rows (quick runs)")
+    parser.add_argument("--temperature", type=float, help="traits: softmax temperature (default: the model's logit scale)")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--cache-dir", help="embedding cache (default $VLFAIR_CACHE or ~/.cache/vlfair)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key of the probe's YAML")
+    parser.set_defaults(handler=_run)
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -80,12 +114,36 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_prepare)
 
 
+def _leaderboard(args: argparse.Namespace) -> int:
+    from vlfair.report.leaderboard import push_table, read_results, tidy, write_table
+
+    frame = tidy(read_results(args.results))
+    write_table(frame, args.out)
+    if args.push_to_hub:
+        push_table(frame, args.push_to_hub)
+    print(f"{len(frame)} rows from {len(args.results)} results -> {args.out}")
+    return 0
+
+
 def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("leaderboard", help="one table over many results.json [issue #5]")
-    parser.add_argument("results", nargs="+")
-    parser.add_argument("--out", required=True)
+    parser = sub.add_parser("leaderboard", help="one tidy table over many results.json")
+    parser.add_argument("results", nargs="+", help="results.json files or the directories holding them")
+    parser.add_argument("--out", required=True, help="FILE.parquet or FILE.csv")
     parser.add_argument("--push-to-hub", metavar="REPO")
-    parser.set_defaults(handler=_not_yet("issue #5 (probes, results and leaderboard)"))
+    parser.set_defaults(handler=_leaderboard)
+
+
+def _card_results(args: argparse.Namespace) -> int:
+    from vlfair.report.leaderboard import card_results, read_results
+
+    print(card_results(read_results(args.results)))
+    return 0
+
+
+def _add_card_results(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("card-results", help="print model-index eval results for a model card")
+    parser.add_argument("results", nargs="+")
+    parser.set_defaults(handler=_card_results)
 
 
 def _publish(args: argparse.Namespace) -> int:
@@ -104,7 +162,7 @@ def _add_publish_metrics(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_publish)
 
 
-SUBCOMMANDS = [_add_demo, _add_run, _add_prepare, _add_leaderboard, _add_publish_metrics]
+SUBCOMMANDS = [_add_demo, _add_run, _add_prepare, _add_leaderboard, _add_card_results, _add_publish_metrics]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import warnings
 from typing import Callable, Sequence
 
 import numpy as np
@@ -131,7 +132,8 @@ def percentile_interval(samples: np.ndarray, confidence: float) -> np.ndarray:
     (nan, e.g. a ratio over a zero mean) are left out."""
     _check_confidence(confidence)
     alpha = (1 - confidence) / 2
-    with np.errstate(invalid="ignore"):
+    with warnings.catch_warnings():  # an always-undefined statistic gives a nan interval, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanquantile(samples, [alpha, 1 - alpha], axis=0)
 
 

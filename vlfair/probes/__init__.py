@@ -1,0 +1,112 @@
+"""The studies as probes: a registry by name and ``run_probe``, shared by the CLI.
+
+Adding a probe: a module with a :class:`~vlfair.probes.base.Probe` subclass, its YAML beside it,
+and one ``register`` line below.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from vlfair.probes.base import Context, Probe, ProbeError
+
+PROBES: dict[str, type[Probe]] = {}
+
+
+def register(probe: type[Probe]) -> type[Probe]:
+    PROBES[probe.name] = probe
+    return probe
+
+
+def _register_builtin() -> None:
+    from vlfair.probes.multilingual import MultilingualProbe
+    from vlfair.probes.professions import ProfessionsProbe
+    from vlfair.probes.public_figures import PublicFiguresProbe
+    from vlfair.probes.traits import TraitsProbe
+
+    for probe in (ProfessionsProbe, TraitsProbe, MultilingualProbe, PublicFiguresProbe):
+        register(probe)
+
+
+def _schema_of(spec: str, default: str) -> str:
+    from vlfair.data.loading import MANIFEST
+
+    if spec.startswith("synthetic:"):
+        return spec.split(":", 1)[1]
+    manifest = Path(spec) / MANIFEST
+    if manifest.exists():
+        return json.loads(manifest.read_text())["name"]
+    return default
+
+
+def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | None, schema: str | None):
+    """A Dataset object is used as is; a spec string is loaded with the probe's schema."""
+    if not isinstance(spec, (str, Path)):
+        if schema is None:
+            fitting = [s for s in probe.schemas if all(c in spec.column_names for c in probe.required_columns.get(s, ()))]
+            schema = fitting[0] if fitting else probe.schemas[0]
+        return spec, schema, getattr(spec, "_vlfair_name", schema)
+    from vlfair.data import load_dataset
+
+    spec = str(spec)
+    schema = schema or _schema_of(spec, probe.schemas[0])
+    if schema not in probe.schemas:
+        raise ProbeError(f"probe {probe.name!r} runs on {list(probe.schemas)} data, not {schema!r} ({spec})")
+    name = spec if spec.startswith("synthetic:") else schema
+    source = None if spec.startswith("synthetic:") else spec
+    if subset is None and hasattr(probe, "default_subsets"):  # e.g. both Multi30K portions
+        from datasets import concatenate_datasets
+
+        parts = [load_dataset(name, source=source, subset=s, split=split) for s in probe.default_subsets(schema)]
+        return concatenate_datasets(parts), schema, spec
+    return load_dataset(name, source=source, subset=subset, split=split), schema, spec
+
+
+def run_probe(name: str, encoder: Any, dataset: Any, out_dir: str | Path | None = "out", *, split: str | None = None,
+              subset: str | None = None, schema: str | None = None, limit: int | None = None, batch_size: int = 64,
+              cache_dir: Any = "default", settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run probe ``name`` end to end; writes results.json, tables, plots and report.html into ``out_dir``.
+
+    Args:
+        encoder: an Encoder or a model spec.
+        dataset: a ``datasets.Dataset`` with the probe's columns, or a dataset spec (Hub id,
+            prepared directory, ``synthetic:<name>``).
+        limit: use only the first ``limit`` rows (quick runs).
+        settings: overrides of the probe's YAML (unknown keys are an error).
+
+    Returns:
+        the results.json content.
+    """
+    from vlfair.models import load_encoder
+    from vlfair.report.results import build_results, validate_results
+    from vlfair.report.writer import write_outputs
+
+    if not PROBES:
+        _register_builtin()
+    if name not in PROBES:
+        raise ProbeError(f"unknown probe {name!r}; probes: {sorted(PROBES)}")
+    probe = PROBES[name](settings)
+    encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
+    data, schema, dataset_name = resolve_dataset(probe, dataset, subset, split, schema)
+    probe.check_columns(data, schema)
+    if limit is not None:
+        data = data.select(range(min(int(limit), data.num_rows)))
+    if data.num_rows == 0:
+        raise ProbeError(f"probe {name!r}: the dataset has no rows")
+    ctx = Context(encoder, data, batch_size=batch_size, cache_dir=cache_dir)
+    output = probe.run(ctx, schema)
+    described = {"name": str(dataset_name), "split": split, "subset": subset, "fingerprint": data._fingerprint,
+                 "num_rows": data.num_rows}
+    results = build_results(name, probe.version, encoder, described, output.metrics, ctx.skipped_rows,
+                            {**output.settings, "schema": schema, "limit": limit}, output.warnings)
+    validate_results(results)
+    from vlfair.distributed import current_world
+
+    if out_dir is not None and current_world().is_main:  # under accelerate launch, one writer
+        write_outputs(out_dir, results, output.tables, output.figures, output.notes, f"vlfair {name} probe")
+    return results
+
+
+__all__ = ["PROBES", "ProbeError", "register", "run_probe"]

@@ -1,0 +1,152 @@
+"""The multilingual-fairness study: (a) Multi30K individual fairness and retrieval per language,
+(b) FairFace zero-shot classification in eight languages with cross-lingual and group gaps."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from vlfair import measures
+from vlfair.data.schemas import AGE_GROUP_OF_BIN
+from vlfair.probes import plots
+from vlfair.probes.base import Context, Output, Probe, ProbeError
+from vlfair.report.results import Metric
+
+
+class MultilingualProbe(Probe):
+    name = "multilingual"
+    settings_file = "multilingual.yaml"
+    allowed = {"languages", "pivot", "zero_shot", "rate_gaps", "bootstrap", "confidence", "seed"}
+    schemas = ("multi30k", "fairface")
+    required_columns = {"multi30k": ("image", "image_file", "portion", "en", "de"),
+                        "fairface": ("image", "age", "gender", "race")}
+
+    @staticmethod
+    def default_subsets(schema: str) -> list[str | None]:
+        return ["translation", "independent"] if schema == "multi30k" else [None]
+
+    def run(self, ctx: Context, schema: str) -> Output:
+        return self._multi30k(ctx) if schema == "multi30k" else self._fairface(ctx)
+
+    # ---- (a) Multi30K ---------------------------------------------------------------------
+    def _multi30k(self, ctx: Context) -> Output:
+        s = self.settings
+        lang_a, lang_b = s["languages"]
+        images, rows = ctx.images()
+        portions = ctx.column("portion", rows)
+        files = ctx.column("image_file", rows)
+        captions = {lang: [str(c) for c in ctx.column(lang, rows)] for lang in (lang_a, lang_b)}
+        raw = {lang: ctx.texts(captions[lang], normalize=False) for lang in (lang_a, lang_b)}
+        out = Output(settings={"languages": [lang_a, lang_b]})
+        summary, scatter = {}, {"x": [], "y": [], "label": []}
+        slope = 0.0
+        ratio_figure, ratio_axis = plt.subplots(figsize=(5, 3.2))
+        for portion in sorted(set(portions.tolist())):
+            mask = portions == portion
+            fairness = measures.individual_fairness(images[mask], raw[lang_a][mask], raw[lang_b][mask])
+            out.metrics.append(Metric("individual_fairness", {"portion": portion, "languages": f"{lang_a}-{lang_b}"},
+                                      fairness["epsilon"], None, None,
+                                      {k: fairness[k] for k in ("mean_ratio", "median_ratio", "bound_holds",
+                                                                "num_bound_violations", "max_bound", "num_pairs",
+                                                                "num_identical_pairs")}))
+            scatter["x"] += fairness["text_distances"]
+            scatter["y"] += fairness["similarity_gaps"]
+            scatter["label"] += [portion] * fairness["num_pairs"]
+            slope = max(slope, fairness["max_bound"])
+            ratio_axis.hist(fairness["ratios"], bins=30, alpha=0.6, label=f"{portion} (eps {fairness['epsilon']:.3g})")
+            row = {"epsilon": fairness["epsilon"], "mean ratio": fairness["mean_ratio"], "bound holds": fairness["bound_holds"]}
+            for direction in ("image_to_text", "text_to_image"):
+                gap = self._retrieval(images[mask], files[mask], {l: raw[l][mask] for l in (lang_a, lang_b)}, direction)
+                out.metrics.append(Metric("cross_lingual_gap", {"portion": portion, "direction": direction}, gap["gap"],
+                                          gap["gap_ci"], None, {"accuracy": gap["accuracy"], "counts": gap["counts"]}))
+                for lang, accuracy in gap["accuracy"].items():
+                    out.metrics.append(Metric("retrieval_accuracy", {"portion": portion, "direction": direction,
+                                                                     "language": lang}, accuracy,
+                                              gap["accuracy_ci"][lang] if gap["accuracy_ci"] else None))
+                    row[f"{direction} {lang}"] = accuracy
+            summary[portion] = row
+        ratio_axis.set_xlabel("ratio |cos(v,t_a) - cos(v,t_b)| / ||t_a - t_b||")
+        ratio_axis.legend(fontsize=8)
+        ratio_axis.set_title(f"Individual fairness ratios, {lang_a} vs {lang_b}", fontsize=10)
+        out.figures["ratio_distribution"] = ratio_figure
+        out.figures["gap_vs_distance"] = plots.scatter_with_bound(
+            scatter["x"], scatter["y"], slope, scatter["label"], f"Similarity gap vs text distance ({lang_a}/{lang_b})")
+        out.tables["multi30k_summary"] = pd.DataFrame.from_dict(summary, orient="index").rename_axis("portion")
+        out.notes.append(f"bound line: slope max 2/(||t_a||+||t_b||) = {slope:.4g}; every point must lie under its own bound")
+        return out
+
+    def _retrieval(self, images, files, raw, direction: str) -> dict:
+        """Top-1 matching per language; an image may own several captions (independent portion)."""
+        s = self.settings
+        unique, image_index = np.unique(files, return_inverse=True)
+        first = np.array([np.flatnonzero(image_index == i)[0] for i in range(unique.size)])
+        pictures = images[first]
+        predictions, references, languages = [], [], []
+        for lang, features in raw.items():
+            texts = features / np.linalg.norm(features, axis=1, keepdims=True)
+            similarity = pictures @ texts.T  # (images, captions)
+            if direction == "image_to_text":
+                predictions += image_index[similarity.argmax(axis=1)].astype(str).tolist()
+                references += np.arange(unique.size).astype(str).tolist()
+                languages += [lang] * unique.size
+            else:
+                predictions += similarity.argmax(axis=0).astype(str).tolist()
+                references += image_index.astype(str).tolist()
+                languages += [lang] * image_index.size
+        return measures.cross_lingual_gap(predictions, references, languages, bootstrap=s["bootstrap"],
+                                          confidence=s["confidence"], seed=s["seed"])
+
+    # ---- (b) FairFace in eight languages --------------------------------------------------
+    def _fairface(self, ctx: Context) -> Output:
+        s = self.settings
+        images, rows = ctx.images()
+        truth = {"gender": ctx.column("gender", rows), "race": ctx.column("race", rows),
+                 "age_group": np.array([AGE_GROUP_OF_BIN[a] for a in ctx.column("age", rows)])}
+        out = Output(settings={"pivot": s["pivot"]}, notes=list(s.get("notes", [])))
+        predicted: dict[str, dict[str, np.ndarray]] = {}
+        accuracy_table = {}
+        for task, classes in s["zero_shot"].items():
+            if task not in truth:
+                raise ProbeError(f"multilingual: zero_shot task {task!r} has no label column; tasks: {sorted(truth)}")
+            names = list(classes)
+            languages = sorted(set.intersection(*(set(v) for v in classes.values())))
+            predicted[task] = {}
+            for lang in languages:
+                text = ctx.texts([classes[c][lang] for c in names])
+                predicted[task][lang] = np.asarray(names)[(images @ text.T).argmax(axis=1)]
+            stacked_pred = np.concatenate([predicted[task][l] for l in languages])
+            stacked_truth = np.tile(truth[task], len(languages))
+            stacked_lang = np.repeat(languages, len(rows))
+            gap = measures.cross_lingual_gap(stacked_pred, stacked_truth, stacked_lang,
+                                             pivot=s["pivot"] if s["pivot"] in languages else None,
+                                             bootstrap=s["bootstrap"], confidence=s["confidence"], seed=s["seed"])
+            out.metrics.append(Metric("cross_lingual_gap", {"task": task}, gap["gap"], gap["gap_ci"], None,
+                                      {"accuracy": gap["accuracy"], "gap_to_pivot": gap["gap_to_pivot"]}))
+            for lang in languages:
+                out.metrics.append(Metric("accuracy", {"task": task, "language": lang}, gap["accuracy"][lang],
+                                          gap["accuracy_ci"][lang] if gap["accuracy_ci"] else None))
+            accuracy_table[task] = gap["accuracy"]
+        frame = pd.DataFrame(accuracy_table).rename_axis("language")
+        out.tables["accuracy_by_language"] = frame
+        out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language", "accuracy")
+        for spec in s["rate_gaps"]:
+            task, column = spec["task"], spec["groups"]
+            languages = sorted(predicted[task])
+            try:
+                gaps = measures.group_rate_gap(np.concatenate([predicted[task][l] for l in languages]),
+                                               np.tile(truth[task], len(languages)), np.tile(truth[column], len(languages)),
+                                               languages=np.repeat(languages, len(rows)), bootstrap=s["bootstrap"],
+                                               confidence=s["confidence"], seed=s["seed"])
+            except ValueError as exc:
+                out.warnings.append(f"{task} accuracy by {column}: {exc}")
+                continue
+            for lang in languages:
+                out.metrics.append(Metric("group_rate_gap", {"task": task, "groups": column, "language": lang},
+                                          gaps["gap"][lang], gaps["gap_ci"][lang], None,
+                                          {"accuracy": gaps["accuracy"][lang], "gap_pair": gaps["gap_pair"][lang]}))
+            by_group = pd.DataFrame({lang: gaps["accuracy"][lang] for lang in languages}).rename_axis(column)
+            out.tables[f"{task}_accuracy_by_{column}"] = by_group
+            out.figures[f"{task}_accuracy_by_{column}"] = plots.grouped_bars(
+                by_group, None, f"{task} accuracy by {column}, per language", "accuracy")
+        return out

@@ -1,0 +1,91 @@
+"""The FairFace-traits study: trait confidences per race x gender, F-tests, Grad-CAM."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from vlfair import measures
+from vlfair.explain import NotAViT, gradcam, overlay_figure
+from vlfair.probes import plots
+from vlfair.probes.base import Context, Output, Probe
+from vlfair.report.results import Metric
+
+
+class TraitsProbe(Probe):
+    name = "traits"
+    settings_file = "traits.yaml"
+    allowed = {"prompt", "pairs", "temperature", "bootstrap", "confidence", "seed", "gradcam"}
+    schemas = ("fairface",)
+    required_columns = {"fairface": ("image", "race", "gender")}
+
+    def run(self, ctx: Context, schema: str) -> Output:
+        s = self.settings
+        images, rows = ctx.images()
+        races, genders = ctx.column("race", rows), ctx.column("gender", rows)
+        tau = float(ctx.encoder.logit_scale if s["temperature"] is None else s["temperature"])
+        out = Output(settings={"temperature": tau, "temperature_source": "logit_scale" if s["temperature"] is None
+                               else "settings", "prompt": s["prompt"]}, notes=list(s.get("notes", [])))
+        out.notes.append(f"confidence = softmax({tau:g} * [cos(x, pos), cos(x, neg)])[0]"
+                         + (" (the model's logit scale)" if s["temperature"] is None else ""))
+        f_rows = []
+        for positive, negative in s["pairs"]:
+            pair = f"{positive}/{negative}"
+            text = ctx.texts([s["prompt"].format(trait=positive), s["prompt"].format(trait=negative)])
+            confidence = 1.0 / (1.0 + np.exp(-tau * (images @ (text[0] - text[1]))))
+            for group, strata, label in ((races, genders, "gender"), (genders, races, "race")):
+                try:
+                    anova = measures.trait_anova(confidence, group, strata=strata, bootstrap=s["bootstrap"],
+                                                 confidence=s["confidence"], seed=s["seed"])
+                except ValueError as exc:
+                    out.warnings.append(f"{pair} across {'races' if label == 'gender' else 'genders'} by {label}: {exc}")
+                    continue
+                for stratum in anova["strata"]:
+                    out.metrics.append(Metric(
+                        "trait_anova", {"trait": pair, label: stratum}, anova["f_statistic"][stratum], None,
+                        anova["p_value"][stratum],
+                        {k: anova[k][stratum] for k in ("df_between", "df_within", "eta_squared", "group_means",
+                                                        "group_means_ci", "group_counts")}))
+                    f_rows.append({"trait": pair, "within": f"{label}={stratum}",
+                                   "across": "race" if label == "gender" else "gender",
+                                   "F": anova["f_statistic"][stratum], "p": anova["p_value"][stratum],
+                                   "eta_squared": anova["eta_squared"][stratum]})
+                if label == "gender":  # race x gender cell means come from the first analysis
+                    means = pd.DataFrame({g: anova["group_means"][g] for g in anova["strata"]})
+                    cis = anova["group_means_ci"]
+                    for gender in anova["strata"]:
+                        for race, mean in anova["group_means"][gender].items():
+                            out.metrics.append(Metric("trait_confidence", {"trait": pair, "race": race, "gender": gender},
+                                                      mean, cis[gender][race] if cis[gender] else None))
+                    out.tables[f"confidence_{positive}_{negative}"] = means.rename_axis("race")
+                    errors = None if not all(cis.values()) else pd.DataFrame(
+                        {g: pd.Series(cis[g]) for g in anova["strata"]}).reindex(means.index)
+                    out.figures[f"confidence_{positive}_{negative}"] = plots.grouped_bars(
+                        means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence")
+        out.tables["f_tests"] = pd.DataFrame(f_rows)
+        if s.get("gradcam"):
+            self._gradcam(ctx, rows, races, genders, images, out)
+        return out
+
+    def _gradcam(self, ctx, rows, races, genders, images, out: Output) -> None:
+        spec = self.settings["gradcam"]
+        positive, negative = spec["pair"].split("/")
+        wanted = spec.get("group", {})
+        mask = np.ones(len(rows), dtype=bool)
+        for column, value in wanted.items():
+            mask &= {"race": races, "gender": genders}[column] == value
+        if not mask.any():
+            out.warnings.append(f"Grad-CAM skipped: no image of group {wanted}")
+            return
+        text = ctx.texts([self.settings["prompt"].format(trait=positive), self.settings["prompt"].format(trait=negative)])
+        members = np.flatnonzero(mask)
+        top = members[np.argsort(-(images[members] @ (text[0] - text[1])))[: int(spec.get("k", 4))]]
+        pictures = [ctx.dataset[int(rows[i])]["image"] for i in top]
+        try:
+            _, maps = gradcam(ctx.encoder, pictures, text[0], text[1])
+        except NotAViT as exc:
+            out.warnings.append(f"Grad-CAM skipped: {exc}")
+            return
+        group = ", ".join(f"{k}={v}" for k, v in wanted.items())
+        out.figures["gradcam"] = overlay_figure(ctx.encoder, pictures, maps, [f"row {int(rows[i])}" for i in top],
+                                                f"Grad-CAM of '{positive}' over '{negative}' ({group})")

@@ -1,0 +1,1 @@
+"""results.json, tables, plots and report.html for probe runs; the leaderboard over many runs."""

@@ -1,0 +1,88 @@
+"""One tidy table over many results.json (model x probe x metric x subset), and model-card results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+COLUMNS = ["model", "revision", "dtype", "probe", "probe_version", "dataset", "split", "metric", "subset", "value",
+           "ci_low", "ci_high", "p_value", "created", "vlfair_version"]
+
+
+def read_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """results.json files (a directory means its results.json); each is checked against the schema."""
+    from vlfair.report.results import validate_results
+
+    loaded = []
+    for path in paths:
+        path = Path(path)
+        path = path / "results.json" if path.is_dir() else path
+        results = json.loads(path.read_text())
+        validate_results(results)
+        loaded.append(results)
+    return loaded
+
+
+def tidy(results: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for r in results:
+        for m in r["metrics"]:
+            ci = m["ci"] or [None, None]
+            rows.append({"model": r["model"]["spec"], "revision": r["model"]["revision"], "dtype": r["model"]["dtype"],
+                         "probe": r["probe"], "probe_version": r["probe_version"], "dataset": r["dataset"]["name"],
+                         "split": r["dataset"]["split"], "metric": m["name"],
+                         "subset": json.dumps(m["subset"], sort_keys=True, ensure_ascii=False), "value": m["value"],
+                         "ci_low": ci[0], "ci_high": ci[1], "p_value": m["p_value"], "created": r["created"],
+                         "vlfair_version": r["vlfair_version"]})
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return frame.astype({"value": float, "ci_low": float, "ci_high": float, "p_value": float})
+
+
+def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".csv":
+        frame.to_csv(out, index=False)
+    elif out.suffix == ".parquet":
+        frame.to_parquet(out, index=False)
+    else:
+        raise ValueError(f"leaderboard output must end in .parquet or .csv, got {out.name!r}")
+    return out
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    path = Path(path)
+    frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    return frame.astype({"value": float, "ci_low": float, "ci_high": float, "p_value": float})
+
+
+def push_table(frame: pd.DataFrame, repo_id: str) -> None:
+    import datasets
+
+    datasets.Dataset.from_pandas(frame, preserve_index=False).push_to_hub(repo_id, split="results")
+
+
+def card_results(results: list[dict[str, Any]]) -> str:
+    """model-index YAML (huggingface_hub EvalResult) for the model card of each model."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    blocks = []
+    for model in sorted({r["model"]["spec"] for r in results}):
+        evals = []
+        for r in (r for r in results if r["model"]["spec"] == model):
+            for m in r["metrics"]:
+                if m["value"] is None:
+                    continue
+                subset = ", ".join(f"{k}={v}" for k, v in m["subset"].items())
+                evals.append(EvalResult(
+                    task_type="zero-shot-image-classification", task_name=f"vlfair {r['probe']}",
+                    dataset_type=r["dataset"]["name"], dataset_name=r["dataset"]["name"],
+                    dataset_split=r["dataset"]["split"], metric_type=m["name"], metric_value=m["value"],
+                    metric_name=f"{m['name']} ({subset})" if subset else m["name"],
+                    metric_config=json.dumps(m["subset"], sort_keys=True)))
+        name = model.split(":", 1)[-1]
+        blocks.append(ModelCardData(model_name=name, eval_results=evals).to_yaml())
+    return "\n---\n".join(blocks)

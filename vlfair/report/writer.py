@@ -1,0 +1,73 @@
+"""Writing a probe's outputs: results.json, tables (CSV + Markdown), PNG plots, report.html."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (no extra dependency)."""
+    frame = frame.reset_index() if frame.index.name or not isinstance(frame.index, pd.RangeIndex) else frame
+    cells = [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
+    header = [str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", "\\|")
+
+
+def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str, pd.DataFrame],
+                  figures: dict[str, Any], notes: list[str], title: str) -> Path:
+    """Everything into ``out_dir``; returns the path of report.html."""
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False))
+    for name, frame in tables.items():
+        frame.to_csv(out / f"{name}.csv")
+        (out / f"{name}.md").write_text(markdown_table(frame))
+    pngs = {}
+    for name, figure in figures.items():
+        path = out / f"{name}.png"
+        figure.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(figure)
+        pngs[name] = path
+    report = out / "report.html"
+    report.write_text(_html(results, tables, pngs, notes, title))
+    return report
+
+
+def _html(results: dict[str, Any], tables: dict[str, pd.DataFrame], pngs: dict[str, Path], notes: list[str],
+          title: str) -> str:
+    model, dataset = results["model"], results["dataset"]
+    parts = [f"<h1>{html.escape(title)}</h1>",
+             f"<p><b>Model</b> {html.escape(model['spec'])} (revision {html.escape(str(model['revision']))}, "
+             f"{html.escape(model['dtype'])}) &middot; <b>Dataset</b> {html.escape(dataset['name'])} "
+             f"({dataset['num_rows']} rows, split {html.escape(str(dataset['split']))}) &middot; "
+             f"vlfair {html.escape(results['vlfair_version'])}, probe v{results['probe_version']}, {results['created']}</p>"]
+    if notes or results.get("warnings"):
+        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in [*notes, *results.get("warnings", [])]) + "</ul>")
+    if results["skipped_rows"]:
+        parts.append(f"<p>Skipped unreadable rows: {results['skipped_rows']}</p>")
+    for name, path in pngs.items():
+        data = base64.b64encode(path.read_bytes()).decode()
+        parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2><img alt='{html.escape(name)}' "
+                     f"src='data:image/png;base64,{data}' style='max-width:100%'>")
+    for name, frame in tables.items():
+        parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2>" + frame.to_html(float_format=lambda v: f"{v:.4g}"))
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
