@@ -56,7 +56,10 @@ def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
 def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
-    return frame.astype({"value": float, "ci_low": float, "ci_high": float, "p_value": float})
+    frame = frame.astype({"value": float, "ci_low": float, "ci_high": float, "p_value": float})
+    for column in ("revision", "split"):  # CSV turns a missing string into NaN: back to None
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    return frame
 
 
 def push_table(frame: pd.DataFrame, repo_id: str) -> None:

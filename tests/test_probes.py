@@ -1,0 +1,245 @@
+"""The four study probes end to end through the CLI, checked against the measures themselves."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import jsonschema
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import vlfair
+from vlfair import measures
+from vlfair.cli import main
+from vlfair.explain import gradcam
+from vlfair.probes import ProbeError, run_probe
+from vlfair.report.leaderboard import read_results, read_table, tidy, write_table
+from vlfair.report.results import results_schema
+
+# The probes embed all prompts in one batch, the references one by one: batched float32 matmuls
+# round differently (~1e-7 on cosines, x100 in CLIPScore), hence a relative tolerance of 1e-5.
+REL = 1e-5
+
+FAST = ["--set", "bootstrap=200", "--set", "seed=1"]
+RUNS = {
+    "professions": ("professions", "synthetic:professions", [*FAST, "--set", "n_permutations=500"]),
+    "traits": ("traits", "synthetic:fairface", FAST),
+    "multilingual-multi30k": ("multilingual", "synthetic:multi30k", FAST),
+    "multilingual-fairface": ("multilingual", "synthetic:fairface", FAST),
+    "public-figures": ("public-figures", "synthetic:pfi", [*FAST, "--set", "seed=2"]),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(clip_dir, tmp_path_factory):
+    base = tmp_path_factory.mktemp("probe-runs")
+    outputs = {}
+    for key, (probe, dataset, extra) in RUNS.items():
+        out = base / key
+        argv = ["run", probe, "--model", str(clip_dir), "--dataset", dataset, "--out", str(out), "--dtype", "float32",
+                "--cache-dir", str(base / "cache"), *extra]
+        assert main(argv) == 0
+        outputs[key] = out
+    return outputs
+
+
+@pytest.mark.parametrize("key", sorted(RUNS))
+def test_probe_writes_valid_results_and_a_readable_report(runs, key):
+    out = runs[key]
+    results = json.loads((out / "results.json").read_text())
+    jsonschema.validate(results, results_schema(), format_checker=jsonschema.FormatChecker())
+    assert results["probe"] == RUNS[key][0] and results["metrics"]
+    assert results["dataset"]["name"] == RUNS[key][1] and results["model"]["dtype"] == "float32"
+    pngs, tables = list(out.glob("*.png")), list(out.glob("*.csv"))
+    assert pngs and tables and all((t.with_suffix(".md")).exists() for t in tables)
+    report = (out / "report.html").read_text()
+    assert report.count("data:image/png;base64,") == len(pngs) and "<table" in report  # self-contained
+    assert "src='http" not in report and 'src="http' not in report
+
+
+def _embeddings(clip_dir, dataset):
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    return encoder, vlfair.embed_images(encoder, dataset, cache_dir=None)
+
+
+def _metric(results, name, **subset):
+    return next(m for m in results["metrics"] if m["name"] == name and m["subset"] == subset)
+
+
+def test_professions_numbers_equal_the_measure(runs, clip_dir):
+    results = json.loads((runs["professions"] / "results.json").read_text())
+    data = vlfair.load_dataset("synthetic:professions")
+    encoder, images = _embeddings(clip_dir, data)
+    text = vlfair.embed_texts(encoder, ["A photo of a nurse"], cache_dir=None)[0]
+    mask = np.array(data["profession"]) == "nurse"
+    scores = np.maximum(100 * images[mask] @ text, 0)
+    direct = measures.group_score_gap(scores, np.array(data["race"])[mask], bootstrap=200, seed=1, n_permutations=500)
+    metric = _metric(results, "group_score_gap", profession="nurse", attribute="race")
+    assert metric["value"] == pytest.approx(rel=REL, expected=direct["max_gap"]) and metric["ci"] == pytest.approx(rel=REL, expected=direct["max_gap_ci"])
+    assert metric["p_value"] == pytest.approx(rel=REL, expected=direct["p_value"]) and metric["details"]["top_group"] == direct["top_group"]
+    table = pd.read_csv(runs["professions"] / "profession_by_race.csv", index_col=0)
+    assert table.loc["nurse", "most associated"] == direct["top_group"]
+
+
+def test_traits_numbers_equal_the_measure_and_temperature_is_recorded(runs, clip_dir):
+    results = json.loads((runs["traits"] / "results.json").read_text())
+    data = vlfair.load_dataset("synthetic:fairface")
+    encoder, images = _embeddings(clip_dir, data)
+    text = vlfair.embed_texts(encoder, ["a happy person", "a sad person"], cache_dir=None)
+    confidence = 1 / (1 + np.exp(-encoder.logit_scale * images @ (text[0] - text[1])))
+    direct = measures.trait_anova(confidence, data["race"], strata=data["gender"], bootstrap=200, seed=1)
+    metric = _metric(results, "trait_anova", trait="happy/sad", gender="Female")
+    assert metric["value"] == pytest.approx(rel=REL, expected=direct["f_statistic"]["Female"])
+    assert metric["p_value"] == pytest.approx(rel=REL, expected=direct["p_value"]["Female"])
+    cell = _metric(results, "trait_confidence", trait="happy/sad", race="Indian", gender="Male")
+    assert cell["value"] == pytest.approx(rel=REL, expected=direct["group_means"]["Male"]["Indian"])
+    assert results["settings"]["temperature"] == pytest.approx(encoder.logit_scale)
+    assert results["settings"]["temperature_source"] == "logit_scale"
+    f_tests = pd.read_csv(runs["traits"] / "f_tests.csv")
+    assert len(f_tests) == 6 * (2 + 7)  # per pair: across races within 2 genders, across genders within 7 races
+
+
+def test_traits_literal_temperature(clip_dir, tmp_path):
+    results = run_probe("traits", vlfair.load_encoder(str(clip_dir), dtype="float32"), "synthetic:fairface", tmp_path,
+                        cache_dir=None, settings={"temperature": 1, "bootstrap": 0, "gradcam": None})
+    assert results["settings"]["temperature"] == 1.0 and results["settings"]["temperature_source"] == "settings"
+    data = vlfair.load_dataset("synthetic:fairface")
+    encoder, images = _embeddings(clip_dir, data)
+    text = vlfair.embed_texts(encoder, ["a smart person", "a dumb person"], cache_dir=None)
+    logits = np.stack([images @ text[0], images @ text[1]], axis=1)  # tau = 1: the literal formula
+    literal = np.exp(logits[:, 0]) / np.exp(logits).sum(axis=1)
+    cell = (np.array(data["race"]) == "White") & (np.array(data["gender"]) == "Female")
+    metric = _metric(results, "trait_confidence", trait="smart/dumb", race="White", gender="Female")
+    assert metric["value"] == pytest.approx(literal[cell].mean(), rel=REL)
+
+
+def test_multilingual_numbers_equal_the_measures(runs, clip_dir):
+    results = json.loads((runs["multilingual-multi30k"] / "results.json").read_text())
+    data = vlfair.load_dataset("synthetic:multi30k", subset="independent")
+    encoder, images = _embeddings(clip_dir, data)
+    a = vlfair.embed_texts(encoder, data["en"], normalize=False, cache_dir=None)
+    b = vlfair.embed_texts(encoder, data["de"], normalize=False, cache_dir=None)
+    direct = measures.individual_fairness(images, a, b)
+    metric = _metric(results, "individual_fairness", portion="independent", languages="en-de")
+    assert metric["value"] == pytest.approx(rel=REL, expected=direct["epsilon"]) and metric["details"]["bound_holds"]
+    assert {m["subset"]["portion"] for m in results["metrics"] if m["name"] == "individual_fairness"} == {
+        "translation", "independent"}
+    zero_shot = json.loads((runs["multilingual-fairface"] / "results.json").read_text())
+    languages = {m["subset"]["language"] for m in zero_shot["metrics"] if m["name"] == "accuracy"}
+    assert languages == {"en", "de", "fr", "es", "ru", "tr", "ja", "zh"}
+    gap = _metric(zero_shot, "cross_lingual_gap", task="gender")
+    accuracies = gap["details"]["accuracy"]
+    assert gap["value"] == pytest.approx(max(accuracies.values()) - min(accuracies.values()))
+    assert any(m["name"] == "group_rate_gap" and m["subset"] == {"task": "gender", "groups": "race", "language": "ja"}
+               for m in zero_shot["metrics"])
+
+
+def test_public_figures_numbers_equal_the_measures(runs, clip_dir):
+    results = json.loads((runs["public-figures"] / "results.json").read_text())
+    data = vlfair.load_dataset("synthetic:pfi")
+    encoder, images = _embeddings(clip_dir, data)
+    classes = ["politician", "scientist", "athlete", "teacher", "receptionist", "assistant", "salesperson"]
+    text = vlfair.embed_texts(encoder, [f"This is a photo of a {c}" for c in classes], cache_dir=None)
+    politicians = np.isin(data["category"], ["senator", "representative", "mayor"])
+    probability = encoder.probabilities(images[politicians], text)[:, 0]
+    direct = measures.bias_ratio(probability, np.array(data["gender"])[politicians], "Female", "Male",
+                                 bootstrap=200, seed=2)
+    metric = _metric(results, "bias_ratio", **{"class": "politician"})
+    assert metric["value"] == pytest.approx(rel=REL, expected=direct["bias_ratio"]) and metric["ci"] == pytest.approx(rel=REL, expected=direct["bias_ratio_ci"])
+    names = sorted(set(np.array(data["name"])[np.array(data["category"]) == "actor"]))
+    name_text = vlfair.embed_texts(encoder, [f"This is a picture of {n}" for n in names], cache_dir=None)
+    actors = np.array(data["category"]) == "actor"
+    refs = np.array([names.index(n) for n in np.array(data["name"])[actors]])
+    direct_retention = measures.retention(images[actors] @ name_text.T, refs, bootstrap=0)
+    assert _metric(results, "retention_text_score", category="actor")["value"] == direct_retention["text_score"]
+    assert (runs["public-figures"] / "class_shares_politician.csv").exists()
+
+
+def test_gradcam_maps(clip_dir, siglip_dir):
+    data = vlfair.load_dataset("synthetic:fairface", size=6)
+    pictures = [data[i]["image"] for i in range(6)]
+    for directory, grid in ((clip_dir, 4), (siglip_dir, 3)):
+        encoder = vlfair.load_encoder(str(directory), dtype="float32")
+        smart = vlfair.embed_texts(encoder, ["a smart person", "a dumb person"], cache_dir=None)
+        happy = vlfair.embed_texts(encoder, ["a happy person", "a sad person"], cache_dir=None)
+        maps, upsampled = gradcam(encoder, pictures, smart[0], smart[1])
+        other, _ = gradcam(encoder, pictures, happy[0], happy[1])
+        assert maps.shape == (6, grid, grid) and upsampled.shape == (6, *encoder.preprocessing.output_hw)
+        assert (maps >= 0).all() and maps.max() > 0 and (upsampled >= -1e-6).all()
+        assert not np.allclose(maps, other)
+
+
+def test_leaderboard_round_trips_and_card_results(runs, tmp_path, capsys):
+    paths = [runs[k] for k in sorted(RUNS)]
+    frame = tidy(read_results(paths))
+    assert len(frame) == sum(len(json.loads((p / "results.json").read_text())["metrics"]) for p in paths)
+    for suffix in (".parquet", ".csv"):
+        out = tmp_path / f"board{suffix}"
+        assert main(["leaderboard", *map(str, paths), "--out", str(out)]) == 0
+        back = read_table(out)
+        pd.testing.assert_frame_equal(back.reset_index(drop=True), frame.reset_index(drop=True), check_dtype=False)
+    capsys.readouterr()
+    assert main(["card-results", str(runs["traits"])]) == 0
+    card = yaml.safe_load(capsys.readouterr().out)
+    metrics = card["model-index"][0]["results"][0]["metrics"]
+    assert any(m["type"] == "trait_anova" for m in metrics)
+
+
+def test_bad_input(clip_dir, tmp_path):
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    faces = vlfair.load_dataset("synthetic:fairface", size=40)
+    with pytest.raises(ProbeError, match=r"probe 'traits' needs columns \['race'\]"):
+        run_probe("traits", encoder, faces.remove_columns("race"), tmp_path, cache_dir=None)
+    with pytest.raises(ProbeError, match=r"traits: invalid settings key\(s\) \['temprature'\]"):
+        run_probe("traits", encoder, faces, tmp_path, cache_dir=None, settings={"temprature": 1})
+    with pytest.raises(ProbeError, match="runs on \\['professions'\\] data, not 'fairface'"):
+        run_probe("professions", encoder, "synthetic:fairface", tmp_path, cache_dir=None)
+    original = type(encoder).encode_pixels
+    try:
+        type(encoder).encode_pixels = lambda self, batch, normalize=True: original(self, batch, normalize)[:, :8]
+        with pytest.raises(ProbeError, match="embeds images into 8 dims but texts into 16"):
+            run_probe("professions", encoder, "synthetic:professions", tmp_path, cache_dir=None)
+    finally:
+        type(encoder).encode_pixels = original
+
+
+def test_small_groups_are_reported_not_averaged(clip_dir, tmp_path):
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    faces = vlfair.load_dataset("synthetic:fairface")
+    keep = [i for i, (r, g) in enumerate(zip(faces["race"], faces["gender"])) if not (r == "Black" and g == "Female")]
+    lonely = [i for i, (r, g) in enumerate(zip(faces["race"], faces["gender"])) if r == "Black" and g == "Female"][:1]
+    results = run_probe("traits", encoder, faces.select(sorted(keep + lonely)), tmp_path, cache_dir=None,
+                        settings={"bootstrap": 0, "gradcam": None, "pairs": [["smart", "dumb"]]})
+    assert any(re.search(r"fewer than 2 samples: 'Black' \(1\)", w) for w in results["warnings"])
+    assert not any(m["name"] == "trait_anova" and m["subset"].get("gender") == "Female" for m in results["metrics"])
+    assert json.loads((tmp_path / "results.json").read_text())["warnings"] == results["warnings"]
+
+
+def test_limit_and_word_influence_not_yet(clip_dir, tmp_path, capsys):
+    assert main(["run", "public-figures", "--model", str(clip_dir), "--dataset", "synthetic:pfi", "--limit", "12",
+                 "--out", str(tmp_path), "--set", "bootstrap=0", "--dtype", "float32"]) == 0
+    assert json.loads((tmp_path / "results.json").read_text())["dataset"]["num_rows"] == 12
+    assert main(["run", "word-influence", "--model", "m", "--dataset", "d"]) == 2
+    assert "issue #6" in capsys.readouterr().err
+
+
+def test_probe_under_torchrun_equals_one_process(clip_dir, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    common = ["run", "professions", "--model", str(clip_dir), "--dataset", "synthetic:professions", "--dtype", "float32",
+              "--set", "bootstrap=100", "--set", "n_permutations=200", "--cache-dir", str(tmp_path / "cache")]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29519",
+               "-m", "vlfair", *common, "--out", str(tmp_path / "two")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("professions: ") == 1  # one process reports and writes
+    assert main([*common, "--cache-dir", str(tmp_path / "cache-single"), "--out", str(tmp_path / "one")]) == 0
+    two = json.loads((tmp_path / "two" / "results.json").read_text())["metrics"]
+    one = json.loads((tmp_path / "one" / "results.json").read_text())["metrics"]
+    assert [m["subset"] for m in two] == [m["subset"] for m in one]
+    np.testing.assert_allclose([m["value"] for m in two], [m["value"] for m in one], rtol=1e-4)
