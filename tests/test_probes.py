@@ -243,3 +243,12 @@ def test_probe_under_torchrun_equals_one_process(clip_dir, tmp_path):
     one = json.loads((tmp_path / "one" / "results.json").read_text())["metrics"]
     assert [m["subset"] for m in two] == [m["subset"] for m in one]
     np.testing.assert_allclose([m["value"] for m in two], [m["value"] for m in one], rtol=1e-4)
+
+
+def test_leaderboard_push_to_hub(runs, tmp_path, monkeypatch):
+    import datasets
+
+    pushed = []
+    monkeypatch.setattr(datasets.Dataset, "push_to_hub", lambda self, repo, split: pushed.append((repo, split, self.num_rows)))
+    assert main(["leaderboard", str(runs["traits"]), "--out", str(tmp_path / "b.csv"), "--push-to-hub", "acme/board"]) == 0
+    assert pushed == [("acme/board", "results", len(pd.read_csv(tmp_path / "b.csv")))]
