@@ -28,10 +28,11 @@ def test_version():
     assert result.stdout.strip() == f"vlfair {vlfair.__version__}"
 
 
-def test_unbuilt_probe_says_which_issue_brings_it(capsys):
-    assert main(["run", "word-influence", "--model", "m", "--dataset", "d"]) == 2
-    err = capsys.readouterr().err
-    assert "not built yet" in err and "issue #6" in err
+def test_run_flags_are_checked_per_probe():
+    with pytest.raises(SystemExit, match="--dataset is required"):
+        main(["run", "traits", "--model", "m"])
+    with pytest.raises(SystemExit, match="--generator only apply to word-influence"):
+        main(["run", "traits", "--model", "m", "--dataset", "d", "--generator", "g"])
 
 
 def test_run_validates_probe_names(capsys):

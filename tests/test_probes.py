@@ -218,12 +218,10 @@ def test_small_groups_are_reported_not_averaged(clip_dir, tmp_path):
     assert json.loads((tmp_path / "results.json").read_text())["warnings"] == results["warnings"]
 
 
-def test_limit_and_word_influence_not_yet(clip_dir, tmp_path, capsys):
+def test_limit(clip_dir, tmp_path):
     assert main(["run", "public-figures", "--model", str(clip_dir), "--dataset", "synthetic:pfi", "--limit", "12",
                  "--out", str(tmp_path), "--set", "bootstrap=0", "--dtype", "float32"]) == 0
     assert json.loads((tmp_path / "results.json").read_text())["dataset"]["num_rows"] == 12
-    assert main(["run", "word-influence", "--model", "m", "--dataset", "d"]) == 2
-    assert "issue #6" in capsys.readouterr().err
 
 
 def test_probe_under_torchrun_equals_one_process(clip_dir, tmp_path):

@@ -47,8 +47,8 @@ def _run(args: argparse.Namespace) -> int:
 
     from vlfair.probes import run_probe
 
-    if args.probe == "word-influence":
-        return _not_yet("issue #6 (word influence)")(args)
+    if args.probe != "word-influence" and not args.dataset:
+        raise SystemExit(f"vlfair run {args.probe}: --dataset is required")
     settings = {}
     for item in args.set or []:
         key, sep, value = item.partition("=")
@@ -57,6 +57,7 @@ def _run(args: argparse.Namespace) -> int:
         settings[key] = yaml.safe_load(value)
     if args.temperature is not None:
         settings["temperature"] = args.temperature
+    settings.update(_word_influence_settings(args))
     from vlfair.models import load_encoder
 
     encoder = load_encoder(args.model, dtype=args.dtype)
@@ -72,11 +73,35 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _word_influence_settings(args: argparse.Namespace) -> dict:
+    if args.probe != "word-influence":
+        used = [flag for flag, value in (("--generator", args.generator), ("--prompt", args.prompt),
+                                         ("--large-scale", args.large_scale), ("--transmuter", args.transmuter),
+                                         ("--max-images", args.max_images)) if value]
+        if used:
+            raise SystemExit(f"vlfair run {args.probe}: {', '.join(used)} only apply to word-influence")
+        return {}
+    settings = {}
+    if args.generator:
+        settings["generator"] = {"spec": args.generator, "steps": args.steps, "guidance": args.guidance,
+                                 "size": args.size, "batch_size": args.batch_size}
+    if args.prompt:
+        settings["prompts"] = args.prompt
+    if args.large_scale:
+        settings["large_scale"] = True
+    if args.transmuter:
+        name, _, model = args.transmuter.partition(":")
+        settings["transmuter"] = {"name": name, **({"model": model} if model else {})}
+    if args.max_images:
+        settings["max_images"] = args.max_images
+    return settings
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("run", help="run a study probe end to end (word-influence: issue #6)")
+    parser = sub.add_parser("run", help="run a study probe end to end")
     parser.add_argument("probe", choices=PROBES)
     parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], a directory, mclip:ID")
-    parser.add_argument("--dataset", required=True, help="Hub id, prepared directory or synthetic:NAME")
+    parser.add_argument("--dataset", help="Hub id, prepared directory or synthetic:NAME (not for word-influence)")
     parser.add_argument("--split")
     parser.add_argument("--subset")
     parser.add_argument("--out", default="out")
@@ -86,6 +111,15 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--cache-dir", help="embedding cache (default $VLFAIR_CACHE or ~/.cache/vlfair)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key of the probe's YAML")
+    group = parser.add_argument_group("word-influence (--model is the group classifier's encoder)")
+    group.add_argument("--generator", help="text-to-image pipeline id or directory")
+    group.add_argument("--steps", type=int, default=50)
+    group.add_argument("--guidance", type=float, default=7.5)
+    group.add_argument("--size", type=int, help="image height and width")
+    group.add_argument("--prompt", action="append", help="a prompt to explain (repeatable)")
+    group.add_argument("--large-scale", action="store_true", help="the study's 150 prompts")
+    group.add_argument("--transmuter", help="lexicon (default), mlm, or mlm:MODEL")
+    group.add_argument("--max-images", type=int, help="refuse configurations needing more images per prompt")
     parser.set_defaults(handler=_run)
 
 

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-WORDS = (
+WORDS = tuple(dict.fromkeys((  # unique and ordered: token ids must be dense
     "a photo of the an person man woman doctor nurse lawyer scientist smart dumb happy sad "
-    "ein foto von einer der person arzt frau mann und with at in office gym"
-).split()
+    "ein foto von einer der person arzt frau mann und with at in office gym hospital male female object"
+).split()))
 SPECIAL = ["[PAD]", "[UNK]", "<bos>", "<eos>"]
 
 
@@ -26,7 +26,7 @@ def word_tokenizer(model_max_length: int = 32, extra_words: list[str] | None = N
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: i for i, token in enumerate(SPECIAL + WORDS + list(extra_words or []))}
+    vocab = {token: i for i, token in enumerate(dict.fromkeys([*SPECIAL, *WORDS, *(extra_words or [])]))}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     core.normalizer = normalizers.Lowercase()
     core.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -156,6 +156,52 @@ def _kaiming_convs(model: Any) -> None:
         for module in model.modules():
             if isinstance(module, torch.nn.Conv2d):
                 torch.nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+
+
+def tiny_stable_diffusion(path: str | Path, *, seed: int = 0) -> Path:
+    """A StableDiffusionPipeline (UNet, VAE, CLIP text encoder) small enough for CPU tests (32x32)."""
+    import torch
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    tokenizer = word_tokenizer(model_max_length=16)
+    torch.manual_seed(seed)
+    text = CLIPTextModel(CLIPTextConfig(vocab_size=len(tokenizer), max_position_embeddings=16, **_tower(32, 2),
+                                        **_ids(tokenizer)))
+    unet = UNet2DConditionModel(sample_size=4, in_channels=4, out_channels=4, layers_per_block=1,
+                                block_out_channels=(32, 64), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=32,
+                                attention_head_dim=8, norm_num_groups=8)
+    vae = AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 4,
+                        up_block_types=("UpDecoderBlock2D",) * 4, block_out_channels=(8, 8, 16, 16), latent_channels=4,
+                        layers_per_block=1, norm_num_groups=4, sample_size=32)
+    pipeline = StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tokenizer, unet=unet,
+                                       scheduler=DDIMScheduler(clip_sample=False, steps_offset=1), safety_checker=None,
+                                       feature_extractor=None, requires_safety_checker=False)
+    pipeline.save_pretrained(path)
+    return Path(path)
+
+
+def tiny_fill_mask(path: str | Path, *, seed: int = 0) -> Path:
+    """A BertForMaskedLM whose vocabulary also holds subword pieces and punctuation (to be skipped)."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens = dict.fromkeys([*special, *WORDS, "##ing", "##s", ",", ".", "!", "surgeon", "clinic", "teacher"])
+    vocab = {t: i for i, t in enumerate(tokens)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.normalizer = normalizers.Lowercase()
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                                        sep_token="[SEP]", mask_token="[MASK]", model_max_length=32)
+    torch.manual_seed(seed)
+    BertForMaskedLM(BertConfig(vocab_size=len(vocab), max_position_embeddings=32, **_tower(32, 2))).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return Path(path)
 
 
 # transformers model_type -> builder of a tiny checkpoint of that family

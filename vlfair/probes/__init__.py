@@ -25,8 +25,9 @@ def _register_builtin() -> None:
     from vlfair.probes.professions import ProfessionsProbe
     from vlfair.probes.public_figures import PublicFiguresProbe
     from vlfair.probes.traits import TraitsProbe
+    from vlfair.probes.word_influence import WordInfluenceProbe
 
-    for probe in (ProfessionsProbe, TraitsProbe, MultilingualProbe, PublicFiguresProbe):
+    for probe in (ProfessionsProbe, TraitsProbe, WordInfluenceProbe, MultilingualProbe, PublicFiguresProbe):
         register(probe)
 
 
@@ -64,9 +65,10 @@ def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | No
     return load_dataset(name, source=source, subset=subset, split=split), schema, spec
 
 
-def run_probe(name: str, encoder: Any, dataset: Any, out_dir: str | Path | None = "out", *, split: str | None = None,
-              subset: str | None = None, schema: str | None = None, limit: int | None = None, batch_size: int = 64,
-              cache_dir: Any = "default", settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path | None = "out", *,
+              split: str | None = None, subset: str | None = None, schema: str | None = None, limit: int | None = None,
+              batch_size: int = 64, cache_dir: Any = "default", settings: dict[str, Any] | None = None,
+              components: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run probe ``name`` end to end; writes results.json, tables, plots and report.html into ``out_dir``.
 
     Args:
@@ -75,6 +77,8 @@ def run_probe(name: str, encoder: Any, dataset: Any, out_dir: str | Path | None 
             prepared directory, ``synthetic:<name>``).
         limit: use only the first ``limit`` rows (quick runs).
         settings: overrides of the probe's YAML (unknown keys are an error).
+        components: objects replacing configured parts, e.g. word-influence's ``generator``
+            (any object with ``generate`` and ``identity``), ``classifier`` or ``transmuter``.
 
     Returns:
         the results.json content.
@@ -87,18 +91,23 @@ def run_probe(name: str, encoder: Any, dataset: Any, out_dir: str | Path | None 
         _register_builtin()
     if name not in PROBES:
         raise ProbeError(f"unknown probe {name!r}; probes: {sorted(PROBES)}")
-    probe = PROBES[name](settings)
+    probe = PROBES[name](settings, components)
     encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
-    data, schema, dataset_name = resolve_dataset(probe, dataset, subset, split, schema)
-    probe.check_columns(data, schema)
-    if limit is not None:
-        data = data.select(range(min(int(limit), data.num_rows)))
-    if data.num_rows == 0:
-        raise ProbeError(f"probe {name!r}: the dataset has no rows")
+    if probe.needs_dataset:
+        if dataset is None:
+            raise ProbeError(f"probe {name!r} needs a dataset")
+        data, schema, dataset_name = resolve_dataset(probe, dataset, subset, split, schema)
+        probe.check_columns(data, schema)
+        if limit is not None:
+            data = data.select(range(min(int(limit), data.num_rows)))
+        if data.num_rows == 0:
+            raise ProbeError(f"probe {name!r}: the dataset has no rows")
+    else:
+        data = None
     ctx = Context(encoder, data, batch_size=batch_size, cache_dir=cache_dir)
     output = probe.run(ctx, schema)
-    described = {"name": str(dataset_name), "split": split, "subset": subset, "fingerprint": data._fingerprint,
-                 "num_rows": data.num_rows}
+    described = output.dataset or {"name": str(dataset_name), "split": split, "subset": subset,
+                                   "fingerprint": data._fingerprint, "num_rows": data.num_rows}
     results = build_results(name, probe.version, encoder, described, output.metrics, ctx.skipped_rows,
                             {**output.settings, "schema": schema, "limit": limit}, output.warnings)
     validate_results(results)

@@ -83,6 +83,7 @@ class Output:
     notes: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    dataset: dict[str, Any] | None = None  # set by probes that generate their data
 
 
 class Probe(abc.ABC):
@@ -94,8 +95,11 @@ class Probe(abc.ABC):
     schemas: tuple[str, ...] = ()  # dataset schemas it accepts, the first is the default
     required_columns: dict[str, tuple[str, ...]] = {}
 
-    def __init__(self, overrides: dict[str, Any] | None = None):
+    needs_dataset = True  # False for probes that make their own data (word-influence generates images)
+
+    def __init__(self, overrides: dict[str, Any] | None = None, components: dict[str, Any] | None = None):
         self.settings = load_settings(self.name, self.settings_file, overrides, self.allowed)
+        self.components = components or {}  # objects that replace configured parts (a generator, a classifier)
         self.version = self.settings["version"]
 
     def check_columns(self, dataset: Any, schema: str) -> None:

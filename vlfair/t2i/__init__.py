@@ -1,0 +1,1 @@
+"""Text-to-image word influence: transmuters, generators (+ image cache), group classifier."""

@@ -1,0 +1,126 @@
+"""Word influence of one prompt end to end: variants -> images -> groups -> k-level and Shapley."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from vlfair import measures
+from vlfair.t2i.classifier import NO_PERSON
+from vlfair.t2i.generators import ImageCache
+from vlfair.t2i.transmuters import Transmuter, content_positions, split_prompt
+
+ADJECTIVES = ("confident", "caring", "rational", "sensitive", "smart", "successful")
+PERSONS = ("doctor", "scientist", "artist", "nurse", "lawyer")
+PLACES = ("office", "gym", "salon", "spa", "mall")
+
+
+def large_scale_prompts() -> list[str]:
+    """The study's 150 prompts "a [ADJECTIVE] [PERSON] at the [PLACE]"."""
+    return [f"a {a} {p} at the {pl}" for a in ADJECTIVES for p in PERSONS for pl in PLACES]
+
+
+@dataclasses.dataclass
+class Variant:
+    replaced: tuple[int, ...]  # indices into the replaceable words
+    prompts: list[str]
+
+
+@dataclasses.dataclass
+class PromptInfluence:
+    prompt: str
+    words: list[str]  # the replaceable words, in order
+    variants: list[Variant]
+    shares: dict[str, float]
+    counts: dict[str, int]  # images classified into a group, per variant
+    no_person: dict[str, int]
+    result: dict[str, Any]  # the word_influence measure's output (all levels)
+    images: dict[str, list]  # a few images per variant, for the grids
+    generator_calls: int
+    images_used: int
+
+
+def plan_variants(prompt: str, transmuter: Transmuter, positions: Sequence[int] | None, max_level: int | None,
+                  candidates: int) -> tuple[list[str], list[int], list[Variant]]:
+    words = split_prompt(prompt)
+    positions = list(positions) if positions is not None else content_positions(words)
+    if not positions:
+        raise ValueError(f"prompt {prompt!r} has no word to replace")
+    for p in positions:
+        if not 0 <= p < len(words):
+            raise ValueError(f"word position {p} is outside the prompt {prompt!r} ({len(words)} words)")
+    n = len(positions)
+    max_level = n if max_level is None else min(int(max_level), n)
+    variants = [Variant((), [prompt] * candidates)]
+    for size in range(1, max_level + 1):
+        for subset in itertools.combinations(range(n), size):
+            proposals = transmuter.candidates(words, [positions[i] for i in subset], candidates)
+            if not proposals:
+                raise ValueError(f"the transmuter proposed no replacement for {[words[positions[i]] for i in subset]}")
+            variants.append(Variant(subset, [" ".join(p) for p in proposals]))
+    return [words[p] for p in positions], positions, variants
+
+
+def cost(variants: Sequence[Variant], images_per_prompt: int) -> int:
+    return sum(len(v.prompts) for v in variants) * images_per_prompt
+
+
+def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify: Callable[[Sequence[Any]], list[str]],
+               target: str, *, positions: Sequence[int] | None = None, max_level: int | None = None,
+               candidates: int = 3, images_per_prompt: int = 4, confidence: float = 0.95,
+               max_images: int = 2000, log: Callable[[str], None] = print, keep_images: int = 4) -> PromptInfluence:
+    """Influence of every replaceable word of ``prompt`` on the share of ``target`` images."""
+    words, positions, variants = plan_variants(prompt, transmuter, positions, max_level, candidates)
+    needed = cost(variants, images_per_prompt)
+    log(f"{prompt!r}: {len(variants)} variants x up to {candidates} candidate prompts x {images_per_prompt} images "
+        f"= {needed} images")
+    if needed > max_images:
+        raise ValueError(f"{prompt!r} needs {needed} images, more than max_images={max_images}; raise --max-images "
+                         "or lower the candidates, images per prompt or maximum level")
+    requests, owners = [], []
+    for variant in variants:
+        # the original prompt repeats: give each repetition its own sample indices
+        for slot, text in enumerate(variant.prompts):
+            for j in range(images_per_prompt):
+                requests.append((text, slot * images_per_prompt + j if not variant.replaced else j))
+                owners.append(variant.replaced)
+    calls_before = cache.calls
+    images = cache.images(requests)
+    labels = classify(images)
+    predictions, variant_ids, kept = [], [], {}
+    no_person: dict[str, int] = {}
+    for owner, label, image in zip(owners, labels, images):
+        key = ",".join(map(str, owner))
+        if label == NO_PERSON:
+            no_person[key] = no_person.get(key, 0) + 1
+            continue
+        predictions.append(int(label == target))
+        variant_ids.append(key)
+        kept.setdefault(key, [])
+        if len(kept[key]) < keep_images:
+            kept[key].append(image)
+    if not predictions:
+        raise ValueError(f"{prompt!r}: no generated image was classified into a group (all show no person)")
+    result = measures.word_influence(predictions, variant_ids, len(words), k=1, confidence=confidence)
+    return PromptInfluence(prompt, words, variants, result["shares"], result["images_per_variant"],
+                           {v: no_person.get(v, 0) for v in result["shares"]}, result, kept,
+                           cache.calls - calls_before, len(requests))
+
+
+def mean_word_influence(results: Sequence[PromptInfluence], key: str = "1") -> dict[str, float]:
+    """Mean influence of each word over the prompts that contain it (level ``key`` or "shapley")."""
+    collected: dict[str, list[float]] = {}
+    for r in results:
+        values = r.result["shapley"] if key == "shapley" else r.result["levels"][key]
+        if values is None:
+            continue
+        for word, value in zip(r.words, values):
+            collected.setdefault(word, []).append(value)
+    return {w: float(np.mean(v)) for w, v in collected.items()}
+
+
+__all__ = ["ADJECTIVES", "PERSONS", "PLACES", "PromptInfluence", "cost", "large_scale_prompts", "mean_word_influence",
+           "plan_variants", "run_prompt"]
