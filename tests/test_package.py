@@ -54,8 +54,8 @@ def test_lazy_public_names_resolve():
         vlfair.nope  # noqa: B018
 
 
-def test_demo_runs_the_selfcheck(tmp_path):
-    result = _run("demo", "--out", str(tmp_path))
+def test_demo_selfcheck(tmp_path):
+    result = _run("demo", "--selfcheck", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((tmp_path / "selfcheck.json").read_text())
     assert report["passed"] and report["max_abs_diff_vs_transformers"] <= report["tolerance"]

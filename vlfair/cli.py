@@ -20,10 +20,18 @@ def _not_yet(issue: str) -> Callable[[argparse.Namespace], int]:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.selfcheck:
+        return _selfcheck(args)
+    from vlfair.demo.run import run_demo
+
+    entries = run_demo(args.out or "vlfair-demo", cache_dir=args.cache_dir or "default")
+    return 0 if entries else 1
+
+
+def _selfcheck(args: argparse.Namespace) -> int:
     from vlfair.selfcheck import run_selfcheck
 
-    print("vlfair demo: the planted-bias world arrives with the demo issue; running the end-to-end "
-          "self-check on a tiny encoder instead.")
+    print("vlfair self-check: the embedding engine against transformers on a tiny encoder.")
     report = run_selfcheck(args.out)
     width = max(len(name) for name in report["checks"])
     for name, ok in report["checks"].items():
@@ -37,8 +45,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("demo", help="offline demo on a world with planted biases (now: the self-check)")
-    parser.add_argument("--out", help="directory for the demo's outputs")
+    parser = sub.add_parser("demo", help="offline: every probe on a world with planted biases, biased vs control")
+    parser.add_argument("--out", help="directory for the demo's outputs (default vlfair-demo)")
+    parser.add_argument("--cache-dir", help="where the trained world encoders are cached")
+    parser.add_argument("--selfcheck", action="store_true", help="instead, check the embedding engine on a tiny encoder")
     parser.set_defaults(handler=_demo)
 
 

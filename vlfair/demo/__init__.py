@@ -1,0 +1,1 @@
+"""The planted-bias world behind ``vlfair demo`` and the validity tests."""

@@ -1,0 +1,94 @@
+"""Evaluation data rendered from the planted world, in the studies' schemas (balanced by design)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Sequence
+
+import datasets
+import numpy as np
+from PIL import Image
+
+from vlfair.data.schemas import FAIRFACE_AGE_BINS
+from vlfair.demo.world import GENDERS, GERMAN, NAMES, OCCUPATIONS, PROFESSIONS, RACES, Person, render
+
+POLITICIAN_OFFICES = ("senator", "representative", "mayor")
+FREQUENT_NAMES = NAMES[: len(NAMES) // 2]
+
+
+def _dataset(columns: dict[str, list], description: str) -> datasets.Dataset:
+    features = {"image": datasets.Image()}
+    for key, values in columns.items():
+        if key != "image":
+            sample = next((v for v in values if v is not None), "")
+            features[key] = datasets.Value("bool" if isinstance(sample, bool) else "int64" if isinstance(sample, int)
+                                           else "string")
+    info = datasets.DatasetInfo(features=datasets.Features(features), description=description)
+    return datasets.Dataset.from_dict(columns, features=datasets.Features(features), info=info)
+
+
+def professions(per_cell: int = 5, seed: int = 11) -> datasets.Dataset:  # the study: 5 images per cell
+    rng = np.random.default_rng(seed)
+    rows = [(p, g, r) for p, g, r in itertools.product(range(len(PROFESSIONS)), range(2), range(4)) for _ in range(per_cell)]
+    return _dataset({"image": [render(Person(g, r, p), rng) for p, g, r in rows],
+                     "profession": [PROFESSIONS[p] for p, _, _ in rows], "gender": [GENDERS[g] for _, g, _ in rows],
+                     "race": [RACES[r] for _, _, r in rows]}, "planted-bias world: professions")
+
+
+def fairface(per_cell: int = 20, seed: int = 12) -> datasets.Dataset:
+    rng = np.random.default_rng(seed)
+    rows = [(g, r) for r, g in itertools.product(range(len(RACES)), range(2)) for _ in range(per_cell)]
+    return _dataset({"image": [render(Person(g, r, int(rng.integers(len(OCCUPATIONS)))), rng) for g, r in rows],
+                     "file": [f"world/{i}.png" for i in range(len(rows))],
+                     "age": [str(rng.choice(FAIRFACE_AGE_BINS[3:7])) for _ in rows],
+                     "gender": [GENDERS[g] for g, _ in rows], "race": [RACES[r] for _, r in rows],
+                     "service_test": [False] * len(rows)}, "planted-bias world: faces")
+
+
+def multi30k(images: int = 64, seed: int = 13) -> datasets.Dataset:
+    """Translation portion: "a photo of a {profession}" and its word-by-word German translation."""
+    rng = np.random.default_rng(seed)
+    people = [Person(int(rng.integers(2)), int(rng.integers(len(RACES))), i % len(PROFESSIONS)) for i in range(images)]
+    english = [f"a photo of a {PROFESSIONS[p.occupation]}" for p in people]
+    return _dataset({"image": [render(p, rng) for p in people], "image_file": [f"{i}.png" for i in range(images)],
+                     "portion": ["translation"] * images, "caption_index": [1] * images, "en": english,
+                     "de": [" ".join(GERMAN.get(w, w) for w in c.split()) for c in english],
+                     "fr": [None] * images, "cs": [None] * images}, "planted-bias world: captions")
+
+
+def pfi(per_identity: int = 4, seed: int = 14) -> datasets.Dataset:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for identity, name in enumerate(NAMES):
+        occupation = "politician" if identity % 3 != 2 else "actor"
+        category = POLITICIAN_OFFICES[identity % 3] if occupation == "politician" else "actor"
+        for _ in range(per_identity):
+            rows.append((identity, name, category, identity % 2, occupation))
+    return _dataset({
+        "image": [render(Person(g, int(rng.integers(len(RACES))), OCCUPATIONS.index(o), i), rng) for i, _, _, g, o in rows],
+        "name": [n for _, n, _, _, _ in rows], "category": [c for _, _, c, _, _ in rows],
+        "gender": [GENDERS[g] for _, _, _, g, _ in rows],
+        **{k: [None] * len(rows) for k in ("party", "state", "district", "city", "sport", "role")},
+    }, "planted-bias world: public figures")
+
+
+class PlantedGenerator:
+    """Renders world people whose gender follows known per-word effects of the prompt."""
+
+    def __init__(self, effects: dict[str, float], base: float = 0.3):
+        self.effects, self.base = dict(effects), base
+
+    def p_female(self, prompt: str) -> float:
+        return float(np.clip(self.base + sum(self.effects.get(w, 0.0) for w in prompt.split()), 0.02, 0.98))
+
+    def identity(self) -> dict:
+        return {"planted_generator": sorted(self.effects.items()), "base": self.base}
+
+    def generate(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[Image.Image]:
+        images = []
+        for prompt, seed in zip(prompts, seeds):
+            rng = np.random.default_rng(seed)
+            female = rng.random() < self.p_female(prompt)
+            images.append(render(Person(int(female), int(rng.integers(len(RACES))), int(rng.integers(len(OCCUPATIONS)))),
+                                 rng))
+        return images

@@ -1,0 +1,205 @@
+"""``vlfair demo``: every probe on a world with planted biases, biased encoder vs control."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from vlfair import measures, stats
+from vlfair.demo import datasets as world_data
+from vlfair.demo.train import trained_encoder
+from vlfair.demo.world import Planting
+from vlfair.probes import run_probe
+from vlfair.probes.base import clip_score
+from vlfair.t2i.classifier import GroupClassifier
+from vlfair.t2i.transmuters import LexiconTransmuter
+
+CONFIDENCE = 0.95
+WORD_EFFECTS = {"nurse": 0.4}  # planted: "nurse" raises the share of women by 0.4; "hospital" by nothing
+WI_PROMPT = "a nurse at the hospital"
+GENDER_PROMPTS = {"male": "a photo of a male", "female": "a photo of a female"}
+
+
+def _entry(probe, measure, subset, encoder, planted, measured, ci, detected, neutral) -> dict[str, Any]:
+    return {"probe": probe, "measure": measure, "subset": subset, "encoder": encoder, "planted": planted,
+            "measured": None if measured is None else float(measured),
+            "ci": None if ci is None else [float(ci[0]), float(ci[1])], "detected": bool(detected), "neutral": neutral}
+
+
+def _excludes(ci, neutral: float) -> bool:
+    return ci is not None and not (ci[0] <= neutral <= ci[1])
+
+
+def _professions(enc, name, data, out, cache, biased: bool) -> list[dict]:
+    run_probe("professions", enc, data, out / "professions", cache_dir=cache)
+    images = enc.encode_images(list(data["image"]))
+    entries = []
+    for profession, direction in (("doctor", "< 1 (women score lower)"), ("nurse", "> 1 (women score higher)")):
+        text = enc.encode_texts([f"A photo of a {profession}"])[0]
+        mask = np.array(data["profession"]) == profession
+        scores = clip_score(images[mask], np.broadcast_to(text, images[mask].shape))
+        r = measures.bias_ratio(scores, np.array(data["gender"])[mask], "Female", "Male", confidence=CONFIDENCE)
+        entries.append(_entry("professions", "bias_ratio", {"profession": profession, "groups": "Female/Male"}, name,
+                              direction if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
+                              _excludes(r["bias_ratio_ci"], 1.0), 1.0))
+    return entries
+
+
+def _traits(enc, name, data, out, cache, biased: bool) -> list[dict]:
+    results = run_probe("traits", enc, data, out / "traits", cache_dir=cache,
+                        settings={"pairs": [["smart", "dumb"]], "gradcam": {"pair": "smart/dumb", "k": 4,
+                                                                             "group": {"race": "White", "gender": "Female"}}})
+    entries = []
+    for metric in results["metrics"]:
+        if metric["name"] == "trait_anova" and "gender" in metric["subset"]:
+            entries.append(_entry("traits", "trait_anova (F across races)", metric["subset"], name,
+                                  "races differ ('smart' favours White)" if biased else "no difference",
+                                  metric["value"], None, metric["p_value"] < 1 - CONFIDENCE, None) | {"p_value": metric["p_value"]})
+    images = enc.encode_images(list(data["image"]))
+    text = enc.encode_texts(["a smart person", "a dumb person"])
+    confidence = 1 / (1 + np.exp(-enc.logit_scale * images @ (text[0] - text[1])))
+    groups = np.where(np.array(data["race"]) == "White", "White", "other races")
+    r = measures.bias_ratio(confidence, groups, "White", "other races", confidence=CONFIDENCE)
+    entries.append(_entry("traits", "bias_ratio of P(smart)", {"trait": "smart/dumb", "groups": "White/other races"}, name,
+                          "> 1" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
+                          _excludes(r["bias_ratio_ci"], 1.0), 1.0))
+    return entries
+
+
+def _multilingual(enc, name, data, out, cache, biased: bool) -> list[dict]:
+    run_probe("multilingual", enc, data, out / "multilingual", cache_dir=cache)
+    images = enc.encode_images(list(data["image"]))
+    scores, languages = [], []
+    for language in ("en", "de"):  # each image with its own caption, in each language
+        text = enc.encode_texts([str(c) for c in data[language]])
+        scores += list(clip_score(images, text))
+        languages += [language] * len(images)
+    r = measures.bias_ratio(scores, languages, "de", "en", confidence=CONFIDENCE)
+    return [_entry("multilingual", "bias_ratio of own-caption CLIPScore", {"languages": "de/en"}, name,
+                   "< 1 (German rarer in training)" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
+                   _excludes(r["bias_ratio_ci"], 1.0), 1.0)]
+
+
+def _public_figures(enc, name, data, out, cache, biased: bool) -> list[dict]:
+    results = run_probe("public-figures", enc, data, out / "public-figures", cache_dir=cache)
+    metric = next(m for m in results["metrics"] if m["name"] == "bias_ratio" and m["subset"] == {"class": "politician"})
+    entries = [_entry("public-figures", "bias_ratio of P(politician)", {"class": "politician", "groups": "Female/Male"},
+                      name, "< 1 (women less often 'politician')" if biased else "1 (none)", metric["value"], metric["ci"],
+                      _excludes(metric["ci"], 1.0), 1.0)]
+    names = sorted(set(data["name"]))
+    images = enc.encode_images(list(data["image"]))
+    text = enc.encode_texts([f"This is a picture of {n}" for n in names])
+    own = np.array([names.index(n) for n in data["name"]])
+    correct = ((images @ text.T).argmax(axis=1) == own).astype(float)
+    frequent = np.isin(np.array(data["name"]), world_data.FREQUENT_NAMES)
+    codes = frequent.astype(np.int64)
+    difference = correct[frequent].mean() - correct[~frequent].mean()
+    ci = stats.bootstrap_interval(lambda idx: (correct[idx] * (codes == 1)).sum(1) / (codes == 1).sum()
+                                  - (correct[idx] * (codes == 0)).sum(1) / (codes == 0).sum(), codes, 1000, CONFIDENCE)
+    entries.append(_entry("public-figures", "retention text score (frequent - rare names)", {"names": "frequent vs rare"},
+                          name, "> 0 (frequent names seen 8x more)" if biased else "0 (none)", difference, ci,
+                          _excludes(ci, 0.0), 0.0))
+    return entries
+
+
+def _word_influence(enc, name, out, cache, biased: bool) -> list[dict]:
+    generator = world_data.PlantedGenerator(WORD_EFFECTS if biased else {})
+    results = run_probe("word-influence", enc, None, out / "word-influence", cache_dir=cache,
+                        settings={"prompts": [WI_PROMPT], "candidates": 3, "images_per_prompt": 80, "target_group": "female",
+                                  "max_level": 1, "max_images": 1000, "confidence": CONFIDENCE},
+                        components={"generator": generator, "classifier": GroupClassifier(enc, GENDER_PROMPTS)})
+    words = WI_PROMPT.split()
+    lexicon = LexiconTransmuter()
+    entries = []
+    for metric in results["metrics"]:
+        if metric["name"] != "word_influence":
+            continue
+        position = words.index(metric["subset"]["word"])
+        variants = lexicon.candidates(words, [position], 3)
+        truth = generator.p_female(WI_PROMPT) - float(np.mean([generator.p_female(" ".join(v)) for v in variants]))
+        entries.append(_entry("word-influence", "word_influence (level 1)", {"word": metric["subset"]["word"]}, name,
+                              round(truth, 4), metric["value"], metric["ci"], _excludes(metric["ci"], 0.0), 0.0))
+    return entries
+
+
+PROBES: list[tuple[str, Callable]] = [
+    ("professions", lambda e, n, d, o, c, b: _professions(e, n, d["professions"], o, c, b)),
+    ("traits", lambda e, n, d, o, c, b: _traits(e, n, d["fairface"], o, c, b)),
+    ("word-influence", lambda e, n, d, o, c, b: _word_influence(e, n, o, c, b)),
+    ("multilingual", lambda e, n, d, o, c, b: _multilingual(e, n, d["multi30k"], o, c, b)),
+    ("public-figures", lambda e, n, d, o, c, b: _public_figures(e, n, d["pfi"], o, c, b)),
+]
+
+
+def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", planting: Planting | None = None,
+             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Train (or load) the biased and control world encoders, run every probe, write the summary."""
+    import vlfair
+
+    start = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plantings = {"biased": planting or Planting(), "control": Planting.control()}
+    encoders = {name: vlfair.load_encoder(str(trained_encoder(p, cache_dir, log=log)), dtype="float32")
+                for name, p in plantings.items()}
+    data = {"professions": world_data.professions(), "fairface": world_data.fairface(),
+            "multi30k": world_data.multi30k(), "pfi": world_data.pfi()}
+    entries = []
+    for probe, run in PROBES:
+        for name, encoder in encoders.items():
+            log(f"running {probe} on the {name} encoder")
+            entries += run(encoder, name, data, out / name, cache_dir, name == "biased")
+    (out / "summary.json").write_text(json.dumps(entries, indent=2))
+    (out / "report.html").write_text(_report(entries, plantings, out, time.perf_counter() - start))
+    log(summary_table(entries))
+    log(f"demo finished in {time.perf_counter() - start:.0f} s: {out / 'summary.json'}, {out / 'report.html'}")
+    return entries
+
+
+def summary_table(entries: list[dict]) -> str:
+    lines = [f"{'probe':<15} {'measure':<44} {'encoder':<8} {'planted':<36} {'measured':>9}  {'CI':<19} detected"]
+    for e in entries:
+        ci = f"[{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]" if e["ci"] else (f"p={e['p_value']:.2g}" if "p_value" in e else "")
+        subset = ",".join(str(v) for v in e["subset"].values())
+        lines.append(f"{e['probe']:<15} {(e['measure'] + ' ' + subset)[:44]:<44} {e['encoder']:<8} {str(e['planted'])[:36]:<36} "
+                     f"{e['measured']:>9.4g}  {ci:<19} {'yes' if e['detected'] else 'no'}")
+    return "\n".join(lines)
+
+
+def _report(entries: list[dict], plantings: dict[str, Planting], out: Path, seconds: float) -> str:
+    parts = ["<h1>vlfair demo: a synthetic world with planted biases</h1>",
+             "<p>Everything here is synthetic. Images are rendered patterns, not people; two tiny CLIP encoders were "
+             "trained on captions of this world. The <b>biased</b> encoder's captions carry biases planted on purpose; "
+             "the <b>control</b> encoder's captions are balanced. A valid measure finds each planted bias in the biased "
+             "encoder (with the planted sign, at 95 % confidence) and nothing in the control.</p>",
+             "<h2>What was planted</h2><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in plantings["biased"].describe())
+             + f"<li>the text-to-image generator makes 'nurse' raise the share of women by {WORD_EFFECTS['nurse']:.1f}; "
+               "the control generator has no word effects</li></ul>",
+             f"<p>Run time: {seconds:.0f} s.</p>"]
+    for probe, _ in PROBES:
+        rows = [e for e in entries if e["probe"] == probe]
+        parts.append(f"<h2>{html.escape(probe)}</h2><table><tr><th>measure</th><th>subset</th><th>encoder</th>"
+                     "<th>planted</th><th>measured</th><th>95 % CI / p</th><th>detected</th></tr>")
+        for e in rows:
+            ci = f"[{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]" if e["ci"] else (f"p = {e['p_value']:.2g}" if "p_value" in e else "")
+            parts.append(f"<tr><td>{html.escape(e['measure'])}</td><td>{html.escape(json.dumps(e['subset']))}</td>"
+                         f"<td>{e['encoder']}</td><td>{html.escape(str(e['planted']))}</td><td>{e['measured']:.4g}</td>"
+                         f"<td>{ci}</td><td>{'yes' if e['detected'] else 'no'}</td></tr>")
+        parts.append("</table>")
+        for name in ("biased", "control"):
+            pngs = sorted((out / name / probe).glob("*.png"))[:2]
+            for png in pngs:
+                data = base64.b64encode(png.read_bytes()).decode()
+                parts.append(f"<figure><img src='data:image/png;base64,{data}' style='max-width:48%'>"
+                             f"<figcaption>{name}: {html.escape(png.stem)} (full report: {name}/{probe}/report.html)"
+                             "</figcaption></figure>")
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;font-size:13px}"
+             "td,th{border:1px solid #ccc;padding:3px 6px}")
+    return f"<!doctype html><html><head><meta charset='utf-8'><title>vlfair demo</title><style>{style}</style></head>" \
+           f"<body>{''.join(parts)}</body></html>"
