@@ -56,7 +56,7 @@ def multi30k(images: int = 64, seed: int = 13) -> datasets.Dataset:
                      "fr": [None] * images, "cs": [None] * images}, "planted-bias world: captions")
 
 
-def pfi(per_identity: int = 4, seed: int = 14) -> datasets.Dataset:
+def pfi(per_identity: int = 3, seed: int = 14) -> datasets.Dataset:
     rng = np.random.default_rng(seed)
     rows = []
     for identity, name in enumerate(NAMES):

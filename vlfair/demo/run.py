@@ -14,7 +14,7 @@ import numpy as np
 from vlfair import measures, stats
 from vlfair.demo import datasets as world_data
 from vlfair.demo.train import trained_encoder
-from vlfair.demo.world import Planting
+from vlfair.demo.world import PROFESSIONS, Planting
 from vlfair.probes import run_probe
 from vlfair.probes.base import clip_score
 from vlfair.t2i.classifier import GroupClassifier
@@ -37,17 +37,33 @@ def _excludes(ci, neutral: float) -> bool:
 
 
 def _professions(enc, name, data, out, cache, biased: bool) -> list[dict]:
+    """Gender ratio of a planted profession relative to the unplanted ones (lawyer, scientist).
+
+    What was planted is profession-specific; a trained model may also score one gender a little
+    lower on every profession prompt. Dividing by the unplanted professions' ratio removes that
+    shared shift, so the measure isolates the profession association (the plain ratio of each
+    profession is in the professions probe's own tables).
+    """
     run_probe("professions", enc, data, out / "professions", cache_dir=cache)
     images = enc.encode_images(list(data["image"]))
+    professions, genders = np.array(data["profession"]), np.array(data["gender"])
+    text = enc.encode_texts([f"A photo of a {p}" for p in PROFESSIONS])
+    scores = clip_score(images, text[[PROFESSIONS.index(p) for p in professions]])
+    cells = [(p, g) for p in PROFESSIONS for g in ("Female", "Male")]
+    codes = np.array([cells.index((p, g)) for p, g in zip(professions, genders)])
+    onehot = np.eye(len(cells))[codes] / np.bincount(codes, minlength=len(cells))
+
+    def relative(means: np.ndarray, profession: str) -> np.ndarray:
+        ratio = {p: means[..., cells.index((p, "Female"))] / means[..., cells.index((p, "Male"))] for p in PROFESSIONS}
+        return ratio[profession] / (0.5 * (ratio["lawyer"] + ratio["scientist"]))
+
     entries = []
     for profession, direction in (("doctor", "< 1 (women score lower)"), ("nurse", "> 1 (women score higher)")):
-        text = enc.encode_texts([f"A photo of a {profession}"])[0]
-        mask = np.array(data["profession"]) == profession
-        scores = clip_score(images[mask], np.broadcast_to(text, images[mask].shape))
-        r = measures.bias_ratio(scores, np.array(data["gender"])[mask], "Female", "Male", confidence=CONFIDENCE)
-        entries.append(_entry("professions", "bias_ratio", {"profession": profession, "groups": "Female/Male"}, name,
-                              direction if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
-                              _excludes(r["bias_ratio_ci"], 1.0), 1.0))
+        value = float(relative(scores @ onehot, profession))
+        ci = stats.bootstrap_interval(lambda idx, p=profession: relative(scores[idx] @ onehot, p), codes, 1000, CONFIDENCE)
+        entries.append(_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
+                              {"profession": profession}, name, direction if biased else "1 (none)", value, ci,
+                              _excludes(ci, 1.0), 1.0))
     return entries
 
 
@@ -103,7 +119,7 @@ def _public_figures(enc, name, data, out, cache, biased: bool) -> list[dict]:
     ci = stats.bootstrap_interval(lambda idx: (correct[idx] * (codes == 1)).sum(1) / (codes == 1).sum()
                                   - (correct[idx] * (codes == 0)).sum(1) / (codes == 0).sum(), codes, 1000, CONFIDENCE)
     entries.append(_entry("public-figures", "retention text score (frequent - rare names)", {"names": "frequent vs rare"},
-                          name, "> 0 (frequent names seen 8x more)" if biased else "0 (none)", difference, ci,
+                          name, "> 0 (frequent names seen far more often)" if biased else "0 (none)", difference, ci,
                           _excludes(ci, 0.0), 0.0))
     return entries
 

@@ -56,10 +56,10 @@ def train_encoder(out: str | Path, planting: Planting, *, pairs: int = 12_000, s
     return out_dir
 
 
-DEMO_VERSION = 2  # bump when the world or the training changes: cached encoders are retrained
+DEMO_VERSION = 4  # bump when the world or the training changes: cached encoders are retrained
 
 
-def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default", steps: int = 1200, seed: int = 0,
+def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default", steps: int = 2400, seed: int = 0,
                     log=print) -> Path:
     """The encoder for ``planting``: trained on first use, then read from the cache."""
     import dataclasses

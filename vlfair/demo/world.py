@@ -18,15 +18,17 @@ RACES = ("White", "Black", "Latino_Hispanic", "East Asian", "Southeast Asian", "
 PROFESSIONS = ("doctor", "nurse", "lawyer", "scientist")
 CATEGORIES = ("senator", "representative", "mayor", "actor", "athlete")
 OCCUPATIONS = PROFESSIONS + ("politician", "actor", "athlete")
-NAMES = ("alma", "bruno", "carla", "dario", "elena", "fabio", "greta", "hugo", "irene", "jonas", "kira", "lorenzo",
-         "mila", "nico", "olga", "pavel")
+# 32 invented two-syllable names: enough identities that a gender comparison is not decided by a few people
+NAMES = tuple(c1 + v1 + c2 + v2 for c1, v1, c2, v2 in zip("bdfgklmnprstvz" * 3, "aeiou" * 9, "lnrtm" * 9, "aoiue" * 9))[:32]
 TRAIT_PAIRS = (("smart", "dumb"),)
 # English -> German, word by word (the world's captions are simple enough for that)
 GERMAN = {"a": "ein", "photo": "foto", "of": "von", "doctor": "arzt", "nurse": "pfleger", "lawyer": "anwalt",
           "scientist": "forscher", "male": "mann", "female": "frau", "person": "mensch", "politician": "politiker",
           "actor": "schauspieler", "athlete": "sportler"}
 
-_GENDER_RGB = ((40, 90, 230), (230, 60, 60))
+# Gender is a colour of equal brightness (an arrangement of the same colours was too subtle for
+# the tiny encoder to learn: its zero-shot gender accuracy fell to chance).
+_GENDER_RGB = ((60, 60, 200), (200, 60, 60))
 _RACE_RGB = ((240, 240, 240), (20, 20, 20), (200, 140, 40), (240, 220, 80), (120, 200, 90), (180, 90, 200), (90, 200, 210))
 _OCCUPATION_RGB = ((255, 255, 255), (255, 120, 180), (60, 60, 160), (60, 180, 60), (200, 200, 0), (255, 140, 0),
                    (0, 160, 160))
@@ -64,7 +66,7 @@ class Planting:
 
     profession_skew: float = 0.9      # P(male | doctor) and P(female | nurse)
     trait_skew: float = 0.9           # P(race = White | smart); "dumb" shows White 1 - that share
-    politician_skew: float = 0.85     # P(male | politician)
+    politician_skew: float = 0.95     # P(male | politician)
     german_share: float = 0.02        # share of profession/gender captions written in German
     frequent_identity_weight: float = 30.0  # the first half of NAMES is seen this many times more often
 
