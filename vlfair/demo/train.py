@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,21 +67,17 @@ DEMO_VERSION = 4  # bump when the world or the training changes: cached encoders
 def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default", steps: int = 2400, seed: int = 0,
                     log=print) -> Path:
     """The encoder for ``planting``: trained on first use, then read from the cache."""
-    import dataclasses
-    import hashlib
-    import json
-
     from vlfair.cache import cache_root
 
     key = hashlib.sha256(json.dumps({"planting": dataclasses.asdict(planting), "steps": steps, "seed": seed,
                                      "version": DEMO_VERSION}, sort_keys=True).encode()).hexdigest()[:16]
-    root = cache_root(cache_dir) or Path(__import__("tempfile").mkdtemp(prefix="vlfair-demo-"))
+    root = cache_root(cache_dir) or Path(tempfile.mkdtemp(prefix="vlfair-demo-"))
     path = root / "demo" / f"encoder-{key}"
     if (path / "model.safetensors").exists():
         return path
     log(f"training the world encoder ({'control' if planting == Planting.control() else 'planted'} captions, "
         f"{steps} steps; cached afterwards)")
-    staging = path.with_name(f"{path.name}.partial-{__import__('os').getpid()}")
+    staging = path.with_name(f"{path.name}.partial-{os.getpid()}")
     train_encoder(staging, planting, steps=steps, seed=seed, log=log)
-    __import__("os").replace(staging, path)  # complete or absent: an interrupted training is redone
+    os.replace(staging, path)  # complete or absent: an interrupted training is redone
     return path
