@@ -40,6 +40,7 @@ class Context:
     batch_size: int = 64
     cache_dir: Any = "default"
     _embedded: tuple[np.ndarray, np.ndarray] | None = None
+    skipped_rows: list[int] = dataclasses.field(default_factory=list)  # unreadable rows, for results.json
 
     def images(self) -> tuple[np.ndarray, np.ndarray]:
         """(embeddings of readable rows, their row indices); unreadable rows are skipped and reported."""
@@ -71,8 +72,6 @@ class Context:
     def column(self, name: str, rows: np.ndarray) -> np.ndarray:
         values = self.dataset[name]
         return np.asarray([values[int(r)] for r in rows])
-
-    skipped_rows: list[int] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
