@@ -1,0 +1,122 @@
+"""vlfair leaderboard Space: many probe runs in one table, by model, probe, metric and subset.
+
+Results come from VLFAIR_RESULTS: a directory of results.json files, a table written by
+`vlfair leaderboard --out FILE`, or a Hub dataset pushed with `--push-to-hub` (split "results").
+"""
+
+import os
+import re
+from pathlib import Path
+
+import gradio as gr
+import matplotlib
+import pandas as pd
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from vlfair.metrics import metrics_dir  # noqa: E402
+from vlfair.report.leaderboard import read_results, read_table, tidy  # noqa: E402
+
+ALL = "(all)"
+SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "dataset", "created"]
+
+
+def load_board(source: str) -> pd.DataFrame:
+    path = Path(source)
+    if path.is_file():
+        return read_table(path)
+    if path.is_dir():
+        files = sorted(path.rglob("results.json"))
+        if not files:
+            raise FileNotFoundError(f"no results.json under {path}")
+        return tidy(read_results(files))
+    import datasets
+
+    return datasets.load_dataset(source, split="results").to_pandas()
+
+
+def choices(board: pd.DataFrame, column: str) -> list[str]:
+    return [ALL, *sorted(board[column].dropna().unique().tolist())]
+
+
+def filter_board(board: pd.DataFrame, probe: str = ALL, metric: str = ALL, subset: str = "", model: str = ALL,
+                 sort_by: str = "value", descending: bool = True) -> pd.DataFrame:
+    """Rows matching every filter; ``subset`` is a case-insensitive text search in the subset."""
+    rows = board
+    for column, value in (("probe", probe), ("metric", metric), ("model", model)):
+        if value and value != ALL:
+            rows = rows[rows[column] == value]
+    if subset:
+        rows = rows[rows["subset"].str.contains(re.escape(subset), case=False)]
+    if sort_by in rows.columns:
+        rows = rows.sort_values(sort_by, ascending=not descending, na_position="last")
+    return rows[SHOWN].reset_index(drop=True)
+
+
+def metric_chart(rows: pd.DataFrame, metric: str):
+    """One bar per (model, subset) of ``metric`` with its confidence interval."""
+    figure, axis = plt.subplots(figsize=(8, 3.6))
+    rows = rows[rows["metric"] == metric].head(40) if metric != ALL else rows.head(0)
+    if rows.empty:
+        axis.text(0.5, 0.5, "choose a metric to plot", ha="center", va="center")
+        axis.axis("off")
+        return figure
+    labels = [f"{m.split('/')[-1]} {s}"[:48] for m, s in zip(rows["model"], rows["subset"])]
+    low = (rows["value"] - rows["ci_low"]).clip(lower=0).fillna(0)
+    high = (rows["ci_high"] - rows["value"]).clip(lower=0).fillna(0)
+    axis.bar(range(len(rows)), rows["value"], yerr=[low, high], capsize=2, color="tab:blue")
+    axis.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
+    axis.set_ylabel(metric)
+    axis.set_title(f"{metric} with confidence intervals", fontsize=10)
+    return figure
+
+
+def model_detail(board: pd.DataFrame, model: str) -> pd.DataFrame:
+    rows = board[board["model"] == model] if model and model != ALL else board.head(0)
+    return rows[["probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value"]].reset_index(drop=True)
+
+
+def explain(metric: str) -> str:
+    """The metric's Description from its evaluate card, where vlfair has a module of that name."""
+    card = metrics_dir() / metric / "README.md"
+    if metric == ALL or not card.exists():
+        return f"**{metric}**: reported by a probe; see the probe's report for its definition." if metric != ALL else ""
+    text = card.read_text()
+    match = re.search(r"## Description\n(.*?)\n## ", text, re.S)
+    return f"### {metric}\n" + (match.group(1).strip() if match else "")
+
+
+def build_app(source: str) -> gr.Blocks:
+    board = load_board(source)
+    with gr.Blocks(title="vlfair leaderboard") as app:
+        gr.Markdown(f"# vlfair leaderboard\n{len(board)} results from {board['model'].nunique()} models "
+                    f"and {board['probe'].nunique()} probes.")
+        with gr.Row():
+            probe = gr.Dropdown(choices(board, "probe"), value=ALL, label="probe")
+            metric = gr.Dropdown(choices(board, "metric"), value=ALL, label="metric")
+            model = gr.Dropdown(choices(board, "model"), value=ALL, label="model")
+            subset = gr.Textbox(label="subset contains", placeholder="e.g. nurse")
+        with gr.Row():
+            sort_by = gr.Dropdown(["value", "p_value", "model", "metric"], value="value", label="sort by")
+            descending = gr.Checkbox(value=True, label="descending")
+        table = gr.Dataframe(filter_board(board), label="results", interactive=False)
+        chart = gr.Plot(label="metric with CIs")
+        explanation = gr.Markdown()
+        detail = gr.Dataframe(label="model detail", interactive=False)
+
+        def update(p, m, s, mo, sb, d):
+            rows = filter_board(board, p, m, s, mo, sb, d)
+            return rows, metric_chart(rows, m), explain(m), model_detail(board, mo)
+
+        inputs = [probe, metric, subset, model, sort_by, descending]
+        for control in inputs:
+            control.change(update, inputs, [table, chart, explanation, detail], api_name=False)
+        gr.Button("apply", variant="primary").click(update, inputs, [table, chart, explanation, detail],
+                                                    api_name="filter")
+    return app
+
+
+if __name__ == "__main__":
+    build_app(os.environ.get("VLFAIR_RESULTS", "results")).launch(server_name=os.environ.get("GRADIO_SERVER_NAME",
+                                                                                             "127.0.0.1"))
