@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -15,7 +14,6 @@ import datasets
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from PIL import Image
 
 import vlfair

@@ -187,10 +187,7 @@ def test_offline_uncached_model_error_says_exactly_that(tmp_path):
 def test_hub_cache_snapshot_loads_offline_with_its_commit_as_revision(tmp_path, clip_dir):
     """A model in the local Hub cache layout loads offline; the commit hash is its revision."""
     commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = tmp_path / "hub" / "models--acme--tiny-clip"
-    shutil.copytree(clip_dir, repo / "snapshots" / commit)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(commit)
+    _fake_hub_repo(tmp_path / "hub", "acme/tiny-clip", clip_dir, commit)
     code = ("import vlfair; e = vlfair.load_encoder('hf:acme/tiny-clip'); print(e.revision); "
             "print(vlfair.load_encoder('acme/tiny-clip@main').revision)")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}

@@ -16,7 +16,7 @@ from vlfair import measures
 from vlfair.cli import main
 from vlfair.explain import gradcam
 from vlfair.probes import ProbeError, run_probe
-from vlfair.report.leaderboard import read_results, read_table, tidy, write_table
+from vlfair.report.leaderboard import read_results, read_table, tidy
 from vlfair.report.results import results_schema
 
 # The probes embed all prompts in one batch, the references one by one: batched float32 matmuls

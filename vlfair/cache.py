@@ -16,7 +16,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -126,7 +125,3 @@ class ChunkStore:
         atomic_write(self.directory / "done.json", lambda h: h.write(json.dumps(done).encode()))
         for chunk_file in self.directory.glob("rows-*.npz"):
             chunk_file.unlink(missing_ok=True)
-
-    def clear(self) -> None:
-        if self.directory is not None:
-            shutil.rmtree(self.directory, ignore_errors=True)

@@ -4,19 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
-
 from vlfair._version import __version__
 
 PROBES = ("professions", "traits", "word-influence", "multilingual", "public-figures")
-
-
-def _not_yet(issue: str) -> Callable[[argparse.Namespace], int]:
-    def handler(args: argparse.Namespace) -> int:
-        print(f"vlfair {args.command}: not built yet; it arrives with {issue}.", file=sys.stderr)
-        return 2
-
-    return handler
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from vlfair.cache import DEFAULT, BadRow, Chunk, ChunkStore
 from vlfair.distributed import World, current_world
 from vlfair.imageio import BadImageError, load_rgb
-from vlfair.models.base import Encoder
+from vlfair.models.base import Encoder, concat_rows
 from vlfair.models.preprocessing import ImagePreprocessing
 from vlfair.sources import ImageSource, image_source
 
@@ -155,7 +155,7 @@ def embed_images(
     if final is None:
         chunks = _compute_chunks(encoder, source, store, world, batch_size, num_workers, chunk_size, progress,
                                  stop_on_bad=on_bad_image == "error")
-        embeddings = _concat([c.embeddings for c in chunks], encoder.embedding_dim)
+        embeddings = concat_rows([c.embeddings for c in chunks], encoder.embedding_dim)
         bad = [b for c in chunks for b in c.bad]
         if world.is_main:
             store.write_final(embeddings, bad)
@@ -181,10 +181,6 @@ def _more(bad: list[BadRow]) -> str:
         return ""
     rows = ", ".join(str(b.row) for b in bad[1:6]) + (", ..." if len(bad) > 6 else "")
     return f" ({len(bad) - 1} more unreadable rows: {rows}; on_bad_image='skip' leaves them out)"
-
-
-def _concat(parts: list[np.ndarray], dim: int) -> np.ndarray:
-    return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros((0, dim), np.float32)
 
 
 def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, world: World, batch_size: int,

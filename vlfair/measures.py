@@ -237,8 +237,7 @@ def word_influence(predictions: Sequence[int], variants: Sequence[Any], num_word
     if not np.isin(values, (0.0, 1.0)).all():
         row = int(np.flatnonzero(~np.isin(values, (0.0, 1.0)))[0])
         raise ValueError(f"predictions must be 0 or 1 (1 = classified as the target group); row {row} is {values[row]}")
-    if len(variants) != values.size:
-        _same_length(predictions=values, variants=list(variants))
+    _same_length(predictions=values, variants=list(variants))
     keys = [parse_variant(v, num_words, row) for row, v in enumerate(variants)]
     sums: dict[tuple[int, ...], float] = {}
     counts: dict[tuple[int, ...], int] = {}

@@ -7,7 +7,7 @@ says so. Tests and the demo use them where the real data cannot be shipped.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable
+from typing import Callable
 
 import datasets
 import numpy as np
@@ -107,13 +107,18 @@ def make_synthetic(name: str, size: int | None = None, seed: int = 0, subset: st
     if size < 1:
         raise ValueError(f"size must be positive, got {size}")
     columns = generate(size, np.random.default_rng(seed), seed, subset)
+    return columns_to_dataset(columns, (
+        f"SYNTHETIC twin of {name} made by vlfair (seed={seed}, size={size}): labels drawn from the real "
+        "vocabularies, images are generated shapes, not photographs of people. For tests and demos only."))
+
+
+def columns_to_dataset(columns: dict[str, list], description: str) -> datasets.Dataset:
+    """An in-memory dataset: "image" holds PIL images; other features follow their first non-None value."""
     features = {"image": datasets.Image()}
     for key, values in columns.items():
         if key != "image":
             sample = next((v for v in values if v is not None), "")
             dtype = "bool" if isinstance(sample, bool) else "int64" if isinstance(sample, int) else "string"
             features[key] = datasets.Value(dtype)
-    info = datasets.DatasetInfo(features=datasets.Features(features), description=(
-        f"SYNTHETIC twin of {name} made by vlfair (seed={seed}, size={size}): labels drawn from the real "
-        "vocabularies, images are generated shapes, not photographs of people. For tests and demos only."))
+    info = datasets.DatasetInfo(features=datasets.Features(features), description=description)
     return datasets.Dataset.from_dict(columns, features=datasets.Features(features), info=info)

@@ -10,27 +10,17 @@ import numpy as np
 from PIL import Image
 
 from vlfair.data.schemas import FAIRFACE_AGE_BINS
+from vlfair.data.synthetic import columns_to_dataset
 from vlfair.demo.world import GENDERS, GERMAN, NAMES, OCCUPATIONS, PROFESSIONS, RACES, Person, render
 
 POLITICIAN_OFFICES = ("senator", "representative", "mayor")
 FREQUENT_NAMES = NAMES[: len(NAMES) // 2]
 
 
-def _dataset(columns: dict[str, list], description: str) -> datasets.Dataset:
-    features = {"image": datasets.Image()}
-    for key, values in columns.items():
-        if key != "image":
-            sample = next((v for v in values if v is not None), "")
-            features[key] = datasets.Value("bool" if isinstance(sample, bool) else "int64" if isinstance(sample, int)
-                                           else "string")
-    info = datasets.DatasetInfo(features=datasets.Features(features), description=description)
-    return datasets.Dataset.from_dict(columns, features=datasets.Features(features), info=info)
-
-
 def professions(per_cell: int = 5, seed: int = 11) -> datasets.Dataset:  # the study: 5 images per cell
     rng = np.random.default_rng(seed)
     rows = [(p, g, r) for p, g, r in itertools.product(range(len(PROFESSIONS)), range(2), range(4)) for _ in range(per_cell)]
-    return _dataset({"image": [render(Person(g, r, p), rng) for p, g, r in rows],
+    return columns_to_dataset({"image": [render(Person(g, r, p), rng) for p, g, r in rows],
                      "profession": [PROFESSIONS[p] for p, _, _ in rows], "gender": [GENDERS[g] for _, g, _ in rows],
                      "race": [RACES[r] for _, _, r in rows]}, "planted-bias world: professions")
 
@@ -38,7 +28,7 @@ def professions(per_cell: int = 5, seed: int = 11) -> datasets.Dataset:  # the s
 def fairface(per_cell: int = 20, seed: int = 12) -> datasets.Dataset:
     rng = np.random.default_rng(seed)
     rows = [(g, r) for r, g in itertools.product(range(len(RACES)), range(2)) for _ in range(per_cell)]
-    return _dataset({"image": [render(Person(g, r, int(rng.integers(len(OCCUPATIONS)))), rng) for g, r in rows],
+    return columns_to_dataset({"image": [render(Person(g, r, int(rng.integers(len(OCCUPATIONS)))), rng) for g, r in rows],
                      "file": [f"world/{i}.png" for i in range(len(rows))],
                      "age": [str(rng.choice(FAIRFACE_AGE_BINS[3:7])) for _ in rows],
                      "gender": [GENDERS[g] for g, _ in rows], "race": [RACES[r] for _, r in rows],
@@ -50,7 +40,7 @@ def multi30k(images: int = 64, seed: int = 13) -> datasets.Dataset:
     rng = np.random.default_rng(seed)
     people = [Person(int(rng.integers(2)), int(rng.integers(len(RACES))), i % len(PROFESSIONS)) for i in range(images)]
     english = [f"a photo of a {PROFESSIONS[p.occupation]}" for p in people]
-    return _dataset({"image": [render(p, rng) for p in people], "image_file": [f"{i}.png" for i in range(images)],
+    return columns_to_dataset({"image": [render(p, rng) for p in people], "image_file": [f"{i}.png" for i in range(images)],
                      "portion": ["translation"] * images, "caption_index": [1] * images, "en": english,
                      "de": [" ".join(GERMAN.get(w, w) for w in c.split()) for c in english],
                      "fr": [None] * images, "cs": [None] * images}, "planted-bias world: captions")
@@ -64,7 +54,7 @@ def pfi(per_identity: int = 3, seed: int = 14) -> datasets.Dataset:
         category = POLITICIAN_OFFICES[identity % 3] if occupation == "politician" else "actor"
         for _ in range(per_identity):
             rows.append((identity, name, category, identity % 2, occupation))
-    return _dataset({
+    return columns_to_dataset({
         "image": [render(Person(g, int(rng.integers(len(RACES))), OCCUPATIONS.index(o), i), rng) for i, _, _, g, o in rows],
         "name": [n for _, n, _, _, _ in rows], "category": [c for _, _, c, _, _ in rows],
         "gender": [GENDERS[g] for _, _, _, g, _ in rows],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import time
@@ -17,6 +16,7 @@ from vlfair.demo.train import trained_encoder
 from vlfair.demo.world import PROFESSIONS, Planting
 from vlfair.probes import run_probe
 from vlfair.probes.base import clip_score
+from vlfair.report.writer import inline_png, page
 from vlfair.t2i.classifier import GroupClassifier
 from vlfair.t2i.transmuters import LexiconTransmuter
 
@@ -51,7 +51,6 @@ def _professions(enc, name, data, out, cache, biased: bool) -> list[dict]:
     scores = clip_score(images, text[[PROFESSIONS.index(p) for p in professions]])
     cells = [(p, g) for p in PROFESSIONS for g in ("Female", "Male")]
     codes = np.array([cells.index((p, g)) for p, g in zip(professions, genders)])
-    onehot = np.eye(len(cells))[codes] / np.bincount(codes, minlength=len(cells))
 
     def relative(means: np.ndarray, profession: str) -> np.ndarray:
         ratio = {p: means[..., cells.index((p, "Female"))] / means[..., cells.index((p, "Male"))] for p in PROFESSIONS}
@@ -59,8 +58,9 @@ def _professions(enc, name, data, out, cache, biased: bool) -> list[dict]:
 
     entries = []
     for profession, direction in (("doctor", "< 1 (women score lower)"), ("nurse", "> 1 (women score higher)")):
-        value = float(relative(scores @ onehot, profession))
-        ci = stats.bootstrap_interval(lambda idx, p=profession: relative(scores[idx] @ onehot, p), codes, 1000, CONFIDENCE)
+        value = float(relative(stats.group_means(scores, codes, len(cells)), profession))
+        ci = stats.bootstrap_interval(lambda idx, p=profession: relative(stats.group_means(scores[idx], codes, len(cells)), p),
+                                      codes, 1000, CONFIDENCE)
         entries.append(_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
                               {"profession": profession}, name, direction if biased else "1 (none)", value, ci,
                               _excludes(ci, 1.0), 1.0))
@@ -116,8 +116,11 @@ def _public_figures(enc, name, data, out, cache, biased: bool) -> list[dict]:
     frequent = np.isin(np.array(data["name"]), world_data.FREQUENT_NAMES)
     codes = frequent.astype(np.int64)
     difference = correct[frequent].mean() - correct[~frequent].mean()
-    ci = stats.bootstrap_interval(lambda idx: (correct[idx] * (codes == 1)).sum(1) / (codes == 1).sum()
-                                  - (correct[idx] * (codes == 0)).sum(1) / (codes == 0).sum(), codes, 1000, CONFIDENCE)
+    def frequent_minus_rare(idx: np.ndarray) -> np.ndarray:
+        means = stats.group_means(correct[idx], codes, 2)
+        return means[:, 1] - means[:, 0]
+
+    ci = stats.bootstrap_interval(frequent_minus_rare, codes, 1000, CONFIDENCE)
     entries.append(_entry("public-figures", "retention text score (frequent - rare names)", {"names": "frequent vs rare"},
                           name, "> 0 (frequent names seen far more often)" if biased else "0 (none)", difference, ci,
                           _excludes(ci, 0.0), 0.0))
@@ -211,11 +214,6 @@ def _report(entries: list[dict], plantings: dict[str, Planting], out: Path, seco
         for name in ("biased", "control"):
             pngs = sorted((out / name / probe).glob("*.png"))[:2]
             for png in pngs:
-                data = base64.b64encode(png.read_bytes()).decode()
-                parts.append(f"<figure><img src='data:image/png;base64,{data}' style='max-width:48%'>"
-                             f"<figcaption>{name}: {html.escape(png.stem)} (full report: {name}/{probe}/report.html)"
+                parts.append(f"<figure>{inline_png(png, png.stem, 'max-width:48%')}<figcaption>{name}: {html.escape(png.stem)} (full report: {name}/{probe}/report.html)"
                              "</figcaption></figure>")
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;font-size:13px}"
-             "td,th{border:1px solid #ccc;padding:3px 6px}")
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>vlfair demo</title><style>{style}</style></head>" \
-           f"<body>{''.join(parts)}</body></html>"
+    return page("vlfair demo", "".join(parts))

@@ -82,7 +82,7 @@ class Encoder(abc.ABC):
                 for i, image in enumerate(images[start : start + batch_size])
             ]
             out.append(self.encode_pixels(torch.from_numpy(np.stack(arrays)), normalize).cpu().numpy())
-        return _concat(out, self.embedding_dim)
+        return concat_rows(out, self.embedding_dim)
 
     # ---- texts ---------------------------------------------------------------------------
     @torch.inference_mode()
@@ -94,7 +94,7 @@ class Encoder(abc.ABC):
         for start in range(0, len(texts), batch_size):
             features = self.text_features(list(texts[start : start + batch_size])).float()
             out.append((_l2(features) if normalize else features).cpu().numpy())
-        return _concat(out, self.embedding_dim)
+        return concat_rows(out, self.embedding_dim)
 
     # ---- scores --------------------------------------------------------------------------
     def logits(self, image_embeds: np.ndarray, text_embeds: np.ndarray) -> np.ndarray:
@@ -125,8 +125,9 @@ def _l2(features: torch.Tensor) -> torch.Tensor:
     return features / features.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-def _concat(parts: list[np.ndarray], dim: int) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
+def concat_rows(parts: list[np.ndarray], dim: int) -> np.ndarray:
+    """Stacked float32 rows; an empty (0, dim) array when there are none."""
+    return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros((0, dim), np.float32)
 
 
 def pick_device(device: str | torch.device) -> torch.device:

@@ -48,7 +48,7 @@ def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | No
         if schema is None:
             fitting = [s for s in probe.schemas if all(c in spec.column_names for c in probe.required_columns.get(s, ()))]
             schema = fitting[0] if fitting else probe.schemas[0]
-        return spec, schema, getattr(spec, "_vlfair_name", schema)
+        return spec, schema, schema
     from vlfair.data import load_dataset
 
     spec = str(spec)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -116,14 +115,3 @@ class Probe(abc.ABC):
 def clip_score(image_embeddings: np.ndarray, text_embeddings: np.ndarray) -> np.ndarray:
     """CLIPScore = max(100 cos, 0) of each image with its own text (rows paired)."""
     return np.maximum(100.0 * (image_embeddings * text_embeddings).sum(axis=1), 0.0)
-
-
-def small_groups(labels: np.ndarray, minimum: int = 2) -> list[str]:
-    values, counts = np.unique(labels, return_counts=True)
-    return [str(v) for v, c in zip(values, counts) if c < minimum]
-
-
-def save_dir(path: str | Path) -> Path:
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    return path

@@ -49,6 +49,21 @@ def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str
     return report
 
 
+STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+         "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}")
+
+
+def page(title: str, body: str) -> str:
+    """A self-contained HTML page (no external assets)."""
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>{body}</body></html>")
+
+
+def inline_png(path: Path, alt: str, style: str = "max-width:100%") -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{data}' style='{style}'>"
+
+
 def _html(results: dict[str, Any], tables: dict[str, pd.DataFrame], pngs: dict[str, Path], notes: list[str],
           title: str) -> str:
     model, dataset = results["model"], results["dataset"]
@@ -62,12 +77,7 @@ def _html(results: dict[str, Any], tables: dict[str, pd.DataFrame], pngs: dict[s
     if results["skipped_rows"]:
         parts.append(f"<p>Skipped unreadable rows: {results['skipped_rows']}</p>")
     for name, path in pngs.items():
-        data = base64.b64encode(path.read_bytes()).decode()
-        parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2><img alt='{html.escape(name)}' "
-                     f"src='data:image/png;base64,{data}' style='max-width:100%'>")
+        parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2>{inline_png(path, name)}")
     for name, frame in tables.items():
         parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2>" + frame.to_html(float_format=lambda v: f"{v:.4g}"))
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+    return page(title, "".join(parts))

@@ -47,11 +47,4 @@ class GroupClassifier:
         return labels
 
 
-def as_classifier(classifier: Any) -> Callable[[Sequence[Image.Image]], list[str]]:
-    """A GroupClassifier, or any callable images -> labels (``no_person`` for nobody)."""
-    if not callable(classifier):
-        raise TypeError("the classifier must be callable: images -> group labels")
-    return classifier
-
-
-__all__ = ["GroupClassifier", "NO_PERSON", "as_classifier"]
+__all__ = ["GroupClassifier", "NO_PERSON"]
