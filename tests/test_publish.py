@@ -76,6 +76,10 @@ def test_wheel_ships_metrics_and_loads_them_offline(tmp_path):
     for measure in MEASURES:
         for file in (f"{measure}.py", "README.md", "app.py", "requirements.txt"):
             assert f"vlfair/_metrics/{measure}/{file}" in names
+    # every module and data file of the package, subpackages included (a package list once missed t2i and demo)
+    package_files = {p.relative_to(REPO).as_posix() for p in (REPO / "vlfair").rglob("*")
+                     if p.suffix in (".py", ".yaml", ".json") and "__pycache__" not in p.parts}
+    assert package_files <= names, sorted(package_files - names)
     target = tmp_path / "site"
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel), "-q"],
                              capture_output=True, text=True, timeout=600)

@@ -1,4 +1,18 @@
 import evaluate
-from evaluate.utils import launch_gradio_widget
+from vlfair.widget import metric_widget
 
-launch_gradio_widget(evaluate.load("vlfair/bias_ratio"))
+# A worked example fills the widget; evaluate's own launch_gradio_widget needs Gradio 3 (see vlfair.widget).
+EXAMPLE = {
+    "predictions": [70.1, 68.4, 72.0, 81.9, 80.2, 83.5],
+    "references": ["Female", "Female", "Female", "Male", "Male", "Male"],
+}
+OPTIONS = {
+    "protected_group": "Female",
+    "reference_group": "Male",
+    "bootstrap": 200,
+}
+
+demo = metric_widget(evaluate.load("vlfair/bias_ratio"), EXAMPLE, OPTIONS)
+
+if __name__ == "__main__":
+    demo.launch()

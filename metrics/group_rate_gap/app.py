@@ -1,4 +1,17 @@
 import evaluate
-from evaluate.utils import launch_gradio_widget
+from vlfair.widget import metric_widget
 
-launch_gradio_widget(evaluate.load("vlfair/group_rate_gap"))
+# A worked example fills the widget; evaluate's own launch_gradio_widget needs Gradio 3 (see vlfair.widget).
+EXAMPLE = {
+    "predictions": ["Male", "Male", "Female", "Male", "Female", "Female"],
+    "references": ["Male", "Male", "Female", "Female", "Female", "Female"],
+    "groups": ["White", "White", "White", "Black", "Black", "Black"],
+}
+OPTIONS = {
+    "bootstrap": 200,
+}
+
+demo = metric_widget(evaluate.load("vlfair/group_rate_gap"), EXAMPLE, OPTIONS)
+
+if __name__ == "__main__":
+    demo.launch()

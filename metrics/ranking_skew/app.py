@@ -1,4 +1,16 @@
 import evaluate
-from evaluate.utils import launch_gradio_widget
+from vlfair.widget import metric_widget
 
-launch_gradio_widget(evaluate.load("vlfair/ranking_skew"))
+# A worked example fills the widget; evaluate's own launch_gradio_widget needs Gradio 3 (see vlfair.widget).
+EXAMPLE = {
+    "predictions": [[0.9, 0.8, 0.7, 0.1]],
+}
+OPTIONS = {
+    "item_groups": ["man", "man", "woman", "woman"],
+    "k": 2,
+}
+
+demo = metric_widget(evaluate.load("vlfair/ranking_skew"), EXAMPLE, OPTIONS)
+
+if __name__ == "__main__":
+    demo.launch()

@@ -1,4 +1,16 @@
 import evaluate
-from evaluate.utils import launch_gradio_widget
+from vlfair.widget import metric_widget
 
-launch_gradio_widget(evaluate.load("vlfair/retention"))
+# A worked example fills the widget; evaluate's own launch_gradio_widget needs Gradio 3 (see vlfair.widget).
+EXAMPLE = {
+    "predictions": [[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.1, 0.8, 0.1]],
+    "references": [0, 1, 2],
+}
+OPTIONS = {
+    "bootstrap": 200,
+}
+
+demo = metric_widget(evaluate.load("vlfair/retention"), EXAMPLE, OPTIONS)
+
+if __name__ == "__main__":
+    demo.launch()

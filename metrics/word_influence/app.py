@@ -1,4 +1,17 @@
 import evaluate
-from evaluate.utils import launch_gradio_widget
+from vlfair.widget import metric_widget
 
-launch_gradio_widget(evaluate.load("vlfair/word_influence"))
+# A worked example fills the widget; evaluate's own launch_gradio_widget needs Gradio 3 (see vlfair.widget).
+EXAMPLE = {
+    "predictions": [1, 1, 1, 0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 0, 0],
+    "variants": ["", "", "", "", "0", "0", "0", "0", "1", "1", "1", "1", "0,1", "0,1", "0,1", "0,1"],
+}
+OPTIONS = {
+    "num_words": 2,
+    "k": 1,
+}
+
+demo = metric_widget(evaluate.load("vlfair/word_influence"), EXAMPLE, OPTIONS)
+
+if __name__ == "__main__":
+    demo.launch()

@@ -1,0 +1,116 @@
+"""vlfair demo Space: run a bias probe on an encoder in the browser.
+
+Offline (no Hub), it offers the demo world: two tiny CLIP encoders trained on a synthetic world
+with planted biases (trained on first use, about a minute each on a CPU), and that world's data.
+With the Hub, a short list of real encoders and a balanced FairFace sample are added; other model
+ids only when VLFAIR_SPACE_ALLOW_ANY_MODEL=1. Limits: VLFAIR_SPACE_MAX_FILES, VLFAIR_SPACE_MAX_FILE_MB,
+VLFAIR_SPACE_MAX_TOTAL_MB, VLFAIR_SPACE_TIME_LIMIT_S.
+"""
+
+import os
+
+import gradio as gr
+import pandas as pd
+
+from vlfair.report.writer import markdown_table
+from vlfair.space import session
+from vlfair.space.limits import Limits, SpaceInputError, run_with_time_limit
+from vlfair.space.uploads import UPLOAD_HELP, UPLOADS, label_template, read_labels_csv
+
+INTRO = """# vlfair: measure social bias in a vision-language model
+Pick an encoder, a probe and data, then **run**. The *demo world* works offline: its encoders were
+trained on a synthetic world with biases planted on purpose (doctors mostly men, "smart" mostly one
+race, politicians mostly men, German captions rare; the generator makes "nurse" raise the share of
+women by 0.4). The biased encoder should show them; the control encoder should not."""
+
+
+def _labels(csv_file, table) -> pd.DataFrame | None:
+    """A labels CSV wins over the table typed in the UI."""
+    if csv_file:
+        return read_labels_csv(csv_file)
+    if isinstance(table, pd.DataFrame) and len(table) and table.astype(str).ne("").any().any():
+        return table
+    return None
+
+
+def _tables_markdown(tables: dict[str, pd.DataFrame]) -> str:
+    return "\n".join(f"### {name.replace('_', ' ')}\n{markdown_table(frame)}" for name, frame in tables.items())
+
+
+def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bool | None = None,
+              hub: bool | None = None) -> gr.Blocks:
+    limits = limits or Limits.from_env()
+    allow_other = os.environ.get("VLFAIR_SPACE_ALLOW_ANY_MODEL") == "1" if allow_other is None else allow_other
+    hub = session.hub_reachable() if hub is None else hub
+    pool = session.EncoderPool(cache_dir)
+
+    def run(probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt,
+            progress=gr.Progress(track_tqdm=True)):
+        def work():
+            return session.run_request(
+                pool, probe, encoder, data, other_id=other or "", allow_other=allow_other, per_group=per_group,
+                uploads=images, labels=_labels(labels_csv, label_table) if data == session.UPLOAD else None,
+                prompt=prompt or "", limits=limits, progress=lambda f, text: progress(f, desc=text))
+
+        try:
+            output = run_with_time_limit(work, limits.time_limit_s)
+        except SpaceInputError as exc:
+            raise gr.Error(str(exc), duration=None) from None
+        r = output.results
+        summary = (f"**{r['probe']}** on `{r['model']['spec'].split('/')[-1]}` ({r['model']['dtype']}), "
+                   f"{r['dataset']['num_rows']} rows of {r['dataset']['name']}: {len(r['metrics'])} metrics"
+                   + (f"; skipped unreadable rows {r['skipped_rows']}" if r["skipped_rows"] else "")
+                   + "".join(f"\n- {w}" for w in r.get("warnings", [])))
+        return (summary, output.metrics, [str(p) for p in output.plots], _tables_markdown(output.tables),
+                [str(output.results_path), str(output.report_path)])
+
+    def on_probe(probe):
+        choices = session.data_choices(probe, hub)
+        return gr.update(choices=choices, value=choices[0]), gr.update(visible=probe == "word-influence")
+
+    def on_data(probe, data):
+        return gr.update(visible=data == session.UPLOAD), gr.update(visible=data not in (session.UPLOAD,
+                                                                                          session.WORLD_DATA,
+                                                                                          session.GENERATED))
+
+    def on_images(images, probe):
+        return label_template(images or [], probe) if probe in UPLOADS else pd.DataFrame()
+
+    with gr.Blocks(title="vlfair demo") as app:
+        gr.Markdown(INTRO)
+        with gr.Row():
+            encoder = gr.Dropdown(session.encoder_choices(hub), value=session.WORLD_BIASED, label="encoder")
+            other = gr.Textbox(label="or another Hub model id", placeholder="owner/name[@revision]",
+                               visible=allow_other)
+            probe = gr.Dropdown(list(session.PROBE_NAMES), value="professions", label="probe")
+            data = gr.Dropdown(session.data_choices("professions", hub), value=session.WORLD_DATA, label="data")
+        per_group = gr.Slider(2, limits.max_sample_per_group, value=10, step=1, label="sample: images per group",
+                              visible=False)
+        prompt = gr.Textbox("a nurse at the hospital", label="prompt (word-influence)", visible=False)
+        with gr.Group(visible=False) as upload_box:
+            gr.Markdown(UPLOAD_HELP.format(max_files=limits.max_files, max_mb=limits.max_file_bytes / 2**20))
+            images = gr.File(file_count="multiple", file_types=["image"], label="images", type="filepath")
+            labels_csv = gr.File(file_types=[".csv"], label="labels CSV (optional)", type="filepath")
+            label_table = gr.Dataframe(label="labels, one row per image (or upload a CSV)", interactive=True,
+                                       type="pandas")
+        run_button = gr.Button("run", variant="primary")
+        summary = gr.Markdown(elem_id="summary")
+        metrics = gr.Dataframe(label="metrics", interactive=False, elem_id="metrics")
+        plots = gr.Gallery(label="plots", columns=2, height="auto", elem_id="plots")
+        tables = gr.Markdown(elem_id="tables")
+        downloads = gr.File(label="results.json and report.html", file_count="multiple", interactive=False)
+
+        probe.change(on_probe, probe, [data, prompt], api_name=False)
+        data.change(on_data, [probe, data], [upload_box, per_group], api_name=False)
+        for trigger in (images, probe):  # the label columns depend on the probe
+            trigger.change(on_images, [images, probe], label_table, api_name=False)
+        run_button.click(run, [probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt],
+                         [summary, metrics, plots, tables, downloads], api_name="run")
+    app.queue(default_concurrency_limit=1)  # one probe at a time: a CPU Space has no room for two
+    return app
+
+
+if __name__ == "__main__":
+    limits = Limits.from_env()
+    build_app(limits=limits).launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                                    max_file_size=limits.max_file_bytes)

@@ -1,0 +1,187 @@
+"""Uploaded images with group labels -> a dataset a probe accepts; each problem is named."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from pathlib import Path
+from typing import Sequence
+
+import datasets
+import pandas as pd
+from PIL import Image, UnidentifiedImageError
+
+from vlfair.data.schemas import SCHEMAS, normalize_label
+from vlfair.data.synthetic import columns_to_dataset
+from vlfair.space.limits import MB, Limits, SpaceInputError
+
+IMAGE_FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "GIF", "TIFF")  # what PIL decodes without plugins
+FILE_COLUMN = "file"
+FILE_COLUMN_ALIASES = ("file", "file_name", "filename", "image")
+
+
+@dataclasses.dataclass(frozen=True)
+class UploadSpec:
+    """How a probe takes uploaded images: the labels a user gives per image and the groups compared."""
+
+    schema: str                      # the dataset schema whose vocabularies check the labels
+    labels: tuple[str, ...]          # one value per image, from the CSV or the label table
+    groups: tuple[str, ...]          # compared groups: every value needs at least 2 images
+    fixed: dict = dataclasses.field(default_factory=dict)  # columns the probe reads that uploads cannot vary
+    file_column: str | None = None   # a schema column that holds the file name
+
+
+UPLOADS: dict[str, UploadSpec] = {
+    "professions": UploadSpec("professions", ("profession", "gender", "race"), ("gender", "race")),
+    "traits": UploadSpec("fairface", ("race", "gender"), ("race", "gender"), file_column="file"),
+    "public-figures": UploadSpec("pfi", ("name", "category", "gender"), ("gender",)),
+    "multilingual": UploadSpec("multi30k", ("en", "de"), (), {"portion": "translation", "caption_index": 1},
+                               file_column="image_file"),
+}
+
+
+def upload_spec(probe: str) -> UploadSpec:
+    if probe not in UPLOADS:
+        raise SpaceInputError(f"the {probe} probe takes no uploaded images here; probes that do: {sorted(UPLOADS)}")
+    return UPLOADS[probe]
+
+
+def check_images(paths: Sequence[str | Path], limits: Limits) -> list[Path]:
+    """Every upload is a decodable image of an allowed type within the caps; else the first problem, named."""
+    paths = [Path(p) for p in paths or []]
+    if not paths:
+        raise SpaceInputError("no images were uploaded")
+    if len(paths) > limits.max_files:
+        raise SpaceInputError(f"{len(paths)} files were uploaded; this Space takes at most {limits.max_files}")
+    seen: dict[str, Path] = {}
+    for path in paths:
+        if path.name in seen:
+            raise SpaceInputError(f"two uploaded files are named {path.name!r}; labels are matched by file name, "
+                                  "so names must be unique")
+        seen[path.name] = path
+    sizes = {p: p.stat().st_size for p in paths}
+    if sum(sizes.values()) > limits.max_total_bytes:
+        raise SpaceInputError(f"the uploads total {sum(sizes.values()) / MB:.1f} MB; the limit is "
+                              f"{limits.max_total_bytes / MB:g} MB")
+    for path in paths:
+        if sizes[path] > limits.max_file_bytes:
+            raise SpaceInputError(f"{path.name} is {sizes[path] / MB:.1f} MB; the limit is "
+                                  f"{limits.max_file_bytes / MB:g} MB per image")
+        _check_image(path, limits)
+    return paths
+
+
+def _check_image(path: Path, limits: Limits) -> None:
+    try:
+        with Image.open(path) as image:
+            if image.format not in IMAGE_FORMATS:
+                raise SpaceInputError(f"{path.name} is a {image.format} image; accepted types: {', '.join(IMAGE_FORMATS)}")
+            if image.width * image.height > limits.max_pixels:
+                raise SpaceInputError(f"{path.name} has {image.width}x{image.height} pixels; the limit is "
+                                      f"{limits.max_pixels / 1e6:g} megapixels")
+            image.load()  # a full decode: a truncated or corrupt file fails here, not in the middle of a run
+    except UnidentifiedImageError:
+        raise SpaceInputError(f"{path.name} is not an image (accepted types: {', '.join(IMAGE_FORMATS)})") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        if isinstance(exc, SpaceInputError):
+            raise
+        raise SpaceInputError(f"{path.name} cannot be decoded as an image ({exc}); is it truncated or corrupt?") from None
+
+
+def read_labels_csv(path: str | Path) -> pd.DataFrame:
+    """A CSV with a file-name column (file, file_name, filename or image) and one column per label."""
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise SpaceInputError(f"the labels file {Path(path).name} cannot be read as CSV: {exc}") from None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return frame
+
+
+def label_template(paths: Sequence[str | Path], probe: str) -> pd.DataFrame:
+    """One row per uploaded image, its label columns empty: the table users fill in the UI."""
+    spec = upload_spec(probe)
+    return pd.DataFrame({FILE_COLUMN: [Path(p).name for p in paths or []], **{c: "" for c in spec.labels}})
+
+
+def uploads_to_dataset(paths: Sequence[str | Path], labels: pd.DataFrame, probe: str, limits: Limits) -> datasets.Dataset:
+    """The checked uploads with their labels as a dataset in the probe's columns (rows in upload order)."""
+    spec = upload_spec(probe)
+    paths = check_images(paths, limits)
+    table = _label_rows(labels, spec, [p.name for p in paths])
+    schema = SCHEMAS[spec.schema]
+    for column in spec.labels:
+        definition = schema.column(column)
+        values = [normalize_label(v, definition) for v in table[column]]
+        if definition.vocabulary is not None:
+            wrong = [(f, v) for f, v in zip(table[FILE_COLUMN], values) if v not in definition.vocabulary]
+            if wrong:
+                listed = "; ".join(f"{f}: {v!r}" for f, v in wrong[:5])
+                raise SpaceInputError(f"{len(wrong)} label(s) in column '{column}' are not among "
+                                      f"{list(definition.vocabulary)} ({listed})")
+        table[column] = values
+    _check_groups(table, spec)
+    columns = {"image": [{"bytes": p.read_bytes(), "path": p.name} for p in paths],
+               **{c: table[c].tolist() for c in spec.labels},
+               **{c: [v] * len(paths) for c, v in spec.fixed.items()}}
+    if spec.file_column:
+        columns[spec.file_column] = [p.name for p in paths]
+    return columns_to_dataset(columns, f"{len(paths)} uploaded images labelled by the user ({probe} probe)")
+
+
+def _label_rows(labels: pd.DataFrame | None, spec: UploadSpec, names: list[str]) -> pd.DataFrame:
+    """The label rows in upload order, with every uploaded image labelled exactly once."""
+    if labels is None or len(labels.columns) == 0:
+        raise SpaceInputError(f"no labels: upload a CSV with columns {[FILE_COLUMN, *spec.labels]} or fill in the "
+                              "label table")
+    labels = labels.rename(columns={c: str(c).strip() for c in labels.columns})
+    file_column = next((c for c in FILE_COLUMN_ALIASES if c in labels.columns), None)
+    if file_column is None:
+        raise SpaceInputError(f"the labels have no file-name column (one of {list(FILE_COLUMN_ALIASES)}); "
+                              f"columns: {list(labels.columns)}")
+    missing = [c for c in spec.labels if c not in labels.columns]
+    if missing:
+        raise SpaceInputError(f"the labels lack column(s) {missing}; this probe needs {[FILE_COLUMN, *spec.labels]}, "
+                              f"the labels have {list(labels.columns)}")
+    table = labels[[file_column, *spec.labels]].rename(columns={file_column: FILE_COLUMN})
+    table = table.fillna("").astype(str).apply(lambda column: column.str.strip())
+    table[FILE_COLUMN] = [Path(f).name for f in table[FILE_COLUMN]]
+    table = table[table.ne("").any(axis=1)]  # blank rows (the UI table's trailing row) carry nothing
+    repeated = sorted(table[FILE_COLUMN][table[FILE_COLUMN].duplicated()].unique())
+    if repeated:
+        raise SpaceInputError(f"the labels list these files more than once: {repeated[:5]}")
+    unknown = sorted(set(table[FILE_COLUMN]) - set(names))
+    if unknown:
+        raise SpaceInputError(f"the labels name {len(unknown)} file(s) that were not uploaded: {unknown[:5]}")
+    unlabelled = [n for n in names if n not in set(table[FILE_COLUMN])]
+    if unlabelled:
+        raise SpaceInputError(f"missing labels for {len(unlabelled)} uploaded image(s): {unlabelled[:5]}; "
+                              "give every image a row")
+    table = table.set_index(FILE_COLUMN).loc[names].reset_index()
+    empty = [(f, c) for c in spec.labels for f, v in zip(table[FILE_COLUMN], table[c]) if v == ""]
+    if empty:
+        listed = "; ".join(f"{f} has no {c!r}" for f, c in empty[:5])
+        raise SpaceInputError(f"missing labels: {len(empty)} empty cell(s) ({listed})")
+    return table
+
+
+def _check_groups(table: pd.DataFrame, spec: UploadSpec) -> None:
+    if len(table) < 2:
+        raise SpaceInputError("at least 2 images are needed")
+    for column in spec.groups:
+        counts = table[column].value_counts()
+        if len(counts) < 2:
+            raise SpaceInputError(f"all images have {column} = {counts.index[0]!r}; the probe compares {column} "
+                                  "groups, so at least two are needed")
+        small = counts[counts < 2]
+        if len(small):
+            listed = "; ".join(f"{column} = {value!r}: {n} image ({table[FILE_COLUMN][table[column] == value].iloc[0]})"
+                               for value, n in small.items())
+            raise SpaceInputError(f"fewer than 2 images in a group ({listed}); every compared group needs at least 2")
+
+
+UPLOAD_HELP = ("Upload up to {max_files} images (JPEG, PNG, WEBP, BMP, GIF or TIFF; at most {max_mb:g} MB each) "
+               "and give each a label: a CSV with a `file` column (the image's file name) and the probe's label "
+               "columns, or the table below. Columns per probe: "
+               + "; ".join(f"{probe}: {', '.join(spec.labels)}" for probe, spec in UPLOADS.items())
+               + ". Every compared group needs at least 2 images.")

@@ -1,0 +1,120 @@
+"""The Gradio widget of a vlfair evaluate module's Space.
+
+evaluate 0.4.6's ``launch_gradio_widget`` is written against Gradio 3 (``gr.inputs``) and fails on
+import of the API under Gradio 6; it also cannot pass compute options (``protected_group``,
+``bootstrap``...). This widget takes both: one table row per example (list columns as JSON text)
+and the options as JSON, pre-filled with a worked example.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+FRONT_MATTER = re.compile(r"^---\n.*?\n---\n", re.S)
+
+
+def column_kinds(module) -> dict[str, str]:
+    """feature name -> "int", "float", "str" or "json" (anything that is not a scalar: typed as JSON text)."""
+    import datasets
+
+    features = module.features[0] if isinstance(module.features, list) else module.features
+    kinds = {}
+    for name, feature in features.items():
+        dtype = feature.dtype if isinstance(feature, datasets.Value) else None
+        kinds[name] = ("int" if dtype.startswith("int") else "float" if dtype.startswith("float")
+                       else "str" if dtype == "string" else "json") if dtype else "json"
+    return kinds
+
+
+def example_frame(example: dict[str, list], kinds: dict[str, str]) -> pd.DataFrame:
+    """The example columns as table cells (JSON text for list columns)."""
+    rows = len(next(iter(example.values()), []))
+    return pd.DataFrame({c: [json.dumps(v) if kinds[c] == "json" else v for v in example[c]] if c in example
+                         else [""] * rows for c in kinds})  # an optional column left out stays empty
+
+
+def parse_inputs(table: pd.DataFrame, kinds: dict[str, str], options_text: str) -> tuple[dict[str, list], dict]:
+    """Table rows and options JSON -> compute arguments; a bad cell is named by row and column."""
+    rows = table.astype(object).where(table.notna(), "")
+    rows = rows[rows.astype(str).apply(lambda c: c.str.strip()).ne("").any(axis=1)]
+    columns: dict[str, list] = {}
+    for name, kind in kinds.items():
+        values = []
+        for row, cell in zip(rows.index, rows[name] if name in rows else [""] * len(rows)):
+            values.append(_cell(cell, kind, row, name))
+        columns[name] = values
+    try:
+        options = json.loads(options_text) if options_text and options_text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"options are not valid JSON: {exc}") from None
+    if not isinstance(options, dict):
+        raise ValueError("options must be a JSON object, e.g. {\"bootstrap\": 200}")
+    return columns, options
+
+
+def _cell(cell: Any, kind: str, row: int, column: str) -> Any:
+    text = str(cell).strip()
+    try:
+        if kind == "float":
+            return float(text)
+        if kind == "int":
+            number = float(text)
+            if not number.is_integer():
+                raise ValueError
+            return int(number)
+        if kind == "json":
+            return json.loads(text)
+    except ValueError:
+        expected = {"float": "a number", "int": "a whole number"}.get(kind, "JSON, e.g. [0.1, 0.2]")
+        raise ValueError(f"row {row + 1}, column {column!r}: {text!r} is not {expected}") from None
+    return text.strip('"')
+
+
+def json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def metric_widget(module, example: dict[str, list], options: dict[str, Any] | None = None,
+                  card: str | Path | None = None):
+    """A Blocks app: the example table, options, a compute button, the result and the module's card."""
+    import gradio as gr
+
+    kinds = column_kinds(module)
+    card = Path(card) if card else Path(sys.argv[0]).resolve().parent / "README.md"
+    article = FRONT_MATTER.sub("", card.read_text()) if card.exists() else ""
+
+    def compute(table: pd.DataFrame, options_text: str) -> dict:
+        try:
+            columns, kwargs = parse_inputs(table, kinds, options_text)
+            return json_safe(module.compute(**columns, **kwargs))
+        except (ValueError, TypeError) as exc:
+            raise gr.Error(f"{module.name}: {exc}") from None
+
+    with gr.Blocks(title=f"Metric: {module.name}") as app:
+        gr.Markdown(f"# Metric: {module.name}\n{module.info.description.strip()}")
+        table = gr.Dataframe(example_frame(example, kinds), headers=list(kinds), interactive=True, type="pandas",
+                             datatype=["number" if k in ("int", "float") else "str" for k in kinds.values()],
+                             label="inputs, one row per example (list columns as JSON)", elem_id="inputs")
+        options_box = gr.Code(json.dumps(options or {}, indent=1), language="json", label="options (compute keyword "
+                              "arguments)")
+        button = gr.Button("compute", variant="primary")
+        result = gr.JSON(label=module.name, elem_id="result")
+        button.click(compute, [table, options_box], result, api_name="compute")
+        if article:
+            gr.Markdown(article)
+    return app
