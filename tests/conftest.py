@@ -60,3 +60,9 @@ def broken_files(tmp_path_factory, jpeg_paths) -> dict[str, Path]:
     not_image = directory / "notes.jpg"
     not_image.write_text("this is not an image\n")
     return {"truncated": truncated, "not_image": not_image}
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory) -> Path:
+    """Where the demo world's encoders are trained once per session (about a minute each)."""
+    return tmp_path_factory.mktemp("demo-cache")

@@ -1,7 +1,8 @@
 """Validity: vlfair finds the biases planted in a synthetic world, and nothing in its control.
 
 The world's two encoders are trained once per session (about a minute each on 2 cores) into a
-shared cache; the demo, the validity checks and the dose-response reuse them.
+shared cache (conftest's ``demo_cache``); the demo, the validity checks, the dose-response and the
+demo Space tests reuse them.
 """
 
 from __future__ import annotations
@@ -17,11 +18,6 @@ from vlfair.demo import datasets as world_data
 from vlfair.demo.run import _professions, _traits
 from vlfair.demo.train import trained_encoder
 from vlfair.demo.world import Planting
-
-
-@pytest.fixture(scope="session")
-def demo_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("demo-cache")
 
 
 @pytest.fixture(scope="session")

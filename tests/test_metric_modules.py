@@ -79,7 +79,7 @@ def test_card_and_space_files(folder):
     assert positions == sorted(positions), "sections out of order"
     assert "```bibtex" in card
     app = (folder / "app.py").read_text()
-    assert "launch_gradio_widget" in app and f'evaluate.load("vlfair/{folder.name}")' in app
+    assert "metric_widget" in app and f'evaluate.load("vlfair/{folder.name}")' in app
     requirements = (folder / "requirements.txt").read_text().split()
     assert "vlfair" in requirements and any(r.startswith("evaluate") for r in requirements)
 

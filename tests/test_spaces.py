@@ -1,14 +1,24 @@
-"""The leaderboard Space: its functions, and the served app through gradio_client."""
+"""The Spaces without a browser: leaderboard and demo functions, served apps through gradio_client,
+and the metric widgets."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import runpy
 import socket
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
+from vlfair import measures
+from vlfair.demo import datasets as world_data
+from vlfair.metrics import metrics_dir
 from vlfair.probes import run_probe
+from vlfair.space import session
+from vlfair.space.limits import SpaceInputError
 
 SPACES = Path(__file__).resolve().parents[1] / "spaces"
 
@@ -52,20 +62,12 @@ def test_leaderboard_functions(results_dir):
         app.load_board(str(results_dir / "empty"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_leaderboard_served_and_called_through_gradio_client(results_dir):
     from gradio_client import Client
 
     app = _load("leaderboard").build_app(str(results_dir))
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        client = Client(_serve(app), verbose=False)
         table, _chart, explanation, _detail = client.predict("public-figures", "bias_ratio", "", "(all)", "value", True,
                                                              api_name="/filter")
         assert table["headers"][:3] == ["model", "probe", "metric"]
@@ -73,3 +75,152 @@ def test_leaderboard_served_and_called_through_gradio_client(results_dir):
         assert "bias_ratio" in explanation
     finally:
         app.close()
+
+
+# ---- demo Space ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def world_pool(demo_cache):
+    pool = session.EncoderPool(demo_cache)
+    pool.get(session.WORLD_BIASED, log=lambda _: None)  # trained once per session, shared with the demo tests
+    return pool
+
+
+def _world_uploads(directory: Path, data) -> tuple[list[Path], Path]:
+    """The world's rows as PNG files (lossless) and a labels CSV, as a user would upload them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, row in enumerate(data):
+        paths.append(directory / f"face-{i:03d}.png")
+        row["image"].save(paths[-1])
+    csv = directory / "labels.csv"
+    pd.DataFrame({"file": [p.name for p in paths], "race": data["race"], "gender": data["gender"]}).to_csv(csv, index=False)
+    return paths, csv
+
+
+def test_uploaded_images_measure_what_the_same_dataset_measures(world_pool, tmp_path):
+    from vlfair.space.uploads import read_labels_csv
+
+    data = world_data.fairface(per_cell=4)
+    paths, csv = _world_uploads(tmp_path / "up", data)
+    steps = []
+    output = session.run_request(world_pool, "traits", session.WORLD_BIASED, session.UPLOAD, uploads=[str(p) for p in paths],
+                                 labels=read_labels_csv(csv), out_dir=tmp_path / "out",
+                                 progress=lambda fraction, text: steps.append(fraction))
+    encoder, _ = world_pool.get(session.WORLD_BIASED)
+    direct = run_probe("traits", encoder, data, None, cache_dir=None)
+    assert [m["subset"] for m in output.results["metrics"]] == [m["subset"] for m in direct["metrics"]]
+    np.testing.assert_allclose([m["value"] for m in output.results["metrics"]], [m["value"] for m in direct["metrics"]],
+                               rtol=1e-5)
+    assert steps == sorted(steps) and steps[-1] > 0.9
+    assert len(output.metrics) == len(direct["metrics"]) and "f_tests" in output.tables and output.plots
+    assert json.loads(output.results_path.read_text())["probe"] == "traits" and output.report_path.exists()
+
+
+def test_a_sample_of_a_configured_dataset_source(world_pool, tmp_path, monkeypatch):
+    """A source laid out like a Hub dataset repository, sampled per race x gender cell."""
+    source = tmp_path / "fairface-repo"
+    (source / "data").mkdir(parents=True)
+    world_data.fairface(per_cell=6).to_parquet(source / "data" / "validation-00000-of-00001.parquet")
+    monkeypatch.setenv("VLFAIR_SPACE_DATASETS", json.dumps({"fairface": {"source": str(source), "split": "validation"}}))
+    label = session.data_choices("traits", hub=False)[1]
+    output = session.run_request(world_pool, "traits", session.WORLD_BIASED, label, per_group=3, out_dir=tmp_path / "out")
+    assert output.results["dataset"]["num_rows"] == 7 * 2 * 3
+
+
+def test_word_influence_only_on_the_world(world_pool, tmp_path):
+    output = session.run_request(world_pool, "word-influence", session.WORLD_CONTROL, session.GENERATED,
+                                 prompt="a nurse at the office", out_dir=tmp_path / "wi")
+    words = {m["subset"]["word"] for m in output.results["metrics"] if m["name"] == "word_influence"}
+    assert words == {"nurse", "office"}
+    with pytest.raises(SpaceInputError, match="word-influence: the lexicon has no replacements for 'work'"):
+        session.run_request(world_pool, "word-influence", session.WORLD_BIASED, session.GENERATED, prompt="a nurse at work")
+    with pytest.raises(SpaceInputError, match="runs here only on a demo world encoder"):
+        session._word_influence_parts(None, session.ENCODERS["openai/clip-vit-base-patch32"], "a nurse")
+    with pytest.raises(SpaceInputError, match="give 2 to 12"):
+        session.run_request(world_pool, "word-influence", session.WORLD_BIASED, session.GENERATED, prompt="nurse")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(app):
+    port = _free_port()
+    app.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    return f"http://127.0.0.1:{port}/"
+
+
+NO_TABLE = {"headers": ["file"], "data": [[""]]}  # the label table, left empty (labels come from a CSV or not at all)
+
+
+def test_demo_space_through_gradio_client(world_pool, broken_files, jpeg_paths):
+    from gradio_client import Client, handle_file
+
+    app = _load("demo").build_app(cache_dir=world_pool.cache_dir, hub=False)
+    try:
+        client = Client(_serve(app), verbose=False)
+        summary, metrics, plots, tables, downloads = client.predict(
+            "public-figures", session.WORLD_BIASED, "", session.WORLD_DATA, 10, [], None, NO_TABLE, "", api_name="/run")
+        assert "public-figures" in summary and session.WORLD_BIASED in summary
+        assert metrics["headers"] == ["metric", "subset", "value", "ci_low", "ci_high", "p_value"]
+        assert any(row[0] == "bias_ratio" for row in metrics["data"])
+        assert plots and all(Path(p["image"]).exists() for p in plots) and "### capability" in tables
+        results = json.loads(Path(next(d for d in downloads if d.endswith("results.json"))).read_text())
+        assert results["probe"] == "public-figures" and any(d.endswith("report.html") for d in downloads)
+        with pytest.raises(Exception, match="notes.jpg is not an image"):
+            client.predict("traits", session.WORLD_BIASED, "", session.UPLOAD, 10,
+                           [handle_file(str(jpeg_paths[0])), handle_file(str(broken_files["not_image"]))], None, NO_TABLE, "",
+                           api_name="/run")
+        with pytest.raises(Exception, match="runs only its listed encoders"):
+            client.predict("traits", session.WORLD_BIASED, "someone/model", session.WORLD_DATA, 10, [], None, NO_TABLE,
+                           "", api_name="/run")
+    finally:
+        app.close()
+
+
+# ---- metric widgets (metrics/<name>/app.py) --------------------------------------------------
+def _metric_app(name: str, monkeypatch) -> dict:
+    """Execute metrics/<name>/app.py as its Space would, with its "vlfair/<name>" read from the checkout."""
+    import evaluate
+
+    load = evaluate.load
+    monkeypatch.setattr(evaluate, "load", lambda path, **kw: load(str(metrics_dir() / path.split("/")[-1]), **kw))
+    return runpy.run_path(str(metrics_dir() / name / "app.py"), run_name="space_app")
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in metrics_dir().glob("*/app.py")))
+def test_every_metric_widget_builds_and_computes_its_example(name, monkeypatch):
+    from vlfair.widget import column_kinds, example_frame, parse_inputs
+
+    space = _metric_app(name, monkeypatch)
+    import evaluate
+
+    module = evaluate.load(f"vlfair/{name}")
+    kinds = column_kinds(module)
+    columns, options = parse_inputs(example_frame(space["EXAMPLE"], kinds), kinds, json.dumps(space["OPTIONS"]))
+    assert {k: v for k, v in columns.items() if k in space["EXAMPLE"]} == space["EXAMPLE"]
+    assert options == space["OPTIONS"] and space["demo"].title == f"Metric: {name}"
+    assert module.compute(**columns, **options)
+
+
+def test_metric_widget_served_computes_like_the_measure_and_names_bad_cells(monkeypatch):
+    from gradio_client import Client
+
+    space = _metric_app("bias_ratio", monkeypatch)
+    try:
+        client = Client(_serve(space["demo"]), verbose=False)
+        example = space["EXAMPLE"]
+        table = {"headers": ["predictions", "references"], "data": [list(r) for r in zip(*example.values())]}
+        result = client.predict(table, json.dumps(space["OPTIONS"]), api_name="/compute")
+        expected = measures.bias_ratio(example["predictions"], example["references"], **space["OPTIONS"])
+        assert result["bias_ratio"] == pytest.approx(expected["bias_ratio"])
+        assert result["bias_ratio_ci"] == pytest.approx(expected["bias_ratio_ci"])
+        table["data"][1][0] = "abc"
+        with pytest.raises(Exception, match="row 2, column 'predictions': 'abc' is not a number"):
+            client.predict(table, "{}", api_name="/compute")
+        with pytest.raises(Exception, match="options are not valid JSON"):
+            client.predict({"headers": ["predictions", "references"], "data": [[1.0, "a"]]}, "{bootstrap", api_name="/compute")
+    finally:
+        space["demo"].close()

@@ -57,11 +57,12 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
         except SpaceInputError as exc:
             raise gr.Error(str(exc), duration=None) from None
         r = output.results
-        summary = (f"**{r['probe']}** on `{r['model']['spec'].split('/')[-1]}` ({r['model']['dtype']}), "
+        shown = other.strip() if other and other.strip() else encoder
+        summary = (f"**{r['probe']}** on **{shown}** ({r['model']['dtype']}), "
                    f"{r['dataset']['num_rows']} rows of {r['dataset']['name']}: {len(r['metrics'])} metrics"
                    + (f"; skipped unreadable rows {r['skipped_rows']}" if r["skipped_rows"] else "")
                    + "".join(f"\n- {w}" for w in r.get("warnings", [])))
-        return (summary, output.metrics, [str(p) for p in output.plots], _tables_markdown(output.tables),
+        return (summary, output.metrics.round(4), [str(p) for p in output.plots], _tables_markdown(output.tables),
                 [str(output.results_path), str(output.report_path)])
 
     def on_probe(probe):
@@ -96,7 +97,7 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
         run_button = gr.Button("run", variant="primary")
         summary = gr.Markdown(elem_id="summary")
         metrics = gr.Dataframe(label="metrics", interactive=False, elem_id="metrics")
-        plots = gr.Gallery(label="plots", columns=2, height="auto", elem_id="plots")
+        plots = gr.Gallery(label="plots", columns=2, height="auto", object_fit="contain", elem_id="plots")
         tables = gr.Markdown(elem_id="tables")
         downloads = gr.File(label="results.json and report.html", file_count="multiple", interactive=False)
 

@@ -214,22 +214,24 @@ def run_request(pool: EncoderPool, probe: str, encoder_label: str, data_label: s
                 limits: Limits = Limits(), out_dir: str | Path | None = None,
                 progress: Progress = lambda fraction, text: None) -> RunOutput:
     """Check the request, load the encoder and data, run the probe, read back its outputs."""
-    from vlfair.probes import ProbeError, run_probe
+    from vlfair.probes import run_probe
 
     if probe not in PROBE_NAMES:
         raise SpaceInputError(f"unknown probe {probe!r}; probes: {list(PROBE_NAMES)}")
-    progress(0.02, "checking the data")
-    dataset = build_dataset(probe, data_label, per_group=per_group, uploads=uploads, labels=labels, limits=limits)
-    progress(0.1, "loading the encoder (a demo world encoder is trained on first use, about a minute)")
-    encoder, choice = pool.get(encoder_label, other_id, allow_other, log=lambda line: progress(0.15, line.strip()))
-    settings, components = _word_influence_parts(encoder, choice, prompt) if probe == "word-influence" else (None, None)
-    out = Path(out_dir or tempfile.mkdtemp(prefix="vlfair-space-"))
-    progress(0.3, f"running the {probe} probe")
     try:
+        progress(0.02, "checking the data")
+        dataset = build_dataset(probe, data_label, per_group=per_group, uploads=uploads, labels=labels, limits=limits)
+        progress(0.1, "loading the encoder (a demo world encoder is trained on first use, about a minute)")
+        encoder, choice = pool.get(encoder_label, other_id, allow_other, log=lambda line: progress(0.15, line.strip()))
+        settings, components = _word_influence_parts(encoder, choice, prompt) if probe == "word-influence" else (None, None)
+        out = Path(out_dir or tempfile.mkdtemp(prefix="vlfair-space-"))
+        progress(0.3, f"running the {probe} probe")
         results = run_probe(probe, encoder, dataset, out, cache_dir=pool.cache_dir, settings=settings,
                             components=components)
-    except ProbeError as exc:
-        raise SpaceInputError(str(exc)) from None
+    except SpaceInputError:
+        raise
+    except ValueError as exc:  # ProbeError, DataError and the measures' own checks: all about this input
+        raise SpaceInputError(f"{probe}: {exc}") from None
     progress(0.95, "reading the report")
     tables = {p.stem: pd.read_csv(p, index_col=0) for p in sorted(out.glob("*.csv"))}
     return RunOutput(results, metrics_frame(results), tables, sorted(out.glob("*.png")), out / "results.json",
