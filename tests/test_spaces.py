@@ -224,3 +224,18 @@ def test_metric_widget_served_computes_like_the_measure_and_names_bad_cells(monk
             client.predict({"headers": ["predictions", "references"], "data": [[1.0, "a"]]}, "{bootstrap", api_name="/compute")
     finally:
         space["demo"].close()
+
+
+def test_demo_space_stops_a_request_at_its_time_limit(world_pool):
+    from gradio_client import Client
+
+    from vlfair.space.limits import Limits
+
+    app = _load("demo").build_app(cache_dir=world_pool.cache_dir, hub=False, limits=Limits(time_limit_s=0.5))
+    try:
+        client = Client(_serve(app), verbose=False)
+        with pytest.raises(Exception, match="ran past this Space's time limit of 0.5 s"):
+            client.predict("professions", session.WORLD_BIASED, "", session.WORLD_DATA, 10, [], None, NO_TABLE, "",
+                           api_name="/run")
+    finally:
+        app.close()

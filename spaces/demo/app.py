@@ -90,8 +90,10 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
         prompt = gr.Textbox("a nurse at the hospital", label="prompt (word-influence)", visible=False)
         with gr.Group(visible=False) as upload_box:
             gr.Markdown(UPLOAD_HELP.format(max_files=limits.max_files, max_mb=limits.max_file_bytes / 2**20))
-            images = gr.File(file_count="multiple", file_types=["image"], label="images", type="filepath")
-            labels_csv = gr.File(file_types=[".csv"], label="labels CSV (optional)", type="filepath")
+            images = gr.File(file_count="multiple", file_types=["image"], label="images", type="filepath",
+                             elem_id="images")
+            labels_csv = gr.File(file_types=[".csv"], label="labels CSV (optional)", type="filepath",
+                                 elem_id="labels-csv")
             label_table = gr.Dataframe(label="labels, one row per image (or upload a CSV)", interactive=True,
                                        type="pandas")
         run_button = gr.Button("run", variant="primary")

@@ -69,6 +69,7 @@ def metric_chart(rows: pd.DataFrame, metric: str):
     axis.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
     axis.set_ylabel(metric)
     axis.set_title(f"{metric} with confidence intervals", fontsize=10)
+    figure.tight_layout()  # keeps the rotated labels inside the image
     return figure
 
 
@@ -100,10 +101,10 @@ def build_app(source: str) -> gr.Blocks:
         with gr.Row():
             sort_by = gr.Dropdown(["value", "p_value", "model", "metric"], value="value", label="sort by")
             descending = gr.Checkbox(value=True, label="descending")
-        table = gr.Dataframe(filter_board(board), label="results", interactive=False)
-        chart = gr.Plot(label="metric with CIs")
-        explanation = gr.Markdown()
-        detail = gr.Dataframe(label="model detail", interactive=False)
+        table = gr.Dataframe(filter_board(board), label="results", interactive=False, elem_id="results-table")
+        chart = gr.Plot(label="metric with CIs", elem_id="chart")
+        explanation = gr.Markdown(elem_id="explanation")
+        detail = gr.Dataframe(label="model detail", interactive=False, elem_id="model-detail")
 
         def update(p, m, s, mo, sb, d):
             rows = filter_board(board, p, m, s, mo, sb, d)

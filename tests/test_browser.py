@@ -1,0 +1,169 @@
+"""The Spaces in a real browser: Playwright drives Debian's chromium against apps served on 127.0.0.1.
+
+Screenshots of every checked state are kept in $VLFAIR_TEST_ARTIFACTS (default: test-artifacts/ in
+the checkout). Chromium comes from the system (`apt-get install -y chromium`, done by .ci/run):
+`playwright install` cannot download browsers here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from playwright.sync_api import expect
+
+from vlfair.demo import datasets as world_data
+from vlfair.space import session
+
+from test_spaces import _load, _metric_app, _serve, results_dir  # noqa: F401  (results_dir is a fixture)
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("VLFAIR_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+RUN_TIMEOUT_MS = 240_000  # a first run may train the world encoder (about a minute on 2 cores)
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    directory = Path(os.environ.get("VLFAIR_TEST_ARTIFACTS", REPO / "test-artifacts")) / "screenshots"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not (shutil.which(CHROMIUM) or Path(CHROMIUM).exists()):
+        pytest.fail(f"no chromium at {CHROMIUM}: install Debian's (apt-get install -y chromium) or set VLFAIR_CHROMIUM")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture()
+def page(browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 1400})
+    yield page
+    page.close()
+
+
+def _choose(page, label: str, option: str) -> None:
+    page.get_by_role("combobox", name=label).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    _settled(page)
+
+
+def _settled(page) -> None:
+    """Wait until no event is running (Gradio shows "processing | 0.1s" on every pending output)."""
+    page.wait_for_timeout(300)
+    expect(page.get_by_text(re.compile(r"processing \|"))).to_have_count(0, timeout=60_000)
+
+
+@pytest.fixture(scope="module")
+def demo_url(demo_cache):
+    app = _load("demo").build_app(cache_dir=demo_cache, hub=False)
+    yield _serve(app)
+    app.close()
+
+
+def test_demo_runs_a_probe_and_shows_plots_tables_and_downloads(page, demo_url, artifacts):
+    page.goto(demo_url)
+    page.get_by_role("button", name="run").click()
+    page.wait_for_selector("#plots img", timeout=RUN_TIMEOUT_MS)
+    expect(page.locator("#metrics")).to_contain_text("group_score_gap", timeout=30_000)
+    assert "professions" in page.locator("#summary").inner_text()
+    assert page.locator("#tables table").count() == 2  # profession by gender, by race
+    assert page.get_by_text("results.json").count() and page.get_by_text("report.html").count()
+    page.screenshot(path=artifacts / "demo-professions-run.png", full_page=True)
+
+
+def test_demo_names_a_file_that_is_not_an_image(page, demo_url, artifacts, jpeg_paths, broken_files):
+    page.goto(demo_url)
+    _choose(page, "probe", "traits")
+    _choose(page, "data", session.UPLOAD)
+    page.locator("#images input[type=file]").set_input_files([str(jpeg_paths[0]), str(broken_files["not_image"])])
+    page.wait_for_selector("text=notes.jpg")
+    page.get_by_role("button", name="run").click()
+    message = page.get_by_text(re.compile("notes.jpg is not an image"))
+    message.wait_for(timeout=30_000)
+    page.screenshot(path=artifacts / "demo-not-an-image.png", full_page=True)
+
+
+def test_demo_runs_on_uploaded_images_with_a_labels_csv(page, demo_url, artifacts, tmp_path):
+    data = world_data.fairface(per_cell=2)
+    paths = []
+    for i, row in enumerate(data):
+        paths.append(tmp_path / f"face-{i:02d}.png")
+        row["image"].save(paths[-1])
+    labels = pd.DataFrame({"file": [p.name for p in paths], "race": data["race"], "gender": data["gender"]})
+    labels.iloc[:-1].to_csv(tmp_path / "short.csv", index=False)  # the last image unlabelled
+    labels.to_csv(tmp_path / "labels.csv", index=False)
+    page.goto(demo_url)
+    _choose(page, "probe", "traits")
+    _choose(page, "data", session.UPLOAD)
+    page.locator("#images input[type=file]").set_input_files([str(p) for p in paths])
+    expect(page.locator("#images")).to_contain_text(paths[-1].stem, timeout=30_000)  # names show as "stem .ext"
+    page.locator("#labels-csv input[type=file]").set_input_files(str(tmp_path / "short.csv"))
+    expect(page.locator("#labels-csv")).to_contain_text("short", timeout=30_000)
+    page.get_by_role("button", name="run").click()
+    page.get_by_text(re.compile(rf"missing labels for 1 uploaded image\(s\): \['{paths[-1].name}'\]")).wait_for(timeout=30_000)
+    page.screenshot(path=artifacts / "demo-missing-label.png", full_page=True)
+    page.reload()
+    _choose(page, "probe", "traits")
+    _choose(page, "data", session.UPLOAD)
+    page.locator("#images input[type=file]").set_input_files([str(p) for p in paths])
+    expect(page.locator("#images")).to_contain_text(paths[-1].stem, timeout=30_000)  # names show as "stem .ext"
+    page.locator("#labels-csv input[type=file]").set_input_files(str(tmp_path / "labels.csv"))
+    expect(page.locator("#labels-csv")).to_contain_text("labels", timeout=30_000)
+    page.get_by_role("button", name="run").click()
+    page.wait_for_selector("#plots img", timeout=RUN_TIMEOUT_MS)
+    expect(page.locator("#metrics")).to_contain_text("trait_anova", timeout=30_000)
+    assert f"{len(paths)} rows" in page.locator("#summary").inner_text()
+    page.screenshot(path=artifacts / "demo-uploads-run.png", full_page=True)
+
+
+def test_leaderboard_filters_in_the_browser(page, results_dir, artifacts):  # noqa: F811
+    app = _load("leaderboard").build_app(str(results_dir))
+    try:
+        page.goto(_serve(app))
+        table = page.locator("#results-table")
+        expect(table).to_contain_text("mean_clipscore", timeout=30_000)  # the professions probe's rows
+        _choose(page, "probe", "public-figures")
+        expect(table).to_contain_text("retention")
+        expect(table).not_to_contain_text("mean_clipscore")
+        _choose(page, "metric", "bias_ratio")
+        expect(table).to_contain_text("bias_ratio")
+        expect(table).not_to_contain_text("retention")
+        expect(page.locator("#explanation")).to_contain_text("bias ratio compares how strongly")
+        expect(page.locator("#chart")).to_contain_text("bias_ratio with confidence intervals", timeout=30_000) \
+            if page.locator("#chart img").count() == 0 else expect(page.locator("#chart img")).to_be_visible()
+        page.screenshot(path=artifacts / "leaderboard-bias-ratio.png", full_page=True)
+        page.get_by_role("textbox", name="subset contains").fill("politician")
+        page.get_by_role("textbox", name="subset contains").press("Enter")
+        page.get_by_role("button", name="apply").click()
+        _settled(page)
+        expect(table).to_contain_text("politician")
+        expect(table).not_to_contain_text("actor")
+        page.screenshot(path=artifacts / "leaderboard-politician.png", full_page=True)
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("name, key", [("bias_ratio", "bias_ratio"), ("trait_anova", "f_statistic")])
+def test_metric_widgets_render_and_compute(page, artifacts, monkeypatch, name, key):
+    space = _metric_app(name, monkeypatch)
+    try:
+        page.goto(_serve(space["demo"]))
+        page.wait_for_selector(f"text=Metric: {name}")
+        page.get_by_role("button", name="compute").click()
+        expect(page.locator("#result")).to_contain_text(key, timeout=30_000)
+        page.screenshot(path=artifacts / f"widget-{name}.png", full_page=True)
+    finally:
+        space["demo"].close()
