@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 from vlfair.demo import datasets as world_data
 from vlfair.space import session
 
-from test_spaces import _load, _metric_app, _serve, results_dir  # noqa: F401  (results_dir is a fixture)
+from test_spaces import _load, _metric_app, _serve, _world_uploads, results_dir  # noqa: F401  (results_dir is a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("VLFAIR_CHROMIUM", "/usr/bin/chromium")
@@ -97,14 +97,8 @@ def test_demo_names_a_file_that_is_not_an_image(page, demo_url, artifacts, jpeg_
 
 
 def test_demo_runs_on_uploaded_images_with_a_labels_csv(page, demo_url, artifacts, tmp_path):
-    data = world_data.fairface(per_cell=2)
-    paths = []
-    for i, row in enumerate(data):
-        paths.append(tmp_path / f"face-{i:02d}.png")
-        row["image"].save(paths[-1])
-    labels = pd.DataFrame({"file": [p.name for p in paths], "race": data["race"], "gender": data["gender"]})
-    labels.iloc[:-1].to_csv(tmp_path / "short.csv", index=False)  # the last image unlabelled
-    labels.to_csv(tmp_path / "labels.csv", index=False)
+    paths, csv = _world_uploads(tmp_path, world_data.fairface(per_cell=2))
+    pd.read_csv(csv).iloc[:-1].to_csv(tmp_path / "short.csv", index=False)  # the last image unlabelled
     page.goto(demo_url)
     _choose(page, "probe", "traits")
     _choose(page, "data", session.UPLOAD)
@@ -120,7 +114,7 @@ def test_demo_runs_on_uploaded_images_with_a_labels_csv(page, demo_url, artifact
     _choose(page, "data", session.UPLOAD)
     page.locator("#images input[type=file]").set_input_files([str(p) for p in paths])
     expect(page.locator("#images")).to_contain_text(paths[-1].stem, timeout=30_000)  # names show as "stem .ext"
-    page.locator("#labels-csv input[type=file]").set_input_files(str(tmp_path / "labels.csv"))
+    page.locator("#labels-csv input[type=file]").set_input_files(str(csv))
     expect(page.locator("#labels-csv")).to_contain_text("labels", timeout=30_000)
     page.get_by_role("button", name="run").click()
     page.wait_for_selector("#plots img", timeout=RUN_TIMEOUT_MS)

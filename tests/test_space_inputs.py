@@ -181,3 +181,6 @@ def test_data_choices_per_probe(monkeypatch, tmp_path):
     assert session.data_choices("professions", hub=False)[1] == f"sample of professions: {tmp_path}"
     with pytest.raises(SpaceInputError, match="unknown data choice 'elsewhere'"):
         session.build_dataset("traits", "elsewhere")
+    monkeypatch.setenv("VLFAIR_SPACE_DATASETS", "{professions: x}")
+    with pytest.raises(SpaceInputError, match="VLFAIR_SPACE_DATASETS is not JSON"):
+        session.data_choices("professions", hub=True)

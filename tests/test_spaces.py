@@ -57,6 +57,10 @@ def test_leaderboard_functions(results_dir):
     assert len(detail) == len(board)
     board.to_parquet(results_dir / "board.parquet")
     assert len(app.load_board(str(results_dir / "board.parquet"))) == len(board)
+    hub_clone = results_dir / "hub-clone"  # the layout push_to_hub(split="results") writes
+    (hub_clone / "data").mkdir(parents=True)
+    board.to_parquet(hub_clone / "data" / "results-00000-of-00001.parquet")
+    assert app.load_board(str(hub_clone)).equals(board)
     (results_dir / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no results.json"):
         app.load_board(str(results_dir / "empty"))
@@ -226,16 +230,18 @@ def test_metric_widget_served_computes_like_the_measure_and_names_bad_cells(monk
         space["demo"].close()
 
 
-def test_demo_space_stops_a_request_at_its_time_limit(world_pool):
+def test_demo_space_stops_a_request_at_its_time_limit(tmp_path):
+    """An empty cache makes the request train the world encoder (a minute): deterministically too long."""
     from gradio_client import Client
 
     from vlfair.space.limits import Limits
 
-    app = _load("demo").build_app(cache_dir=world_pool.cache_dir, hub=False, limits=Limits(time_limit_s=0.5))
+    app = _load("demo").build_app(cache_dir=tmp_path, hub=False, limits=Limits(time_limit_s=0.5))
     try:
         client = Client(_serve(app), verbose=False)
         with pytest.raises(Exception, match="ran past this Space's time limit of 0.5 s"):
             client.predict("professions", session.WORLD_BIASED, "", session.WORLD_DATA, 10, [], None, NO_TABLE, "",
                            api_name="/run")
+        assert not list(tmp_path.glob("demo/encoder-*/model.safetensors")), "training went on to the end"
     finally:
         app.close()

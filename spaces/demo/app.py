@@ -69,10 +69,9 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
         choices = session.data_choices(probe, hub)
         return gr.update(choices=choices, value=choices[0]), gr.update(visible=probe == "word-influence")
 
-    def on_data(probe, data):
-        return gr.update(visible=data == session.UPLOAD), gr.update(visible=data not in (session.UPLOAD,
-                                                                                          session.WORLD_DATA,
-                                                                                          session.GENERATED))
+    def on_data(data):
+        sampled = data not in (session.UPLOAD, session.WORLD_DATA, session.GENERATED)
+        return gr.update(visible=data == session.UPLOAD), gr.update(visible=sampled)
 
     def on_images(images, probe):
         return label_template(images or [], probe) if probe in UPLOADS else pd.DataFrame()
@@ -104,7 +103,7 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
         downloads = gr.File(label="results.json and report.html", file_count="multiple", interactive=False)
 
         probe.change(on_probe, probe, [data, prompt], api_name=False)
-        data.change(on_data, [probe, data], [upload_box, per_group], api_name=False)
+        data.change(on_data, data, [upload_box, per_group], api_name=False)
         for trigger in (images, probe):  # the label columns depend on the probe
             trigger.change(on_images, [images, probe], label_table, api_name=False)
         run_button.click(run, [probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt],

@@ -23,13 +23,16 @@ SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_
 
 
 def load_board(source: str) -> pd.DataFrame:
+    """A results.json directory, a table file, or a dataset pushed by `vlfair leaderboard --push-to-hub`
+    (a Hub id, or a local clone of that dataset repository: data/results-*.parquet)."""
     path = Path(source)
     if path.is_file():
         return read_table(path)
-    if path.is_dir():
+    if path.is_dir() and not list(path.glob("data/results-*.parquet")):
         files = sorted(path.rglob("results.json"))
         if not files:
-            raise FileNotFoundError(f"no results.json under {path}")
+            raise FileNotFoundError(f"no results.json under {path}, and it is not a leaderboard dataset "
+                                    "(data/results-*.parquet)")
         return tidy(read_results(files))
     import datasets
 

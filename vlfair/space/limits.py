@@ -42,30 +42,35 @@ class Limits:
 def run_with_time_limit(work: Callable[[], T], seconds: float) -> T:
     """``work()`` in this thread, stopped with :class:`TimeLimitExceeded` after ``seconds``.
 
-    A timer thread raises the exception asynchronously in this thread. Python delivers it at the
-    next bytecode, so a long C call (one batch through the model) finishes first: the request
+    A watchdog thread raises the exception asynchronously in this thread. Python delivers it at
+    the next bytecode, so a long C call (one batch through the model) finishes first: the request
     stops within one batch of the limit instead of running on in the background, which a plain
-    ``future.result(timeout=)`` would let it do while the next request waits.
+    ``future.result(timeout=)`` would let it do while the next request waits. An exception that
+    lands in a finaliser or weakref callback is swallowed by Python, so the watchdog repeats it
+    until the work has really stopped.
     """
-    target = threading.get_ident()
+    target = ctypes.c_ulong(threading.get_ident())
     lock = threading.Lock()
-    running = [True]
+    done = threading.Event()
 
-    def expire() -> None:
-        with lock:
-            if running[0]:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(TimeLimitExceeded))
+    def watchdog() -> None:
+        if done.wait(seconds):
+            return
+        while True:
+            with lock:
+                if done.is_set():
+                    return
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(TimeLimitExceeded))
+            done.wait(0.1)
 
-    timer = threading.Timer(seconds, expire)
-    timer.daemon = True
-    timer.start()
+    threading.Thread(target=watchdog, daemon=True, name="vlfair-time-limit").start()
     try:
         try:
             return work()
         finally:
             with lock:
-                running[0] = False
-            timer.cancel()
+                done.set()
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)  # drop one still pending
     except TimeLimitExceeded:
         raise SpaceInputError(f"the request ran past this Space's time limit of {seconds:g} s and was stopped; "
                               "use fewer images, a smaller sample or a smaller model, or run vlfair locally") from None

@@ -115,7 +115,11 @@ SAMPLE_BY = {"fairface": ("race", "gender"), "professions": ("profession", "gend
 
 
 def hub_datasets() -> dict[str, dict[str, Any]]:
-    configured = json.loads(os.environ.get("VLFAIR_SPACE_DATASETS", "{}"))
+    try:
+        configured = json.loads(os.environ.get("VLFAIR_SPACE_DATASETS", "{}"))
+    except json.JSONDecodeError as exc:
+        raise SpaceInputError(f"VLFAIR_SPACE_DATASETS is not JSON ({exc}); expected e.g. "
+                              '{"professions": "owner/dataset"}') from None
     return {**HUB_DATASETS, **{k: v if isinstance(v, dict) else {"source": v} for k, v in configured.items()}}
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import io
 from pathlib import Path
 from typing import Sequence
 
