@@ -19,13 +19,13 @@ from playwright.sync_api import expect
 from vlfair.demo import datasets as world_data
 from vlfair.space import session
 
-from test_spaces import _load, _metric_app, _serve, _world_uploads, results_dir  # noqa: F401  (results_dir is a fixture)
+from test_spaces import _load, _metric_app, _serve, _world_uploads, results_dir, world_pool  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("VLFAIR_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
-RUN_TIMEOUT_MS = 240_000  # a first run may train the world encoder (about a minute on 2 cores)
+RUN_TIMEOUT_MS = 120_000
 
 
 @pytest.fixture(scope="session")
@@ -67,8 +67,8 @@ def _settled(page) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo_url(demo_cache):
-    app = _load("demo").build_app(cache_dir=demo_cache, hub=False)
+def demo_url(world_pool):  # noqa: F811  (the world encoder is trained before the browser waits on it)
+    app = _load("demo").build_app(cache_dir=world_pool.cache_dir, hub=False)
     yield _serve(app)
     app.close()
 

@@ -94,3 +94,23 @@ def test_dose_response(demo, demo_cache, tmp_path):
                                   if e["measure"].startswith("trait_anova")])
     assert doctor_ratio["none"] > doctor_ratio["some"] > doctor_ratio["strong"], doctor_ratio
     assert trait_f["none"] < trait_f["some"] < trait_f["strong"], trait_f
+
+
+def test_concurrent_callers_share_one_training(tmp_path):
+    """Two Space requests asking for the same world encoder: one trains, the other waits and reads it."""
+    import threading
+
+    logs: list[str] = []
+    paths: list[Path] = []
+
+    def ask():
+        paths.append(trained_encoder(Planting(), tmp_path, steps=20, log=logs.append))
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(paths) == 2 and paths[0] == paths[1] and (paths[0] / "model.safetensors").exists()
+    assert sum(line.startswith("training the world encoder") for line in logs) == 1
+    assert [p.name for p in (tmp_path / "demo").iterdir()] == [paths[0].name]  # no staging left behind

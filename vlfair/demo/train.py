@@ -6,7 +6,9 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -73,11 +75,21 @@ def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default"
                                      "version": DEMO_VERSION}, sort_keys=True).encode()).hexdigest()[:16]
     root = cache_root(cache_dir) or Path(tempfile.mkdtemp(prefix="vlfair-demo-"))
     path = root / "demo" / f"encoder-{key}"
-    if (path / "model.safetensors").exists():
-        return path
-    log(f"training the world encoder ({'control' if planting == Planting.control() else 'planted'} captions, "
-        f"{steps} steps; cached afterwards)")
-    staging = path.with_name(f"{path.name}.partial-{os.getpid()}")
-    train_encoder(staging, planting, steps=steps, seed=seed, log=log)
-    os.replace(staging, path)  # complete or absent: an interrupted training is redone
+    with _TRAINING:  # one training per process: a second caller (another Space request) waits, then reads it
+        if (path / "model.safetensors").exists():
+            return path
+        log(f"training the world encoder ({'control' if planting == Planting.control() else 'planted'} captions, "
+            f"{steps} steps; cached afterwards)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"{path.name}.partial-", dir=path.parent))
+        train_encoder(staging, planting, steps=steps, seed=seed, log=log)
+        try:
+            os.replace(staging, path)  # complete or absent: an interrupted training is redone
+        except OSError:
+            if not (path / "model.safetensors").exists():
+                raise
+            shutil.rmtree(staging)  # another process finished the same training first
     return path
+
+
+_TRAINING = threading.Lock()
