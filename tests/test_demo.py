@@ -16,7 +16,7 @@ import pytest
 from vlfair.cli import main
 from vlfair.demo import datasets as world_data
 from vlfair.demo.run import _professions, _traits
-from vlfair.demo.train import trained_encoder
+from vlfair.demo.train import trained_encoder, world_encoder
 from vlfair.demo.world import Planting
 
 
@@ -80,14 +80,12 @@ def test_word_influence_planted_effects_lie_within_the_intervals(demo):
 
 def test_dose_response(demo, demo_cache, tmp_path):
     """More skew in the captions -> more measured bias (bias ratio and trait F-test)."""
-    import vlfair
-
     worlds = {"none": Planting.control(), "some": Planting(profession_skew=0.7, trait_skew=0.5),
               "strong": Planting()}
     professions, faces = world_data.professions(), world_data.fairface()
     doctor_ratio, trait_f = {}, {}
     for level, planting in worlds.items():
-        encoder = vlfair.load_encoder(str(trained_encoder(planting, demo_cache, log=lambda _: None)), dtype="float32")
+        encoder = world_encoder(planting, demo_cache, log=lambda _: None)
         doctor_ratio[level] = next(e["measured"] for e in _professions(encoder, level, professions, tmp_path / level,
                                                                         None, True) if e["subset"]["profession"] == "doctor")
         trait_f[level] = np.mean([e["measured"] for e in _traits(encoder, level, faces, tmp_path / level, None, True)

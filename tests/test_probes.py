@@ -250,3 +250,30 @@ def test_leaderboard_push_to_hub(runs, tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.Dataset, "push_to_hub", lambda self, repo, split: pushed.append((repo, split, self.num_rows)))
     assert main(["leaderboard", str(runs["traits"]), "--out", str(tmp_path / "b.csv"), "--push-to-hub", "acme/board"]) == 0
     assert pushed == [("acme/board", "results", len(pd.read_csv(tmp_path / "b.csv")))]
+
+
+def test_a_probe_registered_first_does_not_hide_the_builtin_ones(monkeypatch):
+    import vlfair.probes as probes
+    from vlfair.probes.base import Probe
+
+    monkeypatch.setattr(probes, "PROBES", {})
+
+    class Custom(Probe):
+        name, settings_file = "custom", "traits.yaml"
+
+        def run(self, ctx, schema):
+            raise NotImplementedError
+
+    probes.register(Custom)
+    assert probes.probe_names() == ["custom", "professions", "traits", "word-influence", "multilingual", "public-figures"]
+    assert probes.probe_class("traits").schemas == ("fairface",) and probes.probe_class("custom") is Custom
+    with pytest.raises(probes.ProbeError, match="unknown probe 'nope'"):
+        probes.probe_class("nope")
+
+
+def test_jsonable_turns_numpy_values_and_non_finite_numbers_into_plain_json():
+    from vlfair.report.results import jsonable
+
+    value = {"a": np.array([[1.5, np.nan], [2.0, np.inf]]), "b": np.float32(0.25), 3: (np.int64(4), "x")}
+    assert jsonable(value) == {"a": [[1.5, None], [2.0, None]], "b": 0.25, "3": [4, "x"]}
+    assert json.dumps(jsonable(value), allow_nan=False)

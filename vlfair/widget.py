@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
+
+from vlfair.report.results import jsonable
 
 FRONT_MATTER = re.compile(r"^---\n.*?\n---\n", re.S)
 
@@ -44,12 +45,9 @@ def parse_inputs(table: pd.DataFrame, kinds: dict[str, str], options_text: str) 
     """Table rows and options JSON -> compute arguments; a bad cell is named by row and column."""
     rows = table.astype(object).where(table.notna(), "")
     rows = rows[rows.astype(str).apply(lambda c: c.str.strip()).ne("").any(axis=1)]
-    columns: dict[str, list] = {}
-    for name, kind in kinds.items():
-        values = []
-        for row, cell in zip(rows.index, rows[name] if name in rows else [""] * len(rows)):
-            values.append(_cell(cell, kind, row, name))
-        columns[name] = values
+    columns = {name: [_cell(cell, kind, row, name) for row, cell in zip(rows.index, rows[name] if name in rows
+                                                                       else [""] * len(rows))]
+               for name, kind in kinds.items()}
     try:
         options = json.loads(options_text) if options_text and options_text.strip() else {}
     except json.JSONDecodeError as exc:
@@ -77,18 +75,6 @@ def _cell(cell: Any, kind: str, row: int, column: str) -> Any:
     return text.strip('"')
 
 
-def json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
-
-
 def metric_widget(module, example: dict[str, list], options: dict[str, Any] | None = None,
                   card: str | Path | None = None):
     """A Blocks app: the example table, options, a compute button, the result and the module's card."""
@@ -101,7 +87,7 @@ def metric_widget(module, example: dict[str, list], options: dict[str, Any] | No
     def compute(table: pd.DataFrame, options_text: str) -> dict:
         try:
             columns, kwargs = parse_inputs(table, kinds, options_text)
-            return json_safe(module.compute(**columns, **kwargs))
+            return jsonable(module.compute(**columns, **kwargs))
         except (ValueError, TypeError) as exc:
             raise gr.Error(f"{module.name}: {exc}") from None
 

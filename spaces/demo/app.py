@@ -12,6 +12,7 @@ import os
 import gradio as gr
 import pandas as pd
 
+from vlfair.probes import probe_names
 from vlfair.report.writer import markdown_table
 from vlfair.space import session
 from vlfair.space.limits import Limits, SpaceInputError, run_with_time_limit
@@ -82,7 +83,7 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
             encoder = gr.Dropdown(session.encoder_choices(hub), value=session.WORLD_BIASED, label="encoder")
             other = gr.Textbox(label="or another Hub model id", placeholder="owner/name[@revision]",
                                visible=allow_other)
-            probe = gr.Dropdown(list(session.PROBE_NAMES), value="professions", label="probe")
+            probe = gr.Dropdown(probe_names(), value="professions", label="probe")
             data = gr.Dropdown(session.data_choices("professions", hub), value=session.WORLD_DATA, label="data")
         per_group = gr.Slider(2, limits.max_sample_per_group, value=10, step=1, label="sample: images per group",
                               visible=False)

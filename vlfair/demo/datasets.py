@@ -62,6 +62,9 @@ def pfi(per_identity: int = 3, seed: int = 14) -> datasets.Dataset:
     }, "planted-bias world: public figures")
 
 
+BY_SCHEMA = {"professions": professions, "fairface": fairface, "multi30k": multi30k, "pfi": pfi}
+
+
 class PlantedGenerator:
     """Renders world people whose gender follows known per-word effects of the prompt."""
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from vlfair import measures, stats
 from vlfair.demo import datasets as world_data
-from vlfair.demo.train import trained_encoder
+from vlfair.demo.train import world_encoder
 from vlfair.demo.world import PROFESSIONS, Planting
 from vlfair.probes import run_probe
 from vlfair.probes.base import clip_score
@@ -127,12 +127,20 @@ def _public_figures(enc, name, data, out, cache, biased: bool) -> list[dict]:
     return entries
 
 
-def _word_influence(enc, name, out, cache, biased: bool) -> list[dict]:
+def word_influence_setup(enc, biased: bool, prompt: str = WI_PROMPT, images_per_prompt: int = 80) -> tuple[dict, dict]:
+    """Settings and components of a word-influence run in the world: its planted generator (the
+    biased one makes 'nurse' raise the share of women) and a zero-shot gender classifier."""
     generator = world_data.PlantedGenerator(WORD_EFFECTS if biased else {})
-    results = run_probe("word-influence", enc, None, out / "word-influence", cache_dir=cache,
-                        settings={"prompts": [WI_PROMPT], "candidates": 3, "images_per_prompt": 80, "target_group": "female",
-                                  "max_level": 1, "max_images": 1000, "confidence": CONFIDENCE},
-                        components={"generator": generator, "classifier": GroupClassifier(enc, GENDER_PROMPTS)})
+    settings = {"prompts": [prompt], "candidates": 3, "images_per_prompt": images_per_prompt, "target_group": "female",
+                "max_level": 1, "max_images": 1000, "confidence": CONFIDENCE}
+    return settings, {"generator": generator, "classifier": GroupClassifier(enc, GENDER_PROMPTS)}
+
+
+def _word_influence(enc, name, out, cache, biased: bool) -> list[dict]:
+    settings, components = word_influence_setup(enc, biased)
+    generator = components["generator"]
+    results = run_probe("word-influence", enc, None, out / "word-influence", cache_dir=cache, settings=settings,
+                        components=components)
     words = WI_PROMPT.split()
     lexicon = LexiconTransmuter()
     entries = []
@@ -159,16 +167,12 @@ PROBES: list[tuple[str, Callable]] = [
 def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", planting: Planting | None = None,
              log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Train (or load) the biased and control world encoders, run every probe, write the summary."""
-    import vlfair
-
     start = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plantings = {"biased": planting or Planting(), "control": Planting.control()}
-    encoders = {name: vlfair.load_encoder(str(trained_encoder(p, cache_dir, log=log)), dtype="float32")
-                for name, p in plantings.items()}
-    data = {"professions": world_data.professions(), "fairface": world_data.fairface(),
-            "multi30k": world_data.multi30k(), "pfi": world_data.pfi()}
+    encoders = {name: world_encoder(p, cache_dir, log=log) for name, p in plantings.items()}
+    data = {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
     entries = []
     for probe, run in PROBES:
         for name, encoder in encoders.items():

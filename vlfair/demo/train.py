@@ -93,3 +93,10 @@ def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default"
 
 
 _TRAINING = threading.Lock()
+
+
+def world_encoder(planting: Planting, cache_dir: str | Path | None = "default", log=print):
+    """The trained world encoder, loaded in float32 (its measurements are compared exactly)."""
+    from vlfair.models import load_encoder
+
+    return load_encoder(str(trained_encoder(planting, cache_dir, log=log)), dtype="float32")

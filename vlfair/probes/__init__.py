@@ -20,15 +20,30 @@ def register(probe: type[Probe]) -> type[Probe]:
     return probe
 
 
-def _register_builtin() -> None:
+def _registry() -> dict[str, type[Probe]]:
+    """Every probe; the built-in ones are imported on first use (they import torch), also when a
+    user registered a probe of their own first."""
     from vlfair.probes.multilingual import MultilingualProbe
     from vlfair.probes.professions import ProfessionsProbe
     from vlfair.probes.public_figures import PublicFiguresProbe
     from vlfair.probes.traits import TraitsProbe
     from vlfair.probes.word_influence import WordInfluenceProbe
 
-    for probe in (ProfessionsProbe, TraitsProbe, WordInfluenceProbe, MultilingualProbe, PublicFiguresProbe):
-        register(probe)
+    builtin = (ProfessionsProbe, TraitsProbe, WordInfluenceProbe, MultilingualProbe, PublicFiguresProbe)
+    for probe in builtin:
+        PROBES.setdefault(probe.name, probe)
+    return PROBES
+
+
+def probe_class(name: str) -> type[Probe]:
+    probes = _registry()
+    if name not in probes:
+        raise ProbeError(f"unknown probe {name!r}; probes: {sorted(probes)}")
+    return probes[name]
+
+
+def probe_names() -> list[str]:
+    return list(_registry())
 
 
 def _schema_of(spec: str, default: str) -> str:
@@ -87,11 +102,7 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
     from vlfair.report.results import build_results, validate_results
     from vlfair.report.writer import write_outputs
 
-    if not PROBES:
-        _register_builtin()
-    if name not in PROBES:
-        raise ProbeError(f"unknown probe {name!r}; probes: {sorted(PROBES)}")
-    probe = PROBES[name](settings, components)
+    probe = probe_class(name)(settings, components)
     encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
     if probe.needs_dataset:
         if dataset is None:
@@ -118,4 +129,4 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
     return results
 
 
-__all__ = ["PROBES", "ProbeError", "register", "run_probe"]
+__all__ = ["PROBES", "ProbeError", "probe_class", "probe_names", "register", "run_probe"]

@@ -34,7 +34,7 @@ def jsonable(value: Any) -> Any:
     """Plain JSON: numpy scalars to Python, NaN and infinities to None (JSON has neither)."""
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)) or getattr(value, "ndim", 0) > 0:  # numpy arrays too
         return [jsonable(v) for v in value]
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         value = value.item()
