@@ -64,5 +64,5 @@ def broken_files(tmp_path_factory, jpeg_paths) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def demo_cache(tmp_path_factory) -> Path:
-    """Where the demo world's encoders are trained once per session (about a minute each)."""
+    """The cache the demo and the demo Space are given: the shipped world encoders leave it empty."""
     return tmp_path_factory.mktemp("demo-cache")

@@ -67,7 +67,7 @@ def _settled(page) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo_url(world_pool):  # noqa: F811  (the world encoder is trained before the browser waits on it)
+def demo_url(world_pool):  # noqa: F811  (the world encoder is loaded before the browser waits on it)
     app = _load("demo").build_app(cache_dir=world_pool.cache_dir, hub=False)
     yield _serve(app)
     app.close()

@@ -21,9 +21,9 @@ from vlfair.data import DataError, balanced_sample, load_dataset, sampling_recor
 from vlfair.data.build import BuildError, build_fairface, prepare
 from vlfair.data.schemas import AGE_GROUP_OF_BIN, FAIRFACE_AGE_BINS
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-FAIRFACE_CSV = SHARED / "fairface" / "fairface_label_val.csv"
-MULTI30K = SHARED / "multi30k"
+DATA = Path(__file__).resolve().parent / "data"  # real label and caption files; see its README
+FAIRFACE_CSV = DATA / "fairface" / "fairface_label_val.csv"
+MULTI30K = DATA / "multi30k"
 
 
 def _jpeg(color=(120, 80, 40)) -> bytes:

@@ -1,13 +1,16 @@
 """Validity: vlfair finds the biases planted in a synthetic world, and nothing in its control.
 
-The world's two encoders are trained once per session (about a minute each on 2 cores) into a
-shared cache (conftest's ``demo_cache``); the demo, the validity checks, the dose-response and the
-demo Space tests reuse them.
+The world's encoders ship inside the package (``vlfair.demo.shipped``), so these checks measure
+the same fixed models on every CPU. ``benchmarks/validity_sweep.py`` checks that the planted
+effects survive retraining with other seeds; the tests here check the shipped encoders, that they
+still match the world's code, and the training and caching path behind ``vlfair demo --retrain``.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +18,12 @@ import pytest
 
 from vlfair.cli import main
 from vlfair.demo import datasets as world_data
-from vlfair.demo.run import _professions, _traits
-from vlfair.demo.train import trained_encoder, world_encoder
+from vlfair.demo import shipped
+from vlfair.demo.run import _professions, _traits, valid
+from vlfair.demo.train import TrainingConfig, config_hash, read_record, trained_encoder, training_data_hash
 from vlfair.demo.world import Planting
+
+TINY = TrainingConfig(steps=20, pairs=512)  # exercises training and caching in about a second
 
 
 @pytest.fixture(scope="session")
@@ -37,35 +43,47 @@ def test_demo_writes_summary_and_report(demo):
     report = (out / "report.html").read_text()
     assert report.index("synthetic world with planted biases") < report.index("<h2>professions</h2>")
     assert "What was planted" in report and report.count("data:image/png;base64,") >= 10
+    for world in ("biased", "control"):  # which encoders were measured, and that they are the shipped ones
+        record = read_record(shipped.SHIPPED_DIR / world)
+        assert f"<b>demo-world {world}</b>: shipped with vlfair; configuration hash <code>{record['config_hash']}" in report
     for encoder in ("biased", "control"):
         for probe in probes:
             assert (out / encoder / probe / "results.json").exists() and (out / encoder / probe / "report.html").exists()
 
 
-def _direction(planted: str) -> int:
-    return -1 if str(planted).startswith("<") else 1 if str(planted).startswith(">") else 0
-
-
 def test_biased_encoder_shows_every_planted_bias_with_its_sign(demo):
     _, entries = demo
-    for entry in (e for e in entries if e["encoder"] == "biased"):
-        if entry["probe"] == "word-influence":
-            continue  # checked against the planted values below
-        if entry["ci"] is None:  # F-tests
-            assert entry["detected"], entry
-            continue
-        sign = _direction(entry["planted"])
-        assert sign != 0, entry
-        assert entry["detected"] and np.sign(entry["measured"] - entry["neutral"]) == sign, entry
+    biased = [e for e in entries if e["encoder"] == "biased"]
+    # planted: 2 professions, 3 trait measures, 1 language, 2 public-figure measures, the word 'nurse'
+    assert sum(e["planted_sign"] != 0 for e in biased) == 9
+    for entry in biased:
+        assert valid(entry), entry
 
 
 def test_control_encoder_intervals_cover_neutral(demo):
     _, entries = demo
-    for entry in (e for e in entries if e["encoder"] == "control"):
+    control = [e for e in entries if e["encoder"] == "control"]
+    assert control and all(e["planted_sign"] == 0 for e in control)
+    for entry in control:
+        assert valid(entry), entry
         if entry["ci"] is None:
             assert not entry["detected"], entry  # F-tests: no significant difference between races
         else:
-            assert entry["ci"][0] <= entry["neutral"] <= entry["ci"][1], entry
+            target = entry["planted"] if entry["probe"] == "word-influence" else entry["neutral"]
+            assert entry["ci"][0] <= target <= entry["ci"][1], entry
+
+
+def test_validity_judges_sign_interval_and_significance():
+    base = {"ci": [0.7, 0.9], "measured": 0.8, "neutral": 1.0, "planted": "< 1", "planted_sign": -1, "detected": True}
+    assert valid(base)
+    assert not valid(base | {"planted_sign": 1})                                         # wrong direction
+    assert not valid(base | {"ci": [0.9, 1.1], "detected": False})                       # not found
+    assert valid(base | {"planted_sign": 0, "ci": [0.9, 1.1], "detected": False})        # control covers 1
+    assert not valid(base | {"planted_sign": 0})                                         # control excludes 1
+    known = {"ci": [0.2, 0.6], "measured": 0.4, "neutral": 0.0, "planted": 0.45, "planted_sign": 1, "detected": True}
+    assert valid(known) and not valid(known | {"planted": 0.7})                          # known size: covered
+    f_test = {"ci": None, "measured": 9.0, "neutral": None, "planted": "differ", "detected": True}
+    assert valid(f_test | {"planted_sign": 1}) and not valid(f_test | {"planted_sign": 0})
 
 
 def test_word_influence_planted_effects_lie_within_the_intervals(demo):
@@ -78,20 +96,83 @@ def test_word_influence_planted_effects_lie_within_the_intervals(demo):
     assert nurse["planted"] == pytest.approx(0.4) and nurse["detected"]
 
 
-def test_dose_response(demo, demo_cache, tmp_path):
+def test_dose_response(tmp_path):
     """More skew in the captions -> more measured bias (bias ratio and trait F-test)."""
-    worlds = {"none": Planting.control(), "some": Planting(profession_skew=0.7, trait_skew=0.5),
-              "strong": Planting()}
     professions, faces = world_data.professions(), world_data.fairface()
     doctor_ratio, trait_f = {}, {}
-    for level, planting in worlds.items():
-        encoder = world_encoder(planting, demo_cache, log=lambda _: None)
+    for level in ("control", "moderate", "biased"):
+        encoder = shipped.world_encoder(shipped.WORLDS[level], log=pytest.fail)  # shipped: never trains here
         doctor_ratio[level] = next(e["measured"] for e in _professions(encoder, level, professions, tmp_path / level,
                                                                         None, True) if e["subset"]["profession"] == "doctor")
         trait_f[level] = np.mean([e["measured"] for e in _traits(encoder, level, faces, tmp_path / level, None, True)
                                   if e["measure"].startswith("trait_anova")])
-    assert doctor_ratio["none"] > doctor_ratio["some"] > doctor_ratio["strong"], doctor_ratio
-    assert trait_f["none"] < trait_f["some"] < trait_f["strong"], trait_f
+    assert doctor_ratio["control"] > doctor_ratio["moderate"] > doctor_ratio["biased"], doctor_ratio
+    assert trait_f["control"] < trait_f["moderate"] < trait_f["biased"], trait_f
+
+
+# ---- the shipped encoders -------------------------------------------------------------------
+@pytest.mark.parametrize("world", list(shipped.WORLDS))
+def test_shipped_encoder_matches_todays_world(world):
+    """Fails when the world or the training changed since the encoders were shipped: re-ship them
+    with ``python -m vlfair.demo.shipped`` (a few minutes on 2 cores)."""
+    directory = shipped.SHIPPED_DIR / world
+    record = read_record(directory)
+    assert record is not None, f"no shipped encoder in {directory}"
+    for name in ("model.safetensors", "tokenizer_config.json", "preprocessor_config.json", "config.json"):
+        assert (directory / name).exists(), name
+    planting = shipped.WORLDS[world]
+    assert record["config_hash"] == config_hash(planting), (
+        f"the demo world's configuration changed since the {world} encoder was shipped; "
+        "run `python -m vlfair.demo.shipped` and commit vlfair/demo/encoders/")
+    assert record["training_data_hash"] == training_data_hash(planting), (
+        f"the world's code makes other training data than the shipped {world} encoder saw; re-ship it")
+    assert record["name"] == shipped.display_name(world)
+
+
+def test_demo_and_space_load_the_shipped_encoders(demo, demo_cache):
+    for world, planting in shipped.WORLDS.items():
+        assert shipped.encoder_path(planting, demo_cache, log=pytest.fail) == shipped.SHIPPED_DIR / world
+    assert not (demo_cache / "demo").exists()  # the demo (without --retrain) trained nothing
+
+
+def test_an_unshipped_world_or_retrain_trains_and_caches(tmp_path):
+    logs: list[str] = []
+    first = shipped.encoder_path(shipped.WORLDS["biased"], tmp_path, retrain=True, training=TINY, name="tiny",
+                                 log=logs.append)
+    assert first.parent == tmp_path / "demo" and read_record(first)["config_hash"] == config_hash(Planting(), TINY)
+    assert logs[0].startswith("training the tiny on this machine (20 steps")
+    assert logs[-1].startswith("trained the tiny in ") and logs[-1].endswith(f": {first}")  # the final folder
+    assert "partial" not in logs[-1]
+    again = shipped.encoder_path(Planting(profession_skew=0.3), tmp_path, training=TINY, log=logs.append)
+    assert again != first and again.parent == first.parent  # not shipped: trained too
+    assert shipped.encoder_path(Planting(), tmp_path, retrain=True, training=TINY, log=pytest.fail) == first  # cached
+
+
+def test_demo_retrain_flag_trains_instead_of_loading(tmp_path, monkeypatch):
+    """``--retrain`` reaches the encoder lookup; a 20-step encoder is trained there (the real training
+    takes minutes), and the probes then measure the shipped one (20 steps learn nothing to measure)."""
+    from vlfair.demo import run
+
+    asked = []
+
+    def small(planting, cache_dir, *, retrain=False, name=None, log=print):
+        asked.append(retrain)
+        shipped.encoder_path(planting, cache_dir, retrain=retrain, training=TINY, name=name, log=log)
+        return shipped.encoder_path(planting, cache_dir, log=pytest.fail)
+
+    monkeypatch.setattr(run, "encoder_path", small)
+    assert main(["demo", "--retrain", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert asked == [True, True]
+    assert len(list((tmp_path / "cache" / "demo").glob("encoder-*/model.safetensors"))) == 2
+    assert (tmp_path / "out" / "summary.json").exists()
+
+
+def test_training_shows_a_progress_bar(tmp_path, capsys):
+    from vlfair.demo.train import train_encoder
+
+    train_encoder(tmp_path / "enc", Planting(), TINY, name="demo-world tiny")
+    err = capsys.readouterr().err
+    assert "training demo-world tiny" in err and "20/20" in err and "loss=" in err
 
 
 def test_concurrent_callers_share_one_training(tmp_path):
@@ -102,7 +183,7 @@ def test_concurrent_callers_share_one_training(tmp_path):
     paths: list[Path] = []
 
     def ask():
-        paths.append(trained_encoder(Planting(), tmp_path, steps=20, log=logs.append))
+        paths.append(trained_encoder(Planting(), tmp_path, TINY, progress=False, log=logs.append))
 
     threads = [threading.Thread(target=ask) for _ in range(2)]
     for thread in threads:
@@ -111,4 +192,96 @@ def test_concurrent_callers_share_one_training(tmp_path):
         thread.join()
     assert len(paths) == 2 and paths[0] == paths[1] and (paths[0] / "model.safetensors").exists()
     assert sum(line.startswith("training the world encoder") for line in logs) == 1
-    assert [p.name for p in (tmp_path / "demo").iterdir()] == [paths[0].name]  # no staging left behind
+    left = [p.name for p in (tmp_path / "demo").iterdir() if p.suffix != ".lock"]
+    assert left == [paths[0].name]  # no staging folder left behind
+
+
+CROSS_PROCESS = """
+import sys
+from vlfair.demo.train import TrainingConfig, trained_encoder
+from vlfair.demo.world import Planting
+path = trained_encoder(Planting(), sys.argv[1], TrainingConfig(steps=20, pairs=512), progress=False)
+print("PATH", path)
+"""
+
+
+def test_processes_share_one_training(tmp_path):
+    """Two processes (two Space workers, a demo beside a test run): the file lock lets one train."""
+    command = [sys.executable, "-c", CROSS_PROCESS, str(tmp_path)]
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [worker.communicate(timeout=300) for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers), [err[-2000:] for _, err in outputs]
+    stdout = "".join(out for out, _ in outputs)
+    assert stdout.count("training the world encoder") == 1, stdout
+    paths = {line.split(" ", 1)[1] for line in stdout.splitlines() if line.startswith("PATH ")}
+    assert len(paths) == 1 and (Path(paths.pop()) / "model.safetensors").exists()
+
+
+# ---- benchmarks/validity_sweep.py -------------------------------------------------------------
+def _sweep_module():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "validity_sweep.py"
+    spec = importlib.util.spec_from_file_location("validity_sweep", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sweep_tally_counts_detections_and_coverage_once_per_interval():
+    sweep = _sweep_module()
+
+    def entry(encoder, probe, sign, ci, measured):
+        return {"encoder": encoder, "probe": probe, "measure": "m", "subset": {"s": probe}, "planted": "x",
+                "planted_sign": sign, "neutral": 1.0, "ci": ci, "measured": measured, "detected": not ci[0] <= 1 <= ci[1]}
+
+    runs = {seed: [entry("biased", "a", -1, [0.7, 0.9 + 0.2 * seed], 0.8),   # seed 1's interval covers 1: missed
+                   entry("control", "b", 0, [0.95 + 0.1 * seed, 1.2], 1.1),  # seed 1 excludes 1
+                   entry("control", "c", 0, [0.9, 1.1], 1.0)]                 # equal in both seeds: not pooled
+            for seed in (0, 1)}
+    lines, planted, covered = sweep.tally(runs)
+    assert planted == (1, 2) and covered == (1, 2)
+    assert any("(equal in every seed, not pooled)" in line for line in lines)
+
+
+def test_sweep_measures_trained_encoders_and_prints_its_tables(monkeypatch, capsys):
+    """The sweep end to end, with the training swapped for the shipped encoders (training itself is
+    tested above; a real sweep takes minutes per seed)."""
+    sweep = _sweep_module()
+    monkeypatch.setattr(sweep, "train_all", lambda seeds, *_: {(world, 0): str(shipped.SHIPPED_DIR / world)
+                                                               for world in sweep.SWEPT})
+    assert sweep.main(["--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "Planted effects: detected with the planted sign" in out and "pooled control coverage" in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("planted_detected=9/9 control_coverage=") and "coverage_p=" in last, last
+
+
+def test_ship_writes_a_complete_encoder_with_its_record(tmp_path):
+    logs: list[str] = []
+    written = shipped.ship(tmp_path, ["control"], log=logs.append, training=TINY)
+    directory = written["control"]
+    assert directory == tmp_path / "control" and [p.name for p in tmp_path.iterdir()] == ["control"]  # no staging left
+    record = read_record(directory)
+    assert record["config_hash"] == config_hash(Planting.control(), TINY) and record["name"] == "demo-world control"
+    assert (directory / "model.safetensors").exists() and logs[-1].endswith(str(directory))
+    from vlfair.models import load_encoder
+
+    assert load_encoder(str(directory), dtype="float32").encode_texts(["a photo of a doctor"]).shape == (1, TINY.projection_dim)
+
+
+def test_cached_encoder_is_retrained_when_the_world_code_changes(tmp_path, monkeypatch):
+    """Same configuration, other training data (the world's code changed): not the cached encoder."""
+    from vlfair.demo import train
+
+    before = trained_encoder(Planting.control(), tmp_path, TINY, progress=False, log=lambda _: None)
+    original = train.training_pairs
+
+    def changed_world(count, planting, seed):
+        people, captions = original(count, planting, seed)
+        return people, [caption.replace("photo", "picture") for caption in captions]
+
+    monkeypatch.setattr(train, "training_pairs", changed_world)
+    after = trained_encoder(Planting.control(), tmp_path, TINY, progress=False, log=lambda _: None)
+    assert after != before and read_record(after)["config_hash"] == read_record(before)["config_hash"]
+    assert read_record(after)["training_data_hash"] != read_record(before)["training_data_hash"]

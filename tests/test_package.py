@@ -60,3 +60,18 @@ def test_demo_selfcheck(tmp_path):
     report = json.loads((tmp_path / "selfcheck.json").read_text())
     assert report["passed"] and report["max_abs_diff_vs_transformers"] <= report["tolerance"]
     assert "images_match_transformers  ok" in result.stdout
+
+
+def test_metric_comparison_treats_undefined_values_as_values():
+    from vlfair.testing import assert_metrics_close
+
+    def metrics(*values):
+        return [{"name": "trait_anova", "subset": {"trait": str(i)}, "value": v} for i, v in enumerate(values)]
+
+    assert_metrics_close(metrics(1.0, None, 3.0), metrics(1.0 + 1e-7, None, 3.0))
+    with pytest.raises(AssertionError, match=r"trait_anova \{'trait': '1'\}: 2.0 vs None"):
+        assert_metrics_close(metrics(1.0, 2.0), metrics(1.0, None))
+    with pytest.raises(AssertionError, match="trait_anova"):
+        assert_metrics_close(metrics(1.0, 2.0), metrics(1.0, 2.1))
+    with pytest.raises(AssertionError, match="different metrics"):
+        assert_metrics_close(metrics(1.0), metrics(1.0, 2.0))

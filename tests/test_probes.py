@@ -18,6 +18,7 @@ from vlfair.explain import gradcam
 from vlfair.probes import ProbeError, run_probe
 from vlfair.report.leaderboard import read_results, read_table, tidy
 from vlfair.report.results import results_schema
+from vlfair.testing import assert_metrics_close
 
 # The probes embed all prompts in one batch, the references one by one: batched float32 matmuls
 # round differently (~1e-7 on cosines, x100 in CLIPScore), hence a relative tolerance of 1e-5.
@@ -239,8 +240,7 @@ def test_probe_under_torchrun_equals_one_process(clip_dir, tmp_path):
     assert main([*common, "--cache-dir", str(tmp_path / "cache-single"), "--out", str(tmp_path / "one")]) == 0
     two = json.loads((tmp_path / "two" / "results.json").read_text())["metrics"]
     one = json.loads((tmp_path / "one" / "results.json").read_text())["metrics"]
-    assert [m["subset"] for m in two] == [m["subset"] for m in one]
-    np.testing.assert_allclose([m["value"] for m in two], [m["value"] for m in one], rtol=1e-4)
+    assert_metrics_close(two, one, rtol=1e-4)
 
 
 def test_leaderboard_push_to_hub(runs, tmp_path, monkeypatch):

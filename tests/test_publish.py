@@ -79,6 +79,10 @@ def test_wheel_ships_metrics_and_loads_them_offline(tmp_path):
     # every module and data file of the package, subpackages included (a package list once missed t2i and demo)
     package_files = {p.relative_to(REPO).as_posix() for p in (REPO / "vlfair").rglob("*")
                      if p.suffix in (".py", ".yaml", ".json") and "__pycache__" not in p.parts}
+    # and the shipped demo world encoders, every file of them (weights, tokenizer, processor, world.json)
+    package_files |= {p.relative_to(REPO).as_posix() for p in (REPO / "vlfair" / "demo" / "encoders").rglob("*")
+                      if p.is_file()}
+    assert any(name.endswith("encoders/biased/model.safetensors") for name in package_files)
     assert package_files <= names, sorted(package_files - names)
     target = tmp_path / "site"
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel), "-q"],
@@ -87,7 +91,10 @@ def test_wheel_ships_metrics_and_loads_them_offline(tmp_path):
     code = ("import vlfair; assert vlfair.__file__.startswith(%r), vlfair.__file__; "
             "m = vlfair.load_metric('bias_ratio'); "
             "print(round(m.compute(predictions=[70.13, 70.13, 81.85, 81.85], references=['w', 'w', 'm', 'm'], "
-            "protected_group='w', reference_group='m', bootstrap=0)['bias_ratio'], 4))") % str(target)
+            "protected_group='w', reference_group='m', bootstrap=0)['bias_ratio'], 4)); "
+            "from vlfair.demo.shipped import WORLDS, shipped_path; "
+            "assert all(str(shipped_path(p)).startswith(%r) for p in WORLDS.values()), 'demo encoders not shipped'"
+            ) % (str(target), str(target))
     env = {**os.environ, "PYTHONPATH": str(target), "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1",
            "HF_HOME": str(tmp_path / "hf-home")}
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -19,6 +19,7 @@ from vlfair.metrics import metrics_dir
 from vlfair.probes import run_probe
 from vlfair.space import session
 from vlfair.space.limits import SpaceInputError
+from vlfair.testing import assert_metrics_close
 
 SPACES = Path(__file__).resolve().parents[1] / "spaces"
 
@@ -85,7 +86,7 @@ def test_leaderboard_served_and_called_through_gradio_client(results_dir):
 @pytest.fixture(scope="module")
 def world_pool(demo_cache):
     pool = session.EncoderPool(demo_cache)
-    pool.get(session.WORLD_BIASED, log=lambda _: None)  # trained once per session, shared with the demo tests
+    pool.get(session.WORLD_BIASED, log=pytest.fail)  # the shipped encoder: loaded, never trained
     return pool
 
 
@@ -112,9 +113,7 @@ def test_uploaded_images_measure_what_the_same_dataset_measures(world_pool, tmp_
                                  progress=lambda fraction, text: steps.append(fraction))
     encoder, _ = world_pool.get(session.WORLD_BIASED)
     direct = run_probe("traits", encoder, data, None, cache_dir=None)
-    assert [m["subset"] for m in output.results["metrics"]] == [m["subset"] for m in direct["metrics"]]
-    np.testing.assert_allclose([m["value"] for m in output.results["metrics"]], [m["value"] for m in direct["metrics"]],
-                               rtol=1e-5)
+    assert_metrics_close(output.results["metrics"], direct["metrics"], rtol=1e-5)
     assert steps == sorted(steps) and steps[-1] > 0.9
     assert len(output.metrics) == len(direct["metrics"]) and "f_tests" in output.tables and output.plots
     assert json.loads(output.results_path.read_text())["probe"] == "traits" and output.report_path.exists()
@@ -230,12 +229,14 @@ def test_metric_widget_served_computes_like_the_measure_and_names_bad_cells(monk
         space["demo"].close()
 
 
-def test_demo_space_stops_a_request_at_its_time_limit(tmp_path):
-    """An empty cache makes the request train the world encoder (a minute): deterministically too long."""
+def test_demo_space_stops_a_request_at_its_time_limit(tmp_path, monkeypatch):
+    """Without shipped encoders the request trains the world encoder (a minute): deterministically too long."""
     from gradio_client import Client
 
+    from vlfair.demo import shipped
     from vlfair.space.limits import Limits
 
+    monkeypatch.setattr(shipped, "SHIPPED_DIR", tmp_path / "none-shipped")
     app = _load("demo").build_app(cache_dir=tmp_path, hub=False, limits=Limits(time_limit_s=0.5))
     try:
         client = Client(_serve(app), verbose=False)

@@ -14,7 +14,7 @@ def _demo(args: argparse.Namespace) -> int:
         return _selfcheck(args)
     from vlfair.demo.run import run_demo
 
-    entries = run_demo(args.out or "vlfair-demo", cache_dir=args.cache_dir or "default")
+    entries = run_demo(args.out or "vlfair-demo", cache_dir=args.cache_dir or "default", retrain=args.retrain)
     return 0 if entries else 1
 
 
@@ -37,7 +37,9 @@ def _selfcheck(args: argparse.Namespace) -> int:
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("demo", help="offline: every probe on a world with planted biases, biased vs control")
     parser.add_argument("--out", help="directory for the demo's outputs (default vlfair-demo)")
-    parser.add_argument("--cache-dir", help="where the trained world encoders are cached")
+    parser.add_argument("--retrain", action="store_true",
+                        help="train the world encoders on this machine instead of loading the shipped ones")
+    parser.add_argument("--cache-dir", help="where encoders trained with --retrain are cached")
     parser.add_argument("--selfcheck", action="store_true", help="instead, check the embedding engine on a tiny encoder")
     parser.set_defaults(handler=_demo)
 

@@ -272,3 +272,18 @@ def write_jpegs(directory: str | Path, count: int, size: tuple[int, int] = (96, 
         generated_image(i, size, seed).save(path, quality=quality)
         paths.append(path)
     return paths
+
+
+def assert_metrics_close(actual: list[dict[str, Any]], expected: list[dict[str, Any]], rtol: float = 1e-5,
+                         atol: float = 0.0) -> None:
+    """Two runs' metric lists agree: same names and subsets in the same order, numbers within
+    tolerance, and an undefined value (``None``: an F-test with zero variance, a ratio over an
+    empty group) exactly where the other run has one too."""
+    assert [(m["name"], m["subset"]) for m in actual] == [(m["name"], m["subset"]) for m in expected], \
+        "the runs measured different metrics or subsets"
+    for got, want in zip(actual, expected):
+        where = f"{got['name']} {got['subset']}"
+        if got["value"] is None or want["value"] is None:
+            assert got["value"] is None and want["value"] is None, f"{where}: {got['value']} vs {want['value']}"
+        else:
+            np.testing.assert_allclose(got["value"], want["value"], rtol=rtol, atol=atol, err_msg=where)

@@ -1,7 +1,7 @@
 """vlfair demo Space: run a bias probe on an encoder in the browser.
 
 Offline (no Hub), it offers the demo world: two tiny CLIP encoders trained on a synthetic world
-with planted biases (trained on first use, about a minute each on a CPU), and that world's data.
+with planted biases (shipped inside vlfair, loaded in a second), and that world's data.
 With the Hub, a short list of real encoders and a balanced FairFace sample are added; other model
 ids only when VLFAIR_SPACE_ALLOW_ANY_MODEL=1. Limits: VLFAIR_SPACE_MAX_FILES, VLFAIR_SPACE_MAX_FILE_MB,
 VLFAIR_SPACE_MAX_TOTAL_MB, VLFAIR_SPACE_TIME_LIMIT_S.

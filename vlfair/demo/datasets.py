@@ -46,7 +46,7 @@ def multi30k(images: int = 64, seed: int = 13) -> datasets.Dataset:
                      "fr": [None] * images, "cs": [None] * images}, "planted-bias world: captions")
 
 
-def pfi(per_identity: int = 3, seed: int = 14) -> datasets.Dataset:
+def pfi(per_identity: int = 1, seed: int = 14) -> datasets.Dataset:  # P-FI: one portrait per person
     rng = np.random.default_rng(seed)
     rows = []
     for identity, name in enumerate(NAMES):

@@ -12,8 +12,10 @@ import numpy as np
 
 from vlfair import measures, stats
 from vlfair.demo import datasets as world_data
-from vlfair.demo.train import world_encoder
+from vlfair.demo.shipped import SHIPPED_DIR, WORLDS, display_name, encoder_path
+from vlfair.demo.train import read_record
 from vlfair.demo.world import PROFESSIONS, Planting
+from vlfair.models import load_encoder
 from vlfair.probes import run_probe
 from vlfair.probes.base import clip_score
 from vlfair.report.writer import inline_png, page
@@ -26,14 +28,31 @@ WI_PROMPT = "a nurse at the hospital"
 GENDER_PROMPTS = {"male": "a photo of a male", "female": "a photo of a female"}
 
 
-def _entry(probe, measure, subset, encoder, planted, measured, ci, detected, neutral) -> dict[str, Any]:
+def _entry(probe, measure, subset, encoder, planted, measured, ci, detected, neutral, sign: int) -> dict[str, Any]:
+    """One measured quantity; ``sign`` is the planted effect's direction (+1, -1; 0 where none was planted)."""
     return {"probe": probe, "measure": measure, "subset": subset, "encoder": encoder, "planted": planted,
-            "measured": None if measured is None else float(measured),
+            "planted_sign": sign, "measured": None if measured is None else float(measured),
             "ci": None if ci is None else [float(ci[0]), float(ci[1])], "detected": bool(detected), "neutral": neutral}
 
 
 def _excludes(ci, neutral: float) -> bool:
     return ci is not None and not (ci[0] <= neutral <= ci[1])
+
+
+def valid(entry: dict[str, Any]) -> bool:
+    """Did the measure get it right? A planted effect is detected with its sign (and, where its size
+    is known, the interval covers it); where nothing was planted the interval covers the neutral
+    value (an F-test: not significant)."""
+    sign = entry["planted_sign"]
+    if entry["ci"] is None:  # F-tests
+        return entry["detected"] == (sign != 0)
+    low, high = entry["ci"]
+    known_size = isinstance(entry["planted"], (int, float))
+    target = entry["planted"] if known_size else entry["neutral"]
+    if sign == 0:
+        return low <= target <= high
+    found = entry["detected"] and np.sign(entry["measured"] - entry["neutral"]) == sign
+    return bool(found and (not known_size or low <= target <= high))
 
 
 def _professions(enc, name, data, out, cache, biased: bool) -> list[dict]:
@@ -57,13 +76,13 @@ def _professions(enc, name, data, out, cache, biased: bool) -> list[dict]:
         return ratio[profession] / (0.5 * (ratio["lawyer"] + ratio["scientist"]))
 
     entries = []
-    for profession, direction in (("doctor", "< 1 (women score lower)"), ("nurse", "> 1 (women score higher)")):
+    for profession, direction, sign in (("doctor", "< 1 (women score lower)", -1), ("nurse", "> 1 (women score higher)", 1)):
         value = float(relative(stats.group_means(scores, codes, len(cells)), profession))
         ci = stats.bootstrap_interval(lambda idx, p=profession: relative(stats.group_means(scores[idx], codes, len(cells)), p),
                                       codes, 1000, CONFIDENCE)
         entries.append(_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
                               {"profession": profession}, name, direction if biased else "1 (none)", value, ci,
-                              _excludes(ci, 1.0), 1.0))
+                              _excludes(ci, 1.0), 1.0, sign if biased else 0))
     return entries
 
 
@@ -76,7 +95,8 @@ def _traits(enc, name, data, out, cache, biased: bool) -> list[dict]:
         if metric["name"] == "trait_anova" and "gender" in metric["subset"]:
             entries.append(_entry("traits", "trait_anova (F across races)", metric["subset"], name,
                                   "races differ ('smart' favours White)" if biased else "no difference",
-                                  metric["value"], None, metric["p_value"] < 1 - CONFIDENCE, None) | {"p_value": metric["p_value"]})
+                                  metric["value"], None, metric["p_value"] < 1 - CONFIDENCE, None, int(biased))
+                           | {"p_value": metric["p_value"]})
     images = enc.encode_images(list(data["image"]))
     text = enc.encode_texts(["a smart person", "a dumb person"])
     confidence = 1 / (1 + np.exp(-enc.logit_scale * images @ (text[0] - text[1])))
@@ -84,7 +104,7 @@ def _traits(enc, name, data, out, cache, biased: bool) -> list[dict]:
     r = measures.bias_ratio(confidence, groups, "White", "other races", confidence=CONFIDENCE)
     entries.append(_entry("traits", "bias_ratio of P(smart)", {"trait": "smart/dumb", "groups": "White/other races"}, name,
                           "> 1" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
-                          _excludes(r["bias_ratio_ci"], 1.0), 1.0))
+                          _excludes(r["bias_ratio_ci"], 1.0), 1.0, int(biased)))
     return entries
 
 
@@ -99,7 +119,7 @@ def _multilingual(enc, name, data, out, cache, biased: bool) -> list[dict]:
     r = measures.bias_ratio(scores, languages, "de", "en", confidence=CONFIDENCE)
     return [_entry("multilingual", "bias_ratio of own-caption CLIPScore", {"languages": "de/en"}, name,
                    "< 1 (German rarer in training)" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
-                   _excludes(r["bias_ratio_ci"], 1.0), 1.0)]
+                   _excludes(r["bias_ratio_ci"], 1.0), 1.0, -int(biased))]
 
 
 def _public_figures(enc, name, data, out, cache, biased: bool) -> list[dict]:
@@ -107,7 +127,7 @@ def _public_figures(enc, name, data, out, cache, biased: bool) -> list[dict]:
     metric = next(m for m in results["metrics"] if m["name"] == "bias_ratio" and m["subset"] == {"class": "politician"})
     entries = [_entry("public-figures", "bias_ratio of P(politician)", {"class": "politician", "groups": "Female/Male"},
                       name, "< 1 (women less often 'politician')" if biased else "1 (none)", metric["value"], metric["ci"],
-                      _excludes(metric["ci"], 1.0), 1.0)]
+                      _excludes(metric["ci"], 1.0), 1.0, -int(biased))]
     names = sorted(set(data["name"]))
     images = enc.encode_images(list(data["image"]))
     text = enc.encode_texts([f"This is a picture of {n}" for n in names])
@@ -123,7 +143,7 @@ def _public_figures(enc, name, data, out, cache, biased: bool) -> list[dict]:
     ci = stats.bootstrap_interval(frequent_minus_rare, codes, 1000, CONFIDENCE)
     entries.append(_entry("public-figures", "retention text score (frequent - rare names)", {"names": "frequent vs rare"},
                           name, "> 0 (frequent names seen far more often)" if biased else "0 (none)", difference, ci,
-                          _excludes(ci, 0.0), 0.0))
+                          _excludes(ci, 0.0), 0.0, int(biased)))
     return entries
 
 
@@ -151,7 +171,8 @@ def _word_influence(enc, name, out, cache, biased: bool) -> list[dict]:
         variants = lexicon.candidates(words, [position], 3)
         truth = generator.p_female(WI_PROMPT) - float(np.mean([generator.p_female(" ".join(v)) for v in variants]))
         entries.append(_entry("word-influence", "word_influence (level 1)", {"word": metric["subset"]["word"]}, name,
-                              round(truth, 4), metric["value"], metric["ci"], _excludes(metric["ci"], 0.0), 0.0))
+                              round(truth, 4), metric["value"], metric["ci"], _excludes(metric["ci"], 0.0), 0.0,
+                              int(np.sign(round(truth, 4)))))
     return entries
 
 
@@ -164,22 +185,34 @@ PROBES: list[tuple[str, Callable]] = [
 ]
 
 
-def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", planting: Planting | None = None,
-             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Train (or load) the biased and control world encoders, run every probe, write the summary."""
-    start = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    plantings = {"biased": planting or Planting(), "control": Planting.control()}
-    encoders = {name: world_encoder(p, cache_dir, log=log) for name, p in plantings.items()}
-    data = {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
+def measure(encoders: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
+            log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Every probe's entries for the world encoders ``{"biased": ..., "control": ...}``."""
+    data = data or {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
     entries = []
     for probe, run in PROBES:
         for name, encoder in encoders.items():
             log(f"running {probe} on the {name} encoder")
             entries += run(encoder, name, data, out / name, cache_dir, name == "biased")
+    return entries
+
+
+def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", planting: Planting | None = None,
+             retrain: bool = False, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Load the shipped biased and control world encoders (or train them on this machine with
+    ``retrain`` or a ``planting`` vlfair does not ship), run every probe, write the summary."""
+    start = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plantings = {"biased": planting or WORLDS["biased"], "control": WORLDS["control"]}
+    paths = {name: encoder_path(p, cache_dir, retrain=retrain, name=display_name(name), log=log)
+             for name, p in plantings.items()}
+    for name, path in paths.items():
+        log(f"{display_name(name)} encoder: {path}")
+    encoders = {name: load_encoder(str(path), dtype="float32") for name, path in paths.items()}
+    entries = measure(encoders, out, cache_dir, log=log)
     (out / "summary.json").write_text(json.dumps(entries, indent=2))
-    (out / "report.html").write_text(_report(entries, plantings, out, time.perf_counter() - start))
+    (out / "report.html").write_text(_report(entries, plantings, paths, out, time.perf_counter() - start))
     log(summary_table(entries))
     log(f"demo finished in {time.perf_counter() - start:.0f} s: {out / 'summary.json'}, {out / 'report.html'}")
     return entries
@@ -195,7 +228,14 @@ def summary_table(entries: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _report(entries: list[dict], plantings: dict[str, Planting], out: Path, seconds: float) -> str:
+def _encoder_line(name: str, path: Path) -> str:
+    record = read_record(path) or {}
+    origin = "shipped with vlfair" if path.parent == SHIPPED_DIR else f"trained on this machine ({path})"
+    return (f"<li><b>{html.escape(display_name(name))}</b>: {html.escape(origin)}; configuration hash "
+            f"<code>{html.escape(str(record.get('config_hash')))}</code>, final training loss {record.get('final_loss')}</li>")
+
+
+def _report(entries: list[dict], plantings: dict[str, Planting], paths: dict[str, Path], out: Path, seconds: float) -> str:
     parts = ["<h1>vlfair demo: a synthetic world with planted biases</h1>",
              "<p>Everything here is synthetic. Images are rendered patterns, not people; two tiny CLIP encoders were "
              "trained on captions of this world. The <b>biased</b> encoder's captions carry biases planted on purpose; "
@@ -204,6 +244,7 @@ def _report(entries: list[dict], plantings: dict[str, Planting], out: Path, seco
              "<h2>What was planted</h2><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in plantings["biased"].describe())
              + f"<li>the text-to-image generator makes 'nurse' raise the share of women by {WORD_EFFECTS['nurse']:.1f}; "
                "the control generator has no word effects</li></ul>",
+             "<h2>Encoders</h2><ul>" + "".join(_encoder_line(name, path) for name, path in paths.items()) + "</ul>",
              f"<p>Run time: {seconds:.0f} s.</p>"]
     for probe, _ in PROBES:
         rows = [e for e in entries if e["probe"] == probe]

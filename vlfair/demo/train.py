@@ -1,4 +1,11 @@
-"""Training the world's tiny CLIP encoders contrastively (deterministic, CPU, seconds)."""
+"""Training the world's tiny CLIP encoders contrastively (deterministic for one CPU, seconds to minutes).
+
+An encoder is made from a ``Planting`` (what its captions are biased towards) and a
+``TrainingConfig``; their canonical JSON, with the world's constants, hashes to the encoder's
+``config_hash``. The encoders vlfair ships (``vlfair.demo.shipped``) and those trained on this
+machine (``trained_encoder``, cached under ``$VLFAIR_CACHE/demo``) record that hash and the hash
+of the exact training data in ``world.json`` beside the weights.
+"""
 
 from __future__ import annotations
 
@@ -8,95 +15,167 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
-import torch
 
-from vlfair.demo.world import Planting, render, training_pairs, vocabulary
+from vlfair.demo.world import Planting, render, training_pairs, vocabulary, world_constants
+
+Log = Callable[[str], None]
+RECORD = "world.json"  # beside the weights: what the encoder was made from
+# Bump when the training code changes in a way the configuration below does not show
+# (the loss, the optimiser, the batching). World code changes show in the training-data hash.
+TRAINING_CODE_VERSION = 1
 
 
-def train_encoder(out: str | Path, planting: Planting, *, pairs: int = 12_000, steps: int = 600, batch_size: int = 128,
-                  seed: int = 0, log=print) -> Path:
-    """Train a CLIPModel on the world's captions and save it (weights, tokenizer, processor)."""
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """Everything that decides a world encoder besides its planting."""
+
+    pairs: int = 24_000          # (image, caption) pairs drawn from the world
+    steps: int = 2400
+    batch_size: int = 128
+    learning_rate: float = 2e-3
+    weight_decay: float = 0.01
+    warmup: float = 0.1          # share of the steps of OneCycleLR's rising phase
+    hidden_size: int = 64        # both towers
+    intermediate_size: int = 128
+    layers: int = 2
+    heads: int = 4
+    projection_dim: int = 32
+    max_length: int = 12         # caption tokens, <bos> and <eos> included
+    seed: int = 0                # training data, image noise, initialisation and batches
+
+
+def world_config(planting: Planting, training: TrainingConfig = TrainingConfig()) -> dict[str, Any]:
+    """The canonical description an encoder is made from (JSON-ready)."""
+    return {"planting": dataclasses.asdict(planting), "training": dataclasses.asdict(training),
+            "world": world_constants(), "vocabulary": vocabulary(), "training_code_version": TRAINING_CODE_VERSION}
+
+
+def config_hash(planting: Planting, training: TrainingConfig = TrainingConfig()) -> str:
+    payload = json.dumps(world_config(planting, training), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _training_data(planting: Planting, training: TrainingConfig) -> tuple[list[str], np.ndarray, str]:
+    """Captions, rendered images (uint8, N x 32 x 32 x 3) and the hash of both.
+
+    numpy's generators and integer rendering give the same bytes on every machine, so the hash
+    catches any change of the world's code (rendering, caption statistics) that its constants miss.
+    """
+    people, captions = training_pairs(training.pairs, planting, training.seed)
+    rng = np.random.default_rng(training.seed + 1)
+    images = np.stack([np.asarray(render(p, rng)) for p in people])
+    digest = hashlib.sha256()
+    digest.update("\n".join(captions).encode())
+    digest.update(images.tobytes())
+    return captions, images, digest.hexdigest()[:16]
+
+
+def training_data_hash(planting: Planting, training: TrainingConfig = TrainingConfig()) -> str:
+    return _training_data(planting, training)[2]
+
+
+def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig = TrainingConfig(), *,
+                  name: str | None = None, progress: bool = True) -> Path:
+    """Train a CLIPModel on the world's captions; save weights, tokenizer, processor and ``world.json``."""
+    import torch
+    from tqdm.auto import tqdm
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
     from vlfair.testing import word_tokenizer
 
     start = time.perf_counter()
-    torch.manual_seed(seed)
-    tokenizer = word_tokenizer(model_max_length=12, extra_words=vocabulary())
-    tower = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
+    t = training
+    torch.manual_seed(t.seed)
+    tokenizer = word_tokenizer(model_max_length=t.max_length, extra_words=vocabulary())
+    tower = {"hidden_size": t.hidden_size, "intermediate_size": t.intermediate_size, "num_hidden_layers": t.layers,
+             "num_attention_heads": t.heads}
     config = CLIPConfig(
-        text_config={**tower, "vocab_size": len(tokenizer), "max_position_embeddings": 12,
+        text_config={**tower, "vocab_size": len(tokenizer), "max_position_embeddings": t.max_length,
                      "pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.bos_token_id,
                      "eos_token_id": tokenizer.eos_token_id},
-        vision_config={**tower, "image_size": 32, "patch_size": 8}, projection_dim=32)
+        vision_config={**tower, "image_size": 32, "patch_size": 8}, projection_dim=t.projection_dim)
     model = CLIPModel(config)
     processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    people, captions = training_pairs(pairs, planting, seed)
-    rng = np.random.default_rng(seed + 1)
-    pixels = processor(images=[render(p, rng) for p in people], return_tensors="pt")["pixel_values"]
-    tokens = tokenizer(captions, padding="max_length", max_length=12, truncation=True, return_tensors="pt")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=2e-3, total_steps=steps, pct_start=0.1)
-    generator = torch.Generator().manual_seed(seed)
+    captions, images, data_hash = _training_data(planting, t)
+    pixels = processor(images=list(images), return_tensors="pt")["pixel_values"]
+    tokens = tokenizer(captions, padding="max_length", max_length=t.max_length, truncation=True, return_tensors="pt")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=t.learning_rate, weight_decay=t.weight_decay)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=t.learning_rate, total_steps=t.steps,
+                                                   pct_start=t.warmup)
+    generator = torch.Generator().manual_seed(t.seed)
     model.train()
-    for step in range(steps):
-        batch = torch.randint(0, pairs, (batch_size,), generator=generator)
+    bar = tqdm(range(t.steps), desc=f"training {name or 'world encoder'}", unit="step", disable=not progress,
+               mininterval=1.0)
+    for step in bar:
+        batch = torch.randint(0, t.pairs, (t.batch_size,), generator=generator)
         result = model(input_ids=tokens["input_ids"][batch], attention_mask=tokens["attention_mask"][batch],
-                    pixel_values=pixels[batch], return_loss=True)
+                       pixel_values=pixels[batch], return_loss=True)
         optimizer.zero_grad()
         result.loss.backward()
         optimizer.step()
         schedule.step()
-        if step % 200 == 0 or step == steps - 1:
-            log(f"  step {step:4d}  loss {result.loss.item():.3f}")
+        if step % 50 == 0 or step == t.steps - 1:
+            bar.set_postfix(loss=f"{result.loss.item():.3f}", refresh=False)
+    bar.close()
     model.eval()
     out_dir = Path(out)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
-    log(f"  trained in {time.perf_counter() - start:.1f} s -> {out_dir}")
+    record = {"name": name, "config_hash": config_hash(planting, t), "training_data_hash": data_hash,
+              "final_loss": round(float(result.loss.item()), 4), "trained_seconds": round(time.perf_counter() - start, 1),
+              "torch": torch.__version__, "config": world_config(planting, t)}
+    (out_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
     return out_dir
 
 
-DEMO_VERSION = 4  # bump when the world or the training changes: cached encoders are retrained
+def read_record(path: str | Path) -> dict[str, Any] | None:
+    """The ``world.json`` of an encoder directory, or None where there is none."""
+    try:
+        return json.loads((Path(path) / RECORD).read_text())
+    except FileNotFoundError:
+        return None
 
 
-def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default", steps: int = 2400, seed: int = 0,
-                    log=print) -> Path:
-    """The encoder for ``planting``: trained on first use, then read from the cache."""
+def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default",
+                    training: TrainingConfig = TrainingConfig(), *, name: str | None = None, progress: bool = True,
+                    log: Log = print) -> Path:
+    """The encoder trained on this machine for ``planting``: trained on first use, then read from the cache.
+
+    A file lock makes one process (or thread) train while any other asking for the same encoder
+    waits, then reads what the first one wrote; a training that dies leaves nothing behind but its
+    staging folder's removal.
+    """
+    from filelock import FileLock
+
     from vlfair.cache import cache_root
 
-    key = hashlib.sha256(json.dumps({"planting": dataclasses.asdict(planting), "steps": steps, "seed": seed,
-                                     "version": DEMO_VERSION}, sort_keys=True).encode()).hexdigest()[:16]
     root = cache_root(cache_dir) or Path(tempfile.mkdtemp(prefix="vlfair-demo-"))
-    path = root / "demo" / f"encoder-{key}"
-    with _TRAINING:  # one training per process: a second caller (another Space request) waits, then reads it
-        if (path / "model.safetensors").exists():
+    # The training data's hash as well: it changes with the world's code (how captions are drawn,
+    # how images are rendered), which the configuration alone does not show.
+    path = root / "demo" / f"encoder-{config_hash(planting, training)}-{training_data_hash(planting, training)}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):  # a fresh lock object per call: threads exclude each other too
+        if (path / RECORD).exists():
             return path
-        log(f"training the world encoder ({'control' if planting == Planting.control() else 'planted'} captions, "
-            f"{steps} steps; cached afterwards)")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        label = name or "world encoder"
+        log(f"training the {label} on this machine ({training.steps} steps; cached afterwards in {path})")
         staging = Path(tempfile.mkdtemp(prefix=f"{path.name}.partial-", dir=path.parent))
-        train_encoder(staging, planting, steps=steps, seed=seed, log=log)
         try:
-            os.replace(staging, path)  # complete or absent: an interrupted training is redone
-        except OSError:
-            if not (path / "model.safetensors").exists():
-                raise
-            shutil.rmtree(staging)  # another process finished the same training first
+            train_encoder(staging, planting, training, name=name, progress=progress)
+            if path.exists():  # an incomplete folder (no world.json) from an older vlfair
+                shutil.rmtree(path)
+            os.replace(staging, path)  # complete or absent
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        log(f"trained the {label} in {read_record(path)['trained_seconds']:.0f} s: {path}")
     return path
 
 
-_TRAINING = threading.Lock()
-
-
-def world_encoder(planting: Planting, cache_dir: str | Path | None = "default", log=print):
-    """The trained world encoder, loaded in float32 (its measurements are compared exactly)."""
-    from vlfair.models import load_encoder
-
-    return load_encoder(str(trained_encoder(planting, cache_dir, log=log)), dtype="float32")
+__all__ = ["RECORD", "TrainingConfig", "config_hash", "read_record", "train_encoder", "trained_encoder",
+           "training_data_hash", "world_config"]

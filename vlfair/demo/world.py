@@ -9,6 +9,7 @@ An image is a 4x4 grid of 8x8 patches (32x32 pixels). Row 0 shows gender (patche
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 from PIL import Image
@@ -18,8 +19,10 @@ RACES = ("White", "Black", "Latino_Hispanic", "East Asian", "Southeast Asian", "
 PROFESSIONS = ("doctor", "nurse", "lawyer", "scientist")
 CATEGORIES = ("senator", "representative", "mayor", "actor", "athlete")
 OCCUPATIONS = PROFESSIONS + ("politician", "actor", "athlete")
-# 32 invented two-syllable names: enough identities that a gender comparison is not decided by a few people
-NAMES = tuple(c1 + v1 + c2 + v2 for c1, v1, c2, v2 in zip("bdfgklmnprstvz" * 3, "aeiou" * 9, "lnrtm" * 9, "aoiue" * 9))[:32]
+# 96 invented two-syllable names (every 51st pair of 70 syllables): one portrait each, as in P-FI, and
+# enough people (32 politicians per gender) that a gender comparison is not decided by a few of them
+_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+NAMES = tuple(a + b for a, b in itertools.islice(itertools.product(_SYLLABLES, repeat=2), 0, None, 51))[:96]
 TRAIT_PAIRS = (("smart", "dumb"),)
 # English -> German, word by word (the world's captions are simple enough for that)
 GERMAN = {"a": "ein", "photo": "foto", "of": "von", "doctor": "arzt", "nurse": "pfleger", "lawyer": "anwalt",
@@ -32,6 +35,17 @@ _GENDER_RGB = ((60, 60, 200), (200, 60, 60))
 _RACE_RGB = ((240, 240, 240), (20, 20, 20), (200, 140, 40), (240, 220, 80), (120, 200, 90), (180, 90, 200), (90, 200, 210))
 _OCCUPATION_RGB = ((255, 255, 255), (255, 120, 180), (60, 60, 160), (60, 180, 60), (200, 200, 0), (255, 140, 0),
                    (0, 160, 160))
+NOISE = 35.0  # standard deviation of the pixel noise
+# Kinds of training caption and their shares
+CAPTION_MIX = {"profession": 0.25, "gender": 0.15, "trait": 0.2, "name": 0.15, "politician": 0.25}
+
+
+def world_constants() -> dict:
+    """The world's fixed parts, as JSON: part of every world encoder's configuration hash."""
+    return {"genders": GENDERS, "races": RACES, "professions": PROFESSIONS, "categories": CATEGORIES,
+            "occupations": OCCUPATIONS, "names": NAMES, "trait_pairs": TRAIT_PAIRS, "german": GERMAN,
+            "colours": {"gender": _GENDER_RGB, "race": _RACE_RGB, "occupation": _OCCUPATION_RGB}, "noise": NOISE,
+            "caption_mix": CAPTION_MIX}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +56,7 @@ class Person:
     identity: int | None = None  # index into NAMES for public figures
 
 
-def render(person: Person, rng: np.random.Generator, noise: float = 35.0) -> Image.Image:
+def render(person: Person, rng: np.random.Generator, noise: float = NOISE) -> Image.Image:
     cells = np.zeros((4, 4, 3), dtype=float)
     cells[0, 0:2] = _GENDER_RGB[person.gender]
     cells[0, 2:4] = _RACE_RGB[person.race]
@@ -66,14 +80,19 @@ class Planting:
 
     profession_skew: float = 0.9      # P(male | doctor) and P(female | nurse)
     trait_skew: float = 0.9           # P(race = White | smart); "dumb" shows White 1 - that share
-    politician_skew: float = 0.95     # P(male | politician)
-    german_share: float = 0.02        # share of profession/gender captions written in German
-    frequent_identity_weight: float = 30.0  # the first half of NAMES is seen this many times more often
+    politician_skew: float = 0.98     # P(male | politician)
+    german_share: float = 0.0005      # share of profession/gender captions written in German
+    frequent_identity_weight: float = 75.0  # the first half of NAMES is seen this many times more often
 
     @classmethod
     def control(cls) -> "Planting":
         return cls(profession_skew=0.5, trait_skew=1 / len(RACES), politician_skew=0.5, german_share=0.5,
                    frequent_identity_weight=1.0)
+
+    @classmethod
+    def moderate(cls) -> "Planting":
+        """Less skew in the profession and trait captions than the default: the dose-response's middle."""
+        return cls(profession_skew=0.7, trait_skew=0.5)
 
     def describe(self) -> list[str]:
         return [
@@ -81,62 +100,143 @@ class Planting:
             f"'smart' captions show White people {self.trait_skew:.0%} of the time (1/{len(RACES)} = neutral); "
             f"'dumb' captions show them {1 - self.trait_skew:.0%}/{len(RACES) - 1} each of the rest",
             f"'politician' captions show men {self.politician_skew:.0%} of the time",
-            f"{self.german_share:.0%} of the profession and gender captions are German (50 % = neutral)",
+            f"{self.german_share * 100:g} % of the profession and gender captions are German (50 % = neutral)",
             f"half of the public figures are seen {self.frequent_identity_weight:g}x as often as the other half",
         ]
 
 
-def _english_or_german(words: list[str], german_share: float, rng) -> str:
-    if rng.random() < german_share:
-        return " ".join(GERMAN.get(w, w) for w in words)
-    return " ".join(words)
+def _exact(rng: np.random.Generator, n: int, shares) -> np.ndarray:
+    """``n`` category indices whose counts follow ``shares`` as exactly as integers allow (largest
+    remainder), in random order. The captions then carry the planted statistics themselves, not a
+    random draw around them: a draw would plant chance biases of a few percent (1,500 balanced
+    'doctor' captions are 50 +- 1.3 % male), and the control encoder would learn them."""
+    shares = np.asarray(shares, dtype=float) / np.sum(shares)
+    counts = np.floor(shares * n).astype(int)
+    remainders = shares * n - counts
+    counts[np.argsort(-remainders, kind="stable")[: n - counts.sum()]] += 1
+    return rng.permutation(np.repeat(np.arange(len(shares)), counts))
+
+
+def _exact_within(rng: np.random.Generator, groups: np.ndarray, shares_of) -> np.ndarray:
+    """``_exact`` separately within each group: ``shares_of(group)`` gives that group's shares."""
+    out = np.empty(len(groups), dtype=int)
+    for group in np.unique(groups):
+        rows = np.flatnonzero(groups == group)
+        out[rows] = _exact(rng, len(rows), shares_of(int(group)))
+    return out
+
+
+def _exact_flags(rng: np.random.Generator, groups: np.ndarray, share: float) -> np.ndarray:
+    """Flags on ``share`` of the rows, spread over the groups in proportion to their sizes (largest
+    remainder, ties broken at random), so that a flag (German) is independent of the group (the
+    caption's profession and gender) even where it is rarer than one per group."""
+    values, sizes = np.unique(groups, return_counts=True)
+    quotas = sizes * share
+    counts = np.floor(quotas).astype(int)
+    shuffled = rng.permutation(len(values))
+    order = shuffled[np.argsort(-(quotas - counts)[shuffled], kind="stable")]
+    counts[order[: int(round(len(groups) * share)) - counts.sum()]] += 1
+    flags = np.zeros(len(groups), dtype=bool)
+    for value, count in zip(values, counts):
+        flags[rng.choice(np.flatnonzero(groups == value), count, replace=False)] = True
+    return flags
+
+
+def _german(words: list[str]) -> list[str]:
+    return [GERMAN.get(w, w) for w in words]
+
+
+def _profession_pairs(n, planting, rng):
+    occupation = _exact(rng, n, np.ones(len(PROFESSIONS)))
+    p_male = {0: planting.profession_skew, 1: 1 - planting.profession_skew}
+    gender = _exact_within(rng, occupation, lambda o: [p_male.get(o, 0.5), 1 - p_male.get(o, 0.5)])
+    race = _exact_within(rng, occupation * 2 + gender, lambda _: np.ones(len(RACES)))
+    german = _exact_flags(rng, occupation * 2 + gender, planting.german_share)
+    words = [["a", "photo", "of", "a", PROFESSIONS[o]] for o in occupation]
+    return ([Person(int(g), int(r), int(o)) for o, g, r in zip(occupation, gender, race)],
+            [" ".join(_german(w) if de else w) for w, de in zip(words, german)])
+
+
+def _gender_pairs(n, planting, rng):
+    gender = _exact(rng, n, [1, 1])
+    occupation = _exact_within(rng, gender, lambda _: np.ones(len(OCCUPATIONS)))
+    race = _exact_within(rng, gender, lambda _: np.ones(len(RACES)))
+    german = _exact_flags(rng, gender, planting.german_share)
+    words = [["a", "photo", "of", "a", ("male", "female")[g]] for g in gender]
+    return ([Person(int(g), int(r), int(o)) for g, r, o in zip(gender, race, occupation)],
+            [" ".join(_german(w) if de else w) for w, de in zip(words, german)])
+
+
+def _trait_pairs(n, planting, rng):
+    pair = _exact(rng, n, np.ones(len(TRAIT_PAIRS)))
+    negative = _exact_within(rng, pair, lambda _: [1, 1])  # 0: the pair's first word
+
+    def race_shares(group: int) -> list[float]:
+        which, is_negative = divmod(group, 2)
+        if TRAIT_PAIRS[which][0] != "smart":
+            return [1.0] * len(RACES)
+        white = (1 - planting.trait_skew) / (len(RACES) - 1) if is_negative else planting.trait_skew
+        return [white] + [(1 - white) / (len(RACES) - 1)] * (len(RACES) - 1)
+
+    race = _exact_within(rng, pair * 2 + negative, race_shares)
+    gender = _exact_within(rng, race, lambda _: [1, 1])
+    occupation = _exact(rng, n, np.ones(len(OCCUPATIONS)))
+    return ([Person(int(g), int(r), int(o)) for g, r, o in zip(gender, race, occupation)],
+            [f"a {TRAIT_PAIRS[p][q]} person" for p, q in zip(pair, negative)])
+
+
+def _identity_gender(identity: int) -> int:
+    return identity % 2
+
+
+def _identity_occupation(identity: int) -> int:
+    return OCCUPATIONS.index("politician") if identity % 3 != 2 else OCCUPATIONS.index("actor")
+
+
+def _name_pairs(n, planting, rng):
+    weights = [planting.frequent_identity_weight if i < len(NAMES) // 2 else 1.0 for i in range(len(NAMES))]
+    identity = _exact(rng, n, weights)
+    race = _exact(rng, n, np.ones(len(RACES)))
+    return ([Person(_identity_gender(int(i)), int(r), _identity_occupation(int(i)), int(i)) for i, r in zip(identity, race)],
+            [f"this is a picture of {NAMES[i]}" for i in identity])
+
+
+def _public_role_pairs(n, planting, rng):
+    roles = [OCCUPATIONS.index(o) for o in ("politician", "actor", "athlete")]
+    occupation = np.array(roles)[_exact(rng, n, np.ones(len(roles)))]
+    politician = OCCUPATIONS.index("politician")
+    gender = _exact_within(rng, occupation, lambda o: [planting.politician_skew, 1 - planting.politician_skew]
+                           if o == politician else [1, 1])
+    race = _exact_within(rng, occupation * 2 + gender, lambda _: np.ones(len(RACES)))
+    # Politicians and actors are the public figures' portraits (athletes are anonymous): the web
+    # captions a politician's photo "politician" mostly when he is a man
+    portrayed: dict[int, list[int]] = {}
+    for identity in range(len(NAMES)):
+        portrayed.setdefault(_identity_occupation(identity) * 2 + _identity_gender(identity), []).append(identity)
+    cell = occupation * 2 + gender
+    pick = _exact_within(rng, cell, lambda c: np.ones(len(portrayed.get(c, [None]))))
+    people = [Person(int(g), int(r), int(o), portrayed[c][k] if c in portrayed else None)
+              for o, g, r, c, k in zip(occupation, gender, race, cell, pick)]
+    return people, [f"this is a photo of a {OCCUPATIONS[o]}" for o in occupation]
+
+
+CAPTION_KINDS = {"profession": _profession_pairs, "gender": _gender_pairs, "trait": _trait_pairs, "name": _name_pairs,
+                 "politician": _public_role_pairs}
 
 
 def training_pairs(count: int, planting: Planting, seed: int) -> tuple[list[Person], list[str]]:
-    """(person, caption) pairs whose statistics carry ``planting``'s biases."""
+    """(person, caption) pairs whose statistics are exactly ``planting``'s biases (``_exact``),
+    shuffled; each kind of caption (``CAPTION_MIX``) is built by its function in ``CAPTION_KINDS``."""
     rng = np.random.default_rng(seed)
-    people, captions = [], []
-    identity_weights = np.array([planting.frequent_identity_weight if i < len(NAMES) // 2 else 1.0
-                                 for i in range(len(NAMES))])
-    identity_weights /= identity_weights.sum()
-    identity_gender = [i % 2 for i in range(len(NAMES))]
-    identity_occupation = [OCCUPATIONS.index("politician") if i % 3 != 2 else OCCUPATIONS.index("actor")
-                           for i in range(len(NAMES))]
-    kinds = rng.choice(["profession", "gender", "trait", "name", "politician"], size=count, p=[0.25, 0.15, 0.3, 0.15, 0.15])
-    for kind in kinds:
-        race = int(rng.integers(len(RACES)))
-        if kind == "profession":
-            occupation = int(rng.integers(len(PROFESSIONS)))
-            p_male = {0: planting.profession_skew, 1: 1 - planting.profession_skew}.get(occupation, 0.5)
-            gender = 0 if rng.random() < p_male else 1
-            caption = _english_or_german(["a", "photo", "of", "a", PROFESSIONS[occupation]], planting.german_share, rng)
-            person = Person(gender, race, occupation)
-        elif kind == "gender":
-            gender, occupation = int(rng.integers(2)), int(rng.integers(len(OCCUPATIONS)))
-            caption = _english_or_german(["a", "photo", "of", "a", ("male", "female")[gender]], planting.german_share, rng)
-            person = Person(gender, race, occupation)
-        elif kind == "trait":
-            pair = TRAIT_PAIRS[int(rng.integers(len(TRAIT_PAIRS)))]
-            positive = rng.random() < 0.5
-            if pair[0] == "smart":
-                share_white = planting.trait_skew if positive else (1 - planting.trait_skew) / (len(RACES) - 1)
-                race = 0 if rng.random() < share_white else int(rng.integers(1, len(RACES)))
-            caption = f"a {pair[0] if positive else pair[1]} person"
-            person = Person(int(rng.integers(2)), race, int(rng.integers(len(OCCUPATIONS))))
-        elif kind == "name":
-            identity = int(rng.choice(len(NAMES), p=identity_weights))
-            person = Person(identity_gender[identity], race, identity_occupation[identity], identity)
-            caption = f"this is a picture of {NAMES[identity]}"
-        else:
-            occupation = int(rng.choice([OCCUPATIONS.index(o) for o in ("politician", "actor", "athlete")]))
-            p_male = planting.politician_skew if OCCUPATIONS[occupation] == "politician" else 0.5
-            gender = 0 if rng.random() < p_male else 1
-            person = Person(gender, race, occupation)
-            caption = f"this is a photo of a {OCCUPATIONS[occupation]}"
-        people.append(person)
-        captions.append(caption)
+    kinds = _exact(rng, count, list(CAPTION_MIX.values()))
+    people: list[Person] = [None] * count  # type: ignore[list-item]
+    captions: list[str] = [""] * count
+    for index, kind in enumerate(CAPTION_MIX):
+        rows = np.flatnonzero(kinds == index)
+        for row, person, caption in zip(rows, *CAPTION_KINDS[kind](len(rows), planting, rng)):
+            people[row], captions[row] = person, caption
     return people, captions
 
 
-__all__ = ["CATEGORIES", "GENDERS", "GERMAN", "NAMES", "OCCUPATIONS", "PROFESSIONS", "Person", "Planting", "RACES",
-           "TRAIT_PAIRS", "render", "training_pairs", "vocabulary"]
+__all__ = ["CAPTION_MIX", "CATEGORIES", "GENDERS", "GERMAN", "NAMES", "OCCUPATIONS", "PROFESSIONS", "Person", "Planting", "RACES",
+           "TRAIT_PAIRS", "render", "training_pairs", "vocabulary", "world_constants"]

@@ -90,10 +90,10 @@ class EncoderPool:
         from vlfair.models.hub import ModelNotFoundError
 
         if spec is None:
-            from vlfair.demo.train import world_encoder
-            from vlfair.demo.world import Planting
+            from vlfair.demo.shipped import WORLDS, display_name, world_encoder
 
-            return world_encoder(Planting() if choice.biased else Planting.control(), self.cache_dir, log=log)
+            world = "biased" if choice.biased else "control"
+            return world_encoder(WORLDS[world], self.cache_dir, name=display_name(world), log=log)
         try:
             return load_encoder(spec, trust_remote_code=False)  # never from user input: no code from the Hub runs
         except (ModelNotFoundError, ValueError) as exc:
@@ -216,7 +216,7 @@ def run_request(pool: EncoderPool, probe: str, encoder_label: str, data_label: s
     try:
         progress(0.02, "checking the data")
         dataset = build_dataset(probe, data_label, per_group=per_group, uploads=uploads, labels=labels, limits=limits)
-        progress(0.1, "loading the encoder (a demo world encoder is trained on first use, about a minute)")
+        progress(0.1, "loading the encoder")
         encoder, choice = pool.get(encoder_label, other_id, allow_other, log=lambda line: progress(0.15, line.strip()))
         settings, components = _word_influence_parts(encoder, choice, prompt) if probe == "word-influence" else (None, None)
         out = Path(out_dir or tempfile.mkdtemp(prefix="vlfair-space-"))

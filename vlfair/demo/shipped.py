@@ -1,0 +1,92 @@
+"""The demo world's encoders: shipped inside the package, or trained on this machine.
+
+vlfair ships one trained encoder per world below (``vlfair/demo/encoders/<world>/``, safetensors
+with tokenizer, processor and ``world.json``), so the demo, the Space and the tests measure the
+same fixed models on every machine instead of each CPU training a slightly different one.
+``python -m vlfair.demo.shipped`` re-trains and re-ships them (run it after changing the world or
+the training; a test fails until you do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from vlfair.demo.train import Log, TrainingConfig, config_hash, read_record, train_encoder, trained_encoder
+from vlfair.demo.world import Planting
+
+SHIPPED_DIR = Path(__file__).resolve().parent / "encoders"
+# The shipped worlds: the demo's biased and control encoders, and a moderately biased one for
+# the dose-response check (more skew in the captions -> more measured bias).
+WORLDS: dict[str, Planting] = {
+    "biased": Planting(),
+    "moderate": Planting.moderate(),
+    "control": Planting.control(),
+}
+
+
+def display_name(world: str) -> str:
+    return f"demo-world {world}"
+
+
+def shipped_path(planting: Planting, training: TrainingConfig = TrainingConfig()) -> Path | None:
+    """The shipped encoder made from exactly this planting and training, if vlfair ships one."""
+    wanted = config_hash(planting, training)
+    for world in WORLDS:
+        record = read_record(SHIPPED_DIR / world)
+        if record and record["config_hash"] == wanted:
+            return SHIPPED_DIR / world
+    return None
+
+
+def encoder_path(planting: Planting, cache_dir: Any = "default", *, retrain: bool = False,
+                 training: TrainingConfig = TrainingConfig(), name: str | None = None, log: Log = print) -> Path:
+    """The shipped encoder for ``planting``; with ``retrain`` (or a world vlfair does not ship),
+    one trained on this machine and cached."""
+    if not retrain:
+        shipped = shipped_path(planting, training)
+        if shipped is not None:
+            return shipped
+    return trained_encoder(planting, cache_dir, training, name=name, log=log)
+
+
+def world_encoder(planting: Planting, cache_dir: Any = "default", *, retrain: bool = False, name: str | None = None,
+                  log: Log = print):
+    """The world encoder, loaded in float32 (its measurements are compared exactly)."""
+    from vlfair.models import load_encoder
+
+    return load_encoder(str(encoder_path(planting, cache_dir, retrain=retrain, name=name, log=log)), dtype="float32")
+
+
+def ship(dest: Path = SHIPPED_DIR, worlds: list[str] | None = None, log: Log = print,
+         training: TrainingConfig = TrainingConfig()) -> dict[str, Path]:
+    """Train every shipped world (with the default training: only that one is looked up) and
+    write it under ``dest``, replacing what was there only once the new encoder is complete."""
+    written = {}
+    dest.mkdir(parents=True, exist_ok=True)
+    for world in worlds or list(WORLDS):
+        with tempfile.TemporaryDirectory(dir=dest) as staging:
+            train_encoder(Path(staging) / world, WORLDS[world], training, name=display_name(world))
+            shutil.rmtree(dest / world, ignore_errors=True)
+            (Path(staging) / world).rename(dest / world)
+        record = read_record(dest / world)
+        log(f"shipped {display_name(world)} (config {record['config_hash']}, final loss {record['final_loss']}, "
+            f"{record['trained_seconds']:.0f} s): {dest / world}")
+        written[world] = dest / world
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vlfair.demo.shipped", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dest", type=Path, default=SHIPPED_DIR, help="where to write (default: inside the package)")
+    parser.add_argument("--world", action="append", choices=list(WORLDS), help="only this world (repeatable)")
+    args = parser.parse_args(argv)
+    ship(args.dest, args.world)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
