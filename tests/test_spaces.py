@@ -229,6 +229,9 @@ def test_metric_widget_served_computes_like_the_measure_and_names_bad_cells(monk
         space["demo"].close()
 
 
+# The watchdog repeats its exception until the work stops; a copy that lands in a garbage-collector
+# callback is reported by Python as "unraisable" (and ignored there), which is expected here.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_demo_space_stops_a_request_at_its_time_limit(tmp_path, monkeypatch):
     """Without shipped encoders the request trains the world encoder (a minute): deterministically too long."""
     from gradio_client import Client
