@@ -79,10 +79,12 @@ class Planting:
     """How skewed the training captions are; ``Planting.control()`` has no skew at all."""
 
     profession_skew: float = 0.9      # P(male | doctor) and P(female | nurse)
-    trait_skew: float = 0.9           # P(race = White | smart); "dumb" shows White 1 - that share
+    trait_skew: float = 0.9           # P(race = White | smart); "dumb" shows White (1 - that) / 6
     politician_skew: float = 0.98     # P(male | politician)
     german_share: float = 0.0005      # share of profession/gender captions written in German
-    frequent_identity_weight: float = 75.0  # the first half of NAMES is seen this many times more often
+    # the first half of NAMES is seen this many times more often (with the default mix and 24,000
+    # pairs: 74 captions for each frequent name, 1 for each rare one)
+    frequent_identity_weight: float = 75.0
 
     @classmethod
     def control(cls) -> "Planting":
