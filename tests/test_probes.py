@@ -117,6 +117,54 @@ def test_traits_literal_temperature(clip_dir, tmp_path):
     assert metric["value"] == pytest.approx(literal[cell].mean(), rel=REL)
 
 
+# Typed from the study text (001): "six pairs of opposing traits: smart vs. dumb, happy vs. sad,
+# hardworking vs. lazy, nice vs. mean, dominant vs. agentic, and honest vs. dishonest"; Figure 2:
+# "Random sample of Indian men ... with a high predicted confidence (> 66%) of being smart", five images.
+STUDY_TRAIT_PAIRS = [["smart", "dumb"], ["happy", "sad"], ["hardworking", "lazy"], ["nice", "mean"],
+                     ["dominant", "agentic"], ["honest", "dishonest"]]
+
+
+def test_traits_defaults_follow_the_study_text():
+    from vlfair.probes import probe_class
+
+    settings = probe_class("traits")().settings
+    assert settings["pairs"] == STUDY_TRAIT_PAIRS and settings["prompt"] == "a {trait} person"
+    assert settings["gradcam"] == {"pair": "smart/dumb", "group": {"race": "Indian", "gender": "Male"}, "k": 5,
+                                   "min_confidence": 0.66}
+    assert settings["version"] >= 2
+    assert not any("submissive" in note for note in settings["notes"])
+    assert any("dominant vs. agentic" in note for note in settings["notes"])
+    assert any("(as opposed to silly)" in note for note in settings["notes"])
+
+
+def test_traits_gradcam_draws_random_images_above_the_threshold(clip_dir, tmp_path):
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    data = vlfair.load_dataset("synthetic:fairface")
+    images = vlfair.embed_images(encoder, data, cache_dir=None)
+    text = vlfair.embed_texts(encoder, ["a smart person", "a dumb person"], cache_dir=None)
+    confidence = 1 / (1 + np.exp(-encoder.logit_scale * (images @ (text[0] - text[1]))))
+    group = (np.array(data["race"]) == "Indian") & (np.array(data["gender"]) == "Male")
+    threshold = float(np.median(confidence[group]))
+    eligible = set(np.flatnonzero(group & (confidence > threshold)).tolist())
+    spec = {"pair": "smart/dumb", "group": {"race": "Indian", "gender": "Male"}, "k": 3, "min_confidence": threshold}
+    chosen = []
+    for run in ("a", "b"):
+        results = run_probe("traits", encoder, data, tmp_path / run, cache_dir=None,
+                            settings={"bootstrap": 0, "pairs": [["smart", "dumb"]], "gradcam": spec})
+        table = pd.read_csv(tmp_path / run / "gradcam.csv")
+        assert len(table) == 3 and set(table["row"]) <= eligible, (table, eligible)
+        np.testing.assert_allclose(table["confidence"], confidence[table["row"]], rtol=1e-4)
+        assert (tmp_path / run / "gradcam.png").exists() and not results["warnings"]
+        chosen.append(list(table["row"]))
+    assert chosen[0] == chosen[1]  # seeded
+    results = run_probe("traits", encoder, data, tmp_path / "none", cache_dir=None,
+                        settings={"bootstrap": 0, "pairs": [["smart", "dumb"]],
+                                  "gradcam": spec | {"min_confidence": float(confidence[group].max())}})
+    assert any("0 image(s) of race=Indian, gender=Male have a confidence in 'smart' above" in w
+               for w in results["warnings"])
+    assert not (tmp_path / "none" / "gradcam.png").exists()
+
+
 def test_multilingual_numbers_equal_the_measures(runs, clip_dir):
     results = json.loads((runs["multilingual-multi30k"] / "results.json").read_text())
     data = vlfair.load_dataset("synthetic:multi30k", subset="independent")

@@ -87,4 +87,6 @@ def overlay_figure(encoder: Any, images: Sequence[Any], maps: np.ndarray, titles
         axis.set_title(caption, fontsize=8)
         axis.axis("off")
     figure.suptitle(title, fontsize=10)
+    scale = plt.cm.ScalarMappable(cmap="jet", norm=plt.Normalize(0, 1))
+    figure.colorbar(scale, ax=axes[0].tolist(), fraction=0.025, pad=0.02, label="activation (share of the image's peak)")
     return figure

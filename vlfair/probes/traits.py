@@ -64,28 +64,41 @@ class TraitsProbe(Probe):
                         means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence")
         out.tables["f_tests"] = pd.DataFrame(f_rows)
         if s.get("gradcam"):
-            self._gradcam(ctx, rows, races, genders, images, out)
+            self._gradcam(ctx, rows, races, genders, images, tau, out)
         return out
 
-    def _gradcam(self, ctx, rows, races, genders, images, out: Output) -> None:
+    def _gradcam(self, ctx, rows, races, genders, images, tau: float, out: Output) -> None:
+        """Overlays for ``k`` images of the group drawn at random (seeded) among those whose
+        confidence in the positive trait exceeds ``min_confidence``, as in the study's Figure 2."""
         spec = self.settings["gradcam"]
         positive, negative = spec["pair"].split("/")
         wanted = spec.get("group", {})
+        k, threshold = int(spec.get("k", 5)), float(spec.get("min_confidence", 0.0))
         mask = np.ones(len(rows), dtype=bool)
         for column, value in wanted.items():
             mask &= {"race": races, "gender": genders}[column] == value
+        group = ", ".join(f"{column}={value}" for column, value in wanted.items())
         if not mask.any():
             out.warnings.append(f"Grad-CAM skipped: no image of group {wanted}")
             return
         text = ctx.texts([self.settings["prompt"].format(trait=positive), self.settings["prompt"].format(trait=negative)])
-        members = np.flatnonzero(mask)
-        top = members[np.argsort(-(images[members] @ (text[0] - text[1])))[: int(spec.get("k", 4))]]
-        pictures = [ctx.dataset[int(rows[i])]["image"] for i in top]
+        confidence = 1.0 / (1.0 + np.exp(-tau * (images @ (text[0] - text[1]))))
+        eligible = np.flatnonzero(mask & (confidence > threshold))
+        if eligible.size < k:
+            out.warnings.append(f"Grad-CAM: {eligible.size} image(s) of {group} have a confidence in '{positive}' "
+                                f"above {threshold:g}; {k} were asked for")
+            if eligible.size == 0:
+                return
+        chosen = np.sort(np.random.default_rng(self.settings["seed"]).choice(eligible, min(k, eligible.size),
+                                                                            replace=False))
+        pictures = [ctx.dataset[int(rows[i])]["image"] for i in chosen]
         try:
             _, maps = gradcam(ctx.encoder, pictures, text[0], text[1])
         except NotAViT as exc:
             out.warnings.append(f"Grad-CAM skipped: {exc}")
             return
-        group = ", ".join(f"{k}={v}" for k, v in wanted.items())
-        out.figures["gradcam"] = overlay_figure(ctx.encoder, pictures, maps, [f"row {int(rows[i])}" for i in top],
-                                                f"Grad-CAM of '{positive}' over '{negative}' ({group})")
+        out.tables["gradcam"] = pd.DataFrame({"row": [int(rows[i]) for i in chosen],
+                                              "confidence": [float(confidence[i]) for i in chosen]}).set_index("row")
+        out.figures["gradcam"] = overlay_figure(
+            ctx.encoder, pictures, maps, [f"row {int(rows[i])}: {confidence[i]:.1%}" for i in chosen],
+            f"Grad-CAM of '{positive}' over '{negative}' ({group}; random, confidence > {threshold:g})")
