@@ -5,18 +5,17 @@ import evaluate
 import vlfair.measures
 
 _CITATION = """\
-@misc{apabench,
-  title = {The APA Benchmark: A People-centric Benchmark for Testing Vision-Language Models},
-  author = {Ishitoya, Yuri and Flores, Veronica and Yang, Ziyan and Cascante-Bonilla, Paola and Ordonez, Vicente},
-  howpublished = {\\url{https://github.com/uvavision/apa-bench}}
+@misc{flores_pfi,
+  title = {The {P-FI} Benchmark: Probing Vision-Language Models for Societal Bias and Retention across Domains},
+  author = {Flores, Veronica}
 }
 """
 
 _DESCRIPTION = """\
 Bias ratio b = mean(score | protected group) / mean(score | reference group), as the public-figures
 (P-FI) study reports gender bias in how strongly a vision-language model associates portraits with
-their category (e.g. mean CLIP score of women vs men senators). 1.0 is neutral; below 1 the
-protected group scores lower. Comes with a stratified-bootstrap confidence interval and a
+their category (e.g. the mean score of the class "politician" for women vs men politicians). 1.0
+is neutral; below 1 the protected group scores lower. Comes with a stratified-bootstrap confidence interval and a
 permutation-test p-value for the difference of the two means.
 """
 
@@ -36,7 +35,8 @@ Returns:
     p_value (`float`): permutation test of the two groups' mean difference.
     group_means (`dict`), group_means_ci (`dict`), group_counts (`dict`): per group.
 Examples:
-    The P-FI study's senators: mean scores 70.13 (women) and 81.85 (men).
+    The P-FI study's Table 1, ALBEF: mean score (x100) of the class "politician" over all its
+    politicians, 70.13 for women and 81.85 for men.
 
     >>> import vlfair
     >>> bias_ratio = vlfair.load_metric("bias_ratio")
@@ -63,7 +63,6 @@ class BiasRatio(evaluate.Metric):
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features({"predictions": datasets.Value("float64"), "references": datasets.Value("string")}),
-            reference_urls=["https://github.com/uvavision/apa-bench"],
         )
 
     def _compute(self, predictions, references, protected_group=None, reference_group=None, bootstrap=1000,

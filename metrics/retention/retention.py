@@ -5,10 +5,9 @@ import evaluate
 import vlfair.measures
 
 _CITATION = """\
-@misc{apabench,
-  title = {The APA Benchmark: A People-centric Benchmark for Testing Vision-Language Models},
-  author = {Ishitoya, Yuri and Flores, Veronica and Yang, Ziyan and Cascante-Bonilla, Paola and Ordonez, Vicente},
-  howpublished = {\\url{https://github.com/uvavision/apa-bench}}
+@misc{flores_pfi,
+  title = {The {P-FI} Benchmark: Probing Vision-Language Models for Societal Bias and Retention across Domains},
+  author = {Flores, Veronica}
 }
 """
 
@@ -52,7 +51,6 @@ class Retention(evaluate.Metric):
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features({"predictions": datasets.Sequence(datasets.Value("float64")),
                                         "references": datasets.Value("int64")}),
-            reference_urls=["https://github.com/uvavision/apa-bench"],
         )
 
     def _compute(self, predictions, references, bootstrap=1000, confidence=0.95, seed=0):
