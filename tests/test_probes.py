@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -14,6 +15,7 @@ import yaml
 import vlfair
 from vlfair import measures
 from vlfair.cli import main
+from vlfair.data import balanced_sample
 from vlfair.explain import gradcam
 from vlfair.probes import ProbeError, run_probe
 from vlfair.report.leaderboard import read_results, read_table, tidy
@@ -27,7 +29,7 @@ REL = 1e-5
 FAST = ["--set", "bootstrap=200", "--set", "seed=1"]
 RUNS = {
     "professions": ("professions", "synthetic:professions", [*FAST, "--set", "n_permutations=500"]),
-    "traits": ("traits", "synthetic:fairface", FAST),
+    "traits": ("traits", "synthetic:fairface", [*FAST, "--per-cell", "6"]),  # adults, 6 drawn per race x gender
     "multilingual-multi30k": ("multilingual", "synthetic:multi30k", FAST),
     "multilingual-fairface": ("multilingual", "synthetic:fairface", FAST),
     "public-figures": ("public-figures", "synthetic:pfi", [*FAST, "--set", "seed=2"]),
@@ -87,7 +89,7 @@ def test_professions_numbers_equal_the_measure(runs, clip_dir):
 
 def test_traits_numbers_equal_the_measure_and_temperature_is_recorded(runs, clip_dir):
     results = json.loads((runs["traits"] / "results.json").read_text())
-    data = vlfair.load_dataset("synthetic:fairface")
+    data = balanced_sample(vlfair.load_dataset("synthetic:fairface", subset="adults"), 6, seed=1)  # what the run drew
     encoder, images = _embeddings(clip_dir, data)
     text = vlfair.embed_texts(encoder, ["a happy person", "a sad person"], cache_dir=None)
     confidence = 1 / (1 + np.exp(-encoder.logit_scale * images @ (text[0] - text[1])))
@@ -101,13 +103,21 @@ def test_traits_numbers_equal_the_measure_and_temperature_is_recorded(runs, clip
     assert results["settings"]["temperature_source"] == "logit_scale"
     f_tests = pd.read_csv(runs["traits"] / "f_tests.csv")
     assert len(f_tests) == 6 * (2 + 7)  # per pair: across races within 2 genders, across genders within 7 races
+    # the study's degrees of freedom with N per cell: (6, 7N - 7) across races, (1, 2N - 2) across genders
+    assert (metric["details"]["df_between"], metric["details"]["df_within"]) == (6, 7 * 6 - 7)
+    across_genders = _metric(results, "trait_anova", trait="happy/sad", race="Indian")["details"]
+    assert (across_genders["df_between"], across_genders["df_within"]) == (1, 2 * 6 - 2)
+    sampling = results["settings"]["sampling"]
+    assert sampling["per_cell"] == 6 and sampling["seed"] == 1 and sampling["short_cells"] == []
+    assert all(n == 6 for cells in sampling["cell_counts"].values() for n in cells.values())
+    assert sum(len(cells) for cells in sampling["cell_counts"].values()) == 14 and sampling["rows"] == 84
 
 
 def test_traits_literal_temperature(clip_dir, tmp_path):
     results = run_probe("traits", vlfair.load_encoder(str(clip_dir), dtype="float32"), "synthetic:fairface", tmp_path,
-                        cache_dir=None, settings={"temperature": 1, "bootstrap": 0, "gradcam": None})
+                        cache_dir=None, settings={"temperature": 1, "bootstrap": 0, "gradcam": None, "per_cell": None})
     assert results["settings"]["temperature"] == 1.0 and results["settings"]["temperature_source"] == "settings"
-    data = vlfair.load_dataset("synthetic:fairface")
+    data = vlfair.load_dataset("synthetic:fairface", subset="adults")  # a dataset spec is read as its adults
     encoder, images = _embeddings(clip_dir, data)
     text = vlfair.embed_texts(encoder, ["a smart person", "a dumb person"], cache_dir=None)
     logits = np.stack([images @ text[0], images @ text[1]], axis=1)  # tau = 1: the literal formula
@@ -131,7 +141,8 @@ def test_traits_defaults_follow_the_study_text():
     assert settings["pairs"] == STUDY_TRAIT_PAIRS and settings["prompt"] == "a {trait} person"
     assert settings["gradcam"] == {"pair": "smart/dumb", "group": {"race": "Indian", "gender": "Male"}, "k": 5,
                                    "min_confidence": 0.66}
-    assert settings["version"] >= 2
+    assert settings["version"] >= 3 and settings["per_cell"] == 2000 and settings["allow_short"] is False
+    assert probe_class("traits")().default_subsets("fairface") == ["adults"]
     assert not any("submissive" in note for note in settings["notes"])
     assert any("dominant vs. agentic" in note for note in settings["notes"])
     assert any("(as opposed to silly)" in note for note in settings["notes"])
@@ -150,7 +161,7 @@ def test_traits_gradcam_draws_random_images_above_the_threshold(clip_dir, tmp_pa
     chosen = []
     for run in ("a", "b"):
         results = run_probe("traits", encoder, data, tmp_path / run, cache_dir=None,
-                            settings={"bootstrap": 0, "pairs": [["smart", "dumb"]], "gradcam": spec})
+                            settings={"bootstrap": 0, "pairs": [["smart", "dumb"]], "gradcam": spec, "per_cell": None})
         table = pd.read_csv(tmp_path / run / "gradcam.csv")
         assert len(table) == 3 and set(table["row"]) <= eligible, (table, eligible)
         np.testing.assert_allclose(table["confidence"], confidence[table["row"]], rtol=1e-4)
@@ -158,11 +169,60 @@ def test_traits_gradcam_draws_random_images_above_the_threshold(clip_dir, tmp_pa
         chosen.append(list(table["row"]))
     assert chosen[0] == chosen[1]  # seeded
     results = run_probe("traits", encoder, data, tmp_path / "none", cache_dir=None,
-                        settings={"bootstrap": 0, "pairs": [["smart", "dumb"]],
+                        settings={"bootstrap": 0, "pairs": [["smart", "dumb"]], "per_cell": None,
                                   "gradcam": spec | {"min_confidence": float(confidence[group].max())}})
     assert any("0 image(s) of race=Indian, gender=Male have a confidence in 'smart' above" in w
                for w in results["warnings"])
     assert not (tmp_path / "none" / "gradcam.png").exists()
+
+
+def _prepared_fairface(directory: Path) -> Path:
+    """A `vlfair prepare`-style directory with a train and a validation split (synthetic rows)."""
+    faces = vlfair.load_dataset("synthetic:fairface")
+    halves = {"train": faces.select(range(0, faces.num_rows, 2)), "validation": faces.select(range(1, faces.num_rows, 2))}
+    (directory / "default").mkdir(parents=True)
+    for split, part in halves.items():
+        part.to_parquet(str(directory / "default" / f"{split}.parquet"))
+    (directory / "vlfair.json").write_text(json.dumps({"name": "fairface", "configs": {
+        "default": {split: f"default/{split}.parquet" for split in halves}}}))
+    return directory
+
+
+def test_traits_samples_per_cell_and_stops_on_short_cells(clip_dir, tmp_path):
+    prepared = _prepared_fairface(tmp_path / "fairface")
+    common = ["run", "traits", "--model", str(clip_dir), "--dataset", str(prepared), "--dtype", "float32",
+              "--cache-dir", str(tmp_path / "cache"), "--set", "bootstrap=0", "--set", "gradcam=null"]
+    adults = vlfair.load_dataset("fairface", source=prepared, subset="adults", split="train+validation")
+    sizes = {}
+    for race, gender in zip(adults["race"], adults["gender"]):
+        sizes[(race, gender)] = sizes.get((race, gender), 0) + 1
+    smallest = min(sizes.values())
+    # both splits together, drawn per cell
+    assert main([*common, "--split", "train+validation", "--per-cell", str(smallest), "--out", str(tmp_path / "ok")]) == 0
+    sampling = json.loads((tmp_path / "ok" / "results.json").read_text())["settings"]["sampling"]
+    assert sampling["of_rows"] == adults.num_rows and sampling["rows"] == 14 * smallest
+    # one split alone is short: every short cell is named with its size
+    train = vlfair.load_dataset("fairface", source=prepared, subset="adults", split="train")
+    train_sizes = {}
+    for race, gender in zip(train["race"], train["gender"]):
+        train_sizes[(race, gender)] = train_sizes.get((race, gender), 0) + 1
+    asked = max(train_sizes.values())
+    short = {cell: n for cell, n in train_sizes.items() if n < asked}
+    with pytest.raises(ProbeError) as error:
+        main([*common, "--split", "train", "--per-cell", str(asked), "--out", str(tmp_path / "short")])
+    message = str(error.value)
+    assert f"{len(short)} race x gender cell(s) have fewer than {asked} rows" in message and "--allow-short" in message
+    for (race, gender), n in short.items():
+        assert f"{race}/{gender}: {n}" in message
+    assert main([*common, "--split", "train", "--per-cell", str(asked), "--allow-short", "--out", str(tmp_path / "al")]) == 0
+    results = json.loads((tmp_path / "al" / "results.json").read_text())
+    assert len(results["settings"]["sampling"]["short_cells"]) == len(short)
+    assert any(w.startswith("cells with fewer than the asked rows") for w in results["warnings"])
+    with pytest.raises(ProbeError, match="per_cell must be a positive integer or null, got 0"):
+        run_probe("traits", vlfair.load_encoder(str(clip_dir), dtype="float32"), adults, None, cache_dir=None,
+                  settings={"per_cell": 0})
+    with pytest.raises(SystemExit, match="--per-cell and --allow-short only apply to traits"):
+        main(["run", "professions", "--model", str(clip_dir), "--dataset", "synthetic:professions", "--per-cell", "3"])
 
 
 def test_multilingual_numbers_equal_the_measures(runs, clip_dir):
@@ -261,7 +321,7 @@ def test_small_groups_are_reported_not_averaged(clip_dir, tmp_path):
     keep = [i for i, (r, g) in enumerate(zip(faces["race"], faces["gender"])) if not (r == "Black" and g == "Female")]
     lonely = [i for i, (r, g) in enumerate(zip(faces["race"], faces["gender"])) if r == "Black" and g == "Female"][:1]
     results = run_probe("traits", encoder, faces.select(sorted(keep + lonely)), tmp_path, cache_dir=None,
-                        settings={"bootstrap": 0, "gradcam": None, "pairs": [["smart", "dumb"]]})
+                        settings={"bootstrap": 0, "gradcam": None, "pairs": [["smart", "dumb"]], "per_cell": None})
     assert any(re.search(r"fewer than 2 samples: 'Black' \(1\)", w) for w in results["warnings"])
     assert not any(m["name"] == "trait_anova" and m["subset"].get("gender") == "Female" for m in results["metrics"])
     assert json.loads((tmp_path / "results.json").read_text())["warnings"] == results["warnings"]

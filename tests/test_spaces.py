@@ -112,7 +112,7 @@ def test_uploaded_images_measure_what_the_same_dataset_measures(world_pool, tmp_
                                  labels=read_labels_csv(csv), out_dir=tmp_path / "out",
                                  progress=lambda fraction, text: steps.append(fraction))
     encoder, _ = world_pool.get(session.WORLD_BIASED)
-    direct = run_probe("traits", encoder, data, None, cache_dir=None)
+    direct = run_probe("traits", encoder, data, None, cache_dir=None, settings={"per_cell": None})  # as the Space runs it
     assert_metrics_close(output.results["metrics"], direct["metrics"], rtol=1e-5)
     assert steps == sorted(steps) and steps[-1] > 0.9
     assert len(output.metrics) == len(direct["metrics"]) and "f_tests" in output.tables and output.plots

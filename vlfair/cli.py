@@ -59,6 +59,14 @@ def _run(args: argparse.Namespace) -> int:
         settings[key] = yaml.safe_load(value)
     if args.temperature is not None:
         settings["temperature"] = args.temperature
+    if args.per_cell is not None or args.allow_short:
+        if args.probe != "traits":
+            raise SystemExit(f"vlfair run {args.probe}: --per-cell and --allow-short only apply to traits")
+        if args.per_cell is not None:
+            if args.per_cell < 1:
+                raise SystemExit(f"vlfair run traits: --per-cell must be at least 1, got {args.per_cell}")
+            settings["per_cell"] = args.per_cell
+        settings["allow_short"] = args.allow_short
     settings.update(_word_influence_settings(args))
     from vlfair.models import load_encoder
 
@@ -104,12 +112,15 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("probe", choices=PROBES)
     parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], a directory, mclip:ID")
     parser.add_argument("--dataset", help="Hub id, prepared directory or synthetic:NAME (not for word-influence)")
-    parser.add_argument("--split")
     parser.add_argument("--subset")
     parser.add_argument("--out", default="out")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--limit", type=int, help="use only the first N rows (quick runs)")
     parser.add_argument("--temperature", type=float, help="traits: softmax temperature (default: the model's logit scale)")
+    parser.add_argument("--split", dest="split", help="a split, or several joined by '+' (train+validation)")
+    parser.add_argument("--per-cell", type=int, help="traits: rows drawn per race x gender cell (default 2000, the study's)")
+    parser.add_argument("--allow-short", action="store_true",
+                        help="traits: take every row of a cell with fewer than --per-cell rows instead of stopping")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--cache-dir", help="embedding cache (default $VLFAIR_CACHE or ~/.cache/vlfair)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key of the probe's YAML")

@@ -59,8 +59,11 @@ def read_prepared(directory: Path, config: str | None, split: str | None) -> dat
     manifest = json.loads((directory / MANIFEST).read_text())
     configs = manifest["configs"]
     name = config if config in configs else "default" if "default" in configs else next(iter(configs))
-    path = _pick_split(configs[name], split, f"{directory} (config {name!r})")
-    return datasets.Dataset.from_parquet(str(directory / path))
+    # "train+validation" reads both splits, one after the other (as datasets does for the Hub)
+    parts = [_pick_split(configs[name], part, f"{directory} (config {name!r})")
+             for part in (split.split("+") if split else [split])]
+    tables = [datasets.Dataset.from_parquet(str(directory / path)) for path in parts]
+    return tables[0] if len(tables) == 1 else datasets.concatenate_datasets(tables)
 
 
 def read_hub(source: str, config: str | None, split: str | None) -> datasets.Dataset:

@@ -88,8 +88,8 @@ def _professions(enc, name, data, out, cache, biased: bool) -> list[dict]:
 
 def _traits(enc, name, data, out, cache, biased: bool) -> list[dict]:
     results = run_probe("traits", enc, data, out / "traits", cache_dir=cache,
-                        settings={"pairs": [["smart", "dumb"]], "gradcam": {"pair": "smart/dumb", "k": 4,
-                                                                             "group": {"race": "White", "gender": "Female"}}})
+                        settings={"pairs": [["smart", "dumb"]], "per_cell": None,  # the world's balanced data as is
+                                  "gradcam": {"pair": "smart/dumb", "k": 4, "group": {"race": "White", "gender": "Female"}}})
     entries = []
     for metric in results["metrics"]:
         if metric["name"] == "trait_anova" and "gender" in metric["subset"]:

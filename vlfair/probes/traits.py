@@ -8,24 +8,33 @@ import pandas as pd
 from vlfair import measures
 from vlfair.explain import NotAViT, gradcam, overlay_figure
 from vlfair.probes import plots
-from vlfair.probes.base import Context, Output, Probe
+from vlfair.probes.base import Context, Output, Probe, ProbeError
 from vlfair.report.results import Metric
 
 
 class TraitsProbe(Probe):
     name = "traits"
     settings_file = "traits.yaml"
-    allowed = {"prompt", "pairs", "temperature", "bootstrap", "confidence", "seed", "gradcam"}
+    allowed = {"prompt", "pairs", "temperature", "per_cell", "allow_short", "bootstrap", "confidence", "seed",
+               "gradcam"}
     schemas = ("fairface",)
     required_columns = {"fairface": ("image", "race", "gender")}
 
+    def default_subsets(self, schema: str) -> list[str]:
+        return ["adults"]  # the study's adults aged 20-60
+
     def run(self, ctx: Context, schema: str) -> Output:
         s = self.settings
+        sampling, source_rows = self._sample(ctx)  # before embedding: only the drawn rows are embedded
         images, rows = ctx.images()
         races, genders = ctx.column("race", rows), ctx.column("gender", rows)
         tau = float(ctx.encoder.logit_scale if s["temperature"] is None else s["temperature"])
         out = Output(settings={"temperature": tau, "temperature_source": "logit_scale" if s["temperature"] is None
-                               else "settings", "prompt": s["prompt"]}, notes=list(s.get("notes", [])))
+                               else "settings", "prompt": s["prompt"], "sampling": sampling},
+                     notes=list(s.get("notes", [])))
+        if sampling and sampling["short_cells"]:
+            out.warnings.append("cells with fewer than the asked rows (all taken, --allow-short): " + "; ".join(
+                f"{c['cell'][0]}/{c['cell'][1]}: {c['rows']}" for c in sampling["short_cells"]))
         out.notes.append(f"confidence = softmax({tau:g} * [cos(x, pos), cos(x, neg)])[0]"
                          + (" (the model's logit scale)" if s["temperature"] is None else ""))
         f_rows = []
@@ -64,10 +73,37 @@ class TraitsProbe(Probe):
                         means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence")
         out.tables["f_tests"] = pd.DataFrame(f_rows)
         if s.get("gradcam"):
-            self._gradcam(ctx, rows, races, genders, images, tau, out)
+            self._gradcam(ctx, rows, races, genders, images, tau, source_rows, out)
         return out
 
-    def _gradcam(self, ctx, rows, races, genders, images, tau: float, out: Output) -> None:
+    def _sample(self, ctx: Context) -> tuple[dict | None, list[int] | None]:
+        """Draw ``per_cell`` rows from every race x gender cell (the study's n = 2000); the record
+        (n per cell, seed, the drawn rows' counts, short cells) goes into results.json; also returns
+        each drawn row's index in the dataset given."""
+        from vlfair.data import balanced_sample, sampling_record
+
+        n, seed = self.settings["per_cell"], self.settings["seed"]
+        if n is None:
+            return None, None
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ProbeError(f"traits: per_cell must be a positive integer or null, got {n!r}")
+        indexed = ctx.dataset.add_column("_vlfair_row", list(range(ctx.dataset.num_rows)))
+        sample = balanced_sample(indexed, n, ("race", "gender"), seed=seed, allow_fewer=True)
+        record = sampling_record(sample)
+        if record["short_cells"] and not self.settings["allow_short"]:
+            listed = "; ".join(f"{c['cell'][0]}/{c['cell'][1]}: {c['rows']}" for c in record["short_cells"])
+            raise ProbeError(f"traits: {len(record['short_cells'])} race x gender cell(s) have fewer than {n} rows "
+                             f"({listed}); use more data (e.g. --split train+validation), a smaller --per-cell (setting "
+                             "per_cell), or --allow-short (allow_short) to take every row of the short cells")
+        counts: dict[str, dict[str, int]] = {}
+        for race, gender in zip(sample["race"], sample["gender"]):
+            counts.setdefault(str(gender), {}).setdefault(str(race), 0)
+            counts[str(gender)][str(race)] += 1
+        ctx.dataset = sample.remove_columns("_vlfair_row")
+        return ({"per_cell": n, "seed": seed, "rows": sample.num_rows, "of_rows": indexed.num_rows,
+                 "cell_counts": counts, "short_cells": record["short_cells"]}, list(sample["_vlfair_row"]))
+
+    def _gradcam(self, ctx, rows, races, genders, images, tau: float, source_rows, out: Output) -> None:
         """Overlays for ``k`` images of the group drawn at random (seeded) among those whose
         confidence in the positive trait exceeds ``min_confidence``, as in the study's Figure 2."""
         spec = self.settings["gradcam"]
@@ -97,8 +133,10 @@ class TraitsProbe(Probe):
         except NotAViT as exc:
             out.warnings.append(f"Grad-CAM skipped: {exc}")
             return
-        out.tables["gradcam"] = pd.DataFrame({"row": [int(rows[i]) for i in chosen],
+        # rows of the dataset given, before sampling
+        original = [int(source_rows[rows[i]]) if source_rows is not None else int(rows[i]) for i in chosen]
+        out.tables["gradcam"] = pd.DataFrame({"row": original,
                                               "confidence": [float(confidence[i]) for i in chosen]}).set_index("row")
         out.figures["gradcam"] = overlay_figure(
-            ctx.encoder, pictures, maps, [f"row {int(rows[i])}: {confidence[i]:.1%}" for i in chosen],
+            ctx.encoder, pictures, maps, [f"row {r}: {confidence[i]:.1%}" for r, i in zip(original, chosen)],
             f"Grad-CAM of '{positive}' over '{negative}' ({group}; random, confidence > {threshold:g})")

@@ -219,6 +219,8 @@ def run_request(pool: EncoderPool, probe: str, encoder_label: str, data_label: s
         progress(0.1, "loading the encoder")
         encoder, choice = pool.get(encoder_label, other_id, allow_other, log=lambda line: progress(0.15, line.strip()))
         settings, components = _word_influence_parts(encoder, choice, prompt) if probe == "word-influence" else (None, None)
+        if probe == "traits":  # the Space draws its own sample (per_group) or measures the uploads as they are
+            settings = {"per_cell": None}
         out = Path(out_dir or tempfile.mkdtemp(prefix="vlfair-space-"))
         progress(0.3, f"running the {probe} probe")
         results = run_probe(probe, encoder, dataset, out, cache_dir=pool.cache_dir, settings=settings,
