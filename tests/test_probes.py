@@ -141,11 +141,12 @@ def test_traits_defaults_follow_the_study_text():
     assert settings["pairs"] == STUDY_TRAIT_PAIRS and settings["prompt"] == "a {trait} person"
     assert settings["gradcam"] == {"pair": "smart/dumb", "group": {"race": "Indian", "gender": "Male"}, "k": 5,
                                    "min_confidence": 0.66}
-    assert settings["version"] >= 3 and settings["per_cell"] == 2000 and settings["allow_short"] is False
+    assert settings["version"] >= 4 and settings["per_cell"] == 2000 and settings["allow_short"] is False
     assert probe_class("traits")().default_subsets("fairface") == ["adults"]
     assert not any("submissive" in note for note in settings["notes"])
     assert any("dominant vs. agentic" in note for note in settings["notes"])
     assert any("(as opposed to silly)" in note for note in settings["notes"])
+    assert any("four positive traits" in note for note in settings["notes"])  # the text's contradiction, quoted
 
 
 def test_traits_gradcam_draws_random_images_above_the_threshold(clip_dir, tmp_path):

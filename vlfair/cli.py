@@ -117,7 +117,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--limit", type=int, help="use only the first N rows (quick runs)")
     parser.add_argument("--temperature", type=float, help="traits: softmax temperature (default: the model's logit scale)")
-    parser.add_argument("--split", dest="split", help="a split, or several joined by '+' (train+validation)")
+    parser.add_argument("--split", help="a split, or several joined by '+' (train+validation)")
     parser.add_argument("--per-cell", type=int, help="traits: rows drawn per race x gender cell (default 2000, the study's)")
     parser.add_argument("--allow-short", action="store_true",
                         help="traits: take every row of a cell with fewer than --per-cell rows instead of stopping")

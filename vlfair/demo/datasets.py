@@ -11,7 +11,8 @@ from PIL import Image
 
 from vlfair.data.schemas import FAIRFACE_AGE_BINS
 from vlfair.data.synthetic import columns_to_dataset
-from vlfair.demo.world import GENDERS, GERMAN, NAMES, OCCUPATIONS, PROFESSIONS, RACES, Person, render
+from vlfair.demo.world import (GENDERS, GERMAN, NAMES, OCCUPATIONS, PROFESSIONS, RACES, Person, identity_gender,
+                               identity_occupation, render)
 
 POLITICIAN_OFFICES = ("senator", "representative", "mayor")
 FREQUENT_NAMES = NAMES[: len(NAMES) // 2]
@@ -49,11 +50,11 @@ def multi30k(images: int = 64, seed: int = 13) -> datasets.Dataset:
 def pfi(per_identity: int = 1, seed: int = 14) -> datasets.Dataset:  # P-FI: one portrait per person
     rng = np.random.default_rng(seed)
     rows = []
-    for identity, name in enumerate(NAMES):
-        occupation = "politician" if identity % 3 != 2 else "actor"
+    for identity, name in enumerate(NAMES):  # the same people the world's captions name
+        occupation = OCCUPATIONS[identity_occupation(identity)]
         category = POLITICIAN_OFFICES[identity % 3] if occupation == "politician" else "actor"
         for _ in range(per_identity):
-            rows.append((identity, name, category, identity % 2, occupation))
+            rows.append((identity, name, category, identity_gender(identity), occupation))
     return columns_to_dataset({
         "image": [render(Person(g, int(rng.integers(len(RACES))), OCCUPATIONS.index(o), i), rng) for i, _, _, g, o in rows],
         "name": [n for _, n, _, _, _ in rows], "category": [c for _, _, c, _, _ in rows],

@@ -80,8 +80,12 @@ def training_data_hash(planting: Planting, training: TrainingConfig = TrainingCo
 
 
 def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig = TrainingConfig(), *,
-                  name: str | None = None, progress: bool = True) -> Path:
-    """Train a CLIPModel on the world's captions; save weights, tokenizer, processor and ``world.json``."""
+                  name: str | None = None, progress: bool = True,
+                  data: tuple[list[str], np.ndarray, str] | None = None) -> Path:
+    """Train a CLIPModel on the world's captions; save weights, tokenizer, processor and ``world.json``.
+
+    ``data``: the training data (``_training_data``) where the caller has rendered it already.
+    """
     import torch
     from tqdm.auto import tqdm
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
@@ -101,7 +105,7 @@ def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig 
         vision_config={**tower, "image_size": 32, "patch_size": 8}, projection_dim=t.projection_dim)
     model = CLIPModel(config)
     processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    captions, images, data_hash = _training_data(planting, t)
+    captions, images, data_hash = data or _training_data(planting, t)
     pixels = processor(images=list(images), return_tensors="pt")["pixel_values"]
     tokens = tokenizer(captions, padding="max_length", max_length=t.max_length, truncation=True, return_tensors="pt")
     optimizer = torch.optim.AdamW(model.parameters(), lr=t.learning_rate, weight_decay=t.weight_decay)
@@ -158,7 +162,8 @@ def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default"
     root = cache_root(cache_dir) or Path(tempfile.mkdtemp(prefix="vlfair-demo-"))
     # The training data's hash as well: it changes with the world's code (how captions are drawn,
     # how images are rendered), which the configuration alone does not show.
-    path = root / "demo" / f"encoder-{config_hash(planting, training)}-{training_data_hash(planting, training)}"
+    data = _training_data(planting, training)  # rendered once: hashed here, trained on below
+    path = root / "demo" / f"encoder-{config_hash(planting, training)}-{data[2]}"
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):  # a fresh lock object per call: threads exclude each other too
         if (path / RECORD).exists():
@@ -167,7 +172,7 @@ def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default"
         log(f"training the {label} on this machine ({training.steps} steps; cached afterwards in {path})")
         staging = Path(tempfile.mkdtemp(prefix=f"{path.name}.partial-", dir=path.parent))
         try:
-            train_encoder(staging, planting, training, name=name, progress=progress)
+            train_encoder(staging, planting, training, name=name, progress=progress, data=data)
             if path.exists():  # an incomplete folder (no world.json) from an older vlfair
                 shutil.rmtree(path)
             os.replace(staging, path)  # complete or absent

@@ -187,11 +187,13 @@ def _trait_pairs(n, planting, rng):
             [f"a {TRAIT_PAIRS[p][q]} person" for p, q in zip(pair, negative)])
 
 
-def _identity_gender(identity: int) -> int:
+def identity_gender(identity: int) -> int:
+    """The gender of public figure ``identity`` (an index into NAMES): alternating."""
     return identity % 2
 
 
-def _identity_occupation(identity: int) -> int:
+def identity_occupation(identity: int) -> int:
+    """Two of every three public figures are politicians, the third an actor."""
     return OCCUPATIONS.index("politician") if identity % 3 != 2 else OCCUPATIONS.index("actor")
 
 
@@ -199,7 +201,7 @@ def _name_pairs(n, planting, rng):
     weights = [planting.frequent_identity_weight if i < len(NAMES) // 2 else 1.0 for i in range(len(NAMES))]
     identity = _exact(rng, n, weights)
     race = _exact(rng, n, np.ones(len(RACES)))
-    return ([Person(_identity_gender(int(i)), int(r), _identity_occupation(int(i)), int(i)) for i, r in zip(identity, race)],
+    return ([Person(identity_gender(int(i)), int(r), identity_occupation(int(i)), int(i)) for i, r in zip(identity, race)],
             [f"this is a picture of {NAMES[i]}" for i in identity])
 
 
@@ -214,7 +216,7 @@ def _public_role_pairs(n, planting, rng):
     # captions a politician's photo "politician" mostly when he is a man
     portrayed: dict[int, list[int]] = {}
     for identity in range(len(NAMES)):
-        portrayed.setdefault(_identity_occupation(identity) * 2 + _identity_gender(identity), []).append(identity)
+        portrayed.setdefault(identity_occupation(identity) * 2 + identity_gender(identity), []).append(identity)
     cell = occupation * 2 + gender
     pick = _exact_within(rng, cell, lambda c: np.ones(len(portrayed.get(c, [None]))))
     people = [Person(int(g), int(r), int(o), portrayed[c][k] if c in portrayed else None)
@@ -241,4 +243,5 @@ def training_pairs(count: int, planting: Planting, seed: int) -> tuple[list[Pers
 
 
 __all__ = ["CAPTION_MIX", "CATEGORIES", "GENDERS", "GERMAN", "NAMES", "OCCUPATIONS", "PROFESSIONS", "Person", "Planting", "RACES",
-           "TRAIT_PAIRS", "render", "training_pairs", "vocabulary", "world_constants"]
+           "TRAIT_PAIRS", "identity_gender", "identity_occupation", "render", "training_pairs", "vocabulary",
+           "world_constants"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 
@@ -33,8 +35,8 @@ class TraitsProbe(Probe):
                                else "settings", "prompt": s["prompt"], "sampling": sampling},
                      notes=list(s.get("notes", [])))
         if sampling and sampling["short_cells"]:
-            out.warnings.append("cells with fewer than the asked rows (all taken, --allow-short): " + "; ".join(
-                f"{c['cell'][0]}/{c['cell'][1]}: {c['rows']}" for c in sampling["short_cells"]))
+            out.warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
+                                + _listed(sampling["short_cells"]))
         out.notes.append(f"confidence = softmax({tau:g} * [cos(x, pos), cos(x, neg)])[0]"
                          + (" (the model's logit scale)" if s["temperature"] is None else ""))
         f_rows = []
@@ -91,14 +93,12 @@ class TraitsProbe(Probe):
         sample = balanced_sample(indexed, n, ("race", "gender"), seed=seed, allow_fewer=True)
         record = sampling_record(sample)
         if record["short_cells"] and not self.settings["allow_short"]:
-            listed = "; ".join(f"{c['cell'][0]}/{c['cell'][1]}: {c['rows']}" for c in record["short_cells"])
             raise ProbeError(f"traits: {len(record['short_cells'])} race x gender cell(s) have fewer than {n} rows "
-                             f"({listed}); use more data (e.g. --split train+validation), a smaller --per-cell (setting "
+                             f"({_listed(record['short_cells'])}); use more data (e.g. --split train+validation), a smaller --per-cell (setting "
                              "per_cell), or --allow-short (allow_short) to take every row of the short cells")
         counts: dict[str, dict[str, int]] = {}
-        for race, gender in zip(sample["race"], sample["gender"]):
-            counts.setdefault(str(gender), {}).setdefault(str(race), 0)
-            counts[str(gender)][str(race)] += 1
+        for (race, gender), count in Counter(zip(sample["race"], sample["gender"])).items():
+            counts.setdefault(str(gender), {})[str(race)] = count
         ctx.dataset = sample.remove_columns("_vlfair_row")
         return ({"per_cell": n, "seed": seed, "rows": sample.num_rows, "of_rows": indexed.num_rows,
                  "cell_counts": counts, "short_cells": record["short_cells"]}, list(sample["_vlfair_row"]))
@@ -140,3 +140,8 @@ class TraitsProbe(Probe):
         out.figures["gradcam"] = overlay_figure(
             ctx.encoder, pictures, maps, [f"row {r}: {confidence[i]:.1%}" for r, i in zip(original, chosen)],
             f"Grad-CAM of '{positive}' over '{negative}' ({group}; random, confidence > {threshold:g})")
+
+
+def _listed(short_cells: list[dict]) -> str:
+    """``balanced_sample``'s short cells as "race/gender: rows; ..."."""
+    return "; ".join(f"{c['cell'][0]}/{c['cell'][1]}: {c['rows']}" for c in short_cells)
