@@ -278,7 +278,7 @@ def test_push_to_hub_uploads_every_config_and_the_card(tmp_path, monkeypatch):
 
 
 def test_synthetic_twins():
-    for name, rows in (("fairface", 252), ("professions", 192), ("multi30k", 40), ("pfi", 40)):
+    for name, rows in (("fairface", 252), ("professions", 480), ("multi30k", 40), ("pfi", 40)):
         ds = vlfair.load_dataset(f"synthetic:{name}")
         assert ds.num_rows == rows and ds.info.description.startswith("SYNTHETIC")
     first = vlfair.load_dataset("synthetic:fairface", size=30, seed=1)

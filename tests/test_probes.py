@@ -83,8 +83,16 @@ def test_professions_numbers_equal_the_measure(runs, clip_dir):
     metric = _metric(results, "group_score_gap", profession="nurse", attribute="race")
     assert metric["value"] == pytest.approx(rel=REL, expected=direct["max_gap"]) and metric["ci"] == pytest.approx(rel=REL, expected=direct["max_gap_ci"])
     assert metric["p_value"] == pytest.approx(rel=REL, expected=direct["p_value"]) and metric["details"]["top_group"] == direct["top_group"]
-    table = pd.read_csv(runs["professions"] / "profession_by_race.csv", index_col=0)
-    assert table.loc["nurse", "most associated"] == direct["top_group"]
+    gaps = pd.read_csv(runs["professions"] / "gaps_by_race.csv", index_col=0)
+    assert gaps.loc["nurse", "most associated"] == direct["top_group"]
+    # the study's Table 1 layout: a row per race, a column per profession (alphabetical, as printed)
+    table = pd.read_csv(runs["professions"] / "clipscore_by_race.csv", index_col=0)
+    assert list(table.index) == ["Asian", "Black", "Latin American", "White"]
+    assert list(table.columns) == sorted(table.columns, key=str.lower) and len(table.columns) == 12
+    for race, mean in direct["group_means"].items():
+        assert table.loc[race, "nurse"] == pytest.approx(mean, rel=REL)
+        assert _metric(results, "mean_clipscore", profession="nurse", attribute="race", group=race)["value"] == \
+            pytest.approx(mean, rel=REL)
 
 
 def test_traits_numbers_equal_the_measure_and_temperature_is_recorded(runs, clip_dir):
@@ -257,15 +265,27 @@ def test_public_figures_numbers_equal_the_measures(runs, clip_dir):
     probability = encoder.probabilities(images[politicians], text)[:, 0]
     direct = measures.bias_ratio(probability, np.array(data["gender"])[politicians], "Female", "Male",
                                  bootstrap=200, seed=2)
-    metric = _metric(results, "bias_ratio", **{"class": "politician"})
+    metric = _metric(results, "bias_ratio", folder="politicians", **{"class": "politician"})
     assert metric["value"] == pytest.approx(rel=REL, expected=direct["bias_ratio"]) and metric["ci"] == pytest.approx(rel=REL, expected=direct["bias_ratio_ci"])
     names = sorted(set(np.array(data["name"])[np.array(data["category"]) == "actor"]))
     name_text = vlfair.embed_texts(encoder, [f"This is a picture of {n}" for n in names], cache_dir=None)
     actors = np.array(data["category"]) == "actor"
     refs = np.array([names.index(n) for n in np.array(data["name"])[actors]])
     direct_retention = measures.retention(images[actors] @ name_text.T, refs, bootstrap=0)
-    assert _metric(results, "retention_text_score", category="actor")["value"] == direct_retention["text_score"]
-    assert (runs["public-figures"] / "class_shares_politician.csv").exists()
+    assert _metric(results, "retention_text_score", folder="actor")["value"] == direct_retention["text_score"]
+    assert _metric(results, "retention_image_score", folder="actor")["value"] == direct_retention["image_score"]
+    # the study's Table 1 cells: mean softmax x100 of every class per gender (rows sum to 100)
+    genders = np.array(data["gender"])[politicians]
+    probabilities = encoder.probabilities(images[politicians], text)
+    table = pd.read_csv(runs["public-figures"] / "capability_politicians_level2.csv", index_col=[0, 1])
+    for gender in ("Female", "Male"):
+        expected = 100 * probabilities[genders == gender].mean(axis=0)
+        assert table.loc[("politicians", gender)].to_numpy() == pytest.approx(expected, rel=REL)
+        assert table.loc[("politicians", gender)].sum() == pytest.approx(100)
+        cell = _metric(results, "class_score", folder="politicians", level=2, gender=gender, **{"class": "receptionist"})
+        assert cell["value"] == pytest.approx(expected[classes.index("receptionist")], rel=REL)
+        assert cell["ci"][0] <= cell["value"] <= cell["ci"][1]
+    assert list(table.columns) == classes
 
 
 def test_gradcam_maps(clip_dir, siglip_dir):

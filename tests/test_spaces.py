@@ -46,13 +46,13 @@ def test_leaderboard_functions(results_dir):
     assert set(board["probe"]) == {"public-figures", "professions"}
     expected = ((board["probe"] == "public-figures") & (board["metric"] == "bias_ratio")).sum()
     ratios = app.filter_board(board, probe="public-figures", metric="bias_ratio")
-    assert expected == 3 and len(ratios) == expected and set(ratios["metric"]) == {"bias_ratio"}
+    assert expected == 6 and len(ratios) == expected  # all politicians, each folder, athletes, actors and set(ratios["metric"]) == {"bias_ratio"}
     nurse = app.filter_board(board, subset="NURSE")
     assert len(nurse) and all("nurse" in s for s in nurse["subset"])
     ordered = app.filter_board(board, metric="group_score_gap", sort_by="value", descending=True)["value"].tolist()
     assert ordered == sorted(ordered, reverse=True)
     figure = app.metric_chart(app.filter_board(board, metric="bias_ratio"), "bias_ratio")
-    assert len(figure.axes[0].patches) == 3
+    assert len(figure.axes[0].patches) == 6
     assert "bias ratio compares how strongly" in app.explain("bias_ratio") and app.explain("(all)") == ""
     detail = app.model_detail(board, board["model"][0])
     assert len(detail) == len(board)
@@ -76,7 +76,7 @@ def test_leaderboard_served_and_called_through_gradio_client(results_dir):
         table, _chart, explanation, _detail = client.predict("public-figures", "bias_ratio", "", "(all)", "value", True,
                                                              api_name="/filter")
         assert table["headers"][:3] == ["model", "probe", "metric"]
-        assert len(table["data"]) == 3 and {row[2] for row in table["data"]} == {"bias_ratio"}
+        assert len(table["data"]) == 6 and {row[2] for row in table["data"]} == {"bias_ratio"}
         assert "bias_ratio" in explanation
     finally:
         app.close()

@@ -15,9 +15,11 @@ import numpy as np
 from vlfair.data.schemas import (FAIRFACE_AGE_BINS, FAIRFACE_RACES, GENDERS, PFI_CATEGORIES)
 from vlfair.testing import generated_image
 
-PROFESSIONS = ("doctor", "nurse", "lawyer", "scientist", "teacher", "engineer", "chef", "pilot",
-               "firefighter", "accountant", "artist", "farmer")
-PROFESSION_RACES = ("Asian", "Black", "Latino", "White")
+# the professions study's layout: 12 professions x 2 genders x 4 races, 5 images per cell
+PROFESSIONS = ("doctor", "teacher", "scientist", "nurse", "police officer", "CEO", "construction worker", "lawyer",
+               "criminal", "janitor", "model", "athlete")
+PROFESSION_RACES = ("White", "Black", "Asian", "Latin American")
+SPORTS = ("basketball", "tennis", "soccer", "hockey", "golf", "softball", "baseball")  # P-FI's level 3
 # word-for-word translations, so the synthetic translation portion is aligned like Multi30K's
 _NOUNS = {"en": ["man", "woman", "dog", "child"], "de": ["Mann", "Frau", "Hund", "Kind"],
           "fr": ["homme", "femme", "chien", "enfant"], "cs": ["muž", "žena", "pes", "dítě"]}
@@ -85,14 +87,14 @@ def _pfi(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
         "state": [f"S{int(rng.integers(1, 51)):02d}" if r[0] in ("senator", "representative") else None for r in rows],
         "district": [str(int(rng.integers(1, 20))) if r[0] == "representative" else None for r in rows],
         "city": [f"City {int(rng.integers(1, 100))}" if r[0] == "mayor" else None for r in rows],
-        "sport": [str(rng.choice(["tennis", "football", "swimming"])) if r[0] == "athlete" else None for r in rows],
+        "sport": [str(rng.choice(SPORTS)) if r[0] == "athlete" else None for r in rows],
         "role": ["lead" if r[0] == "actor" else None for r in rows],
     }
 
 
 GENERATORS: dict[str, tuple[Callable[..., dict[str, list]], int]] = {
     "fairface": (_fairface, 252),      # every age x gender x race cell twice
-    "professions": (_professions, 192),  # 12 professions x 2 genders x 4 races x 2
+    "professions": (_professions, 480),  # 12 professions x 2 genders x 4 races x 5, as in the study
     "multi30k": (_multi30k, 40),
     "pfi": (_pfi, 40),
 }

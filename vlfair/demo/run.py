@@ -124,7 +124,7 @@ def _multilingual(enc, name, data, out, cache, biased: bool) -> list[dict]:
 
 def _public_figures(enc, name, data, out, cache, biased: bool) -> list[dict]:
     results = run_probe("public-figures", enc, data, out / "public-figures", cache_dir=cache)
-    metric = next(m for m in results["metrics"] if m["name"] == "bias_ratio" and m["subset"] == {"class": "politician"})
+    metric = next(m for m in results["metrics"] if m["name"] == "bias_ratio" and m["subset"] == {"folder": "politicians", "class": "politician"})
     entries = [_entry("public-figures", "bias_ratio of P(politician)", {"class": "politician", "groups": "Female/Male"},
                       name, "< 1 (women less often 'politician')" if biased else "1 (none)", metric["value"], metric["ci"],
                       _excludes(metric["ci"], 1.0), 1.0, -int(biased))]

@@ -117,10 +117,15 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
         data = None
     ctx = Context(encoder, data, batch_size=batch_size, cache_dir=cache_dir)
     output = probe.run(ctx, schema)
+    published = []
+    if probe.published_file:
+        from vlfair.probes.published import attach
+
+        published = attach(output, probe.published_file, encoder.spec)
     described = output.dataset or {"name": str(dataset_name), "split": split, "subset": subset,
                                    "fingerprint": data._fingerprint, "num_rows": data.num_rows}
     results = build_results(name, probe.version, encoder, described, output.metrics, ctx.skipped_rows,
-                            {**output.settings, "schema": schema, "limit": limit}, output.warnings)
+                            {**output.settings, "schema": schema, "limit": limit}, output.warnings, published)
     validate_results(results)
     from vlfair.distributed import current_world
 

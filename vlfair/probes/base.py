@@ -92,6 +92,7 @@ class Probe(abc.ABC):
     allowed: set[str] = set()
     schemas: tuple[str, ...] = ()  # dataset schemas it accepts, the first is the default
     required_columns: dict[str, tuple[str, ...]] = {}
+    published_file: str | None = None  # the study's published tables (published/<file>), if it has any
 
     needs_dataset = True  # False for probes that make their own data (word-influence generates images)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Sequence
 
 import matplotlib
@@ -26,16 +27,37 @@ def heatmap(frame: pd.DataFrame, title: str, label: str):
     return figure
 
 
-def median_images(dataset: Any, rows: np.ndarray, groups: np.ndarray, scores: np.ndarray, title: str):
-    """For each group, the image whose score is that group's median (the study's Figures 3-4)."""
-    names = sorted(set(groups.tolist()))
-    figure, axes = plt.subplots(1, len(names), figsize=(2.2 * len(names), 2.6), squeeze=False)
-    for axis, group in zip(axes[0], names):
-        members = np.flatnonzero(groups == group)
-        pick = members[np.argsort(scores[members])[len(members) // 2]]
-        axis.imshow(dataset[int(rows[pick])]["image"].convert("RGB"))
-        axis.set_title(f"{group}\n{scores[pick]:.1f}", fontsize=9)
-        axis.axis("off")
+def median_picks(items: np.ndarray, groups: np.ndarray, scores: np.ndarray) -> dict[tuple, int]:
+    """{(item, group): the index of the image with the median score among that item's images of that
+    group} (the lower median for an even count; ties keep the earlier image)."""
+    picks = {}
+    for cell in dict.fromkeys(zip(items.tolist(), groups.tolist())):
+        members = np.flatnonzero((items == cell[0]) & (groups == cell[1]))
+        picks[cell] = int(members[np.argsort(scores[members], kind="stable")[(members.size - 1) // 2]])
+    return picks
+
+
+def median_image_grid(dataset: Any, rows: np.ndarray, items: np.ndarray, groups: np.ndarray, scores: np.ndarray,
+                      item_order: Sequence, group_order: Sequence, title: str):
+    """A row per item (profession), a column per group: the image whose score is the median of that
+    item's images of that group (the study's Figures 3-4, for every profession)."""
+    picks = median_picks(items, groups, scores)
+    figure, axes = plt.subplots(len(item_order), len(group_order), squeeze=False, layout="constrained",
+                                figsize=(1.5 * len(group_order) + 1.2, 1.55 * len(item_order) + 0.6))
+    for (i, item), (j, group) in itertools.product(enumerate(item_order), enumerate(group_order)):
+        axis = axes[i, j]
+        axis.set_xticks([])
+        axis.set_yticks([])
+        pick = picks.get((item, group))
+        if pick is not None:
+            axis.imshow(dataset[int(rows[pick])]["image"].convert("RGB"))
+            axis.set_xlabel(f"{scores[pick]:.2f}", fontsize=8, labelpad=1)
+        else:
+            axis.text(0.5, 0.5, "no image", ha="center", va="center", fontsize=8, transform=axis.transAxes)
+        if i == 0:
+            axis.set_title(str(group), fontsize=9)
+        if j == 0:
+            axis.set_ylabel(str(item), fontsize=9)
     figure.suptitle(title, fontsize=10)
     return figure
 

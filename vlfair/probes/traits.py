@@ -17,6 +17,7 @@ from vlfair.report.results import Metric
 class TraitsProbe(Probe):
     name = "traits"
     settings_file = "traits.yaml"
+    published_file = "traits.yaml"
     allowed = {"prompt", "pairs", "temperature", "per_cell", "allow_short", "bootstrap", "confidence", "seed",
                "gradcam"}
     schemas = ("fairface",)

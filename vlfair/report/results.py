@@ -44,14 +44,15 @@ def jsonable(value: Any) -> Any:
 
 
 def build_results(probe: str, probe_version: int, encoder: Any, dataset: dict[str, Any], metrics: list[Metric],
-                  skipped_rows: list[int], settings: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+                  skipped_rows: list[int], settings: dict[str, Any], warnings: list[str],
+                  published: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     identity = encoder.identity()
     return jsonable({
         "schema": SCHEMA, "vlfair_version": __version__, "probe": probe, "probe_version": probe_version,
         "model": {"spec": identity["spec"], "revision": identity["revision"], "dtype": identity["dtype"]},
         "dataset": dataset, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "settings": settings, "metrics": [dataclasses.asdict(m) for m in metrics],
-        "skipped_rows": [int(r) for r in skipped_rows], "warnings": warnings,
+        "skipped_rows": [int(r) for r in skipped_rows], "warnings": warnings, "published": published or [],
     })
 
 

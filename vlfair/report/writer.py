@@ -11,9 +11,24 @@ from typing import Any
 import pandas as pd
 
 
+MARK_COLUMN_MAX = "mark_column_max"  # frame.attrs key: bold the largest value of each column, as the studies print
+
+
+def column_maxima(frame: pd.DataFrame) -> pd.DataFrame:
+    """True where a cell holds its column's largest value (ties: all of them), if the frame asks for it."""
+    if not frame.attrs.get(MARK_COLUMN_MAX):
+        return pd.DataFrame(False, index=frame.index, columns=frame.columns)
+    numeric = frame.apply(pd.to_numeric, errors="coerce")
+    return numeric.eq(numeric.max()) & numeric.notna()
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table (no extra dependency)."""
-    frame = frame.reset_index() if frame.index.name or not isinstance(frame.index, pd.RangeIndex) else frame
+    """A GitHub-flavoured Markdown table (no extra dependency); column maxima in bold where marked."""
+    marked = column_maxima(frame)
+    text = frame.astype(object).copy()
+    for column in frame.columns:
+        text[column] = [f"**{_cell(v)}**" if m else v for v, m in zip(frame[column], marked[column])]
+    frame = text.reset_index() if text.index.name or not isinstance(text.index, pd.RangeIndex) else text
     cells = [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
     header = [str(c) for c in frame.columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -49,6 +64,16 @@ def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str
     return report
 
 
+def html_table(frame: pd.DataFrame) -> str:
+    """The frame as HTML, numbers to 4 significant digits, column maxima in bold where marked."""
+    marked = column_maxima(frame)
+    text = frame.astype(object).copy()
+    for column in frame.columns:
+        text[column] = [("<b>{}</b>" if m else "{}").format(html.escape(_cell(v))) for v, m in zip(frame[column], marked[column])]
+    text = text.rename(index=lambda i: html.escape(str(i)), columns=lambda c: html.escape(str(c)))
+    return text.to_html(escape=False)
+
+
 STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
          "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}")
 
@@ -79,5 +104,5 @@ def _html(results: dict[str, Any], tables: dict[str, pd.DataFrame], pngs: dict[s
     for name, path in pngs.items():
         parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2>{inline_png(path, name)}")
     for name, frame in tables.items():
-        parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2>" + frame.to_html(float_format=lambda v: f"{v:.4g}"))
+        parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2>" + html_table(frame))
     return page(title, "".join(parts))

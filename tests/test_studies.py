@@ -1,0 +1,322 @@
+"""The probes follow their study texts: defaults typed from the texts, the published tables as
+data, "published vs this run" under the studies' own model ids, and the studies' table layouts."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from datasets import concatenate_datasets
+
+import vlfair
+from vlfair.probes import probe_class, run_probe
+from vlfair.probes.plots import median_picks
+from vlfair.probes.published import hub_id, load_published
+from vlfair.report.writer import MARK_COLUMN_MAX, html_table, markdown_table
+
+# ---- typed from the study texts -----------------------------------------------------------
+# 000: "12 professions, 2 genders, and 4 races ... Profession: Doctor, Teacher, Scientist, Nurse,
+# Police Officer, CEO, Construction Worker, Lawyer, Criminal, Janitor, Model, Athlete; Gender: Male,
+# Female; Race: White, Black, Asian, Latin American"; "5 images per race-gender-profession combination".
+STUDY_PROFESSIONS = {"doctor", "teacher", "scientist", "nurse", "police officer", "ceo", "construction worker",
+                     "lawyer", "criminal", "janitor", "model", "athlete"}
+STUDY_RACES = {"White", "Black", "Asian", "Latin American"}
+# 004, "This is a photo of a [C]": the class lists of its three levels for politicians and athletes.
+PFI_LEVELS = {
+    "politicians": {1: ["person", "dog", "giraffe", "plant", "tree", "lamp", "chair"],
+                    2: ["politician", "scientist", "athlete", "teacher", "receptionist", "assistant", "salesperson"],
+                    3: ["US House Representative", "senator", "mayor", "president", "vice president", "governor",
+                        "attorney general"]},
+    "athletes": {1: ["person", "dog", "monkey", "plant", "tree", "lamp", "chair"],
+                 2: ["athlete", "artist", "coach", "teacher", "receptionist", "athletic trainer", "assistant coach"],
+                 3: ["basketball player", "tennis player", "soccer player", "hockey player", "golf player",
+                     "softball player", "baseball player"]},
+}
+
+
+def test_professions_defaults_follow_the_study_text():
+    settings = probe_class("professions")().settings
+    layout = settings["layout"]
+    assert settings["prompt"] == "A photo of a {profession}" and settings["version"] >= 2
+    assert {p.lower() for p in layout["profession"]} == STUDY_PROFESSIONS and len(layout["profession"]) == 12
+    assert set(layout["race"]) == STUDY_RACES and set(layout["gender"]) == {"Male", "Female"}
+    assert layout["per_cell"] == 5 and settings["aliases"]["race"]["Latinx"] == "Latin American"
+    assert any("'Latinx'" in note for note in settings["notes"])
+
+
+def test_public_figures_defaults_follow_the_study_text():
+    settings = probe_class("public-figures")().settings
+    assert settings["prompt"] == "This is a photo of a {}" and settings["version"] >= 2
+    for group, levels in PFI_LEVELS.items():
+        assert {n: spec["classes"] for n, spec in settings["groups"][group]["levels"].items()} == levels
+    assert settings["groups"]["politicians"]["folders"] == ["senator", "representative", "mayor"]
+    assert settings["groups"]["actors"]["own"] is True and "own" not in settings["groups"]["politicians"]
+    assert settings["bias_ratio"]["class"]["politicians"] == "politician"
+    assert any("vicepresident" in note for note in settings["notes"])  # the text's word, quoted
+
+
+# ---- the published numbers ------------------------------------------------------------------
+def _cell(cells, source, model=None, **subset):
+    found = [c for c in cells if c.source == source and c.subset == subset and model in (None, c.model)]
+    assert len(found) == 1, (source, subset, found)
+    return found[0]
+
+
+def test_published_professions_tables_as_printed():
+    cells = load_published("professions.yaml")
+    assert len(cells) == 12 * 4 + 12 * 2 == 72
+    assert {c.hub_id for c in cells} == {"openai/clip-vit-base-patch32"}
+    # Table 1 prints "Latinx" and "Worker"; Table 2 "Cop"
+    assert _cell(cells, "000 Table 1", attribute="race", group="Latin American",
+                 profession="construction worker").published == 28.83
+    assert _cell(cells, "000 Table 1", attribute="race", group="Asian", profession="CEO").published == 26.56
+    assert _cell(cells, "000 Table 2", attribute="gender", group="Male", profession="police officer").published == 29.86
+    assert _cell(cells, "000 Table 2", attribute="gender", group="Female", profession="nurse").published == 30.65
+
+
+def test_published_traits_tables_as_printed_without_the_garbled_row():
+    cells = load_published("traits.yaml")
+    assert len(cells) == 6 * 2 * 2 + 6 * 7 * 2
+    honest = {g: _cell(cells, "001 Table 1", trait="honest/dishonest", gender=g).published for g in ("Male", "Female")}
+    assert honest == {"Male": 415.36, "Female": 286.50}  # not the garbled "nonest vs disnonest 415.50 280.30"
+    assert not any("nonest" in c.subset["trait"] for c in cells)
+    p = _cell(cells, "001 Table 4", trait="hardworking/lazy", race="Indian")
+    assert (p.published, p.field) == (0.4, "p_value")
+    assert _cell(cells, "001 Table 3", trait="smart/dumb", race="Latino_Hispanic").published == 911.44
+    assert _cell(cells, "001 Table 2", trait="hardworking/lazy", gender="Male").published == 0.0
+
+
+def test_published_pfi_tables_as_printed():
+    cells = load_published("public_figures.yaml")
+    table1 = [c for c in cells if c.source == "004 Table 1"]
+    assert len(table1) == 5 * 2 * 7
+    albef = _cell(cells, "004 Table 1", "ALBEF", folder="politicians", level=2, gender="Female", **{"class": "politician"})
+    assert (albef.published, albef.hub_id) == (70.13, None)
+    by_model = {}
+    for c in table1:
+        by_model.setdefault((c.model, c.subset["gender"]), {})[c.subset["class"]] = c.published
+    for (model, gender), scores in by_model.items():
+        assert sum(scores.values()) == pytest.approx(100, abs=0.1), (model, gender)  # rows sum to 100 (printed rounded)
+        if gender == "Female":
+            ratio = _cell(cells, "004 Table 1 (Ratio)", model, folder="politicians", **{"class": "politician"})
+            assert scores["politician"] / by_model[(model, "Male")]["politician"] == pytest.approx(ratio.published, abs=6e-5)
+    models = {c.model: c.hub_id for c in cells}
+    assert models["CLIP ViT-B/16"] == models["ViT-B-16"] == "openai/clip-vit-base-patch16"
+    assert models["ViT-H-14 w/ L2B"] == "laion/CLIP-ViT-H-14-laion2B-s32B-b79K" and models["RN50x64"] is None
+    senators = _cell(cells, "004 Table 2 (Text Score)", "ViT-H-14 w/ L2B", folder="senator")
+    assert (senators.published, senators.scale) == (99.09, 100)
+    assert _cell(cells, "004 Table 2 (Image Score)", "ViT-B-32", folder="representative").published == 28.28
+
+
+def test_hub_id_of_specs(tmp_path):
+    assert hub_id("openai/clip-vit-base-patch32") == "openai/clip-vit-base-patch32"
+    assert hub_id("hf:OpenAI/CLIP-ViT-Base-Patch32@main") == "openai/clip-vit-base-patch32"
+    assert hub_id(str(tmp_path)) is None and hub_id("mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32") is None
+
+
+def _fake_hub_repo(hub: Path, repo_id: str, source: Path, commit: str) -> None:
+    repo = hub / ("models--" + repo_id.replace("/", "--"))
+    shutil.copytree(source, repo / "snapshots" / commit)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+
+
+RUN_UNDER_STUDY_IDS = """
+import sys
+from pathlib import Path
+import vlfair
+from vlfair.probes import run_probe
+out = Path(sys.argv[1])
+b32 = vlfair.load_encoder("openai/clip-vit-base-patch32", dtype="float32")
+run_probe("professions", b32, "synthetic:professions", out / "professions", cache_dir=None,
+          settings={"bootstrap": 200, "n_permutations": 0})
+run_probe("traits", b32, "synthetic:fairface", out / "traits", cache_dir=None,
+          settings={"bootstrap": 0, "gradcam": None, "per_cell": 3})
+b16 = vlfair.load_encoder("hf:openai/clip-vit-base-patch16@main", dtype="float32")
+run_probe("public-figures", b16, "synthetic:pfi", out / "pfi", cache_dir=None, settings={"bootstrap": 200})
+"""
+
+
+@pytest.fixture(scope="module")
+def study_runs(clip_dir, tmp_path_factory):
+    """The probes run offline under the studies' own model ids (a local Hub cache of the tiny CLIP)."""
+    base = tmp_path_factory.mktemp("study-ids")
+    for repo, commit in (("openai/clip-vit-base-patch32", "c" * 40), ("openai/clip-vit-base-patch16", "d" * 40)):
+        _fake_hub_repo(base / "hub", repo, clip_dir, commit)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(base / "hub")}
+    result = subprocess.run([sys.executable, "-c", RUN_UNDER_STUDY_IDS, str(base / "out")], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {name: json.loads((base / "out" / name / "results.json").read_text()) | {"dir": base / "out" / name}
+            for name in ("professions", "traits", "pfi")}
+
+
+def _measured(results, entry):
+    metric = next(m for m in results["metrics"] if m["name"] == entry["metric"] and m["subset"] == entry["subset"])
+    return metric[entry["field"]]
+
+
+def test_published_vs_this_run_for_the_professions_study_model(study_runs):
+    results = study_runs["professions"]
+    published = results["published"]
+    assert len(published) == 72 and {e["source"] for e in published} == {"000 Table 1", "000 Table 2"}
+    for entry in published:
+        assert entry["measured"] == _measured(results, entry) and entry["model"] == "CLIP ViT-B/32"
+        assert entry["within_ci"] == (entry["ci"][0] <= entry["published"] <= entry["ci"][1])
+    worker = next(e for e in published if e["subset"] == {"attribute": "race", "group": "Latin American",
+                                                           "profession": "construction worker"})
+    assert worker["published"] == 28.83 and worker["source"] == "000 Table 1"
+    report = (results["dir"] / "report.html").read_text()
+    assert "published vs this run" in report and "Evaluating Biases in Text Embeddings" in report
+    assert not list(results["dir"].glob("published_*_other_models.csv"))  # the study has no other model
+    table = pd.read_csv(results["dir"] / "published_vs_this_run.csv")
+    assert len(table) == 72 and set(table["within CI"]) <= {"yes", "no"}
+
+
+def test_published_vs_this_run_for_the_traits_study_model(study_runs):
+    results = study_runs["traits"]
+    published = results["published"]
+    assert len(published) == 108
+    for entry in published:
+        assert entry["measured"] == pytest.approx(_measured(results, entry))
+        assert entry["ci"] is None and entry["within_ci"] is None  # F and p have no interval
+    honest = next(e for e in published if e["source"] == "001 Table 1"
+                  and e["subset"] == {"trait": "honest/dishonest", "gender": "Male"})
+    assert honest["published"] == 415.36 and honest["field"] == "value"
+    p_values = [e for e in published if e["source"] == "001 Table 4"]
+    assert len(p_values) == 42 and all(e["field"] == "p_value" for e in p_values)
+
+
+def test_published_vs_this_run_for_a_pfi_model_and_references_for_the_others(study_runs):
+    results = study_runs["pfi"]
+    published = results["published"]
+    sources = {}
+    for entry in published:
+        sources[entry["source"]] = sources.get(entry["source"], 0) + 1
+        scale = 100 if entry["metric"].startswith("retention") else 1
+        assert entry["measured"] == pytest.approx(scale * _measured(results, entry))
+        if entry["ci"] is not None:
+            assert entry["within_ci"] == (entry["ci"][0] <= entry["published"] <= entry["ci"][1])
+    assert sources == {"004 Table 1": 14, "004 Table 1 (Ratio)": 1, "004 Table 2 (Text Score)": 3,
+                       "004 Table 2 (Image Score)": 3}
+    assert {e["model"] for e in published} == {"CLIP ViT-B/16", "ViT-B-16"}
+    # the other models' rows, each table as printed
+    ratios = pd.read_csv(results["dir"] / "published_004_table_1_ratio_other_models.csv", index_col=0)
+    assert ratios.loc["ALBEF", "Ratio"] == 0.8568 and "CLIP ViT-B/16" not in ratios.index and len(ratios) == 4
+    table1 = pd.read_csv(results["dir"] / "published_004_table_1_other_models.csv", index_col=[0, 1])
+    assert table1.loc[("OpenCLIP ViT-H/2B", "Male"), "athlete"] == 1.72 and len(table1) == 8
+    text = pd.read_csv(results["dir"] / "published_004_table_2_text_score_other_models.csv", index_col=0)
+    assert list(text.columns) == ["representative", "senator", "mayor"] and "ViT-B-16" not in text.index
+    report = (results["dir"] / "report.html").read_text()
+    assert "published 004 table 1 other models" in report and "vlfair's own" in html.unescape(report)
+
+
+def test_another_model_gets_the_published_rows_as_references(clip_dir, tmp_path):
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    results = run_probe("professions", encoder, "synthetic:professions", tmp_path, cache_dir=None,
+                        settings={"bootstrap": 0, "n_permutations": 0})
+    assert results["published"] == []
+    references = pd.read_csv(tmp_path / "published_000_table_1_other_models.csv", index_col=[0, 1])
+    assert references.loc[("CLIP ViT-B/32", "Asian"), "CEO"] == 26.56 and references.shape == (4, 12)
+    assert list(references.columns)[:3] == ["athlete", "CEO", "construction worker"]  # as printed
+    assert "none of the study's" in html.unescape((tmp_path / "report.html").read_text())
+
+
+# ---- the professions study's layout, tables and figures ----------------------------------------
+def test_professions_reports_departures_from_the_study_layout(clip_dir, tmp_path):
+    data = vlfair.load_dataset("synthetic:professions")
+    data = data.map(lambda row: {"race": "Latinx" if row["race"] == "Latin American" else row["race"]})  # Table 1's word
+    cells = list(zip(data["profession"], data["gender"], data["race"]))
+    doctor_asian_women = [i for i, c in enumerate(cells) if c == ("doctor", "Female", "Asian")]
+    nurse_black_men = [i for i, c in enumerate(cells) if c == ("nurse", "Male", "Black")]
+    keep = [i for i in range(len(cells)) if i not in doctor_asian_women and i not in nurse_black_men[:2]]
+    data = concatenate_datasets([data.select(keep), data.select(nurse_black_men[2:3]).map(lambda r: {"race": "Martian"}),
+                                 data.select([0])])
+    results = run_probe("professions", vlfair.load_encoder(str(clip_dir), dtype="float32"), data, tmp_path,
+                        cache_dir=None, settings={"bootstrap": 0, "n_permutations": 0})
+    layout = results["settings"]["layout"]
+    assert layout["missing_cells"] == [{"profession": "doctor", "gender": "Female", "race": "Asian"}]
+    assert layout["extra_cells"] == [{"profession": "nurse", "gender": "Male", "race": "Martian", "rows": 1}]
+    assert layout["short_cells"] == [{"profession": "nurse", "gender": "Male", "race": "Black", "rows": 3}]
+    first = dict(zip(("profession", "gender", "race"), cells[0]))
+    assert layout["over_cells"] == [{**first, "race": "Latin American" if first["race"] == "Latinx" else first["race"],
+                                     "rows": 6}]
+    assert any(w.startswith("the data departs from the study's layout: 1 missing cell(s) (doctor/Female/Asian)")
+               for w in results["warnings"])
+    table = pd.read_csv(tmp_path / "clipscore_by_race.csv", index_col=0)
+    assert list(table.index) == ["Asian", "Black", "Latin American", "White", "Martian"]  # Latinx read as Latin American
+    assert "departs from the study" in (tmp_path / "report.html").read_text()
+
+
+def test_professions_on_the_study_layout_reports_no_departure(study_runs):
+    layout = study_runs["professions"]["settings"]["layout"]
+    assert layout["expected_cells"] == 96 and not layout["departs"]
+    assert not any("departs" in w for w in study_runs["professions"]["warnings"])
+
+
+def test_median_images_are_per_profession_and_group(study_runs, clip_dir):
+    """Figures 3-4: for each profession and race, the image with the median CLIPScore of that
+    profession's images of that race (not a median pooled over professions)."""
+    out = study_runs["professions"]["dir"]
+    data = vlfair.load_dataset("synthetic:professions")
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    images = vlfair.embed_images(encoder, data, cache_dir=None)
+    professions = sorted(set(data["profession"]))
+    text = vlfair.embed_texts(encoder, [f"A photo of a {p}" for p in professions], cache_dir=None)
+    scores = np.maximum(100 * (images * text[[professions.index(p) for p in data["profession"]]]).sum(axis=1), 0)
+    picks = pd.read_csv(out / "median_images_race.csv")
+    assert len(picks) == 12 * 4
+    for _, row in picks.iterrows():
+        members = [i for i, (p, r) in enumerate(zip(data["profession"], data["race"]))
+                   if p == row["profession"] and r == row["race"]]
+        assert row["row"] in members and len(members) == 10  # 5 images per gender
+        assert scores[row["row"]] == pytest.approx(np.sort(scores[members])[4], rel=1e-5)  # the lower median of 10
+        assert row["CLIPScore"] == pytest.approx(scores[row["row"]], rel=1e-5)
+    assert (out / "median_images_race.png").exists() and (out / "median_images_gender.png").exists()
+
+
+def test_median_picks_brute_force():
+    rng = np.random.default_rng(0)
+    items, groups = rng.choice(["a", "b"], 60), rng.choice(["x", "y", "z"], 60)
+    scores = rng.normal(size=60)
+    for (item, group), index in median_picks(items, groups, scores).items():
+        members = [i for i in range(60) if items[i] == item and groups[i] == group]
+        ordered = sorted(members, key=lambda i: scores[i])
+        assert index == ordered[(len(members) - 1) // 2]
+
+
+def test_tables_mark_each_columns_largest_value():
+    frame = pd.DataFrame({"doctor": [30.43, 28.84], "nurse": [29.0, 29.19]}, index=pd.Index(["Asian", "Black"], name="race"))
+    frame.attrs[MARK_COLUMN_MAX] = True
+    assert "| Asian | **30.43** | 29 |" in markdown_table(frame)
+    assert "<td><b>29.19</b></td>" in html_table(frame) and "<td>28.84</td>" in html_table(frame)
+    frame.attrs.clear()
+    assert "**" not in markdown_table(frame)
+
+
+# ---- P-FI: the right class per level ---------------------------------------------------------
+def test_pfi_athletes_third_level_reads_the_sport_column(clip_dir, tmp_path):
+    data = vlfair.load_dataset("synthetic:pfi")
+    data = data.map(lambda row, i: {"sport": "American football" if row["category"] == "athlete" and i % 2 else
+                                    row["sport"]}, with_indices=True)
+    results = run_probe("public-figures", vlfair.load_encoder(str(clip_dir), dtype="float32"), data, tmp_path,
+                        cache_dir=None, settings={"bootstrap": 0})
+    summary = pd.read_csv(tmp_path / "capability_summary.csv", index_col=[0, 1])
+    athletes = int((np.array(data["category"]) == "athlete").sum())
+    football = sum(1 for c, s in zip(data["category"], data["sport"]) if c == "athlete" and s == "American football")
+    assert summary.loc[("athlete", 3), "images"] == athletes
+    assert summary.loc[("athlete", 3), "with a right class"] == athletes - football > 0
+    assert any(f"{football} image(s) have no right class" in w for w in results["warnings"])
+    assert summary.loc[("actor", 2), "with a right class"] == summary.loc[("actor", 2), "images"]
+    assert ("actor", 3) not in summary.index  # the text gives no third level for actors
+    level3 = pd.read_csv(tmp_path / "capability_athletes_level3.csv", index_col=[0, 1])
+    assert list(level3.columns) == PFI_LEVELS["athletes"][3]
+    assert level3.sum(axis=1).to_numpy() == pytest.approx(100)

@@ -1,0 +1,166 @@
+"""The studies' published numbers beside each run's own.
+
+Each probe with a study table ships ``published/<probe>.yaml``: the tables typed as printed
+(tab-separated rows), the label translations (printed -> vlfair's) and the printed model names
+with the transformers Hub id of the same model where there is one. A run whose model is one of
+those ids gets, for every published cell it measured, ``{source, model, metric, subset,
+published, measured, ci, within_ci}`` in results.json's ``published`` list and a "published vs
+this run" table; every other model's published rows are shown as references.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from importlib import resources
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from vlfair.report.results import Metric
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedCell:
+    source: str            # e.g. "001 Table 1"
+    model: str             # as printed
+    hub_id: str | None     # the same model on the Hub (transformers), None when there is none
+    metric: str            # the vlfair metric it compares with
+    field: str             # "value" or "p_value" of that metric
+    subset: dict[str, Any]
+    published: float       # as printed
+    scale: float = 1.0     # printed = scale x vlfair's value (100 for percentages)
+    row: tuple = ()        # the printed table's row labels as (key, label) pairs, model included
+    column: str = ""       # the printed table's column label
+
+
+def load_published(file: str) -> list[PublishedCell]:
+    """Every cell of ``published/<file>`` (beside the probes)."""
+    spec = yaml.safe_load(resources.files("vlfair.probes").joinpath("published", file).read_text())
+    labels, models = spec.get("labels", {}), spec["models"]
+    cells = []
+    for table in spec["tables"]:
+        cells += _table_cells(table, labels, models)
+    return cells
+
+
+def _table_cells(table: dict[str, Any], labels: dict[str, str], models: dict[str, str | None]) -> list[PublishedCell]:
+    header, *rows = [line.split("\t") for line in table["text"].strip("\n").splitlines()]
+    row_keys, column_key = table["row_keys"], table.get("column_key")
+    columns = header[len(row_keys):]  # the header's first cells name the row keys
+    if not column_key and len(columns) != 1:
+        raise ValueError(f"{table['source']}: a table without a column_key has one value column, not {columns}")
+    cells = []
+    for number, row in enumerate(rows, start=1):
+        names, values = row[:len(row_keys)], row[len(row_keys):]
+        if len(values) != len(columns):
+            raise ValueError(f"{table['source']}: row {number} has {len(values)} values for {len(columns)} columns")
+        keyed = dict(zip(row_keys, names))
+        row_labels = tuple((k, labels.get(v, v)) for k, v in keyed.items())
+        model = keyed.pop("model", table.get("model"))
+        if model not in models:
+            raise ValueError(f"{table['source']}: model {model!r} is not in the file's models")
+        for column, value in zip(columns, values):
+            subset = {**table.get("subset", {}), **{k: labels.get(v, v) for k, v in keyed.items()}}
+            if column_key:
+                subset[column_key] = labels.get(column, column)
+            cells.append(PublishedCell(table["source"], model, models[model], table["metric"],
+                                       table.get("field", "value"), subset, float(value), float(table.get("scale", 1)),
+                                       row_labels, labels.get(column, column)))
+    return cells
+
+
+def hub_id(spec: str) -> str | None:
+    """The Hub repository a model spec names (``hf:ORG/NAME@REV`` -> ``org/name``), else None."""
+    from vlfair.models import parse_spec
+
+    try:
+        prefix, ref = parse_spec(spec)
+    except ValueError:
+        return None
+    ref = ref.partition("@")[0]
+    if prefix != "hf" or ref.count("/") != 1 or ref.startswith((".", "/")):
+        return None
+    return ref.lower()
+
+
+def _key(subset: dict[str, Any]) -> tuple:
+    return tuple(sorted((str(k), str(v)) for k, v in subset.items()))
+
+
+def compare(cells: list[PublishedCell], metrics: list[Metric], spec: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(the ``published`` list of results.json, warnings) for the cells of the run's own model."""
+    model = hub_id(spec)
+    measured = {(m.name, _key(m.subset)): m for m in metrics}
+    rows, unmeasured = [], {}
+    for cell in cells:
+        if cell.hub_id is None or cell.hub_id.lower() != model:
+            continue
+        metric = measured.get((cell.metric, _key(cell.subset)))
+        if metric is None:
+            unmeasured.setdefault(cell.source, []).append(cell)
+            continue
+        value = getattr(metric, cell.field)
+        ci = [b * cell.scale for b in metric.ci] if cell.field == "value" and metric.ci and None not in metric.ci else None
+        rows.append({"source": cell.source, "model": cell.model, "metric": cell.metric, "field": cell.field,
+                     "subset": cell.subset, "published": cell.published,
+                     "measured": None if value is None else value * (cell.scale if cell.field == "value" else 1),
+                     "ci": ci, "within_ci": None if ci is None else bool(ci[0] <= cell.published <= ci[1])})
+    warnings = [f"{source}: {len(missing)} published cell(s) of {missing[0].model} were not measured by this run "
+                f"(e.g. {missing[0].metric} {_label(missing[0].subset)})" for source, missing in unmeasured.items()]
+    return rows, warnings
+
+
+def attach(output: Any, file: str, spec: str) -> list[dict[str, Any]]:
+    """Compare ``output``'s metrics with ``published/<file>``; adds the tables, notes and warnings
+    to ``output`` and returns results.json's ``published`` list."""
+    cells = load_published(file)
+    rows, warnings = compare(cells, output.metrics, spec)
+    output.warnings.extend(warnings)
+    study = yaml.safe_load(resources.files("vlfair.probes").joinpath("published", file).read_text())["study"]
+    if rows:
+        output.tables["published_vs_this_run"] = comparison_table(rows)
+        within = [r["within_ci"] for r in rows if r["within_ci"] is not None]
+        output.notes.append(f"Published: {study}. This run's model is the study's {rows[0]['model']}: "
+                            f"{len(rows)} published cells compared" + (
+                                f", {sum(within)} of {len(within)} inside this run's CI" if within else ""))
+    else:
+        output.notes.append(f"Published: {study}. This run's model is none of the study's, so its published "
+                            "numbers are shown as references only.")
+    for source, table in reference_tables(cells, spec).items():  # e.g. published_004_table_1_ratio_other_models
+        output.tables["_".join(["published", *re.findall(r"[a-z0-9]+", source.lower()), "other_models"])] = table
+    return rows
+
+
+def _label(subset: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in subset.items())
+
+
+def comparison_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """"Published vs this run": one row per published cell the run measured."""
+    return pd.DataFrame([{
+        "source": r["source"], "quantity": f"{r['metric']}{' p' if r['field'] == 'p_value' else ''}: {_label(r['subset'])}",
+        "published": r["published"], "this run": r["measured"],
+        "CI": "" if r["ci"] is None else f"[{r['ci'][0]:.4g}, {r['ci'][1]:.4g}]",
+        "within CI": "" if r["within_ci"] is None else ("yes" if r["within_ci"] else "no")} for r in rows]).set_index("source")
+
+
+def reference_tables(cells: list[PublishedCell], spec: str) -> dict[str, pd.DataFrame]:
+    """The published rows of the models other than the run's, each table laid out as printed."""
+    model = hub_id(spec)
+    tables: dict[str, list[PublishedCell]] = {}
+    for cell in cells:
+        if cell.hub_id is None or cell.hub_id.lower() != model:
+            tables.setdefault(cell.source, []).append(cell)
+    frames = {}
+    for source, members in tables.items():
+        keys = [k for k, _ in members[0].row]
+        frame = pd.DataFrame([{**dict(c.row), "model": c.model, "column": c.column, "v": c.published}
+                              for c in members])
+        index = keys if "model" in keys else ["model", *keys]
+        table = frame.pivot_table(index=index, columns="column", values="v", aggfunc="first", sort=False)
+        # "published by" names the level: "model" can be a column (000's profession)
+        frames[source] = table[list(dict.fromkeys(frame["column"]))].rename_axis(columns=None).rename_axis(
+            index={"model": "published by"})
+    return frames
