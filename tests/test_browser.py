@@ -79,9 +79,12 @@ def test_demo_runs_a_probe_and_shows_plots_tables_and_downloads(page, demo_url, 
     page.wait_for_selector("#plots img", timeout=RUN_TIMEOUT_MS)
     expect(page.locator("#metrics")).to_contain_text("group_score_gap", timeout=30_000)
     assert "professions" in page.locator("#summary").inner_text()
-    # the study's two tables (by gender, by race), the gaps and median images of each, the published references
-    assert page.locator("#tables table").count() == 7
+    # the study's two tables (by gender, by race), the gaps and median images of each, its two published
+    # tables as references (the world encoder is not the study's model)
+    assert page.locator("#tables table").count() == 8
     expect(page.locator("#tables")).to_contain_text("clipscore by race")
+    expect(page.locator("#tables")).to_contain_text("published 000 table 1 other models")
+    assert page.locator("#tables table strong").count() >= 4  # each profession's largest mean in bold
     assert page.get_by_text("results.json").count() and page.get_by_text("report.html").count()
     page.screenshot(path=artifacts / "demo-professions-run.png", full_page=True)
 

@@ -13,7 +13,6 @@ import gradio as gr
 import pandas as pd
 
 from vlfair.probes import probe_names
-from vlfair.report.writer import markdown_table
 from vlfair.space import session
 from vlfair.space.limits import Limits, SpaceInputError, run_with_time_limit
 from vlfair.space.uploads import UPLOAD_HELP, UPLOADS, label_template, read_labels_csv
@@ -34,8 +33,8 @@ def _labels(csv_file, table) -> pd.DataFrame | None:
     return None
 
 
-def _tables_markdown(tables: dict[str, pd.DataFrame]) -> str:
-    return "\n".join(f"### {name.replace('_', ' ')}\n{markdown_table(frame)}" for name, frame in tables.items())
+def _tables_markdown(tables: dict[str, str]) -> str:
+    return "\n".join(f"### {name.replace('_', ' ')}\n{markdown}" for name, markdown in tables.items())
 
 
 def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bool | None = None,

@@ -178,7 +178,7 @@ def build_dataset(probe: str, label: str, *, per_group: int = 10, uploads: Seque
 class RunOutput:
     results: dict[str, Any]
     metrics: pd.DataFrame       # one row per metric: name, subset, value, CI, p
-    tables: dict[str, pd.DataFrame]
+    tables: dict[str, str]  # name -> Markdown
     plots: list[Path]
     results_path: Path
     report_path: Path
@@ -230,6 +230,7 @@ def run_request(pool: EncoderPool, probe: str, encoder_label: str, data_label: s
     except ValueError as exc:  # ProbeError, DataError and the measures' own checks: all about this input
         raise SpaceInputError(f"{probe}: {exc}") from None
     progress(0.95, "reading the report")
-    tables = {p.stem: pd.read_csv(p, index_col=0) for p in sorted(out.glob("*.csv"))}
+    # the probe's own Markdown (the studies' tables keep their bold column maxima)
+    tables = {p.stem: p.read_text() for p in sorted(out.glob("*.md"))}
     return RunOutput(results, metrics_frame(results), tables, sorted(out.glob("*.png")), out / "results.json",
                      out / "report.html")
