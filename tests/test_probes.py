@@ -259,10 +259,10 @@ def test_public_figures_numbers_equal_the_measures(runs, clip_dir):
     results = json.loads((runs["public-figures"] / "results.json").read_text())
     data = vlfair.load_dataset("synthetic:pfi")
     encoder, images = _embeddings(clip_dir, data)
-    classes = ["politician", "scientist", "athlete", "teacher", "receptionist", "assistant", "salesperson"]
+    classes = ["scientist", "politician", "athlete", "teacher", "receptionist", "assistant", "salesperson"]
     text = vlfair.embed_texts(encoder, [f"This is a photo of a {c}" for c in classes], cache_dir=None)
     politicians = np.isin(data["category"], ["senator", "representative", "mayor"])
-    probability = encoder.probabilities(images[politicians], text)[:, 0]
+    probability = encoder.probabilities(images[politicians], text)[:, 1]
     direct = measures.bias_ratio(probability, np.array(data["gender"])[politicians], "Female", "Male",
                                  bootstrap=200, seed=2)
     metric = _metric(results, "bias_ratio", folder="politicians", **{"class": "politician"})

@@ -9,7 +9,6 @@ import runpy
 import socket
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 

@@ -32,7 +32,7 @@ STUDY_RACES = {"White", "Black", "Asian", "Latin American"}
 # 004, "This is a photo of a [C]": the class lists of its three levels for politicians and athletes.
 PFI_LEVELS = {
     "politicians": {1: ["person", "dog", "giraffe", "plant", "tree", "lamp", "chair"],
-                    2: ["politician", "scientist", "athlete", "teacher", "receptionist", "assistant", "salesperson"],
+                    2: ["scientist", "politician", "athlete", "teacher", "receptionist", "assistant", "salesperson"],
                     3: ["US House Representative", "senator", "mayor", "president", "vice president", "governor",
                         "attorney general"]},
     "athletes": {1: ["person", "dog", "monkey", "plant", "tree", "lamp", "chair"],
@@ -135,9 +135,11 @@ from pathlib import Path
 import vlfair
 from vlfair.probes import run_probe
 out = Path(sys.argv[1])
+from vlfair.cli import main
+assert main(["run", "professions", "--model", "openai/clip-vit-base-patch32", "--dataset", "synthetic:professions",
+             "--out", str(out / "professions"), "--dtype", "float32", "--set", "bootstrap=200",
+             "--set", "n_permutations=0", "--cache-dir", str(out / "cache")]) == 0
 b32 = vlfair.load_encoder("openai/clip-vit-base-patch32", dtype="float32")
-run_probe("professions", b32, "synthetic:professions", out / "professions", cache_dir=None,
-          settings={"bootstrap": 200, "n_permutations": 0})
 run_probe("traits", b32, "synthetic:fairface", out / "traits", cache_dir=None,
           settings={"bootstrap": 0, "gradcam": None, "per_cell": 3})
 b16 = vlfair.load_encoder("hf:openai/clip-vit-base-patch16@main", dtype="float32")
@@ -156,7 +158,7 @@ def study_runs(clip_dir, tmp_path_factory):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     return {name: json.loads((base / "out" / name / "results.json").read_text()) | {"dir": base / "out" / name}
-            for name in ("professions", "traits", "pfi")}
+            for name in ("professions", "traits", "pfi")} | {"stdout": result.stdout}
 
 
 def _measured(results, entry):
@@ -179,6 +181,9 @@ def test_published_vs_this_run_for_the_professions_study_model(study_runs):
     assert not list(results["dir"].glob("published_*_other_models.csv"))  # the study has no other model
     table = pd.read_csv(results["dir"] / "published_vs_this_run.csv")
     assert len(table) == 72 and set(table["within CI"]) <= {"yes", "no"}
+    within = sum(e["within_ci"] for e in published)
+    assert f"published vs this run: 72 cells of 000 Table 1, 000 Table 2; {within} of 72 inside this run's CI" \
+        in study_runs["stdout"]
 
 
 def test_published_vs_this_run_for_the_traits_study_model(study_runs):

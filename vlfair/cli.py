@@ -78,6 +78,11 @@ def _run(args: argparse.Namespace) -> int:
 
     if current_world().is_main:
         print(f"{args.probe}: {len(results['metrics'])} metrics -> {args.out}/results.json, {args.out}/report.html")
+        if results["published"]:
+            within = [e["within_ci"] for e in results["published"] if e["within_ci"] is not None]
+            print(f"  published vs this run: {len(results['published'])} cells of "
+                  f"{', '.join(dict.fromkeys(e['source'] for e in results['published']))}"
+                  + (f"; {sum(within)} of {len(within)} inside this run's CI" if within else ""))
         for warning in results["warnings"]:
             print(f"  warning: {warning}")
     return 0
