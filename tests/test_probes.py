@@ -237,14 +237,24 @@ def test_traits_samples_per_cell_and_stops_on_short_cells(clip_dir, tmp_path):
 def test_multilingual_numbers_equal_the_measures(runs, clip_dir):
     results = json.loads((runs["multilingual-multi30k"] / "results.json").read_text())
     data = vlfair.load_dataset("synthetic:multi30k", subset="independent")
-    encoder, images = _embeddings(clip_dir, data)
-    a = vlfair.embed_texts(encoder, data["en"], normalize=False, cache_dir=None)
-    b = vlfair.embed_texts(encoder, data["de"], normalize=False, cache_dir=None)
+    first = data.select([i for i, index in enumerate(data["caption_index"]) if index == 1])  # the study's pair
+    assert first.num_rows < data.num_rows
+    encoder, images = _embeddings(clip_dir, first)
+    a = vlfair.embed_texts(encoder, first["en"], normalize=False, cache_dir=None)
+    b = vlfair.embed_texts(encoder, first["de"], normalize=False, cache_dir=None)
     direct = measures.individual_fairness(images, a, b)
     metric = _metric(results, "individual_fairness", portion="independent", languages="en-de")
     assert metric["value"] == pytest.approx(rel=REL, expected=direct["epsilon"]) and metric["details"]["bound_holds"]
+    assert metric["details"]["num_pairs"] == first.num_rows
+    distance = _metric(results, "text_distance", portion="independent", languages="en-de")
+    assert distance["value"] == pytest.approx(np.linalg.norm(a - b, axis=1).mean(), rel=REL)
+    assert distance["ci"][0] <= distance["value"] <= distance["ci"][1]
     assert {m["subset"]["portion"] for m in results["metrics"] if m["name"] == "individual_fairness"} == {
         "translation", "independent"}
+    assert results["settings"]["pairs"] == {"independent": first.num_rows, "translation": first.num_rows}
+    accuracy = _metric(results, "retrieval_accuracy", portion="independent", direction="image_to_text", language="de")
+    normalized = b / np.linalg.norm(b, axis=1, keepdims=True)
+    assert accuracy["value"] == pytest.approx(float(((images @ normalized.T).argmax(axis=1) == np.arange(len(b))).mean()))
     zero_shot = json.loads((runs["multilingual-fairface"] / "results.json").read_text())
     languages = {m["subset"]["language"] for m in zero_shot["metrics"] if m["name"] == "accuracy"}
     assert languages == {"en", "de", "fr", "es", "ru", "tr", "ja", "zh"}
@@ -253,6 +263,37 @@ def test_multilingual_numbers_equal_the_measures(runs, clip_dir):
     assert gap["value"] == pytest.approx(max(accuracies.values()) - min(accuracies.values()))
     assert any(m["name"] == "group_rate_gap" and m["subset"] == {"task": "gender", "groups": "race", "language": "ja"}
                for m in zero_shot["metrics"])
+
+
+def test_multilingual_gender_gaps_within_races_as_the_study(clip_dir, tmp_path):
+    """Eq. 5 within each race per language, and the amplification relative to English (Table 1)."""
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    data = vlfair.load_dataset("synthetic:fairface")
+    results = run_probe("multilingual", encoder, data, tmp_path, cache_dir=None, settings={"bootstrap": 200, "seed": 3})
+    from vlfair.probes import probe_class
+
+    prompts = probe_class("multilingual")().settings["prompt_sets"]["study"]["gender"]
+    images = vlfair.embed_images(encoder, data, cache_dir=None)
+    black = np.array(data["race"]) == "Black"
+    gaps = {}
+    for lang in ("en", "tr"):
+        text = vlfair.embed_texts(encoder, [prompts["Male"][lang], prompts["Female"][lang]], cache_dir=None)
+        predicted = np.array(["Male", "Female"])[(images[black] @ text.T).argmax(axis=1)]
+        gaps[lang] = measures.group_rate_gap(predicted, np.array(data["gender"])[black], np.array(data["gender"])[black],
+                                             bootstrap=200, seed=3)
+        metric = _metric(results, "group_rate_gap", task="gender", groups="gender", race="Black", language=lang)
+        assert metric["value"] == pytest.approx(gaps[lang]["gap"]) and metric["ci"] == pytest.approx(gaps[lang]["gap_ci"])
+        female = _metric(results, "accuracy", task="gender", language=lang, gender="Female", race="Black")
+        assert female["value"] == pytest.approx(gaps[lang]["accuracy"]["Female"])
+    amplification = _metric(results, "gap_amplification", task="gender", groups="gender", race="Black", language="tr",
+                            pivot="en")
+    assert amplification["value"] == pytest.approx(gaps["tr"]["gap"] - gaps["en"]["gap"])
+    assert amplification["ci"][0] <= amplification["value"] <= amplification["ci"][1]
+    table = pd.read_csv(tmp_path / "gender_gap_by_race.csv", index_col=0)
+    assert table.loc["Black", "tr"] == pytest.approx(gaps["tr"]["accuracy"]["Female"] - gaps["tr"]["accuracy"]["Male"])
+    assert any(m["name"] == "group_rate_gap" and m["subset"] == {"task": "age_group", "groups": "gender",
+                                                                   "age_group": "20-49", "language": "ja"}
+               for m in results["metrics"])
 
 
 def test_public_figures_numbers_equal_the_measures(runs, clip_dir):

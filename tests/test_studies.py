@@ -63,6 +63,37 @@ def test_public_figures_defaults_follow_the_study_text():
     assert any("vicepresident" in note for note in settings["notes"])  # the text's word, quoted
 
 
+# 003: "we construct the text prompt \"A photo of a woman\" when the gender attribute is female, and
+# construct \"A photo of a man\" otherwise"; "\"A photo of a(n) {race} person\""; "we replace \"Indian\" by
+# \"South Eastern\""; "\"A photo of a person aged {age} years\""; eight languages; five age groups.
+STUDY_LANGUAGES = {"zh", "en", "fr", "de", "ja", "ru", "es", "tr"}
+
+
+def test_multilingual_defaults_follow_the_study_text():
+    import re
+
+    settings = probe_class("multilingual")().settings
+    assert settings["version"] >= 2 and settings["independent_captions"] == "first" and settings["pivot"] == "en"
+    study = settings["prompt_sets"][settings["prompt_set"]]
+    assert settings["prompt_set"] == "study" and "vlfair" in settings["prompt_sets"]
+    assert {g: p["en"] for g, p in study["gender"].items()} == {"Female": "A photo of a woman", "Male": "A photo of a man"}
+    assert study["race"]["Indian"]["en"] == "A photo of a South Eastern person"
+    assert study["race"]["East Asian"]["en"] == "A photo of an East Asian person"
+    assert all(re.fullmatch(r"A photo of an? [A-Z][\w ]* person", p["en"]) for p in study["race"].values())
+    assert list(study["age_group"]) == ["0-2", "3-19", "20-49", "50-69", "70+"]
+    assert study["age_group"]["20-49"]["en"] == "A photo of a person aged 20 to 49 years"
+    assert study["age_group"]["20-49"]["de"] == "Ein Foto von einer Person im Alter von 20 bis 49 Jahren"
+    for task in study.values():
+        for prompts in task.values():
+            assert set(prompts) == STUDY_LANGUAGES
+    for prompts in study["age_group"].values():  # the same numerals in every language
+        assert len({tuple(re.findall(r"\d+", p)) for p in prompts.values()}) == 1
+    gaps = {(g["task"], g["between"], g.get("within")): g for g in settings["group_gaps"]}
+    assert gaps[("gender", "gender", "race")]["amplification"] and ("age_group", "gender", "age_group") in gaps
+    assert any("\"South Eastern\"" in note for note in settings["notes"])
+    assert not any("as the study does" in note for note in settings["notes"])
+
+
 # ---- the published numbers ------------------------------------------------------------------
 def _cell(cells, source, model=None, **subset):
     found = [c for c in cells if c.source == source and c.subset == subset and model in (None, c.model)]
@@ -116,10 +147,27 @@ def test_published_pfi_tables_as_printed():
     assert _cell(cells, "004 Table 2 (Image Score)", "ViT-B-32", folder="representative").published == 28.28
 
 
+def test_published_multilingual_numbers_as_printed():
+    cells = load_published("multilingual.yaml")
+    model = "mclip:m-clip/xlm-roberta-large-vit-b-32+openai/clip-vit-base-patch32"
+    assert {c.hub_id.lower() for c in cells} == {model}
+    assert _cell(cells, "003 Multi30K top-1 accuracy (Fig. 1(c))", direction="image_to_text", language="de",
+                 portion="independent").published == 36.3
+    assert _cell(cells, "003 Multi30K cross-lingual gap (Fig. 1(c))", direction="image_to_text",
+                 portion="independent").published == 22.9
+    assert _cell(cells, "003 Section 5.1 text distances", languages="en-de", portion="translation").published == 1.86
+    assert _cell(cells, "003 Table 1 (Average)", task="gender", language="es", gender="Male").published == 92.0
+    assert len([c for c in cells if c.source == "003 Table 1 (Average)"]) == 16
+
+
 def test_hub_id_of_specs(tmp_path):
     assert hub_id("openai/clip-vit-base-patch32") == "openai/clip-vit-base-patch32"
     assert hub_id("hf:OpenAI/CLIP-ViT-Base-Patch32@main") == "openai/clip-vit-base-patch32"
-    assert hub_id(str(tmp_path)) is None and hub_id("mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32") is None
+    assert hub_id(str(tmp_path)) is None
+    assert hub_id("mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32") == hub_id(
+        "mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32@main+openai/clip-vit-base-patch32") == \
+        "mclip:m-clip/xlm-roberta-large-vit-b-32+openai/clip-vit-base-patch32"
+    assert hub_id("mclip:acme/unknown-text-tower") is None
 
 
 def _fake_hub_repo(hub: Path, repo_id: str, source: Path, commit: str) -> None:
@@ -145,6 +193,42 @@ run_probe("traits", b32, "synthetic:fairface", out / "traits", cache_dir=None,
 b16 = vlfair.load_encoder("hf:openai/clip-vit-base-patch16@main", dtype="float32")
 run_probe("public-figures", b16, "synthetic:pfi", out / "pfi", cache_dir=None, settings={"bootstrap": 200})
 """
+
+
+RUN_MCLIP = """
+import sys
+from pathlib import Path
+import vlfair
+from vlfair.probes import run_probe
+out = Path(sys.argv[1])
+encoder = vlfair.load_encoder("mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32", dtype="float32")
+run_probe("multilingual", encoder, "synthetic:multi30k", out / "m30k", cache_dir=None, settings={"bootstrap": 100})
+run_probe("multilingual", encoder, "synthetic:fairface", out / "fairface", cache_dir=None, settings={"bootstrap": 100})
+"""
+
+
+def test_published_vs_this_run_for_the_multilingual_study_model(clip_dir, tmp_path):
+    """M-CLIP's XLM-R text tower with its ViT-B/32 image tower, offline from a local Hub cache."""
+    from vlfair import testing
+
+    built = testing.tiny_mclip(tmp_path / "build" / "mclip")
+    _fake_hub_repo(tmp_path / "hub", "M-CLIP/XLM-Roberta-Large-Vit-B-32", built, "a" * 40)
+    _fake_hub_repo(tmp_path / "hub", "openai/clip-vit-base-patch32", clip_dir, "c" * 40)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    result = subprocess.run([sys.executable, "-c", RUN_MCLIP, str(tmp_path / "out")], env=env, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    m30k = json.loads((tmp_path / "out" / "m30k" / "results.json").read_text())
+    sources = sorted(e["source"] for e in m30k["published"])
+    assert sources == ["003 Multi30K cross-lingual gap (Fig. 1(c))"] * 2 + ["003 Multi30K top-1 accuracy (Fig. 1(c))"] * 4 \
+        + ["003 Section 5.1 text distances"] * 2
+    for entry in m30k["published"]:
+        scale = 1 if entry["metric"] == "text_distance" else 100
+        assert entry["measured"] == pytest.approx(scale * _measured(m30k, entry))
+    fairface = json.loads((tmp_path / "out" / "fairface" / "results.json").read_text())
+    assert len(fairface["published"]) == 16 and {e["source"] for e in fairface["published"]} == {"003 Table 1 (Average)"}
+    turkish = next(e for e in fairface["published"] if e["subset"] == {"task": "gender", "language": "tr", "gender": "Female"})
+    assert turkish["published"] == 93.9 and turkish["measured"] == pytest.approx(100 * _measured(fairface, turkish))
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from vlfair import measures
+from vlfair import measures, stats
 from vlfair.data.schemas import AGE_GROUP_OF_BIN
 from vlfair.probes import plots
 from vlfair.probes.base import Context, Output, Probe, ProbeError
@@ -17,7 +19,9 @@ from vlfair.report.results import Metric
 class MultilingualProbe(Probe):
     name = "multilingual"
     settings_file = "multilingual.yaml"
-    allowed = {"languages", "pivot", "zero_shot", "rate_gaps", "bootstrap", "confidence", "seed"}
+    published_file = "multilingual.yaml"
+    allowed = {"languages", "independent_captions", "pivot", "prompt_set", "prompt_sets", "group_gaps", "rate_gaps",
+               "bootstrap", "confidence", "seed"}
     schemas = ("multi30k", "fairface")
     required_columns = {"multi30k": ("image", "image_file", "portion", "en", "de"),
                         "fairface": ("image", "age", "gender", "race")}
@@ -33,12 +37,14 @@ class MultilingualProbe(Probe):
     def _multi30k(self, ctx: Context) -> Output:
         s = self.settings
         lang_a, lang_b = s["languages"]
+        pairs = self._select_pairs(ctx)  # before embedding: only the pairs used are embedded
         images, rows = ctx.images()
         portions = ctx.column("portion", rows)
         files = ctx.column("image_file", rows)
         captions = {lang: [str(c) for c in ctx.column(lang, rows)] for lang in (lang_a, lang_b)}
         raw = {lang: ctx.texts(captions[lang], normalize=False) for lang in (lang_a, lang_b)}
-        out = Output(settings={"languages": [lang_a, lang_b]})
+        out = Output(settings={"languages": [lang_a, lang_b], "independent_captions": s["independent_captions"],
+                               "pairs": pairs}, notes=list(s.get("notes", [])))
         summary, scatter = {}, {"x": [], "y": [], "label": []}
         slope = 0.0
         ratio_figure, ratio_axis = plt.subplots(figsize=(5, 3.2))
@@ -50,12 +56,20 @@ class MultilingualProbe(Probe):
                                       {k: fairness[k] for k in ("mean_ratio", "median_ratio", "bound_holds",
                                                                 "num_bound_violations", "max_bound", "num_pairs",
                                                                 "num_identical_pairs")}))
+            distances = np.asarray(fairness["text_distances"])
+            distance_ci = (stats.bootstrap_interval(lambda idx: distances[idx].mean(axis=1), np.zeros(distances.size, int),
+                                                    s["bootstrap"], s["confidence"], s["seed"]).tolist()
+                           if s["bootstrap"] and distances.size > 1 else None)
+            out.metrics.append(Metric("text_distance", {"portion": portion, "languages": f"{lang_a}-{lang_b}"},
+                                      float(distances.mean()), distance_ci, None,
+                                      {"median": float(np.median(distances)), "num_pairs": int(distances.size)}))
             scatter["x"] += fairness["text_distances"]
             scatter["y"] += fairness["similarity_gaps"]
             scatter["label"] += [portion] * fairness["num_pairs"]
             slope = max(slope, fairness["max_bound"])
             ratio_axis.hist(fairness["ratios"], bins=30, alpha=0.6, label=f"{portion} (eps {fairness['epsilon']:.3g})")
-            row = {"epsilon": fairness["epsilon"], "mean ratio": fairness["mean_ratio"], "bound holds": fairness["bound_holds"]}
+            row = {"pairs": fairness["num_pairs"], f"mean distance {lang_a}-{lang_b}": float(distances.mean()),
+                   "epsilon": fairness["epsilon"], "mean ratio": fairness["mean_ratio"], "bound holds": fairness["bound_holds"]}
             for direction in ("image_to_text", "text_to_image"):
                 gap = self._retrieval(images[mask], files[mask], {l: raw[l][mask] for l in (lang_a, lang_b)}, direction)
                 out.metrics.append(Metric("cross_lingual_gap", {"portion": portion, "direction": direction}, gap["gap"],
@@ -65,6 +79,7 @@ class MultilingualProbe(Probe):
                                                                      "language": lang}, accuracy,
                                               gap["accuracy_ci"][lang] if gap["accuracy_ci"] else None))
                     row[f"{direction} {lang}"] = accuracy
+                row[f"{direction} gap"] = gap["gap"]
             summary[portion] = row
         ratio_axis.set_xlabel("ratio |cos(v,t_a) - cos(v,t_b)| / ||t_a - t_b||")
         ratio_axis.legend(fontsize=8)
@@ -75,6 +90,19 @@ class MultilingualProbe(Probe):
         out.tables["multi30k_summary"] = pd.DataFrame.from_dict(summary, orient="index").rename_axis("portion")
         out.notes.append(f"bound line: slope max 2/(||t_a||+||t_b||) = {slope:.4g}; every point must lie under its own bound")
         return out
+
+    def _select_pairs(self, ctx: Context) -> dict[str, int]:
+        """Keep the independent portion's first (en, de) caption pair per image (the study), or all."""
+        choice = self.settings["independent_captions"]
+        if choice not in ("first", "all"):
+            raise ProbeError(f"multilingual: independent_captions must be 'first' or 'all', got {choice!r}")
+        data = ctx.dataset
+        if choice == "first" and "caption_index" in data.column_names:
+            keep = [i for i, (portion, index) in enumerate(zip(data["portion"], data["caption_index"]))
+                    if portion != "independent" or index == 1]
+            if len(keep) < data.num_rows:
+                ctx.dataset = data.select(keep)
+        return dict(sorted(Counter(ctx.dataset["portion"]).items()))
 
     def _retrieval(self, images, files, raw, direction: str) -> dict:
         """Top-1 matching per language; an image may own several captions (independent portion)."""
@@ -100,15 +128,17 @@ class MultilingualProbe(Probe):
     # ---- (b) FairFace in eight languages --------------------------------------------------
     def _fairface(self, ctx: Context) -> Output:
         s = self.settings
+        if s["prompt_set"] not in s["prompt_sets"]:
+            raise ProbeError(f"multilingual: prompt_set {s['prompt_set']!r} is not one of {sorted(s['prompt_sets'])}")
         images, rows = ctx.images()
         truth = {"gender": ctx.column("gender", rows), "race": ctx.column("race", rows),
                  "age_group": np.array([AGE_GROUP_OF_BIN[a] for a in ctx.column("age", rows)])}
-        out = Output(settings={"pivot": s["pivot"]}, notes=list(s.get("notes", [])))
+        out = Output(settings={"pivot": s["pivot"], "prompt_set": s["prompt_set"]}, notes=list(s.get("notes", [])))
         predicted: dict[str, dict[str, np.ndarray]] = {}
         accuracy_table = {}
-        for task, classes in s["zero_shot"].items():
+        for task, classes in s["prompt_sets"][s["prompt_set"]].items():
             if task not in truth:
-                raise ProbeError(f"multilingual: zero_shot task {task!r} has no label column; tasks: {sorted(truth)}")
+                raise ProbeError(f"multilingual: zero-shot task {task!r} has no label column; tasks: {sorted(truth)}")
             names = list(classes)
             languages = sorted(set.intersection(*(set(v) for v in classes.values())))
             predicted[task] = {}
@@ -130,23 +160,110 @@ class MultilingualProbe(Probe):
         frame = pd.DataFrame(accuracy_table).rename_axis("language")
         out.tables["accuracy_by_language"] = frame
         out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language", "accuracy")
-        for spec in s["rate_gaps"]:
-            task, column = spec["task"], spec["groups"]
-            languages = sorted(predicted[task])
-            try:
-                gaps = measures.group_rate_gap(np.concatenate([predicted[task][l] for l in languages]),
-                                               np.tile(truth[task], len(languages)), np.tile(truth[column], len(languages)),
-                                               languages=np.repeat(languages, len(rows)), bootstrap=s["bootstrap"],
-                                               confidence=s["confidence"], seed=s["seed"])
-            except ValueError as exc:
-                out.warnings.append(f"{task} accuracy by {column}: {exc}")
-                continue
-            for lang in languages:
-                out.metrics.append(Metric("group_rate_gap", {"task": task, "groups": column, "language": lang},
-                                          gaps["gap"][lang], gaps["gap_ci"][lang], None,
-                                          {"accuracy": gaps["accuracy"][lang], "gap_pair": gaps["gap_pair"][lang]}))
-            by_group = pd.DataFrame({lang: gaps["accuracy"][lang] for lang in languages}).rename_axis(column)
-            out.tables[f"{task}_accuracy_by_{column}"] = by_group
-            out.figures[f"{task}_accuracy_by_{column}"] = plots.grouped_bars(
-                by_group, None, f"{task} accuracy by {column}, per language", "accuracy")
+        for spec in s["group_gaps"]:
+            self._group_gaps(out, spec, predicted, truth)
+        for spec in s["rate_gaps"]:  # vlfair's extras
+            self._rate_gap(out, spec, predicted, truth)
+        out.notes.append("The study also ran a ResNet-50 image tower; transformers has no CLIP ResNet, so that row is "
+                         "not available here.")
         return out
+
+    def _group_gaps(self, out: Output, spec: dict, predicted: dict, truth: dict) -> None:
+        """The study's Eq. 5: accuracy of ``task`` between the groups of ``between``, within each
+        value of ``within`` (or over all images), per language; with ``amplification``, each gap
+        minus the pivot language's."""
+        s = self.settings
+        task, between, within = spec["task"], spec["between"], spec.get("within")
+        if task not in predicted:
+            raise ProbeError(f"multilingual: group_gaps task {task!r} is not a zero-shot task ({sorted(predicted)})")
+        languages = sorted(predicted[task])
+        correct = np.stack([predicted[task][l] == truth[task] for l in languages], axis=1)  # (rows, languages)
+        values = sorted(set(truth[within].tolist()), key=str) if within else [None]
+        minuend, subtrahend = spec.get("difference", [None, None])  # the signed difference plotted (Fig. 3-4)
+        signed, accuracy, amplification = {}, {}, {}
+        for value in values:
+            mask = truth[within] == value if within else np.ones(len(truth[task]), dtype=bool)
+            subset = {"task": task, "groups": between, **({within: value} if within else {})}
+            try:
+                result = measures.group_rate_gap(np.concatenate([predicted[task][l][mask] for l in languages]),
+                                                 np.tile(truth[task][mask], len(languages)),
+                                                 np.tile(truth[between][mask], len(languages)),
+                                                 languages=np.repeat(languages, int(mask.sum())), bootstrap=s["bootstrap"],
+                                                 confidence=s["confidence"], seed=s["seed"])
+            except ValueError as exc:
+                out.warnings.append(f"{task} accuracy between {between} groups{f' of {within} {value}' if within else ''}: {exc}")
+                continue
+            label = value if within else "all"
+            for lang in languages:
+                out.metrics.append(Metric("group_rate_gap", {**subset, "language": lang}, result["gap"][lang],
+                                          result["gap_ci"][lang], None,
+                                          {"accuracy": result["accuracy"][lang], "gap_pair": result["gap_pair"][lang]}))
+                for group, rate in result["accuracy"][lang].items():
+                    ci = result["accuracy_ci"][lang][group] if result["accuracy_ci"][lang] else None
+                    out.metrics.append(Metric("accuracy", {"task": task, "language": lang, between: group,
+                                                           **({within: value} if within else {})}, rate, ci))
+                    accuracy[(label, group, lang)] = rate
+                if minuend in result["accuracy"][lang] and subtrahend in result["accuracy"][lang]:
+                    signed[(label, lang)] = result["accuracy"][lang][minuend] - result["accuracy"][lang][subtrahend]
+            if spec.get("amplification") and s["pivot"] in languages:
+                amplification[label] = self._amplification(out, subset, correct[mask], truth[between][mask], languages)
+        if not accuracy:
+            return
+        wide = pd.Series(accuracy).unstack(level=2)
+        wide.index.names = [within or "images", between]
+        out.tables[f"{task}_accuracy_by_{within + '_and_' if within else ''}{between}"] = wide
+        if within and signed:
+            name = f"{task}_gap_by_{within}"
+            out.tables[name] = pd.Series(signed).unstack(level=1).rename_axis(within)
+            out.figures[name] = plots.grouped_bars(out.tables[name], None, f"{task} accuracy, {minuend} minus "
+                                                   f"{subtrahend}, by {within} and language", "accuracy difference")
+        if amplification:
+            table = pd.DataFrame({label: {l: v for l, v in row.items()} for label, row in amplification.items()}).T
+            out.tables[f"{task}_gap_amplification_by_{within}"] = table.rename_axis(within)
+
+    def _amplification(self, out: Output, subset: dict, correct: np.ndarray, groups: np.ndarray,
+                       languages: list[str]) -> dict[str, float]:
+        """Gap in each language minus the pivot's, with a bootstrap CI that resamples the same
+        images for every language (stratified by group)."""
+        s = self.settings
+        names, codes = stats.encode_groups(groups.tolist(), "groups")
+        pivot = languages.index(s["pivot"])
+
+        def statistic(idx: np.ndarray) -> np.ndarray:  # (b, languages)
+            picked = correct[idx]  # (b, rows, languages)
+            rates = np.stack([picked[:, codes == k].mean(axis=1) for k in range(len(names))], axis=1)
+            gap = rates.max(axis=1) - rates.min(axis=1)
+            return gap - gap[:, [pivot]]
+
+        value = statistic(np.arange(len(codes))[None, :])[0]
+        ci = (stats.bootstrap_interval(statistic, codes, s["bootstrap"], s["confidence"], s["seed"])
+              if s["bootstrap"] else None)
+        result = {}
+        for k, lang in enumerate(languages):
+            if k == pivot:
+                continue
+            out.metrics.append(Metric("gap_amplification", {**subset, "language": lang, "pivot": s["pivot"]},
+                                      float(value[k]), None if ci is None else [float(ci[0, k]), float(ci[1, k])]))
+            result[lang] = float(value[k])
+        return result
+
+    def _rate_gap(self, out: Output, spec: dict, predicted: dict, truth: dict) -> None:
+        s = self.settings
+        task, column = spec["task"], spec["groups"]
+        languages = sorted(predicted[task])
+        try:
+            gaps = measures.group_rate_gap(np.concatenate([predicted[task][l] for l in languages]),
+                                           np.tile(truth[task], len(languages)), np.tile(truth[column], len(languages)),
+                                           languages=np.repeat(languages, len(truth[task])), bootstrap=s["bootstrap"],
+                                           confidence=s["confidence"], seed=s["seed"])
+        except ValueError as exc:
+            out.warnings.append(f"{task} accuracy by {column}: {exc}")
+            return
+        for lang in languages:
+            out.metrics.append(Metric("group_rate_gap", {"task": task, "groups": column, "language": lang},
+                                      gaps["gap"][lang], gaps["gap_ci"][lang], None,
+                                      {"accuracy": gaps["accuracy"][lang], "gap_pair": gaps["gap_pair"][lang]}))
+        by_group = pd.DataFrame({lang: gaps["accuracy"][lang] for lang in languages}).rename_axis(column)
+        out.tables[f"{task}_accuracy_by_{column}"] = by_group
+        out.figures[f"{task}_accuracy_by_{column}"] = plots.grouped_bars(
+            by_group, None, f"{task} accuracy by {column}, per language (vlfair's extra)", "accuracy")

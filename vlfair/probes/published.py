@@ -72,13 +72,21 @@ def _table_cells(table: dict[str, Any], labels: dict[str, str], models: dict[str
 
 
 def hub_id(spec: str) -> str | None:
-    """The Hub repository a model spec names (``hf:ORG/NAME@REV`` -> ``org/name``), else None."""
+    """The model a spec names, as the published files write it: ``hf:ORG/NAME@REV`` -> ``org/name``;
+    ``mclip:TEXT[+IMAGE]`` -> ``mclip:text+image`` (the default image tower filled in); else None."""
     from vlfair.models import parse_spec
 
     try:
         prefix, ref = parse_spec(spec)
     except ValueError:
         return None
+    if prefix == "mclip":
+        from vlfair.models.mclip import IMAGE_TOWERS
+
+        text, _, image = ref.partition("+")
+        text, image = text.partition("@")[0], image.partition("@")[0]
+        image = image or IMAGE_TOWERS.get(text)
+        return f"mclip:{text}+{image}".lower() if image else None
     ref = ref.partition("@")[0]
     if prefix != "hf" or ref.count("/") != 1 or ref.startswith((".", "/")):
         return None
