@@ -409,3 +409,96 @@ def test_pfi_athletes_third_level_reads_the_sport_column(clip_dir, tmp_path):
     level3 = pd.read_csv(tmp_path / "capability_athletes_level3.csv", index_col=[0, 1])
     assert list(level3.columns) == PFI_LEVELS["athletes"][3]
     assert level3.sum(axis=1).to_numpy() == pytest.approx(100)
+
+
+# ---- word influence (002) ------------------------------------------------------------------
+# "we use a BERT-base MLM"; "sample one image per prompt"; "assigning [the image] to the group that
+# maximizes the CLIP score ... (e.g. "male" or "female")"; Table 1 scores every word of "a respected
+# doctor at the hospital"; its shares are multiples of 1/15 and, for the original, 4/25.
+WORKED_EXAMPLES = ["a respected doctor at the hospital", "the ceo of a fortune 500 company"]
+
+
+def test_word_influence_defaults_follow_the_study_text():
+    settings = probe_class("word-influence")().settings
+    assert settings["version"] >= 2 and settings["prompts"] == [WORKED_EXAMPLES[0]]
+    assert settings["transmuter"] == {"name": "mlm", "model": "bert-base-uncased"} and settings["words"] == "all"
+    assert (settings["candidates"], settings["images_per_prompt"], settings["original_images"]) == (15, 1, 25)
+    assert settings["target_group"] == "male" and settings["max_level"] == 1
+    assert settings["generator"]["spec"] == "CompVis/stable-diffusion-v1-4"
+    from vlfair.t2i.classifier import GroupClassifier
+
+    class Texts:  # records what the classifier prompts
+        def encode_texts(self, texts):
+            self.texts = texts
+            return np.eye(len(texts), 4)
+
+    encoder = Texts()
+    GroupClassifier(encoder)
+    assert encoder.texts == ["male", "female"]  # the study's texts, and no no-person class by default
+    assert not any("the study's alternative" in note for note in settings["notes"])
+    assert any("synonyms and antonyms" in note and "Limitations" in note for note in settings["notes"])
+
+
+def test_lexicon_covers_every_word_of_the_worked_examples():
+    from vlfair.t2i.transmuters import LexiconTransmuter
+
+    lexicon = LexiconTransmuter()
+    for prompt in WORKED_EXAMPLES:
+        words = prompt.split()
+        for position in range(len(words)):
+            assert lexicon.candidates(words, [position], 3), (prompt, words[position])
+
+
+RUN_WORD_INFLUENCE = """
+import sys
+from vlfair.cli import main
+model, out, cache = sys.argv[1:4]
+common = ["run", "word-influence", "--model", model, "--steps", "2", "--size", "32", "--dtype", "float32",
+          "--cache-dir", cache]
+assert main([*common, "--out", out + "/doctor"]) == 0  # every default: the masked LM, all words, 15 + 25 images
+assert main([*common, "--out", out + "/ceo", "--prompt", "the ceo of a fortune 500 company", "--set", "max_level=2",
+             "--set", "candidates=3", "--set", "original_images=5"]) == 0
+"""
+
+
+def test_word_influence_default_path_is_the_masked_lm_on_every_word(clip_dir, tmp_path):
+    """The study's worked examples end to end offline: bert-base-uncased and Stable Diffusion 1.4
+    answered by the tiny fill-mask and tiny pipeline from a local Hub cache."""
+    from vlfair import testing
+
+    _fake_hub_repo(tmp_path / "hub", "bert-base-uncased", testing.tiny_fill_mask(tmp_path / "build" / "mlm"), "e" * 40)
+    _fake_hub_repo(tmp_path / "hub", "CompVis/stable-diffusion-v1-4",
+                   testing.tiny_stable_diffusion(tmp_path / "build" / "sd"), "f" * 40)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    result = subprocess.run([sys.executable, "-c", RUN_WORD_INFLUENCE, str(clip_dir), str(tmp_path / "out"),
+                             str(tmp_path / "cache")], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "generating images" in result.stderr and "img/s" in result.stderr  # the generation bar
+    doctor = json.loads((tmp_path / "out" / "doctor" / "results.json").read_text())
+    assert doctor["settings"]["transmuter"]["transmuter"] == "mlm"
+    assert doctor["settings"]["transmuter"]["model"] == "bert-base-uncased"
+    scored = [m["subset"]["word"] for m in doctor["metrics"] if m["name"] == "word_influence"]
+    assert scored == WORKED_EXAMPLES[0].split()  # every word, "a", "at" and "the" included
+    assert all(m["subset"]["group"] == "male" and m["subset"]["level"] == 1
+               for m in doctor["metrics"] if m["name"] == "word_influence")
+    shares = {m["subset"]["variant"]: m for m in doctor["metrics"] if m["name"] == "target_share"}
+    assert shares["(original)"]["details"]["images"] == 25
+    assert all(1 <= len(m["details"]["prompts"]) <= 15 for v, m in shares.items() if v != "(original)")
+    assert doctor["settings"]["no_person_images"] == 0
+    # the generator is the study's: Table 1's 7 shares and 6 influences beside this run's
+    published = doctor["published"]
+    assert len(published) == 13 and {e["model"] for e in published} == {"Stable Diffusion v1.4"}
+    doctor_influence = next(e for e in published if e["metric"] == "word_influence" and e["subset"]["word"] == "doctor")
+    assert doctor_influence["published"] == 0.373
+    original = next(e for e in published if e["metric"] == "group_share" and e["subset"]["variant"] == "(original)")
+    assert original["published"] == 0.16 and original["ci"][0] <= original["measured"] <= original["ci"][1]
+    female = next(m for m in doctor["metrics"] if m["name"] == "group_share"
+                  and m["subset"] == {"prompt": WORKED_EXAMPLES[0], "variant": "(original)", "group": "female"})
+    assert original["measured"] == female["value"] == female["details"]["count"] / 25
+    ceo = json.loads((tmp_path / "out" / "ceo" / "results.json").read_text())
+    levels = {}
+    for m in ceo["metrics"]:
+        if m["name"] == "word_influence":
+            levels.setdefault(m["subset"]["level"], []).append(m["subset"]["word"])
+    assert levels == {1: WORKED_EXAMPLES[1].split(), 2: WORKED_EXAMPLES[1].split()}
+    assert ceo["published"] == []  # Table 1 is another prompt's

@@ -103,7 +103,9 @@ def test_planted_effects_lie_within_hoeffding_intervals_and_match_enumeration(pr
 
 def test_second_identical_run_makes_no_generator_calls(tmp_path, clip_encoder):
     planted = Planted()
-    settings = {"candidates": 2, "images_per_prompt": 6}
+    settings = {"prompts": ["a nurse at the hospital"], "candidates": 2, "images_per_prompt": 6,
+                "transmuter": {"name": "lexicon"}, "words": "content",
+                "max_level": None, "target_group": "female"}
     components = {"generator": CallableGenerator(planted, "planted"), "classifier": by_colour}
     first = run_probe("word-influence", clip_encoder, None, tmp_path / "one", cache_dir=tmp_path / "cache",
                       settings=settings, components=components)
@@ -125,7 +127,7 @@ def test_cost_is_printed_and_refused_beyond_max_images(tmp_path, capsys):
     with pytest.raises(ValueError, match="needs 48 images, more than max_images=40"):
         run_prompt("a nurse at the hospital", LexiconTransmuter(), cache, by_colour, "female", candidates=3,
                    images_per_prompt=4, max_images=40)
-    assert "4 variants x up to 3 candidate prompts x 4 images = 48 images" in capsys.readouterr().out
+    assert "3 variants x up to 3 candidate prompts x 4 image(s) + 12 of the original = 48 images" in capsys.readouterr().out
     assert cache.calls == 0  # refused before generating anything
 
 
@@ -160,6 +162,7 @@ def test_diffusers_path_end_to_end_through_the_cli(tmp_path, clip_dir):
     pipeline = vlfair.testing.tiny_stable_diffusion(tmp_path / "tiny-sd")
     argv = ["run", "word-influence", "--model", str(clip_dir), "--generator", str(pipeline), "--steps", "2", "--size", "32",
             "--prompt", "a nurse at the hospital", "--set", "candidates=2", "--set", "images_per_prompt=2",
+            "--transmuter", "lexicon", "--set", "words=content", "--set", "original_images=4", "--set", "max_level=null",
             "--dtype", "float32", "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]
     assert main(argv) == 0
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -173,7 +176,9 @@ def test_diffusers_path_end_to_end_through_the_cli(tmp_path, clip_dir):
 def test_large_scale_mode(tmp_path, clip_encoder):
     assert len(large_scale_prompts()) == 150 and large_scale_prompts()[0] == "a confident doctor at the office"
     results = run_probe("word-influence", clip_encoder, None, tmp_path, cache_dir=tmp_path / "cache",
-                        settings={"large_scale": True, "candidates": 1, "images_per_prompt": 4},
+                        settings={"large_scale": True, "candidates": 1, "images_per_prompt": 4, "original_images": 4,
+                                  "transmuter": {"name": "lexicon"}, "words": "content", "max_level": None,
+                                  "target_group": "female"},
                         components={"generator": CallableGenerator(Planted(), "planted"), "classifier": by_colour})
     means = {m["subset"]["word"]: m["value"] for m in results["metrics"] if m["name"] == "mean_word_influence"}
     assert len(means) == 16 and (tmp_path / "mean_word_influence.png").exists()

@@ -289,3 +289,12 @@ def paired_bootstrap(measure: Callable[[np.ndarray, np.ndarray], float], scores_
     finite = samples[np.isfinite(samples)]
     p = min(1.0, 2 * min((finite <= 0).mean(), (finite >= 0).mean())) if finite.size else float("nan")
     return PairedComparison(value_a, value_b, value_a - value_b, (float(lo), float(hi)), float(p))
+
+
+def proportion_interval(successes: int, trials: int, confidence: float = 0.95) -> list[float] | None:
+    """Clopper-Pearson (exact) interval of a binomial proportion; None without trials."""
+    _check_confidence(confidence)
+    if trials < 1:
+        return None
+    interval = sps.binomtest(int(successes), int(trials)).proportion_ci(confidence_level=confidence, method="exact")
+    return [float(interval.low), float(interval.high)]

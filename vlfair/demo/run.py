@@ -151,7 +151,10 @@ def word_influence_setup(enc, biased: bool, prompt: str = WI_PROMPT, images_per_
     """Settings and components of a word-influence run in the world: its planted generator (the
     biased one makes 'nurse' raise the share of women) and a zero-shot gender classifier."""
     generator = world_data.PlantedGenerator(WORD_EFFECTS if biased else {})
-    settings = {"prompts": [prompt], "candidates": 3, "images_per_prompt": images_per_prompt, "target_group": "female",
+    # the world's own protocol, not the study's: the lexicon (no masked LM offline), its content words,
+    # many images per prompt, the original as often as a variant
+    settings = {"prompts": [prompt], "transmuter": {"name": "lexicon"}, "words": "content", "candidates": 3,
+                "images_per_prompt": images_per_prompt, "original_images": 3 * images_per_prompt, "target_group": "female",
                 "max_level": 1, "max_images": 1000, "confidence": CONFIDENCE}
     return settings, {"generator": generator, "classifier": GroupClassifier(enc, GENDER_PROMPTS)}
 

@@ -121,7 +121,7 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
     if probe.published_file:
         from vlfair.probes.published import attach
 
-        published = attach(output, probe.published_file, encoder.spec)
+        published = attach(output, probe.published_file, output.published_model or encoder.spec)
     described = output.dataset or {"name": str(dataset_name), "split": split, "subset": subset,
                                    "fingerprint": data._fingerprint, "num_rows": data.num_rows}
     results = build_results(name, probe.version, encoder, described, output.metrics, ctx.skipped_rows,

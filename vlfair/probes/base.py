@@ -82,6 +82,7 @@ class Output:
     warnings: list[str] = dataclasses.field(default_factory=list)
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     dataset: dict[str, Any] | None = None  # set by probes that generate their data
+    published_model: str | None = None  # the model the study's published numbers are matched on (default: the encoder)
 
 
 class Probe(abc.ABC):

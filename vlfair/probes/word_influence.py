@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from vlfair import stats
 from vlfair.probes.base import Context, Output, Probe, ProbeError
 from vlfair.report.results import Metric
 from vlfair.t2i.classifier import GroupClassifier
@@ -20,8 +21,9 @@ from vlfair.t2i.transmuters import make_transmuter
 class WordInfluenceProbe(Probe):
     name = "word-influence"
     settings_file = "word_influence.yaml"
-    allowed = {"prompts", "large_scale", "generator", "transmuter", "target_group", "groups", "no_person", "candidates",
-               "images_per_prompt", "max_level", "max_images", "confidence", "seed"}
+    published_file = "word_influence.yaml"
+    allowed = {"prompts", "large_scale", "generator", "transmuter", "words", "target_group", "groups", "no_person",
+               "candidates", "images_per_prompt", "original_images", "max_level", "max_images", "confidence", "seed"}
     schemas = ()
     needs_dataset = False
 
@@ -31,24 +33,40 @@ class WordInfluenceProbe(Probe):
         transmuter = self.components.get("transmuter") or make_transmuter(**s["transmuter"])
         classify = self.components.get("classifier") or GroupClassifier(ctx.encoder, s["groups"], s["no_person"])
         groups = getattr(classify, "groups", None)
+        self._known_groups = list(groups) if groups is not None else None
         if groups is not None and s["target_group"] not in groups:
             raise ProbeError(f"word-influence: target_group {s['target_group']!r} is not one of the groups {list(groups)}")
         cache = ImageCache(generator, ctx.cache_dir, base_seed=s["seed"])
         prompts = large_scale_prompts() if s["large_scale"] else list(s["prompts"])
+        if s["words"] not in ("all", "content"):
+            raise ProbeError(f"word-influence: words must be 'all' or 'content', got {s['words']!r}")
         out = Output(settings={"generator": generator.identity(), "transmuter": transmuter.identity(),
-                               "target_group": s["target_group"], "candidates": s["candidates"],
-                               "images_per_prompt": s["images_per_prompt"], "large_scale": s["large_scale"]})
+                               "target_group": s["target_group"], "words": s["words"], "candidates": s["candidates"],
+                               "images_per_prompt": s["images_per_prompt"], "original_images": s["original_images"],
+                               "groups": groups, "large_scale": s["large_scale"]},
+                     notes=list(s.get("notes", [])))
+        # the published Table 1 is Stable Diffusion's: compare by the generator, not the classifier
+        out.published_model = generator.identity().get("pipeline")
         results = []
         for prompt in prompts:
-            r = run_prompt(prompt, transmuter, cache, classify, s["target_group"], max_level=s["max_level"],
-                           candidates=s["candidates"], images_per_prompt=s["images_per_prompt"],
+            r = run_prompt(prompt, transmuter, cache, classify, s["target_group"], positions=s["words"],
+                           max_level=s["max_level"], candidates=s["candidates"],
+                           images_per_prompt=s["images_per_prompt"], original_images=s["original_images"],
                            confidence=s["confidence"], max_images=s["max_images"], log=print)
             results.append(r)
             self._report_prompt(r, out, len(prompts) == 1 or not s["large_scale"])
         out.settings["generator_calls"] = cache.calls
         out.settings["images_used"] = sum(r.images_used for r in results)
+        removed = sum(sum(r.no_person.values()) for r in results)
+        out.settings["no_person_images"] = removed
         out.notes.append(f"{cache.calls} images generated, {out.settings['images_used'] - cache.calls} read from the "
-                         "image cache; images showing no person are counted per variant and left out of the shares.")
+                         "image cache. " + (f"vlfair's no-person class removed {removed} image(s) from the shares."
+                                            if getattr(classify, "no_person", None) or removed else
+                                            "Every image was assigned to a group (no no-person class), as in the study."))
+        out.notes.append(f"Influence for {s['target_group']}: P_{s['target_group']}(original) - P_{s['target_group']}"
+                         "(word replaced); positive = the word pushes the images toward the target group. The study's "
+                         "Table 1: 'doctor' +0.373 for male, its share of female images rising from 0.160 to 0.533 "
+                         "without it.")
         if s["large_scale"]:
             self._large_scale(results, out)
         out.dataset = {"name": f"generated:{generator.identity().get('pipeline', generator.identity())}",
@@ -62,7 +80,8 @@ class WordInfluenceProbe(Probe):
         half = result["levels_ci_half_width"]
         for level, values in result["levels"].items():
             for word, value in zip(r.words, values):
-                out.metrics.append(Metric("word_influence", {"prompt": r.prompt, "word": word, "level": int(level)},
+                out.metrics.append(Metric("word_influence", {"prompt": r.prompt, "word": word, "level": int(level),
+                                                             "group": self.settings["target_group"]},
                                           value, [value - half[level], value + half[level]], None,
                                           {"ci_half_width": half[level], "method": "hoeffding"}))
         if result["shapley"] is not None:
@@ -75,18 +94,35 @@ class WordInfluenceProbe(Probe):
             key = ",".join(map(str, variant.replaced))
             replaced = "(original)" if not variant.replaced else " + ".join(r.words[i] for i in variant.replaced)
             influence = (result["levels"]["1"][variant.replaced[0]] if len(variant.replaced) == 1 else None)
-            rows.append({"variant": replaced, "example prompt": variant.prompts[0], "images": r.counts.get(key, 0),
-                         "no person": r.no_person.get(key, 0), f"share {self.settings['target_group']}": r.shares.get(key),
+            counted, by_group = r.counts.get(key, 0), r.group_counts.get(key, {})
+            rows.append({"variant": replaced, "example prompt": variant.prompts[0], "prompts": len(variant.prompts),
+                         "images": counted, "no person": r.no_person.get(key, 0),
+                         **{f"share {g}": (by_group.get(g, 0) / counted if counted else None) for g in self._groups(r)},
                          "influence (level 1)": influence})
-            out.metrics.append(Metric("target_share", {"prompt": r.prompt, "variant": replaced}, r.shares.get(key), None,
-                                      None, {"images": r.counts.get(key, 0), "no_person": r.no_person.get(key, 0),
-                                             "prompts": variant.prompts}))
+            target = self.settings["target_group"]
+            out.metrics.append(Metric("target_share", {"prompt": r.prompt, "variant": replaced}, r.shares.get(key),
+                                      stats.proportion_interval(by_group.get(target, 0), counted,
+                                                                self.settings["confidence"]),
+                                      None, {"images": counted, "no_person": r.no_person.get(key, 0),
+                                             "prompts": variant.prompts, "group": target}))
+            for group in self._groups(r):  # every group's share, as the study's Table 1 prints the female one
+                out.metrics.append(Metric("group_share", {"prompt": r.prompt, "variant": replaced, "group": group},
+                                          by_group.get(group, 0) / counted if counted else None,
+                                          stats.proportion_interval(by_group.get(group, 0), counted,
+                                                                    self.settings["confidence"]),
+                                          None, {"images": counted, "count": by_group.get(group, 0)}))
         if not detailed:
             return
         slug = "_".join(r.prompt.split())[:40]
         out.tables[f"variants_{slug}"] = pd.DataFrame(rows).set_index("variant")
         out.figures[f"levels_{slug}"] = self._level_plot(r)
         out.figures[f"images_{slug}"] = self._grid(r)
+
+    def _groups(self, r) -> list[str]:
+        """The classifier's groups (its ``groups``, else those seen), the target first."""
+        known = self._known_groups or sorted({g for counts in r.group_counts.values() for g in counts})
+        target = self.settings["target_group"]
+        return [target] + [g for g in known if g != target] if target in known else list(known)
 
     def _level_plot(self, r):
         result = r.result

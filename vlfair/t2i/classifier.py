@@ -20,9 +20,10 @@ class GroupClassifier:
 
     def __init__(self, encoder: Any, groups: dict[str, str] | None = None, no_person: str | None = None,
                  min_similarity: float | None = None, crop: Callable[[Image.Image], Image.Image | None] | None = None):
-        if groups is None:
+        if groups is None:  # the study's classifier texts; no_person and min_similarity stay the caller's if given
             settings = yaml.safe_load(resources.files("vlfair.t2i").joinpath("groups.yaml").read_text())
-            groups, no_person = settings["groups"], settings["no_person"]
+            groups = settings["groups"]
+            no_person = settings["no_person"] if no_person is None else no_person
             min_similarity = settings["min_similarity"] if min_similarity is None else min_similarity
         if len(groups) < 2:
             raise ValueError(f"a group classifier needs at least 2 groups, got {list(groups)}")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 from PIL import Image
+from tqdm.auto import tqdm
 
 from vlfair.cache import atomic_write, cache_root
 from vlfair.distributed import current_world
@@ -118,12 +119,17 @@ class ImageCache:
         if world.size > 1 and self.directory is None:
             raise ValueError("generating under several processes needs an image cache directory to share the images")
         mine = missing[world.rank::world.size]
-        if mine:
-            generated = self.generator.generate([p for p, _ in mine], [s for _, s in mine])
-            self.calls += len(generated)
-            for (prompt, seed), image in zip(mine, generated):
-                self.memory[(prompt, seed)] = image
-                if self.directory is not None:
-                    atomic_write(self._path(prompt, seed), lambda h, im=image: im.save(h, format="PNG"))
+        # generation is the long step: a bar with its ETA, images saved as each batch is done
+        batch = max(1, int(getattr(self.generator, "batch_size", 8)))
+        with tqdm(total=len(mine), desc="generating images", unit="img", disable=not mine) as bar:
+            for start in range(0, len(mine), batch):
+                chunk = mine[start:start + batch]
+                generated = self.generator.generate([p for p, _ in chunk], [s for _, s in chunk])
+                self.calls += len(generated)
+                for (prompt, seed), image in zip(chunk, generated):
+                    self.memory[(prompt, seed)] = image
+                    if self.directory is not None:
+                        atomic_write(self._path(prompt, seed), lambda h, im=image: im.save(h, format="PNG"))
+                bar.update(len(chunk))
         world.barrier()  # every process sees every image once all are written
         return [self._cached(*k) for k in keyed]

@@ -37,16 +37,24 @@ class PromptInfluence:
     shares: dict[str, float]
     counts: dict[str, int]  # images classified into a group, per variant
     no_person: dict[str, int]
+    group_counts: dict[str, dict[str, int]]  # images per variant and group (no person left out)
     result: dict[str, Any]  # the word_influence measure's output (all levels)
     images: dict[str, list]  # a few images per variant, for the grids
     generator_calls: int
     images_used: int
 
 
-def plan_variants(prompt: str, transmuter: Transmuter, positions: Sequence[int] | None, max_level: int | None,
+def plan_variants(prompt: str, transmuter: Transmuter, positions: Sequence[int] | str | None, max_level: int | None,
                   candidates: int) -> tuple[list[str], list[int], list[Variant]]:
+    """``positions``: word indices, "all" (every word, as the study's Table 1 scores "a", "at" and
+    "the"), or "content"/None (articles and prepositions left out)."""
     words = split_prompt(prompt)
-    positions = list(positions) if positions is not None else content_positions(words)
+    if positions == "all":
+        positions = list(range(len(words)))
+    elif positions in (None, "content"):
+        positions = content_positions(words)
+    else:
+        positions = list(positions)
     if not positions:
         raise ValueError(f"prompt {prompt!r} has no word to replace")
     for p in positions:
@@ -54,7 +62,7 @@ def plan_variants(prompt: str, transmuter: Transmuter, positions: Sequence[int] 
             raise ValueError(f"word position {p} is outside the prompt {prompt!r} ({len(words)} words)")
     n = len(positions)
     max_level = n if max_level is None else min(int(max_level), n)
-    variants = [Variant((), [prompt] * candidates)]
+    variants = [Variant((), [prompt])]
     for size in range(1, max_level + 1):
         for subset in itertools.combinations(range(n), size):
             proposals = transmuter.candidates(words, [positions[i] for i in subset], candidates)
@@ -64,39 +72,49 @@ def plan_variants(prompt: str, transmuter: Transmuter, positions: Sequence[int] 
     return [words[p] for p in positions], positions, variants
 
 
-def cost(variants: Sequence[Variant], images_per_prompt: int) -> int:
-    return sum(len(v.prompts) for v in variants) * images_per_prompt
+def cost(variants: Sequence[Variant], images_per_prompt: int, original_images: int) -> int:
+    return sum(len(v.prompts) for v in variants if v.replaced) * images_per_prompt + original_images
 
 
 def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify: Callable[[Sequence[Any]], list[str]],
-               target: str, *, positions: Sequence[int] | None = None, max_level: int | None = None,
-               candidates: int = 3, images_per_prompt: int = 4, confidence: float = 0.95,
-               max_images: int = 2000, log: Callable[[str], None] = print, keep_images: int = 4) -> PromptInfluence:
-    """Influence of every replaceable word of ``prompt`` on the share of ``target`` images."""
+               target: str, *, positions: Sequence[int] | str | None = None, max_level: int | None = None,
+               candidates: int = 3, images_per_prompt: int = 4, original_images: int | None = None,
+               confidence: float = 0.95, max_images: int = 2000, log: Callable[[str], None] = print,
+               keep_images: int = 4) -> PromptInfluence:
+    """Influence of the words of ``prompt`` (``positions``, see :func:`plan_variants`) on the share
+    of ``target`` images: ``images_per_prompt`` images of each of up to ``candidates`` transmuted
+    prompts per variant, and ``original_images`` of the prompt itself (default: as many as a
+    variant gets)."""
     words, positions, variants = plan_variants(prompt, transmuter, positions, max_level, candidates)
-    needed = cost(variants, images_per_prompt)
-    log(f"{prompt!r}: {len(variants)} variants x up to {candidates} candidate prompts x {images_per_prompt} images "
-        f"= {needed} images")
+    original_images = candidates * images_per_prompt if original_images is None else int(original_images)
+    if original_images < 1 or images_per_prompt < 1:
+        raise ValueError(f"original_images ({original_images}) and images_per_prompt ({images_per_prompt}) must be >= 1")
+    needed = cost(variants, images_per_prompt, original_images)
+    log(f"{prompt!r}: {len(variants) - 1} variants x up to {candidates} candidate prompts x {images_per_prompt} "
+        f"image(s) + {original_images} of the original = {needed} images")
     if needed > max_images:
         raise ValueError(f"{prompt!r} needs {needed} images, more than max_images={max_images}; raise --max-images "
                          "or lower the candidates, images per prompt or maximum level")
-    requests, owners = [], []
-    for variant in variants:
-        # the original prompt repeats: give each repetition its own sample indices
-        for slot, text in enumerate(variant.prompts):
+    requests = [(prompt, j) for j in range(original_images)]
+    owners: list[tuple[int, ...]] = [()] * original_images
+    for variant in variants[1:]:
+        for text in variant.prompts:
             for j in range(images_per_prompt):
-                requests.append((text, slot * images_per_prompt + j if not variant.replaced else j))
+                requests.append((text, j))
                 owners.append(variant.replaced)
     calls_before = cache.calls
     images = cache.images(requests)
     labels = classify(images)
     predictions, variant_ids, kept = [], [], {}
     no_person: dict[str, int] = {}
+    group_counts: dict[str, dict[str, int]] = {}
     for owner, label, image in zip(owners, labels, images):
         key = ",".join(map(str, owner))
         if label == NO_PERSON:
             no_person[key] = no_person.get(key, 0) + 1
             continue
+        group_counts.setdefault(key, {})
+        group_counts[key][label] = group_counts[key].get(label, 0) + 1
         predictions.append(int(label == target))
         variant_ids.append(key)
         kept.setdefault(key, [])
@@ -106,7 +124,7 @@ def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify:
         raise ValueError(f"{prompt!r}: no generated image was classified into a group (all show no person)")
     result = measures.word_influence(predictions, variant_ids, len(words), k=1, confidence=confidence)
     return PromptInfluence(prompt, words, variants, result["shares"], result["images_per_variant"],
-                           {v: no_person.get(v, 0) for v in result["shares"]}, result, kept,
+                           {v: no_person.get(v, 0) for v in result["shares"]}, group_counts, result, kept,
                            cache.calls - calls_before, len(requests))
 
 

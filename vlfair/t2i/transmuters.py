@@ -78,7 +78,8 @@ class MLMTransmuter:
     them jointly from those marginals pairs words that do not fit together ("a brave nurse at
     the surgery"); sequential filling keeps each combination coherent. Candidate j takes the
     j-th best word at the first position and the best fitting word at the later ones.
-    Subword pieces, punctuation, special tokens and the original word are never proposed.
+    Subword pieces, punctuation, special tokens and the original word are never proposed; words
+    and numbers are.
     """
 
     name = "mlm"
@@ -104,7 +105,7 @@ class MLMTransmuter:
             return False
         word = token.strip()
         return (bool(word) and not token.startswith("##") and token not in self.tokenizer.all_special_tokens
-                and not all(ch in string.punctuation for ch in word) and word.isalpha()
+                and not all(ch in string.punctuation for ch in word) and word.isalnum()  # "500" may become "100"
                 and word.lower() != original.lower())
 
     def _ranked(self, words: Sequence[str], position: int, original: str) -> list[str]:
