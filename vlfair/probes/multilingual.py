@@ -164,8 +164,11 @@ class MultilingualProbe(Probe):
             self._group_gaps(out, spec, predicted, truth)
         for spec in s["rate_gaps"]:  # vlfair's extras
             self._rate_gap(out, spec, predicted, truth)
-        out.notes.append("The study also ran a ResNet-50 image tower; transformers has no CLIP ResNet, so that row is "
-                         "not available here.")
+        tower = getattr(getattr(ctx.encoder, "image_encoder", None), "spec", ctx.encoder.spec)
+        out.tables["image_towers"] = pd.DataFrame(
+            {"model": [tower, "CLIP ResNet-50"],
+             "status": ["this run", "not available: transformers has no CLIP ResNet image tower"]},
+            index=pd.Index(["Vision Transformer", "ResNet-50"], name="the study's image towers"))
         return out
 
     def _group_gaps(self, out: Output, spec: dict, predicted: dict, truth: dict) -> None:
@@ -218,8 +221,7 @@ class MultilingualProbe(Probe):
             out.figures[name] = plots.grouped_bars(out.tables[name], None, f"{task} accuracy, {minuend} minus "
                                                    f"{subtrahend}, by {within} and language", "accuracy difference")
         if amplification:
-            table = pd.DataFrame({label: {l: v for l, v in row.items()} for label, row in amplification.items()}).T
-            out.tables[f"{task}_gap_amplification_by_{within}"] = table.rename_axis(within)
+            out.tables[f"{task}_gap_amplification_by_{within}"] = pd.DataFrame(amplification).T.rename_axis(within)
 
     def _amplification(self, out: Output, subset: dict, correct: np.ndarray, groups: np.ndarray,
                        languages: list[str]) -> dict[str, float]:
