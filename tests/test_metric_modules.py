@@ -55,12 +55,14 @@ def test_module_contract(folder):
     info = cls()._info()
     assert info.features is not None and info.citation.strip().startswith("@")
     parameters = inspect.signature(cls._compute).parameters.values()
-    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters), "_compute must not take **kwargs"
+    # the only **kwargs is the other modules' options under evaluate.combine, checked by ignore_shared
+    assert [p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD] == ["shared"]
     source = (folder / f"{folder.name}.py").read_text()
+    assert f'vlfair.evaluate_support.ignore_shared("{folder.name}", shared)' in source
     assert f"vlfair.measures.{folder.name}(" in source, "_compute must call the measure of the same name"
     # evaluate finds requirements by parsing imports: one plain `import x` per line, nothing heavier
     imports = {alias.name for node in ast.parse(source).body if isinstance(node, ast.Import) for alias in node.names}
-    assert imports == {"datasets", "evaluate", "vlfair.measures"}
+    assert imports == {"datasets", "evaluate", "vlfair.evaluate_support", "vlfair.measures"}
     assert not [n for n in ast.parse(source).body if isinstance(n, ast.ImportFrom)]
 
 

@@ -214,7 +214,28 @@ def _add_publish_metrics(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_publish)
 
 
-SUBCOMMANDS = [_add_demo, _add_run, _add_prepare, _add_leaderboard, _add_card_results, _add_publish_metrics]
+def _install_metrics(args: argparse.Namespace) -> int:
+    from vlfair.metrics import NAMESPACE, install_metrics
+
+    try:
+        installed = install_metrics(args.only)
+    except ValueError as exc:  # an unknown module name
+        print(f"vlfair install-metrics: {exc}", file=sys.stderr)
+        return 2
+    for script in installed:
+        print(f"{NAMESPACE}/{script.stem}: {script}")
+    print(f'{len(installed)} module(s) installed: evaluate.load("{NAMESPACE}/<name>") now works offline')
+    return 0
+
+
+def _add_install_metrics(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("install-metrics", help='make evaluate.load("vlfair/<name>") work offline')
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="install only these modules")
+    parser.set_defaults(handler=_install_metrics)
+
+
+SUBCOMMANDS = [_add_demo, _add_run, _add_prepare, _add_leaderboard, _add_card_results, _add_publish_metrics,
+               _add_install_metrics]
 
 
 def build_parser() -> argparse.ArgumentParser:

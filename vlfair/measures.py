@@ -92,7 +92,8 @@ class _GroupMeans:
             return stats.percentile_interval(derived(self.samples), confidence)
 
     def as_dict(self, values: np.ndarray) -> dict[str, float]:
-        return {n: float(v) for n, v in zip(self.names, values)}
+        """Plain Python per group: counts stay ints, means floats; numpy label types become Python's."""
+        return {(n.item() if hasattr(n, "item") else n): v.item() for n, v in zip(self.names, values)}
 
     def cis(self, confidence: float) -> dict[str, list[float]] | None:
         ci = self.interval(lambda m: m, confidence)

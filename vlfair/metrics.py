@@ -1,16 +1,25 @@
-"""Loading vlfair's evaluate modules from the installed package, offline.
+"""vlfair's evaluate modules, loadable offline as ``evaluate.load("vlfair/<name>")``.
 
-``evaluate.load("vlfair/<name>")`` needs the Hub; ``vlfair.load_metric("<name>")`` loads the
-same module from the copy shipped inside the wheel (``vlfair._metrics``), with no network.
+evaluate 0.4 resolves ``"vlfair/<name>"`` on the Hub (the Spaces ``vlfair publish-metrics``
+publishes) and, when the Hub cannot be reached or has no such module, falls back to its modules
+cache: ``$HF_MODULES_CACHE/evaluate_modules/metrics/vlfair--<name>/<hash>/<name>.py``.
+:func:`install_metrics` puts the modules shipped inside the wheel (``vlfair._metrics``) there,
+keyed by their content hash as evaluate keys them, so the literal string works offline from any
+directory. :func:`load_metric` installs on first use.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from vlfair.measures import MEASURES
+
+NAMESPACE = "vlfair"
 
 
 def metrics_dir() -> Path:
@@ -22,18 +31,56 @@ def available_metrics() -> list[str]:
     return sorted(p.name for p in metrics_dir().iterdir() if (p / f"{p.name}.py").exists())
 
 
+def _module_name(name: str) -> str:
+    """``"bias_ratio"`` or ``"vlfair/bias_ratio"`` -> ``"bias_ratio"`` (anything else is an error)."""
+    namespace, _, short = name.rpartition("/")
+    if namespace not in ("", NAMESPACE) or short not in available_metrics():
+        raise ValueError(f"unknown vlfair metric {name!r}; available: "
+                         + ", ".join(f"{NAMESPACE}/{n}" for n in available_metrics()))
+    return short
+
+
+def install_metrics(names: list[str] | None = None) -> list[Path]:
+    """Copy modules (default: all) into evaluate's modules cache as ``vlfair/<name>``; returns
+    the installed scripts. Installing an unchanged module again is a no-op."""
+    from evaluate.loading import files_to_hash, init_dynamic_modules
+    from filelock import FileLock
+
+    installed = []
+    root = Path(init_dynamic_modules()) / "metrics"  # evaluate_modules/metrics, as evaluate's loader reads it
+    for name in (names or available_metrics()):
+        short = _module_name(name)
+        script = metrics_dir() / short / f"{short}.py"
+        folder = root / f"{NAMESPACE}--{short}"
+        target = folder / files_to_hash([str(script)]) / script.name
+        with FileLock(str(folder) + ".lock"):
+            if not target.exists():
+                for package in (root, folder, target.parent):  # each level is an importable package
+                    package.mkdir(parents=True, exist_ok=True)
+                    (package / "__init__.py").touch(exist_ok=True)
+                meta = {"original file path": str(script), "local file path": str(target)}
+                target.with_suffix(".json").write_text(json.dumps(meta))
+                with tempfile.NamedTemporaryFile("wb", dir=target.parent, delete=False) as handle:
+                    handle.write(script.read_bytes())
+                os.replace(handle.name, target)  # atomic: a concurrent load never reads half a script
+            else:
+                os.utime(target)  # the newest copy is the one evaluate picks
+        installed.append(target)
+    return installed
+
+
 def load_metric(name: str, **kwargs: Any) -> Any:
-    """``evaluate.load`` of the module ``name`` shipped with vlfair; works offline.
+    """The module ``name`` (``"bias_ratio"`` or ``"vlfair/bias_ratio"``) as shipped with this
+    vlfair, offline; also installs it so that ``evaluate.load("vlfair/<name>")`` works.
 
     Raises:
         ValueError: ``name`` is not one of vlfair's modules (the message lists them).
     """
     import evaluate
 
-    folder = metrics_dir() / name
-    if not (folder / f"{name}.py").exists():
-        raise ValueError(f"unknown vlfair metric {name!r}; available: {', '.join(available_metrics())}")
-    return evaluate.load(str(folder), **kwargs)
+    short = _module_name(name)
+    install_metrics([short])
+    return evaluate.load(str(metrics_dir() / short), **kwargs)
 
 
-__all__ = ["MEASURES", "available_metrics", "load_metric", "metrics_dir"]
+__all__ = ["MEASURES", "NAMESPACE", "available_metrics", "install_metrics", "load_metric", "metrics_dir"]

@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+import vlfair.evaluate_support
 import vlfair.measures
 
 _CITATION = """\
@@ -62,11 +63,12 @@ class BiasRatio(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("float64"), "references": datasets.Value("string")}),
+            features=vlfair.evaluate_support.label_features({"predictions": datasets.Value("float64")}, ["references"]),
         )
 
     def _compute(self, predictions, references, protected_group=None, reference_group=None, bootstrap=1000,
-                 confidence=0.95, seed=0, n_permutations=10000):
+                 confidence=0.95, seed=0, n_permutations=10000, **shared):
+        vlfair.evaluate_support.ignore_shared("bias_ratio", shared)  # options of other modules (evaluate.combine)
         return vlfair.measures.bias_ratio(predictions, references, protected_group, reference_group,
                                           bootstrap=bootstrap, confidence=confidence, seed=seed,
                                           n_permutations=n_permutations)

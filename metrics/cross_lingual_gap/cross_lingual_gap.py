@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+import vlfair.evaluate_support
 import vlfair.measures
 
 _CITATION = """\
@@ -57,11 +58,11 @@ class CrossLingualGap(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string"),
-                                        "languages": datasets.Value("string")}),
+            features=vlfair.evaluate_support.label_features({}, ["predictions", "references", "languages"]),
             reference_urls=["https://arxiv.org/abs/2106.06683"],
         )
 
-    def _compute(self, predictions, references, languages, pivot=None, bootstrap=1000, confidence=0.95, seed=0):
+    def _compute(self, predictions, references, languages, pivot=None, bootstrap=1000, confidence=0.95, seed=0, **shared):
+        vlfair.evaluate_support.ignore_shared("cross_lingual_gap", shared)  # options of other modules (evaluate.combine)
         return vlfair.measures.cross_lingual_gap(predictions, references, languages, pivot=pivot, bootstrap=bootstrap,
                                                  confidence=confidence, seed=seed)

@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+import vlfair.evaluate_support
 import vlfair.measures
 
 _CITATION = """\
@@ -54,8 +55,7 @@ class GroupRateGap(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string"),
-                                        "groups": datasets.Value("string"), "languages": datasets.Value("string")}),
+            features=vlfair.evaluate_support.label_features({}, ["predictions", "references", "groups", "languages"]),
             reference_urls=["https://arxiv.org/abs/2106.06683"],
         )
 
@@ -78,7 +78,8 @@ class GroupRateGap(evaluate.Metric):
             languages = [""] * len(predictions)
         return super().compute(predictions=predictions, references=references, languages=languages, **kwargs)
 
-    def _compute(self, predictions, references, groups, languages, bootstrap=1000, confidence=0.95, seed=0):
+    def _compute(self, predictions, references, groups, languages, bootstrap=1000, confidence=0.95, seed=0, **shared):
+        vlfair.evaluate_support.ignore_shared("group_rate_gap", shared)  # options of other modules (evaluate.combine)
         languages = None if all(language == "" for language in languages) else languages
         return vlfair.measures.group_rate_gap(predictions, references, groups, languages=languages,
                                               bootstrap=bootstrap, confidence=confidence, seed=seed)

@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+import vlfair.evaluate_support
 import vlfair.measures
 
 _CITATION = """\
@@ -57,10 +58,11 @@ class GroupScoreGap(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("float64"), "references": datasets.Value("string")}),
+            features=vlfair.evaluate_support.label_features({"predictions": datasets.Value("float64")}, ["references"]),
             reference_urls=["https://arxiv.org/abs/2104.08718"],
         )
 
-    def _compute(self, predictions, references, bootstrap=1000, confidence=0.95, seed=0, n_permutations=10000):
+    def _compute(self, predictions, references, bootstrap=1000, confidence=0.95, seed=0, n_permutations=10000, **shared):
+        vlfair.evaluate_support.ignore_shared("group_score_gap", shared)  # options of other modules (evaluate.combine)
         return vlfair.measures.group_score_gap(predictions, references, bootstrap=bootstrap, confidence=confidence,
                                                seed=seed, n_permutations=n_permutations)

@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+import vlfair.evaluate_support
 import vlfair.measures
 
 _CITATION = """\
@@ -53,5 +54,6 @@ class Retention(evaluate.Metric):
                                         "references": datasets.Value("int64")}),
         )
 
-    def _compute(self, predictions, references, bootstrap=1000, confidence=0.95, seed=0):
+    def _compute(self, predictions, references, bootstrap=1000, confidence=0.95, seed=0, **shared):
+        vlfair.evaluate_support.ignore_shared("retention", shared)  # options of other modules (evaluate.combine)
         return vlfair.measures.retention(predictions, references, bootstrap=bootstrap, confidence=confidence, seed=seed)

@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+import vlfair.evaluate_support
 import vlfair.measures
 
 _CITATION = """\
@@ -56,9 +57,8 @@ class TraitAnova(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("float64"),
-                                        "references": datasets.Value("string"),
-                                        "strata": datasets.Value("string")}),
+            features=vlfair.evaluate_support.label_features({"predictions": datasets.Value("float64")},
+                                                            ["references", "strata"]),
             reference_urls=["https://github.com/joojs/fairface"],
         )
 
@@ -80,7 +80,8 @@ class TraitAnova(evaluate.Metric):
             strata = [""] * len(predictions)
         return super().compute(predictions=predictions, references=references, strata=strata, **kwargs)
 
-    def _compute(self, predictions, references, strata, welch=False, bootstrap=1000, confidence=0.95, seed=0):
+    def _compute(self, predictions, references, strata, welch=False, bootstrap=1000, confidence=0.95, seed=0, **shared):
+        vlfair.evaluate_support.ignore_shared("trait_anova", shared)  # options of other modules (evaluate.combine)
         strata = None if all(s == "" for s in strata) else strata
         return vlfair.measures.trait_anova(predictions, references, strata=strata, welch=welch, bootstrap=bootstrap,
                                            confidence=confidence, seed=seed)

@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+import vlfair.evaluate_support
 import vlfair.measures
 
 _CITATION = """\
@@ -60,11 +61,12 @@ class WordInfluence(evaluate.Measurement):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("int64"), "variants": datasets.Value("string")}),
+            features=vlfair.evaluate_support.label_features({"predictions": datasets.Value("int64")}, ["variants"]),
             reference_urls=["https://arxiv.org/abs/2306.05500"],
         )
 
-    def _compute(self, predictions, variants, num_words=None, k=1, confidence=0.95):
+    def _compute(self, predictions, variants, num_words=None, k=1, confidence=0.95, **shared):
+        vlfair.evaluate_support.ignore_shared("word_influence", shared)  # options of other modules (evaluate.combine)
         if num_words is None:
             raise ValueError("num_words is required: the number of replaceable words in the prompt")
         return vlfair.measures.word_influence(predictions, variants, num_words, k=k, confidence=confidence)
