@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
+# evaluate's modules cache (where `vlfair install-metrics` and the metric Spaces put modules): the
+# session's own, so tests neither read a user's copies nor leave theirs behind
+os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="vlfair-test-modules-"))
 
 from vlfair import testing  # noqa: E402
 

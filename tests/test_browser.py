@@ -156,8 +156,8 @@ def test_leaderboard_filters_in_the_browser(page, results_dir, artifacts):  # no
 
 
 @pytest.mark.parametrize("name, key", [("bias_ratio", "bias_ratio"), ("trait_anova", "f_statistic")])
-def test_metric_widgets_render_and_compute(page, artifacts, monkeypatch, name, key):
-    space = _metric_app(name, monkeypatch)
+def test_metric_widgets_render_and_compute(page, artifacts, name, key):
+    space = _metric_app(name)
     try:
         page.goto(_serve(space["demo"]))
         page.wait_for_selector(f"text=Metric: {name}")

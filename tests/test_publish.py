@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_load_metric_unknown_name_lists_the_modules():
-    with pytest.raises(ValueError, match="unknown vlfair metric 'accuracy'; available: bias_ratio, cross_lingual_gap"):
+    with pytest.raises(ValueError, match="unknown vlfair metric 'accuracy'; available: vlfair/bias_ratio, vlfair/cross_lingual_gap"):
         vlfair.load_metric("accuracy")
 
 
@@ -92,11 +92,15 @@ def test_wheel_ships_metrics_and_loads_them_offline(tmp_path):
             "m = vlfair.load_metric('bias_ratio'); "
             "print(round(m.compute(predictions=[70.13, 70.13, 81.85, 81.85], references=['w', 'w', 'm', 'm'], "
             "protected_group='w', reference_group='m', bootstrap=0)['bias_ratio'], 4)); "
+            "import runpy, evaluate; from vlfair.metrics import metrics_dir; "
+            "space = runpy.run_path(str(metrics_dir() / 'group_rate_gap' / 'app.py'), run_name='space'); "
+            "assert str(metrics_dir()).startswith(%r) and space['demo'].title == 'Metric: group_rate_gap'; "
+            "assert evaluate.load('vlfair/group_rate_gap').compute(**space['EXAMPLE'], bootstrap=0)['gap']; "
             "from vlfair.demo.shipped import WORLDS, shipped_path; "
             "assert all(str(shipped_path(p)).startswith(%r) for p in WORLDS.values()), 'demo encoders not shipped'"
-            ) % (str(target), str(target))
+            ) % (str(target), str(target), str(target))
     env = {**os.environ, "PYTHONPATH": str(target), "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1",
-           "HF_HOME": str(tmp_path / "hf-home")}
+           "HF_HOME": str(tmp_path / "hf-home"), "HF_MODULES_CACHE": str(tmp_path / "hf-home" / "modules")}
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "0.8568"
