@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -103,14 +104,49 @@ def test_fairface_card_lists_configs(fairface_out):
     card = (fairface_out / "README.md").read_text()
     config = _card_yaml(card)
     assert [c["config_name"] for c in config["configs"]] == ["default", "adults"]
-    assert config["configs"][1]["data_files"] == [{"split": "validation", "path": "adults/validation.parquet"}]
-    assert config["license"] == "cc-by-4.0"
-    assert {f["name"] for f in config["dataset_info"][0]["features"]} >= {"image", "file", "age", "gender", "race"}
+    assert config["configs"][0]["default"] is True
+    # every path of the card is a file of the directory, which is laid out as the Hub repository
+    for entry in config["configs"]:
+        for data_file in entry["data_files"]:
+            assert (fairface_out / data_file["path"]).is_file(), data_file
+    assert config["configs"][1]["data_files"] == [{"split": "validation",
+                                                   "path": "adults/validation-00000-of-00001.parquet"}]
+    assert config["license"] == "cc-by-4.0" and config["size_categories"] == ["10K<n<100K"]
+    assert config["vlfair"]["schema"] == "fairface" and not (fairface_out / "vlfair.json").exists()
+    info = {i["config_name"]: i for i in config["dataset_info"]}
+    assert {f["name"] for f in info["default"]["features"]} >= {"image", "file", "age", "gender", "race"}
+    split = info["adults"]["splits"][0]
+    assert split["name"] == "validation" and split["num_examples"] == 7_779 and split["num_bytes"] > 0
+    assert info["adults"]["download_size"] == (fairface_out / "adults" / "validation-00000-of-00001.parquet").stat().st_size
+    gender = next(f for f in info["default"]["features"] if f["name"] == "gender")
+    assert gender["dtype"] == {"class_label": {"names": {"0": "Male", "1": "Female"}}}  # the schema's names
     for section in ("## Intended use", "## Known biases and limitations", "## Citation", "| adults | validation | 7779 |"):
         assert section in card
-    # the prepared directory also loads with plain datasets, through the card's configs
-    plain = datasets.load_dataset(str(fairface_out), "adults", split="validation")
-    assert plain.num_rows == 7_779
+
+
+PLAIN_LOAD = """
+import sys, datasets
+directory = sys.argv[1]
+default = datasets.load_dataset(directory, split="validation")
+adults = datasets.load_dataset(directory, "adults", split="validation")
+names = default.features["gender"].names
+split = default.train_test_split(test_size=0.2, stratify_by_column="gender", seed=0)
+print(default.num_rows, adults.num_rows, names, split["test"].num_rows)
+"""
+
+
+def test_prepared_data_loads_with_plain_datasets_without_warnings(fairface_out, tmp_path):
+    """As a user of the Hub copy would: labels are ClassLabels (stratified splits work), no warning."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", PLAIN_LOAD, str(fairface_out)], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[:2] == ["10954", "7779"] and "['Male', 'Female']" in done.stdout
+    assert "Ignoring part of dataset_info" not in done.stderr
+    assert not [line for line in done.stderr.splitlines() if "warn" in line.lower()], done.stderr[-2000:]
 
 
 def test_hub_format_twin_with_classlabels_maps_to_the_same_names(tmp_path, fairface_out):
@@ -224,7 +260,7 @@ def test_skip_bad_leaves_rows_out_and_lists_them_in_the_card(tmp_path):
     assert ds["gender"] == ["Male", "Female"] and ds["race"][1] == "Latino_Hispanic"  # spellings unified
     card = (out / "README.md").read_text()
     assert "fairface_label_val.csv row 5: column 'age' has '03-Sep'" in card
-    assert len(json.loads((out / "vlfair.json").read_text())["skipped_rows"]) == 6
+    assert _card_yaml(card)["vlfair"]["skipped_rows"] == 6
 
 
 def test_fairface_images_from_the_release_zip(tmp_path):
@@ -258,23 +294,28 @@ def test_pfi_and_professions_builders(tmp_path):
     assert professions["profession"] == ["doctor", "doctor", "nurse"] and professions["gender"] == ["Female", "Male", "Female"]
 
 
-def test_push_to_hub_uploads_every_config_and_the_card(tmp_path, monkeypatch):
+def test_push_to_hub_uploads_every_file_the_card_names(tmp_path, monkeypatch):
+    """The push is captured at the commit: every path of the card, every config (default
+    included), is among the uploaded files, and the uploaded card is the local one."""
     import huggingface_hub
+    from huggingface_hub import CommitOperationAdd
 
-    pushed, uploaded = [], {}
-    monkeypatch.setattr(datasets.Dataset, "push_to_hub",
-                        lambda self, repo, config_name, split: pushed.append((repo, config_name, split, self.num_rows)))
-
-    class FakeApi:
-        def upload_file(self, path_or_fileobj, path_in_repo, repo_id, repo_type):
-            uploaded.update(path=path_in_repo, repo=repo_id, type=repo_type, card=path_or_fileobj.decode())
-
-    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    commits, repos = [], []
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", lambda self, repo_id, **kw: repos.append((repo_id, kw)))
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_commit",
+                        lambda self, repo_id, operations, **kw: commits.append((repo_id, list(operations), kw)))
     source = _small_fairface(tmp_path, [("val/1.jpg", "20-29", "Male", "White"), ("val/2.jpg", "3-9", "Female", "Black")])
     prepare("fairface", source, tmp_path / "out", push_to_hub="acme/fairface")
-    assert pushed == [("acme/fairface", "default", "validation", 2), ("acme/fairface", "adults", "validation", 1)]
-    assert uploaded["path"] == "README.md" and uploaded["type"] == "dataset"
-    assert _card_yaml(uploaded["card"])["configs"][1]["data_files"][0]["path"] == "adults/validation-*"
+    assert repos == [("acme/fairface", {"repo_type": "dataset", "exist_ok": True})]
+    assert len(commits) == 1 and commits[0][0] == "acme/fairface" and commits[0][2]["repo_type"] == "dataset"
+    assert not [op for op in commits[0][1] if not isinstance(op, CommitOperationAdd)]
+    uploaded = {op.path_in_repo: op for op in commits[0][1] if isinstance(op, CommitOperationAdd)}
+    card = (tmp_path / "out" / "README.md").read_text()
+    paths = [f["path"] for c in _card_yaml(card)["configs"] for f in c["data_files"]]
+    assert paths == ["default/validation-00000-of-00001.parquet", "adults/validation-00000-of-00001.parquet"]
+    assert set(paths) | {"README.md"} == set(uploaded)
+    assert Path(uploaded["README.md"].path_or_fileobj).read_text() == card
+    assert all(Path(op.path_or_fileobj).is_file() for op in uploaded.values())
 
 
 def test_synthetic_twins():

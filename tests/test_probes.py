@@ -187,14 +187,11 @@ def test_traits_gradcam_draws_random_images_above_the_threshold(clip_dir, tmp_pa
 
 def _prepared_fairface(directory: Path) -> Path:
     """A `vlfair prepare`-style directory with a train and a validation split (synthetic rows)."""
+    from vlfair.data.build import Built, write_prepared
+
     faces = vlfair.load_dataset("synthetic:fairface")
     halves = {"train": faces.select(range(0, faces.num_rows, 2)), "validation": faces.select(range(1, faces.num_rows, 2))}
-    (directory / "default").mkdir(parents=True)
-    for split, part in halves.items():
-        part.to_parquet(str(directory / "default" / f"{split}.parquet"))
-    (directory / "vlfair.json").write_text(json.dumps({"name": "fairface", "configs": {
-        "default": {split: f"default/{split}.parquet" for split in halves}}}))
-    return directory
+    return write_prepared(Built("fairface", {"default": halves}, [], "synthetic:fairface"), directory)
 
 
 def test_traits_samples_per_cell_and_stops_on_short_cells(clip_dir, tmp_path):

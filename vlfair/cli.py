@@ -150,7 +150,7 @@ def _prepare(args: argparse.Namespace) -> int:
     except BuildError as exc:
         print(f"vlfair prepare {args.dataset}: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {out} (Parquet per config and split, README.md card, vlfair.json)"
+    print(f"wrote {out} (Parquet per config and split and a README.md card, as a Hub dataset repository)"
           + (f"; pushed to {args.push_to_hub}" if args.push_to_hub else ""))
     return 0
 

@@ -12,17 +12,16 @@ from __future__ import annotations
 import csv
 import dataclasses
 import gzip
-import json
 import string
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
 import datasets
+import yaml
 
 from vlfair._version import __version__
 from vlfair.data.files import SourceFiles
-from vlfair.data.loading import MANIFEST
 from vlfair.data.schemas import (ADULT_AGE_BINS, AGE_GROUP_OF_BIN, MULTI30K_LANGUAGES, PFI_CATEGORIES, SCHEMAS,
                                  normalize_label)
 
@@ -267,71 +266,102 @@ BUILDERS: dict[str, Callable[..., Built]] = {
 
 
 # ---- output -------------------------------------------------------------------------------
-def render_card(built: Built, path_pattern: str = "{config}/{split}.parquet") -> str:
-    """The dataset card: YAML (configs, features, license) + the template in cards/<name>.md."""
+DATA_FILE = "{config}/{split}-00000-of-00001.parquet"  # the Hub's shard naming; the card points at these files
+# Licences the Hub does not list by id: the card names them (license_name) and links the card's own
+# "Licence" section, which states the terms (license_link may be a file of the repository).
+OTHER_LICENSES = {
+    "multi30k": ("multi30k-and-flickr30k-terms", "README.md"),
+    "pfi": ("p-fi-sources-terms", "README.md"),
+    "professions": ("professions-images-terms", "README.md"),
+}
+LANGUAGES = {"multi30k": list(MULTI30K_LANGUAGES)}  # datasets with text in them
+
+
+def size_category(rows: int) -> str:
+    """The Hub's size_categories bucket of a row count."""
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                         (10_000_000, "1M<n<10M")):
+        if rows < limit:
+            return label
+    return "n>10M"
+
+
+def with_class_labels(dataset: datasets.Dataset, schema_name: str) -> datasets.Dataset:
+    """Label columns as ClassLabel: the schema's vocabulary as names, or (labels the schema leaves
+    open, e.g. the professions) the names present, sorted."""
+    for column in SCHEMAS[schema_name].columns:
+        if column.name in dataset.column_names and (column.vocabulary or column.label):
+            names = list(column.vocabulary or sorted({v for v in dataset[column.name] if v is not None}))
+            dataset = dataset.cast_column(column.name, datasets.ClassLabel(names=names))
+    return dataset
+
+
+def render_card(built: Built, files: dict[str, dict[str, str]], infos: dict[str, datasets.DatasetInfo]) -> str:
+    """The dataset card: cards/<name>.md's YAML completed with huggingface_hub's DatasetCardData
+    (configs pointing at ``files``, dataset_info, size and licence fields), and its body."""
+    from huggingface_hub import DatasetCardData
+
     template = (Path(str(resources.files("vlfair._cards"))) / f"{built.name}.md").read_text()
-    meta_start = template.index("---\n", 0)
-    meta_end = template.index("\n---\n", meta_start + 4)
-    front = template[meta_start + 4:meta_end]
-    body = template[meta_end + 5:]
-    yaml_lines = [front.rstrip(), "configs:"]
-    for config, splits in built.configs.items():
-        yaml_lines.append(f"- config_name: {config}")
-        yaml_lines.append("  data_files:")
-        for split in splits:
-            yaml_lines.append(f"  - split: {split}")
-            yaml_lines.append(f"    path: {path_pattern.format(config=config, split=split)}")
-    yaml_lines.append("dataset_info:")
-    for config, splits in built.configs.items():
-        first = next(iter(splits.values()))
-        yaml_lines.append(f"- config_name: {config}")
-        yaml_lines.append("  features:")
-        for column, feature in first.features.items():
-            dtype = "image" if isinstance(feature, datasets.Image) else feature.dtype
-            yaml_lines.append(f"  - name: {column}")
-            yaml_lines.append(f"    dtype: {dtype}")
-        yaml_lines.append("  splits:")
-        for split, ds in splits.items():
-            yaml_lines.append(f"  - name: {split}")
-            yaml_lines.append(f"    num_examples: {ds.num_rows}")
-    table = "\n".join(f"| {config} | {split} | {ds.num_rows} |" for config, splits in built.configs.items()
-                      for split, ds in splits.items())
+    meta_end = template.index("\n---\n", 4)
+    front, body = yaml.safe_load(template[4:meta_end]), template[meta_end + 5:]
+    rows = sum(info.splits.total_num_examples for config, info in infos.items() if config == "default") or \
+        sum(info.splits.total_num_examples for info in infos.values())
+    card = DatasetCardData(**front, size_categories=[size_category(rows)])
+    if built.name in LANGUAGES:
+        card.language = LANGUAGES[built.name]
+    if card.license == "other":
+        card.license_name, card.license_link = OTHER_LICENSES[built.name]
+    card.configs = [{"config_name": config, "data_files": [{"split": s, "path": p} for s, p in splits.items()],
+                     **({"default": True} if config == "default" else {})} for config, splits in files.items()]
+    datasets.info.DatasetInfosDict(infos).to_dataset_card_data(card)
+    card.vlfair = {"schema": built.name, "version": __version__, "skipped_rows": len(built.skipped)}
+    table = "\n".join(f"| {config} | {split} | {info.splits[split].num_examples} |" for config, info in infos.items()
+                      for split in info.splits)
     skipped = ("\n".join(f"- {p}" for p in built.skipped) if built.skipped else "None: every row of the source was used.")
     body = string.Template(body).safe_substitute(
         configs_table="| config | split | rows |\n|---|---|---|\n" + table, skipped_rows=skipped,
         vlfair_version=__version__, source=built.source)
-    return "---\n" + "\n".join(yaml_lines) + "\n---\n" + body
+    return f"---\n{card.to_yaml()}\n---\n{body}"
 
 
 def write_prepared(built: Built, out: str | Path, push_to_hub: str | None = None) -> Path:
-    """Parquet per config and split, the card, and a manifest that ``load_dataset`` reads."""
+    """Parquet per config and split (labels as ClassLabel) and the card, laid out as a Hub dataset
+    repository: plain ``datasets.load_dataset(out[, config])`` reads it, and the Hub gets the same files."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {"name": built.name, "vlfair_version": __version__, "configs": {},
-                "skipped_rows": [str(p) for p in built.skipped]}
+    files: dict[str, dict[str, str]] = {}
+    infos: dict[str, datasets.DatasetInfo] = {}
     for config, splits in built.configs.items():
-        (out / config).mkdir(exist_ok=True)
-        manifest["configs"][config] = {}
+        split_infos, features = datasets.SplitDict(), None
         for split, ds in splits.items():
-            relative = f"{config}/{split}.parquet"
+            ds = with_class_labels(ds, built.name)
+            relative = DATA_FILE.format(config=config, split=split)
+            (out / relative).parent.mkdir(parents=True, exist_ok=True)
             ds.to_parquet(str(out / relative))
-            manifest["configs"][config][split] = relative
-    (out / "README.md").write_text(render_card(built))
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
+            files.setdefault(config, {})[split] = relative
+            split_infos.add(datasets.SplitInfo(name=split, num_bytes=ds.data.nbytes, num_examples=ds.num_rows))
+            features = ds.features
+        infos[config] = datasets.DatasetInfo(
+            features=features, splits=split_infos, dataset_size=sum(i.num_bytes for i in split_infos.values()),
+            download_size=sum((out / path).stat().st_size for path in files[config].values()))
+    (out / "README.md").write_text(render_card(built, files, infos))
     if push_to_hub:
-        push(built, push_to_hub)
+        push(out, push_to_hub)
     return out
 
 
-def push(built: Built, repo_id: str) -> None:
-    """Upload every config and split with ``push_to_hub``, then the card (in the Hub's layout)."""
-    from huggingface_hub import HfApi
+def push(directory: str | Path, repo_id: str) -> None:
+    """Upload a prepared directory in one commit: its card and every file the card names."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.repocard import metadata_load
 
-    for config, splits in built.configs.items():
-        for split, ds in splits.items():
-            ds.push_to_hub(repo_id, config_name=config, split=split)
-    card = render_card(built, path_pattern="{config}/{split}-*")
-    HfApi().upload_file(path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id=repo_id, repo_type="dataset")
+    directory = Path(directory)
+    paths = [f["path"] for c in metadata_load(directory / "README.md")["configs"] for f in c["data_files"]]
+    operations = [CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(directory / path))
+                  for path in ["README.md", *paths]]
+    api = HfApi()
+    api.create_repo(repo_id, repo_type="dataset", exist_ok=True)
+    api.create_commit(repo_id, operations, repo_type="dataset", commit_message="vlfair prepare")
 
 
 def prepare(name: str, source: str | Path, out: str | Path, push_to_hub: str | None = None, skip_bad: bool = False,

@@ -13,7 +13,7 @@ import numpy as np
 from vlfair.data.conform import DataError, conform
 from vlfair.data.schemas import ADULT_AGE_BINS, AGE_GROUP_OF_BIN, PFI_CATEGORIES, SCHEMAS
 
-MANIFEST = "vlfair.json"  # written by `vlfair prepare`; marks a prepared directory
+CARD = "README.md"  # a prepared directory's card: its YAML names the configs, files and vlfair schema
 SAMPLING_MARK = "vlfair.balanced_sample: "
 
 
@@ -54,16 +54,26 @@ def _pick_split(splits: dict[str, Any], split: str | None, where: str) -> Any:
     return splits[split]
 
 
+def prepared_schema(directory: str | os.PathLike) -> str | None:
+    """The schema of a directory ``vlfair prepare`` wrote (its card's ``vlfair.schema``), else None."""
+    from huggingface_hub.repocard import metadata_load
+
+    card = Path(directory) / CARD
+    if not card.is_file():
+        return None
+    return ((metadata_load(card) or {}).get("vlfair") or {}).get("schema")
+
+
 def read_prepared(directory: Path, config: str | None, split: str | None) -> datasets.Dataset:
-    """A directory written by ``vlfair prepare``: one Parquet file per config and split."""
-    manifest = json.loads((directory / MANIFEST).read_text())
-    configs = manifest["configs"]
+    """A directory written by ``vlfair prepare``, read as the Hub would: through its card's configs."""
+    from huggingface_hub.repocard import metadata_load
+
+    configs = {c["config_name"]: [f["split"] for f in c["data_files"]] for c in metadata_load(directory / CARD)["configs"]}
     name = config if config in configs else "default" if "default" in configs else next(iter(configs))
-    # "train+validation" reads both splits, one after the other (as datasets does for the Hub)
-    parts = [_pick_split(configs[name], part, f"{directory} (config {name!r})")
-             for part in (split.split("+") if split else [split])]
-    tables = [datasets.Dataset.from_parquet(str(directory / path)) for path in parts]
-    return tables[0] if len(tables) == 1 else datasets.concatenate_datasets(tables)
+    where = f"{directory} (config {name!r})"
+    for part in (split.split("+") if split else []):  # "train+validation" reads both, as datasets does
+        _pick_split(dict.fromkeys(configs[name]), part, where)
+    return read_hub(str(directory), name, split)
 
 
 def read_hub(source: str, config: str | None, split: str | None) -> datasets.Dataset:
@@ -109,7 +119,7 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
     if options:
         raise TypeError(f"unexpected options for {name}: {sorted(options)}")
     directory = Path(source)
-    if directory.is_dir() and (directory / MANIFEST).exists():
+    if directory.is_dir() and prepared_schema(directory):
         dataset = read_prepared(directory, config or subset, split)
     elif config is not None or subset is None:
         dataset = read_hub(str(source), config, split)

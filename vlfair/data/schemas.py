@@ -37,7 +37,8 @@ ALIASES = {
 
 @dataclasses.dataclass(frozen=True)
 class Column:
-    """kind: "image", "string", "int" or "bool"; vocabulary: allowed values (None: any).
+    """kind: "image", "string", "int" or "bool"; vocabulary: allowed values (None: any). Columns with a
+    vocabulary, or marked ``label``, are class labels: prepared data stores them as ClassLabel.
 
     An optional (``required=False``) nullable column is always present after ``conform``:
     filled with None where a source lacks it (FairFace's Hub copy has no file names).
@@ -48,6 +49,7 @@ class Column:
     vocabulary: tuple[str, ...] | None = None
     required: bool = True
     nullable: bool = False
+    label: bool = False  # a class label whose names the schema leaves open (stored as ClassLabel too)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +75,8 @@ def register_schema(schema: Schema) -> Schema:
 
 
 register_schema(Schema("professions", (
-    Column("image", "image"), Column("profession"), Column("gender", vocabulary=GENDERS), Column("race"),
+    Column("image", "image"), Column("profession", label=True), Column("gender", vocabulary=GENDERS),
+    Column("race", label=True),
 ), "the professions study: images per profession x gender x race"))
 register_schema(Schema("fairface", (
     Column("image", "image"), Column("file", required=False, nullable=True),

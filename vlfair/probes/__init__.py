@@ -6,7 +6,6 @@ and one ``register`` line below.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +46,11 @@ def probe_names() -> list[str]:
 
 
 def _schema_of(spec: str, default: str) -> str:
-    from vlfair.data.loading import MANIFEST
+    from vlfair.data.loading import prepared_schema
 
     if spec.startswith("synthetic:"):
         return spec.split(":", 1)[1]
-    manifest = Path(spec) / MANIFEST
-    if manifest.exists():
-        return json.loads(manifest.read_text())["name"]
-    return default
+    return (Path(spec).is_dir() and prepared_schema(spec)) or default
 
 
 def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | None, schema: str | None):
