@@ -78,3 +78,18 @@ def load_rgb(value: Any, row: int) -> Image.Image:
         raise TypeError(f"row {row}: {exc}") from None
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise BadImageError(row, cell_path(value), f"{type(exc).__name__}: {exc}") from None
+
+
+def image_problem(data: bytes) -> str | None:
+    """What is wrong with ``data`` as an image ("empty (0 bytes)", "not a readable image (...)",
+    "a decompression bomb (...)" over PIL's pixel limit), or None. Decodes it fully, as embedding will."""
+    if not data:
+        return "empty (0 bytes)"
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()
+    except Image.DecompressionBombError as exc:
+        return f"a decompression bomb ({exc})"
+    except (OSError, ValueError, SyntaxError) as exc:
+        return f"not a readable image ({type(exc).__name__}: {exc})"
+    return None

@@ -22,6 +22,7 @@ import yaml
 
 from vlfair._version import __version__
 from vlfair.data.files import SourceFiles
+from vlfair.imageio import image_problem
 from vlfair.data.schemas import (ADULT_AGE_BINS, AGE_GROUP_OF_BIN, MULTI30K_LANGUAGES, PFI_CATEGORIES, SCHEMAS,
                                  normalize_label)
 
@@ -64,8 +65,12 @@ class RowCollector:
     def record(self, row: int, file: str, labels: dict[str, Any], extra: dict[str, Any] | None = None) -> dict | None:
         where = f"{self.where} row {row}"
         problem = self.files.check(file)
-        if problem is None and file in self.seen:
-            problem = f"duplicate file name {file!r} (also row {self.seen[file]})"
+        key = self.files.key(file) if file else file
+        if problem is None and key in self.seen:
+            problem = f"duplicate file name {file!r} (also row {self.seen[key]})"
+        data = self.files.read(file) if problem is None else b""
+        if problem is None and (bad := image_problem(data)):  # decoded now: a bad image fails the build
+            problem = f"image {file!r} is {bad}"
         out = {}
         for name, value in labels.items():
             column = self.schema.column(name)
@@ -76,8 +81,8 @@ class RowCollector:
         if problem is not None:
             self.problems.append(Problem(where, problem))
             return None
-        self.seen[file] = row
-        return {"image": {"bytes": self.files.read(file), "path": file}, **out, **(extra or {})}
+        self.seen[key] = row
+        return {"image": {"bytes": data, "path": file}, **out, **(extra or {})}
 
 
 def _dataset(records: list[dict], schema_name: str) -> datasets.Dataset:

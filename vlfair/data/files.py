@@ -25,28 +25,39 @@ class SourceFiles:
                 for start in range(len(parts)):  # "fairface/val/1.jpg" answers "val/1.jpg" too
                     self._members.setdefault("/".join(parts[start:]), member)
 
+    @staticmethod
+    def key(relative: str) -> str:
+        """One spelling per file: "val/./2.jpg", "val//2.jpg" and "val\\2.jpg" are "val/2.jpg"."""
+        return posixpath.normpath(relative.replace("\\", "/"))
+
     def check(self, relative: str) -> str | None:
         """The problem with ``relative`` as a path inside the source, or None."""
         if not relative:
             return "empty file name"
         if relative.startswith(("/", "\\")) or (len(relative) > 1 and relative[1] == ":"):
             return f"absolute path {relative!r} is not allowed; paths are relative to the source directory"
-        normal = posixpath.normpath(relative.replace("\\", "/"))
+        normal = self.key(relative)
         if normal == ".." or normal.startswith("../"):
             return f"path {relative!r} leaves the source directory"
+        path = self.root / normal
+        # a symbolic link (to a file, or a folder on the way) must not lead out of the source either
+        if (path.exists() or path.is_symlink()) and not path.resolve().is_relative_to(self.root):
+            return f"path {relative!r} is a link that leaves the source directory"
         if not self.exists(normal):
             return f"image {relative!r} is listed but missing"
         return None
 
     def exists(self, relative: str) -> bool:
-        normal = posixpath.normpath(relative.replace("\\", "/"))
+        normal = self.key(relative)
         if (self.root / normal).is_file():
             return True
         return normal in self._members
 
     def read(self, relative: str) -> bytes:
-        normal = posixpath.normpath(relative.replace("\\", "/"))
+        normal = self.key(relative)
         path = self.root / normal
         if path.is_file():
+            if not path.resolve().is_relative_to(self.root):  # checked again at the read itself
+                raise ValueError(f"path {relative!r} is a link that leaves the source directory")
             return path.read_bytes()
         return self._zip.read(self._members[normal])
