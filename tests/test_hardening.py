@@ -104,3 +104,127 @@ def test_an_image_that_does_not_decode_fails_the_build_with_its_row(tmp_path, co
     assert main(["prepare", "fairface", "--source", str(source), "--out", str(out), "--skip-bad"]) == 0
     assert f"image 'val/2.png' {expected}" in (out / "README.md").read_text()  # listed among the skipped rows
     assert load_dataset("fairface", source=out, split="validation")["file"] == ["val/1.jpg"]
+
+
+# ---- errors a person can read --------------------------------------------------------------------
+def _cli(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "/nonexistent/clip"], "vlfair run: model directory '/nonexistent/clip' does not exist"),
+    (["--limit", "0"], "vlfair run: --limit must be at least 1, got 0"),
+    (["--batch-size", "0"], "vlfair run: --batch-size must be at least 1, got 0"),
+    (["--dataset", "synthetic:pfi"], "vlfair run: probe 'traits' runs on ['fairface'] data, not 'pfi' (synthetic:pfi)"),
+], ids=["unknown-model", "limit-0", "batch-size-0", "wrong-schema"])
+def test_run_mistakes_are_one_line_and_exit_2(clip_dir, tmp_path, capsys, argv, message):
+    base = {"--model": str(clip_dir), "--dataset": "synthetic:fairface", "--out": str(tmp_path / "out")}
+    options = dict(zip(argv[::2], argv[1::2]))
+    args = [item for key, value in {**base, **options}.items() for item in (key, value)]
+    code, err = _cli(capsys, "run", "traits", *args, "--per-cell", "2", "--set", "gradcam=null")
+    assert code == 2 and err.strip().splitlines()[-1] == message  # after any progress bar
+
+
+def test_a_folder_that_is_not_a_checkpoint(tmp_path, capsys):
+    (tmp_path / "not-a-model").mkdir()
+    (tmp_path / "not-a-model" / "notes.txt").write_text("hello")
+    code, err = _cli(capsys, "run", "traits", "--model", str(tmp_path / "not-a-model"), "--dataset",
+                     "synthetic:fairface", "--out", str(tmp_path / "out"))
+    assert code == 2 and err.startswith("vlfair run: ") and "not-a-model" in err
+
+
+def test_a_bad_out_is_refused_before_any_work(clip_dir, tmp_path, capsys):
+    file = tmp_path / "results.txt"
+    file.write_text("not a directory")
+    code, err = _cli(capsys, "run", "traits", "--model", "/never/loaded", "--dataset", "synthetic:fairface",
+                     "--out", str(file))
+    assert code == 2 and err.strip() == f"vlfair run: --out {file} is a file, not a directory"  # the model is never loaded
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    with pytest.raises(Exception, match="model directory '/nonexistent/clip' does not exist"):
+        main(["run", "traits", "--model", "/nonexistent/clip", "--dataset", "synthetic:fairface", "--out",
+              str(tmp_path / "out"), "--debug"])
+    with pytest.raises(Exception, match="does not exist"):
+        main(["--debug", "run", "traits", "--model", "/nonexistent/clip", "--dataset", "synthetic:fairface", "--out",
+              str(tmp_path / "out")])
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"file,age,gender,race,service_test\nval/1.jpg,20-29,Male,Caf\xe9,False\n",
+     "fairface_label_val.csv: is not UTF-8 text (invalid continuation byte at byte 58); save it as UTF-8"),
+    (b"file,age,gender,race,service_test\nval/1.jpg,20-29\n", "fairface_label_val.csv row 0: has 2 fields, the header has 5"),
+    (b"file,age,gender\nval/1.jpg,20-29,Male\n", "fairface_label_val.csv: lacks columns ['race', 'service_test']"),
+], ids=["latin-1", "short-row", "missing-columns"])
+def test_prepare_names_the_file_and_row_of_a_malformed_csv(tmp_path, capsys, content, message):
+    source = tmp_path / "raw"
+    (source / "val").mkdir(parents=True)
+    (source / "val" / "1.jpg").write_bytes(_jpeg())
+    (source / "fairface_label_val.csv").write_bytes(content)
+    code = main(["prepare", "fairface", "--source", str(source), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err and message in err and "--skip-bad" not in err
+
+
+def test_prepare_without_its_metadata_file(tmp_path, capsys):
+    (tmp_path / "portraits").mkdir()
+    code = main(["prepare", "pfi", "--source", str(tmp_path / "portraits"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code != 0 and f"{tmp_path / 'portraits' / 'metadata.csv'}: is missing" in err
+
+
+# ---- the leaderboard ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def one_result(clip_dir, tmp_path_factory) -> Path:
+    from vlfair.probes import run_probe
+    import vlfair
+
+    out = tmp_path_factory.mktemp("one-result")
+    run_probe("professions", vlfair.load_encoder(str(clip_dir), dtype="float32"), "synthetic:professions", out,
+              cache_dir=None, settings={"bootstrap": 0, "n_permutations": 0})
+    return out / "results.json"
+
+
+def test_the_leaderboard_reads_a_file_once_however_often_it_is_given(one_result, tmp_path, capsys):
+    import pandas as pd
+
+    assert main(["leaderboard", str(one_result), str(one_result), str(one_result.parent), "--out",
+                 str(tmp_path / "board.csv")]) == 0
+    rows = len(pd.read_csv(tmp_path / "board.csv"))
+    assert main(["leaderboard", str(one_result), "--out", str(tmp_path / "once.csv")]) == 0
+    assert rows == len(pd.read_csv(tmp_path / "once.csv")) > 0
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("{not json", "Expecting property name"),
+    ('{"schema": "vlfair.results/1"}', "is a required property"),
+    (None, "NaN is not a number JSON allows"),
+], ids=["not-json", "not-the-schema", "nan"])
+def test_one_bad_results_file_is_skipped_and_named(one_result, tmp_path, capsys, text, reason):
+    bad = tmp_path / "bad" / "results.json"
+    bad.parent.mkdir()
+    bad.write_text(one_result.read_text().replace('"value": 1', '"value": NaN', 1) if text is None else text)
+    if text is None:
+        assert "NaN" in bad.read_text()
+    code = main(["leaderboard", str(one_result), str(bad), "--out", str(tmp_path / "board.csv")])
+    err = capsys.readouterr().err
+    assert code == 0 and f"vlfair leaderboard: skipped {bad}: " in err and reason in err
+    code = main(["leaderboard", str(bad), "--out", str(tmp_path / "none.csv")])
+    assert code == 2 and "no readable results.json" in capsys.readouterr().err
+
+
+def test_the_leaderboard_space_shows_the_board_and_names_a_bad_file(one_result, tmp_path):
+    import shutil
+
+    from test_spaces import _load
+
+    (tmp_path / "good").mkdir()
+    shutil.copy(one_result, tmp_path / "good" / "results.json")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "results.json").write_text("{truncated")
+    board = _load("leaderboard").load_board(str(tmp_path))
+    assert len(board) > 0 and board.attrs["skipped"][0].startswith("broken/results.json: ")
+    assert str(tmp_path) not in board.attrs["skipped"][0]  # names the file, not the server's folders

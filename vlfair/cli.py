@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
 from vlfair._version import __version__
 
 PROBES = ("professions", "traits", "word-influence", "multilingual", "public-figures")
@@ -68,6 +70,10 @@ def _run(args: argparse.Namespace) -> int:
             settings["per_cell"] = args.per_cell
         settings["allow_short"] = args.allow_short
     settings.update(_word_influence_settings(args))
+    for flag, value in (("--limit", args.limit), ("--batch-size", args.batch_size)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be at least 1, got {value}")
+    _check_out_dir(Path(args.out))  # before any work: a bad --out must not waste a run
     from vlfair.models import load_encoder
 
     encoder = load_encoder(args.model, dtype=args.dtype)
@@ -85,7 +91,22 @@ def _run(args: argparse.Namespace) -> int:
                   + (f"; {sum(within)} of {len(within)} inside this run's CI" if within else ""))
         for warning in results["warnings"]:
             print(f"  warning: {warning}")
+    if not results["metrics"]:  # a run that measured nothing is a failure, whatever it wrote
+        raise UserError("measured nothing (" + ("; ".join(results["warnings"]) or "no metric came out") + ")")
     return 0
+
+
+def _check_out_dir(out: Path) -> None:
+    """``out`` is, or can become, a writable directory."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file, not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".vlfair-write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"--out {out} is not writable ({exc.strerror or exc})") from None
 
 
 def _word_influence_settings(args: argparse.Namespace) -> dict:
@@ -169,11 +190,17 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
 def _leaderboard(args: argparse.Namespace) -> int:
     from vlfair.report.leaderboard import push_table, read_results, tidy, write_table
 
-    frame = tidy(read_results(args.results))
+    skipped: list[str] = []
+    results = read_results(args.results, skipped)
+    for problem in skipped:
+        print(f"vlfair leaderboard: skipped {problem}", file=sys.stderr)
+    if not results:
+        raise UserError("no readable results.json among the files given")
+    frame = tidy(results)
     write_table(frame, args.out)
     if args.push_to_hub:
         push_table(frame, args.push_to_hub)
-    print(f"{len(frame)} rows from {len(args.results)} results -> {args.out}")
+    print(f"{len(frame)} rows from {len(results)} results -> {args.out}")
     return 0
 
 
@@ -241,15 +268,44 @@ SUBCOMMANDS = [_add_demo, _add_run, _add_prepare, _add_leaderboard, _add_card_re
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vlfair", description="Measure social bias in vision-language models.")
     parser.add_argument("--version", action="version", version=f"vlfair {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(sub)
+    for command in sub.choices.values():  # also after the command: vlfair run ... --debug
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show the traceback of an error")
     return parser
+
+
+class UserError(ValueError):
+    """A mistake in the command line; printed as ``vlfair <command>: <message>``."""
+
+
+def describe(exc: BaseException) -> str:
+    """What went wrong, for a person: the file of an OS error, the message of a user error."""
+    if isinstance(exc, OSError) and exc.filename:
+        return f"{exc.strerror or type(exc).__name__}: {exc.filename}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"a file is not UTF-8 text ({exc.reason} at byte {exc.start})"
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, (ValueError, OSError, KeyError, LookupError)):  # data, options, files, models
+        return text
+    return f"{type(exc).__name__}: {text} (run with --debug for the traceback)"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print(f"vlfair {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001  (one handler: a person reads a sentence, --debug the traceback)
+        if args.debug:
+            raise
+        print(f"vlfair {args.command}: {describe(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

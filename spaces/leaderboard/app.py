@@ -33,7 +33,10 @@ def load_board(source: str) -> pd.DataFrame:
         if not files:
             raise FileNotFoundError(f"no results.json under {path}, and it is not a leaderboard dataset "
                                     "(data/results-*.parquet)")
-        return tidy(read_results(files))
+        skipped: list[str] = []  # one malformed file must not hide the board: listed, by name
+        board = tidy(read_results(files, skipped))
+        board.attrs["skipped"] = [problem.replace(f"{path}/", "", 1) for problem in skipped]
+        return board
     import datasets
 
     return datasets.load_dataset(source, split="results").to_pandas()
@@ -94,8 +97,11 @@ def explain(metric: str) -> str:
 def build_app(source: str) -> gr.Blocks:
     board = load_board(source)
     with gr.Blocks(title="vlfair leaderboard") as app:
+        skipped = board.attrs.get("skipped", [])
         gr.Markdown(f"# vlfair leaderboard\n{len(board)} results from {board['model'].nunique()} models "
-                    f"and {board['probe'].nunique()} probes.")
+                    f"and {board['probe'].nunique()} probes."
+                    + ("\n\nSkipped (unreadable): " + "; ".join(f"`{s}`" for s in skipped) if skipped else ""),
+                    elem_id="summary")
         with gr.Row():
             probe = gr.Dropdown(choices(board, "probe"), value=ALL, label="probe")
             metric = gr.Dropdown(choices(board, "metric"), value=ALL, label="metric")

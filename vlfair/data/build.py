@@ -45,6 +45,15 @@ class BuildError(ValueError):
                          f"them out and list them in the card):\n  {shown}{more}")
 
 
+class SourceError(BuildError):
+    """The source itself cannot be read (a missing or malformed file): --skip-bad cannot help."""
+
+    def __init__(self, problems: list[Problem]):
+        super().__init__(problems)
+        self.args = ("the source cannot be read:\n  " + "\n  ".join(str(p) for p in problems[:20])
+                     + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""),)
+
+
 @dataclasses.dataclass
 class Built:
     name: str
@@ -102,15 +111,31 @@ def _finish(name: str, configs: dict, problems: list[Problem], skip_bad: bool, s
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8-sig") as handle:
-        return list(csv.DictReader(handle))
+    """The rows of a UTF-8 CSV; a missing file, another encoding or a row with the wrong number of
+    fields is a BuildError naming the file (and every such row)."""
+    if not path.is_file():
+        raise SourceError([Problem(str(path), "is missing")])
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            reader = csv.DictReader(handle)
+            rows = list(reader)
+    except UnicodeDecodeError as exc:
+        raise SourceError([Problem(path.name, f"is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as "
+                                              "UTF-8")]) from None
+    width = len(reader.fieldnames or [])
+    ragged = [Problem(f"{path.name} row {number}", f"has {width - list(row.values()).count(None) + len(row.get(None, []))}"
+                      f" fields, the header has {width}")
+              for number, row in enumerate(rows) if None in row or None in row.values()]
+    if ragged:
+        raise SourceError(ragged)
+    return rows
 
 
 def _require_columns(rows: list[dict], columns: list[str], path: Path) -> None:
     present = list(rows[0].keys()) if rows else []
     missing = [c for c in columns if c not in present]
     if missing:
-        raise BuildError([Problem(path.name, f"lacks columns {missing}; it has {present}")])
+        raise SourceError([Problem(path.name, f"lacks columns {missing}; it has {present}")])
 
 
 # ---- FairFace -----------------------------------------------------------------------------

@@ -12,16 +12,37 @@ COLUMNS = ["model", "revision", "dtype", "probe", "probe_version", "dataset", "s
            "ci_low", "ci_high", "p_value", "created", "vlfair_version"]
 
 
-def read_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """results.json files (a directory means its results.json); each is checked against the schema."""
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows (vlfair writes null there)")
+
+
+def read_results(paths: Iterable[str | Path], skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """results.json files (a directory means its results.json), each checked against the schema,
+    each read once however often it is given. A file that is missing, not JSON, holds NaN or
+    Infinity, or breaks the schema is an error naming it; with ``skipped`` (a list) it is left
+    out and described there instead, so one bad file does not hide the others."""
+    import jsonschema
+
     from vlfair.report.results import validate_results
 
-    loaded = []
-    for path in paths:
-        path = Path(path)
+    loaded, seen = [], set()
+    for given in paths:
+        path = Path(given)
         path = path / "results.json" if path.is_dir() else path
-        results = json.loads(path.read_text())
-        validate_results(results)
+        if path.resolve() in seen:
+            continue
+        seen.add(path.resolve())
+        try:
+            results = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+            validate_results(results)
+        except (OSError, ValueError, jsonschema.ValidationError) as exc:
+            reason = exc.message if isinstance(exc, jsonschema.ValidationError) else (
+                exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
+            problem = f"{path}: {reason}"
+            if skipped is None:
+                raise ValueError(f"cannot read {problem}") from None
+            skipped.append(problem)
+            continue
         loaded.append(results)
     return loaded
 
