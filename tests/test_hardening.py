@@ -228,3 +228,103 @@ def test_the_leaderboard_space_shows_the_board_and_names_a_bad_file(one_result, 
     board = _load("leaderboard").load_board(str(tmp_path))
     assert len(board) > 0 and board.attrs["skipped"][0].startswith("broken/results.json: ")
     assert str(tmp_path) not in board.attrs["skipped"][0]  # names the file, not the server's folders
+
+
+# ---- silent wrong numbers become errors ----------------------------------------------------------
+from vlfair import measures as M  # noqa: E402
+
+
+@pytest.mark.parametrize("scores, row", [([1.0, -2.0, 3.0, 4.0], 1), ([-1.0, -2.0, -3.0, -4.0], 0)],
+                         ids=["mixed-sign", "all-negative"])
+def test_bias_ratio_refuses_negative_scores(scores, row):
+    with pytest.raises(ValueError, match=rf"predictions must be >= 0 for a ratio of means .*row {row} is"):
+        M.bias_ratio(scores, list("aabb"), "a", "b", bootstrap=0, n_permutations=0)
+
+
+@pytest.mark.parametrize("missing", [None, float("nan")], ids=["None", "NaN"])
+@pytest.mark.parametrize("measure", [
+    lambda labels: M.group_score_gap([1.0, 2, 3, 4, 5], labels, bootstrap=0, n_permutations=0),
+    lambda labels: M.trait_anova([1.0, 2, 3, 4, 5], labels, bootstrap=0),
+    lambda labels: M.group_rate_gap(["a"] * 5, ["a"] * 5, labels, bootstrap=0),
+], ids=["group_score_gap", "trait_anova", "group_rate_gap"])
+def test_a_missing_label_is_an_error_naming_its_row_not_a_group(measure, missing):
+    with pytest.raises(ValueError, match=r"is missing \(None or NaN\) at row 2"):
+        measure(["a", "a", missing, "b", "b"])
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"n_permutations": -5}, "n_permutations must be a whole number >= 0"),
+    ({"n_permutations": -1}, "n_permutations must be a whole number >= 0"),
+    ({"bootstrap": -1}, "bootstrap must be a whole number >= 0"),
+    ({"bootstrap": 1.5}, "bootstrap must be a whole number >= 0"),
+    ({"bootstrap": 0, "confidence": 1.5}, r"confidence must be a number in \(0, 1\)"),
+    ({"seed": "x"}, "seed must be a whole number or None"),
+])
+def test_options_out_of_range_are_refused_by_name(options, message):
+    with pytest.raises(ValueError, match=message):
+        M.group_score_gap([1.0, 2, 3, 4], list("aabb"), **options)
+
+
+def test_a_fractional_word_position_is_refused():
+    with pytest.raises(ValueError, match=r"variants row 0: 0.7 is not a word position"):
+        M.word_influence([1, 0], [[0.7], []], 2)
+
+
+def test_one_language_has_no_cross_lingual_gap():
+    with pytest.raises(ValueError, match=r"needs at least 2 languages; languages hold only \['en'\]"):
+        M.cross_lingual_gap(["a", "b"], ["a", "a"], ["en", "en"], bootstrap=0)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--set", "bootstrap=-1"], "traits: setting bootstrap must be a whole number >= 0 (0 turns it off), got -1"),
+    (["--temperature", "0"], "traits: temperature must be > 0"),
+], ids=["bootstrap", "temperature"])
+def test_a_run_that_would_measure_nothing_fails(clip_dir, tmp_path, capsys, argv, message):
+    code, err = _cli(capsys, "run", "traits", "--model", str(clip_dir), "--dataset", "synthetic:fairface",
+                     "--out", str(tmp_path / "out"), "--per-cell", "2", "--set", "gradcam=null", *argv)
+    assert code == 2 and message in err.strip().splitlines()[-1]
+
+
+def test_unknown_labels_of_an_in_memory_dataset_are_refused(clip_dir, tmp_path):
+    import vlfair
+    from vlfair.probes import ProbeError, run_probe  # noqa: F401
+
+    faces = vlfair.load_dataset("synthetic:fairface").map(lambda row, i: {"race": "Martian" if i == 3 else row["race"]},
+                                                          with_indices=True)
+    with pytest.raises(ValueError, match=r"fairface column 'race' row 3 in the dataset given has 'Martian'"):
+        run_probe("traits", vlfair.load_encoder(str(clip_dir), dtype="float32"), faces, tmp_path, cache_dir=None,
+                  settings={"per_cell": None, "bootstrap": 0, "gradcam": None})
+
+
+@pytest.mark.parametrize("spec", ["./missing/fairface", "{tmp}/missing", "{tmp}/fairface"], ids=["dot", "absolute",
+                                                                                                 "existing-parent"])
+def test_a_missing_local_dataset_is_not_taken_for_a_hub_id(tmp_path, capsys, spec):
+    spec = spec.format(tmp=tmp_path)
+    code, err = _cli(capsys, "run", "traits", "--model", "/never/loaded", "--dataset", spec, "--out", str(tmp_path / "o"))
+    assert code == 2 and err.strip() == f"vlfair run: dataset directory {spec} does not exist"
+
+
+def test_offline_a_hub_id_that_is_not_cached_is_said_at_once(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, err = _cli(capsys, "run", "traits", "--model", "/never/loaded", "--dataset", "acme/no-such-faces", "--out",
+                     str(tmp_path / "o"))
+    assert code == 2 and "acme/no-such-faces is not a local directory, and the Hub is offline" in err
+
+
+# ---- formulas and raw HTML in labels ---------------------------------------------------------------
+def test_formula_and_html_labels_stay_text_in_csv_markdown_and_html(clip_dir, tmp_path):
+    import vlfair
+    from vlfair.probes import run_probe
+
+    formula, markup = '=HYPERLINK("http://example.invalid")', "<img src=x onerror=alert(1)>"
+    data = vlfair.load_dataset("synthetic:professions").map(lambda row: {
+        "profession": formula if row["profession"] == "nurse" else row["profession"],
+        "race": markup if row["race"] == "Asian" else row["race"]})
+    run_probe("professions", vlfair.load_encoder(str(clip_dir), dtype="float32"), data, tmp_path, cache_dir=None,
+              settings={"bootstrap": 0, "n_permutations": 0})
+    csv_text = (tmp_path / "clipscore_by_race.csv").read_text()
+    assert "'" + formula.replace('"', '""') in csv_text and "\n" + formula not in csv_text and "," + formula not in csv_text
+    markdown = (tmp_path / "clipscore_by_race.md").read_text()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in markdown and markup not in markdown
+    report = (tmp_path / "report.html").read_text()
+    assert markup not in report and "&lt;img src=x onerror=alert(1)&gt;" in report

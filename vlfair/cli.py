@@ -74,6 +74,10 @@ def _run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, got {value}")
     _check_out_dir(Path(args.out))  # before any work: a bad --out must not waste a run
+    if args.dataset and not args.dataset.startswith("synthetic:"):
+        from vlfair.data.loading import check_source
+
+        check_source(args.dataset)  # a missing local directory is said at once, before the model loads
     from vlfair.models import load_encoder
 
     encoder = load_encoder(args.model, dtype=args.dtype)

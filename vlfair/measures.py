@@ -36,10 +36,32 @@ def _floats(values: Any, name: str) -> np.ndarray:
 
 
 def _labels(values: Any, name: str) -> np.ndarray:
+    """Labels as text; a missing one (None, NaN) is an error naming its rows, never a group "None"."""
+    values = list(values)
+    missing = [row for row, v in enumerate(values) if v is None or (isinstance(v, float) and math.isnan(v))]
+    if missing:
+        raise ValueError(f"{name} is missing (None or NaN) at row {missing[0]}"
+                         + (f" and {len(missing) - 1} more rows" if len(missing) > 1 else "")
+                         + "; drop those rows or give them a label")
     labels = np.asarray([str(v) for v in values])
     if labels.size == 0:
         raise ValueError(f"{name} is empty")
     return labels
+
+
+def check_options(**options: Any) -> None:
+    """Validate the options every measure shares, naming the option and its valid range:
+    ``bootstrap`` and ``n_permutations`` whole numbers >= 0 (0: off), ``confidence`` in (0, 1),
+    ``seed`` None or a whole number."""
+    for name, value in options.items():
+        whole = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        if name in ("bootstrap", "n_permutations") and not (whole and value >= 0):
+            raise ValueError(f"{name} must be a whole number >= 0 (0 turns it off), got {value!r}")
+        if name == "confidence" and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                         and 0 < value < 1):
+            raise ValueError(f"confidence must be a number in (0, 1), e.g. 0.95, got {value!r}")
+        if name == "seed" and value is not None and not whole:
+            raise ValueError(f"seed must be a whole number or None, got {value!r}")
 
 
 def _same_length(**arrays: Any) -> None:
@@ -108,8 +130,15 @@ def bias_ratio(scores: Sequence[float], groups: Sequence[Any], protected_group: 
 
     ``p_value``: permutation test of the two groups' mean difference (two-sided).
     """
+    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
     values, labels = _floats(scores, "predictions"), _labels(groups, "references")
     _same_length(predictions=values, references=labels)
+    negative = np.flatnonzero(values < 0)
+    if negative.size:  # a ratio of means says nothing when scores can cancel or flip its sign
+        raise ValueError(f"predictions must be >= 0 for a ratio of means (e.g. CLIP scores, probabilities); row "
+                         f"{int(negative[0])} is {values[negative[0]]:g}"
+                         + (f" and {negative.size - 1} more rows are negative" if negative.size > 1 else "")
+                         + "; for signed scores use group_score_gap")
     for option, value in (("protected_group", protected_group), ("reference_group", reference_group)):
         if value is None:
             raise ValueError(f"{option} is required: name the group to put in the "
@@ -145,6 +174,7 @@ def group_score_gap(scores: Sequence[float], groups: Sequence[Any], bootstrap: i
     ``p_value`` tests the range of group means against label permutations, so it accounts for
     the top and bottom groups being picked after looking at the data.
     """
+    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
     values, labels = _floats(scores, "predictions"), _labels(groups, "references")
     _same_length(predictions=values, references=labels)
     g = _GroupMeans(values, labels, bootstrap, seed)
@@ -174,6 +204,7 @@ def trait_anova(scores: Sequence[float], groups: Sequence[Any], strata: Sequence
     Without strata every key holds one value; with strata every key holds a dict by stratum.
     ``welch=True`` runs Welch's ANOVA (unequal variances).
     """
+    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     values, labels = _floats(scores, "predictions"), _labels(groups, "references")
     _same_length(predictions=values, references=labels)
     if strata is None:
@@ -210,7 +241,11 @@ def parse_variant(variant: Any, num_words: int, row: int) -> tuple[int, ...]:
         except ValueError:
             raise ValueError(f"variants row {row}: {variant!r} is not a comma-separated list of word positions") from None
     else:
-        positions = [int(p) for p in variant]
+        positions = []
+        for p in variant:  # 0.7 is not a position (int() would quietly make it 0)
+            if isinstance(p, bool) or not isinstance(p, (int, np.integer, float)) or float(p) != int(p):
+                raise ValueError(f"variants row {row}: {p!r} is not a word position (a whole number)")
+            positions.append(int(p))
     for p in positions:
         if not 0 <= p < num_words:
             raise ValueError(f"variants row {row}: word position {p} is outside 0..{num_words - 1} (num_words={num_words})")
@@ -230,6 +265,7 @@ def word_influence(predictions: Sequence[int], variants: Sequence[Any], num_word
     Shapley value of the game v(S) = -P(S)). ``ci_half_width``: Hoeffding half-width at
     ``confidence`` for the least-sampled variant that level k uses.
     """
+    check_options(confidence=confidence)
     if not isinstance(num_words, (int, np.integer)) or num_words < 1:
         raise ValueError(f"num_words must be a positive integer, got {num_words!r}")
     if not 1 <= k <= num_words:
@@ -304,10 +340,13 @@ def cross_lingual_gap(predictions: Sequence[Any], references: Sequence[Any], lan
                       pivot: Any = None, bootstrap: int = 1000, confidence: float = 0.95,
                       seed: int | None = 0) -> dict[str, Any]:
     """Accuracy per language; gap = max - min accuracy; ``gap_to_pivot`` = acc(pivot) - acc(l)."""
+    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     correct = _correct(predictions, references)
     langs = _labels(languages, "languages")
     _same_length(predictions=correct, languages=langs)
     g = _GroupMeans(correct, langs, bootstrap, seed, what="language")
+    if len(g.names) < 2:  # as group_score_gap refuses one group: one language has no gap
+        raise ValueError(f"a cross-lingual gap needs at least 2 languages; languages hold only {g.names}")
     result = {
         "accuracy": g.as_dict(g.means), "accuracy_ci": g.cis(confidence), "counts": g.as_dict(g.counts),
         "gap": float(g.means.max() - g.means.min()),
@@ -332,6 +371,7 @@ def group_rate_gap(predictions: Sequence[Any], references: Sequence[Any], groups
 
     Without languages every key holds one value; with languages every key holds a dict by language.
     """
+    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     correct = _correct(predictions, references)
     group_labels = _labels(groups, "groups")
     _same_length(predictions=correct, groups=group_labels)
@@ -417,6 +457,7 @@ def retention(scores: Any, references: Sequence[int], bootstrap: int = 1000, con
     image score = share of names (those with at least one image) whose best-scoring image is
     one of theirs. Ties go to the lowest index. CIs resample images within each name.
     """
+    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     matrix = _matrix(scores, "predictions")
     refs = np.asarray(references)
     _same_length(predictions=matrix, references=refs)

@@ -119,6 +119,7 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
     if options:
         raise TypeError(f"unexpected options for {name}: {sorted(options)}")
     directory = Path(source)
+    check_source(str(source), directory)
     if directory.is_dir() and prepared_schema(directory):
         dataset = read_prepared(directory, config or subset, split)
     elif config is not None or subset is None:
@@ -131,6 +132,21 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
                 raise
             dataset = read_hub(str(source), None, split)
     return _apply_subset(name, conform(dataset, schema, str(source)), subset or DEFAULT_SUBSET.get(name))
+
+
+def check_source(source: str, directory: Path | None = None) -> None:
+    """A source that looks like a path (./, ../, /, ~, or under an existing folder) and is not a
+    directory is an error now, not five Hub retries later; so is any non-directory offline."""
+    directory = Path(source) if directory is None else directory
+    if directory.exists():
+        return
+    looks_local = source.startswith(("./", "../", "/", "~", ".\\")) or (
+        len(directory.parts) > 1 and directory.parent.is_dir() and str(directory.parent) not in ("", "."))
+    if looks_local:
+        raise DataError(f"dataset directory {source} does not exist")
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise DataError(f"{source} is not a local directory, and the Hub is offline (HF_HUB_OFFLINE) so it cannot "
+                        "be read as a Hub dataset id")
 
 
 def _schema(name: str):

@@ -27,7 +27,14 @@ def load_settings(probe: str, file: str, overrides: dict[str, Any] | None, allow
             raise ProbeError(f"{probe}: invalid settings key(s) {unknown} in {source}; allowed: {sorted(allowed)}")
     if not isinstance(settings.get("version"), int):
         raise ProbeError(f"{probe}: probes/{file} must have an integer 'version'")
-    return {**settings, **(overrides or {})}
+    merged = {**settings, **(overrides or {})}
+    from vlfair.measures import check_options
+
+    try:  # before any work: a bootstrap of -1 must not cost a run that then measures nothing
+        check_options(**{k: merged[k] for k in ("bootstrap", "confidence", "seed", "n_permutations") if k in merged})
+    except ValueError as exc:
+        raise ProbeError(f"{probe}: setting {exc}") from None
+    return merged
 
 
 @dataclasses.dataclass

@@ -32,6 +32,9 @@ class TraitsProbe(Probe):
         images, rows = ctx.images()
         races, genders = ctx.column("race", rows), ctx.column("gender", rows)
         tau = float(ctx.encoder.logit_scale if s["temperature"] is None else s["temperature"])
+        if not tau > 0:  # tau = 0 makes every confidence 0.5: nothing would be measured
+            raise ProbeError(f"traits: temperature must be > 0 (the softmax scale; 1 is the study's literal formula), "
+                             f"got {tau:g}")
         out = Output(settings={"temperature": tau, "temperature_source": "logit_scale" if s["temperature"] is None
                                else "settings", "prompt": s["prompt"], "sampling": sampling},
                      notes=list(s.get("notes", [])))

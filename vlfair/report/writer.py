@@ -30,16 +30,40 @@ def markdown_table(frame: pd.DataFrame) -> str:
         text[column] = [f"**{_cell(v)}**" if m else v for v, m in zip(frame[column], marked[column])]
     frame = text.reset_index() if text.index.name or not isinstance(text.index, pd.RangeIndex) else text
     cells = [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
-    header = [str(c) for c in frame.columns]
+    header = [_cell(c) for c in frame.columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join(lines) + "\n"
 
 
+def _text(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)  # numbers to 4 significant digits
+
+
 def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value).replace("|", "\\|")
+    """A Markdown cell, its HTML and pipes escaped (Markdown viewers render raw HTML: a label
+    "<img onerror=...>" must stay text)."""
+    return html.escape(_text(value), quote=False).replace("|", "\\|")
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text cells that a spreadsheet would run as a formula ("=HYPERLINK(...)") get a leading
+    apostrophe; numbers are left alone."""
+    def safe(value: Any) -> Any:
+        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = out[column].map(safe)
+    if isinstance(out.index, pd.MultiIndex):
+        out.index = pd.MultiIndex.from_tuples([tuple(safe(v) for v in key) for key in out.index], names=out.index.names)
+    else:
+        out.index = pd.Index([safe(v) for v in out.index], name=out.index.name)
+    return out.rename(columns=safe)
 
 
 def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str, pd.DataFrame],
@@ -51,7 +75,7 @@ def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False))
     for name, frame in tables.items():
-        frame.to_csv(out / f"{name}.csv")
+        csv_safe(frame).to_csv(out / f"{name}.csv")
         (out / f"{name}.md").write_text(markdown_table(frame))
     pngs = {}
     for name, figure in figures.items():
@@ -69,7 +93,7 @@ def html_table(frame: pd.DataFrame) -> str:
     marked = column_maxima(frame)
     text = frame.astype(object).copy()
     for column in frame.columns:
-        text[column] = [("<b>{}</b>" if m else "{}").format(html.escape(_cell(v))) for v, m in zip(frame[column], marked[column])]
+        text[column] = [("<b>{}</b>" if m else "{}").format(html.escape(_text(v))) for v, m in zip(frame[column], marked[column])]
     text = text.rename(index=lambda i: html.escape(str(i)), columns=lambda c: html.escape(str(c)))
     return text.to_html(escape=False)
 
