@@ -328,3 +328,31 @@ def test_formula_and_html_labels_stay_text_in_csv_markdown_and_html(clip_dir, tm
     assert "&lt;img src=x onerror=alert(1)&gt;" in markdown and markup not in markdown
     report = (tmp_path / "report.html").read_text()
     assert markup not in report and "&lt;img src=x onerror=alert(1)&gt;" in report
+
+
+# ---- the demo Space --------------------------------------------------------------------------------
+def test_a_space_visitors_hub_id_never_loads_a_server_folder(clip_dir, tmp_path, monkeypatch):
+    import shutil
+
+    from vlfair.space.session import EncoderPool, SpaceInputError
+
+    shutil.copytree(clip_dir, tmp_path / "acme" / "clip")  # a folder named like the id, where the server runs
+    monkeypatch.chdir(tmp_path)
+    pool = EncoderPool(cache_dir=None)
+    with pytest.raises(SpaceInputError) as info:
+        pool.get("", other_id="acme/clip", allow_other=True)
+    message = str(info.value)
+    assert message.startswith("cannot load acme/clip: ") and str(tmp_path) not in message and "/root" not in message
+    for hostile in ("acme/..", "../acme", "./acme/clip", "acme/clip/../../etc"):
+        with pytest.raises(SpaceInputError, match="is not a Hub model id"):
+            pool.get("", other_id=hostile, allow_other=True)
+
+
+def test_a_decompression_bomb_upload_is_named_with_the_limit(tmp_path):
+    from vlfair.space.limits import Limits
+    from vlfair.space.uploads import SpaceInputError, check_images
+
+    bomb = tmp_path / "huge.png"
+    Image.new("1", (20000, 20000)).save(bomb)  # 400 M pixels in a few kB
+    with pytest.raises(SpaceInputError, match=r"huge.png declares more pixels than this Space accepts \(\d"):
+        check_images([bomb], Limits())

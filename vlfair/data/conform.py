@@ -13,10 +13,11 @@ class DataError(ValueError):
     """Data that does not fit its schema; the message names the column, row and value."""
 
 
-def conform(dataset: datasets.Dataset, schema: Schema, where: str = "") -> datasets.Dataset:
-    """Check columns, map ClassLabel ids to names, unify spellings, validate every label."""
+def conform(dataset: datasets.Dataset, schema: Schema, where: str = "", partial: bool = False) -> datasets.Dataset:
+    """Check columns, map ClassLabel ids to names, unify spellings, validate every label.
+    ``partial``: the columns a caller needs were checked already; validate those present."""
     where = f" in {where}" if where else ""
-    missing = [c for c in schema.required if c not in dataset.column_names]
+    missing = [] if partial else [c for c in schema.required if c not in dataset.column_names]
     if missing:
         raise DataError(f"{schema.name} data{where} lacks columns {missing}; it has {dataset.column_names}")
     for column in schema.columns:
@@ -24,7 +25,7 @@ def conform(dataset: datasets.Dataset, schema: Schema, where: str = "") -> datas
             dataset = dataset.add_column(column.name, [None] * dataset.num_rows,
                                          feature=datasets.Value("string"))
     image = dataset.features.get("image")
-    if not isinstance(image, datasets.Image):
+    if not partial and not isinstance(image, datasets.Image):  # partial: any image column embed_images reads
         raise DataError(f"column 'image'{where} must be an Image feature, got {image!r}")
     for column in schema.columns:
         if column.name not in dataset.column_names or column.kind == "image":

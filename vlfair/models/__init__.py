@@ -35,7 +35,9 @@ def parse_spec(spec: str) -> tuple[str, str]:
     """``"mclip:ID"`` -> ``("mclip", "ID")``; bare ids and directories go to the ``hf`` backend."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"a model spec must be a non-empty string, got {spec!r}")
-    if os.path.isdir(spec):
+    from vlfair.models.hub import hub_only_active
+
+    if os.path.isdir(spec) and not hub_only_active():  # a Space's visitor never names a server folder
         return DEFAULT_BACKEND, spec
     prefix, sep, ref = spec.partition(":")
     if not sep:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import contextlib
+import contextvars
 import os
 from pathlib import Path
 
@@ -52,6 +54,24 @@ def directory_fingerprint(path: str | os.PathLike) -> str:
     return "local-" + digest.hexdigest()[:16]
 
 
+_HUB_ONLY = contextvars.ContextVar("vlfair_hub_only", default=False)
+
+
+@contextlib.contextmanager
+def hub_only():
+    """Within this block a model id is resolved on the Hub (or its cache) only, never as a local
+    folder: for ids typed by someone else (a Space's visitor), "acme/clip" must not load ./acme/clip."""
+    token = _HUB_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _HUB_ONLY.reset(token)
+
+
+def hub_only_active() -> bool:
+    return _HUB_ONLY.get()
+
+
 def hub_offline() -> bool:
     from huggingface_hub import constants
 
@@ -70,7 +90,10 @@ def resolve_model(ref: str, revision: str | None = None, *, use_safetensors: boo
             offline or unreachable; or the repository or revision does not exist.
     """
     ref, revision = split_revision(ref, revision)
-    if os.path.isdir(ref):
+    if hub_only_active():
+        if ref.startswith((".", "/", "~")) or ref.count("/") != 1 or any(part in ("", ".", "..") for part in ref.split("/")):
+            raise ModelNotFoundError(f"{ref!r} is not a Hub model id (owner/name)")
+    elif os.path.isdir(ref):
         if revision is not None:
             raise ValueError(f"{ref!r} is a local directory; a revision ({revision!r}) applies only to Hub ids")
         return ResolvedModel(ref, os.path.abspath(ref), directory_fingerprint(ref))

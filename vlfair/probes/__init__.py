@@ -64,7 +64,7 @@ def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | No
 
         # an in-memory dataset meets the same checks as a loaded one: labels by name, in the vocabulary
         if schema in SCHEMAS and all(c in spec.column_names for c in probe.required_columns.get(schema, ())):
-            spec = conform(spec, SCHEMAS[schema], "the dataset given")
+            spec = conform(spec, SCHEMAS[schema], "the dataset given", partial=True)
         return spec, schema, schema
     from vlfair.data import load_dataset
 

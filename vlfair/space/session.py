@@ -53,6 +53,11 @@ def encoder_choices(hub: bool) -> list[str]:
     return [label for label, choice in ENCODERS.items() if hub or not choice.needs_hub]
 
 
+def without_paths(text: str) -> str:
+    """``text`` with absolute file paths replaced: errors shown to visitors do not map the server."""
+    return re.sub(r"(?<![\w.:/])/(?:[\w.@+-]+/)*[\w.@+-]+", "<server path>", text)
+
+
 class EncoderPool:
     """Loaded encoders, kept between requests (loading a Hub model takes longer than a small run)."""
 
@@ -76,7 +81,7 @@ class EncoderPool:
             if not allow_other:
                 raise SpaceInputError("this Space runs only its listed encoders (set VLFAIR_SPACE_ALLOW_ANY_MODEL=1 "
                                       "on a Space of your own to accept other Hub ids)")
-            if not HUB_ID.match(other_id):
+            if not HUB_ID.match(other_id) or any(part in (".", "..") for part in re.split(r"[/@+:]", other_id)):
                 raise SpaceInputError(f"{other_id!r} is not a Hub model id (owner/name, optionally @revision, or "
                                       "mclip:owner/name)")
             return other_id, EncoderChoice(other_id)
@@ -94,10 +99,13 @@ class EncoderPool:
 
             world = "biased" if choice.biased else "control"
             return world_encoder(WORLDS[world], self.cache_dir, name=display_name(world), log=log)
+        from vlfair.models.hub import hub_only
+
         try:
-            return load_encoder(spec, trust_remote_code=False)  # never from user input: no code from the Hub runs
-        except (ModelNotFoundError, ValueError) as exc:
-            raise SpaceInputError(f"cannot load {spec}: {exc}") from None
+            with hub_only():  # a visitor's id resolves on the Hub only, never to a folder of the server
+                return load_encoder(spec, trust_remote_code=False)  # never from user input: no code from the Hub runs
+        except (ModelNotFoundError, ValueError, OSError) as exc:
+            raise SpaceInputError(f"cannot load {spec}: {without_paths(str(exc))}") from None
 
 
 # ---- data ----------------------------------------------------------------------------------

@@ -81,6 +81,9 @@ def _check_image(path: Path, limits: Limits) -> None:
             image.load()  # a full decode: a truncated or corrupt file fails here, not in the middle of a run
     except UnidentifiedImageError:
         raise SpaceInputError(f"{path.name} is not an image (accepted types: {', '.join(IMAGE_FORMATS)})") from None
+    except Image.DecompressionBombError:  # PIL refuses to even open it: far over this Space's limit
+        raise SpaceInputError(f"{path.name} declares more pixels than this Space accepts ({limits.max_pixels / 1e6:g} "
+                              "megapixels at most): a decompression bomb?") from None
     except (OSError, SyntaxError, ValueError) as exc:
         if isinstance(exc, SpaceInputError):
             raise
