@@ -356,3 +356,63 @@ def test_a_decompression_bomb_upload_is_named_with_the_limit(tmp_path):
     Image.new("1", (20000, 20000)).save(bomb)  # 400 M pixels in a few kB
     with pytest.raises(SpaceInputError, match=r"huge.png declares more pixels than this Space accepts \(\d"):
         check_images([bomb], Limits())
+
+
+# ---- a cache that is checked, not trusted ----------------------------------------------------------
+import numpy as np  # noqa: E402
+
+from vlfair.cache import CacheWarning, Chunk, ChunkStore  # noqa: E402
+
+
+def _chunk(start: int, end: int, seed: int) -> Chunk:
+    rows = np.arange(start, end)
+    return Chunk(rows, np.random.default_rng(seed).normal(size=(len(rows), 4)).astype(np.float32), [])
+
+
+@pytest.mark.parametrize("damage", ["another-range", "zeroed", "truncated", "not-a-zip"])
+def test_a_damaged_chunk_is_recomputed_with_a_warning_naming_it(tmp_path, damage):
+    store = ChunkStore.open(tmp_path, "images", {"case": damage})
+    store.write_chunk(0, 4, _chunk(0, 4, 0))
+    store.write_chunk(4, 8, _chunk(4, 8, 1))
+    path, other = store._chunk_path(0, 4), store._chunk_path(4, 8)
+    data = path.read_bytes()
+    path.write_bytes({"another-range": other.read_bytes(), "zeroed": bytes(len(data)), "truncated": data[: len(data) // 2],
+                      "not-a-zip": b"garbage"}[damage])
+    with pytest.warns(CacheWarning, match=rf"vlfair cache: {path}"):
+        assert store.read_chunk(0, 4) is None
+    assert not path.exists()  # removed, so the recomputed chunk replaces it
+    assert store.read_chunk(4, 8) is not None  # an intact chunk is used
+
+
+@pytest.fixture()
+def embedded(clip_dir, tmp_path):
+    import vlfair
+    from vlfair.testing import generated_image
+
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    images = [generated_image(i, (32, 32)) for i in range(30)]
+    first = vlfair.embed_images(encoder, images, cache_dir=tmp_path / "cache")
+    entry = next((tmp_path / "cache").rglob("done.json")).parent
+    return encoder, images, first, entry
+
+
+@pytest.mark.parametrize("damage", ["wrong-shape", "all-nan", "garbage-done", "truncated-npy", "pickled-npy"])
+def test_a_damaged_final_array_is_recomputed(embedded, tmp_path, damage):
+    import vlfair
+
+    encoder, images, first, entry = embedded
+    array, done = entry / "embeddings.npy", entry / "done.json"
+    if damage == "wrong-shape":
+        np.save(array, np.zeros((10, first.shape[1]), dtype=np.float32))
+    elif damage == "all-nan":
+        np.save(array, np.full(first.shape, np.nan, dtype=np.float32))
+    elif damage == "garbage-done":
+        done.write_text("{not json")
+    elif damage == "truncated-npy":
+        array.write_bytes(array.read_bytes()[:100])
+    else:
+        np.save(array, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.warns(CacheWarning, match="vlfair cache: .*(embeddings.npy|done.json)"):
+        again = vlfair.embed_images(encoder, images, cache_dir=tmp_path / "cache")
+    np.testing.assert_array_equal(again, first)
+    assert again.shape == (30, first.shape[1])

@@ -8,6 +8,11 @@ Layout of one entry (``<root>/<kind>/<key[:2]>/<key>/``):
 
 A run killed midway leaves only whole chunks behind; the next run recomputes just the missing
 ones. Any change in a key component gives a different key, hence a fresh entry.
+
+Checked, not trusted: each chunk records its row range and a SHA-256 of its arrays, done.json the
+final array's shape, dtype and SHA-256. A file that fails to load or to match (another range's
+chunk, zeroed or truncated bytes, a wrong-shaped array) is deleted with a CacheWarning naming it,
+and what it held is recomputed.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-FORMAT = 1
+FORMAT = 2  # 2: chunks and done.json carry checksums
 DEFAULT = "default"  # sentinel for cache_dir: $VLFAIR_CACHE or ~/.cache/vlfair
 
 
@@ -53,6 +59,18 @@ def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class CacheWarning(UserWarning):
+    """A cache file was damaged or did not match; it is recomputed."""
+
+
+def _digest(*arrays: np.ndarray) -> str:
+    sha = hashlib.sha256()
+    for array in arrays:
+        sha.update(str(array.dtype).encode() + str(array.shape).encode())
+        sha.update(np.ascontiguousarray(array).tobytes())
+    return sha.hexdigest()
 
 
 @dataclasses.dataclass
@@ -93,35 +111,80 @@ class ChunkStore:
     def _chunk_path(self, start: int, end: int) -> Path:
         return self.directory / f"rows-{start:09d}-{end:09d}.npz"
 
+    def _discard(self, paths: list[Path], why: str) -> None:
+        warnings.warn(f"vlfair cache: {paths[0]} {why}; recomputing what it held", CacheWarning, stacklevel=3)
+        for path in paths:
+            path.unlink(missing_ok=True)
+
     def read_chunk(self, start: int, end: int) -> Chunk | None:
         if self.directory is None or not self._chunk_path(start, end).exists():
             return None
-        with np.load(self._chunk_path(start, end), allow_pickle=False) as data:
-            bad = [BadRow(int(r), p or None, str(m)) for r, p, m in zip(data["bad_rows"], data["bad_paths"], data["bad_reasons"])]
-            return Chunk(data["rows"], data["embeddings"], bad)
+        path = self._chunk_path(start, end)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in ("rows", "embeddings", "bad_rows", "bad_paths", "bad_reasons", "range",
+                                               "sha256")}
+        except Exception as exc:  # noqa: BLE001  (truncated, zeroed, not a zip, a key missing: all damage)
+            self._discard([path], f"cannot be read ({type(exc).__name__})")
+            return None
+        rows, embeddings = arrays["rows"], arrays["embeddings"]
+        checks = [
+            (list(arrays["range"]) == [start, end], f"holds rows {list(arrays['range'])}, not [{start}, {end}]"),
+            (str(arrays["sha256"]) == _digest(rows, embeddings, arrays["bad_rows"]), "does not match its checksum"),
+            (embeddings.dtype == np.float32 and embeddings.ndim == 2 and len(embeddings) == len(rows),
+             f"has embeddings of shape {embeddings.shape} for {len(rows)} rows"),
+            (bool(((rows >= start) & (rows < end)).all()), "lists rows outside its range"),
+        ]
+        for ok, why in checks:
+            if not ok:
+                self._discard([path], why)
+                return None
+        bad = [BadRow(int(r), p or None, str(m))
+               for r, p, m in zip(arrays["bad_rows"], arrays["bad_paths"], arrays["bad_reasons"])]
+        return Chunk(rows, embeddings, bad)
 
     def write_chunk(self, start: int, end: int, chunk: Chunk) -> None:
         if self.directory is None:
             return
+        rows, embeddings = chunk.rows.astype(np.int64), chunk.embeddings.astype(np.float32)
+        bad_rows = np.array([b.row for b in chunk.bad], dtype=np.int64)
         arrays = {
-            "rows": chunk.rows.astype(np.int64), "embeddings": chunk.embeddings.astype(np.float32),
-            "bad_rows": np.array([b.row for b in chunk.bad], dtype=np.int64),
+            "rows": rows, "embeddings": embeddings, "bad_rows": bad_rows,
             "bad_paths": np.array([b.path or "" for b in chunk.bad], dtype=str),
             "bad_reasons": np.array([b.reason for b in chunk.bad], dtype=str),
+            "range": np.array([start, end], dtype=np.int64), "sha256": np.array(_digest(rows, embeddings, bad_rows)),
         }
         atomic_write(self._chunk_path(start, end), lambda h: np.savez(h, **arrays))
 
-    def read_final(self) -> tuple[np.ndarray, list[BadRow]] | None:
+    def read_final(self, expected_rows: int | None = None) -> tuple[np.ndarray, list[BadRow]] | None:
+        """The final array and its bad rows; None (after a CacheWarning and deleting the files) when
+        they are damaged, do not match done.json, or do not add up to ``expected_rows``."""
         if self.directory is None or not (self.directory / "done.json").exists():
             return None
-        done = json.loads((self.directory / "done.json").read_text())
-        return np.load(self.directory / "embeddings.npy"), [BadRow(**b) for b in done["bad"]]
+        files = [self.directory / "done.json", self.directory / "embeddings.npy"]
+        try:
+            done = json.loads(files[0].read_text())
+            embeddings = np.load(files[1], allow_pickle=False)
+            bad = [BadRow(**b) for b in done["bad"]]
+            shape, digest = tuple(done["shape"]), done["sha256"]
+        except Exception as exc:  # noqa: BLE001  (garbage JSON, a truncated or pickled .npy: all damage)
+            self._discard(files, f"cannot be read ({type(exc).__name__})")
+            return None
+        if embeddings.shape != shape or embeddings.dtype != np.float32 or _digest(embeddings) != digest:
+            self._discard([files[1], files[0]], f"does not match done.json (shape {embeddings.shape}, expected {shape})")
+            return None
+        if expected_rows is not None and len(embeddings) + len(bad) != expected_rows:
+            self._discard([files[1], files[0]], f"holds {len(embeddings) + len(bad)} rows, not {expected_rows}")
+            return None
+        return embeddings, bad
 
     def write_final(self, embeddings: np.ndarray, bad: list[BadRow]) -> None:
         if self.directory is None:
             return
-        atomic_write(self.directory / "embeddings.npy", lambda h: np.save(h, embeddings.astype(np.float32)))
-        done = {"shape": list(embeddings.shape), "bad": [b.as_dict() for b in bad]}
+        embeddings = embeddings.astype(np.float32)
+        atomic_write(self.directory / "embeddings.npy", lambda h: np.save(h, embeddings))
+        done = {"shape": list(embeddings.shape), "dtype": "float32", "sha256": _digest(embeddings),
+                "bad": [b.as_dict() for b in bad]}
         atomic_write(self.directory / "done.json", lambda h: h.write(json.dumps(done).encode()))
         for chunk_file in self.directory.glob("rows-*.npz"):
             chunk_file.unlink(missing_ok=True)

@@ -151,7 +151,7 @@ def embed_images(
     # of a list-of-paths fingerprint, can differ between the nodes of a cluster).
     components = world.all_gather(components)[0]
     store = ChunkStore.open(cache_dir, "images", components)
-    final = store.read_final()
+    final = store.read_final(expected_rows=len(source))
     if final is None:
         chunks = _compute_chunks(encoder, source, store, world, batch_size, num_workers, chunk_size, progress,
                                  stop_on_bad=on_bad_image == "error")
@@ -279,7 +279,7 @@ def embed_texts(
     components = {"kind": "texts", "encoder": {k: identity[k] for k in ("spec", "revision", "dtype", "text")},
                   "prompts": prompts, "templates": templates, "normalize": normalize}
     store = ChunkStore.open(cache_dir, "texts", components)
-    final = store.read_final()
+    final = store.read_final(expected_rows=len(prompts))
     if final is not None:
         return final[0]
     if templates is None:
