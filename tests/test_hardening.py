@@ -416,3 +416,14 @@ def test_a_damaged_final_array_is_recomputed(embedded, tmp_path, damage):
         again = vlfair.embed_images(encoder, images, cache_dir=tmp_path / "cache")
     np.testing.assert_array_equal(again, first)
     assert again.shape == (30, first.shape[1])
+
+
+def test_a_dataset_without_a_column_the_probe_needs(clip_dir, tmp_path, capsys):
+    import vlfair
+    from vlfair.data.build import Built, write_prepared
+
+    faces = vlfair.load_dataset("synthetic:fairface").remove_columns("race")
+    prepared = write_prepared(Built("fairface", {"default": {"validation": faces}}, [], "test"), tmp_path / "faces")
+    code, err = _cli(capsys, "run", "traits", "--model", str(clip_dir), "--dataset", str(prepared), "--out",
+                     str(tmp_path / "o"), "--split", "validation")
+    assert code == 2 and "lacks columns ['race']" in err.strip().splitlines()[-1]
