@@ -62,7 +62,8 @@ def test_module_contract(folder):
     assert f"vlfair.measures.{folder.name}(" in source, "_compute must call the measure of the same name"
     # evaluate finds requirements by parsing imports: one plain `import x` per line, nothing heavier
     imports = {alias.name for node in ast.parse(source).body if isinstance(node, ast.Import) for alias in node.names}
-    assert imports == {"datasets", "evaluate", "vlfair.evaluate_support", "vlfair.measures"}
+    assert {"evaluate", "vlfair.evaluate_support", "vlfair.measures"} <= imports <= {
+        "datasets", "evaluate", "vlfair.evaluate_support", "vlfair.measures"}
     assert not [n for n in ast.parse(source).body if isinstance(n, ast.ImportFrom)]
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import tempfile
 from pathlib import Path
 
 from vlfair._version import __version__
@@ -97,6 +99,11 @@ def _run(args: argparse.Namespace) -> int:
             print(f"  warning: {warning}")
     if not results["metrics"]:  # a run that measured nothing is a failure, whatever it wrote
         raise UserError("measured nothing (" + ("; ".join(results["warnings"]) or "no metric came out") + ")")
+    nulls = [m for m in results["metrics"] if m["value"] is None]
+    if nulls:  # written (nothing is lost), but not a result to build on
+        first = nulls[0]
+        raise UserError(f"{len(nulls)} of {len(results['metrics'])} values came out null (e.g. {first['name']} "
+                        f"{json.dumps(first['subset'])}); see the warnings and {args.out}/results.json")
     return 0
 
 
@@ -106,9 +113,8 @@ def _check_out_dir(out: Path) -> None:
         raise UserError(f"--out {out} is a file, not a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".vlfair-write-check"
-        probe.write_text("")
-        probe.unlink()
+        with tempfile.TemporaryFile(dir=out):  # a unique name: processes of one torchrun check at once
+            pass
     except OSError as exc:
         raise UserError(f"--out {out} is not writable ({exc.strerror or exc})") from None
 

@@ -16,7 +16,10 @@ from PIL import Image, ImageDraw
 
 WORDS = tuple(dict.fromkeys((  # unique and ordered: token ids must be dense
     "a photo of the an person man woman doctor nurse lawyer scientist smart dumb happy sad "
-    "ein foto von einer der person arzt frau mann und with at in office gym hospital male female object"
+    "ein foto von einer der person arzt frau mann und with at in office gym hospital male female object "
+    # the traits study's other pairs: a prompt pair the tokenizer cannot tell apart gives every image
+    # a confidence of 0.5 and an undefined F, which a run refuses
+    "hardworking lazy nice mean dominant agentic honest dishonest"
 ).split()))
 SPECIAL = ["[PAD]", "[UNK]", "<bos>", "<eos>"]
 

@@ -1,6 +1,5 @@
 """cross_lingual_gap: accuracy per language and the gap between the best and worst (vlfair)."""
 
-import datasets
 import evaluate
 import vlfair.evaluate_support
 import vlfair.measures
