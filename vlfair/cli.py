@@ -98,7 +98,9 @@ def _run(args: argparse.Namespace) -> int:
         for warning in results["warnings"]:
             print(f"  warning: {warning}")
     if not results["metrics"]:  # a run that measured nothing is a failure, whatever it wrote
-        raise UserError("measured nothing (" + ("; ".join(results["warnings"]) or "no metric came out") + ")")
+        warnings = results["warnings"]
+        raise UserError("measured nothing (" + ("; ".join(warnings[:3]) or "no metric came out")
+                        + (f"; and {len(warnings) - 3} more warnings, in results.json" if len(warnings) > 3 else "") + ")")
     nulls = [m for m in results["metrics"] if m["value"] is None]
     if nulls:  # written (nothing is lost), but not a result to build on
         first = nulls[0]
@@ -254,11 +256,7 @@ def _add_publish_metrics(sub: argparse._SubParsersAction) -> None:
 def _install_metrics(args: argparse.Namespace) -> int:
     from vlfair.metrics import NAMESPACE, install_metrics
 
-    try:
-        installed = install_metrics(args.only)
-    except ValueError as exc:  # an unknown module name
-        print(f"vlfair install-metrics: {exc}", file=sys.stderr)
-        return 2
+    installed = install_metrics(args.only)  # an unknown name: one line from main's handler, exit 2
     for script in installed:
         print(f"{NAMESPACE}/{script.stem}: {script}")
     print(f'{len(installed)} module(s) installed: evaluate.load("{NAMESPACE}/<name>") now works offline')
