@@ -166,8 +166,9 @@ def test_demo_space_through_gradio_client(world_pool, broken_files, jpeg_paths):
         summary, metrics, plots, tables, downloads = client.predict(
             "public-figures", session.WORLD_BIASED, "", session.WORLD_DATA, 10, [], None, NO_TABLE, "", api_name="/run")
         assert "public-figures" in summary and session.WORLD_BIASED in summary
-        assert metrics["headers"] == ["metric", "subset", "value", "ci_low", "ci_high", "p_value"]
+        assert metrics["headers"] == ["metric", "subset", "value", "CI", "p"]  # formatted for people
         assert any(row[0] == "bias_ratio" for row in metrics["data"])
+        assert all(row[4] != "0" for row in metrics["data"])  # a p-value never reads 0
         assert plots and all(Path(p["image"]).exists() for p in plots) and "### capability" in tables
         results = json.loads(Path(next(d for d in downloads if d.endswith("results.json"))).read_text())
         assert results["probe"] == "public-figures" and any(d.endswith("report.html") for d in downloads)

@@ -62,7 +62,7 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
                    f"{r['dataset']['num_rows']} rows of {r['dataset']['name']}: {len(r['metrics'])} metrics"
                    + (f"; skipped unreadable rows {r['skipped_rows']}" if r["skipped_rows"] else "")
                    + "".join(f"\n- {w}" for w in r.get("warnings", [])))
-        return (summary, output.metrics.round(4), [str(p) for p in output.plots], _tables_markdown(output.tables),
+        return (summary, session.readable_metrics(output.metrics), [str(p) for p in output.plots], _tables_markdown(output.tables),
                 [str(output.results_path), str(output.report_path)])
 
     def on_probe(probe):

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from vlfair.metrics import metrics_dir  # noqa: E402
-from vlfair.report.leaderboard import read_results, read_table, tidy  # noqa: E402
+from vlfair.report.leaderboard import COLUMNS, read_results, read_table, tidy  # noqa: E402
 
 ALL = "(all)"
 SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "dataset", "created"]
@@ -95,13 +95,21 @@ def explain(metric: str) -> str:
 
 
 def build_app(source: str) -> gr.Blocks:
-    board = load_board(source)
+    try:
+        board, problem = load_board(source), None
+    except Exception as exc:  # noqa: BLE001  (a Space starts whatever its data source does)
+        board, problem = pd.DataFrame(columns=COLUMNS), f"{type(exc).__name__}: {exc}"
     with gr.Blocks(title="vlfair leaderboard") as app:
         skipped = board.attrs.get("skipped", [])
-        gr.Markdown(f"# vlfair leaderboard\n{len(board)} results from {board['model'].nunique()} models "
-                    f"and {board['probe'].nunique()} probes."
-                    + ("\n\nSkipped (unreadable): " + "; ".join(f"`{s}`" for s in skipped) if skipped else ""),
-                    elem_id="summary")
+        if problem:
+            summary = (f"# vlfair leaderboard\nNo results: {source!r} could not be read ({problem}). Set "
+                       "VLFAIR_RESULTS to a directory of results.json files, a table written by `vlfair leaderboard`, "
+                       "or a Hub dataset it pushed, and restart the Space.")
+        else:
+            summary = (f"# vlfair leaderboard\n{len(board)} results from {board['model'].nunique()} models "
+                       f"and {board['probe'].nunique()} probes."
+                       + ("\n\nSkipped (unreadable): " + "; ".join(f"`{s}`" for s in skipped) if skipped else ""))
+        gr.Markdown(summary, elem_id="summary")
         with gr.Row():
             probe = gr.Dropdown(choices(board, "probe"), value=ALL, label="probe")
             metric = gr.Dropdown(choices(board, "metric"), value=ALL, label="metric")

@@ -118,7 +118,7 @@ def resolve_model(ref: str, revision: str | None = None, *, use_safetensors: boo
         raise ModelNotFoundError(
             f"model {ref + at!r} is not a local directory and is not in the local Hub cache "
             f"({constants.HF_HUB_CACHE}), and {why}. Download it once with network access "
-            f"(huggingface-cli download {ref}) or pass the path of a saved checkpoint."
+            f"(hf download {ref}) or pass the path of a saved checkpoint."
         ) from None
     return ResolvedModel(ref, path, Path(path).name)
 

@@ -13,6 +13,15 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
+def annotation_colour(rgba) -> str:
+    """Black on light cells, white on dark ones (relative luminance of the cell's colour, WCAG)."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c) for c in rgba[:3])
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.179 else "white"
+
+
 def heatmap(frame: pd.DataFrame, title: str, label: str):
     values = frame.to_numpy(dtype=float)
     figure, axis = plt.subplots(figsize=(1.2 + 0.9 * values.shape[1], 1.0 + 0.4 * values.shape[0]))
@@ -21,7 +30,8 @@ def heatmap(frame: pd.DataFrame, title: str, label: str):
     axis.set_yticks(range(values.shape[0]), [str(i) for i in frame.index])
     for (i, j), v in np.ndenumerate(values):
         if np.isfinite(v):
-            axis.text(j, i, f"{v:.1f}", ha="center", va="center", color="white", fontsize=8)
+            axis.text(j, i, f"{v:.1f}", ha="center", va="center", color=annotation_colour(image.cmap(image.norm(v))),
+                      fontsize=8)
     figure.colorbar(image, ax=axis, label=label)
     axis.set_title(title, fontsize=10)
     return figure

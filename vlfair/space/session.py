@@ -199,6 +199,17 @@ def metrics_frame(results: dict[str, Any]) -> pd.DataFrame:
     return tidy([results])[["metric", "subset", "value", "ci_low", "ci_high", "p_value"]]
 
 
+def readable_metrics(frame: pd.DataFrame) -> pd.DataFrame:
+    """The metrics as a person reads them: 3 significant digits, the CI beside the value, and a
+    p-value that never rounds to 0 ("< 1e-308" where float64 underflowed)."""
+    from vlfair.report.numbers import format_interval, format_p, format_value
+
+    return pd.DataFrame({
+        "metric": frame["metric"], "subset": frame["subset"], "value": frame["value"].map(format_value),
+        "CI": [format_interval(lo, hi) for lo, hi in zip(frame["ci_low"], frame["ci_high"])],
+        "p": frame["p_value"].map(format_p)})
+
+
 def _word_influence_parts(encoder, choice: EncoderChoice, prompt: str) -> tuple[dict, dict]:
     """The demo's planted generator and gender classifier; Stable Diffusion is too slow for a CPU Space."""
     if choice.biased is None:

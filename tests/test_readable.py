@@ -1,0 +1,46 @@
+"""What a person reads (issue 17, first part): numbers, p-values, heatmap labels, a Space that starts."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from vlfair.report.numbers import format_interval, format_p, format_value
+
+
+@pytest.mark.parametrize("p, text", [(0.0, "< 1e-308"), (3.4e-45, "3.4e-45"), (2.0e-238, "2e-238"), (0.0123, "0.0123"),
+                                     (0.5, "0.5"), (None, ""), (float("nan"), "")])
+def test_a_p_value_never_reads_zero(p, text):
+    assert format_p(p) == text
+
+
+def test_values_and_intervals_to_three_significant_digits():
+    assert format_value(0.8568112400733048) == "0.857" and format_value(1181.74) == "1.18e+03"
+    assert format_interval(0.8312575331458417, 0.8836651904488503) == "[0.831, 0.884]"
+    assert format_interval(None, 1.0) == "" and format_value(None) == ""
+
+
+def test_the_demo_space_metrics_table_is_readable():
+    from vlfair.space.session import readable_metrics
+
+    frame = pd.DataFrame({"metric": ["trait_anova"], "subset": ['{"trait": "smart/dumb"}'], "value": [1391.72345],
+                          "ci_low": [None], "ci_high": [None], "p_value": [0.0]})
+    shown = readable_metrics(frame)
+    assert shown.loc[0, "value"] == "1.39e+03" and shown.loc[0, "p"] == "< 1e-308" and shown.loc[0, "CI"] == ""
+
+
+def test_heatmap_labels_are_dark_on_light_cells_and_light_on_dark_ones():
+    from vlfair.probes.plots import heatmap
+
+    figure = heatmap(pd.DataFrame({"low": [50.0], "high": [65.1]}, index=["Female"]), "t", "CLIPScore")
+    colours = {text.get_text(): text.get_color() for text in figure.axes[0].texts}
+    assert colours == {"50.0": "white", "65.1": "black"}  # viridis: dark purple, then yellow
+
+
+def test_the_leaderboard_space_starts_without_its_data(monkeypatch):
+    from test_spaces import _load
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    app = _load("leaderboard").build_app("acme/no-such-results")  # offline: the Hub cannot answer
+    summary = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "summary")
+    assert "No results: 'acme/no-such-results' could not be read" in summary.value and "VLFAIR_RESULTS" in summary.value

@@ -1,0 +1,36 @@
+"""Numbers for people: significant digits, p-values that never read 0."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+TINIEST = 5e-324  # the smallest float64 above 0; a p-value below it is stored as 0
+
+
+def format_value(value: Any, digits: int = 3) -> str:
+    """``digits`` significant digits; "" for a missing value."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{float(value):.{digits}g}"
+
+
+def format_p(p: Any) -> str:
+    """A p-value as people read it: 0.0123, 3.4e-45, and "< 1e-308" where float64 underflowed to 0
+    (a p-value is never 0); "" when there is none."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return ""
+    p = float(p)
+    if p < TINIEST:
+        return "< 1e-308"
+    return f"{p:.2g}" if p < 1e-3 else f"{p:.3g}"
+
+
+def format_interval(low: Any, high: Any, digits: int = 3) -> str:
+    """"[low, high]" with ``digits`` significant digits; "" when the interval is missing."""
+    if format_value(low) == "" or format_value(high) == "":
+        return ""
+    return f"[{format_value(low, digits)}, {format_value(high, digits)}]"
+
+
+__all__ = ["format_interval", "format_p", "format_value"]
