@@ -44,3 +44,22 @@ def test_the_leaderboard_space_starts_without_its_data(monkeypatch):
     app = _load("leaderboard").build_app("acme/no-such-results")  # offline: the Hub cannot answer
     summary = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "summary")
     assert "No results: 'acme/no-such-results' could not be read" in summary.value and "VLFAIR_RESULTS" in summary.value
+
+
+def test_the_leaderboard_chart_marks_the_neutral_value():
+    from test_spaces import _load
+
+    app = _load("leaderboard")
+    rows = pd.DataFrame({"model": ["m"], "subset": ['{"a": 1}'], "metric": ["bias_ratio"], "value": [0.85],
+                         "ci_low": [0.8], "ci_high": [0.9]})
+    figure = app.metric_chart(rows, "bias_ratio")
+    assert [tuple(line.get_ydata()) for line in figure.axes[0].get_lines() if line.get_linestyle() == "--"] == [(1.0, 1.0)]
+
+
+def test_every_run_option_has_help():
+    from vlfair.cli import build_parser
+
+    parser = build_parser()
+    run = parser._subparsers._group_actions[0].choices["run"]
+    missing = [a.option_strings[0] for a in run._actions if a.option_strings and not a.help]
+    assert missing == [] and parser._subparsers._group_actions[0].choices["demo"].description

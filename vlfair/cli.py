@@ -39,7 +39,10 @@ def _selfcheck(args: argparse.Namespace) -> int:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("demo", help="offline: every probe on a world with planted biases, biased vs control")
+    parser = sub.add_parser("demo", help="offline: every probe on a world with planted biases, biased vs control",
+                            description="Run every probe, offline, on a synthetic world whose biases are known: a "
+                                        "biased and a control encoder (shipped with vlfair), a summary table of what "
+                                        "each measure found, and a report.")
     parser.add_argument("--out", help="directory for the demo's outputs (default vlfair-demo)")
     parser.add_argument("--retrain", action="store_true",
                         help="train the world encoders on this machine instead of loading the shipped ones")
@@ -150,22 +153,24 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("probe", choices=PROBES)
     parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], a directory, mclip:ID")
     parser.add_argument("--dataset", help="Hub id, prepared directory or synthetic:NAME (not for word-influence)")
-    parser.add_argument("--subset")
-    parser.add_argument("--out", default="out")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--subset", help="a named subset: FairFace adults/age_groups, Multi30K translation/independent, "
+                                         "a P-FI category (traits reads adults by default)")
+    parser.add_argument("--out", default="out", help="directory for results.json, tables, plots, report.html (default out)")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
     parser.add_argument("--limit", type=int, help="use only the first N rows (quick runs)")
     parser.add_argument("--temperature", type=float, help="traits: softmax temperature (default: the model's logit scale)")
     parser.add_argument("--split", help="a split, or several joined by '+' (train+validation)")
     parser.add_argument("--per-cell", type=int, help="traits: rows drawn per race x gender cell (default 2000, the study's)")
     parser.add_argument("--allow-short", action="store_true",
                         help="traits: take every row of a cell with fewer than --per-cell rows instead of stopping")
-    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--dtype", default="auto",
+                        help="auto (bf16 where the hardware has it, else float32), float32 (exact), bfloat16, float16")
     parser.add_argument("--cache-dir", help="embedding cache (default $VLFAIR_CACHE or ~/.cache/vlfair)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key of the probe's YAML")
     group = parser.add_argument_group("word-influence (--model is the group classifier's encoder)")
     group.add_argument("--generator", help="text-to-image pipeline id or directory")
-    group.add_argument("--steps", type=int, default=50)
-    group.add_argument("--guidance", type=float, default=7.5)
+    group.add_argument("--steps", type=int, default=50, help="diffusion steps per image (default 50)")
+    group.add_argument("--guidance", type=float, default=7.5, help="classifier-free guidance scale (default 7.5)")
     group.add_argument("--size", type=int, help="image height and width")
     group.add_argument("--prompt", action="append", help="a prompt to explain (repeatable)")
     group.add_argument("--large-scale", action="store_true", help="the study's 150 prompts")

@@ -60,6 +60,11 @@ def filter_board(board: pd.DataFrame, probe: str = ALL, metric: str = ALL, subse
     return rows[SHOWN].reset_index(drop=True)
 
 
+# the value that means "no bias" for the measures that have one: ratios 1, gaps and influences 0
+NEUTRAL = {"bias_ratio": 1.0, "group_score_gap": 0.0, "group_rate_gap": 0.0, "cross_lingual_gap": 0.0,
+           "word_influence": 0.0, "gap_amplification": 0.0}
+
+
 def metric_chart(rows: pd.DataFrame, metric: str):
     """One bar per (model, subset) of ``metric`` with its confidence interval."""
     figure, axis = plt.subplots(figsize=(8, 3.6))
@@ -72,6 +77,10 @@ def metric_chart(rows: pd.DataFrame, metric: str):
     low = (rows["value"] - rows["ci_low"]).clip(lower=0).fillna(0)
     high = (rows["ci_high"] - rows["value"]).clip(lower=0).fillna(0)
     axis.bar(range(len(rows)), rows["value"], yerr=[low, high], capsize=2, color="tab:blue")
+    neutral = NEUTRAL.get(metric)
+    if neutral is not None:  # where no bias reads
+        axis.axhline(neutral, color="black", linewidth=1, linestyle="--", label=f"neutral ({neutral:g})")
+        axis.legend(fontsize=7, loc="upper right")
     axis.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
     axis.set_ylabel(metric)
     axis.set_title(f"{metric} with confidence intervals", fontsize=10)
