@@ -63,3 +63,18 @@ def test_every_run_option_has_help():
     run = parser._subparsers._group_actions[0].choices["run"]
     missing = [a.option_strings[0] for a in run._actions if a.option_strings and not a.help]
     assert missing == [] and parser._subparsers._group_actions[0].choices["demo"].description
+
+
+def test_the_demo_summary_shows_subsets_a_legend_and_the_tally():
+    from vlfair.demo.run import _entry, summary_table
+
+    entries = [_entry("professions", "relative bias_ratio", {"profession": "doctor"}, "biased", "< 1", 0.88, [0.86, 0.9],
+                      True, 1.0, -1),
+               _entry("professions", "relative bias_ratio", {"profession": "nurse"}, "biased", "> 1", 1.15, [1.12, 1.18],
+                      True, 1.0, 1),
+               _entry("professions", "relative bias_ratio", {"profession": "doctor"}, "control", "1 (none)", 0.9,
+                      [0.85, 0.95], True, 1.0, 0)]
+    text = summary_table(entries)
+    assert "profession=doctor" in text and "profession=nurse" in text  # the rows are told apart
+    assert "detected: the interval excludes the neutral value" in text
+    assert text.rstrip().endswith("biased: 2/2 planted biases found; control: 1/1 false alarms")

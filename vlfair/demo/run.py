@@ -222,12 +222,24 @@ def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", pl
 
 
 def summary_table(entries: list[dict]) -> str:
-    lines = [f"{'probe':<15} {'measure':<44} {'encoder':<8} {'planted':<36} {'measured':>9}  {'CI':<19} detected"]
+    """The terminal's summary: every entry with its subset, a legend, and the tally a person wants."""
+    from vlfair.report.numbers import format_p
+
+    rows = []
     for e in entries:
-        ci = f"[{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]" if e["ci"] else (f"p={e['p_value']:.2g}" if "p_value" in e else "")
-        subset = ",".join(str(v) for v in e["subset"].values())
-        lines.append(f"{e['probe']:<15} {(e['measure'] + ' ' + subset)[:44]:<44} {e['encoder']:<8} {str(e['planted'])[:36]:<36} "
-                     f"{e['measured']:>9.4g}  {ci:<19} {'yes' if e['detected'] else 'no'}")
+        ci = f"[{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]" if e["ci"] else (f"p={format_p(e['p_value'])}" if "p_value" in e else "")
+        subset = " · ".join(f"{k}={v}" for k, v in e["subset"].items())
+        rows.append((e["probe"], e["measure"], subset, e["encoder"], str(e["planted"]), f"{e['measured']:.4g}", ci,
+                     "yes" if e["detected"] else "no", "ok" if valid(e) else "WRONG"))
+    header = ("probe", "measure", "subset", "encoder", "planted", "measured", "95 % CI / p", "detected", "valid")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
+    planted = [e for e in entries if e["encoder"] == "biased" and e["planted_sign"] != 0]
+    control = [e for e in entries if e["encoder"] == "control"]
+    lines += ["", "detected: the interval excludes the neutral value (an F-test: p < 0.05); valid: the measure found "
+              "what was planted, with its sign, and nothing where nothing was",
+              f"biased: {sum(valid(e) for e in planted)}/{len(planted)} planted biases found; "
+              f"control: {sum(not valid(e) for e in control)}/{len(control)} false alarms"]
     return "\n".join(lines)
 
 
