@@ -78,3 +78,31 @@ def test_the_demo_summary_shows_subsets_a_legend_and_the_tally():
     assert "profession=doctor" in text and "profession=nurse" in text  # the rows are told apart
     assert "detected: the interval excludes the neutral value" in text
     assert text.rstrip().endswith("biased: 2/2 planted biases found; control: 1/1 false alarms")
+
+
+def test_the_leaderboard_table_reads_as_text_and_sorts_within_a_metric():
+    from test_spaces import _load
+
+    app = _load("leaderboard")
+    board = pd.DataFrame({"model": ["m"] * 3, "probe": ["traits"] * 3, "metric": ["trait_anova", "bias_ratio", "trait_anova"],
+                          "subset": ['{"trait": "smart/dumb", "gender": "Male"}', '{"a": 1}', '{"trait": "happy/sad"}'],
+                          "value": [141.4812345, 0.8568112, 14.4], "ci_low": [None, 0.8312, None],
+                          "ci_high": [None, 0.8837, None], "p_value": [0.0, 0.01, 1.9e-16], "dataset": ["d"] * 3,
+                          "created": ["t"] * 3})
+    rows = app.filter_board(board)
+    assert list(rows["metric"]) == ["bias_ratio", "trait_anova", "trait_anova"]  # grouped by metric ...
+    assert list(rows["value"][1:]) == [141.4812345, 14.4]  # ... and sorted within it
+    shown = app.display(rows)
+    assert shown.loc[1, "subset"] == "trait = smart/dumb · gender = Male" and shown.loc[1, "value"] == "141"
+    assert shown.loc[0, "CI"] == "[0.831, 0.884]" and shown.loc[1, "p"] == "< 1e-308"
+
+
+def test_demo_world_encoders_are_named_in_results(tmp_path, demo_cache):
+    from vlfair.demo.shipped import WORLDS, display_name, world_encoder
+    from vlfair.probes import run_probe
+
+    encoder = world_encoder(WORLDS["biased"], demo_cache, name=display_name("biased"))
+    results = run_probe("professions", encoder, "synthetic:professions", tmp_path, cache_dir=None,
+                        settings={"bootstrap": 0, "n_permutations": 0})
+    assert results["model"]["name"] == "demo-world biased" and results["model"]["spec"] != "demo-world biased"
+    assert "<b>Model</b> demo-world biased" in (tmp_path / "report.html").read_text()

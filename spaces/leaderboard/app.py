@@ -4,6 +4,7 @@ Results come from VLFAIR_RESULTS: a directory of results.json files, a table wri
 `vlfair leaderboard --out FILE`, or a Hub dataset pushed with `--push-to-hub` (split "results").
 """
 
+import json
 import os
 import re
 from pathlib import Path
@@ -55,9 +56,29 @@ def filter_board(board: pd.DataFrame, probe: str = ALL, metric: str = ALL, subse
             rows = rows[rows[column] == value]
     if subset:
         rows = rows[rows["subset"].str.contains(re.escape(subset), case=False)]
-    if sort_by in rows.columns:
-        rows = rows.sort_values(sort_by, ascending=not descending, na_position="last")
+    if sort_by in rows.columns:  # values sort within their metric: an F never ranks against a CLIPScore
+        keys = ["metric", sort_by] if sort_by in ("value", "p_value") and sort_by != "metric" else [sort_by]
+        rows = rows.sort_values(keys, ascending=[True] * (len(keys) - 1) + [not descending], na_position="last")
     return rows[SHOWN].reset_index(drop=True)
+
+
+def readable_subset(subset: str) -> str:
+    """'{"trait": "smart/dumb", "gender": "Male"}' -> 'trait = smart/dumb · gender = Male'."""
+    try:
+        return " · ".join(f"{k} = {v}" for k, v in json.loads(subset).items())
+    except (ValueError, AttributeError):
+        return subset
+
+
+def display(rows: pd.DataFrame) -> pd.DataFrame:
+    """The table a person reads: readable subsets, 3 significant digits, the CI beside the value."""
+    from vlfair.report.numbers import format_interval, format_p, format_value
+
+    return pd.DataFrame({
+        "model": rows["model"], "probe": rows["probe"], "metric": rows["metric"],
+        "subset": rows["subset"].map(readable_subset), "value": rows["value"].map(format_value),
+        "CI": [format_interval(lo, hi) for lo, hi in zip(rows["ci_low"], rows["ci_high"])],
+        "p": rows["p_value"].map(format_p), "dataset": rows["dataset"]})
 
 
 # the value that means "no bias" for the measures that have one: ratios 1, gaps and influences 0
@@ -73,7 +94,7 @@ def metric_chart(rows: pd.DataFrame, metric: str):
         axis.text(0.5, 0.5, "choose a metric to plot", ha="center", va="center")
         axis.axis("off")
         return figure
-    labels = [f"{m.split('/')[-1]} {s}"[:48] for m, s in zip(rows["model"], rows["subset"])]
+    labels = [f"{m.split('/')[-1]}: {readable_subset(s)}"[:48] for m, s in zip(rows["model"], rows["subset"])]
     low = (rows["value"] - rows["ci_low"]).clip(lower=0).fillna(0)
     high = (rows["ci_high"] - rows["value"]).clip(lower=0).fillna(0)
     axis.bar(range(len(rows)), rows["value"], yerr=[low, high], capsize=2, color="tab:blue")
@@ -90,7 +111,7 @@ def metric_chart(rows: pd.DataFrame, metric: str):
 
 def model_detail(board: pd.DataFrame, model: str) -> pd.DataFrame:
     rows = board[board["model"] == model] if model and model != ALL else board.head(0)
-    return rows[["probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value"]].reset_index(drop=True)
+    return display(rows).drop(columns=["model"]).reset_index(drop=True)
 
 
 def explain(metric: str) -> str:
@@ -127,14 +148,14 @@ def build_app(source: str) -> gr.Blocks:
         with gr.Row():
             sort_by = gr.Dropdown(["value", "p_value", "model", "metric"], value="value", label="sort by")
             descending = gr.Checkbox(value=True, label="descending")
-        table = gr.Dataframe(filter_board(board), label="results", interactive=False, elem_id="results-table")
+        table = gr.Dataframe(display(filter_board(board)), label="results", interactive=False, elem_id="results-table")
         chart = gr.Plot(label="metric with CIs", elem_id="chart")
         explanation = gr.Markdown(elem_id="explanation")
         detail = gr.Dataframe(label="model detail", interactive=False, elem_id="model-detail")
 
         def update(p, m, s, mo, sb, d):
             rows = filter_board(board, p, m, s, mo, sb, d)
-            return rows, metric_chart(rows, m), explain(m), model_detail(board, mo)
+            return display(rows), metric_chart(rows, m), explain(m), model_detail(board, mo)
 
         inputs = [probe, metric, subset, model, sort_by, descending]
         for control in inputs:

@@ -213,6 +213,8 @@ def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", pl
     for name, path in paths.items():
         log(f"{display_name(name)} encoder: {path}")
     encoders = {name: load_encoder(str(path), dtype="float32") for name, path in paths.items()}
+    for name, encoder in encoders.items():
+        encoder.display_name = display_name(name)  # its results name it, not its cache path
     entries = measure(encoders, out, cache_dir, log=log)
     (out / "summary.json").write_text(json.dumps(entries, indent=2))
     (out / "report.html").write_text(_report(entries, plantings, paths, out, time.perf_counter() - start))

@@ -58,7 +58,9 @@ def world_encoder(planting: Planting, cache_dir: Any = "default", *, retrain: bo
     """The world encoder, loaded in float32 (its measurements are compared exactly)."""
     from vlfair.models import load_encoder
 
-    return load_encoder(str(encoder_path(planting, cache_dir, retrain=retrain, name=name, log=log)), dtype="float32")
+    encoder = load_encoder(str(encoder_path(planting, cache_dir, retrain=retrain, name=name, log=log)), dtype="float32")
+    encoder.display_name = name  # boards and reports say "demo-world biased", not a cache path
+    return encoder
 
 
 def ship(dest: Path = SHIPPED_DIR, worlds: list[str] | None = None, log: Log = print,

@@ -27,8 +27,11 @@ class Encoder(abc.ABC):
         logit_bias: SigLIP's learned bias; None for softmax (CLIP-style) models.
         loss: "softmax" (probabilities compete across texts) or "sigmoid" (each image-text
             pair is an independent yes/no, as SigLIP was trained).
+        display_name: what reports and boards call it, when the spec is a path a person cannot
+            read (the demo world's "demo-world biased"); None: its spec.
     """
 
+    display_name: str | None = None
     spec: str
     revision: str | None
     device: torch.device

@@ -52,7 +52,8 @@ def tidy(results: list[dict[str, Any]]) -> pd.DataFrame:
     for r in results:
         for m in r["metrics"]:
             ci = m["ci"] or [None, None]
-            rows.append({"model": r["model"]["spec"], "revision": r["model"]["revision"], "dtype": r["model"]["dtype"],
+            rows.append({"model": r["model"].get("name") or r["model"]["spec"], "revision": r["model"]["revision"],
+                         "dtype": r["model"]["dtype"],
                          "probe": r["probe"], "probe_version": r["probe_version"], "dataset": r["dataset"]["name"],
                          "split": r["dataset"]["split"], "metric": m["name"],
                          "subset": json.dumps(m["subset"], sort_keys=True, ensure_ascii=False), "value": m["value"],

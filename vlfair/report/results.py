@@ -49,7 +49,8 @@ def build_results(probe: str, probe_version: int, encoder: Any, dataset: dict[st
     identity = encoder.identity()
     return jsonable({
         "schema": SCHEMA, "vlfair_version": __version__, "probe": probe, "probe_version": probe_version,
-        "model": {"spec": identity["spec"], "revision": identity["revision"], "dtype": identity["dtype"]},
+        "model": {"spec": identity["spec"], "name": getattr(encoder, "display_name", None) or identity["spec"],
+                  "revision": identity["revision"], "dtype": identity["dtype"]},
         "dataset": dataset, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "settings": settings, "metrics": [dataclasses.asdict(m) for m in metrics],
         "skipped_rows": [int(r) for r in skipped_rows], "warnings": warnings, "published": published or [],

@@ -117,7 +117,9 @@ def _html(results: dict[str, Any], tables: dict[str, pd.DataFrame], pngs: dict[s
           title: str) -> str:
     model, dataset = results["model"], results["dataset"]
     parts = [f"<h1>{html.escape(title)}</h1>",
-             f"<p><b>Model</b> {html.escape(model['spec'])} (revision {html.escape(str(model['revision']))}, "
+             f"<p><b>Model</b> {html.escape(model.get('name') or model['spec'])}"
+             + (f" ({html.escape(model['spec'])})" if model.get("name", model["spec"]) != model["spec"] else "")
+             + f" (revision {html.escape(str(model['revision']))}, "
              f"{html.escape(model['dtype'])}) &middot; <b>Dataset</b> {html.escape(dataset['name'])} "
              f"({dataset['num_rows']} rows, split {html.escape(str(dataset['split']))}) &middot; "
              f"vlfair {html.escape(results['vlfair_version'])}, probe v{results['probe_version']}, {results['created']}</p>"]
