@@ -106,3 +106,21 @@ def test_demo_world_encoders_are_named_in_results(tmp_path, demo_cache):
                         settings={"bootstrap": 0, "n_permutations": 0})
     assert results["model"]["name"] == "demo-world biased" and results["model"]["spec"] != "demo-world biased"
     assert "<b>Model</b> demo-world biased" in (tmp_path / "report.html").read_text()
+
+
+def test_report_headers_name_things_plainly(clip_dir, tmp_path):
+    import vlfair
+    from vlfair.probes import run_probe
+    from vlfair.t2i.generators import CallableGenerator
+    from PIL import Image
+
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    run_probe("professions", encoder, "synthetic:professions", tmp_path / "p", cache_dir=None,
+              settings={"bootstrap": 0, "n_permutations": 0})
+    assert "split None" not in (tmp_path / "p" / "report.html").read_text()  # no split given: none shown
+    red = CallableGenerator(lambda prompts, seeds: [Image.new("RGB", (8, 8), (200, 0, 0)) for _ in prompts], "red squares")
+    results = run_probe("word-influence", encoder, None, tmp_path / "w", cache_dir=None,
+                        settings={"prompts": ["a nurse"], "transmuter": {"name": "lexicon"}, "words": "content",
+                                  "candidates": 1, "images_per_prompt": 2, "original_images": 2},
+                        components={"generator": red, "classifier": lambda images: ["female"] * len(images)})
+    assert results["dataset"]["name"] == "generated:red squares"  # not a Python dict

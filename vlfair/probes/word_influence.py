@@ -69,7 +69,8 @@ class WordInfluenceProbe(Probe):
                          "without it.")
         if s["large_scale"]:
             self._large_scale(results, out)
-        out.dataset = {"name": f"generated:{generator.identity().get('pipeline', generator.identity())}",
+        identity = generator.identity()  # a readable name: the pipeline, or the callable's name, never a dict
+        out.dataset = {"name": f"generated:{identity.get('pipeline') or identity.get('callable') or type(generator).__name__}",
                        "split": None, "subset": None, "num_rows": out.settings["images_used"],
                        "fingerprint": hashlib.sha256(json.dumps([prompts, generator.identity(), transmuter.identity()],
                                                                 sort_keys=True, default=str).encode()).hexdigest()[:16]}

@@ -121,7 +121,8 @@ def _html(results: dict[str, Any], tables: dict[str, pd.DataFrame], pngs: dict[s
              + (f" ({html.escape(model['spec'])})" if model.get("name", model["spec"]) != model["spec"] else "")
              + f" (revision {html.escape(str(model['revision']))}, "
              f"{html.escape(model['dtype'])}) &middot; <b>Dataset</b> {html.escape(dataset['name'])} "
-             f"({dataset['num_rows']} rows, split {html.escape(str(dataset['split']))}) &middot; "
+             f"({dataset['num_rows']} rows" + (f", split {html.escape(str(dataset['split']))}" if dataset["split"] else "")
+             + ") &middot; "
              f"vlfair {html.escape(results['vlfair_version'])}, probe v{results['probe_version']}, {results['created']}</p>"]
     if notes or results.get("warnings"):
         parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in [*notes, *results.get("warnings", [])]) + "</ul>")
