@@ -124,3 +124,16 @@ def test_report_headers_name_things_plainly(clip_dir, tmp_path):
                                   "candidates": 1, "images_per_prompt": 2, "original_images": 2},
                         components={"generator": red, "classifier": lambda images: ["female"] * len(images)})
     assert results["dataset"]["name"] == "generated:red squares"  # not a Python dict
+
+
+@pytest.mark.parametrize("settings, text", [
+    ({"bootstrap": 200, "n_permutations": 0, "seed": 3}, "Intervals and error bars: 95% stratified-bootstrap CIs, 200 resamples (seed 3)."),
+    ({"bootstrap": 0, "n_permutations": 0}, "Intervals: none (bootstrap=0)"),
+])
+def test_reports_say_what_every_interval_is(clip_dir, tmp_path, settings, text):
+    import vlfair
+    from vlfair.probes import run_probe
+
+    run_probe("professions", vlfair.load_encoder(str(clip_dir), dtype="float32"), "synthetic:professions", tmp_path,
+              cache_dir=None, settings=settings)
+    assert text in (tmp_path / "report.html").read_text()

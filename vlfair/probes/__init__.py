@@ -82,6 +82,18 @@ def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | No
     return load_dataset(name, source=source, subset=subset, split=split), schema, spec
 
 
+def _intervals_note(settings: dict[str, Any]) -> str:
+    """What every interval and error bar of a report is (the probes' shared settings say it)."""
+    level = f"{settings.get('confidence', 0.95):.0%}"
+    if "bootstrap" not in settings:  # word influence: Hoeffding's bound, no resampling
+        return (f"Intervals: {level} Hoeffding bounds on each influence (the least-sampled variant's image count); "
+                "shares have exact Clopper-Pearson intervals.")
+    if not settings["bootstrap"]:
+        return "Intervals: none (bootstrap=0); p-values are shown where a test applies."
+    return (f"Intervals and error bars: {level} stratified-bootstrap CIs, {settings['bootstrap']} resamples "
+            f"(seed {settings.get('seed')}).")
+
+
 def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path | None = "out", *,
               split: str | None = None, subset: str | None = None, schema: str | None = None, limit: int | None = None,
               batch_size: int = 64, cache_dir: Any = "default", settings: dict[str, Any] | None = None,
@@ -119,6 +131,7 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
         data = None
     ctx = Context(encoder, data, batch_size=batch_size, cache_dir=cache_dir)
     output = probe.run(ctx, schema)
+    output.notes.append(_intervals_note(probe.settings))
     published = []
     if probe.published_file:
         from vlfair.probes.published import attach
