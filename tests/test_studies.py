@@ -6,10 +6,8 @@ from __future__ import annotations
 import html
 import json
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,6 +19,8 @@ from vlfair.probes import probe_class, run_probe
 from vlfair.probes.plots import median_picks
 from vlfair.probes.published import hub_id, load_published
 from vlfair.report.writer import MARK_COLUMN_MAX, html_table, markdown_table
+
+from test_models import _fake_hub_repo  # the local Hub-cache layout, as the model tests build it
 
 # ---- typed from the study texts -----------------------------------------------------------
 # 000: "12 professions, 2 genders, and 4 races ... Profession: Doctor, Teacher, Scientist, Nurse,
@@ -168,13 +168,6 @@ def test_hub_id_of_specs(tmp_path):
         "mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32@main+openai/clip-vit-base-patch32") == \
         "mclip:m-clip/xlm-roberta-large-vit-b-32+openai/clip-vit-base-patch32"
     assert hub_id("mclip:acme/unknown-text-tower") is None
-
-
-def _fake_hub_repo(hub: Path, repo_id: str, source: Path, commit: str) -> None:
-    repo = hub / ("models--" + repo_id.replace("/", "--"))
-    shutil.copytree(source, repo / "snapshots" / commit)
-    (repo / "refs").mkdir(exist_ok=True)
-    (repo / "refs" / "main").write_text(commit)
 
 
 RUN_UNDER_STUDY_IDS = """

@@ -11,6 +11,7 @@ this run" table; every other model's published rows are shown as references.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from importlib import resources
 from typing import Any
@@ -35,9 +36,15 @@ class PublishedCell:
     column: str = ""       # the printed table's column label
 
 
+@functools.lru_cache(maxsize=None)
+def _read(file: str) -> dict[str, Any]:
+    """``published/<file>`` (beside the probes), parsed once per process."""
+    return yaml.safe_load(resources.files("vlfair.probes").joinpath("published", file).read_text())
+
+
 def load_published(file: str) -> list[PublishedCell]:
-    """Every cell of ``published/<file>`` (beside the probes)."""
-    spec = yaml.safe_load(resources.files("vlfair.probes").joinpath("published", file).read_text())
+    """Every cell of ``published/<file>``."""
+    spec = _read(file)
     labels, models = spec.get("labels", {}), spec["models"]
     cells = []
     for table in spec["tables"]:
@@ -126,7 +133,7 @@ def attach(output: Any, file: str, spec: str) -> list[dict[str, Any]]:
     cells = load_published(file)
     rows, warnings = compare(cells, output.metrics, spec)
     output.warnings.extend(warnings)
-    study = yaml.safe_load(resources.files("vlfair.probes").joinpath("published", file).read_text())["study"]
+    study = _read(file)["study"]
     if rows:
         output.tables["published_vs_this_run"] = comparison_table(rows)
         within = [r["within_ci"] for r in rows if r["within_ci"] is not None]
