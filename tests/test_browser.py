@@ -101,6 +101,35 @@ def test_demo_names_a_file_that_is_not_an_image(page, demo_url, artifacts, jpeg_
     page.screenshot(path=artifacts / "demo-not-an-image.png", full_page=True)
 
 
+def test_demo_draws_one_progress_bar_and_clears_old_results_after_an_error(page, demo_url, artifacts, capfd, jpeg_paths,
+                                                                          broken_files):
+    page.goto(demo_url)
+    expect(page.locator("#summary")).to_contain_text("No run yet")
+    expect(page.locator("#metrics")).to_be_hidden()  # no empty table with placeholder headers before a run
+    page.get_by_role("button", name="run").click()
+    progress = page.locator(".progress-text")
+    progress.first.wait_for(timeout=30_000)
+    assert progress.count() == 1  # over the summary only, not over every output
+    page.screenshot(path=artifacts / "demo-progress.png")
+    page.wait_for_selector("#plots img", timeout=RUN_TIMEOUT_MS)
+    expect(page.locator("#metrics")).to_contain_text("profession = doctor")  # subsets read as text
+    capfd.readouterr()
+    _choose(page, "probe", "traits")
+    _choose(page, "data", session.UPLOAD)
+    page.locator("#images input[type=file]").set_input_files([str(jpeg_paths[0]), str(broken_files["not_image"])])
+    page.wait_for_selector("text=notes.jpg")
+    page.get_by_role("button", name="run").click()
+    page.get_by_text(re.compile("notes.jpg is not an image")).wait_for(timeout=30_000)
+    expect(page.locator("#summary")).to_contain_text("The run stopped")
+    for stale in ("#metrics", "#plots", "#downloads"):  # the professions run's results are gone
+        expect(page.locator(stale)).to_be_hidden()
+    expect(page.locator("#tables")).not_to_contain_text("clipscore")
+    page.screenshot(path=artifacts / "demo-error-cleared.png", full_page=True)
+    server = capfd.readouterr()
+    log = server.out + server.err
+    assert "Traceback" not in log and log.count("refused a run") == 1, log  # one line for a person's mistake
+
+
 def test_demo_runs_on_uploaded_images_with_a_labels_csv(page, demo_url, artifacts, tmp_path):
     paths, csv = _world_uploads(tmp_path, world_data.fairface(per_cell=2))
     pd.read_csv(csv).iloc[:-1].to_csv(tmp_path / "short.csv", index=False)  # the last image unlabelled
@@ -148,12 +177,20 @@ def test_leaderboard_filters_in_the_browser(page, results_dir, artifacts):  # no
         expect(page.locator("#chart")).to_contain_text("bias_ratio with confidence intervals", timeout=30_000) \
             if page.locator("#chart img").count() == 0 else expect(page.locator("#chart img")).to_be_visible()
         page.screenshot(path=artifacts / "leaderboard-bias-ratio.png", full_page=True)
+        assert page.get_by_role("button", name="apply").count() == 0  # controls update the board themselves
+        expect(page.locator("#model-detail")).to_have_count(0)  # no empty "1 2 3" table before a model is chosen
         page.get_by_role("textbox", name="subset contains").fill("politician")
         page.get_by_role("textbox", name="subset contains").press("Enter")
-        page.get_by_role("button", name="apply").click()
         _settled(page)
         expect(table).to_contain_text("politician")
         expect(table).not_to_contain_text("actor")
+        headers = table.locator("thead th").all_inner_texts()
+        assert [h.strip() for h in headers[:4]] == ["metric", "subset", "value", "CI"]  # the numbers come first
+        page.get_by_role("combobox", name="model").click()
+        page.get_by_role("option").nth(1).click()  # the first model after "(all)"
+        _settled(page)
+        expect(page.locator("#model-detail")).to_be_visible()
+        expect(page.locator("#model-detail")).to_contain_text("public-figures")  # the chosen model's rows
         page.screenshot(path=artifacts / "leaderboard-politician.png", full_page=True)
     finally:
         app.close()

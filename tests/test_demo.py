@@ -41,8 +41,18 @@ def test_demo_writes_summary_and_report(demo):
         assert set(entry) >= {"probe", "measure", "subset", "encoder", "planted", "measured", "ci", "detected"}
         assert entry["encoder"] in ("biased", "control")
     report = (out / "report.html").read_text()
-    assert report.index("synthetic world with planted biases") < report.index("<h2>professions</h2>")
-    assert "What was planted" in report and report.count("data:image/png;base64,") >= 10
+    assert report.index("synthetic world with planted biases") < report.index("<h2 id='professions'>professions</h2>")
+    assert "What was planted" in report
+    assert "biased: 9/9 planted biases found; control: 0/10 false alarms" in report
+    measures = {(e["probe"], e["measure"]) for e in entries}
+    pngs = {(probe, png.name) for probe in probes for png in (out / "biased" / probe).glob("*.png")}
+    # a figure for every measure (biased and control on one axis) and every probe figure of both encoders
+    assert report.count("data:image/png;base64,") == len(measures) + 2 * len(pngs)
+    for probe, png in pngs:
+        assert f"href='biased/{probe}/{png}'" in report and f"href='control/{probe}/{png}'" in report
+    for probe in probes:
+        assert f"<a href='biased/{probe}/report.html'>" in report and f"<a href='control/{probe}/report.html'>" in report
+    assert '{"' not in report.split("<h2 id='professions'>")[1]  # subsets read as text, not JSON
     for world in ("biased", "control"):  # which encoders were measured, and that they are the shipped ones
         record = read_record(shipped.SHIPPED_DIR / world)
         assert f"<b>demo-world {world}</b>: shipped with vlfair; configuration hash <code>{record['config_hash']}" in report
@@ -102,9 +112,9 @@ def test_dose_response(tmp_path):
     doctor_ratio, trait_f = {}, {}
     for level in ("control", "moderate", "biased"):
         encoder = shipped.world_encoder(shipped.WORLDS[level], log=pytest.fail)  # shipped: never trains here
-        doctor_ratio[level] = next(e["measured"] for e in _professions(encoder, level, professions, tmp_path / level,
-                                                                        None, True) if e["subset"]["profession"] == "doctor")
-        trait_f[level] = np.mean([e["measured"] for e in _traits(encoder, level, faces, tmp_path / level, None, True)
+        doctor_ratio[level] = next(e["measured"] for e in _professions(encoder, level, professions, None, True)[0]
+                                 if e["subset"]["profession"] == "doctor")
+        trait_f[level] = np.mean([e["measured"] for e in _traits(encoder, level, faces, None, True)[0]
                                   if e["measure"].startswith("trait_anova")])
     assert doctor_ratio["control"] > doctor_ratio["moderate"] > doctor_ratio["biased"], doctor_ratio
     assert trait_f["control"] < trait_f["moderate"] < trait_f["biased"], trait_f
@@ -200,6 +210,8 @@ CROSS_PROCESS = """
 import sys
 from vlfair.demo.train import TrainingConfig, trained_encoder
 from vlfair.demo.world import Planting
+from vlfair.logging import set_verbosity
+set_verbosity("info")  # the library logs at warning by default; the progress lines are what is counted
 path = trained_encoder(Planting(), sys.argv[1], TrainingConfig(steps=20, pairs=512), progress=False)
 print("PATH", path)
 """

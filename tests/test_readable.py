@@ -53,16 +53,35 @@ def test_the_leaderboard_chart_marks_the_neutral_value():
     rows = pd.DataFrame({"model": ["m"], "subset": ['{"a": 1}'], "metric": ["bias_ratio"], "value": [0.85],
                          "ci_low": [0.8], "ci_high": [0.9]})
     figure = app.metric_chart(rows, "bias_ratio")
-    assert [tuple(line.get_ydata()) for line in figure.axes[0].get_lines() if line.get_linestyle() == "--"] == [(1.0, 1.0)]
+    assert [tuple(line.get_xdata()) for line in figure.axes[0].get_lines() if line.get_linestyle() == "--"] == [(1.0, 1.0)]
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == ["a = 1"]  # horizontal, readable labels
+    assert figure.axes[0].get_title() == "bias_ratio with confidence intervals (m)"
 
 
-def test_every_run_option_has_help():
-    from vlfair.cli import build_parser
+def test_every_probe_has_its_own_help_with_its_own_options(capsys):
+    from vlfair.cli import PROBE_COMMANDS, build_parser, main
+    from vlfair.probes import probe_class, probe_names
 
+    assert set(PROBE_COMMANDS) == set(probe_names())  # a probe without a command (or the reverse) is caught
     parser = build_parser()
-    run = parser._subparsers._group_actions[0].choices["run"]
-    missing = [a.option_strings[0] for a in run._actions if a.option_strings and not a.help]
-    assert missing == [] and parser._subparsers._group_actions[0].choices["demo"].description
+    commands = parser._subparsers._group_actions[0].choices
+    probes = commands["run"]._subparsers._group_actions[0].choices
+    for name, probe in probes.items():
+        missing = [a.option_strings[0] for a in probe._actions if a.option_strings and not a.help]
+        assert missing == [] and probe.description, name
+        settings_keys = set(probe_class(name)(None).settings) - {"version", "notes"}
+        set_help = next(a.help for a in probe._actions if "--set" in a.option_strings)
+        assert set(set_help.split(": ", 1)[1].removesuffix(" (repeatable)").split(", ")) == settings_keys, name
+    assert commands["demo"].description
+    helps = {}
+    for name in probes:
+        with pytest.raises(SystemExit):
+            main(["run", name, "--help"])
+        helps[name] = capsys.readouterr().out
+    assert "--per-cell" in helps["traits"] and "--generator" not in helps["traits"]
+    assert "--generator" in helps["word-influence"] and "--dataset" not in helps["word-influence"]
+    assert all("--per-cell" not in helps[n] and "--generator" not in helps[n] for n in probes if n not in ("traits", "word-influence"))
+    assert len(set(helps.values())) == len(helps)
 
 
 def test_the_demo_summary_shows_subsets_a_legend_and_the_tally():
@@ -137,3 +156,116 @@ def test_reports_say_what_every_interval_is(clip_dir, tmp_path, settings, text):
     run_probe("professions", vlfair.load_encoder(str(clip_dir), dtype="float32"), "synthetic:professions", tmp_path,
               cache_dir=None, settings=settings)
     assert text in (tmp_path / "report.html").read_text()
+
+
+def test_figures_read_side_by_side_share_their_scales():
+    import matplotlib.colors as mcolors
+
+    from vlfair.probes import plots
+    from vlfair.report.scales import share_scales
+
+    strong = pd.DataFrame([[52.1, 59.3], [59.0, 51.9]], index=["Female", "Male"], columns=["doctor", "nurse"])
+    flat = pd.DataFrame([[57.7, 58.0], [58.4, 58.5]], index=["Female", "Male"], columns=["doctor", "nurse"])
+    bars = {name: pd.DataFrame({"Female": values, "Male": values}, index=["Black", "White"])
+            for name, values in (("biased", [0.1, 0.98]), ("control", [0.5, 0.49]))}
+    biased = {"heatmap": plots.heatmap(strong, "t", "CLIPScore"),
+              "bars": plots.grouped_bars(bars["biased"], None, "t", "accuracy difference")}
+    control = {"heatmap": plots.heatmap(flat, "t", "CLIPScore"),
+               "bars": plots.grouped_bars(bars["control"], None, "t", "accuracy difference"),
+               "only_here": plots.heatmap(flat, "t", "x")}
+    assert control["heatmap"].axes[0].images[0].get_clim() == (57.7, 58.5)  # drawn alone: its own range
+    assert share_scales(biased, control) == ["heatmap", "bars"]
+    for figure in (biased["heatmap"], control["heatmap"]):
+        assert figure.axes[0].images[0].get_clim() == (51.9, 59.3)
+    assert biased["bars"].axes[0].get_ylim() == control["bars"].axes[0].get_ylim()
+    assert control["only_here"].axes[0].images[0].get_clim() == (57.7, 58.5)  # no partner: left alone
+    # the annotations follow the shared range: 57.7 is now a light (yellow-green) cell, so black text
+    image = control["heatmap"].axes[0].images[0]
+    text = next(t for t in control["heatmap"].axes[0].texts if t.get_text() == "57.7")
+    assert mcolors.to_hex(text.get_color()) == mcolors.to_hex(plots.annotation_colour(image.cmap(image.norm(57.7))))
+    assert text.get_color() == "black"
+
+
+def test_charts_label_their_axes_and_keep_legends_off_the_bars():
+    from vlfair.probes import plots
+
+    means = pd.DataFrame({"Female": [0.1, 0.9], "Male": [0.2, 0.8]}, index=pd.Index(["Black", "White"], name="race"))
+    figure = plots.grouped_bars(means, None, "t", "confidence", ylim=(0, 1), legend_title="gender")
+    axis = figure.axes[0]
+    assert axis.get_xlabel() == "race" and axis.get_ylabel() == "confidence" and axis.get_ylim() == (0, 1)
+    figure.canvas.draw()
+    legend = axis.get_legend().get_window_extent()
+    assert legend.x0 >= axis.get_window_extent().x1  # outside the axes: it covers no bar
+    heat = plots.heatmap(means, "t", "score", xlabel="gender")
+    assert heat.axes[0].get_xlabel() == "gender" and heat.axes[0].get_ylabel() == "race"
+
+
+def test_tables_have_one_header_row_no_counter_column_and_footnotes():
+    from vlfair.report.writer import FOOTNOTES, html_table, markdown_table
+
+    plain = pd.DataFrame({"trait": ["smart/dumb"], "F": [float("nan")]})
+    plain.attrs[FOOTNOTES] = ["F is NaN: zero variance"]
+    html = html_table(plain)
+    assert html.count("<tr") == 2 and "<th></th>" not in html and ">0<" not in html  # header + one row, no 0..n-1
+    assert html.endswith("<p class='note'>F is NaN: zero variance</p>")
+    assert markdown_table(plain).splitlines()[-1] == "*F is NaN: zero variance*"
+    named = pd.DataFrame({"value": [1.5]}, index=pd.Index(["senator"], name="folder"))
+    assert html_table(named).count("<tr") == 2 and "<th>folder</th>" in html_table(named)
+
+
+def test_a_zero_variance_f_test_gets_a_footnote(clip_dir, tmp_path):
+    import vlfair
+    from vlfair.data.synthetic import make_synthetic
+    from vlfair.probes import run_probe
+
+    faces = make_synthetic("fairface", size=56)
+    same = faces[0]["image"]  # one picture for every row: every confidence is equal, F = 0/0
+    faces = faces.map(lambda row: {"image": same}, features=faces.features)
+    results = run_probe("traits", vlfair.load_encoder(str(clip_dir), dtype="float32"), faces, tmp_path, cache_dir=None,
+                        settings={"per_cell": None, "gradcam": None, "bootstrap": 0})
+    assert all(m["value"] is None for m in results["metrics"] if m["name"] == "trait_anova")
+    note = "every confidence there is the same (zero variance within and between the groups), so F = 0/0"
+    assert note in (tmp_path / "report.html").read_text() and note in (tmp_path / "f_tests.md").read_text()
+
+
+@pytest.mark.parametrize("flags, env, shown", [([], None, True), (["-q"], None, False), ([], "warning", False),
+                                               (["--verbose"], "error", True)])
+def test_the_cli_logs_through_vlfair_s_logger_with_its_verbosity(capsys, monkeypatch, flags, env, shown):
+    from vlfair.cli import main
+    from vlfair.logging import get_logger
+
+    if env:
+        monkeypatch.setenv("VLFAIR_VERBOSITY", env)
+    else:
+        monkeypatch.delenv("VLFAIR_VERBOSITY", raising=False)
+    assert main(["install-metrics", "--only", "bias_ratio", *flags]) == 0
+    out = capsys.readouterr().out
+    assert ("1 module(s) installed" in out) == shown
+    get_logger("vlfair.test").debug("a debug line")
+    get_logger("vlfair.test").warning("a warning")
+    captured = capsys.readouterr()
+    assert ("debug [vlfair.test]: a debug line" in captured.out) == ("--verbose" in flags)
+    assert captured.err == ("" if "-q" in flags else "warning: a warning\n")  # warnings on stderr, also under info
+
+
+def test_an_unknown_verbosity_is_said_and_the_library_default_is_warning(capsys):
+    import subprocess
+    import sys
+
+    code = "from vlfair.logging import get_logger; log = get_logger('vlfair.x'); log.info('info'); log.warning('warn')"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**__import__("os").environ, "VLFAIR_VERBOSITY": "loud"})
+    assert result.stdout == "" and result.stderr.splitlines() == [
+        "vlfair: VLFAIR_VERBOSITY='loud' is not one of debug, info, warning, error, critical; using warning", "warning: warn"]
+
+
+def test_the_torchvision_fallback_warning_is_silenced():
+    import subprocess
+    import sys
+
+    code = "import vlfair\nfrom transformers import CLIPImageProcessor, SiglipImageProcessor\nprint(CLIPImageProcessor.__name__)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and "requires torchvision" not in result.stderr, result.stderr
+    without = subprocess.run([sys.executable, "-c", code.replace("import vlfair\n", "")], capture_output=True, text=True)
+    torchvision_missing = result.stdout.strip() == "CLIPImageProcessorPil"
+    assert ("requires torchvision" in without.stderr) == torchvision_missing  # the filter is what removed it

@@ -51,7 +51,7 @@ def test_leaderboard_functions(results_dir):
     ordered = app.filter_board(board, metric="group_score_gap", sort_by="value", descending=True)["value"].tolist()
     assert ordered == sorted(ordered, reverse=True)
     figure = app.metric_chart(app.filter_board(board, metric="bias_ratio"), "bias_ratio")
-    assert len(figure.axes[0].patches) == 6
+    assert len(figure.axes[0].get_yticklabels()) == 6  # one line per (model, subset)
     assert "bias ratio compares how strongly" in app.explain("bias_ratio") and app.explain("(all)") == ""
     detail = app.model_detail(board, board["model"][0])
     assert len(detail) == len(board)
@@ -74,8 +74,8 @@ def test_leaderboard_served_and_called_through_gradio_client(results_dir):
         client = Client(_serve(app), verbose=False)
         table, _chart, explanation, _detail = client.predict("public-figures", "bias_ratio", "", "(all)", "value", True,
                                                              api_name="/filter")
-        assert table["headers"][:3] == ["model", "probe", "metric"]
-        assert len(table["data"]) == 6 and {row[2] for row in table["data"]} == {"bias_ratio"}
+        assert table["headers"] == ["metric", "subset", "value", "CI", "p", "model", "probe", "dataset"]
+        assert len(table["data"]) == 6 and {row[0] for row in table["data"]} == {"bias_ratio"}
         assert "bias_ratio" in explanation
     finally:
         app.close()

@@ -10,6 +10,9 @@ import importlib
 from typing import Any
 
 from vlfair._version import __version__
+from vlfair.logging import silence_torchvision_fallback
+
+silence_torchvision_fallback()  # before anything imports transformers' image processors
 
 # public name -> module that defines it
 _LAZY = {

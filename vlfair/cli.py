@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from vlfair._version import __version__
+from vlfair.logging import get_logger
 
-PROBES = ("professions", "traits", "word-influence", "multilingual", "public-figures")
+log = get_logger(__name__)  # results and progress: stdout at info; warnings: stderr; --quiet leaves errors only
+
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -25,16 +29,16 @@ def _demo(args: argparse.Namespace) -> int:
 def _selfcheck(args: argparse.Namespace) -> int:
     from vlfair.selfcheck import run_selfcheck
 
-    print("vlfair self-check: the embedding engine against transformers on a tiny encoder.")
+    log.info("vlfair self-check: the embedding engine against transformers on a tiny encoder.")
     report = run_selfcheck(args.out)
     width = max(len(name) for name in report["checks"])
     for name, ok in report["checks"].items():
-        print(f"  {name:<{width}}  {'ok' if ok else 'FAILED'}")
-    print(f"  max |vlfair - transformers| = {report['max_abs_diff_vs_transformers']:.2e} "
+        log.info(f"  {name:<{width}}  {'ok' if ok else 'FAILED'}")
+    log.info(f"  max |vlfair - transformers| = {report['max_abs_diff_vs_transformers']:.2e} "
           f"(tolerance {report['tolerance']:.0e}); {report['num_images']} images embedded in "
           f"{report['embed_seconds']} s, cached re-run {report['cached_seconds']} s")
     if args.out:
-        print(f"  written: {args.out}/selfcheck.json")
+        log.info(f"  written: {args.out}/selfcheck.json")
     return 0 if report["passed"] else 1
 
 
@@ -56,50 +60,39 @@ def _run(args: argparse.Namespace) -> int:
 
     from vlfair.probes import run_probe
 
-    if args.probe != "word-influence" and not args.dataset:
-        raise SystemExit(f"vlfair run {args.probe}: --dataset is required")
     settings = {}
     for item in args.set or []:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"vlfair run: --set takes KEY=VALUE, got {item!r}")
+            raise UserError(f"--set takes KEY=VALUE, got {item!r}")
         settings[key] = yaml.safe_load(value)
-    if args.temperature is not None:
-        settings["temperature"] = args.temperature
-    if args.per_cell is not None or args.allow_short:
-        if args.probe != "traits":
-            raise SystemExit(f"vlfair run {args.probe}: --per-cell and --allow-short only apply to traits")
-        if args.per_cell is not None:
-            if args.per_cell < 1:
-                raise SystemExit(f"vlfair run traits: --per-cell must be at least 1, got {args.per_cell}")
-            settings["per_cell"] = args.per_cell
-        settings["allow_short"] = args.allow_short
-    settings.update(_word_influence_settings(args))
-    for flag, value in (("--limit", args.limit), ("--batch-size", args.batch_size)):
+    for flag, value in (("--limit", args.limit), ("--batch-size", args.batch_size), ("--per-cell", getattr(args, "per_cell", None))):
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, got {value}")
+    settings.update(PROBE_COMMANDS[args.probe].settings(args))
     _check_out_dir(Path(args.out))  # before any work: a bad --out must not waste a run
-    if args.dataset and not args.dataset.startswith("synthetic:"):
+    dataset = getattr(args, "dataset", None)
+    if dataset and not dataset.startswith("synthetic:"):
         from vlfair.data.loading import check_source
 
-        check_source(args.dataset)  # a missing local directory is said at once, before the model loads
+        check_source(dataset)  # a missing local directory is said at once, before the model loads
     from vlfair.models import load_encoder
 
     encoder = load_encoder(args.model, dtype=args.dtype)
-    results = run_probe(args.probe, encoder, args.dataset, args.out, split=args.split, subset=args.subset,
+    results = run_probe(args.probe, encoder, dataset, args.out, split=args.split, subset=args.subset,
                         limit=args.limit, batch_size=args.batch_size, settings=settings or None,
                         cache_dir=args.cache_dir or "default")
     from vlfair.distributed import current_world
 
     if current_world().is_main:
-        print(f"{args.probe}: {len(results['metrics'])} metrics -> {args.out}/results.json, {args.out}/report.html")
+        log.info(f"{args.probe}: {len(results['metrics'])} metrics -> {args.out}/results.json, {args.out}/report.html")
         if results["published"]:
             within = [e["within_ci"] for e in results["published"] if e["within_ci"] is not None]
-            print(f"  published vs this run: {len(results['published'])} cells of "
+            log.info(f"  published vs this run: {len(results['published'])} cells of "
                   f"{', '.join(dict.fromkeys(e['source'] for e in results['published']))}"
                   + (f"; {sum(within)} of {len(within)} inside this run's CI" if within else ""))
         for warning in results["warnings"]:
-            print(f"  warning: {warning}")
+            log.warning(warning)
     if not results["metrics"]:  # a run that measured nothing is a failure, whatever it wrote
         warnings = results["warnings"]
         raise UserError("measured nothing (" + ("; ".join(warnings[:3]) or "no metric came out")
@@ -124,14 +117,24 @@ def _check_out_dir(out: Path) -> None:
         raise UserError(f"--out {out} is not writable ({exc.strerror or exc})") from None
 
 
+def _traits_settings(args: argparse.Namespace) -> dict:
+    settings = {} if args.temperature is None else {"temperature": args.temperature}
+    if args.per_cell is not None:
+        settings["per_cell"] = args.per_cell
+    if args.allow_short:
+        settings["allow_short"] = True
+    return settings
+
+
+def _add_traits_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("traits")
+    group.add_argument("--temperature", type=float, help="softmax temperature (default: the model's logit scale)")
+    group.add_argument("--per-cell", type=int, help="rows drawn per race x gender cell (default 2000, the study's)")
+    group.add_argument("--allow-short", action="store_true",
+                       help="take every row of a cell with fewer than --per-cell rows instead of stopping")
+
+
 def _word_influence_settings(args: argparse.Namespace) -> dict:
-    if args.probe != "word-influence":
-        used = [flag for flag, value in (("--generator", args.generator), ("--prompt", args.prompt),
-                                         ("--large-scale", args.large_scale), ("--transmuter", args.transmuter),
-                                         ("--max-images", args.max_images)) if value]
-        if used:
-            raise SystemExit(f"vlfair run {args.probe}: {', '.join(used)} only apply to word-influence")
-        return {}
     settings = {}
     if args.generator:
         settings["generator"] = {"spec": args.generator, "steps": args.steps, "guidance": args.guidance,
@@ -148,35 +151,96 @@ def _word_influence_settings(args: argparse.Namespace) -> dict:
     return settings
 
 
+def _add_word_influence_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("word-influence (--model is the group classifier's encoder)")
+    group.add_argument("--generator", help="text-to-image pipeline id or directory (default CompVis/stable-diffusion-v1-4)")
+    group.add_argument("--steps", type=int, default=50, help="diffusion steps per image (default 50)")
+    group.add_argument("--guidance", type=float, default=7.5, help="classifier-free guidance scale (default 7.5)")
+    group.add_argument("--size", type=int, help="image height and width (default: the pipeline's)")
+    group.add_argument("--prompt", action="append", help="a prompt to explain (repeatable; default the study's)")
+    group.add_argument("--large-scale", action="store_true", help="the study's 150 prompts")
+    group.add_argument("--transmuter", help="mlm (default, bert-base-uncased), mlm:MODEL, or lexicon")
+    group.add_argument("--max-images", type=int, help="refuse configurations needing more images per prompt")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeCommand:
+    """``vlfair run <probe>``: its one-line help, what it reproduces, its own options."""
+
+    help: str
+    description: str
+    add_options: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+    settings: Callable[[argparse.Namespace], dict] = lambda args: {}
+    needs_dataset: bool = True
+
+
+PROBE_COMMANDS: dict[str, ProbeCommand] = {
+    "professions": ProbeCommand(
+        "CLIPScore of profession prompts by gender and race",
+        "Mean CLIPScore of 'A photo of a {profession}' per profession and gender or race, as the professions study's "
+        "Tables 1-2, with the median image of every cell and permutation-tested gaps. Data: the professions schema "
+        "(vlfair prepare professions, or synthetic:professions)."),
+    "traits": ProbeCommand(
+        "trait confidences on FairFace with F-tests across races and genders",
+        "Confidence in each positive trait over its negative ('smart' over 'dumb') per race and gender on FairFace "
+        "adults, one-way F-tests within each stratum (the traits study's Tables 1-4) and Grad-CAM overlays. "
+        "Data: the fairface schema.", _add_traits_options, _traits_settings),
+    "word-influence": ProbeCommand(
+        "word-level influence on a text-to-image model's group skew",
+        "Generates images for a prompt and for prompts with one word replaced, classifies each image's group with "
+        "--model, and reports each word's influence on the share of the target group (the word-influence study's "
+        "Table 1). No dataset: it makes its own images.", _add_word_influence_options, _word_influence_settings,
+        needs_dataset=False),
+    "multilingual": ProbeCommand(
+        "English vs other languages: Multi30K fairness and FairFace in 8 languages",
+        "Multi30K: en-de text distances, individual fairness (epsilon) and retrieval gaps; FairFace: zero-shot gender, "
+        "race and age accuracy in 8 languages with group rate gaps (the multilingual study). Data: the multi30k or "
+        "fairface schema."),
+    "public-figures": ProbeCommand(
+        "P-FI public figures: class scores, the politician bias ratio, name retention",
+        "Class scores per folder and gender (the P-FI study's Table 1), the bias ratio b = s_w/s_m of each folder's "
+        "class, and name retention text and image scores (Table 2). Data: the pfi schema."),
+}
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("run", help="run a study probe end to end")
-    parser.add_argument("probe", choices=PROBES)
-    parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], a directory, mclip:ID")
-    parser.add_argument("--dataset", help="Hub id, prepared directory or synthetic:NAME (not for word-influence)")
+    parser = sub.add_parser("run", help="run a study probe end to end",
+                            description="Run one study probe end to end: results.json, tables, plots and report.html. "
+                                        "'vlfair run PROBE --help' lists the probe's own options.")
+    probes = parser.add_subparsers(dest="probe", required=True, metavar="PROBE")
+    for name, command in PROBE_COMMANDS.items():
+        probe = probes.add_parser(name, help=command.help, description=command.description)
+        _add_run_options(probe, name, command.needs_dataset)
+        command.add_options(probe)
+        _add_output_options(probe, argparse.SUPPRESS)
+        probe.set_defaults(handler=_run)
+
+
+def _add_run_options(parser: argparse.ArgumentParser, probe: str, needs_dataset: bool) -> None:
+    parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], ID, a directory, mclip:ID")
+    if needs_dataset:
+        parser.add_argument("--dataset", required=True, help="Hub id, prepared directory or synthetic:NAME")
     parser.add_argument("--subset", help="a named subset: FairFace adults/age_groups, Multi30K translation/independent, "
                                          "a P-FI category (traits reads adults by default)")
+    parser.add_argument("--split", help="a split, or several joined by '+' (train+validation)")
     parser.add_argument("--out", default="out", help="directory for results.json, tables, plots, report.html (default out)")
     parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
     parser.add_argument("--limit", type=int, help="use only the first N rows (quick runs)")
-    parser.add_argument("--temperature", type=float, help="traits: softmax temperature (default: the model's logit scale)")
-    parser.add_argument("--split", help="a split, or several joined by '+' (train+validation)")
-    parser.add_argument("--per-cell", type=int, help="traits: rows drawn per race x gender cell (default 2000, the study's)")
-    parser.add_argument("--allow-short", action="store_true",
-                        help="traits: take every row of a cell with fewer than --per-cell rows instead of stopping")
     parser.add_argument("--dtype", default="auto",
                         help="auto (bf16 where the hardware has it, else float32), float32 (exact), bfloat16, float16")
     parser.add_argument("--cache-dir", help="embedding cache (default $VLFAIR_CACHE or ~/.cache/vlfair)")
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key of the probe's YAML")
-    group = parser.add_argument_group("word-influence (--model is the group classifier's encoder)")
-    group.add_argument("--generator", help="text-to-image pipeline id or directory")
-    group.add_argument("--steps", type=int, default=50, help="diffusion steps per image (default 50)")
-    group.add_argument("--guidance", type=float, default=7.5, help="classifier-free guidance scale (default 7.5)")
-    group.add_argument("--size", type=int, help="image height and width")
-    group.add_argument("--prompt", action="append", help="a prompt to explain (repeatable)")
-    group.add_argument("--large-scale", action="store_true", help="the study's 150 prompts")
-    group.add_argument("--transmuter", help="lexicon (default), mlm, or mlm:MODEL")
-    group.add_argument("--max-images", type=int, help="refuse configurations needing more images per prompt")
-    parser.set_defaults(handler=_run)
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help=f"override a key of the probe's YAML: {', '.join(_yaml_keys(probe))} (repeatable)")
+
+
+def _yaml_keys(probe: str) -> list[str]:
+    """The keys of the probe's settings file (read as text: no probe module, no torch, for --help)."""
+    from importlib import resources
+
+    import yaml
+
+    text = resources.files("vlfair.probes").joinpath(probe.replace("-", "_") + ".yaml").read_text()
+    return [key for key in yaml.safe_load(text) if key not in ("version", "notes")]
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -188,7 +252,7 @@ def _prepare(args: argparse.Namespace) -> int:
     except BuildError as exc:
         print(f"vlfair prepare {args.dataset}: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {out} (Parquet per config and split and a README.md card, as a Hub dataset repository)"
+    log.info(f"wrote {out} (Parquet per config and split and a README.md card, as a Hub dataset repository)"
           + (f"; pushed to {args.push_to_hub}" if args.push_to_hub else ""))
     return 0
 
@@ -210,14 +274,14 @@ def _leaderboard(args: argparse.Namespace) -> int:
     skipped: list[str] = []
     results = read_results(args.results, skipped)
     for problem in skipped:
-        print(f"vlfair leaderboard: skipped {problem}", file=sys.stderr)
+        log.warning(f"vlfair leaderboard: skipped {problem}")
     if not results:
         raise UserError("no readable results.json among the files given")
     frame = tidy(results)
     write_table(frame, args.out)
     if args.push_to_hub:
         push_table(frame, args.push_to_hub)
-    print(f"{len(frame)} rows from {len(results)} results -> {args.out}")
+    log.info(f"{len(frame)} rows from {len(results)} results -> {args.out}")
     return 0
 
 
@@ -263,8 +327,8 @@ def _install_metrics(args: argparse.Namespace) -> int:
 
     installed = install_metrics(args.only)  # an unknown name: one line from main's handler, exit 2
     for script in installed:
-        print(f"{NAMESPACE}/{script.stem}: {script}")
-    print(f'{len(installed)} module(s) installed: evaluate.load("{NAMESPACE}/<name>") now works offline')
+        log.info(f"{NAMESPACE}/{script.stem}: {script}")
+    log.info(f'{len(installed)} module(s) installed: evaluate.load("{NAMESPACE}/<name>") now works offline')
     return 0
 
 
@@ -281,14 +345,35 @@ SUBCOMMANDS = [_add_demo, _add_run, _add_prepare, _add_leaderboard, _add_card_re
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vlfair", description="Measure social bias in vision-language models.")
     parser.add_argument("--version", action="version", version=f"vlfair {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(sub)
+    _add_output_options(parser, argparse.SUPPRESS)
     for command in sub.choices.values():  # also after the command: vlfair run ... --debug
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                             help="show the traceback of an error")
+        _add_output_options(command, argparse.SUPPRESS)
     return parser
+
+
+def _add_output_options(parser: argparse.ArgumentParser, default) -> None:
+    parser.add_argument("--debug", action="store_true", default=default, help="show the traceback of an error")
+    loudness = parser.add_mutually_exclusive_group()
+    loudness.add_argument("-q", "--quiet", action="store_true", default=default,
+                          help="errors only, no progress bars (also: VLFAIR_VERBOSITY=error)")
+    loudness.add_argument("-v", "--verbose", action="store_true", default=default,
+                          help="debug messages too (also: VLFAIR_VERBOSITY=debug)")
+
+
+def _set_verbosity(args: argparse.Namespace) -> None:
+    """--quiet / --verbose, else VLFAIR_VERBOSITY, else info (a command says what it does)."""
+    from vlfair import logging as vlfair_logging
+
+    if getattr(args, "quiet", False):
+        vlfair_logging.set_verbosity("error")
+        vlfair_logging.disable_progress_bars()
+    elif getattr(args, "verbose", False):
+        vlfair_logging.set_verbosity("debug")
+    else:
+        vlfair_logging.set_verbosity(vlfair_logging.env_level() or "info")
 
 
 class UserError(ValueError):
@@ -309,13 +394,14 @@ def describe(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _set_verbosity(args)
     try:
         return args.handler(args)
     except KeyboardInterrupt:
         print(f"vlfair {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001  (one handler: a person reads a sentence, --debug the traceback)
-        if args.debug:
+        if getattr(args, "debug", False):
             raise
         print(f"vlfair {args.command}: {describe(exc)}", file=sys.stderr)
         return 2

@@ -25,10 +25,12 @@ from tqdm.auto import tqdm
 from vlfair.cache import DEFAULT, BadRow, Chunk, ChunkStore
 from vlfair.distributed import World, current_world
 from vlfair.imageio import BadImageError, load_rgb
+from vlfair.logging import get_logger, progress_bars_enabled
 from vlfair.models.base import Encoder, concat_rows
 from vlfair.models.preprocessing import ImagePreprocessing
 from vlfair.sources import ImageSource, image_source
 
+logger = get_logger(__name__)
 BAD_IMAGE_POLICIES = ("error", "skip")
 
 
@@ -152,6 +154,7 @@ def embed_images(
     components = world.all_gather(components)[0]
     store = ChunkStore.open(cache_dir, "images", components)
     final = store.read_final(expected_rows=len(source))
+    logger.debug(f"image embeddings of {len(source)} rows: {'cached' if final is not None else 'to compute'} in {store.directory or 'no cache'}")
     if final is None:
         chunks = _compute_chunks(encoder, source, store, world, batch_size, num_workers, chunk_size, progress,
                                  stop_on_bad=on_bad_image == "error")
@@ -192,6 +195,7 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
         if cached is not None:
             done[index] = cached
     todo = [i for i in range(len(ranges)) if i not in done]
+    logger.debug(f"{len(done)} of {len(ranges)} chunks cached, {len(todo)} to embed")
     items_per_chunk = [_shard(*ranges[i], world) for i in todo]
     items = [item for chunk_items in items_per_chunk for item in chunk_items]
     batches, owners = _batches(items_per_chunk, batch_size)
@@ -201,7 +205,7 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
         collate_fn=_collate, pin_memory=encoder.device.type == "cuda",
     )
     total = sum(end - start for i in todo for start, end in [ranges[i]])
-    bar = tqdm(total=total, unit="img", desc="embedding images", disable=not (progress and world.is_main and total))
+    bar = tqdm(total=total, unit="img", desc="embedding images", disable=not (progress and world.is_main and total and progress_bars_enabled()))
     pending: list[tuple[list[_Item], np.ndarray, list[BadRow]]] = []
     try:
         for owner, next_owner, (batch_items, pixels, bad) in zip(owners, owners[1:] + [None], loader):

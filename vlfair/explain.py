@@ -18,6 +18,9 @@ import torch
 from vlfair.imageio import load_rgb
 
 
+CAM_COLOURMAP = "inferno"  # perceptually uniform and readable in grey: brighter means more evidence, unlike jet
+
+
 class NotAViT(ValueError):
     """Grad-CAM here needs a transformer vision tower with a patch grid."""
 
@@ -83,10 +86,10 @@ def overlay_figure(encoder: Any, images: Sequence[Any], maps: np.ndarray, titles
     for axis, image, cam, caption in zip(axes[0], images, maps, titles):
         axis.imshow(encoder.preprocessing.to_uint8(load_rgb(image, 0)))
         peak = cam.max()
-        axis.imshow(cam / peak if peak > 0 else cam, cmap="jet", alpha=0.45, vmin=0, vmax=1)
+        axis.imshow(cam / peak if peak > 0 else cam, cmap=CAM_COLOURMAP, alpha=0.45, vmin=0, vmax=1)
         axis.set_title(caption, fontsize=8)
         axis.axis("off")
     figure.suptitle(title, fontsize=10)
-    scale = plt.cm.ScalarMappable(cmap="jet", norm=plt.Normalize(0, 1))
+    scale = plt.cm.ScalarMappable(cmap=CAM_COLOURMAP, norm=plt.Normalize(0, 1))
     figure.colorbar(scale, ax=axes[0].tolist(), fraction=0.025, pad=0.02, label="activation (share of the image's peak)")
     return figure

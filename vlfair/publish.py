@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from vlfair._version import __version__
+from vlfair.logging import get_logger
 from vlfair.metrics import available_metrics, metrics_dir
+
+log = get_logger(__name__)
 
 FILES = ("{name}.py", "README.md", "app.py", "requirements.txt")
 
@@ -56,7 +59,7 @@ def publish_metrics(namespace: str = "vlfair", dry_run: bool = False, names: lis
     """Create or update one Gradio Space per module; ``dry_run`` only reports (no network)."""
     plans = plan_spaces(namespace, names)
     for plan in plans:
-        print(f"{'would push' if dry_run else 'pushing'} metrics/{plan.name} -> spaces/{plan.repo_id}: "
+        log.info(f"{'would push' if dry_run else 'pushing'} metrics/{plan.name} -> spaces/{plan.repo_id}: "
               f"{', '.join(plan.files)} (requirements pin vlfair=={__version__})")
     if dry_run:
         return plans

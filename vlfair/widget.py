@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from vlfair.logging import get_logger
 from vlfair.report.results import jsonable
 
 FRONT_MATTER = re.compile(r"^---\n.*?\n---\n", re.S)
@@ -88,8 +89,9 @@ def metric_widget(module, example: dict[str, list], options: dict[str, Any] | No
         try:
             columns, kwargs = parse_inputs(table, kinds, options_text)
             return jsonable(module.compute(**columns, **kwargs))
-        except (ValueError, TypeError) as exc:
-            raise gr.Error(f"{module.name}: {exc}") from None
+        except (ValueError, TypeError) as exc:  # the person's input: one server line, not a traceback
+            get_logger(__name__).warning(f"metric Space {module.name}: refused: {exc}")
+            raise gr.Error(f"{module.name}: {exc}", print_exception=False) from None
 
     with gr.Blocks(title=f"Metric: {module.name}") as app:
         gr.Markdown(f"# Metric: {module.name}\n{module.info.description.strip()}")

@@ -12,6 +12,7 @@ import os
 import gradio as gr
 import pandas as pd
 
+from vlfair.logging import get_logger
 from vlfair.probes import probe_names
 from vlfair.space import session
 from vlfair.space.limits import Limits, SpaceInputError, run_with_time_limit
@@ -22,6 +23,10 @@ Pick an encoder, a probe and data, then **run**. The *demo world* works offline:
 trained on a synthetic world with biases planted on purpose (doctors mostly men, "smart" mostly one
 race, politicians mostly men, German captions rare; the generator makes "nurse" raise the share of
 women by 0.4). The biased encoder should show them; the control encoder should not."""
+
+log = get_logger("vlfair.spaces.demo")
+WAITING = "No run yet: choose an encoder, a probe and data, then **run**."
+FAILED = "**The run stopped**: nothing was measured. The message at the top right says why."
 
 
 def _labels(csv_file, table) -> pd.DataFrame | None:
@@ -54,16 +59,18 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
 
         try:
             output = run_with_time_limit(work, limits.time_limit_s)
-        except SpaceInputError as exc:
-            raise gr.Error(str(exc), duration=None) from None
+        except SpaceInputError as exc:  # the person's mistake: one server line, not a traceback
+            log.warning(f"demo Space: refused a run: {exc}")
+            raise gr.Error(str(exc), duration=None, print_exception=False) from None
         r = output.results
         shown = other.strip() if other and other.strip() else encoder
         summary = (f"**{r['probe']}** on **{shown}** ({r['model']['dtype']}), "
                    f"{r['dataset']['num_rows']} rows of {r['dataset']['name']}: {len(r['metrics'])} metrics"
                    + (f"; skipped unreadable rows {r['skipped_rows']}" if r["skipped_rows"] else "")
                    + "".join(f"\n- {w}" for w in r.get("warnings", [])))
-        return (summary, session.readable_metrics(output.metrics), [str(p) for p in output.plots], _tables_markdown(output.tables),
-                [str(output.results_path), str(output.report_path)])
+        return (summary, gr.update(value=session.readable_metrics(output.metrics), visible=True),
+                gr.update(value=[str(p) for p in output.plots], visible=True), _tables_markdown(output.tables),
+                gr.update(value=[str(output.results_path), str(output.report_path)], visible=True))
 
     def on_probe(probe):
         choices = session.data_choices(probe, hub)
@@ -96,18 +103,25 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
             label_table = gr.Dataframe(label="labels, one row per image (or upload a CSV)", interactive=True,
                                        type="pandas")
         run_button = gr.Button("run", variant="primary")
-        summary = gr.Markdown(elem_id="summary")
-        metrics = gr.Dataframe(label="metrics", interactive=False, elem_id="metrics")
-        plots = gr.Gallery(label="plots", columns=2, height="auto", object_fit="contain", elem_id="plots")
+        summary = gr.Markdown(WAITING, elem_id="summary")  # never empty: the run's one progress bar is drawn over it
+        # hidden until a run has results: empty, they would show placeholder headers and drop zones
+        metrics = gr.Dataframe(label="metrics", interactive=False, elem_id="metrics", wrap=True, visible=False)
+        plots = gr.Gallery(label="plots", columns=2, height="auto", object_fit="contain", elem_id="plots", visible=False)
         tables = gr.Markdown(elem_id="tables")
-        downloads = gr.File(label="results.json and report.html", file_count="multiple", interactive=False)
+        downloads = gr.File(label="results.json and report.html", file_count="multiple", interactive=False,
+                            elem_id="downloads", visible=False)
 
         probe.change(on_probe, probe, [data, prompt], api_name=False)
         data.change(on_data, data, [upload_box, per_group], api_name=False)
         for trigger in (images, probe):  # the label columns depend on the probe
             trigger.change(on_images, [images, probe], label_table, api_name=False)
-        run_button.click(run, [probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt],
-                         [summary, metrics, plots, tables, downloads], api_name="run")
+        results = [summary, metrics, plots, tables, downloads]
+        # a new run first clears the last one's results: after an error nothing stale stays on the page
+        cleared = ("Running…", *[gr.update(value=None, visible=False)] * 2, "", gr.update(value=None, visible=False))
+        run_button.click(lambda: cleared, None, results, queue=False, show_progress="hidden", api_name=False).then(
+            run, [probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt], results,
+            api_name="run", show_progress_on=summary  # one progress bar, over the summary
+        ).failure(lambda: FAILED, None, summary, queue=False, show_progress="hidden", api_name=False)
     app.queue(default_concurrency_limit=1)  # one probe at a time: a CPU Space has no room for two
     return app
 

@@ -4,7 +4,6 @@ Results come from VLFAIR_RESULTS: a directory of results.json files, a table wri
 `vlfair leaderboard --out FILE`, or a Hub dataset pushed with `--push-to-hub` (split "results").
 """
 
-import json
 import os
 import re
 from pathlib import Path
@@ -18,6 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from vlfair.metrics import metrics_dir  # noqa: E402
 from vlfair.report.leaderboard import COLUMNS, read_results, read_table, tidy  # noqa: E402
+from vlfair.probes.plots import forest  # noqa: E402
+from vlfair.report.numbers import format_interval, format_p, format_subset, format_value  # noqa: E402
 
 ALL = "(all)"
 SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "dataset", "created"]
@@ -62,23 +63,14 @@ def filter_board(board: pd.DataFrame, probe: str = ALL, metric: str = ALL, subse
     return rows[SHOWN].reset_index(drop=True)
 
 
-def readable_subset(subset: str) -> str:
-    """'{"trait": "smart/dumb", "gender": "Male"}' -> 'trait = smart/dumb · gender = Male'."""
-    try:
-        return " · ".join(f"{k} = {v}" for k, v in json.loads(subset).items())
-    except (ValueError, AttributeError):
-        return subset
-
-
 def display(rows: pd.DataFrame) -> pd.DataFrame:
-    """The table a person reads: readable subsets, 3 significant digits, the CI beside the value."""
-    from vlfair.report.numbers import format_interval, format_p, format_value
+    """The table a person reads: readable subsets, 3 significant digits, the CI beside the value. The
+    numbers come before the model, whose name can be a long local path: they stay in view."""
 
     return pd.DataFrame({
-        "model": rows["model"], "probe": rows["probe"], "metric": rows["metric"],
-        "subset": rows["subset"].map(readable_subset), "value": rows["value"].map(format_value),
+        "metric": rows["metric"], "subset": rows["subset"].map(format_subset), "value": rows["value"].map(format_value),
         "CI": [format_interval(lo, hi) for lo, hi in zip(rows["ci_low"], rows["ci_high"])],
-        "p": rows["p_value"].map(format_p), "dataset": rows["dataset"]})
+        "p": rows["p_value"].map(format_p), "model": rows["model"], "probe": rows["probe"], "dataset": rows["dataset"]})
 
 
 # the value that means "no bias" for the measures that have one: ratios 1, gaps and influences 0
@@ -87,26 +79,28 @@ NEUTRAL = {"bias_ratio": 1.0, "group_score_gap": 0.0, "group_rate_gap": 0.0, "cr
 
 
 def metric_chart(rows: pd.DataFrame, metric: str):
-    """One bar per (model, subset) of ``metric`` with its confidence interval."""
-    figure, axis = plt.subplots(figsize=(8, 3.6))
+    """Each (model, subset) of ``metric`` with its confidence interval, one line each: the labels
+    read horizontally, and a dashed line marks where no bias reads."""
     rows = rows[rows["metric"] == metric].head(40) if metric != ALL else rows.head(0)
     if rows.empty:
+        figure, axis = plt.subplots(figsize=(8, 1.2))
         axis.text(0.5, 0.5, "choose a metric to plot", ha="center", va="center")
         axis.axis("off")
         return figure
-    labels = [f"{m.split('/')[-1]}: {readable_subset(s)}"[:48] for m, s in zip(rows["model"], rows["subset"])]
-    low = (rows["value"] - rows["ci_low"]).clip(lower=0).fillna(0)
-    high = (rows["ci_high"] - rows["value"]).clip(lower=0).fillna(0)
-    axis.bar(range(len(rows)), rows["value"], yerr=[low, high], capsize=2, color="tab:blue")
-    neutral = NEUTRAL.get(metric)
-    if neutral is not None:  # where no bias reads
-        axis.axhline(neutral, color="black", linewidth=1, linestyle="--", label=f"neutral ({neutral:g})")
-        axis.legend(fontsize=7, loc="upper right")
-    axis.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
-    axis.set_ylabel(metric)
-    axis.set_title(f"{metric} with confidence intervals", fontsize=10)
-    figure.tight_layout()  # keeps the rotated labels inside the image
+    several = rows["model"].nunique() > 1
+    points = pd.DataFrame({"label": [format_subset(s) for s in rows["subset"]],
+                           "series": [short_model_name(m) for m in rows["model"]] if several else "",
+                           "value": rows["value"].to_numpy(float), "low": rows["ci_low"].to_numpy(float),
+                           "high": rows["ci_high"].to_numpy(float)})
+    title = f"{metric} with confidence intervals" + ("" if several else f" ({short_model_name(rows['model'].iloc[0])})")
+    figure = forest(points, title, metric, neutral=NEUTRAL.get(metric))
+    figure.tight_layout()
     return figure
+
+
+def short_model_name(model: str) -> str:
+    """The last part of a Hub id or path: the bars have no room for a cache directory."""
+    return model.rstrip("/").split("/")[-1]
 
 
 def model_detail(board: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -148,20 +142,23 @@ def build_app(source: str) -> gr.Blocks:
         with gr.Row():
             sort_by = gr.Dropdown(["value", "p_value", "model", "metric"], value="value", label="sort by")
             descending = gr.Checkbox(value=True, label="descending")
-        table = gr.Dataframe(display(filter_board(board)), label="results", interactive=False, elem_id="results-table")
+        table = gr.Dataframe(display(filter_board(board)), label="results", interactive=False, elem_id="results-table",
+                             wrap=True)
         chart = gr.Plot(label="metric with CIs", elem_id="chart")
         explanation = gr.Markdown(elem_id="explanation")
-        detail = gr.Dataframe(label="model detail", interactive=False, elem_id="model-detail")
+        # shown once a model is chosen: an empty table would show placeholder headers
+        detail = gr.Dataframe(label="model detail", interactive=False, elem_id="model-detail", wrap=True, visible=False)
 
         def update(p, m, s, mo, sb, d):
             rows = filter_board(board, p, m, s, mo, sb, d)
-            return display(rows), metric_chart(rows, m), explain(m), model_detail(board, mo)
+            return (display(rows), metric_chart(rows, m), explain(m),
+                    gr.update(value=model_detail(board, mo), visible=bool(mo) and mo != ALL))
 
         inputs = [probe, metric, subset, model, sort_by, descending]
-        for control in inputs:
-            control.change(update, inputs, [table, chart, explanation, detail], api_name=False)
-        gr.Button("apply", variant="primary").click(update, inputs, [table, chart, explanation, detail],
-                                                    api_name="filter")
+        outputs = [table, chart, explanation, detail]
+        for control in inputs:  # every control updates at once: no apply button
+            control.change(update, inputs, outputs, api_name=False)
+        subset.submit(update, inputs, outputs, api_name="filter")  # also the API's endpoint
     return app
 
 

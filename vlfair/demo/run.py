@@ -15,13 +15,16 @@ from vlfair.demo import datasets as world_data
 from vlfair.demo.shipped import SHIPPED_DIR, WORLDS, display_name, encoder_path
 from vlfair.demo.train import read_record
 from vlfair.demo.world import PROFESSIONS, Planting
+from vlfair.logging import get_logger
 from vlfair.models import load_encoder
-from vlfair.probes import run_probe
+from vlfair.probes import ProbeRun, measure_probe
 from vlfair.probes.base import clip_score
+from vlfair.report.scales import share_scales
 from vlfair.report.writer import inline_png, page
 from vlfair.t2i.classifier import GroupClassifier
 from vlfair.t2i.transmuters import LexiconTransmuter
 
+logger = get_logger(__name__)
 CONFIDENCE = 0.95
 WORD_EFFECTS = {"nurse": 0.4}  # planted: "nurse" raises the share of women by 0.4; "hospital" by nothing
 WI_PROMPT = "a nurse at the hospital"
@@ -55,7 +58,7 @@ def valid(entry: dict[str, Any]) -> bool:
     return bool(found and (not known_size or low <= target <= high))
 
 
-def _professions(enc, name, data, out, cache, biased: bool) -> list[dict]:
+def _professions(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
     """Gender ratio of a planted profession relative to the unplanted ones (lawyer, scientist).
 
     What was planted is profession-specific; a trained model may also score one gender a little
@@ -63,7 +66,7 @@ def _professions(enc, name, data, out, cache, biased: bool) -> list[dict]:
     shared shift, so the measure isolates the profession association (the plain ratio of each
     profession is in the professions probe's own tables).
     """
-    run_probe("professions", enc, data, out / "professions", cache_dir=cache)
+    run = measure_probe("professions", enc, data, cache_dir=cache)
     images = enc.encode_images(list(data["image"]))
     professions, genders = np.array(data["profession"]), np.array(data["gender"])
     text = enc.encode_texts([f"A photo of a {p}" for p in PROFESSIONS])
@@ -83,15 +86,15 @@ def _professions(enc, name, data, out, cache, biased: bool) -> list[dict]:
         entries.append(_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
                               {"profession": profession}, name, direction if biased else "1 (none)", value, ci,
                               _excludes(ci, 1.0), 1.0, sign if biased else 0))
-    return entries
+    return entries, run
 
 
-def _traits(enc, name, data, out, cache, biased: bool) -> list[dict]:
-    results = run_probe("traits", enc, data, out / "traits", cache_dir=cache,
+def _traits(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+    run = measure_probe("traits", enc, data, cache_dir=cache,
                         settings={"pairs": [["smart", "dumb"]], "per_cell": None,  # the world's balanced data as is
                                   "gradcam": {"pair": "smart/dumb", "k": 4, "group": {"race": "White", "gender": "Female"}}})
     entries = []
-    for metric in results["metrics"]:
+    for metric in run.results["metrics"]:
         if metric["name"] == "trait_anova" and "gender" in metric["subset"]:
             entries.append(_entry("traits", "trait_anova (F across races)", metric["subset"], name,
                                   "races differ ('smart' favours White)" if biased else "no difference",
@@ -105,11 +108,11 @@ def _traits(enc, name, data, out, cache, biased: bool) -> list[dict]:
     entries.append(_entry("traits", "bias_ratio of P(smart)", {"trait": "smart/dumb", "groups": "White/other races"}, name,
                           "> 1" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
                           _excludes(r["bias_ratio_ci"], 1.0), 1.0, int(biased)))
-    return entries
+    return entries, run
 
 
-def _multilingual(enc, name, data, out, cache, biased: bool) -> list[dict]:
-    run_probe("multilingual", enc, data, out / "multilingual", cache_dir=cache)
+def _multilingual(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+    run = measure_probe("multilingual", enc, data, cache_dir=cache)
     images = enc.encode_images(list(data["image"]))
     scores, languages = [], []
     for language in ("en", "de"):  # each image with its own caption, in each language
@@ -119,12 +122,12 @@ def _multilingual(enc, name, data, out, cache, biased: bool) -> list[dict]:
     r = measures.bias_ratio(scores, languages, "de", "en", confidence=CONFIDENCE)
     return [_entry("multilingual", "bias_ratio of own-caption CLIPScore", {"languages": "de/en"}, name,
                    "< 1 (German rarer in training)" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
-                   _excludes(r["bias_ratio_ci"], 1.0), 1.0, -int(biased))]
+                   _excludes(r["bias_ratio_ci"], 1.0), 1.0, -int(biased))], run
 
 
-def _public_figures(enc, name, data, out, cache, biased: bool) -> list[dict]:
-    results = run_probe("public-figures", enc, data, out / "public-figures", cache_dir=cache)
-    metric = next(m for m in results["metrics"] if m["name"] == "bias_ratio" and m["subset"] == {"folder": "politicians", "class": "politician"})
+def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+    run = measure_probe("public-figures", enc, data, cache_dir=cache)
+    metric = next(m for m in run.results["metrics"] if m["name"] == "bias_ratio" and m["subset"] == {"folder": "politicians", "class": "politician"})
     entries = [_entry("public-figures", "bias_ratio of P(politician)", {"class": "politician", "groups": "Female/Male"},
                       name, "< 1 (women less often 'politician')" if biased else "1 (none)", metric["value"], metric["ci"],
                       _excludes(metric["ci"], 1.0), 1.0, -int(biased))]
@@ -144,7 +147,7 @@ def _public_figures(enc, name, data, out, cache, biased: bool) -> list[dict]:
     entries.append(_entry("public-figures", "retention text score (frequent - rare names)", {"names": "frequent vs rare"},
                           name, "> 0 (frequent names seen far more often)" if biased else "0 (none)", difference, ci,
                           _excludes(ci, 0.0), 0.0, int(biased)))
-    return entries
+    return entries, run
 
 
 def word_influence_setup(enc, biased: bool, prompt: str = WI_PROMPT, images_per_prompt: int = 80) -> tuple[dict, dict]:
@@ -159,15 +162,14 @@ def word_influence_setup(enc, biased: bool, prompt: str = WI_PROMPT, images_per_
     return settings, {"generator": generator, "classifier": GroupClassifier(enc, GENDER_PROMPTS)}
 
 
-def _word_influence(enc, name, out, cache, biased: bool) -> list[dict]:
+def _word_influence(enc, name, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
     settings, components = word_influence_setup(enc, biased)
     generator = components["generator"]
-    results = run_probe("word-influence", enc, None, out / "word-influence", cache_dir=cache, settings=settings,
-                        components=components)
+    run = measure_probe("word-influence", enc, None, cache_dir=cache, settings=settings, components=components)
     words = WI_PROMPT.split()
     lexicon = LexiconTransmuter()
     entries = []
-    for metric in results["metrics"]:
+    for metric in run.results["metrics"]:
         if metric["name"] != "word_influence":
             continue
         position = words.index(metric["subset"]["word"])
@@ -176,32 +178,37 @@ def _word_influence(enc, name, out, cache, biased: bool) -> list[dict]:
         entries.append(_entry("word-influence", "word_influence (level 1)", {"word": metric["subset"]["word"]}, name,
                               round(truth, 4), metric["value"], metric["ci"], _excludes(metric["ci"], 0.0), 0.0,
                               int(np.sign(round(truth, 4)))))
-    return entries
+    return entries, run
 
 
-PROBES: list[tuple[str, Callable]] = [
-    ("professions", lambda e, n, d, o, c, b: _professions(e, n, d["professions"], o, c, b)),
-    ("traits", lambda e, n, d, o, c, b: _traits(e, n, d["fairface"], o, c, b)),
-    ("word-influence", lambda e, n, d, o, c, b: _word_influence(e, n, o, c, b)),
-    ("multilingual", lambda e, n, d, o, c, b: _multilingual(e, n, d["multi30k"], o, c, b)),
-    ("public-figures", lambda e, n, d, o, c, b: _public_figures(e, n, d["pfi"], o, c, b)),
+PROBES: list[tuple[str, Callable]] = [  # (probe, run(encoder, name, world data, cache, biased) -> (entries, run))
+    ("professions", lambda e, n, d, c, b: _professions(e, n, d["professions"], c, b)),
+    ("traits", lambda e, n, d, c, b: _traits(e, n, d["fairface"], c, b)),
+    ("word-influence", lambda e, n, d, c, b: _word_influence(e, n, c, b)),
+    ("multilingual", lambda e, n, d, c, b: _multilingual(e, n, d["multi30k"], c, b)),
+    ("public-figures", lambda e, n, d, c, b: _public_figures(e, n, d["pfi"], c, b)),
 ]
 
 
 def measure(encoders: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
-            log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+            log: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
     """Every probe's entries for the world encoders ``{"biased": ..., "control": ...}``."""
     data = data or {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
     entries = []
     for probe, run in PROBES:
+        runs = {}
         for name, encoder in encoders.items():
             log(f"running {probe} on the {name} encoder")
-            entries += run(encoder, name, data, out / name, cache_dir, name == "biased")
+            found, runs[name] = run(encoder, name, data, cache_dir, name == "biased")
+            entries += found
+        share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side
+        for name, r in runs.items():
+            r.write(out / name / probe)
     return entries
 
 
 def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", planting: Planting | None = None,
-             retrain: bool = False, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+             retrain: bool = False, log: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
     """Load the shipped biased and control world encoders (or train them on this machine with
     ``retrain`` or a ``planting`` vlfair does not ship), run every probe, write the summary."""
     start = time.perf_counter()
@@ -252,30 +259,90 @@ def _encoder_line(name: str, path: Path) -> str:
             f"<code>{html.escape(str(record.get('config_hash')))}</code>, final training loss {record.get('final_loss')}</li>")
 
 
+def _interval_or_p(entry: dict) -> str:
+    from vlfair.report.numbers import format_interval, format_p
+
+    if entry["ci"]:
+        return format_interval(*entry["ci"])
+    return f"p = {format_p(entry['p_value'])}" if "p_value" in entry else ""
+
+
+def _forest_png(rows: list[dict], measure: str) -> str:
+    """One measure of one probe, biased and control on one axis, with the neutral value marked."""
+    import io
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from vlfair.probes.plots import forest
+    from vlfair.report.numbers import format_subset
+
+    frame = pd.DataFrame({"label": [format_subset(e["subset"]) for e in rows],
+                          "series": [display_name(e["encoder"]) for e in rows],
+                          "value": [e["measured"] for e in rows],
+                          "low": [e["ci"][0] if e["ci"] else np.nan for e in rows],
+                          "high": [e["ci"][1] if e["ci"] else np.nan for e in rows]})
+    is_f_test = all(e["ci"] is None for e in rows)  # F statistics span decades: a log axis, neutral at 1
+    neutral = 1.0 if is_f_test else rows[0]["neutral"]
+    xlabel = "F (log scale; about 1 when groups do not differ)" if is_f_test else "measured, with its 95 % CI"
+    figure = forest(frame, measure, xlabel, neutral=neutral, log=is_f_test and bool((frame["value"] > 0).all()))
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    import base64
+
+    return (f"<img alt='{html.escape(measure)}' style='max-width:100%' "
+            f"src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}'>")
+
+
+def _probe_section(probe: str, entries: list[dict], out: Path) -> list[str]:
+    """The probe's entries (table and one figure per measure, biased and control on shared axes)
+    and the probe's own figures side by side, drawn on shared scales, with links to both reports."""
+    from vlfair.report.numbers import format_subset, format_value
+
+    parts = [f"<h2 id='{probe}'>{html.escape(probe)}</h2>",
+             "<table><tr><th>measure</th><th>subset</th><th>encoder</th><th>planted</th><th>measured</th>"
+             "<th>95 % CI / p</th><th>detected</th><th>valid</th></tr>"]
+    for e in entries:
+        parts.append("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
+            e["measure"], format_subset(e["subset"]), display_name(e["encoder"]), e["planted"],
+            format_value(e["measured"]), _interval_or_p(e), "yes" if e["detected"] else "no",
+            "ok" if valid(e) else "WRONG")) + "</tr>")
+    parts.append("</table>")
+    for measure in dict.fromkeys(e["measure"] for e in entries):
+        parts.append(f"<figure>{_forest_png([e for e in entries if e['measure'] == measure], measure)}</figure>")
+    links = " · ".join(f"<a href='{name}/{probe}/report.html'>{display_name(name)}: full {probe} report</a>"
+                       for name in ("biased", "control"))
+    parts.append(f"<p>{links}</p>")
+    names = [png.stem for png in sorted((out / "biased" / probe).glob("*.png"))]
+    for stem in names:
+        cells = "".join(
+            f"<figure style='margin:0;flex:1'>{inline_png(out / name / probe / f'{stem}.png', stem, 'max-width:100%')}"
+            f"<figcaption><a href='{name}/{probe}/{stem}.png'>{display_name(name)}: {html.escape(stem.replace('_', ' '))}</a>"
+            "</figcaption></figure>"
+            for name in ("biased", "control") if (out / name / probe / f"{stem}.png").exists())
+        parts.append(f"<div style='display:flex;gap:1em;align-items:flex-start'>{cells}</div>")
+    return parts
+
+
 def _report(entries: list[dict], plantings: dict[str, Planting], paths: dict[str, Path], out: Path, seconds: float) -> str:
+    planted = [e for e in entries if e["encoder"] == "biased" and e["planted_sign"] != 0]
+    control = [e for e in entries if e["encoder"] == "control"]
     parts = ["<h1>vlfair demo: a synthetic world with planted biases</h1>",
              "<p>Everything here is synthetic. Images are rendered patterns, not people; two tiny CLIP encoders were "
              "trained on captions of this world. The <b>biased</b> encoder's captions carry biases planted on purpose; "
              "the <b>control</b> encoder's captions are balanced. A valid measure finds each planted bias in the biased "
              "encoder (with the planted sign, at 95 % confidence) and nothing in the control.</p>",
+             f"<p><b>biased: {sum(valid(e) for e in planted)}/{len(planted)} planted biases found; control: "
+             f"{sum(not valid(e) for e in control)}/{len(control)} false alarms.</b> Detected: the 95 % interval "
+             "excludes the neutral value (an F-test: p &lt; 0.05). Each pair of figures below shares its axes and "
+             "colour scale.</p>",
              "<h2>What was planted</h2><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in plantings["biased"].describe())
              + f"<li>the text-to-image generator makes 'nurse' raise the share of women by {WORD_EFFECTS['nurse']:.1f}; "
                "the control generator has no word effects</li></ul>",
              "<h2>Encoders</h2><ul>" + "".join(_encoder_line(name, path) for name, path in paths.items()) + "</ul>",
-             f"<p>Run time: {seconds:.0f} s.</p>"]
+             f"<p>Run time: {seconds:.0f} s. Probes: "
+             + " · ".join(f"<a href='#{probe}'>{probe}</a>" for probe, _ in PROBES) + "</p>"]
     for probe, _ in PROBES:
-        rows = [e for e in entries if e["probe"] == probe]
-        parts.append(f"<h2>{html.escape(probe)}</h2><table><tr><th>measure</th><th>subset</th><th>encoder</th>"
-                     "<th>planted</th><th>measured</th><th>95 % CI / p</th><th>detected</th></tr>")
-        for e in rows:
-            ci = f"[{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]" if e["ci"] else (f"p = {e['p_value']:.2g}" if "p_value" in e else "")
-            parts.append(f"<tr><td>{html.escape(e['measure'])}</td><td>{html.escape(json.dumps(e['subset']))}</td>"
-                         f"<td>{e['encoder']}</td><td>{html.escape(str(e['planted']))}</td><td>{e['measured']:.4g}</td>"
-                         f"<td>{ci}</td><td>{'yes' if e['detected'] else 'no'}</td></tr>")
-        parts.append("</table>")
-        for name in ("biased", "control"):
-            pngs = sorted((out / name / probe).glob("*.png"))[:2]
-            for png in pngs:
-                parts.append(f"<figure>{inline_png(png, png.stem, 'max-width:48%')}<figcaption>{name}: {html.escape(png.stem)} (full report: {name}/{probe}/report.html)"
-                             "</figcaption></figure>")
+        parts += _probe_section(probe, [e for e in entries if e["probe"] == probe], out)
     return page("vlfair demo", "".join(parts))

@@ -17,6 +17,9 @@ from typing import Any
 
 from vlfair.demo.train import Log, TrainingConfig, config_hash, read_record, train_encoder, trained_encoder
 from vlfair.demo.world import Planting
+from vlfair.logging import get_logger
+
+logger = get_logger(__name__)
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "encoders"
 # The shipped worlds: the demo's biased and control encoders, and a moderately biased one for
@@ -43,7 +46,7 @@ def shipped_path(planting: Planting, training: TrainingConfig = TrainingConfig()
 
 
 def encoder_path(planting: Planting, cache_dir: Any = "default", *, retrain: bool = False,
-                 training: TrainingConfig = TrainingConfig(), name: str | None = None, log: Log = print) -> Path:
+                 training: TrainingConfig = TrainingConfig(), name: str | None = None, log: Log = logger.info) -> Path:
     """The shipped encoder for ``planting``; with ``retrain`` (or a world vlfair does not ship),
     one trained on this machine and cached."""
     if not retrain:
@@ -54,7 +57,7 @@ def encoder_path(planting: Planting, cache_dir: Any = "default", *, retrain: boo
 
 
 def world_encoder(planting: Planting, cache_dir: Any = "default", *, retrain: bool = False, name: str | None = None,
-                  log: Log = print):
+                  log: Log = logger.info):
     """The world encoder, loaded in float32 (its measurements are compared exactly)."""
     from vlfair.models import load_encoder
 
@@ -63,7 +66,7 @@ def world_encoder(planting: Planting, cache_dir: Any = "default", *, retrain: bo
     return encoder
 
 
-def ship(dest: Path = SHIPPED_DIR, worlds: list[str] | None = None, log: Log = print,
+def ship(dest: Path = SHIPPED_DIR, worlds: list[str] | None = None, log: Log = logger.info,
          training: TrainingConfig = TrainingConfig()) -> dict[str, Path]:
     """Train every shipped world (with the default training: only that one is looked up) and
     write it under ``dest``, replacing what was there only once the new encoder is complete."""
@@ -86,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dest", type=Path, default=SHIPPED_DIR, help="where to write (default: inside the package)")
     parser.add_argument("--world", action="append", choices=list(WORLDS), help="only this world (repeatable)")
     args = parser.parse_args(argv)
+    from vlfair.logging import env_level, set_verbosity
+
+    set_verbosity(env_level() or "info")  # a command says what it does
     ship(args.dest, args.world)
     return 0
 

@@ -22,8 +22,10 @@ from typing import Any, Callable
 import numpy as np
 
 from vlfair.demo.world import Planting, render, training_pairs, vocabulary, world_constants
+from vlfair.logging import get_logger
 
 Log = Callable[[str], None]
+logger = get_logger(__name__)
 RECORD = "world.json"  # beside the weights: what the encoder was made from
 # Bump when the training code changes in a way the configuration below does not show
 # (the loss, the optimiser, the batching). World code changes show in the training-data hash.
@@ -88,6 +90,8 @@ def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig 
     """
     import torch
     from tqdm.auto import tqdm
+
+    from vlfair.logging import progress_bars_enabled
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
     from vlfair.testing import word_tokenizer
@@ -113,7 +117,7 @@ def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig 
                                                    pct_start=t.warmup)
     generator = torch.Generator().manual_seed(t.seed)
     model.train()
-    bar = tqdm(range(t.steps), desc=f"training {name or 'world encoder'}", unit="step", disable=not progress,
+    bar = tqdm(range(t.steps), desc=f"training {name or 'world encoder'}", unit="step", disable=not (progress and progress_bars_enabled()),
                mininterval=1.0)
     for step in bar:
         batch = torch.randint(0, t.pairs, (t.batch_size,), generator=generator)
@@ -148,7 +152,7 @@ def read_record(path: str | Path) -> dict[str, Any] | None:
 
 def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default",
                     training: TrainingConfig = TrainingConfig(), *, name: str | None = None, progress: bool = True,
-                    log: Log = print) -> Path:
+                    log: Log = logger.info) -> Path:
     """The encoder trained on this machine for ``planting``: trained on first use, then read from the cache.
 
     A file lock makes one process (or thread) train while any other asking for the same encoder

@@ -6,10 +6,11 @@ and one ``register`` line below.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
-from vlfair.probes.base import Context, Probe, ProbeError
+from vlfair.probes.base import Context, Output, Probe, ProbeError
 
 PROBES: dict[str, type[Probe]] = {}
 
@@ -94,27 +95,34 @@ def _intervals_note(settings: dict[str, Any]) -> str:
             f"(seed {settings.get('seed')}).")
 
 
-def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path | None = "out", *,
-              split: str | None = None, subset: str | None = None, schema: str | None = None, limit: int | None = None,
-              batch_size: int = 64, cache_dir: Any = "default", settings: dict[str, Any] | None = None,
-              components: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run probe ``name`` end to end; writes results.json, tables, plots and report.html into ``out_dir``.
+@dataclasses.dataclass
+class ProbeRun:
+    """A probe's measured results and its outputs (tables, figures, notes), not yet written."""
 
-    Args:
-        encoder: an Encoder or a model spec.
-        dataset: a ``datasets.Dataset`` with the probe's columns, or a dataset spec (Hub id,
-            prepared directory, ``synthetic:<name>``).
-        limit: use only the first ``limit`` rows (quick runs).
-        settings: overrides of the probe's YAML (unknown keys are an error).
-        components: objects replacing configured parts, e.g. word-influence's ``generator``
-            (any object with ``generate`` and ``identity``), ``classifier`` or ``transmuter``.
+    name: str
+    results: dict[str, Any]
+    output: Output
 
-    Returns:
-        the results.json content.
-    """
+    def write(self, out_dir: str | Path) -> Path:
+        """results.json, tables, plots and report.html into ``out_dir`` (the main process only
+        writes: under torchrun or accelerate launch there is one writer); returns report.html."""
+        from vlfair.distributed import current_world
+        from vlfair.report.writer import write_outputs
+
+        out = Path(out_dir)
+        if current_world().is_main:
+            write_outputs(out, self.results, self.output.tables, self.output.figures, self.output.notes,
+                          f"vlfair {self.name} probe")
+        return out / "report.html"
+
+
+def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | None = None, subset: str | None = None,
+                  schema: str | None = None, limit: int | None = None, batch_size: int = 64, cache_dir: Any = "default",
+                  settings: dict[str, Any] | None = None, components: dict[str, Any] | None = None) -> ProbeRun:
+    """Run probe ``name`` and keep what it measured and drew, without writing anything (the demo
+    draws a biased and a control run on shared scales before writing both); see :func:`run_probe`."""
     from vlfair.models import load_encoder
     from vlfair.report.results import build_results, validate_results
-    from vlfair.report.writer import write_outputs
 
     probe = probe_class(name)(settings, components)
     encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
@@ -142,11 +150,31 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
     results = build_results(name, probe.version, encoder, described, output.metrics, ctx.skipped_rows,
                             {**output.settings, "schema": schema, "limit": limit}, output.warnings, published)
     validate_results(results)
-    from vlfair.distributed import current_world
-
-    if out_dir is not None and current_world().is_main:  # under accelerate launch, one writer
-        write_outputs(out_dir, results, output.tables, output.figures, output.notes, f"vlfair {name} probe")
-    return results
+    return ProbeRun(name, results, output)
 
 
-__all__ = ["PROBES", "ProbeError", "probe_class", "probe_names", "register", "run_probe"]
+def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path | None = "out", **options: Any
+              ) -> dict[str, Any]:
+    """Run probe ``name`` end to end; writes results.json, tables, plots and report.html into ``out_dir``.
+
+    Args:
+        encoder: an Encoder or a model spec.
+        dataset: a ``datasets.Dataset`` with the probe's columns, or a dataset spec (Hub id,
+            prepared directory, ``synthetic:<name>``).
+        out_dir: where to write; None writes nothing.
+        options: ``split``, ``subset``, ``schema``, ``limit`` (use only the first rows),
+            ``batch_size``, ``cache_dir``, ``settings`` (overrides of the probe's YAML; an unknown
+            key is an error) and ``components`` (objects replacing configured parts, e.g.
+            word-influence's ``generator``: any object with ``generate`` and ``identity``,
+            ``classifier`` or ``transmuter``).
+
+    Returns:
+        the results.json content.
+    """
+    run = measure_probe(name, encoder, dataset, **options)
+    if out_dir is not None:
+        run.write(out_dir)
+    return run.results
+
+
+__all__ = ["PROBES", "ProbeError", "ProbeRun", "measure_probe", "probe_class", "probe_names", "register", "run_probe"]

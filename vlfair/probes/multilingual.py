@@ -82,7 +82,8 @@ class MultilingualProbe(Probe):
                 row[f"{direction} gap"] = gap["gap"]
             summary[portion] = row
         ratio_axis.set_xlabel("ratio |cos(v,t_a) - cos(v,t_b)| / ||t_a - t_b||")
-        ratio_axis.legend(fontsize=8)
+        ratio_axis.set_ylabel("caption pairs")
+        ratio_axis.legend(fontsize=8, title="portion", title_fontsize=8)
         ratio_axis.set_title(f"Individual fairness ratios, {lang_a} vs {lang_b}", fontsize=10)
         out.figures["ratio_distribution"] = ratio_figure
         out.figures["gap_vs_distance"] = plots.scatter_with_bound(
@@ -159,7 +160,8 @@ class MultilingualProbe(Probe):
             accuracy_table[task] = gap["accuracy"]
         frame = pd.DataFrame(accuracy_table).rename_axis("language")
         out.tables["accuracy_by_language"] = frame
-        out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language", "accuracy")
+        out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language", "accuracy", ylim=(0, 1),
+                                                               legend_title="task")
         for spec in s["group_gaps"]:
             self._group_gaps(out, spec, predicted, truth)
         for spec in s["rate_gaps"]:  # vlfair's extras
@@ -219,7 +221,8 @@ class MultilingualProbe(Probe):
             name = f"{task}_gap_by_{within}"
             out.tables[name] = pd.Series(signed).unstack(level=1).rename_axis(within)
             out.figures[name] = plots.grouped_bars(out.tables[name], None, f"{task} accuracy, {minuend} minus "
-                                                   f"{subtrahend}, by {within} and language", "accuracy difference")
+                                                   f"{subtrahend}, by {within} and language", "accuracy difference",
+                                                   neutral=0.0, legend_title="language")
         if amplification:
             out.tables[f"{task}_gap_amplification_by_{within}"] = pd.DataFrame(amplification).T.rename_axis(within)
 
@@ -268,4 +271,5 @@ class MultilingualProbe(Probe):
         by_group = pd.DataFrame({lang: gaps["accuracy"][lang] for lang in languages}).rename_axis(column)
         out.tables[f"{task}_accuracy_by_{column}"] = by_group
         out.figures[f"{task}_accuracy_by_{column}"] = plots.grouped_bars(
-            by_group, None, f"{task} accuracy by {column}, per language (vlfair's extra)", "accuracy")
+            by_group, None, f"{task} accuracy by {column}, per language (vlfair's extra)", "accuracy", ylim=(0, 1),
+            legend_title="language")

@@ -22,7 +22,9 @@ def annotation_colour(rgba) -> str:
     return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.179 else "white"
 
 
-def heatmap(frame: pd.DataFrame, title: str, label: str):
+def heatmap(frame: pd.DataFrame, title: str, label: str, xlabel: str | None = None, ylabel: str | None = None):
+    """Cells coloured by value (viridis), each annotated; axes named by ``xlabel``/``ylabel`` or the
+    frame's column and index names."""
     values = frame.to_numpy(dtype=float)
     figure, axis = plt.subplots(figsize=(1.2 + 0.9 * values.shape[1], 1.0 + 0.4 * values.shape[0]))
     image = axis.imshow(values, cmap="viridis", aspect="auto")
@@ -33,6 +35,8 @@ def heatmap(frame: pd.DataFrame, title: str, label: str):
             axis.text(j, i, f"{v:.1f}", ha="center", va="center", color=annotation_colour(image.cmap(image.norm(v))),
                       fontsize=8)
     figure.colorbar(image, ax=axis, label=label)
+    axis.set_xlabel(xlabel or frame.columns.name or "")
+    axis.set_ylabel(ylabel or frame.index.name or "")
     axis.set_title(title, fontsize=10)
     return figure
 
@@ -72,18 +76,30 @@ def median_image_grid(dataset: Any, rows: np.ndarray, items: np.ndarray, groups:
     return figure
 
 
-def grouped_bars(means: pd.DataFrame, errors: pd.DataFrame | None, title: str, ylabel: str):
-    """Bars per index entry (x), one colour per column, with CI error bars."""
-    figure, axis = plt.subplots(figsize=(1.5 + 0.8 * len(means.index) * max(1, len(means.columns)) / 2, 3.4))
+def grouped_bars(means: pd.DataFrame, errors: pd.DataFrame | None, title: str, ylabel: str, xlabel: str | None = None,
+                 ylim: tuple[float, float] | None = None, neutral: float | None = None, legend_title: str | None = None):
+    """Bars per index entry (x), one colour per column, with CI error bars.
+
+    ``ylim`` fixes the range of a bounded quantity (a probability on 0-1), so runs compare at a
+    glance; ``neutral`` draws the no-bias line. The legend sits outside the axes: it never covers a bar.
+    """
+    figure, axis = plt.subplots(figsize=(2.5 + 0.8 * len(means.index) * max(1, len(means.columns)) / 2, 3.4))
     width = 0.8 / max(1, len(means.columns))
     x = np.arange(len(means.index))
     for k, column in enumerate(means.columns):
         yerr = None if errors is None else np.abs(np.stack(errors[column].to_list()).T - means[column].to_numpy())
         axis.bar(x + k * width - 0.4 + width / 2, means[column], width, yerr=yerr, capsize=2, label=str(column))
+    if neutral is not None:
+        axis.axhline(neutral, color="0.3", linewidth=0.8, linestyle="--", label=f"no bias ({neutral:g})")
     axis.set_xticks(x, [str(i) for i in means.index], rotation=30, ha="right")
+    axis.set_xlabel(xlabel or means.index.name or "")
     axis.set_ylabel(ylabel)
+    if ylim is not None:
+        axis.set_ylim(*ylim)
     axis.set_title(title, fontsize=10)
-    axis.legend(fontsize=8)
+    if len(means.columns) > 1 or neutral is not None:
+        axis.legend(fontsize=8, title=legend_title or means.columns.name, title_fontsize=8, loc="upper left",
+                    bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return figure
 
 
@@ -98,5 +114,34 @@ def scatter_with_bound(x: Sequence[float], y: Sequence[float], slope: float, lab
     axis.set_xlabel("||t_a - t_b||")
     axis.set_ylabel("|cos(v, t_a) - cos(v, t_b)|")
     axis.set_title(title, fontsize=10)
-    axis.legend(fontsize=8)
+    axis.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return figure
+
+
+def forest(rows: pd.DataFrame, title: str, xlabel: str, neutral: float | None = None, log: bool = False):
+    """Point estimates with their intervals, one line per ``label``; a ``series`` column (biased,
+    control) draws each series in its own colour on the same axis. ``rows`` has columns label,
+    value, low, high (NaN where there is no interval) and optionally series."""
+    rows = rows.assign(series=rows["series"] if "series" in rows else "")
+    labels = list(dict.fromkeys(rows["label"]))
+    series = list(dict.fromkeys(rows["series"]))
+    figure, axis = plt.subplots(figsize=(6.4, 0.9 + 0.38 * len(labels) * max(1, len(series)) ** 0.5))
+    step = 0.5 / max(1, len(series))
+    for k, name in enumerate(series):
+        part = rows[rows["series"] == name]
+        y = np.array([labels.index(label) for label in part["label"]]) + (k - (len(series) - 1) / 2) * step
+        values = part["value"].to_numpy(dtype=float)
+        low, high = part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float)
+        spans = np.where(np.isfinite(low), [values - low, high - values], 0.0)
+        axis.errorbar(values, y, xerr=np.abs(spans), fmt="o", markersize=4, capsize=3, label=name or None)
+    if neutral is not None:
+        axis.axvline(neutral, color="0.3", linewidth=0.8, linestyle="--", label=f"no bias ({neutral:g})")
+    if log:
+        axis.set_xscale("log")
+    axis.set_yticks(range(len(labels)), labels, fontsize=8)
+    axis.set_ylim(len(labels) - 0.5, -0.5)  # the first label on top
+    axis.set_xlabel(xlabel)
+    axis.set_title(title, fontsize=10)
+    if any(series) or neutral is not None:
+        axis.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return figure

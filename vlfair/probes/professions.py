@@ -75,7 +75,7 @@ class ProfessionsProbe(Probe):
             out.tables[f"clipscore_by_{attribute}"] = table
             out.tables[f"gaps_by_{attribute}"] = pd.DataFrame.from_dict(gaps, orient="index").rename_axis("profession")
             out.figures[f"heatmap_{attribute}"] = plots.heatmap(
-                table, f"Mean CLIPScore of '{s['prompt']}' by {attribute}", "CLIPScore")
+                table, f"Mean CLIPScore of '{s['prompt']}' by {attribute}", "CLIPScore", xlabel="profession", ylabel=attribute)
             picks = plots.median_picks(professions, groups, scores)
             out.tables[f"median_images_{attribute}"] = pd.DataFrame(
                 [{"profession": p, attribute: g, "row": int(rows[i]), "CLIPScore": float(scores[i])}

@@ -65,13 +65,20 @@ class PublicFiguresProbe(Probe):
                              f"({sorted(f for g in s['groups'].values() for f in g['folders'])}); found {sorted(present)}")
         ratios = {folder: row for folder, row in ratios.items() if row}
         if ratios:
-            out.tables["bias_ratio"] = pd.DataFrame.from_dict(ratios, orient="index").rename_axis("folder")
+            out.tables["bias_ratio"] = frame = pd.DataFrame.from_dict(ratios, orient="index").rename_axis("folder")
+            points = pd.DataFrame({"label": [f"{folder}: {label}" for folder, label in frame["class"].items()],
+                                 "value": frame["b = s_w / s_m"].to_numpy(float),
+                                 "low": frame["CI low"].to_numpy(float), "high": frame["CI high"].to_numpy(float)})
+            out.figures["bias_ratio"] = plots.forest(points,
+                                                     "Bias ratio b = s_w / s_m of each folder's own class",
+                                                     "b (women's mean score / men's)", neutral=1.0)
         capability = pd.DataFrame.from_dict(summary, orient="index")
         capability.index = pd.MultiIndex.from_tuples(capability.index, names=["folder", "level"])
         out.tables["capability_summary"] = capability
         right = capability["right class score"].unstack("level").rename(columns=lambda level: f"level {level}")
         out.figures["capability"] = plots.grouped_bars(right, None, "Mean score (softmax x100) of the right class "
-                                                       "per folder and level", "score x100")
+                                                       "per folder and level", "score x100",
+                                                       ylim=(0, 100), legend_title="class level")
         self._retention(ctx, out, images, categories, ctx.column("name", rows))
         return out
 
@@ -180,3 +187,11 @@ class PublicFiguresProbe(Probe):
                              "names": result["num_names"], "images": result["num_images"]}
         if table:
             out.tables["retention"] = pd.DataFrame.from_dict(table, orient="index").rename_axis("folder")
+            scores = [m for m in out.metrics if m.name.startswith("retention_")]
+            points = pd.DataFrame({"label": [m.subset["folder"] for m in scores],
+                                 "series": [m.name.removeprefix("retention_").replace("_", " ") for m in scores],
+                                 "value": [100 * m.value for m in scores],
+                                 "low": [100 * m.ci[0] if m.ci else np.nan for m in scores],
+                                 "high": [100 * m.ci[1] if m.ci else np.nan for m in scores]})
+            out.figures["retention"] = plots.forest(points, "Retention of names: text and image scores per folder",
+                                                    "score (%)")

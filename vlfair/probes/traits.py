@@ -12,6 +12,7 @@ from vlfair.explain import NotAViT, gradcam, overlay_figure
 from vlfair.probes import plots
 from vlfair.probes.base import Context, Output, Probe, ProbeError
 from vlfair.report.results import Metric
+from vlfair.report.writer import FOOTNOTES
 
 
 class TraitsProbe(Probe):
@@ -76,8 +77,13 @@ class TraitsProbe(Probe):
                     errors = None if not all(cis.values()) else pd.DataFrame(
                         {g: pd.Series(cis[g]) for g in anova["strata"]}).reindex(means.index)
                     out.figures[f"confidence_{positive}_{negative}"] = plots.grouped_bars(
-                        means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence")
-        out.tables["f_tests"] = pd.DataFrame(f_rows)
+                        means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence", xlabel="race",
+                        ylim=(0, 1), legend_title="gender")
+        out.tables["f_tests"] = f_tests = pd.DataFrame(f_rows)
+        undefined = [f"{r['trait']} {r['within']}" for r in f_rows if not np.isfinite(r["F"]) and np.isnan(r["F"])]
+        if undefined:  # 0/0: said under the table, not left as a bare NaN
+            f_tests.attrs[FOOTNOTES] = [f"F and p are NaN for {', '.join(undefined)}: every confidence there is the same "
+                                        "(zero variance within and between the groups), so F = 0/0 and there is no test."]
         if s.get("gradcam"):
             self._gradcam(ctx, rows, races, genders, images, tau, source_rows, out)
         return out

@@ -52,7 +52,7 @@ class WordInfluenceProbe(Probe):
             r = run_prompt(prompt, transmuter, cache, classify, s["target_group"], positions=s["words"],
                            max_level=s["max_level"], candidates=s["candidates"],
                            images_per_prompt=s["images_per_prompt"], original_images=s["original_images"],
-                           confidence=s["confidence"], max_images=s["max_images"], log=print)
+                           confidence=s["confidence"], max_images=s["max_images"])
             results.append(r)
             self._report_prompt(r, out, len(prompts) == 1 or not s["large_scale"])
         out.settings["generator_calls"] = cache.calls
@@ -138,9 +138,10 @@ class WordInfluenceProbe(Probe):
             axis.scatter(np.arange(len(r.words)), result["shapley"], color="k", zorder=3, label="Shapley")
         axis.axhline(0, color="gray", linewidth=0.8)
         axis.set_xticks(range(len(r.words)), r.words)
+        axis.set_xlabel("word replaced")
         axis.set_ylabel(f"influence on share {self.settings['target_group']}")
         axis.set_title(f"'{r.prompt}'", fontsize=10)
-        axis.legend(fontsize=7)
+        axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         return figure
 
     def _grid(self, r):
@@ -175,6 +176,7 @@ class WordInfluenceProbe(Probe):
         colors = {"adjective": "tab:blue", "person": "tab:orange", "place": "tab:green"}
         axis.bar(range(len(frame)), frame["mean influence (level 1)"], color=[colors[k] for k in frame["kind"]])
         axis.set_xticks(range(len(frame)), frame.index, rotation=45, ha="right")
+        axis.set_xlabel("word (colour: adjective, person, place)")
         axis.axhline(0, color="gray", linewidth=0.8)
         axis.set_ylabel(f"mean influence on share {self.settings['target_group']}")
         axis.set_title("Mean influence of each word over the prompts that contain it", fontsize=10)

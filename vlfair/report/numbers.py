@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -33,4 +34,17 @@ def format_interval(low: Any, high: Any, digits: int = 3) -> str:
     return f"[{format_value(low, digits)}, {format_value(high, digits)}]"
 
 
-__all__ = ["format_interval", "format_p", "format_value"]
+def format_subset(subset: Any) -> str:
+    """What a number was computed on, as text: {"trait": "smart/dumb", "gender": "Male"} (or its
+    JSON) -> 'trait = smart/dumb · gender = Male'. Anything else is shown as it is."""
+    if isinstance(subset, str):
+        try:
+            subset = json.loads(subset)
+        except ValueError:
+            return subset
+    if not isinstance(subset, dict):
+        return str(subset)
+    return " · ".join(f"{k} = {v}" for k, v in subset.items())
+
+
+__all__ = ["format_interval", "format_p", "format_subset", "format_value"]

@@ -12,6 +12,7 @@ import pandas as pd
 
 
 MARK_COLUMN_MAX = "mark_column_max"  # frame.attrs key: bold the largest value of each column, as the studies print
+FOOTNOTES = "footnotes"  # frame.attrs key: sentences printed under the table (why a cell is NaN)
 
 
 def column_maxima(frame: pd.DataFrame) -> pd.DataFrame:
@@ -23,21 +24,37 @@ def column_maxima(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table (no extra dependency); column maxima in bold where marked."""
+    """A GitHub-flavoured Markdown table (no extra dependency); column maxima in bold where marked,
+    footnotes in italics under it."""
     marked = column_maxima(frame)
     text = frame.astype(object).copy()
     for column in frame.columns:
         text[column] = [f"**{_cell(v)}**" if m else v for v, m in zip(frame[column], marked[column])]
-    frame = text.reset_index() if text.index.name or not isinstance(text.index, pd.RangeIndex) else text
-    cells = [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
-    header = [_cell(c) for c in frame.columns]
+    text = _flat(text)
+    cells = [[_cell(v) for v in row] for row in text.itertuples(index=False)]
+    header = [_cell(c) for c in text.columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in cells]
+    notes = frame.attrs.get(FOOTNOTES, [])
+    lines += [""] * bool(notes) + [f"*{html.escape(note, quote=False)}*" for note in notes]
     return "\n".join(lines) + "\n"
+
+
+def _flat(frame: pd.DataFrame) -> pd.DataFrame:
+    """A named or labelled index becomes leading columns (one header row, no stray index-name row);
+    a plain 0..n-1 index is dropped (it means nothing to a reader)."""
+    if frame.index.name or any(frame.index.names[1:]) or not isinstance(frame.index, pd.RangeIndex):
+        frame = frame.reset_index()
+    frame.columns = [" / ".join(map(str, c)) if isinstance(c, tuple) else c for c in frame.columns]
+    return frame.rename_axis(columns=None)
 
 
 def _text(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)  # numbers to 4 significant digits
+
+
+def _escaped(value: Any) -> str:
+    return html.escape(_text(value))
 
 
 def _cell(value: Any) -> str:
@@ -89,13 +106,18 @@ def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str
 
 
 def html_table(frame: pd.DataFrame) -> str:
-    """The frame as HTML, numbers to 4 significant digits, column maxima in bold where marked."""
+    """The frame as HTML, numbers to 4 significant digits, column maxima in bold where marked; one
+    header row, no 0..n-1 index column, footnotes under the table."""
     marked = column_maxima(frame)
     text = frame.astype(object).copy()
     for column in frame.columns:
         text[column] = [("<b>{}</b>" if m else "{}").format(html.escape(_text(v))) for v, m in zip(frame[column], marked[column])]
-    text = text.rename(index=lambda i: html.escape(str(i)), columns=lambda c: html.escape(str(c)))
-    return text.to_html(escape=False)
+    if not isinstance(text.index, pd.RangeIndex):  # labels are data: escaped like every cell
+        text.index = text.index.map(lambda i: tuple(map(_escaped, i)) if isinstance(i, tuple) else _escaped(i))
+    text = _flat(text.rename(columns=lambda c: html.escape(str(c))))
+    body = text.to_html(escape=False, index=False)
+    notes = "".join(f"<p class='note'>{html.escape(note)}</p>" for note in frame.attrs.get(FOOTNOTES, []))
+    return body + notes
 
 
 STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"

@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from vlfair.cache import atomic_write, cache_root
 from vlfair.distributed import current_world
+from vlfair.logging import progress_bars_enabled
 
 
 class Generator(Protocol):
@@ -121,7 +122,7 @@ class ImageCache:
         mine = missing[world.rank::world.size]
         # generation is the long step: a bar with its ETA, images saved as each batch is done
         batch = max(1, int(getattr(self.generator, "batch_size", 8)))
-        with tqdm(total=len(mine), desc="generating images", unit="img", disable=not mine) as bar:
+        with tqdm(total=len(mine), desc="generating images", unit="img", disable=not (mine and progress_bars_enabled())) as bar:
             for start in range(0, len(mine), batch):
                 chunk = mine[start:start + batch]
                 generated = self.generator.generate([p for p, _ in chunk], [s for _, s in chunk])

@@ -9,9 +9,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vlfair import measures
+from vlfair.logging import get_logger
 from vlfair.t2i.classifier import NO_PERSON
 from vlfair.t2i.generators import ImageCache
 from vlfair.t2i.transmuters import Transmuter, content_positions, split_prompt
+
+logger = get_logger(__name__)
 
 ADJECTIVES = ("confident", "caring", "rational", "sensitive", "smart", "successful")
 PERSONS = ("doctor", "scientist", "artist", "nurse", "lawyer")
@@ -79,7 +82,7 @@ def cost(variants: Sequence[Variant], images_per_prompt: int, original_images: i
 def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify: Callable[[Sequence[Any]], list[str]],
                target: str, *, positions: Sequence[int] | str | None = None, max_level: int | None = None,
                candidates: int = 3, images_per_prompt: int = 4, original_images: int | None = None,
-               confidence: float = 0.95, max_images: int = 2000, log: Callable[[str], None] = print,
+               confidence: float = 0.95, max_images: int = 2000, log: Callable[[str], None] | None = None,
                keep_images: int = 4) -> PromptInfluence:
     """Influence of the words of ``prompt`` (``positions``, see :func:`plan_variants`) on the share
     of ``target`` images: ``images_per_prompt`` images of each of up to ``candidates`` transmuted
@@ -90,7 +93,7 @@ def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify:
     if original_images < 1 or images_per_prompt < 1:
         raise ValueError(f"original_images ({original_images}) and images_per_prompt ({images_per_prompt}) must be >= 1")
     needed = cost(variants, images_per_prompt, original_images)
-    log(f"{prompt!r}: {len(variants) - 1} variants x up to {candidates} candidate prompts x {images_per_prompt} "
+    (log or logger.info)(f"{prompt!r}: {len(variants) - 1} variants x up to {candidates} candidate prompts x {images_per_prompt} "
         f"image(s) + {original_images} of the original = {needed} images")
     if needed > max_images:
         raise ValueError(f"{prompt!r} needs {needed} images, more than max_images={max_images}; raise --max-images "

@@ -1,0 +1,143 @@
+"""vlfair's logger, with Hugging Face-style verbosity.
+
+Every module logs to a child of the ``vlfair`` logger (``get_logger(__name__)``). The level comes
+from ``VLFAIR_VERBOSITY`` (debug, info, warning, error, critical), else from ``set_verbosity``;
+the library's default is ``warning``, and the CLI's is ``info`` (``--verbose``: debug, ``--quiet``:
+error and no progress bars). Messages below warning go to stdout, warnings and errors to stderr,
+so ``vlfair demo > log.txt`` keeps the progress lines and the terminal still shows what went wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+
+VERBOSITY_ENV = "VLFAIR_VERBOSITY"
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
+          "critical": logging.CRITICAL}
+ROOT = "vlfair"
+
+_lock = threading.Lock()
+_configured = False
+_progress_bars = True
+
+
+class _Below(logging.Filter):
+    def __init__(self, level: int):
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < self.level
+
+
+class _Console(logging.StreamHandler):
+    """Writes to whatever ``sys.stdout``/``sys.stderr`` is at the time (pytest and Spaces swap them)."""
+
+    def __init__(self, stream_name: str):
+        self._stream_name = stream_name
+        super().__init__()
+
+    @property
+    def stream(self):
+        return getattr(sys, self._stream_name)
+
+    @stream.setter
+    def stream(self, _value) -> None:  # StreamHandler.__init__ assigns one; the current one is used instead
+        pass
+
+
+class _Formatter(logging.Formatter):
+    """Plain lines for a person: "message", "warning: message", "debug [vlfair.embed]: message"."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.levelno == logging.INFO:
+            return message
+        prefix = record.levelname.lower() + (f" [{record.name}]" if record.levelno < logging.INFO else "")
+        return f"{prefix}: {message}"
+
+
+class _TorchvisionFallback(logging.Filter):
+    """transformers warns, on the first use of each image processor, that torchvision is missing and
+    it falls back to the PIL backend. vlfair's preprocessing reproduces the PIL backend exactly, so
+    the warning says nothing to a vlfair user; every other transformers message passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "requires torchvision (not installed); falling back" not in record.getMessage()
+
+
+def silence_torchvision_fallback() -> None:
+    """Install the filter on the transformers logger that emits the warning (idempotent; imports nothing)."""
+    source = logging.getLogger("transformers.utils.import_utils")
+    if not any(isinstance(f, _TorchvisionFallback) for f in source.filters):
+        source.addFilter(_TorchvisionFallback())
+
+
+def env_level() -> int | None:
+    """The level ``VLFAIR_VERBOSITY`` asks for; None when unset. An unknown value is said once, on stderr."""
+    value = os.environ.get(VERBOSITY_ENV, "").strip().lower()
+    if not value:
+        return None
+    if value not in LEVELS:
+        print(f"vlfair: {VERBOSITY_ENV}={value!r} is not one of {', '.join(LEVELS)}; using warning", file=sys.stderr)
+        return logging.WARNING
+    return LEVELS[value]
+
+
+def _configure() -> logging.Logger:
+    global _configured
+    root = logging.getLogger(ROOT)
+    with _lock:
+        if _configured:
+            return root
+        out = _Console("stdout")
+        out.addFilter(_Below(logging.WARNING))
+        err = _Console("stderr")
+        err.setLevel(logging.WARNING)
+        for handler in (out, err):
+            handler.setFormatter(_Formatter())
+            root.addHandler(handler)
+        root.setLevel(env_level() or logging.WARNING)
+        root.propagate = False  # one line per message, also when the application configured the root logger
+        _configured = True
+    return root
+
+
+def get_logger(name: str | None = None) -> logging.Logger:
+    """The ``vlfair`` logger or one of its children (pass ``__name__``)."""
+    _configure()
+    return logging.getLogger(name if name and name.startswith(ROOT) else ROOT)
+
+
+def set_verbosity(level: int | str) -> None:
+    """Set the level of every vlfair logger: a ``logging`` level or one of :data:`LEVELS`' names."""
+    if isinstance(level, str):
+        if level.lower() not in LEVELS:
+            raise ValueError(f"verbosity {level!r} is not one of {', '.join(LEVELS)}")
+        level = LEVELS[level.lower()]
+    _configure().setLevel(level)
+
+
+def get_verbosity() -> int:
+    return _configure().getEffectiveLevel()
+
+
+def disable_progress_bars() -> None:
+    global _progress_bars
+    _progress_bars = False
+
+
+def enable_progress_bars() -> None:
+    global _progress_bars
+    _progress_bars = True
+
+
+def progress_bars_enabled() -> bool:
+    return _progress_bars
+
+
+__all__ = ["LEVELS", "VERBOSITY_ENV", "disable_progress_bars", "enable_progress_bars", "get_logger", "get_verbosity",
+           "progress_bars_enabled", "set_verbosity", "silence_torchvision_fallback"]
