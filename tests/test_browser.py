@@ -109,7 +109,8 @@ def test_demo_draws_one_progress_bar_and_clears_old_results_after_an_error(page,
     page.get_by_role("button", name="run").click()
     progress = page.locator(".progress-text")
     progress.first.wait_for(timeout=30_000)
-    assert progress.count() == 1  # over the summary only, not over every output
+    owners = progress.evaluate_all("els => els.map(e => (e.closest('[id]') || {}).id)")
+    assert progress.count() == 1, owners  # over the summary only, not over every output
     page.screenshot(path=artifacts / "demo-progress.png")
     page.wait_for_selector("#plots img", timeout=RUN_TIMEOUT_MS)
     expect(page.locator("#metrics")).to_contain_text("profession = doctor")  # subsets read as text
@@ -204,6 +205,7 @@ def test_metric_widgets_render_and_compute(page, artifacts, name, key):
         page.wait_for_selector(f"text=Metric: {name}")
         page.get_by_role("button", name="compute").click()
         expect(page.locator("#result")).to_contain_text(key, timeout=30_000)
+        expect(page.locator("#readable-result table")).to_contain_text(key)  # and as a person reads it
         page.screenshot(path=artifacts / f"widget-{name}.png", full_page=True)
     finally:
         space["demo"].close()

@@ -92,6 +92,10 @@ def test_retention_against_loops():
     image = np.mean([int(refs[int(np.argmax(scores[:, j]))] == j) for j in range(6)])
     assert (result["text_score"], result["image_score"]) == (pytest.approx(text), pytest.approx(image))
     assert result["num_names"] == 6 and result["num_candidates"] == 8
+    with_ci = M.retention(scores, refs, bootstrap=200)
+    assert with_ci["text_score_ci"][0] <= result["text_score"] <= with_ci["text_score_ci"][1] and "ci_note" not in with_ci
+    single = M.retention(scores[[0, 3]], refs[[0, 3]], bootstrap=200)  # one image per name: nothing to resample
+    assert single["text_score_ci"] is None and single["image_score_ci"] is None and "one image" in single["ci_note"]
 
 
 def test_ranking_skew_by_hand():

@@ -211,6 +211,9 @@ def test_tables_have_one_header_row_no_counter_column_and_footnotes():
     assert markdown_table(plain).splitlines()[-1] == "*F is NaN: zero variance*"
     named = pd.DataFrame({"value": [1.5]}, index=pd.Index(["senator"], name="folder"))
     assert html_table(named).count("<tr") == 2 and "<th>folder</th>" in html_table(named)
+    tests = pd.DataFrame({"F": [1392.0, 0.7], "p": [0.0, 3.507e-119]})  # a p-value in a table never reads 0
+    assert "<td>&lt; 1e-308</td>" in html_table(tests) and "<td>3.5e-119</td>" in html_table(tests)
+    assert "| 1392 | &lt; 1e-308 |" in markdown_table(tests)
 
 
 def test_a_zero_variance_f_test_gets_a_footnote(clip_dir, tmp_path):
@@ -269,3 +272,26 @@ def test_the_torchvision_fallback_warning_is_silenced():
     without = subprocess.run([sys.executable, "-c", code.replace("import vlfair\n", "")], capture_output=True, text=True)
     torchvision_missing = result.stdout.strip() == "CLIPImageProcessorPil"
     assert ("requires torchvision" in without.stderr) == torchvision_missing  # the filter is what removed it
+
+
+def test_a_metric_space_shows_its_result_for_people_beside_the_json():
+    from vlfair.widget import readable_result
+
+    text = readable_result({"bias_ratio": 0.8570846905537459, "bias_ratio_ci": [0.8312575331458417, 0.8836651904488503],
+                            "p_value": 0.0, "protected_group": "Female", "group_means": {"Female": 70.1666, "Male": 81.8666},
+                            "group_means_ci": {"Female": [68.4, 72.0], "Male": [80.2, 83.5]},
+                            "f_statistic": {"Male": 3.25}, "influence": [0.1234, -0.5], "label": "a|b"})
+    lines = text.splitlines()
+    assert lines[:2] == ["| quantity | value | interval |", "|---|---|---|"]
+    assert "| bias_ratio | 0.857 | [0.831, 0.884] |" in lines and "| p_value | < 1e-308 |  |" in lines
+    assert "| group_means · Female | 70.2 | [68.4, 72] |" in lines and "| f_statistic · Male | 3.25 |  |" in lines
+    assert "| influence | 0.123, -0.5 |  |" in lines and "| label | a\\|b |  |" in lines
+    assert not any("_ci" in line for line in lines) and readable_result(None) == ""
+
+
+def test_subsets_read_as_text_wherever_they_come_from():
+    from vlfair.report.numbers import format_subset
+
+    assert format_subset('{"trait": "smart/dumb", "gender": "Male"}') == "trait = smart/dumb · gender = Male"
+    assert format_subset({"folder": "senator"}) == "folder = senator"
+    assert format_subset("not json") == "not json" and format_subset("[1, 2]") == "[1, 2]"

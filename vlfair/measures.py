@@ -455,7 +455,8 @@ def retention(scores: Any, references: Sequence[int], bootstrap: int = 1000, con
     ``scores[i, j]``: similarity of image i to candidate name j; ``references[i]``: the index
     of image i's own name. Text score = share of images whose best-scoring name is theirs;
     image score = share of names (those with at least one image) whose best-scoring image is
-    one of theirs. Ties go to the lowest index. CIs resample images within each name.
+    one of theirs. Ties go to the lowest index. CIs resample images within each name; where every
+    name has a single image there is nothing to resample, so the CIs are None and ``ci_note`` says why.
     """
     check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     matrix = _matrix(scores, "predictions")
@@ -478,7 +479,10 @@ def retention(scores: Any, references: Sequence[int], bootstrap: int = 1000, con
     result = {"text_score": text_score, "image_score": image_score, "text_score_ci": None, "image_score_ci": None,
               "num_images": int(refs.size), "num_names": int(names.size), "num_candidates": int(matrix.shape[1]),
               "confidence": confidence}
-    if bootstrap:
+    if bootstrap and np.bincount(refs).max() < 2:  # one image per name: every resample is the data itself
+        result["ci_note"] = ("no interval: every name has one image, so resampling images within names cannot vary "
+                             "(a zero-width interval would claim a certainty the data does not have)")
+    elif bootstrap:
         samples = stats.bootstrap_samples(lambda idx: np.array([scores_of(rows) for rows in idx]), refs, bootstrap, seed)
         ci = stats.percentile_interval(samples, confidence)
         result.update(text_score_ci=_interval(ci, 0), image_score_ci=_interval(ci, 1))

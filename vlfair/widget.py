@@ -76,6 +76,37 @@ def _cell(cell: Any, kind: str, row: int, column: str) -> Any:
     return text.strip('"')
 
 
+def readable_result(result: dict[str, Any] | None) -> str:
+    """The result as a person reads it: a Markdown table of every number (3 significant digits,
+    its interval beside it, p-values that never read 0), nested groups flattened as "key · group".
+    The JSON below it keeps full precision for machines."""
+    from vlfair.report.numbers import format_interval, format_p, format_value
+
+    if not result:
+        return ""
+    rows = []
+
+    def add(label: str, key: str, value: Any, ci: Any) -> None:
+        if isinstance(value, dict):
+            for name, inner in value.items():
+                add(f"{label} · {name}", key, inner, ci.get(name) if isinstance(ci, dict) else None)
+        elif isinstance(value, bool) or isinstance(value, str):
+            rows.append((label, str(value), ""))
+        elif isinstance(value, (int, float)) or value is None:
+            shown = format_p(value) if "p_value" in key else format_value(value) if isinstance(value, float) else str(value)
+            interval = format_interval(*ci) if isinstance(ci, (list, tuple)) and len(ci) == 2 else ""
+            rows.append((label, shown or "—", interval))
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+            rows.append((label, ", ".join(format_value(float(v)) for v in value), ""))
+
+    for key, value in result.items():
+        if not key.endswith("_ci"):
+            add(key, key, value, result.get(f"{key}_ci"))
+    lines = ["| quantity | value | interval |", "|---|---|---|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def metric_widget(module, example: dict[str, list], options: dict[str, Any] | None = None,
                   card: str | Path | None = None):
     """A Blocks app: the example table, options, a compute button, the result and the module's card."""
@@ -101,8 +132,10 @@ def metric_widget(module, example: dict[str, list], options: dict[str, Any] | No
         options_box = gr.Code(json.dumps(options or {}, indent=1), language="json", label="options (compute keyword "
                               "arguments)")
         button = gr.Button("compute", variant="primary")
-        result = gr.JSON(label=module.name, elem_id="result")
-        button.click(compute, [table, options_box], result, api_name="compute")
+        readable = gr.Markdown(elem_id="readable-result")
+        result = gr.JSON(label=f"{module.name} (full precision)", elem_id="result")
+        button.click(compute, [table, options_box], result, api_name="compute").success(
+            readable_result, result, readable, api_name=False)
         if article:
             gr.Markdown(article)
     return app

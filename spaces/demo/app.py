@@ -68,9 +68,8 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
                    f"{r['dataset']['num_rows']} rows of {r['dataset']['name']}: {len(r['metrics'])} metrics"
                    + (f"; skipped unreadable rows {r['skipped_rows']}" if r["skipped_rows"] else "")
                    + "".join(f"\n- {w}" for w in r.get("warnings", [])))
-        return (summary, gr.update(value=session.readable_metrics(output.metrics), visible=True),
-                gr.update(value=[str(p) for p in output.plots], visible=True), _tables_markdown(output.tables),
-                gr.update(value=[str(output.results_path), str(output.report_path)], visible=True))
+        return (summary, session.readable_metrics(output.metrics), [str(p) for p in output.plots],
+                _tables_markdown(output.tables), [str(output.results_path), str(output.report_path)])
 
     def on_probe(probe):
         choices = session.data_choices(probe, hub)
@@ -118,10 +117,14 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
         results = [summary, metrics, plots, tables, downloads]
         # a new run first clears the last one's results: after an error nothing stale stays on the page
         cleared = ("Running…", *[gr.update(value=None, visible=False)] * 2, "", gr.update(value=None, visible=False))
-        run_button.click(lambda: cleared, None, results, queue=False, show_progress="hidden", api_name=False).then(
+        running = run_button.click(lambda: cleared, None, results, queue=False, show_progress="hidden",
+                                   api_name=False).then(
             run, [probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt], results,
-            api_name="run", show_progress_on=summary  # one progress bar, over the summary
-        ).failure(lambda: FAILED, None, summary, queue=False, show_progress="hidden", api_name=False)
+            api_name="run", show_progress_on=summary)  # one progress bar, over the summary
+        # the API's values stay plain; the page shows the results once there are some, or says it stopped
+        running.success(lambda: [gr.update(visible=True)] * 3, None, [metrics, plots, downloads], queue=False,
+                        show_progress="hidden", api_name=False)
+        running.failure(lambda: FAILED, None, summary, queue=False, show_progress="hidden", api_name=False)
     app.queue(default_concurrency_limit=1)  # one probe at a time: a CPU Space has no room for two
     return app
 

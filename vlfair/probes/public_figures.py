@@ -180,6 +180,8 @@ class PublicFiguresProbe(Probe):
             references = np.array([candidates.index(n) for n in names[mask]])
             result = measures.retention(images[mask] @ text.T, references, bootstrap=s["bootstrap"],
                                         confidence=s["confidence"], seed=s["seed"])
+            if "ci_note" in result:
+                out.warnings.append(f"retention of {folder}: {result['ci_note']}")
             for score in ("text_score", "image_score"):
                 out.metrics.append(Metric(f"retention_{score}", {"folder": folder}, result[score],
                                           result[f"{score}_ci"], None, {"num_names": result["num_names"]}))

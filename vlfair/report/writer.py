@@ -29,7 +29,8 @@ def markdown_table(frame: pd.DataFrame) -> str:
     marked = column_maxima(frame)
     text = frame.astype(object).copy()
     for column in frame.columns:
-        text[column] = [f"**{_cell(v)}**" if m else v for v, m in zip(frame[column], marked[column])]
+        shown = _p_values(frame[column]) if _is_p_column(column) else frame[column]
+        text[column] = [f"**{_cell(v)}**" if m else v for v, m in zip(shown, marked[column])]
     text = _flat(text)
     cells = [[_cell(v) for v in row] for row in text.itertuples(index=False)]
     header = [_cell(c) for c in text.columns]
@@ -47,6 +48,20 @@ def _flat(frame: pd.DataFrame) -> pd.DataFrame:
         frame = frame.reset_index()
     frame.columns = [" / ".join(map(str, c)) if isinstance(c, tuple) else c for c in frame.columns]
     return frame.rename_axis(columns=None)
+
+
+P_COLUMNS = {"p", "p_value", "p-value", "p value"}
+
+
+def _is_p_column(column: Any) -> bool:
+    return str(column).strip().lower() in P_COLUMNS
+
+
+def _p_values(column: pd.Series) -> list:
+    """p-values as text that never reads 0 ("< 1e-308" where float64 underflowed)."""
+    from vlfair.report.numbers import format_p
+
+    return [format_p(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in column]
 
 
 def _text(value: Any) -> str:
@@ -111,7 +126,8 @@ def html_table(frame: pd.DataFrame) -> str:
     marked = column_maxima(frame)
     text = frame.astype(object).copy()
     for column in frame.columns:
-        text[column] = [("<b>{}</b>" if m else "{}").format(html.escape(_text(v))) for v, m in zip(frame[column], marked[column])]
+        shown = _p_values(frame[column]) if _is_p_column(column) else frame[column]
+        text[column] = [("<b>{}</b>" if m else "{}").format(html.escape(_text(v))) for v, m in zip(shown, marked[column])]
     if not isinstance(text.index, pd.RangeIndex):  # labels are data: escaped like every cell
         text.index = text.index.map(lambda i: tuple(map(_escaped, i)) if isinstance(i, tuple) else _escaped(i))
     text = _flat(text.rename(columns=lambda c: html.escape(str(c))))

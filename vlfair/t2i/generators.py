@@ -120,9 +120,11 @@ class ImageCache:
         if world.size > 1 and self.directory is None:
             raise ValueError("generating under several processes needs an image cache directory to share the images")
         mine = missing[world.rank::world.size]
-        # generation is the long step: a bar with its ETA, images saved as each batch is done
+        # generation is the long step: a bar with its ETA (the main process's share: every process
+        # gets an equal share, and one bar is what a person reads), images saved as each batch is done
         batch = max(1, int(getattr(self.generator, "batch_size", 8)))
-        with tqdm(total=len(mine), desc="generating images", unit="img", disable=not (mine and progress_bars_enabled())) as bar:
+        shown = bool(mine) and world.is_main and progress_bars_enabled()
+        with tqdm(total=len(mine), desc="generating images", unit="img", disable=not shown) as bar:
             for start in range(0, len(mine), batch):
                 chunk = mine[start:start + batch]
                 generated = self.generator.generate([p for p, _ in chunk], [s for _, s in chunk])

@@ -1,0 +1,87 @@
+"""Refresh the screenshots README shows (docs/images/): the demo report, the demo Space, the
+leaderboard Space and a metric Space.
+
+Run after the browser tests (``python -m pytest tests/test_browser.py``), which save the demo and
+metric Spaces' screenshots in test-artifacts/screenshots/; this script runs ``vlfair demo`` and
+shows its report.html and a leaderboard of its results (the demo world's biased and control
+encoders, by name) itself.
+Needs chromium (``apt-get install -y chromium``) and playwright, as the browser tests do.
+
+    python docs/make_screenshots.py [--artifacts test-artifacts/screenshots]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from PIL import Image
+
+DOCS = Path(__file__).resolve().parent
+IMAGES = DOCS / "images"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+FROM_BROWSER_TESTS = {"demo-professions-run.png": "demo-space.png", "widget-bias_ratio.png": "metric-space.png"}
+MAX_HEIGHT = 1500  # the top of a page: what a person sees first
+WIDTH = 1000
+
+
+def _save(image: Image.Image, path: Path) -> None:
+    """Cropped to the top, scaled to README's width, 256 colours: a few hundred KB at most."""
+    image = image.convert("RGB").crop((0, 0, image.width, min(image.height, MAX_HEIGHT)))
+    image = image.resize((WIDTH, round(image.height * WIDTH / image.width)), Image.LANCZOS)
+    image.quantize(256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+    print(f"{path.relative_to(DOCS.parent)}: {path.stat().st_size // 1024} KB")
+
+
+def demo_report_and_leaderboard(out: Path) -> None:
+    import importlib.util
+
+    from playwright.sync_api import sync_playwright
+
+    subprocess.run([sys.executable, "-m", "vlfair", "-q", "demo", "--out", str(out / "demo")], check=True)
+    spec = importlib.util.spec_from_file_location("leaderboard_app", DOCS.parent / "spaces" / "leaderboard" / "app.py")
+    leaderboard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(leaderboard)
+    app = leaderboard.build_app(str(out / "demo"))
+    _, url, _ = app.launch(prevent_thread_lock=True, server_name="127.0.0.1")
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1200, "height": MAX_HEIGHT})
+            page.goto((out / "demo" / "report.html").as_uri())
+            page.evaluate("window.scrollTo(0, document.getElementById('professions').offsetTop - 20)")
+            page.screenshot(path=str(out / "report.png"))
+            page = browser.new_page(viewport={"width": 1280, "height": 1100})
+            page.goto(url)
+            page.get_by_role("combobox", name="metric").click()
+            page.get_by_role("option", name="bias_ratio", exact=True).click()
+            page.wait_for_timeout(3000)
+            page.screenshot(path=str(out / "leaderboard.png"), full_page=True)
+            browser.close()
+    finally:
+        app.close()
+    _save(Image.open(out / "report.png"), IMAGES / "demo-report.png")
+    _save(Image.open(out / "leaderboard.png"), IMAGES / "leaderboard-space.png")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--artifacts", type=Path, default=DOCS.parent / "test-artifacts" / "screenshots")
+    args = parser.parse_args(argv)
+    IMAGES.mkdir(exist_ok=True)
+    missing = [name for name in FROM_BROWSER_TESTS if not (args.artifacts / name).exists()]
+    if missing:
+        raise SystemExit(f"make_screenshots: {missing} not in {args.artifacts}; run the browser tests first")
+    for source, target in FROM_BROWSER_TESTS.items():
+        _save(Image.open(args.artifacts / source), IMAGES / target)
+    with tempfile.TemporaryDirectory() as tmp:
+        demo_report_and_leaderboard(Path(tmp))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
