@@ -34,7 +34,7 @@ def _save(image: Image.Image, path: Path) -> None:
     image = image.convert("RGB").crop((0, 0, image.width, min(image.height, MAX_HEIGHT)))
     image = image.resize((WIDTH, round(image.height * WIDTH / image.width)), Image.LANCZOS)
     image.quantize(256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
-    print(f"{path.relative_to(DOCS.parent)}: {path.stat().st_size // 1024} KB")
+    print(f"{path}: {path.stat().st_size // 1024} KB")
 
 
 def demo_report_and_leaderboard(out: Path) -> None:

@@ -209,3 +209,24 @@ def test_metric_widgets_render_and_compute(page, artifacts, name, key):
         page.screenshot(path=artifacts / f"widget-{name}.png", full_page=True)
     finally:
         space["demo"].close()
+
+
+def test_docs_screenshots_are_made_from_a_fresh_demo(tmp_path, monkeypatch):
+    """docs/make_screenshots.py, which refreshes README's images: the demo report and a leaderboard
+    of the demo's results, written small enough to commit."""
+    import importlib.util
+
+    from PIL import Image
+
+    spec = importlib.util.spec_from_file_location("make_screenshots", REPO / "docs" / "make_screenshots.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(script, "IMAGES", tmp_path / "images")
+    (tmp_path / "images").mkdir()
+    script.demo_report_and_leaderboard(tmp_path / "work")
+    for name in ("demo-report.png", "leaderboard-space.png"):
+        image = Image.open(tmp_path / "images" / name)
+        assert image.width == script.WIDTH and image.mode == "P"  # README's width, 256 colours
+        assert (tmp_path / "images" / name).stat().st_size < 400_000
+    with pytest.raises(SystemExit, match="run the browser tests first"):
+        script.main(["--artifacts", str(tmp_path / "nothing-here")])
