@@ -13,6 +13,7 @@ Needs chromium (``apt-get install -y chromium``) and playwright, as the browser 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -37,10 +38,10 @@ def _save(image: Image.Image, path: Path) -> None:
     print(f"{path}: {path.stat().st_size // 1024} KB")
 
 
-def demo_report_and_leaderboard(out: Path) -> None:
+def demo_report_and_leaderboard(out: Path, browser) -> None:
+    """Screenshots with ``browser`` (a Playwright chromium) of a fresh demo's report and of a
+    leaderboard of its results."""
     import importlib.util
-
-    from playwright.sync_api import sync_playwright
 
     subprocess.run([sys.executable, "-m", "vlfair", "-q", "demo", "--out", str(out / "demo")], check=True)
     spec = importlib.util.spec_from_file_location("leaderboard_app", DOCS.parent / "spaces" / "leaderboard" / "app.py")
@@ -49,19 +50,18 @@ def demo_report_and_leaderboard(out: Path) -> None:
     app = leaderboard.build_app(str(out / "demo"))
     _, url, _ = app.launch(prevent_thread_lock=True, server_name="127.0.0.1")
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1200, "height": MAX_HEIGHT})
-            page.goto((out / "demo" / "report.html").as_uri())
-            page.evaluate("window.scrollTo(0, document.getElementById('professions').offsetTop - 20)")
-            page.screenshot(path=str(out / "report.png"))
-            page = browser.new_page(viewport={"width": 1280, "height": 1100})
-            page.goto(url)
-            page.get_by_role("combobox", name="metric").click()
-            page.get_by_role("option", name="bias_ratio", exact=True).click()
-            page.wait_for_timeout(3000)
-            page.screenshot(path=str(out / "leaderboard.png"), full_page=True)
-            browser.close()
+        page = browser.new_page(viewport={"width": 1200, "height": MAX_HEIGHT})
+        page.goto((out / "demo" / "report.html").as_uri())
+        page.evaluate("window.scrollTo(0, document.getElementById('professions').offsetTop - 20)")
+        page.screenshot(path=str(out / "report.png"))
+        page.close()
+        page = browser.new_page(viewport={"width": 1280, "height": 1100})
+        page.goto(url)
+        page.get_by_role("combobox", name="metric").click()
+        page.get_by_role("option", name="bias_ratio", exact=True).click()
+        page.wait_for_timeout(3000)
+        page.screenshot(path=str(out / "leaderboard.png"), full_page=True)
+        page.close()
     finally:
         app.close()
     _save(Image.open(out / "report.png"), IMAGES / "demo-report.png")
@@ -78,8 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"make_screenshots: {missing} not in {args.artifacts}; run the browser tests first")
     for source, target in FROM_BROWSER_TESTS.items():
         _save(Image.open(args.artifacts / source), IMAGES / target)
-    with tempfile.TemporaryDirectory() as tmp:
-        demo_report_and_leaderboard(Path(tmp))
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=os.environ.get("VLFAIR_CHROMIUM", "/usr/bin/chromium"),
+                                             args=CHROMIUM_ARGS)
+        demo_report_and_leaderboard(Path(tmp), browser)
+        browser.close()
     return 0
 
 

@@ -211,7 +211,7 @@ def test_metric_widgets_render_and_compute(page, artifacts, name, key):
         space["demo"].close()
 
 
-def test_docs_screenshots_are_made_from_a_fresh_demo(tmp_path, monkeypatch):
+def test_docs_screenshots_are_made_from_a_fresh_demo(browser, tmp_path, monkeypatch):
     """docs/make_screenshots.py, which refreshes README's images: the demo report and a leaderboard
     of the demo's results, written small enough to commit."""
     import importlib.util
@@ -223,7 +223,7 @@ def test_docs_screenshots_are_made_from_a_fresh_demo(tmp_path, monkeypatch):
     spec.loader.exec_module(script)
     monkeypatch.setattr(script, "IMAGES", tmp_path / "images")
     (tmp_path / "images").mkdir()
-    script.demo_report_and_leaderboard(tmp_path / "work")
+    script.demo_report_and_leaderboard(tmp_path / "work", browser)
     for name in ("demo-report.png", "leaderboard-space.png"):
         image = Image.open(tmp_path / "images" / name)
         assert image.width == script.WIDTH and image.mode == "P"  # README's width, 256 colours

@@ -235,7 +235,7 @@ def test_a_zero_variance_f_test_gets_a_footnote(clip_dir, tmp_path):
                                                (["--verbose"], "error", True)])
 def test_the_cli_logs_through_vlfair_s_logger_with_its_verbosity(capsys, monkeypatch, flags, env, shown):
     from vlfair.cli import main
-    from vlfair.logging import get_logger
+    from vlfair.logging import get_logger, progress_bars_enabled
 
     if env:
         monkeypatch.setenv("VLFAIR_VERBOSITY", env)
@@ -244,6 +244,7 @@ def test_the_cli_logs_through_vlfair_s_logger_with_its_verbosity(capsys, monkeyp
     assert main(["install-metrics", "--only", "bias_ratio", *flags]) == 0
     out = capsys.readouterr().out
     assert ("1 module(s) installed" in out) == shown
+    assert progress_bars_enabled() == ("-q" not in flags)  # set by each command: a quiet one does not silence the next
     get_logger("vlfair.test").debug("a debug line")
     get_logger("vlfair.test").warning("a warning")
     captured = capsys.readouterr()

@@ -367,9 +367,10 @@ def _set_verbosity(args: argparse.Namespace) -> None:
     """--quiet / --verbose, else VLFAIR_VERBOSITY, else info (a command says what it does)."""
     from vlfair import logging as vlfair_logging
 
-    if getattr(args, "quiet", False):
+    quiet = getattr(args, "quiet", False)
+    (vlfair_logging.disable_progress_bars if quiet else vlfair_logging.enable_progress_bars)()
+    if quiet:
         vlfair_logging.set_verbosity("error")
-        vlfair_logging.disable_progress_bars()
     elif getattr(args, "verbose", False):
         vlfair_logging.set_verbosity("debug")
     else:

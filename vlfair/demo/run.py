@@ -20,7 +20,7 @@ from vlfair.models import load_encoder
 from vlfair.probes import ProbeRun, measure_probe
 from vlfair.probes.base import clip_score
 from vlfair.report.scales import share_scales
-from vlfair.report.writer import inline_png, page
+from vlfair.report.writer import inline_figure, inline_png, page
 from vlfair.t2i.classifier import GroupClassifier
 from vlfair.t2i.transmuters import LexiconTransmuter
 
@@ -269,9 +269,6 @@ def _interval_or_p(entry: dict) -> str:
 
 def _forest_png(rows: list[dict], measure: str) -> str:
     """One measure of one probe, biased and control on one axis, with the neutral value marked."""
-    import io
-
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     from vlfair.probes.plots import forest
@@ -286,13 +283,7 @@ def _forest_png(rows: list[dict], measure: str) -> str:
     neutral = 1.0 if is_f_test else rows[0]["neutral"]
     xlabel = "F (log scale; about 1 when groups do not differ)" if is_f_test else "measured, with its 95 % CI"
     figure = forest(frame, measure, xlabel, neutral=neutral, log=is_f_test and bool((frame["value"] > 0).all()))
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    plt.close(figure)
-    import base64
-
-    return (f"<img alt='{html.escape(measure)}' style='max-width:100%' "
-            f"src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}'>")
+    return inline_figure(figure, measure)
 
 
 def _probe_section(probe: str, entries: list[dict], out: Path) -> list[str]:

@@ -46,8 +46,8 @@ def _flat(frame: pd.DataFrame) -> pd.DataFrame:
     a plain 0..n-1 index is dropped (it means nothing to a reader)."""
     if frame.index.name or any(frame.index.names[1:]) or not isinstance(frame.index, pd.RangeIndex):
         frame = frame.reset_index()
-    frame.columns = [" / ".join(map(str, c)) if isinstance(c, tuple) else c for c in frame.columns]
-    return frame.rename_axis(columns=None)
+    columns = [" / ".join(map(str, c)) if isinstance(c, tuple) else c for c in frame.columns]
+    return frame.set_axis(columns, axis=1).rename_axis(columns=None)
 
 
 P_COLUMNS = {"p", "p_value", "p-value", "p value"}
@@ -146,9 +146,22 @@ def page(title: str, body: str) -> str:
             f"<style>{STYLE}</style></head><body>{body}</body></html>")
 
 
-def inline_png(path: Path, alt: str, style: str = "max-width:100%") -> str:
-    data = base64.b64encode(Path(path).read_bytes()).decode()
+def inline_png(path: Path | bytes, alt: str, style: str = "max-width:100%") -> str:
+    """An <img> carrying the PNG (a file, or its bytes) in the page itself."""
+    data = base64.b64encode(path if isinstance(path, bytes) else Path(path).read_bytes()).decode()
     return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{data}' style='{style}'>"
+
+
+def inline_figure(figure: Any, alt: str, style: str = "max-width:100%") -> str:
+    """A matplotlib figure as an <img> in the page (then closed)."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    return inline_png(buffer.getvalue(), alt, style)
 
 
 def _html(results: dict[str, Any], tables: dict[str, pd.DataFrame], pngs: dict[str, Path], notes: list[str],
