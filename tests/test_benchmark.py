@@ -18,3 +18,17 @@ def test_benchmark_prints_its_ratios():
     assert re.fullmatch(r"ratio_vs_forward=[\d.]+ ratio_vs_naive=[\d.]+ cache_speedup=\d+", last), last
     for label in ("(a) vlfair end to end", "(b) raw model forward", "(c) naive per-image", "(d) cached re-run", "peak RSS"):
         assert label in result.stdout
+
+
+def test_stats_scaling_benchmark_prints_its_ratios():
+    """benchmarks/stats_scaling.py --quick: every method timed on 1e3 rows (Monte Carlo p) and 2e4
+    rows (the normal limit), fairlearn's MetricFrame bootstrap included, and its contract line."""
+    script = SCRIPT.parent / "stats_scaling.py"
+    result = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert re.fullmatch(r"speedup_vs_fairlearn=[\d.]+ speedup_vs_scipy=[\d.]+ speedup_vs_naive=[\d.]+ seconds_1e6=[\d.]+",
+                        lines[-1]), lines[-1]
+    rows = {line.split()[0]: line.split() for line in lines if line.strip().startswith(("1e+03", "2e+04"))}
+    assert rows["1e+03"][4] in ("exact", "sequential_monte_carlo", "monte_carlo") and rows["2e+04"][4] == "normal_limit"
+    assert rows["1e+03"][5] != "not" and rows["2e+04"][5] == "not"  # fairlearn timed at 1e3 only in a quick run

@@ -250,3 +250,18 @@ def test_bootstrap_interval_covers_a_known_gap_93_to_97_percent():
 def test_bad_input_names_the_problem(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_measures_say_which_method_gave_the_p_value_and_its_log10():
+    rng = np.random.default_rng(8)
+    small = M.bias_ratio(rng.random(60) + 0.1, np.repeat(["a", "b"], 30), "a", "b", bootstrap=0)
+    assert small["p_value_method"] in ("sequential_monte_carlo", "monte_carlo")
+    assert small["log10_p_value"] == pytest.approx(np.log10(small["p_value"]))
+    groups = np.repeat(["a", "b"], 4000)
+    large = M.bias_ratio(rng.random(8000) + 0.5 * (groups == "a"), groups, "a", "b", bootstrap=0)
+    assert large["p_value_method"] == "normal_limit" and large["p_value"] == 0.0 and large["log10_p_value"] < -308
+    gap = M.group_score_gap(rng.random(8000), np.repeat(list("abcd"), 2000), bootstrap=0)
+    assert gap["p_value_method"] == "normal_limit" and 0 < gap["p_value"] <= 1
+    anova = M.trait_anova(rng.random(6000) + 0.6 * (np.repeat(list("ab"), 3000) == "a"), np.repeat(list("ab"), 3000),
+                          strata=np.tile(["F", "M"], 3000), bootstrap=0)
+    assert all(v == 0.0 for v in anova["p_value"].values()) and all(v < -308 for v in anova["log10_p_value"].values())

@@ -296,3 +296,10 @@ def test_subsets_read_as_text_wherever_they_come_from():
     assert format_subset('{"trait": "smart/dumb", "gender": "Male"}') == "trait = smart/dumb · gender = Male"
     assert format_subset({"folder": "senator"}) == "folder = senator"
     assert format_subset("not json") == "not json" and format_subset("[1, 2]") == "[1, 2]"
+
+
+@pytest.mark.parametrize("p, log10_p, text", [(0.0, -346.6, "2.5e-347"), (0.0, -608.4559, "3.5e-609"),
+                                              (0.0, -400.0, "1e-400"), (0.0, float("-inf"), "< 1e-308"),
+                                              (2e-5, -4.69897, "2e-05")])
+def test_a_p_value_below_float64_reads_from_its_log10(p, log10_p, text):
+    assert format_p(p, log10_p) == text

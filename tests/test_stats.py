@@ -63,7 +63,9 @@ def test_exact_permutation_test_equals_scipy(sizes):
 
     reference = sps.permutation_test(samples, reference_statistic, permutation_type="independent",
                                      n_resamples=np.inf, alternative="greater").pvalue
-    assert stats.permutation_test(values, codes, statistic, n_permutations=10_000) == pytest.approx(reference)
+    result = stats.permutation_test(values, codes, statistic, n_permutations=10_000)
+    assert result.p_value == pytest.approx(reference) and result.method == "exact"
+    assert result.log10_p_value == pytest.approx(np.log10(reference))
 
 
 def test_monte_carlo_permutation_test_agrees_with_exact_and_is_never_zero():
@@ -71,11 +73,95 @@ def test_monte_carlo_permutation_test_agrees_with_exact_and_is_never_zero():
     values = np.concatenate([rng.normal(0, 1, 9), rng.normal(0.8, 1, 9)])
     codes = np.repeat([0, 1], 9)
     exact = stats.permutation_test(values, codes, stats.mean_difference, n_permutations=10**5)
-    monte_carlo = stats.permutation_test(values, codes, stats.mean_difference, n_permutations=20_000, seed=1)
-    assert monte_carlo == pytest.approx(exact, abs=0.01)
+    monte_carlo = stats.permutation_test(values, codes, stats.mean_difference, n_permutations=20_000, seed=1,
+                                         sequential=False)
+    assert exact.method == "exact" and monte_carlo.method == "monte_carlo" and monte_carlo.permutations == 20_000
+    assert monte_carlo.p_value == pytest.approx(exact.p_value, abs=0.01)
     far_apart = np.concatenate([np.zeros(40), np.ones(40) * 5]) + rng.normal(0, 0.01, 80)
     p = stats.permutation_test(far_apart, np.repeat([0, 1], 40), stats.mean_difference, n_permutations=999)
-    assert p == 1 / 1000
+    assert p.p_value == 1 / 1000 and p.method == "monte_carlo"  # never settled early: nothing was as extreme
+
+
+def test_sequential_permutation_test_stops_once_settled_and_agrees_with_the_full_one():
+    """Besag-Clifford: a p far from significance stops after about h / p relabellings."""
+    rng = np.random.default_rng(11)
+    estimates = []
+    for repeat in range(40):  # a null dataset: p is uniform, mostly far from 0
+        values = rng.normal(size=400)
+        codes = np.repeat([0, 1], 200)
+        full = stats.permutation_test(values, codes, stats.mean_difference, 10_000, seed=repeat, sequential=False)
+        early = stats.permutation_test(values, codes, stats.mean_difference, 10_000, seed=repeat)
+        if early.method == "sequential_monte_carlo":
+            assert early.permutations < 10_000
+            assert early.p_value == pytest.approx(stats.SEQUENTIAL_EXCEEDANCES / early.permutations)
+            estimates.append((early.p_value, full.p_value))
+        else:  # never reached h: all relabellings drawn, the same estimate as the full test
+            assert early.p_value == full.p_value
+    assert len(estimates) >= 30
+    relative = np.array([abs(e - f) / f for e, f in estimates])
+    assert np.median(relative) < 0.15 and relative.max() < 0.6  # relative error about 1 / sqrt(h)
+
+
+@pytest.mark.parametrize("statistic, shifts", [(stats.mean_difference, [0.0, 0.035]),
+                                               (stats.mean_range, [0.0, 0.01, 0.02])])
+def test_the_normal_limit_agrees_with_monte_carlo_above_its_size(statistic, shifts):
+    rng = np.random.default_rng(5)
+    n = stats.ASYMPTOTIC_MIN_ROWS // len(shifts) + 1
+    codes = np.repeat(np.arange(len(shifts)), n)
+    values = rng.exponential(1.0, codes.size) + np.repeat(shifts, n)  # skewed scores: the limit is the mean's
+    limit = stats.permutation_test(values, codes, statistic)
+    monte_carlo = stats.permutation_test(values, codes, statistic, 4000, seed=2, sequential=False, asymptotic=False)
+    assert limit.method == "normal_limit" and limit.permutations is None
+    assert 0.005 < monte_carlo.p_value < 0.5  # a p the Monte Carlo resolves
+    assert limit.p_value == pytest.approx(monte_carlo.p_value, abs=4 * np.sqrt(monte_carlo.p_value / 4000) + 0.003)
+
+
+def test_the_normal_limit_keeps_p_values_below_float64_in_log_space():
+    codes = np.repeat([0, 1], 20_000)
+    values = np.random.default_rng(1).normal(size=codes.size) + codes * 0.5  # |z| about 50
+    result = stats.permutation_test(values, codes, stats.mean_difference)
+    observed = float(stats.mean_difference(values, codes[None])[0])
+    sd = np.sqrt(values.var(ddof=1) * codes.size / (20_000 * 20_000))
+    assert result.p_value < 1e-300 or result.p_value == 0.0
+    # brute-force reference: mpmath's normal tail at 50 digits
+    import mpmath
+
+    with mpmath.workdps(50):
+        reference = float(mpmath.log10(mpmath.erfc(mpmath.mpf(observed / sd) / mpmath.sqrt(2))))
+    assert result.log10_p_value == pytest.approx(reference, rel=1e-9)
+    ranged = stats.permutation_test(values, codes, stats.mean_range)  # two groups: the range is the difference
+    assert ranged.log10_p_value == pytest.approx(reference, rel=1e-9)
+
+
+def test_f_test_log10_p_below_float64_matches_mpmath_and_scipy_above():
+    import mpmath
+    from scipy import stats as sps
+
+    assert stats.f_test_log10_p(3.0, 2, 30) == pytest.approx(np.log10(sps.f.sf(3.0, 2, 30)))
+    with mpmath.workdps(60):  # the F tail by direct integration of its density
+        d1, d2, f = 6, 13993, 1392.0
+        density = lambda x: (mpmath.sqrt((d1 * x) ** d1 * d2 ** d2 / (d1 * x + d2) ** (d1 + d2))  # noqa: E731
+                             / (x * mpmath.beta(d1 / 2, d2 / 2)))
+        steps = [f * r for r in (1, 1.001, 1.01, 1.05, 1.2, 2)] + [mpmath.inf]  # the density falls off steeply
+        reference = float(mpmath.log10(mpmath.quad(density, steps)))
+    assert stats.f_test_log10_p(f, d1, d2) == pytest.approx(reference, abs=1e-6)
+    assert sps.f.sf(f, d1, d2) == 0.0  # what a float64 p-value says: nothing
+
+
+def test_bootstrap_group_means_is_the_stratified_bootstrap():
+    rng = np.random.default_rng(4)
+    codes = np.repeat([0, 1, 2], [30, 500, 7])
+    values = rng.gamma(2.0, size=codes.size) + codes
+    fast = stats.bootstrap_group_means(values, codes, 3, 4000, seed=1)
+    assert fast.shape == (4000, 3) and np.array_equal(fast, stats.bootstrap_group_means(values, codes, 3, 4000, seed=1))
+    assert not np.array_equal(fast, stats.bootstrap_group_means(values, codes, 3, 4000, seed=2))
+    reference = stats.bootstrap_samples(lambda idx: stats.group_means(values[idx], codes, 3), codes, 4000, 1)
+    # the same resampling distribution: means and spreads agree within Monte Carlo error
+    assert fast.mean(axis=0) == pytest.approx(reference.mean(axis=0), rel=0.01)
+    assert fast.std(axis=0) == pytest.approx(reference.std(axis=0), rel=0.06)
+    for g, size in enumerate([30, 500, 7]):  # and the textbook standard error of a mean
+        member = values[codes == g]
+        assert fast[:, g].std() == pytest.approx(member.std() / np.sqrt(size), rel=0.06)
 
 
 def test_stratified_resamples_keep_every_group_and_its_size():

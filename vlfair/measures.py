@@ -100,8 +100,7 @@ class _GroupMeans:
         self.means = stats.group_means(values, self.codes, len(self.names))
         self.samples = None
         if bootstrap:
-            self.samples = stats.bootstrap_samples(
-                lambda idx: stats.group_means(values[idx], self.codes, len(self.names)), self.codes, bootstrap, seed)
+            self.samples = stats.bootstrap_group_means(values, self.codes, len(self.names), bootstrap, seed)
 
     def index(self, name: str) -> int:
         return self.names.index(name)
@@ -155,12 +154,12 @@ def bias_ratio(scores: Sequence[float], groups: Sequence[Any], protected_group: 
         raise ValueError(f"the mean score of reference_group {reference!r} is 0: the ratio is undefined")
     ci = g.interval(lambda m: m[:, p_i] / m[:, r_i], confidence)
     pair = np.isin(labels, [protected, reference])
-    p_value = None
+    test = None
     if n_permutations:
         codes = (labels[pair] == protected).astype(np.int64)
-        p_value = stats.permutation_test(values[pair], codes, stats.mean_difference, n_permutations, seed)
+        test = stats.permutation_test(values[pair], codes, stats.mean_difference, n_permutations, seed)
     return {
-        "bias_ratio": float(g.means[p_i] / g.means[r_i]), "bias_ratio_ci": _interval(ci), "p_value": p_value,
+        "bias_ratio": float(g.means[p_i] / g.means[r_i]), "bias_ratio_ci": _interval(ci), **_p_fields(test),
         "protected_group": protected, "reference_group": reference,
         "group_means": g.as_dict(g.means), "group_means_ci": g.cis(confidence), "group_counts": g.as_dict(g.counts),
         "confidence": confidence,
@@ -181,8 +180,7 @@ def group_score_gap(scores: Sequence[float], groups: Sequence[Any], bootstrap: i
     if len(g.names) < 2:
         raise ValueError(f"a gap needs at least 2 groups; references hold only {g.names}")
     top, bottom = int(np.argmax(g.means)), int(np.argmin(g.means))
-    p_value = (stats.permutation_test(values, g.codes, stats.mean_range, n_permutations, seed)
-               if n_permutations else None)
+    test = stats.permutation_test(values, g.codes, stats.mean_range, n_permutations, seed) if n_permutations else None
     ratio = float(g.means[bottom] / g.means[top]) if g.means[top] != 0 else float("nan")
     return {
         "group_means": g.as_dict(g.means), "group_means_ci": g.cis(confidence), "group_counts": g.as_dict(g.counts),
@@ -191,8 +189,15 @@ def group_score_gap(scores: Sequence[float], groups: Sequence[Any], bootstrap: i
         "max_gap_ci": _interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
         "min_max_ratio": ratio,
         "min_max_ratio_ci": _interval(g.interval(lambda m: m.min(axis=1) / m.max(axis=1), confidence)),
-        "p_value": p_value, "confidence": confidence,
+        **_p_fields(test), "confidence": confidence,
     }
+
+
+def _p_fields(test: stats.PermutationResult | None) -> dict[str, Any]:
+    """p_value, its log10 (finite below float64's 1e-308) and the method that gave it."""
+    if test is None:
+        return {"p_value": None, "log10_p_value": None, "p_value_method": None}
+    return {"p_value": test.p_value, "log10_p_value": test.log10_p_value, "p_value_method": test.method}
 
 
 def trait_anova(scores: Sequence[float], groups: Sequence[Any], strata: Sequence[Any] | None = None,
@@ -225,7 +230,8 @@ def _anova_one(values, labels, welch, bootstrap, confidence, seed, where: str = 
     except ValueError as exc:
         raise ValueError(f"{exc}{where}") from None
     return {
-        "f_statistic": result.f_statistic, "p_value": result.p_value, "df_between": result.df_between,
+        "f_statistic": result.f_statistic, "p_value": result.p_value, "log10_p_value": result.log10_p_value,
+        "df_between": result.df_between,
         "df_within": result.df_within, "eta_squared": result.eta_squared, "welch": welch,
         "group_means": g.as_dict(g.means), "group_means_ci": g.cis(confidence), "group_counts": g.as_dict(g.counts),
     }

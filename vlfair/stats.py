@@ -25,6 +25,7 @@ from scipy import stats as sps
 
 # Resampled index blocks are kept below this many entries (memory stays ~40 MB).
 _BLOCK_ENTRIES = 5_000_000
+_CACHED_BLOCK_ENTRIES = 2**18  # the group-mean bootstrap's blocks: indices and values fit in L2 cache
 
 
 def encode_groups(groups: Sequence, name: str = "groups") -> tuple[list, np.ndarray]:
@@ -55,6 +56,7 @@ class AnovaResult:
     df_within: float
     eta_squared: float
     welch: bool
+    log10_p_value: float  # finite where p underflows float64 (the traits study's F of 1000+)
 
 
 def one_way_anova(samples: Sequence[np.ndarray], welch: bool = False) -> AnovaResult:
@@ -92,7 +94,7 @@ def one_way_anova(samples: Sequence[np.ndarray], welch: bool = False) -> AnovaRe
         df_b, df_w = k - 1.0, (k**2 - 1) / (3 * tmp)
         f = float((weights * (means - weighted_mean) ** 2).sum() / df_b / (1 + 2 * (k - 2) * tmp / (k**2 - 1)))
     p = float(sps.f.sf(f, df_b, df_w)) if np.isfinite(f) else (0.0 if f == np.inf else float("nan"))
-    return AnovaResult(float(f), p, float(df_b), float(df_w), float(eta_squared), welch)
+    return AnovaResult(float(f), p, float(df_b), float(df_w), float(eta_squared), welch, f_test_log10_p(f, df_b, df_w))
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -127,6 +129,64 @@ def bootstrap_samples(statistic: Callable[[np.ndarray], np.ndarray], codes: np.n
     return np.concatenate([np.asarray(statistic(idx), dtype=float) for idx in stratified_resamples(codes, n_resamples, seed)])
 
 
+def bootstrap_group_means(values: np.ndarray, codes: np.ndarray, num_groups: int, n_resamples: int,
+                          seed: int | None) -> np.ndarray:
+    """(B, G) stratified-bootstrap resamples of the group means, vectorised.
+
+    A resample's group mean is the mean of n_g draws with replacement from that group: per group
+    and per block of resamples, one (b, n_g) array of indices is drawn and the gathered values
+    summed, so no Python loop runs over resamples and no full (B, N) index matrix is built. Blocks
+    hold about 2^18 indices: the indices and the gathered values stay in the CPU's cache (larger
+    blocks are memory-bound and slower), and the indices are already numpy's intp (np.take
+    would copy any other integer type).
+    Blocks run on a thread pool (numpy releases the GIL for drawing, gathering and summing); each
+    block has its own seed spawned from ``seed``, so the result does not depend on the threads.
+    It is the same resampling as :func:`stratified_resamples` (each group keeps its size), with
+    another order of random draws.
+    """
+    values = np.asarray(values, dtype=float)
+    order = np.argsort(codes, kind="stable")
+    counts = np.bincount(codes, minlength=num_groups)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    grouped = values[order]
+    tasks = []
+    for g in range(num_groups):
+        n = int(counts[g])
+        block = max(1, _CACHED_BLOCK_ENTRIES // max(n, 1))
+        tasks += [(g, first, min(block, n_resamples - first)) for first in range(0, n_resamples, block)]
+    seeds = np.random.SeedSequence(seed).spawn(len(tasks))
+    sums = np.zeros((n_resamples, num_groups))
+
+    def run(task: tuple[int, int, int], seed_sequence: np.random.SeedSequence) -> None:
+        g, first, b = task
+        member_values = grouped[starts[g]:starts[g + 1]]
+        if member_values.size == 0:
+            return
+        picks = np.random.default_rng(seed_sequence).integers(0, member_values.size, size=(b, member_values.size),
+                                                              dtype=np.intp)
+        sums[first:first + b, g] = np.take(member_values, picks).sum(axis=1)
+
+    _in_threads(run, tasks, seeds)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums / counts
+
+
+def _in_threads(function: Callable, *argument_lists) -> None:
+    """``function`` over the zipped arguments on up to ``os.cpu_count()`` threads (in order when 1)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = list(zip(*argument_lists))
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers <= 1:
+        for job in jobs:
+            function(*job)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        for future in [pool.submit(function, *job) for job in jobs]:
+            future.result()
+
+
 def percentile_interval(samples: np.ndarray, confidence: float) -> np.ndarray:
     """(2, ...) percentile interval over axis 0; resamples where the statistic is undefined
     (nan, e.g. a ratio over a zero mean) are left out."""
@@ -151,14 +211,43 @@ def _check_confidence(confidence: float) -> None:
 
 
 # ---- permutation test -------------------------------------------------------------------
+# Besag & Clifford (1991): a Monte Carlo test may stop once this many relabellings were at least
+# as extreme as the data; p = h / L after L relabellings is then unbiased and its relative error
+# is about 1 / sqrt(h). A p-value far from significance is settled after a few hundred draws.
+SEQUENTIAL_EXCEEDANCES = 50
+# Above this many rows, with every group at least ASYMPTOTIC_MIN_GROUP rows, the permutation
+# distribution of a difference (or range) of group means is its normal limit (Hajek's central
+# limit theorem for sampling without replacement), far inside the Monte Carlo error of 10,000
+# draws, which would each cost a pass over the data: the p-value then comes from that limit.
+ASYMPTOTIC_MIN_ROWS = 5_000
+ASYMPTOTIC_MIN_GROUP = 500
+
+
+@dataclasses.dataclass(frozen=True)
+class PermutationResult:
+    """A permutation p-value, how it was obtained, and its log10 (finite where p underflows)."""
+
+    p_value: float
+    log10_p_value: float
+    method: str  # "exact", "monte_carlo", "sequential_monte_carlo" or "normal_limit"
+    permutations: int | None  # relabellings enumerated or drawn; None for the normal limit
+
+
 def permutation_test(values: np.ndarray, codes: np.ndarray, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                     n_permutations: int = 10_000, seed: int | None = 0) -> float:
+                     n_permutations: int = 10_000, seed: int | None = 0, sequential: bool = True,
+                     asymptotic: bool = True) -> PermutationResult:
     """Two-sided p-value of ``statistic(values, codes_batch)`` under exchangeable labels.
 
     ``statistic`` takes (b, N) permuted code arrays and returns (b,) values; larger means
-    more extreme (pass an absolute or range statistic). If every distinct relabelling can be
-    enumerated within ``n_permutations``, the p-value is exact; otherwise it is the Monte
-    Carlo estimate (1 + #{T* >= T}) / (1 + B), which is never 0 (Phipson & Smyth 2010).
+    more extreme (pass an absolute or range statistic). The method, by size:
+
+    - every distinct relabelling can be enumerated within ``n_permutations``: exact;
+    - ``statistic`` has a normal limit (:data:`NORMAL_LIMITS`: a mean difference or range) and
+      the data has at least :data:`ASYMPTOTIC_MIN_ROWS` rows, every group at least
+      :data:`ASYMPTOTIC_MIN_GROUP`: that limit, in log space (``asymptotic=False`` turns it off);
+    - otherwise Monte Carlo, (1 + #{T* >= T}) / (1 + B), never 0 (Phipson & Smyth 2010),
+      stopped early once :data:`SEQUENTIAL_EXCEEDANCES` relabellings were as extreme
+      (Besag & Clifford 1991; ``sequential=False`` draws all ``n_permutations``).
     """
     values = np.asarray(values, dtype=float)
     observed = float(np.asarray(statistic(values, codes[None, :]))[0])
@@ -167,16 +256,30 @@ def permutation_test(values: np.ndarray, codes: np.ndarray, statistic: Callable[
     if exact is not None:
         extreme = sum(int((np.asarray(statistic(values, block)) >= observed - tolerance).sum()) for block in exact)
         total = math.prod(_multinomial(codes))
-        return extreme / total
+        return _result(extreme / total, "exact", total)
+    counts = np.bincount(codes)
+    limit = NORMAL_LIMITS.get(statistic)
+    if (asymptotic and limit is not None and codes.size >= ASYMPTOTIC_MIN_ROWS
+            and counts[counts > 0].min() >= ASYMPTOTIC_MIN_GROUP):
+        log10_p = limit(values, codes, observed)
+        return PermutationResult(10.0 ** log10_p, log10_p, "normal_limit", None)
     rng = np.random.default_rng(seed)
-    extreme, done = 0, 0
-    block = max(1, _BLOCK_ENTRIES // max(codes.size, 1))
+    extreme, done, block = 0, 0, 100 if sequential else max(1, _BLOCK_ENTRIES // max(codes.size, 1))
     while done < n_permutations:
         b = min(block, n_permutations - done)
         permuted = rng.permuted(np.broadcast_to(codes, (b, codes.size)), axis=1)
-        extreme += int((np.asarray(statistic(values, permuted)) >= observed - tolerance).sum())
+        hits = np.asarray(statistic(values, permuted)) >= observed - tolerance
+        if sequential and extreme + int(hits.sum()) >= SEQUENTIAL_EXCEEDANCES:  # settled: p = h / L
+            last = int(np.flatnonzero(np.cumsum(hits) + extreme >= SEQUENTIAL_EXCEEDANCES)[0])
+            return _result(SEQUENTIAL_EXCEEDANCES / (done + last + 1), "sequential_monte_carlo", done + last + 1)
+        extreme += int(hits.sum())
         done += b
-    return (1 + extreme) / (1 + n_permutations)
+        block = min(2 * block, max(1, _BLOCK_ENTRIES // max(codes.size, 1)))
+    return _result((1 + extreme) / (1 + n_permutations), "monte_carlo", n_permutations)
+
+
+def _result(p: float, method: str, permutations: int | None) -> PermutationResult:
+    return PermutationResult(float(p), math.log10(p) if p > 0 else float("-inf"), method, permutations)
 
 
 def _multinomial(codes: np.ndarray) -> list[int]:
@@ -191,8 +294,10 @@ def _multinomial(codes: np.ndarray) -> list[int]:
 
 def _all_relabellings(codes: np.ndarray, limit: int):
     """Blocks of every distinct assignment of the same label counts, if there are <= limit."""
-    if math.prod(_multinomial(codes)) > limit:
-        return None
+    counts = np.bincount(codes)
+    log_count = math.lgamma(codes.size + 1) - sum(math.lgamma(int(c) + 1) for c in counts)
+    if log_count > math.log(max(limit, 1)) + 1e-9 or math.prod(_multinomial(codes)) > limit:  # the log first: the
+        return None  # exact count of a million rows is a number with 290,000 digits
     counts = np.bincount(codes)
     n = codes.size
 
@@ -238,6 +343,76 @@ def mean_range(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """max - min of the group means for each row of a (b, N) code batch (any number of groups)."""
     means = _batch_group_means(values, codes)
     return means.max(axis=1) - means.min(axis=1)
+
+
+def _permutation_variance(values: np.ndarray) -> float:
+    """S^2 = sum (x - mean)^2 / (N - 1) over all rows: the permutation distribution's variance unit."""
+    return float(values.var(ddof=1))
+
+
+def _difference_limit(values: np.ndarray, codes: np.ndarray, observed: float) -> float:
+    """log10 P(|mean_1 - mean_0| >= observed) under relabelling, from its normal limit:
+    mean_1 - mean_0 is normal with mean 0 and variance S^2 N / (n_0 n_1)."""
+    n0, n1 = np.bincount(codes, minlength=2)[:2]
+    sd = math.sqrt(_permutation_variance(values) * codes.size / (n0 * n1))
+    if sd == 0:
+        return 0.0 if observed <= 0 else float("-inf")
+    return float((math.log(2) + sps.norm.logsf(observed / sd)) / math.log(10))
+
+
+def _range_limit(values: np.ndarray, codes: np.ndarray, observed: float) -> float:
+    """log10 P(max - min of the group means >= observed) under relabelling, from its normal limit.
+
+    The centred group means are jointly normal with covariance S^2 (delta_gh / n_g - 1 / N): the
+    covariance of Y_g - weighted mean(Y) for independent Y_g ~ N(0, S^2 / n_g). The range does not
+    see the common shift, so P(range < r) = sum_g int phi_g(y) prod_{h != g} [Phi_h(y + r) - Phi_h(y)] dy
+    (group g is the minimum at y). Where 1 minus that integral drops below 1e-9 (float64 cannot
+    resolve it), the union bound over pairs, computed in log space, takes over: it is tight there.
+    """
+    from scipy import integrate
+    from scipy.special import logsumexp
+
+    counts = np.bincount(codes)
+    counts = counts[counts > 0]
+    sd = np.sqrt(_permutation_variance(values) / counts)
+    if sd.max() == 0:
+        return 0.0 if observed <= 0 else float("-inf")
+    pairs = [math.log(2) + sps.norm.logsf(observed / math.hypot(sd[g], sd[h]))
+             for g in range(sd.size) for h in range(g + 1, sd.size)]
+    union = float(logsumexp(pairs) / math.log(10))
+    if union < -9:
+        return union
+
+    def minimum_at(y: float, g: int) -> float:
+        others = np.delete(np.arange(sd.size), g)
+        inside = sps.norm.cdf((y + observed) / sd[others]) - sps.norm.cdf(y / sd[others])
+        return float(sps.norm.pdf(y / sd[g]) / sd[g] * np.prod(inside))
+
+    reach = 10 * sd.max()
+    below = sum(integrate.quad(minimum_at, -reach - observed, reach, args=(g,), limit=200, epsabs=1e-13)[0]
+                for g in range(sd.size))
+    p = 1.0 - below
+    return union if p < 1e-9 else math.log10(min(p, 1.0))  # below 1e-9 the integral has no digits left
+
+
+NORMAL_LIMITS: dict[Callable, Callable[[np.ndarray, np.ndarray, float], float]] = {
+    mean_difference: _difference_limit, mean_range: _range_limit}
+
+
+def f_test_log10_p(f: float, df_between: float, df_within: float) -> float:
+    """log10 of the F-test's p-value, exact also far below float64's 1e-308 (mpmath's regularised
+    incomplete beta: P(F >= f) = I_x(df_w / 2, df_b / 2), x = df_w / (df_w + df_b f))."""
+    if not np.isfinite(f):
+        return float("-inf") if f == np.inf else float("nan")
+    p = float(sps.f.sf(f, df_between, df_within))
+    if p > 1e-300:
+        return math.log10(p)
+    import mpmath
+
+    with mpmath.workdps(30):
+        x = mpmath.mpf(df_within) / (df_within + df_between * mpmath.mpf(f))
+        tail = mpmath.betainc(df_within / 2, df_between / 2, 0, x, regularized=True)
+        return float(mpmath.log10(tail)) if tail > 0 else float("-inf")
 
 
 # ---- word influence bound and paired comparison -----------------------------------------

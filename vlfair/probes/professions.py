@@ -61,7 +61,8 @@ class ProfessionsProbe(Probe):
                                               gap["group_means_ci"][group] if gap["group_means_ci"] else None))
                 out.metrics.append(Metric("group_score_gap", subset, gap["max_gap"], gap["max_gap_ci"], gap["p_value"],
                                           {k: gap[k] for k in ("group_means", "group_means_ci", "group_counts",
-                                                               "top_group", "bottom_group", "min_max_ratio")}))
+                                                               "top_group", "bottom_group", "min_max_ratio",
+                                                               "log10_p_value", "p_value_method")}))
                 means[profession] = gap["group_means"]
                 gaps[profession] = {"most associated": gap["top_group"], "max gap": gap["max_gap"],
                                     "CI low": gap["max_gap_ci"][0] if gap["max_gap_ci"] else None,

@@ -159,7 +159,7 @@ class PublicFiguresProbe(Probe):
             return None
         out.metrics.append(Metric("bias_ratio", {"folder": folder, "class": label}, ratio["bias_ratio"],
                                   ratio["bias_ratio_ci"], ratio["p_value"],
-                                  {"group_means": ratio["group_means"], "group_counts": ratio["group_counts"]}))
+                                  {k: ratio[k] for k in ("group_means", "group_counts", "log10_p_value", "p_value_method")}))
         ci = ratio["bias_ratio_ci"] or [None, None]
         return {"class": label, "b = s_w / s_m": ratio["bias_ratio"], "CI low": ci[0], "CI high": ci[1],
                 "p": ratio["p_value"]}

@@ -11,6 +11,7 @@ from vlfair import measures
 from vlfair.explain import NotAViT, gradcam, overlay_figure
 from vlfair.probes import plots
 from vlfair.probes.base import Context, Output, Probe, ProbeError
+from vlfair.report.numbers import format_p
 from vlfair.report.results import Metric
 from vlfair.report.writer import FOOTNOTES
 
@@ -60,12 +61,14 @@ class TraitsProbe(Probe):
                     out.metrics.append(Metric(
                         "trait_anova", {"trait": pair, label: stratum}, anova["f_statistic"][stratum], None,
                         anova["p_value"][stratum],
-                        {k: anova[k][stratum] for k in ("df_between", "df_within", "eta_squared", "group_means",
-                                                        "group_means_ci", "group_counts")}))
+                        {k: anova[k][stratum] for k in ("log10_p_value", "df_between", "df_within", "eta_squared",
+                                                        "group_means", "group_means_ci", "group_counts")}))
                     f_rows.append({"trait": pair, "within": f"{label}={stratum}",
                                    "across": "race" if label == "gender" else "gender",
-                                   "F": anova["f_statistic"][stratum], "p": anova["p_value"][stratum],
-                                   "eta_squared": anova["eta_squared"][stratum]})
+                                   "F": anova["f_statistic"][stratum],
+                                   # the study prints 0.00e+00 for p below float64's range; the log10 keeps it
+                                   "p": format_p(anova["p_value"][stratum], anova["log10_p_value"][stratum]),
+                                   "log10 p": anova["log10_p_value"][stratum], "eta_squared": anova["eta_squared"][stratum]})
                 if label == "gender":  # race x gender cell means come from the first analysis
                     means = pd.DataFrame({g: anova["group_means"][g] for g in anova["strata"]})
                     cis = anova["group_means_ci"]

@@ -16,14 +16,21 @@ def format_value(value: Any, digits: int = 3) -> str:
     return f"{float(value):.{digits}g}"
 
 
-def format_p(p: Any) -> str:
-    """A p-value as people read it: 0.0123, 3.4e-45, and "< 1e-308" where float64 underflowed to 0
-    (a p-value is never 0); "" when there is none."""
+def format_p(p: Any, log10_p: Any = None) -> str:
+    """A p-value as people read it: 0.0123, 3.4e-45; below float64's range (p stored as 0) its
+    ``log10_p`` gives the number ("2.5e-347"), else "< 1e-308": a p-value is never 0; "" when
+    there is none."""
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return ""
     p = float(p)
     if p < TINIEST:
-        return "< 1e-308"
+        if log10_p is None or not math.isfinite(float(log10_p)):
+            return "< 1e-308"
+        exponent = math.floor(float(log10_p))
+        mantissa = 10 ** (float(log10_p) - exponent)
+        if round(mantissa, 1) >= 10:  # 9.96 rounds up to the next power of ten
+            mantissa, exponent = mantissa / 10, exponent + 1
+        return f"{mantissa:.2g}e{exponent}"
     return f"{p:.2g}" if p < 1e-3 else f"{p:.3g}"
 
 
