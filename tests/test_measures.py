@@ -262,6 +262,6 @@ def test_measures_say_which_method_gave_the_p_value_and_its_log10():
     assert large["p_value_method"] == "normal_limit" and large["p_value"] == 0.0 and large["log10_p_value"] < -308
     gap = M.group_score_gap(rng.random(8000), np.repeat(list("abcd"), 2000), bootstrap=0)
     assert gap["p_value_method"] == "normal_limit" and 0 < gap["p_value"] <= 1
-    anova = M.trait_anova(rng.random(6000) + 0.6 * (np.repeat(list("ab"), 3000) == "a"), np.repeat(list("ab"), 3000),
+    anova = M.trait_anova(rng.random(6000) + 1.0 * (np.repeat(list("ab"), 3000) == "a"), np.repeat(list("ab"), 3000),
                           strata=np.tile(["F", "M"], 3000), bootstrap=0)
     assert all(v == 0.0 for v in anova["p_value"].values()) and all(v < -308 for v in anova["log10_p_value"].values())
