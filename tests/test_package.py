@@ -80,3 +80,10 @@ def test_metric_comparison_treats_undefined_values_as_values():
         assert_metrics_close(metrics(1.0, 2.0), metrics(1.0, 2.1))
     with pytest.raises(AssertionError, match="different metrics"):
         assert_metrics_close(metrics(1.0), metrics(1.0, 2.0))
+
+
+def test_a_probe_option_out_of_range_stops_before_any_work(capsys, tmp_path):
+    code = main(["run", "traits", "--model", "/never/loaded", "--dataset", "synthetic:fairface", "--per-cell", "0",
+                 "--out", str(tmp_path / "out")])
+    assert code == 2 and "vlfair run: --per-cell must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before the output directory or the model was touched

@@ -94,7 +94,7 @@ def test_the_demo_summary_shows_subsets_a_legend_and_the_tally():
                _entry("professions", "relative bias_ratio", {"profession": "doctor"}, "control", "1 (none)", 0.9,
                       [0.85, 0.95], True, 1.0, 0)]
     text = summary_table(entries)
-    assert "profession=doctor" in text and "profession=nurse" in text  # the rows are told apart
+    assert "profession = doctor" in text and "profession = nurse" in text  # the rows are told apart
     assert "detected: the interval excludes the neutral value" in text
     assert text.rstrip().endswith("biased: 2/2 planted biases found; control: 1/1 false alarms")
 

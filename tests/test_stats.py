@@ -215,3 +215,35 @@ def test_all_relabellings_enumerates_each_assignment_once():
     rows = {tuple(r) for r in blocks[0]}
     expected = {p for p in itertools.permutations(codes.tolist())}
     assert rows == expected and len(blocks[0]) == len(expected) == 60
+
+
+def test_f_test_log10_p_where_mpmaths_incomplete_beta_does_not_converge():
+    """df_between = 1 (the traits probe's gender F-tests) with a huge df_within and p near 1e-2968: F(1, d) is
+    t(d) squared, so the reference is twice the t tail, integrated from its own density."""
+    import mpmath
+
+    d, f = 10**6, 13750.0
+    with mpmath.workdps(40):
+        t = mpmath.sqrt(f)
+        density = lambda x: mpmath.gamma((d + 1) / 2) / (mpmath.sqrt(d * mpmath.pi) * mpmath.gamma(d / 2)) \
+            * (1 + x**2 / d) ** (-(d + 1) / 2)  # noqa: E731
+        reference = float(mpmath.log10(2 * mpmath.quad(density, [t * r for r in (1, 1.001, 1.01, 1.1, 2)] + [mpmath.inf])))
+    assert stats.f_test_log10_p(f, 1, d) == pytest.approx(reference, abs=1e-6)
+    groups = np.repeat(["a", "b"], 100_000)  # and through the measure, which used to raise NoConvergence
+    values = np.random.default_rng(0).normal(size=groups.size) + 0.53 * (groups == "a")
+    assert stats.one_way_anova([values[groups == "a"], values[groups == "b"]]).log10_p_value < -1000
+
+
+def test_monte_carlo_blocks_stay_within_their_memory_cap():
+    """A big dataset with one small group (no normal limit) draws relabellings in capped blocks."""
+    import tracemalloc
+
+    codes = np.zeros(300_000, dtype=np.int64)
+    codes[:200] = 1  # 200 rows: below ASYMPTOTIC_MIN_GROUP, so Monte Carlo
+    values = np.random.default_rng(2).normal(size=codes.size)
+    tracemalloc.start()
+    result = stats.permutation_test(values, codes, stats.mean_difference, n_permutations=200)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert result.method in ("sequential_monte_carlo", "monte_carlo")
+    assert peak < 3 * stats._BLOCK_ENTRIES * 8  # a 100-relabelling first block would take 240 MB

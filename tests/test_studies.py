@@ -82,6 +82,10 @@ def test_multilingual_defaults_follow_the_study_text():
     assert all(re.fullmatch(r"A photo of an? [A-Z][\w ]* person", p["en"]) for p in study["race"].values())
     assert list(study["age_group"]) == ["0-2", "3-19", "20-49", "50-69", "70+"]
     assert study["age_group"]["20-49"]["en"] == "A photo of a person aged 20 to 49 years"
+    # the text's labels "children and adolescents (2–19)" and "seniors (more than 70)" in its template
+    assert study["age_group"]["3-19"]["en"] == "A photo of a person aged 2 to 19 years"
+    assert study["age_group"]["70+"]["en"] == "A photo of a person aged more than 70 years"
+    assert all("2" in text and "19" in text for text in study["age_group"]["3-19"].values())  # the same digits
     assert study["age_group"]["20-49"]["de"] == "Ein Foto von einer Person im Alter von 20 bis 49 Jahren"
     for task in study.values():
         for prompts in task.values():
@@ -90,7 +94,7 @@ def test_multilingual_defaults_follow_the_study_text():
         assert len({tuple(re.findall(r"\d+", p)) for p in prompts.values()}) == 1
     gaps = {(g["task"], g["between"], g.get("within")): g for g in settings["group_gaps"]}
     assert gaps[("gender", "gender", "race")]["amplification"] and ("age_group", "gender", "age_group") in gaps
-    assert any("\"South Eastern\"" in note for note in settings["notes"])
+    assert any("“South Eastern”" in note for note in settings["notes"])
     assert not any("as the study does" in note for note in settings["notes"])
 
 

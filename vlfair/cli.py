@@ -66,9 +66,7 @@ def _run(args: argparse.Namespace) -> int:
         if not sep:
             raise UserError(f"--set takes KEY=VALUE, got {item!r}")
         settings[key] = yaml.safe_load(value)
-    for flag, value in (("--limit", args.limit), ("--batch-size", args.batch_size), ("--per-cell", getattr(args, "per_cell", None))):
-        if value is not None and value < 1:
-            raise UserError(f"{flag} must be at least 1, got {value}")
+    _at_least_one(("--limit", args.limit), ("--batch-size", args.batch_size))
     settings.update(PROBE_COMMANDS[args.probe].settings(args))
     _check_out_dir(Path(args.out))  # before any work: a bad --out must not waste a run
     dataset = getattr(args, "dataset", None)
@@ -117,7 +115,14 @@ def _check_out_dir(out: Path) -> None:
         raise UserError(f"--out {out} is not writable ({exc.strerror or exc})") from None
 
 
+def _at_least_one(*flags: tuple[str, int | None]) -> None:
+    for flag, value in flags:
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be at least 1, got {value}")
+
+
 def _traits_settings(args: argparse.Namespace) -> dict:
+    _at_least_one(("--per-cell", args.per_cell))
     settings = {} if args.temperature is None else {"temperature": args.temperature}
     if args.per_cell is not None:
         settings["per_cell"] = args.per_cell

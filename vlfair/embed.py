@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from vlfair._cpu import available_cpus
 from vlfair.cache import DEFAULT, BadRow, Chunk, ChunkStore
 from vlfair.distributed import World, current_world
 from vlfair.imageio import BadImageError, load_rgb
@@ -48,7 +49,7 @@ class EmbeddingResult(NamedTuple):
 
 
 def default_num_workers(device: torch.device) -> int:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cpus = available_cpus()
     if device.type == "cuda":
         return min(8, cpus)
     # On CPU the forward pass already keeps every core busy and decoding is ~6% of an image's

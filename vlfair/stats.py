@@ -1,4 +1,4 @@
-"""Statistics behind every vlfair measure; numpy and scipy only.
+"""Statistics behind every vlfair measure; numpy and scipy only (mpmath for F tails below 1e-300).
 
 - ``one_way_anova``: classic (equal to ``scipy.stats.f_oneway``) or Welch's, with eta squared.
 - ``bootstrap_interval``: stratified percentile bootstrap; resampling happens within each
@@ -93,8 +93,9 @@ def one_way_anova(samples: Sequence[np.ndarray], welch: bool = False) -> AnovaRe
         tmp = (((1 - weights / weights.sum()) ** 2) / (sizes - 1)).sum()
         df_b, df_w = k - 1.0, (k**2 - 1) / (3 * tmp)
         f = float((weights * (means - weighted_mean) ** 2).sum() / df_b / (1 + 2 * (k - 2) * tmp / (k**2 - 1)))
-    p = float(sps.f.sf(f, df_b, df_w)) if np.isfinite(f) else (0.0 if f == np.inf else float("nan"))
-    return AnovaResult(float(f), p, float(df_b), float(df_w), float(eta_squared), welch, f_test_log10_p(f, df_b, df_w))
+    log10_p = f_test_log10_p(f, df_b, df_w)
+    p = 10.0 ** log10_p if np.isfinite(log10_p) else (0.0 if log10_p == -np.inf else float("nan"))
+    return AnovaResult(float(f), float(p), float(df_b), float(df_w), float(eta_squared), welch, log10_p)
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -172,12 +173,13 @@ def bootstrap_group_means(values: np.ndarray, codes: np.ndarray, num_groups: int
 
 
 def _in_threads(function: Callable, *argument_lists) -> None:
-    """``function`` over the zipped arguments on up to ``os.cpu_count()`` threads (in order when 1)."""
-    import os
+    """``function`` over the zipped arguments on up to the usable CPUs' threads (in order when 1)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from vlfair._cpu import available_cpus
+
     jobs = list(zip(*argument_lists))
-    workers = min(len(jobs), os.cpu_count() or 1)
+    workers = min(len(jobs), available_cpus())
     if workers <= 1:
         for job in jobs:
             function(*job)
@@ -212,8 +214,8 @@ def _check_confidence(confidence: float) -> None:
 
 # ---- permutation test -------------------------------------------------------------------
 # Besag & Clifford (1991): a Monte Carlo test may stop once this many relabellings were at least
-# as extreme as the data; p = h / L after L relabellings is then unbiased and its relative error
-# is about 1 / sqrt(h). A p-value far from significance is settled after a few hundred draws.
+# as extreme as the data; p = h / L after L relabellings is then a valid (slightly conservative)
+# p-value and its relative error is about 1 / sqrt(h). A p-value far from significance is settled after a few hundred draws.
 SEQUENTIAL_EXCEEDANCES = 50
 # Above this many rows, with every group at least ASYMPTOTIC_MIN_GROUP rows, the permutation
 # distribution of a difference (or range) of group means is its normal limit (Hajek's central
@@ -264,7 +266,8 @@ def permutation_test(values: np.ndarray, codes: np.ndarray, statistic: Callable[
         log10_p = limit(values, codes, observed)
         return PermutationResult(10.0 ** log10_p, log10_p, "normal_limit", None)
     rng = np.random.default_rng(seed)
-    extreme, done, block = 0, 0, 100 if sequential else max(1, _BLOCK_ENTRIES // max(codes.size, 1))
+    cap = max(1, _BLOCK_ENTRIES // max(codes.size, 1))  # a block of permuted codes stays ~40 MB
+    extreme, done, block = 0, 0, min(100, cap) if sequential else cap
     while done < n_permutations:
         b = min(block, n_permutations - done)
         permuted = rng.permuted(np.broadcast_to(codes, (b, codes.size)), axis=1)
@@ -274,7 +277,7 @@ def permutation_test(values: np.ndarray, codes: np.ndarray, statistic: Callable[
             return _result(SEQUENTIAL_EXCEEDANCES / (done + last + 1), "sequential_monte_carlo", done + last + 1)
         extreme += int(hits.sum())
         done += b
-        block = min(2 * block, max(1, _BLOCK_ENTRIES // max(codes.size, 1)))
+        block = min(2 * block, cap)
     return _result((1 + extreme) / (1 + n_permutations), "monte_carlo", n_permutations)
 
 
@@ -383,10 +386,12 @@ def _range_limit(values: np.ndarray, codes: np.ndarray, observed: float) -> floa
     if union < -9:
         return union
 
+    from scipy.special import ndtr  # the plain normal CDF: scipy.stats' generic one costs 10x per call here
+
     def minimum_at(y: float, g: int) -> float:
-        others = np.delete(np.arange(sd.size), g)
-        inside = sps.norm.cdf((y + observed) / sd[others]) - sps.norm.cdf(y / sd[others])
-        return float(sps.norm.pdf(y / sd[g]) / sd[g] * np.prod(inside))
+        others = np.delete(sd, g)
+        inside = ndtr((y + observed) / others) - ndtr(y / others)
+        return float(math.exp(-0.5 * (y / sd[g]) ** 2) / (sd[g] * math.sqrt(2 * math.pi)) * np.prod(inside))
 
     reach = 10 * sd.max()
     below = sum(integrate.quad(minimum_at, -reach - observed, reach, args=(g,), limit=200, epsabs=1e-13)[0]
@@ -410,8 +415,14 @@ def f_test_log10_p(f: float, df_between: float, df_within: float) -> float:
     import mpmath
 
     with mpmath.workdps(30):
-        x = mpmath.mpf(df_within) / (df_within + df_between * mpmath.mpf(f))
-        tail = mpmath.betainc(df_within / 2, df_between / 2, 0, x, regularized=True)
+        d1, d2, f = mpmath.mpf(df_between), mpmath.mpf(df_within), mpmath.mpf(f)
+        try:
+            tail = mpmath.betainc(d2 / 2, d1 / 2, 0, d2 / (d2 + d1 * f), regularized=True)
+        except mpmath.libmp.NoConvergence:  # an odd df_between with a huge df_within: integrate the density
+            def density(x):
+                return mpmath.sqrt((d1 * x) ** d1 * d2 ** d2 / (d1 * x + d2) ** (d1 + d2)) / (x * mpmath.beta(d1 / 2, d2 / 2))
+
+            tail = mpmath.quad(density, [f * r for r in (1, 1.001, 1.01, 1.05, 1.2, 2)] + [mpmath.inf])
         return float(mpmath.log10(tail)) if tail > 0 else float("-inf")
 
 

@@ -16,9 +16,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from vlfair.metrics import metrics_dir  # noqa: E402
-from vlfair.report.leaderboard import COLUMNS, read_results, read_table, tidy  # noqa: E402
+from vlfair.report.leaderboard import COLUMNS, read_results, read_table, readable, tidy  # noqa: E402
 from vlfair.probes.plots import forest  # noqa: E402
-from vlfair.report.numbers import format_interval, format_p, format_subset, format_value  # noqa: E402
+from vlfair.report.numbers import format_subset  # noqa: E402
 
 ALL = "(all)"
 SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "dataset", "created"]
@@ -58,19 +58,15 @@ def filter_board(board: pd.DataFrame, probe: str = ALL, metric: str = ALL, subse
     if subset:
         rows = rows[rows["subset"].str.contains(re.escape(subset), case=False)]
     if sort_by in rows.columns:  # values sort within their metric: an F never ranks against a CLIPScore
-        keys = ["metric", sort_by] if sort_by in ("value", "p_value") and sort_by != "metric" else [sort_by]
+        keys = ["metric", sort_by] if sort_by in ("value", "p_value") else [sort_by]
         rows = rows.sort_values(keys, ascending=[True] * (len(keys) - 1) + [not descending], na_position="last")
     return rows[SHOWN].reset_index(drop=True)
 
 
 def display(rows: pd.DataFrame) -> pd.DataFrame:
-    """The table a person reads: readable subsets, 3 significant digits, the CI beside the value. The
-    numbers come before the model, whose name can be a long local path: they stay in view."""
-
-    return pd.DataFrame({
-        "metric": rows["metric"], "subset": rows["subset"].map(format_subset), "value": rows["value"].map(format_value),
-        "CI": [format_interval(lo, hi) for lo, hi in zip(rows["ci_low"], rows["ci_high"])],
-        "p": rows["p_value"].map(format_p), "model": rows["model"], "probe": rows["probe"], "dataset": rows["dataset"]})
+    """The table a person reads (``report.leaderboard.readable``). The numbers come before the
+    model, whose name can be a long local path: they stay in view."""
+    return readable(rows, extra=("model", "probe", "dataset"))
 
 
 # the value that means "no bias" for the measures that have one: ratios 1, gaps and influences 0

@@ -33,22 +33,22 @@ def conform(dataset: datasets.Dataset, schema: Schema, where: str = "", partial:
         feature = dataset.features[column.name]
         if isinstance(feature, datasets.ClassLabel):  # Hub sources store labels as ids: map by name
             names = feature.names
-            dataset = dataset.map(
-                lambda batch, c=column.name, n=names: {c: [n[i] if i is not None and i >= 0 else None for i in batch[c]]},
-                batched=True, features=_with(dataset.features, column.name, datasets.Value("string")))
+            dataset = _replace_column(dataset, column.name, [names[i] if i is not None and i >= 0 else None
+                                                             for i in dataset[column.name]], datasets.Value("string"))
         if column.vocabulary is not None:
             values = dataset.unique(column.name)
             if any(normalize_label(v, column) != v for v in values):
-                dataset = dataset.map(lambda batch, c=column: {c.name: [normalize_label(v, c) for v in batch[c.name]]},
-                                      batched=True)
+                dataset = _replace_column(dataset, column.name, [normalize_label(v, column) for v in dataset[column.name]],
+                                          dataset.features[column.name])
         _check_values(dataset, schema, column, where)
     return dataset
 
 
-def _with(features: datasets.Features, name: str, feature: Any) -> datasets.Features:
-    updated = features.copy()
-    updated[name] = feature
-    return updated
+def _replace_column(dataset: datasets.Dataset, name: str, values: list, feature: Any) -> datasets.Dataset:
+    """``name`` with new values, in its place. A ``map`` would rewrite every column, image bytes
+    included, into a cache file on each load; this swaps one column of the Arrow table."""
+    order = dataset.column_names
+    return dataset.remove_columns(name).add_column(name, values, feature=feature).select_columns(order)
 
 
 def _check_values(dataset: datasets.Dataset, schema: Schema, column, where: str) -> None:

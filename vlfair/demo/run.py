@@ -19,6 +19,7 @@ from vlfair.logging import get_logger
 from vlfair.models import load_encoder
 from vlfair.probes import ProbeRun, measure_probe
 from vlfair.probes.base import clip_score
+from vlfair.report.numbers import format_interval, format_p, format_subset, format_value
 from vlfair.report.scales import share_scales
 from vlfair.report.writer import inline_figure, inline_png, page
 from vlfair.t2i.classifier import GroupClassifier
@@ -232,13 +233,11 @@ def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", pl
 
 def summary_table(entries: list[dict]) -> str:
     """The terminal's summary: every entry with its subset, a legend, and the tally a person wants."""
-    from vlfair.report.numbers import format_p
-
     rows = []
     for e in entries:
-        ci = f"[{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]" if e["ci"] else (f"p={format_p(e['p_value'])}" if "p_value" in e else "")
-        subset = " · ".join(f"{k}={v}" for k, v in e["subset"].items())
-        rows.append((e["probe"], e["measure"], subset, e["encoder"], str(e["planted"]), f"{e['measured']:.4g}", ci,
+        ci = _interval_or_p(e)
+        subset = format_subset(e["subset"])
+        rows.append((e["probe"], e["measure"], subset, e["encoder"], str(e["planted"]), format_value(e['measured']), ci,
                      "yes" if e["detected"] else "no", "ok" if valid(e) else "WRONG"))
     header = ("probe", "measure", "subset", "encoder", "planted", "measured", "95 % CI / p", "detected", "valid")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -260,8 +259,6 @@ def _encoder_line(name: str, path: Path) -> str:
 
 
 def _interval_or_p(entry: dict) -> str:
-    from vlfair.report.numbers import format_interval, format_p
-
     if entry["ci"]:
         return format_interval(*entry["ci"])
     return f"p = {format_p(entry['p_value'])}" if "p_value" in entry else ""
@@ -272,7 +269,6 @@ def _forest_png(rows: list[dict], measure: str) -> str:
     import pandas as pd
 
     from vlfair.probes.plots import forest
-    from vlfair.report.numbers import format_subset
 
     frame = pd.DataFrame({"label": [format_subset(e["subset"]) for e in rows],
                           "series": [display_name(e["encoder"]) for e in rows],
@@ -289,8 +285,6 @@ def _forest_png(rows: list[dict], measure: str) -> str:
 def _probe_section(probe: str, entries: list[dict], out: Path) -> list[str]:
     """The probe's entries (table and one figure per measure, biased and control on shared axes)
     and the probe's own figures side by side, drawn on shared scales, with links to both reports."""
-    from vlfair.report.numbers import format_subset, format_value
-
     parts = [f"<h2 id='{probe}'>{html.escape(probe)}</h2>",
              "<table><tr><th>measure</th><th>subset</th><th>encoder</th><th>planted</th><th>measured</th>"
              "<th>95 % CI / p</th><th>detected</th><th>valid</th></tr>"]

@@ -83,7 +83,7 @@ class TraitsProbe(Probe):
                         means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence", xlabel="race",
                         ylim=(0, 1), legend_title="gender")
         out.tables["f_tests"] = f_tests = pd.DataFrame(f_rows)
-        undefined = [f"{r['trait']} {r['within']}" for r in f_rows if not np.isfinite(r["F"]) and np.isnan(r["F"])]
+        undefined = [f"{r['trait']} {r['within']}" for r in f_rows if np.isnan(r["F"])]
         if undefined:  # 0/0: said under the table, not left as a bare NaN
             f_tests.attrs[FOOTNOTES] = [f"F and p are NaN for {', '.join(undefined)}: every confidence there is the same "
                                         "(zero variance within and between the groups), so F = 0/0 and there is no test."]

@@ -113,3 +113,14 @@ def card_results(results: list[dict[str, Any]]) -> str:
         name = model.split(":", 1)[-1]
         blocks.append(ModelCardData(model_name=name, eval_results=evals).to_yaml())
     return "\n---\n".join(blocks)
+
+
+def readable(rows: pd.DataFrame, extra: Iterable[str] = ()) -> pd.DataFrame:
+    """Tidy rows as a person reads them (the Spaces' tables): subsets as text, 3 significant digits,
+    the CI beside the value, a p-value that never reads 0, then the ``extra`` columns as they are."""
+    from vlfair.report.numbers import format_interval, format_p, format_subset, format_value
+
+    return pd.DataFrame({
+        "metric": rows["metric"], "subset": rows["subset"].map(format_subset), "value": rows["value"].map(format_value),
+        "CI": [format_interval(lo, hi) for lo, hi in zip(rows["ci_low"], rows["ci_high"])],
+        "p": rows["p_value"].map(format_p), **{column: rows[column] for column in extra}})

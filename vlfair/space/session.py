@@ -200,14 +200,10 @@ def metrics_frame(results: dict[str, Any]) -> pd.DataFrame:
 
 
 def readable_metrics(frame: pd.DataFrame) -> pd.DataFrame:
-    """The metrics as a person reads them: subsets as text, 3 significant digits, the CI beside the value, and a
-    p-value that never rounds to 0 ("< 1e-308" where float64 underflowed)."""
-    from vlfair.report.numbers import format_interval, format_p, format_subset, format_value
+    """The metrics as a person reads them (``report.leaderboard.readable``)."""
+    from vlfair.report.leaderboard import readable
 
-    return pd.DataFrame({
-        "metric": frame["metric"], "subset": frame["subset"].map(format_subset), "value": frame["value"].map(format_value),
-        "CI": [format_interval(lo, hi) for lo, hi in zip(frame["ci_low"], frame["ci_high"])],
-        "p": frame["p_value"].map(format_p)})
+    return readable(frame)
 
 
 def _word_influence_parts(encoder, choice: EncoderChoice, prompt: str) -> tuple[dict, dict]:
