@@ -211,8 +211,9 @@ def test_one_bad_results_file_is_skipped_and_named(one_result, tmp_path, capsys,
     code = main(["leaderboard", str(one_result), str(bad), "--out", str(tmp_path / "board.csv")])
     err = capsys.readouterr().err
     assert code == 0 and f"vlfair leaderboard: skipped {bad}: " in err and reason in err
-    code = main(["leaderboard", str(bad), "--out", str(tmp_path / "none.csv")])
-    assert code == 2 and "no readable results.json" in capsys.readouterr().err
+    code = main(["leaderboard", str(bad), "--out", str(tmp_path / "none.csv"), "--quiet"])
+    err = capsys.readouterr().err  # --quiet hides the warning; the error still says why
+    assert code == 2 and "no readable results.json" in err and f"({bad}: " in err and reason in err
 
 
 def test_the_leaderboard_space_shows_the_board_and_names_a_bad_file(one_result, tmp_path):
@@ -411,7 +412,8 @@ def test_a_damaged_final_array_is_recomputed(embedded, tmp_path, damage):
         array.write_bytes(array.read_bytes()[:100])
     else:
         np.save(array, np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    with pytest.warns(CacheWarning, match="vlfair cache: .*(embeddings.npy|done.json)"):
+    why = {"wrong-shape": r"has shape \(10, ", "all-nan": "does not match done.json's checksum"}.get(damage, "")
+    with pytest.warns(CacheWarning, match=f"vlfair cache: .*(embeddings.npy|done.json).*{why}"):  # says what is wrong
         again = vlfair.embed_images(encoder, images, cache_dir=tmp_path / "cache")
     np.testing.assert_array_equal(again, first)
     assert again.shape == (30, first.shape[1])
@@ -443,3 +445,14 @@ def test_a_run_that_leaves_values_null_fails_after_writing_them(clip_dir, tmp_pa
                      str(tmp_path / "out"), "--per-cell", "6", "--set", "gradcam=null", "--set", "bootstrap=0")
     assert code == 2 and "1 of " in err and "values came out null (e.g. trait_" in err
     assert (tmp_path / "out" / "results.json").exists()  # written first: nothing is lost
+
+
+def test_a_dataset_under_home_is_found_with_its_tilde(tmp_path, monkeypatch):
+    """'~/data' (quoted, or from Python: no shell expanded it) is the home's data, not a missing directory."""
+    from vlfair.data.loading import check_source
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "faces").mkdir()
+    check_source("~/faces")  # exists once expanded: no error
+    with pytest.raises(ValueError, match="dataset directory ~/absent does not exist"):
+        check_source("~/absent")

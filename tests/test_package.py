@@ -87,3 +87,20 @@ def test_a_probe_option_out_of_range_stops_before_any_work(capsys, tmp_path):
                  "--out", str(tmp_path / "out")])
     assert code == 2 and "vlfair run: --per-cell must be at least 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before the output directory or the model was touched
+
+
+def test_word_influence_generator_flags_change_only_what_they_name():
+    from vlfair.cli import _word_influence_settings, build_parser
+
+    def settings(*flags):
+        return _word_influence_settings(build_parser().parse_args(["run", "word-influence", "--model", "m", *flags]))
+
+    assert settings() == {}
+    # without --generator, --steps still applies, to the study's generator; --batch-size stays the encoder's
+    assert settings("--steps", "20", "--batch-size", "64")["generator"] == {
+        "spec": "CompVis/stable-diffusion-v1-4", "steps": 20, "guidance": 7.5, "size": None, "batch_size": 8}
+    assert settings("--generator", "my/sd", "--size", "256")["generator"]["spec"] == "my/sd"
+    assert settings("--max-images", "5")["max_images"] == 5
+    from vlfair.cli import UserError
+    with pytest.raises(UserError, match="--max-images must be at least 1, got 0"):
+        settings("--max-images", "0")

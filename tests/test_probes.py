@@ -256,6 +256,7 @@ def test_multilingual_numbers_equal_the_measures(runs, clip_dir):
     assert {m["subset"]["portion"] for m in results["metrics"] if m["name"] == "individual_fairness"} == {
         "translation", "independent"}
     assert results["settings"]["pairs"] == {"independent": first.num_rows, "translation": first.num_rows}
+    assert results["dataset"]["num_rows"] == 2 * first.num_rows  # what was measured: one pair per image and portion
     accuracy = _metric(results, "retrieval_accuracy", portion="independent", direction="image_to_text", language="de")
     normalized = b / np.linalg.norm(b, axis=1, keepdims=True)
     assert accuracy["value"] == pytest.approx(float(((images @ normalized.T).argmax(axis=1) == np.arange(len(b))).mean()))

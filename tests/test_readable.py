@@ -67,6 +67,7 @@ def test_every_probe_has_its_own_help_with_its_own_options(capsys):
     commands = parser._subparsers._group_actions[0].choices
     probes = commands["run"]._subparsers._group_actions[0].choices
     for name, probe in probes.items():
+        assert PROBE_COMMANDS[name].needs_dataset == probe_class(name).needs_dataset, name
         missing = [a.option_strings[0] for a in probe._actions if a.option_strings and not a.help]
         assert missing == [] and probe.description, name
         settings_keys = set(probe_class(name)(None).settings) - {"version", "notes"}
@@ -261,6 +262,9 @@ def test_an_unknown_verbosity_is_said_and_the_library_default_is_warning(capsys)
                             env={**__import__("os").environ, "VLFAIR_VERBOSITY": "loud"})
     assert result.stdout == "" and result.stderr.splitlines() == [
         "vlfair: VLFAIR_VERBOSITY='loud' is not one of debug, info, warning, error, critical; using warning", "warning: warn"]
+    command = subprocess.run([sys.executable, "-m", "vlfair", "install-metrics", "--only", "bias_ratio"], capture_output=True,
+                             text=True, env={**__import__("os").environ, "VLFAIR_VERBOSITY": "loud"})
+    assert command.returncode == 0 and command.stderr.count("VLFAIR_VERBOSITY='loud'") == 1  # said once, not per reader
 
 
 def test_the_torchvision_fallback_warning_is_silenced():
@@ -284,10 +288,16 @@ def test_a_metric_space_shows_its_result_for_people_beside_the_json():
                             "f_statistic": {"Male": 3.25}, "influence": [0.1234, -0.5], "label": "a|b"})
     lines = text.splitlines()
     assert lines[:2] == ["| quantity | value | interval |", "|---|---|---|"]
-    assert "| bias_ratio | 0.857 | [0.831, 0.884] |" in lines and "| p_value | < 1e-308 |  |" in lines
+    assert "| bias_ratio | 0.857 | [0.831, 0.884] |" in lines and "| p_value | &lt; 1e-308 |  |" in lines
     assert "| group_means · Female | 70.2 | [68.4, 72] |" in lines and "| f_statistic · Male | 3.25 |  |" in lines
     assert "| influence | 0.123, -0.5 |  |" in lines and "| label | a\\|b |  |" in lines
     assert not any("_ci" in line for line in lines) and readable_result(None) == ""
+    assert "&lt;img onerror=x&gt;" in readable_result({"group_means": {"<img onerror=x>": 1.0}})  # labels are data
+    tiny = readable_result({"p_value": 0.0, "log10_p_value": -400.3, "f": {"M": 2.0},
+                            "p_value_method": "normal_limit"}).splitlines()
+    assert "| p_value | 5e-401 |  |" in tiny and "| log10_p_value | -400 |  |" in tiny  # the log10 is a number, not a p
+    nested = readable_result({"p_value": {"M": 0.0}, "log10_p_value": {"M": -350.5}}).splitlines()
+    assert "| p_value · M | 3.2e-351 |  |" in nested and "| log10_p_value · M | -350 |  |" in nested  # per stratum
 
 
 def test_subsets_read_as_text_wherever_they_come_from():
@@ -303,3 +313,15 @@ def test_subsets_read_as_text_wherever_they_come_from():
                                               (2e-5, -4.69897, "2e-05")])
 def test_a_p_value_below_float64_reads_from_its_log10(p, log10_p, text):
     assert format_p(p, log10_p) == text
+
+
+def test_tables_and_boards_read_a_tiny_p_from_its_log10():
+    from vlfair.report.leaderboard import readable
+    from vlfair.report.writer import html_table, markdown_table
+
+    f_tests = pd.DataFrame({"F": [1392.0, 0.7], "p": [0.0, 0.5], "log10 p": [-346.6, -0.30103]})  # the traits table
+    assert "<td>2.5e-347</td>" in html_table(f_tests) and "| 1392 | 2.5e-347 | -346.6 |" in markdown_table(f_tests)
+    rows = pd.DataFrame({"metric": ["trait_anova", "bias_ratio"], "subset": ['{"gender": "Male"}', "{}"],
+                         "value": [1392.0, 0.9], "ci_low": [None, 0.8], "ci_high": [None, 1.0], "p_value": [0.0, 0.0],
+                         "log10_p_value": [-608.4559, None]})
+    assert readable(rows)["p"].tolist() == ["3.5e-609", "< 1e-308"]  # without a log10, still never 0

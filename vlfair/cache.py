@@ -69,7 +69,7 @@ def _digest(*arrays: np.ndarray) -> str:
     sha = hashlib.sha256()
     for array in arrays:
         sha.update(str(array.dtype).encode() + str(array.shape).encode())
-        sha.update(np.ascontiguousarray(array).tobytes())
+        sha.update(np.ascontiguousarray(array))  # the buffer itself: tobytes() would copy every cache hit
     return sha.hexdigest()
 
 
@@ -170,8 +170,11 @@ class ChunkStore:
         except Exception as exc:  # noqa: BLE001  (garbage JSON, a truncated or pickled .npy: all damage)
             self._discard(files, f"cannot be read ({type(exc).__name__})")
             return None
-        if embeddings.shape != shape or embeddings.dtype != np.float32 or _digest(embeddings) != digest:
-            self._discard([files[1], files[0]], f"does not match done.json (shape {embeddings.shape}, expected {shape})")
+        problem = (f"has shape {embeddings.shape}, not done.json's {shape}" if embeddings.shape != shape
+                   else f"holds {embeddings.dtype}, not float32" if embeddings.dtype != np.float32
+                   else "does not match done.json's checksum" if _digest(embeddings) != digest else None)
+        if problem:
+            self._discard([files[1], files[0]], problem)
             return None
         if expected_rows is not None and len(embeddings) + len(bad) != expected_rows:
             self._discard([files[1], files[0]], f"holds {len(embeddings) + len(bad)} rows, not {expected_rows}")

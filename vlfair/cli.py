@@ -140,10 +140,12 @@ def _add_traits_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _word_influence_settings(args: argparse.Namespace) -> dict:
+    _at_least_one(("--steps", args.steps), ("--size", args.size), ("--max-images", args.max_images))
     settings = {}
-    if args.generator:
-        settings["generator"] = {"spec": args.generator, "steps": args.steps, "guidance": args.guidance,
-                                 "size": args.size, "batch_size": args.batch_size}
+    given = {key: value for key, value in (("spec", args.generator), ("steps", args.steps), ("guidance", args.guidance),
+                                           ("size", args.size)) if value is not None}
+    if given:  # the YAML's generator with what the command line changes (--batch-size is the encoder's)
+        settings["generator"] = {**_probe_yaml("word-influence")["generator"], **given}
     if args.prompt:
         settings["prompts"] = args.prompt
     if args.large_scale:
@@ -151,7 +153,7 @@ def _word_influence_settings(args: argparse.Namespace) -> dict:
     if args.transmuter:
         name, _, model = args.transmuter.partition(":")
         settings["transmuter"] = {"name": name, **({"model": model} if model else {})}
-    if args.max_images:
+    if args.max_images is not None:
         settings["max_images"] = args.max_images
     return settings
 
@@ -159,8 +161,8 @@ def _word_influence_settings(args: argparse.Namespace) -> dict:
 def _add_word_influence_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("word-influence (--model is the group classifier's encoder)")
     group.add_argument("--generator", help="text-to-image pipeline id or directory (default CompVis/stable-diffusion-v1-4)")
-    group.add_argument("--steps", type=int, default=50, help="diffusion steps per image (default 50)")
-    group.add_argument("--guidance", type=float, default=7.5, help="classifier-free guidance scale (default 7.5)")
+    group.add_argument("--steps", type=int, help="diffusion steps per image (default 50)")
+    group.add_argument("--guidance", type=float, help="classifier-free guidance scale (default 7.5)")
     group.add_argument("--size", type=int, help="image height and width (default: the pipeline's)")
     group.add_argument("--prompt", action="append", help="a prompt to explain (repeatable; default the study's)")
     group.add_argument("--large-scale", action="store_true", help="the study's 150 prompts")
@@ -238,14 +240,18 @@ def _add_run_options(parser: argparse.ArgumentParser, probe: str, needs_dataset:
                         help=f"override a key of the probe's YAML: {', '.join(_yaml_keys(probe))} (repeatable)")
 
 
-def _yaml_keys(probe: str) -> list[str]:
-    """The keys of the probe's settings file (read as text: no probe module, no torch, for --help)."""
+def _probe_yaml(probe: str) -> dict:
+    """The probe's settings file, read as a file: importing vlfair.probes would load pandas (and a
+    probe torch) on every command, --help included."""
     from importlib import resources
 
     import yaml
 
-    text = resources.files("vlfair.probes").joinpath(probe.replace("-", "_") + ".yaml").read_text()
-    return [key for key in yaml.safe_load(text) if key not in ("version", "notes")]
+    return yaml.safe_load(resources.files("vlfair").joinpath("probes", probe.replace("-", "_") + ".yaml").read_text())
+
+
+def _yaml_keys(probe: str) -> list[str]:
+    return [key for key in _probe_yaml(probe) if key not in ("version", "notes")]
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -280,8 +286,9 @@ def _leaderboard(args: argparse.Namespace) -> int:
     results = read_results(args.results, skipped)
     for problem in skipped:
         log.warning(f"vlfair leaderboard: skipped {problem}")
-    if not results:
-        raise UserError("no readable results.json among the files given")
+    if not results:  # the reasons are part of the error: --quiet hides the warnings above
+        raise UserError("no readable results.json among the files given"
+                        + (f" ({'; '.join(skipped[:3])}{'; ...' if len(skipped) > 3 else ''})" if skipped else ""))
     frame = tidy(results)
     write_table(frame, args.out)
     if args.push_to_hub:
@@ -393,7 +400,7 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return f"a file is not UTF-8 text ({exc.reason} at byte {exc.start})"
     text = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, (ValueError, OSError, KeyError, LookupError)):  # data, options, files, models
+    if isinstance(exc, (ValueError, OSError)):  # data, options, files, models (a KeyError is vlfair's own bug)
         return text
     return f"{type(exc).__name__}: {text} (run with --debug for the traceback)"
 

@@ -22,6 +22,7 @@ ROOT = "vlfair"
 _lock = threading.Lock()
 _configured = False
 _progress_bars = True
+_said: set[str] = set()  # unknown VLFAIR_VERBOSITY values already reported
 
 
 class _Below(logging.Filter):
@@ -82,7 +83,9 @@ def env_level() -> int | None:
     if not value:
         return None
     if value not in LEVELS:
-        print(f"vlfair: {VERBOSITY_ENV}={value!r} is not one of {', '.join(LEVELS)}; using warning", file=sys.stderr)
+        if value not in _said:
+            _said.add(value)
+            print(f"vlfair: {VERBOSITY_ENV}={value!r} is not one of {', '.join(LEVELS)}; using warning", file=sys.stderr)
         return logging.WARNING
     return LEVELS[value]
 

@@ -301,7 +301,6 @@ def _all_relabellings(codes: np.ndarray, limit: int):
     log_count = math.lgamma(codes.size + 1) - sum(math.lgamma(int(c) + 1) for c in counts)
     if log_count > math.log(max(limit, 1)) + 1e-9 or math.prod(_multinomial(codes)) > limit:  # the log first: the
         return None  # exact count of a million rows is a number with 290,000 digits
-    counts = np.bincount(codes)
     n = codes.size
 
     def assign(available: tuple[int, ...], label: int):

@@ -86,14 +86,16 @@ def readable_result(result: dict[str, Any] | None) -> str:
         return ""
     rows = []
 
-    def add(label: str, key: str, value: Any, ci: Any) -> None:
+    def add(label: str, key: str, value: Any, ci: Any, log10: Any = None) -> None:
         if isinstance(value, dict):
             for name, inner in value.items():
-                add(f"{label} · {name}", key, inner, ci.get(name) if isinstance(ci, dict) else None)
+                add(f"{label} · {name}", key, inner, ci.get(name) if isinstance(ci, dict) else None,
+                    log10.get(name) if isinstance(log10, dict) else None)
         elif isinstance(value, bool) or isinstance(value, str):
             rows.append((label, str(value), ""))
         elif isinstance(value, (int, float)) or value is None:
-            shown = format_p(value) if "p_value" in key else format_value(value) if isinstance(value, float) else str(value)
+            shown = (format_p(value, log10) if key == "p_value"
+                     else format_value(value) if isinstance(value, float) else str(value))
             interval = format_interval(*ci) if isinstance(ci, (list, tuple)) and len(ci) == 2 else ""
             rows.append((label, shown or "—", interval))
         elif isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
@@ -101,10 +103,10 @@ def readable_result(result: dict[str, Any] | None) -> str:
 
     for key, value in result.items():
         if not key.endswith("_ci"):
-            add(key, key, value, result.get(f"{key}_ci"))
-    lines = ["| quantity | value | interval |", "|---|---|---|"]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
+            add(key, key, value, result.get(f"{key}_ci"), result.get("log10_p_value") if key == "p_value" else None)
+    from vlfair.report.writer import markdown_table  # escapes HTML and pipes: a group name is data
+
+    return markdown_table(pd.DataFrame(rows, columns=["quantity", "value", "interval"])).rstrip("\n")
 
 
 def metric_widget(module, example: dict[str, list], options: dict[str, Any] | None = None,

@@ -118,7 +118,7 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
     config = options.pop("config", None)
     if options:
         raise TypeError(f"unexpected options for {name}: {sorted(options)}")
-    directory = Path(source)
+    directory = Path(source).expanduser()
     check_source(str(source), directory)
     if directory.is_dir() and prepared_schema(directory):
         dataset = read_prepared(directory, config or subset, split)
@@ -137,13 +137,14 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
 def check_source(source: str, directory: Path | None = None) -> None:
     """A source that looks like a path (./, ../, /, ~, or under an existing folder) and is not a
     directory is an error now, not five Hub retries later; so is any non-directory offline."""
-    directory = Path(source) if directory is None else directory
+    directory = Path(source).expanduser() if directory is None else directory
     if directory.exists():
         return
     looks_local = source.startswith(("./", "../", "/", "~", ".\\")) or (
         len(directory.parts) > 1 and directory.parent.is_dir() and str(directory.parent) not in ("", "."))
     if looks_local:
         raise DataError(f"dataset directory {source} does not exist")
+    # the variable itself, not huggingface_hub's constant: that one is read once, at import
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         raise DataError(f"{source} is not a local directory, and the Hub is offline (HF_HUB_OFFLINE) so it cannot "
                         "be read as a Hub dataset id")

@@ -145,8 +145,9 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
         from vlfair.probes.published import attach
 
         published = attach(output, probe.published_file, output.published_model or encoder.spec)
+    measured = ctx.dataset  # a probe may narrow it (multilingual keeps one caption pair per image): describe what it read
     described = output.dataset or {"name": str(dataset_name), "split": split, "subset": subset,
-                                   "fingerprint": data._fingerprint, "num_rows": data.num_rows}
+                                   "fingerprint": measured._fingerprint, "num_rows": measured.num_rows}
     results = build_results(name, probe.version, encoder, described, output.metrics, ctx.skipped_rows,
                             {**output.settings, "schema": schema, "limit": limit}, output.warnings, published)
     validate_results(results)

@@ -11,7 +11,6 @@ from vlfair import measures
 from vlfair.explain import NotAViT, gradcam, overlay_figure
 from vlfair.probes import plots
 from vlfair.probes.base import Context, Output, Probe, ProbeError
-from vlfair.report.numbers import format_p
 from vlfair.report.results import Metric
 from vlfair.report.writer import FOOTNOTES
 
@@ -66,9 +65,8 @@ class TraitsProbe(Probe):
                     f_rows.append({"trait": pair, "within": f"{label}={stratum}",
                                    "across": "race" if label == "gender" else "gender",
                                    "F": anova["f_statistic"][stratum],
-                                   # the study prints 0.00e+00 for p below float64's range; the log10 keeps it
-                                   "p": format_p(anova["p_value"][stratum], anova["log10_p_value"][stratum]),
-                                   "log10 p": anova["log10_p_value"][stratum], "eta_squared": anova["eta_squared"][stratum]})
+                                   # the study prints 0.00e+00 for p below float64's range; the report reads the log10
+                                   "p": anova["p_value"][stratum], "log10 p": anova["log10_p_value"][stratum], "eta_squared": anova["eta_squared"][stratum]})
                 if label == "gender":  # race x gender cell means come from the first analysis
                     means = pd.DataFrame({g: anova["group_means"][g] for g in anova["strata"]})
                     cis = anova["group_means_ci"]

@@ -9,7 +9,8 @@ from typing import Any, Iterable
 import pandas as pd
 
 COLUMNS = ["model", "revision", "dtype", "probe", "probe_version", "dataset", "split", "metric", "subset", "value",
-           "ci_low", "ci_high", "p_value", "created", "vlfair_version"]
+           "ci_low", "ci_high", "p_value", "log10_p_value", "created", "vlfair_version"]
+NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "p_value": float, "log10_p_value": float}
 
 
 def _reject_constant(name: str) -> float:
@@ -57,10 +58,11 @@ def tidy(results: list[dict[str, Any]]) -> pd.DataFrame:
                          "probe": r["probe"], "probe_version": r["probe_version"], "dataset": r["dataset"]["name"],
                          "split": r["dataset"]["split"], "metric": m["name"],
                          "subset": json.dumps(m["subset"], sort_keys=True, ensure_ascii=False), "value": m["value"],
-                         "ci_low": ci[0], "ci_high": ci[1], "p_value": m["p_value"], "created": r["created"],
+                         "ci_low": ci[0], "ci_high": ci[1], "p_value": m["p_value"],
+                         # the p-value's log10 where the measure gives one: a p below 1e-308 keeps its size
+                         "log10_p_value": (m.get("details") or {}).get("log10_p_value"), "created": r["created"],
                          "vlfair_version": r["vlfair_version"]})
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    return frame.astype({"value": float, "ci_low": float, "ci_high": float, "p_value": float})
+    return pd.DataFrame(rows, columns=COLUMNS).astype(NUMBERS)
 
 
 def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
@@ -80,7 +82,9 @@ def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
 def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
-    frame = frame.astype({"value": float, "ci_low": float, "ci_high": float, "p_value": float})
+    if "log10_p_value" not in frame:  # a table written before vlfair kept it
+        frame.insert(frame.columns.get_loc("p_value") + 1, "log10_p_value", float("nan"))
+    frame = frame.astype(NUMBERS)
     for column in ("revision", "split"):  # CSV turns a missing string into NaN: back to None
         frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
     return frame
@@ -123,4 +127,5 @@ def readable(rows: pd.DataFrame, extra: Iterable[str] = ()) -> pd.DataFrame:
     return pd.DataFrame({
         "metric": rows["metric"], "subset": rows["subset"].map(format_subset), "value": rows["value"].map(format_value),
         "CI": [format_interval(lo, hi) for lo, hi in zip(rows["ci_low"], rows["ci_high"])],
-        "p": rows["p_value"].map(format_p), **{column: rows[column] for column in extra}})
+        "p": [format_p(p, log10) for p, log10 in zip(rows["p_value"], rows.get("log10_p_value", [None] * len(rows)))],
+        **{column: rows[column] for column in extra}})

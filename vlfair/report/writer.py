@@ -29,7 +29,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
     marked = column_maxima(frame)
     text = frame.astype(object).copy()
     for column in frame.columns:
-        shown = _p_values(frame[column]) if _is_p_column(column) else frame[column]
+        shown = _p_values(frame, column) if _is_p_column(column) else frame[column]
         text[column] = [f"**{_cell(v)}**" if m else v for v, m in zip(shown, marked[column])]
     text = _flat(text)
     cells = [[_cell(v) for v in row] for row in text.itertuples(index=False)]
@@ -57,11 +57,17 @@ def _is_p_column(column: Any) -> bool:
     return str(column).strip().lower() in P_COLUMNS
 
 
-def _p_values(column: pd.Series) -> list:
-    """p-values as text that never reads 0 ("< 1e-308" where float64 underflowed)."""
+LOG10_P_COLUMNS = ("log10 p", "log10_p_value")
+
+
+def _p_values(frame: pd.DataFrame, column: Any) -> list:
+    """A p column as text that never reads 0: from its log10 column where the frame has one
+    ("2.5e-347"), else "< 1e-308" where float64 underflowed."""
     from vlfair.report.numbers import format_p
 
-    return [format_p(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in column]
+    log10 = next((frame[c] for c in LOG10_P_COLUMNS if c in frame.columns), [None] * len(frame))
+    return [format_p(v, lg) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+            for v, lg in zip(frame[column], log10)]
 
 
 def _text(value: Any) -> str:
@@ -126,7 +132,7 @@ def html_table(frame: pd.DataFrame) -> str:
     marked = column_maxima(frame)
     text = frame.astype(object).copy()
     for column in frame.columns:
-        shown = _p_values(frame[column]) if _is_p_column(column) else frame[column]
+        shown = _p_values(frame, column) if _is_p_column(column) else frame[column]
         text[column] = [("<b>{}</b>" if m else "{}").format(html.escape(_text(v))) for v, m in zip(shown, marked[column])]
     if not isinstance(text.index, pd.RangeIndex):  # labels are data: escaped like every cell
         text.index = text.index.map(lambda i: tuple(map(_escaped, i)) if isinstance(i, tuple) else _escaped(i))

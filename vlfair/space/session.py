@@ -196,7 +196,7 @@ def metrics_frame(results: dict[str, Any]) -> pd.DataFrame:
     """One row per metric, in the leaderboard's columns."""
     from vlfair.report.leaderboard import tidy
 
-    return tidy([results])[["metric", "subset", "value", "ci_low", "ci_high", "p_value"]]
+    return tidy([results])[["metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value"]]
 
 
 def readable_metrics(frame: pd.DataFrame) -> pd.DataFrame:
