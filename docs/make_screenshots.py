@@ -5,7 +5,7 @@ Run after the browser tests (``python -m pytest tests/test_browser.py``), which 
 metric Spaces' screenshots in test-artifacts/screenshots/; this script runs ``vlfair demo`` and
 shows its report.html and a leaderboard of its results (the demo world's biased and control
 encoders, by name) itself.
-Needs chromium (``apt-get install -y chromium``) and playwright, as the browser tests do.
+Needs playwright and a chromium, as the browser tests do (``vlfair.browser`` finds it).
 
     python docs/make_screenshots.py [--artifacts test-artifacts/screenshots]
 """
@@ -13,7 +13,6 @@ Needs chromium (``apt-get install -y chromium``) and playwright, as the browser 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -23,8 +22,6 @@ from PIL import Image
 
 DOCS = Path(__file__).resolve().parent
 IMAGES = DOCS / "images"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 FROM_BROWSER_TESTS = {"demo-professions-run.png": "demo-space.png", "widget-bias_ratio.png": "metric-space.png"}
 MAX_HEIGHT = 1500  # the top of a page: what a person sees first
 WIDTH = 1000
@@ -38,34 +35,44 @@ def _save(image: Image.Image, path: Path) -> None:
     print(f"{path}: {path.stat().st_size // 1024} KB")
 
 
-def demo_report_and_leaderboard(out: Path, browser) -> None:
-    """Screenshots with ``browser`` (a Playwright chromium) of a fresh demo's report and of a
-    leaderboard of its results."""
+def run_demo(out: Path) -> Path:
+    """A fresh ``vlfair demo`` into ``out``; returns ``out``."""
+    subprocess.run([sys.executable, "-m", "vlfair", "-q", "demo", "--out", str(out)], check=True)
+    return out
+
+
+def demo_report_and_leaderboard(demo: Path, work: Path, browser) -> None:
+    """Screenshots with ``browser`` (a Playwright chromium) of the report of the demo output ``demo``
+    and of a leaderboard of its results; ``work`` holds the full-size screenshots."""
     import importlib.util
 
-    subprocess.run([sys.executable, "-m", "vlfair", "-q", "demo", "--out", str(out / "demo")], check=True)
+    from playwright.sync_api import expect
+
+    work.mkdir(parents=True, exist_ok=True)
     spec = importlib.util.spec_from_file_location("leaderboard_app", DOCS.parent / "spaces" / "leaderboard" / "app.py")
     leaderboard = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(leaderboard)
-    app = leaderboard.build_app(str(out / "demo"))
+    app = leaderboard.build_app(str(demo))
     _, url, _ = app.launch(prevent_thread_lock=True, server_name="127.0.0.1")
     try:
         page = browser.new_page(viewport={"width": 1200, "height": MAX_HEIGHT})
-        page.goto((out / "demo" / "report.html").as_uri())
+        page.goto((demo / "report.html").as_uri())
         page.evaluate("window.scrollTo(0, document.getElementById('professions').offsetTop - 20)")
-        page.screenshot(path=str(out / "report.png"))
+        page.screenshot(path=str(work / "report.png"))
         page.close()
         page = browser.new_page(viewport={"width": 1280, "height": 1100})
         page.goto(url)
         page.get_by_role("combobox", name="metric").click()
         page.get_by_role("option", name="bias_ratio", exact=True).click()
-        page.wait_for_timeout(3000)
-        page.screenshot(path=str(out / "leaderboard.png"), full_page=True)
+        # the board once filtered: only bias_ratio rows, and their chart drawn
+        expect(page.locator("#results-table")).not_to_contain_text("group_score_gap", timeout=30_000)
+        expect(page.locator("#chart img")).to_be_visible(timeout=30_000)
+        page.screenshot(path=str(work / "leaderboard.png"), full_page=True)
         page.close()
     finally:
         app.close()
-    _save(Image.open(out / "report.png"), IMAGES / "demo-report.png")
-    _save(Image.open(out / "leaderboard.png"), IMAGES / "leaderboard-space.png")
+    _save(Image.open(work / "report.png"), IMAGES / "demo-report.png")
+    _save(Image.open(work / "leaderboard.png"), IMAGES / "leaderboard-space.png")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         _save(Image.open(args.artifacts / source), IMAGES / target)
     from playwright.sync_api import sync_playwright
 
+    from vlfair.browser import ARGS, find_chromium
+
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=os.environ.get("VLFAIR_CHROMIUM", "/usr/bin/chromium"),
-                                             args=CHROMIUM_ARGS)
-        demo_report_and_leaderboard(Path(tmp), browser)
+        browser = playwright.chromium.launch(executable_path=find_chromium(), args=list(ARGS))
+        demo_report_and_leaderboard(run_demo(Path(tmp) / "demo"), Path(tmp) / "screens", browser)
         browser.close()
     return 0
 

@@ -9,6 +9,12 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
+# pytest-xdist runs the suite in one process per core (scripts/test): torch's thread pool in each
+# worker takes its share of the cores, not all of them, or the workers spend their time waiting on
+# each other (set before anything imports torch; subprocesses of the tests inherit it)
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 # evaluate's modules cache (where `vlfair install-metrics` and the metric Spaces put modules): the
 # session's own, so tests neither read a user's copies nor leave theirs behind
 os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="vlfair-test-modules-"))
@@ -70,3 +76,15 @@ def broken_files(tmp_path_factory, jpeg_paths) -> dict[str, Path]:
 def demo_cache(tmp_path_factory) -> Path:
     """The cache the demo and the demo Space are given: the shipped world encoders leave it empty."""
     return tmp_path_factory.mktemp("demo-cache")
+
+
+@pytest.fixture(scope="session")
+def demo(demo_cache, tmp_path_factory) -> tuple[Path, list[dict]]:
+    """One ``vlfair demo`` run: its output folder and summary.json's entries."""
+    import json
+
+    from vlfair.cli import main
+
+    out = tmp_path_factory.mktemp("demo-out")
+    assert main(["demo", "--out", str(out), "--cache-dir", str(demo_cache)]) == 0
+    return out, json.loads((out / "summary.json").read_text())

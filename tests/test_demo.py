@@ -26,13 +26,6 @@ from vlfair.demo.world import Planting
 TINY = TrainingConfig(steps=20, pairs=512)  # exercises training and caching in about a second
 
 
-@pytest.fixture(scope="session")
-def demo(demo_cache, tmp_path_factory) -> tuple[Path, list[dict]]:
-    out = tmp_path_factory.mktemp("demo-out")
-    assert main(["demo", "--out", str(out), "--cache-dir", str(demo_cache)]) == 0
-    return out, json.loads((out / "summary.json").read_text())
-
-
 def test_demo_writes_summary_and_report(demo):
     out, entries = demo
     probes = {e["probe"] for e in entries}

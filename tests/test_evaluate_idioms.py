@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -14,53 +15,64 @@ import numpy as np
 import pytest
 
 import vlfair
+from vlfair.cli import main
 from vlfair.evaluate_support import SHARED_NAMES
 from vlfair.metrics import available_metrics, load_metric
 
-LOAD_ALL = """
-import evaluate, json, sys
+# What a new user does in a fresh Python with a fresh HF_HOME, the Hub offline, in a directory
+# outside the checkout: the literal string before anything is installed; vlfair.load_metric, which
+# installs its module on first use; the `vlfair install-metrics` command (its console entry point,
+# vlfair.cli.main); then the literal string for every module. One process: evaluate's import alone
+# takes several seconds.
+FRESH_USER = """
+import contextlib, io, json, sys
+import evaluate
+seen = {}
+try:
+    evaluate.load("vlfair/bias_ratio")
+except Exception as error:
+    seen["before"] = f"{type(error).__name__}: {error}"
+import vlfair
+vlfair.load_metric("vlfair/group_score_gap")
+seen["first_use_gap"] = evaluate.load("vlfair/group_score_gap").compute(
+    predictions=[1.0, 2, 3, 4], references=[0, 0, 1, 1], bootstrap=0, n_permutations=0)["max_gap"]
+from vlfair.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as printed:
+    seen["install_exit"] = main(["install-metrics"])
+seen["install_printed"] = printed.getvalue()
 loaded = {name: evaluate.load(f"vlfair/{name}") for name in sys.argv[1].split(",")}
-ratio = loaded["bias_ratio"].compute(predictions=[70.13, 70.13, 81.85, 81.85], references=["w", "w", "m", "m"],
-                                     protected_group="w", reference_group="m", bootstrap=0)
-print(json.dumps({"modules": sorted(loaded), "ratio": ratio["bias_ratio"]}))
+seen["modules"] = sorted(loaded)
+seen["ratio"] = loaded["bias_ratio"].compute(predictions=[70.13, 70.13, 81.85, 81.85], references=["w", "w", "m", "m"],
+                                            protected_group="w", reference_group="m", bootstrap=0)["bias_ratio"]
+print(json.dumps(seen))
 """
 
 
-def _fresh_env(tmp_path):
-    return {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "1",
-            "HF_MODULES_CACHE": str(tmp_path / "hf-home" / "modules")}
-
-
-def test_the_literal_string_loads_offline_after_install_metrics(tmp_path):
-    """A fresh HF_HOME, the Hub offline, a working directory outside the checkout."""
-    env, cwd = _fresh_env(tmp_path), tmp_path / "elsewhere"
+@pytest.fixture(scope="module")
+def fresh_user(tmp_path_factory) -> dict:
+    tmp_path = tmp_path_factory.mktemp("fresh-user")
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "1",
+           "HF_MODULES_CACHE": str(tmp_path / "hf-home" / "modules")}
+    cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    names = ",".join(available_metrics())
-    before = subprocess.run([sys.executable, "-c", LOAD_ALL, names], env=env, cwd=cwd, capture_output=True, text=True)
-    assert before.returncode != 0 and "Couldn't find a module script" in before.stderr  # evaluate's own error
-    installed = subprocess.run([sys.executable, "-m", "vlfair", "install-metrics"], env=env, cwd=cwd,
-                               capture_output=True, text=True)
-    assert installed.returncode == 0, installed.stderr[-2000:]
-    assert "9 module(s) installed" in installed.stdout
-    after = subprocess.run([sys.executable, "-c", LOAD_ALL, names], env=env, cwd=cwd, capture_output=True, text=True)
-    assert after.returncode == 0, after.stderr[-3000:]
-    assert '"ratio": 0.8568112400733048' in after.stdout and all(n in after.stdout for n in available_metrics())
-    again = subprocess.run([sys.executable, "-m", "vlfair", "install-metrics", "--only", "vlfair/bias_ratio"], env=env,
-                           cwd=cwd, capture_output=True, text=True)
-    assert again.returncode == 0 and "1 module(s) installed" in again.stdout  # idempotent
-    wrong = subprocess.run([sys.executable, "-m", "vlfair", "install-metrics", "--only", "bias_ration"], env=env,
-                           cwd=cwd, capture_output=True, text=True)
-    assert wrong.returncode == 2 and wrong.stderr.startswith("vlfair install-metrics: unknown vlfair metric 'bias_ration'")
-
-
-def test_load_metric_installs_on_first_use_and_takes_the_namespaced_name(tmp_path):
-    code = ("import vlfair, evaluate; vlfair.load_metric('vlfair/group_score_gap'); "
-            "print(evaluate.load('vlfair/group_score_gap').compute(predictions=[1.0, 2, 3, 4], references=[0, 0, 1, 1], "
-            "bootstrap=0, n_permutations=0)['max_gap'])")
-    done = subprocess.run([sys.executable, "-c", code], env=_fresh_env(tmp_path), cwd=tmp_path, capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-c", FRESH_USER, ",".join(available_metrics())], env=env, cwd=cwd,
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[-1] == "2.0"
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_literal_string_loads_offline_after_install_metrics(fresh_user, capsys):
+    assert "Couldn't find a module script" in fresh_user["before"]  # evaluate's own error: nothing was there
+    assert fresh_user["install_exit"] == 0 and "9 module(s) installed" in fresh_user["install_printed"]
+    assert fresh_user["modules"] == available_metrics() and fresh_user["ratio"] == 0.8568112400733048
+    assert main(["install-metrics", "--only", "vlfair/bias_ratio"]) == 0  # idempotent
+    assert "1 module(s) installed" in capsys.readouterr().out
+    assert main(["install-metrics", "--only", "bias_ration"]) == 2
+    assert capsys.readouterr().err.startswith("vlfair install-metrics: unknown vlfair metric 'bias_ration'")
+
+
+def test_load_metric_installs_on_first_use_and_takes_the_namespaced_name(fresh_user):
+    assert fresh_user["first_use_gap"] == 2.0
     with pytest.raises(ValueError, match="unknown vlfair metric 'other/bias_ratio'"):
         load_metric("other/bias_ratio")
 

@@ -253,6 +253,25 @@ def test_the_cli_logs_through_vlfair_s_logger_with_its_verbosity(capsys, monkeyp
     assert captured.err == ("" if "-q" in flags else "warning: a warning\n")  # warnings on stderr, also under info
 
 
+def test_a_run_draws_its_own_bar_and_the_libraries_bars_only_when_verbose(clip_dir, tmp_path, capsys):
+    """datasets' "Filter" and "Flattening the indices" and transformers' "Loading weights" are short
+    steps between vlfair's lines: shown under --verbose, never otherwise."""
+    from vlfair.cli import main
+
+    common = ["run", "traits", "--model", str(clip_dir), "--dataset", "synthetic:fairface", "--per-cell", "4",
+              "--set", "bootstrap=0", "--dtype", "float32"]
+    assert main([*common, "--out", str(tmp_path / "plain"), "--cache-dir", str(tmp_path / "a")]) == 0
+    printed = capsys.readouterr()
+    assert "embedding images" in printed.err and "traits: " in printed.out  # vlfair's bar and its result line
+    for library_bar in ("Filter", "Flattening the indices", "Loading weights", "examples/s", "it/s"):
+        assert library_bar not in printed.err + printed.out, printed.err
+    assert main([*common, "--verbose", "--out", str(tmp_path / "verbose"), "--cache-dir", str(tmp_path / "b")]) == 0
+    verbose = capsys.readouterr().err
+    assert all(bar in verbose for bar in ("embedding images", "Filter", "Flattening the indices", "Loading weights"))
+    assert main([*common, "--out", str(tmp_path / "again"), "--cache-dir", str(tmp_path / "c")]) == 0
+    assert "Filter" not in capsys.readouterr().err  # --verbose did not leave them on
+
+
 def test_an_unknown_verbosity_is_said_and_the_library_default_is_warning(capsys):
     import subprocess
     import sys

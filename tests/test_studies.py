@@ -279,6 +279,20 @@ def test_published_vs_this_run_for_the_traits_study_model(study_runs):
     assert honest["published"] == 415.36 and honest["field"] == "value"
     p_values = [e for e in published if e["source"] == "001 Table 4"]
     assert len(p_values) == 42 and all(e["field"] == "p_value" for e in p_values)
+    # the study's numbers as it printed them, everywhere they are shown; this run's in vlfair's digits
+    smart = next(e for e in published if e["source"] == "001 Table 1"
+                 and e["subset"] == {"trait": "smart/dumb", "gender": "Male"})
+    smart_p = next(e for e in published if e["source"] == "001 Table 2"
+                   and e["subset"] == {"trait": "smart/dumb", "gender": "Male"})
+    assert (smart["printed"], smart_p["printed"]) == ("141.48", "8.88e-175") and smart["published"] == 141.48
+    markdown = (results["dir"] / "published_vs_this_run.md").read_text()
+    report = (results["dir"] / "report.html").read_text()
+    csv = (results["dir"] / "published_vs_this_run.csv").read_text()
+    for shown in (markdown, report, csv):
+        assert "| 141.48 |" in shown or ">141.48<" in shown or ",141.48," in shown
+        assert "8.88e-175" in shown and "141.5" not in shown and "8.9e-175" not in shown
+    measured = f"{smart['measured']:.4g}"
+    assert f"| {measured} |" in markdown  # this run's F in vlfair's 4 significant digits
 
 
 def test_published_vs_this_run_for_a_pfi_model_and_references_for_the_others(study_runs):
@@ -299,6 +313,9 @@ def test_published_vs_this_run_for_a_pfi_model_and_references_for_the_others(stu
     assert ratios.loc["ALBEF", "Ratio"] == 0.8568 and "CLIP ViT-B/16" not in ratios.index and len(ratios) == 4
     table1 = pd.read_csv(results["dir"] / "published_004_table_1_other_models.csv", index_col=[0, 1])
     assert table1.loc[("OpenCLIP ViT-H/2B", "Male"), "athlete"] == 1.72 and len(table1) == 8
+    # printed "7.60" (ALBEF, woman, receptionist) stays "7.60", not the float's 7.6
+    assert "| ALBEF | Female | 1.11 | 70.13 | 0.56 | 2.31 | 7.60 | 9.45 | 8.85 |" in (
+        results["dir"] / "published_004_table_1_other_models.md").read_text()
     text = pd.read_csv(results["dir"] / "published_004_table_2_text_score_other_models.csv", index_col=0)
     assert list(text.columns) == ["representative", "senator", "mayor"] and "ViT-B-16" not in text.index
     report = (results["dir"] / "report.html").read_text()
@@ -471,6 +488,8 @@ def test_word_influence_default_path_is_the_masked_lm_on_every_word(clip_dir, tm
                              str(tmp_path / "cache")], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "generating images" in result.stderr and "img/s" in result.stderr  # the generation bar
+    for library_bar in ("Loading pipeline components", "Loading weights", "Filter", "Map"):  # --verbose only
+        assert library_bar not in result.stderr, result.stderr[-2000:]
     doctor = json.loads((tmp_path / "out" / "doctor" / "results.json").read_text())
     assert doctor["settings"]["transmuter"]["transmuter"] == "mlm"
     assert doctor["settings"]["transmuter"]["model"] == "bert-base-uncased"

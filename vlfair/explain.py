@@ -80,9 +80,12 @@ def gradcam(encoder: Any, images: Sequence[Any], text_pos: np.ndarray, text_neg:
 
 def overlay_figure(encoder: Any, images: Sequence[Any], maps: np.ndarray, titles: Sequence[str], title: str):
     """Each image (as the model saw it) with its map on top."""
-    import matplotlib.pyplot as plt
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
 
-    figure, axes = plt.subplots(1, len(images), figsize=(2.4 * len(images), 2.7), squeeze=False)
+    from vlfair.figures import subplots
+
+    figure, axes = subplots(1, len(images), figsize=(2.4 * len(images), 2.7), squeeze=False)
     for axis, image, cam, caption in zip(axes[0], images, maps, titles):
         axis.imshow(encoder.preprocessing.to_uint8(load_rgb(image, 0)))
         peak = cam.max()
@@ -90,6 +93,6 @@ def overlay_figure(encoder: Any, images: Sequence[Any], maps: np.ndarray, titles
         axis.set_title(caption, fontsize=8)
         axis.axis("off")
     figure.suptitle(title, fontsize=10)
-    scale = plt.cm.ScalarMappable(cmap=CAM_COLOURMAP, norm=plt.Normalize(0, 1))
+    scale = ScalarMappable(cmap=CAM_COLOURMAP, norm=Normalize(0, 1))
     figure.colorbar(scale, ax=axes[0].tolist(), fraction=0.025, pad=0.02, label="activation (share of the image's peak)")
     return figure

@@ -9,10 +9,13 @@ so ``vlfair demo > log.txt`` keeps the progress lines and the terminal still sho
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
 import os
 import sys
 import threading
+from typing import Iterator
 
 VERBOSITY_ENV = "VLFAIR_VERBOSITY"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
@@ -67,7 +70,8 @@ class _TorchvisionFallback(logging.Filter):
     the warning says nothing to a vlfair user; every other transformers message passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "requires torchvision (not installed); falling back" not in record.getMessage()
+        message = record.getMessage()  # "`CLIPImageProcessor` requires torchvision (not installed); falling back to ..."
+        return not ("torchvision" in message and "falling back" in message.lower())
 
 
 def silence_torchvision_fallback() -> None:
@@ -142,5 +146,30 @@ def progress_bars_enabled() -> bool:
     return _progress_bars
 
 
+@contextlib.contextmanager
+def library_progress_bars(*logging_modules: str) -> Iterator[None]:
+    """Hide, for the duration, the progress bars that libraries draw themselves, each named by its
+    logging module ("datasets.utils.logging", "transformers.utils.logging", "diffusers.utils.logging":
+    the same switches in each), unless vlfair logs at debug (``--verbose``); each is restored after.
+
+    Their bars mark short steps between vlfair's lines (datasets' "Filter" and "Flattening the
+    indices", transformers' "Loading weights", diffusers' "Loading pipeline components"); vlfair
+    draws one bar per long step itself. Hub downloads keep theirs: vlfair draws none for them.
+    """
+    if get_verbosity() <= logging.DEBUG:
+        yield
+        return
+    modules = [importlib.import_module(name) for name in logging_modules]
+    shown = [module.is_progress_bar_enabled() for module in modules]
+    for module in modules:
+        module.disable_progress_bar()
+    try:
+        yield
+    finally:
+        for module, was_shown in zip(modules, shown):
+            if was_shown:
+                module.enable_progress_bar()
+
+
 __all__ = ["LEVELS", "VERBOSITY_ENV", "disable_progress_bars", "enable_progress_bars", "get_logger", "get_verbosity",
-           "progress_bars_enabled", "set_verbosity", "silence_torchvision_fallback"]
+           "library_progress_bars", "progress_bars_enabled", "set_verbosity", "silence_torchvision_fallback"]

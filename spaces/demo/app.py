@@ -106,7 +106,7 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
         # hidden until a run has results: empty, they would show placeholder headers and drop zones
         metrics = gr.Dataframe(label="metrics", interactive=False, elem_id="metrics", wrap=True, visible=False)
         plots = gr.Gallery(label="plots", columns=2, height="auto", object_fit="contain", elem_id="plots", visible=False)
-        tables = gr.Markdown(elem_id="tables")
+        tables = gr.Markdown(elem_id="tables", visible=False)
         downloads = gr.File(label="results.json and report.html", file_count="multiple", interactive=False,
                             elem_id="downloads", visible=False)
 
@@ -116,13 +116,15 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
             trigger.change(on_images, [images, probe], label_table, api_name=False)
         results = [summary, metrics, plots, tables, downloads]
         # a new run first clears the last one's results: after an error nothing stale stays on the page
-        cleared = ("Running…", *[gr.update(value=None, visible=False)] * 2, "", gr.update(value=None, visible=False))
+        # (hidden outputs also draw no progress of their own: the run's one bar stays over the summary)
+        cleared = ("Running…", *[gr.update(value=None, visible=False)] * 2, gr.update(value="", visible=False),
+                   gr.update(value=None, visible=False))
         running = run_button.click(lambda: cleared, None, results, queue=False, show_progress="hidden",
                                    api_name=False).then(
             run, [probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt], results,
             api_name="run", show_progress_on=summary)  # one progress bar, over the summary
         # the API's values stay plain; the page shows the results once there are some, or says it stopped
-        running.success(lambda: [gr.update(visible=True)] * 3, None, [metrics, plots, downloads], queue=False,
+        running.success(lambda: [gr.update(visible=True)] * 4, None, [metrics, plots, tables, downloads], queue=False,
                         show_progress="hidden", api_name=False)
         running.failure(lambda: FAILED, None, summary, queue=False, show_progress="hidden", api_name=False)
     app.queue(default_concurrency_limit=1)  # one probe at a time: a CPU Space has no room for two

@@ -9,16 +9,13 @@ import re
 from pathlib import Path
 
 import gradio as gr
-import matplotlib
 import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from vlfair.metrics import metrics_dir  # noqa: E402
-from vlfair.report.leaderboard import COLUMNS, read_results, read_table, readable, tidy  # noqa: E402
-from vlfair.probes.plots import forest  # noqa: E402
-from vlfair.report.numbers import format_subset  # noqa: E402
+from vlfair.figures import subplots
+from vlfair.metrics import metrics_dir
+from vlfair.report.leaderboard import COLUMNS, read_results, read_table, readable, tidy
+from vlfair.probes.plots import forest
+from vlfair.report.numbers import format_subset
 
 ALL = "(all)"
 SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "dataset", "created"]
@@ -79,7 +76,7 @@ def metric_chart(rows: pd.DataFrame, metric: str):
     read horizontally, and a dashed line marks where no bias reads."""
     rows = rows[rows["metric"] == metric].head(40) if metric != ALL else rows.head(0)
     if rows.empty:
-        figure, axis = plt.subplots(figsize=(8, 1.2))
+        figure, axis = subplots(figsize=(8, 1.2))
         axis.text(0.5, 0.5, "choose a metric to plot", ha="center", va="center")
         axis.axis("off")
         return figure

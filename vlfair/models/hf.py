@@ -7,12 +7,11 @@ ChineseCLIP and ALIGN through AutoModel, AutoTokenizer and AutoImageProcessor.
 from __future__ import annotations
 
 import inspect
-import logging
 from typing import Any
 
 import torch
 
-from vlfair.logging import get_logger
+from vlfair.logging import get_logger, library_progress_bars
 from vlfair.models.base import Encoder, pick_device, pick_dtype
 from vlfair.models.hub import ModelNotFoundError, resolve_model
 from vlfair.models.preprocessing import ImagePreprocessing
@@ -80,19 +79,9 @@ def load_pretrained(path: str, device: torch.device, dtype: torch.dtype, use_saf
         kwargs["use_safetensors"] = True
     if device.type == "cuda":
         kwargs["attn_implementation"] = "sdpa"
-    from transformers.utils import logging as hf_logging
-
     logger.debug(f"loading {path} ({dtype}, {device})")
-    # transformers draws a "Loading weights" bar per model: a line per model, not a step a person
-    # waits on next to vlfair's own bars; --verbose keeps it
-    shown = hf_logging.is_progress_bar_enabled()
-    if logger.getEffectiveLevel() > logging.DEBUG:
-        hf_logging.disable_progress_bar()
-    try:
+    with library_progress_bars("transformers.utils.logging"):  # its "Loading weights" bar: --verbose only
         return (auto_class or AutoModel).from_pretrained(path, **kwargs).to(device).eval()
-    finally:
-        if shown:
-            hf_logging.enable_progress_bar()
 
 
 class HFEncoder(Encoder):

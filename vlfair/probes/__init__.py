@@ -121,6 +121,17 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
                   settings: dict[str, Any] | None = None, components: dict[str, Any] | None = None) -> ProbeRun:
     """Run probe ``name`` and keep what it measured and drew, without writing anything (the demo
     draws a biased and a control run on shared scales before writing both); see :func:`run_probe`."""
+    from vlfair.logging import library_progress_bars
+
+    # datasets draws a bar for every filter, select and flatten: short steps between vlfair's lines
+    with library_progress_bars("datasets.utils.logging"):
+        return _measure_probe(name, encoder, dataset, split=split, subset=subset, schema=schema, limit=limit,
+                              batch_size=batch_size, cache_dir=cache_dir, settings=settings, components=components)
+
+
+def _measure_probe(name: str, encoder: Any, dataset: Any, *, split: str | None, subset: str | None,
+                   schema: str | None, limit: int | None, batch_size: int, cache_dir: Any,
+                   settings: dict[str, Any] | None, components: dict[str, Any] | None) -> ProbeRun:
     from vlfair.models import load_encoder
     from vlfair.report.results import build_results, validate_results
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from vlfair import measures, stats
 from vlfair.data.schemas import AGE_GROUP_OF_BIN
+from vlfair.figures import subplots
 from vlfair.probes import plots
 from vlfair.probes.base import Context, Output, Probe, ProbeError
 from vlfair.report.results import Metric
@@ -47,7 +47,7 @@ class MultilingualProbe(Probe):
                                "pairs": pairs}, notes=list(s.get("notes", [])))
         summary, scatter = {}, {"x": [], "y": [], "label": []}
         slope = 0.0
-        ratio_figure, ratio_axis = plt.subplots(figsize=(5, 3.2))
+        ratio_figure, ratio_axis = subplots(figsize=(5, 3.2))
         for portion in sorted(set(portions.tolist())):
             mask = portions == portion
             fairness = measures.individual_fairness(images[mask], raw[lang_a][mask], raw[lang_b][mask])

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Sequence
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # files only, never a window
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from vlfair.figures import image_mosaic, subplots
 
 
 def annotation_colour(rgba) -> str:
@@ -26,7 +23,7 @@ def heatmap(frame: pd.DataFrame, title: str, label: str, xlabel: str | None = No
     """Cells coloured by value (viridis), each annotated; axes named by ``xlabel``/``ylabel`` or the
     frame's column and index names."""
     values = frame.to_numpy(dtype=float)
-    figure, axis = plt.subplots(figsize=(1.2 + 0.9 * values.shape[1], 1.0 + 0.4 * values.shape[0]))
+    figure, axis = subplots(figsize=(1.2 + 0.9 * values.shape[1], 1.0 + 0.4 * values.shape[0]))
     image = axis.imshow(values, cmap="viridis", aspect="auto")
     axis.set_xticks(range(values.shape[1]), [str(c) for c in frame.columns], rotation=30, ha="right")
     axis.set_yticks(range(values.shape[0]), [str(i) for i in frame.index])
@@ -56,24 +53,12 @@ def median_image_grid(dataset: Any, rows: np.ndarray, items: np.ndarray, groups:
     """A row per item (profession), a column per group: the image whose score is the median of that
     item's images of that group (the study's Figures 3-4, for every profession)."""
     picks = median_picks(items, groups, scores)
-    figure, axes = plt.subplots(len(item_order), len(group_order), squeeze=False, layout="constrained",
-                                figsize=(1.5 * len(group_order) + 1.2, 1.55 * len(item_order) + 0.6))
-    for (i, item), (j, group) in itertools.product(enumerate(item_order), enumerate(group_order)):
-        axis = axes[i, j]
-        axis.set_xticks([])
-        axis.set_yticks([])
-        pick = picks.get((item, group))
-        if pick is not None:
-            axis.imshow(dataset[int(rows[pick])]["image"].convert("RGB"))
-            axis.set_xlabel(f"{scores[pick]:.2f}", fontsize=8, labelpad=1)
-        else:
-            axis.text(0.5, 0.5, "no image", ha="center", va="center", fontsize=8, transform=axis.transAxes)
-        if i == 0:
-            axis.set_title(str(group), fontsize=9)
-        if j == 0:
-            axis.set_ylabel(str(item), fontsize=9)
-    figure.suptitle(title, fontsize=10)
-    return figure
+    cells = [[None if picks.get((item, group)) is None else dataset[int(rows[picks[item, group]])]["image"]
+              for group in group_order] for item in item_order]
+    captions = [["" if picks.get((item, group)) is None else f"{scores[picks[item, group]]:.2f}" for group in group_order]
+                for item in item_order]
+    return image_mosaic(cells, title, row_labels=[str(i) for i in item_order],
+                        column_labels=[str(g) for g in group_order], captions=captions, empty="no image")
 
 
 def grouped_bars(means: pd.DataFrame, errors: pd.DataFrame | None, title: str, ylabel: str, xlabel: str | None = None,
@@ -83,7 +68,7 @@ def grouped_bars(means: pd.DataFrame, errors: pd.DataFrame | None, title: str, y
     ``ylim`` fixes the range of a bounded quantity (a probability on 0-1), so runs compare at a
     glance; ``neutral`` draws the no-bias line. The legend sits outside the axes: it never covers a bar.
     """
-    figure, axis = plt.subplots(figsize=(2.5 + 0.8 * len(means.index) * max(1, len(means.columns)) / 2, 3.4))
+    figure, axis = subplots(figsize=(2.5 + 0.8 * len(means.index) * max(1, len(means.columns)) / 2, 3.4))
     width = 0.8 / max(1, len(means.columns))
     x = np.arange(len(means.index))
     for k, column in enumerate(means.columns):
@@ -104,7 +89,7 @@ def grouped_bars(means: pd.DataFrame, errors: pd.DataFrame | None, title: str, y
 
 
 def scatter_with_bound(x: Sequence[float], y: Sequence[float], slope: float, labels: Sequence[str], title: str):
-    figure, axis = plt.subplots(figsize=(5, 3.6))
+    figure, axis = subplots(figsize=(5, 3.6))
     labels = np.asarray(labels)
     for label in sorted(set(labels.tolist())):
         mask = labels == label
@@ -125,7 +110,7 @@ def forest(rows: pd.DataFrame, title: str, xlabel: str, neutral: float | None = 
     rows = rows.assign(series=rows["series"] if "series" in rows else "")
     labels = list(dict.fromkeys(rows["label"]))
     series = list(dict.fromkeys(rows["series"]))
-    figure, axis = plt.subplots(figsize=(6.4, 0.9 + 0.38 * len(labels) * max(1, len(series)) ** 0.5))
+    figure, axis = subplots(figsize=(6.4, 0.9 + 0.38 * len(labels) * max(1, len(series)) ** 0.5))
     step = 0.5 / max(1, len(series))
     for k, name in enumerate(series):
         part = rows[rows["series"] == name]

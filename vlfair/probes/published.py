@@ -34,6 +34,7 @@ class PublishedCell:
     scale: float = 1.0     # printed = scale x vlfair's value (100 for percentages)
     row: tuple = ()        # the printed table's row labels as (key, label) pairs, model included
     column: str = ""       # the printed table's column label
+    printed: str = ""      # the number exactly as printed ("7.60", "8.88e-175"): what tables show
 
 
 @functools.lru_cache(maxsize=None)
@@ -74,7 +75,7 @@ def _table_cells(table: dict[str, Any], labels: dict[str, str], models: dict[str
                 subset[column_key] = labels.get(column, column)
             cells.append(PublishedCell(table["source"], model, models[model], table["metric"],
                                        table.get("field", "value"), subset, float(value), float(table.get("scale", 1)),
-                                       row_labels, labels.get(column, column)))
+                                       row_labels, labels.get(column, column), value.strip()))
     return cells
 
 
@@ -119,7 +120,7 @@ def compare(cells: list[PublishedCell], metrics: list[Metric], spec: str) -> tup
         value = getattr(metric, cell.field)
         ci = [b * cell.scale for b in metric.ci] if cell.field == "value" and metric.ci and None not in metric.ci else None
         rows.append({"source": cell.source, "model": cell.model, "metric": cell.metric, "field": cell.field,
-                     "subset": cell.subset, "published": cell.published,
+                     "subset": cell.subset, "published": cell.published, "printed": cell.printed,
                      "measured": None if value is None else value * (cell.scale if cell.field == "value" else 1),
                      "ci": ci, "within_ci": None if ci is None else bool(ci[0] <= cell.published <= ci[1])})
     warnings = [f"{source}: {len(missing)} published cell(s) of {missing[0].model} were not measured by this run "
@@ -153,16 +154,18 @@ def _label(subset: dict[str, Any]) -> str:
 
 
 def comparison_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """"Published vs this run": one row per published cell the run measured."""
+    """"Published vs this run": one row per published cell the run measured; the study's number as
+    it printed it (text: never rounded to vlfair's digits), this run's as a number."""
     return pd.DataFrame([{
         "source": r["source"], "quantity": f"{r['metric']}{' p' if r['field'] == 'p_value' else ''}: {_label(r['subset'])}",
-        "published": r["published"], "this run": r["measured"],
+        "published": r["printed"], "this run": r["measured"],
         "CI": "" if r["ci"] is None else f"[{r['ci'][0]:.4g}, {r['ci'][1]:.4g}]",
         "within CI": "" if r["within_ci"] is None else ("yes" if r["within_ci"] else "no")} for r in rows]).set_index("source")
 
 
 def reference_tables(cells: list[PublishedCell], spec: str) -> dict[str, pd.DataFrame]:
-    """The published rows of the models other than the run's, each table laid out as printed."""
+    """The published rows of the models other than the run's, each table laid out and its numbers
+    written as printed."""
     model = hub_id(spec)
     tables: dict[str, list[PublishedCell]] = {}
     for cell in cells:
@@ -171,7 +174,7 @@ def reference_tables(cells: list[PublishedCell], spec: str) -> dict[str, pd.Data
     frames = {}
     for source, members in tables.items():
         keys = [k for k, _ in members[0].row]
-        frame = pd.DataFrame([{**dict(c.row), "model": c.model, "column": c.column, "v": c.published}
+        frame = pd.DataFrame([{**dict(c.row), "model": c.model, "column": c.column, "v": c.printed}
                               for c in members])
         index = keys if "model" in keys else ["model", *keys]
         table = frame.pivot_table(index=index, columns="column", values="v", aggfunc="first", sort=False)

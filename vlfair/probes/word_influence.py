@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from vlfair import stats
+from vlfair.figures import image_mosaic, subplots
 from vlfair.probes.base import Context, Output, Probe, ProbeError
 from vlfair.report.results import Metric
 from vlfair.t2i.classifier import GroupClassifier
@@ -127,7 +127,7 @@ class WordInfluenceProbe(Probe):
 
     def _level_plot(self, r):
         result = r.result
-        figure, axis = plt.subplots(figsize=(1.5 + 1.2 * len(r.words), 3.2))
+        figure, axis = subplots(figsize=(1.5 + 1.2 * len(r.words), 3.2))
         levels = sorted(result["levels"], key=int)
         width = 0.8 / len(levels)
         for k, level in enumerate(levels):
@@ -146,18 +146,9 @@ class WordInfluenceProbe(Probe):
 
     def _grid(self, r):
         shown = [v for v in r.variants if len(v.replaced) <= 1]
-        columns = max(len(r.images.get(",".join(map(str, v.replaced)), [])) for v in shown) or 1
-        figure, axes = plt.subplots(len(shown), columns, figsize=(1.6 * columns, 1.7 * len(shown)), squeeze=False)
-        for row, variant in enumerate(shown):
-            pictures = r.images.get(",".join(map(str, variant.replaced)), [])
-            for col in range(columns):
-                axis = axes[row][col]
-                axis.axis("off")
-                if col < len(pictures):
-                    axis.imshow(pictures[col])
-            axes[row][0].set_title(variant.prompts[0], fontsize=7, loc="left")
-        figure.suptitle(f"original vs transmuted prompts of '{r.prompt}'", fontsize=9)
-        return figure
+        cells = [r.images.get(",".join(map(str, v.replaced)), []) for v in shown]
+        return image_mosaic(cells, f"original vs transmuted prompts of '{r.prompt}'",
+                            row_titles=[v.prompts[0] for v in shown], cell_inches=1.6)
 
     def _large_scale(self, results, out: Output) -> None:
         level = mean_word_influence(results, "1")
@@ -172,7 +163,7 @@ class WordInfluenceProbe(Probe):
                                               {"mean_shapley": shapley.get(word), "level": 1}))
         frame = pd.DataFrame(rows).set_index("word")
         out.tables["mean_word_influence"] = frame
-        figure, axis = plt.subplots(figsize=(9, 3.2))
+        figure, axis = subplots(figsize=(9, 3.2))
         colors = {"adjective": "tab:blue", "person": "tab:orange", "place": "tab:green"}
         axis.bar(range(len(frame)), frame["mean influence (level 1)"], color=[colors[k] for k in frame["kind"]])
         axis.set_xticks(range(len(frame)), frame.index, rotation=45, ha="right")

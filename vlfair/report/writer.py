@@ -107,8 +107,6 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
 def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str, pd.DataFrame],
                   figures: dict[str, Any], notes: list[str], title: str) -> Path:
     """Everything into ``out_dir``; returns the path of report.html."""
-    import matplotlib.pyplot as plt
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False))
@@ -119,7 +117,6 @@ def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str
     for name, figure in figures.items():
         path = out / f"{name}.png"
         figure.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(figure)
         pngs[name] = path
     report = out / "report.html"
     report.write_text(_html(results, tables, pngs, notes, title))
@@ -159,14 +156,11 @@ def inline_png(path: Path | bytes, alt: str, style: str = "max-width:100%") -> s
 
 
 def inline_figure(figure: Any, alt: str, style: str = "max-width:100%") -> str:
-    """A matplotlib figure as an <img> in the page (then closed)."""
+    """A matplotlib figure as an <img> in the page."""
     import io
-
-    import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    plt.close(figure)
     return inline_png(buffer.getvalue(), alt, style)
 
 

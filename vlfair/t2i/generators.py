@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from vlfair.cache import atomic_write, cache_root
 from vlfair.distributed import current_world
-from vlfair.logging import progress_bars_enabled
+from vlfair.logging import library_progress_bars, progress_bars_enabled
 
 
 class Generator(Protocol):
@@ -46,8 +46,10 @@ class DiffusersGenerator:
                       torch.bfloat16 if dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported() else torch.float16)
         resolved = resolve_model(spec, use_safetensors=use_safetensors)
         self.spec, self.revision = spec, resolved.revision
-        self.pipeline = DiffusionPipeline.from_pretrained(resolved.path, dtype=self.dtype,
-                                                          use_safetensors=use_safetensors).to(self.device)
+        # "Loading pipeline components", and transformers' "Loading weights" of its text encoder: --verbose only
+        with library_progress_bars("diffusers.utils.logging", "transformers.utils.logging"):
+            self.pipeline = DiffusionPipeline.from_pretrained(resolved.path, dtype=self.dtype,
+                                                              use_safetensors=use_safetensors).to(self.device)
         if hasattr(self.pipeline, "set_progress_bar_config"):
             self.pipeline.set_progress_bar_config(disable=True)
         self.steps, self.guidance, self.size, self.batch_size = steps, guidance, size, batch_size

@@ -87,12 +87,14 @@ class MLMTransmuter:
     def __init__(self, model: str = "bert-base-uncased", device: str = "cpu", top_k: int = 50):
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+        from vlfair.logging import library_progress_bars
         from vlfair.models.hub import resolve_model
 
         resolved = resolve_model(model)
         self.spec, self.revision = model, resolved.revision
         self.tokenizer = AutoTokenizer.from_pretrained(resolved.path)
-        self.model = AutoModelForMaskedLM.from_pretrained(resolved.path).to(device).eval()
+        with library_progress_bars("transformers.utils.logging"):  # "Loading weights": --verbose only
+            self.model = AutoModelForMaskedLM.from_pretrained(resolved.path).to(device).eval()
         self.device, self.top_k = device, top_k
         if self.tokenizer.mask_token is None:
             raise ValueError(f"{model!r} has no mask token: not a fill-mask model")

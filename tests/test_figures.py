@@ -1,0 +1,86 @@
+"""Figures: drawn without pyplot (a long session keeps no figure it is done with), and the image mosaics."""
+
+from __future__ import annotations
+
+import gc
+import warnings
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import vlfair
+from vlfair.figures import image_mosaic
+from vlfair.probes import run_probe
+
+# every probe that reads a dataset, each drawing its figures: image grids and heatmaps (professions),
+# Grad-CAM overlays and bars (traits), a histogram, a scatter and bars (multilingual), forest plots
+# (public figures); the quicker two fill the thirty runs. Each twice in a row: measured and dropped, then written.
+HEAVY = [("professions", "synthetic:professions", {"bootstrap": 20, "n_permutations": 0}),
+         ("traits", "synthetic:fairface", {"bootstrap": 20, "per_cell": 4})]
+LIGHT = [("multilingual", "synthetic:multi30k", {"bootstrap": 20}), ("public-figures", "synthetic:pfi", {"bootstrap": 20})]
+RUNS = [run for run in HEAVY + (LIGHT * 7)[:13] for _ in range(2)]
+
+
+def _live_figures() -> int:
+    from matplotlib.figure import Figure
+
+    gc.collect()
+    return sum(type(thing) is Figure for thing in gc.get_objects())  # type(): isinstance wakes lazy modules
+
+
+def test_thirty_probe_runs_in_one_process_leave_no_figure_and_no_warning(clip_dir, tmp_path):
+    """A Space, the demo or a loop over models runs probe after probe in one process: each run's
+    figures go once written (or once its results are dropped), and matplotlib never warns that
+    too many figures are open."""
+    import matplotlib.pyplot as plt
+
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    before = _live_figures()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i, (probe, dataset, settings) in enumerate(RUNS):
+            out = tmp_path / f"run-{i}" if i % 2 else None  # every other run measured, its figures never written
+            run_probe(probe, encoder, dataset, out, cache_dir=tmp_path / "cache", settings=settings)
+            if i == 1:
+                assert any((tmp_path / "run-1").glob("median_images_*.png"))  # figures were drawn and written
+    assert plt.get_fignums() == []  # pyplot's registry never saw them
+    assert _live_figures() == before  # and none is kept alive: memory stays flat
+    assert [str(w.message) for w in caught] == []
+
+
+def _solid(colour: tuple[int, int, int], size: tuple[int, int]) -> Image.Image:
+    return Image.new("RGB", size, colour)
+
+
+def test_an_image_mosaic_is_one_axes_with_every_picture_in_its_cell():
+    red, blue, green = _solid((255, 0, 0), (20, 10)), _solid((0, 0, 255), (300, 300)), _solid((0, 255, 0), (8, 8))
+    figure = image_mosaic([[red, None], [blue, green]], "a title", row_labels=["doctor", "nurse"],
+                          column_labels=["Female", "Male"], captions=[["1.00", ""], ["2.00", "3.00"]], empty="no image",
+                          cell_pixels=64)
+    assert len(figure.axes) == 1 and figure._suptitle.get_text() == "a title"
+    axis = figure.axes[0]
+    assert [t.get_text() for t in axis.get_xticklabels()] == ["Female", "Male"]
+    assert [t.get_text() for t in axis.get_yticklabels()] == ["doctor", "nurse"]
+    assert sorted(t.get_text() for t in axis.texts) == ["1.00", "2.00", "3.00", "no image"]
+    mosaic = np.asarray(axis.images[0].get_array())
+    cell_w, cell_h = 64 + 4, 64 + 8 + 4  # picture, caption strip, gap
+    centre = lambda row, column: tuple(mosaic[row * cell_h + 32, column * cell_w + 32])  # noqa: E731
+    assert centre(0, 0) == (255, 0, 0) and centre(1, 0) == (0, 0, 255) and centre(1, 1) == (0, 255, 0)
+    assert centre(0, 1) == (255, 255, 255)  # the empty cell stays blank, with its text
+    # every picture fills its square along its longer side, small ones enlarged, large ones shrunk
+    assert (mosaic[32, :64] == (255, 0, 0)).all(axis=1).sum() == 64  # 20 x 10 -> 64 x 32
+    assert (mosaic[cell_h + 32, :cell_w] == (0, 0, 255)).all(axis=1).sum() == 64
+
+
+@pytest.mark.parametrize("rows", [1, 7])
+def test_a_mosaic_with_row_titles_keeps_the_pictures_aspect(rows):
+    cells = [[_solid((9, 9, 9), (16, 16))] * 4 for _ in range(rows)]
+    figure = image_mosaic(cells, "prompts", row_titles=[f"prompt {i}" for i in range(rows)], cell_inches=1.6)
+    width, height = figure.get_size_inches()
+    axis = figure.axes[0]
+    box = axis.get_position()  # the axes fills the figure's width: no band of white beside or above it
+    mosaic = axis.images[0].get_array()
+    assert box.width * width == pytest.approx(1.6 * 4) and box.height * height == pytest.approx(
+        1.6 * 4 * mosaic.shape[0] / mosaic.shape[1])
+    assert [t.get_text() for t in axis.texts] == [f"prompt {i}" for i in range(rows)]

@@ -1,0 +1,159 @@
+"""README's command 2 itself: scripts/test and scripts/install, run with stand-in tools (a python that
+records what it is asked, apt-get, sudo, id, nvidia-smi), and the chromium lookup of vlfair.browser."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vlfair import browser
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Answers like the tools it stands for; every call is appended to $CALLS.
+FAKE_PYTHON = r"""#!/bin/bash
+echo "python $*" >> "$CALLS"
+case "$1 $2" in
+  "-c import torch") exit "${FAKE_TORCH_MISSING:-0}" ;;
+  "-m vlfair.browser")
+    if [ -e "$FAKE_CHROMIUM" ]; then echo "$FAKE_CHROMIUM"; exit 0; fi
+    echo "vlfair browser: no chromium for the browser tests: install Debian's chromium" >&2; exit 1 ;;
+  "-m pip") case " $* " in *" --dry-run "*) echo "$FAKE_REPORT" ;; esac; exit 0 ;;
+esac
+case "$2" in *find_spec*) exit 1 ;; esac  # no torchvision installed
+exit 0
+"""
+FAKE_TOOLS = {
+    "apt-get": 'echo "apt-get $*" >> "$CALLS"; case " $* " in *" install "*) touch "$FAKE_CHROMIUM" ;; esac',
+    "id": 'echo "${FAKE_UID:-0}"',
+    "sudo": 'if [ "$1" = -n ]; then exit "${FAKE_SUDO_REFUSES:-0}"; fi; echo "sudo $*" >> "$CALLS"; "$@"',
+    "nvidia-smi": 'exit 0',
+}
+REAL_TOOLS = ("bash", "dirname", "grep", "cat", "touch")  # what the scripts run besides the stand-ins
+CPU_REPORT = '{"install": [{"metadata": {"name": "torch"}}, {"metadata": {"name": "sympy"}}]}'
+CUDA_REPORT = '{"install": [{"metadata": {"name": "torch"}}, {"metadata": {"name": "nvidia-cublas-cu12"}}]}'
+
+
+@pytest.fixture()
+def sandbox(tmp_path):
+    """A PATH of stand-ins (no chromium, no curl), and the environment the scripts read."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+
+    def tool(name: str, body: str) -> None:
+        path = bin_dir / name
+        path.write_text(body if body.startswith("#!") else f"#!/bin/bash\n{body}\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+    for name in REAL_TOOLS:
+        (bin_dir / name).symlink_to(shutil.which(name))
+    tool("python", FAKE_PYTHON)
+    for name, body in FAKE_TOOLS.items():
+        if name != "nvidia-smi":
+            tool(name, body)
+    env = {"PATH": str(bin_dir), "PYTHON": str(bin_dir / "python"), "CALLS": str(tmp_path / "calls"),
+           "FAKE_CHROMIUM": str(tmp_path / "chromium"), "FAKE_REPORT": CPU_REPORT, "HOME": str(tmp_path)}
+
+    def run(script: str, *args: str, **extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+        done = subprocess.run([str(REPO / "scripts" / script), *args], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=60)
+        calls = Path(env["CALLS"]).read_text().splitlines() if Path(env["CALLS"]).exists() else []
+        Path(env["CALLS"]).unlink(missing_ok=True)
+        return done, calls
+
+    run.tool = tool  # type: ignore[attr-defined]
+    run.chromium = Path(env["FAKE_CHROMIUM"])  # type: ignore[attr-defined]
+    return run
+
+
+def test_with_a_chromium_it_installs_the_test_extra_and_runs_the_suite_on_every_core(sandbox):
+    sandbox.chromium.touch()
+    done, calls = sandbox("test", "tests/test_stats.py", "-x")
+    assert done.returncode == 0, done.stderr
+    assert "python -m pip install -qq -e .[test]" in calls
+    assert not any(c.startswith("apt-get") for c in calls)
+    assert calls[-1] == "python -m pytest -n auto --maxprocesses 4 --durations 15 tests/test_stats.py -x"
+    assert f"browser tests drive {sandbox.chromium}" in done.stderr
+
+
+def test_without_one_it_installs_debian_s_chromium_first(sandbox):
+    done, calls = sandbox("test")
+    assert done.returncode == 0, done.stderr
+    assert calls.index("apt-get update -qq") < calls.index("apt-get install -y -qq chromium") < len(calls) - 1
+    assert calls[-1].startswith("python -m pytest") and "installing Debian's" in done.stderr
+
+
+def test_through_password_less_sudo_when_not_root(sandbox):
+    done, calls = sandbox("test", FAKE_UID="1000")
+    assert done.returncode == 0, done.stderr
+    assert "sudo apt-get install -y -qq chromium" in calls
+
+
+@pytest.mark.parametrize("why", [{"FAKE_UID": "1000", "FAKE_SUDO_REFUSES": "1"}, {"VLFAIR_CHROMIUM": "/nowhere/chrome"}])
+def test_where_none_can_be_had_it_says_what_to_install_before_any_test(sandbox, why):
+    done, calls = sandbox("test", **why)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("vlfair browser: no chromium for the browser tests: install")
+    assert not any(c.startswith(("apt-get", "sudo apt-get", "python -m pytest")) for c in calls)
+
+
+def test_without_torch_and_without_a_gpu_it_installs_the_cpu_build(sandbox):
+    done, calls = sandbox("install", "test", FAKE_TORCH_MISSING="1")
+    assert done.returncode == 0, done.stderr
+    assert "python -m pip install -qq --dry-run --ignore-installed --report - torch==2.13.0" in calls
+    assert calls.index("python -m pip install -qq torch==2.13.0") < calls.index("python -m pip install -qq -e .[test]")
+    assert "installing the CPU build of torch==2.13.0" in done.stderr
+
+
+def test_it_never_pulls_the_cuda_libraries_onto_a_machine_without_a_gpu(sandbox):
+    done, calls = sandbox("install", "test", FAKE_TORCH_MISSING="1", FAKE_REPORT=CUDA_REPORT)
+    assert done.returncode == 1 and "would install torch==2.13.0 with its CUDA libraries" in done.stderr
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in done.stderr
+    assert not any(c.startswith("python -m pip install -qq torch") or "-e ." in c for c in calls)
+
+
+def test_with_a_gpu_it_takes_pypi_s_torch_and_a_working_torch_is_kept(sandbox):
+    sandbox.tool("nvidia-smi", FAKE_TOOLS["nvidia-smi"])
+    done, calls = sandbox("install", FAKE_TORCH_MISSING="1", FAKE_REPORT=CUDA_REPORT)
+    assert done.returncode == 0 and "python -m pip install -qq torch==2.13.0" in calls
+    assert not any("--dry-run" in c for c in calls) and calls[-2] == "python -m pip install -qq -e ."
+    done, calls = sandbox("install")
+    assert done.returncode == 0 and not any("torch==" in c for c in calls)
+
+
+def test_ci_runs_exactly_readme_s_command():
+    readme = (REPO / "README.md").read_text()
+    assert "scripts/test\n" in readme.split("```bash", 1)[1].split("```", 1)[0]
+    assert (REPO / ".ci" / "run").read_text().strip().splitlines()[-1] == "exec scripts/test"
+
+
+# ---- the chromium lookup ------------------------------------------------------------------------
+def test_the_chromium_lookup_takes_the_variable_then_path_then_playwright_s(tmp_path, monkeypatch):
+    fake = tmp_path / "bin" / "chromium"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "no-browsers"))  # Playwright has none here
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv(browser.ENV, raising=False)
+    with pytest.raises(browser.ChromiumNotFound, match="apt-get install -y chromium.*playwright install chromium"):
+        browser.find_chromium()
+    monkeypatch.setenv("PATH", str(fake.parent))
+    assert browser.find_chromium() == str(fake)
+    monkeypatch.setenv(browser.ENV, str(tmp_path / "missing"))
+    with pytest.raises(browser.ChromiumNotFound, match="VLFAIR_CHROMIUM=.*missing is not an executable file"):
+        browser.find_chromium()
+
+
+def test_python_m_vlfair_browser_prints_the_path_or_one_line_saying_what_to_install(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path), "PLAYWRIGHT_BROWSERS_PATH": str(tmp_path / "none")}
+    env.pop(browser.ENV, None)
+    done = subprocess.run([sys.executable, "-m", "vlfair.browser"], env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("vlfair browser: no chromium for the browser tests: install Debian's chromium")

@@ -1,0 +1,67 @@
+"""The chromium that the Spaces' browser tests and ``docs/make_screenshots.py`` drive through Playwright.
+
+Looked for in this order: ``$VLFAIR_CHROMIUM``; ``chromium`` or ``chromium-browser`` on PATH (Debian's
+package); the chromium that ``playwright install chromium`` downloaded. ``python -m vlfair.browser``
+prints the one found, or says in one line what to install and exits 1 (``scripts/test`` runs it before
+any test).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ENV = "VLFAIR_CHROMIUM"
+# Chromium's background services reach for Google's hosts at every start; on a closed network their
+# refused connections slow it down. No sandbox: CI runs as root.
+ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run")
+INSTALL_HINT = ("install Debian's chromium (apt-get install -y chromium), or Playwright's "
+                "(python -m playwright install chromium), or set VLFAIR_CHROMIUM to a chromium binary")
+
+
+class ChromiumNotFound(RuntimeError):
+    pass
+
+
+def _playwright_chromium() -> str | None:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    with sync_playwright() as playwright:
+        path = playwright.chromium.executable_path
+    return path if Path(path).is_file() else None
+
+
+def find_chromium() -> str:
+    """The path of a chromium binary, or ChromiumNotFound saying what to install."""
+    configured = os.environ.get(ENV)
+    if configured:
+        found = shutil.which(configured)
+        if found is None:
+            raise ChromiumNotFound(f"{ENV}={configured} is not an executable file: {INSTALL_HINT}")
+        return found
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    found = _playwright_chromium()
+    if found:
+        return found
+    raise ChromiumNotFound(f"no chromium for the browser tests: {INSTALL_HINT}")
+
+
+def main() -> int:
+    try:
+        print(find_chromium())
+    except ChromiumNotFound as error:
+        print(f"vlfair browser: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
