@@ -293,6 +293,18 @@ def test_pfi_and_professions_builders(tmp_path):
     assert professions["profession"] == ["doctor", "doctor", "nurse"] and professions["gender"] == ["Female", "Male", "Female"]
 
 
+def test_prepare_draws_its_own_bar_over_the_images_and_datasets_bars_only_when_verbose(tmp_path, capsys):
+    pfi = tmp_path / "pfi"
+    _placeholders(pfi, ["a.jpg", "b.jpg"])
+    (pfi / "metadata.csv").write_text("file,name,category,gender\na.jpg,Ann A,senator,Female\nb.jpg,Bob B,actor,Male\n")
+    assert main(["prepare", "pfi", "--source", str(pfi), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "reading metadata.csv" in err and "2/2" in err  # vlfair's bar over the long step: every image decoded
+    assert not any(bar in err for bar in ("Filter", "Casting", "Creating parquet", "examples/s")), err
+    assert main(["prepare", "pfi", "--source", str(pfi), "--out", str(tmp_path / "verbose"), "--verbose"]) == 0
+    assert "Filter" in capsys.readouterr().err  # datasets' own, under --verbose
+
+
 def test_push_to_hub_uploads_every_file_the_card_names(tmp_path, monkeypatch):
     """The push is captured at the commit: every path of the card, every config (default
     included), is among the uploaded files, and the uploaded card is the local one."""

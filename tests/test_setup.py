@@ -35,7 +35,7 @@ FAKE_TOOLS = {
     "sudo": 'if [ "$1" = -n ]; then exit "${FAKE_SUDO_REFUSES:-0}"; fi; echo "sudo $*" >> "$CALLS"; "$@"',
     "nvidia-smi": 'exit 0',
 }
-REAL_TOOLS = ("bash", "dirname", "grep", "cat", "touch")  # what the scripts run besides the stand-ins
+REAL_TOOLS = ("bash", "dirname", "grep", "cat", "touch", "env")  # what the scripts run besides the stand-ins
 CPU_REPORT = '{"install": [{"metadata": {"name": "torch"}}, {"metadata": {"name": "sympy"}}]}'
 CUDA_REPORT = '{"install": [{"metadata": {"name": "torch"}}, {"metadata": {"name": "nvidia-cublas-cu12"}}]}'
 
@@ -92,7 +92,8 @@ def test_without_one_it_installs_debian_s_chromium_first(sandbox):
 def test_through_password_less_sudo_when_not_root(sandbox):
     done, calls = sandbox("test", FAKE_UID="1000")
     assert done.returncode == 0, done.stderr
-    assert "sudo apt-get install -y -qq chromium" in calls
+    assert "sudo apt-get update -qq" in calls and "apt-get install -y -qq chromium" in calls
+    assert "sudo env DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y -qq chromium" in calls
 
 
 @pytest.mark.parametrize("why", [{"FAKE_UID": "1000", "FAKE_SUDO_REFUSES": "1"}, {"VLFAIR_CHROMIUM": "/nowhere/chrome"}])
@@ -144,6 +145,11 @@ def test_the_chromium_lookup_takes_the_variable_then_path_then_playwright_s(tmp_
     monkeypatch.delenv(browser.ENV, raising=False)
     with pytest.raises(browser.ChromiumNotFound, match="apt-get install -y chromium.*playwright install chromium"):
         browser.find_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright():  # also while a Playwright session runs in this thread (the browser tests' own)
+        with pytest.raises(browser.ChromiumNotFound, match="no chromium for the browser tests"):
+            browser.find_chromium()
     monkeypatch.setenv("PATH", str(fake.parent))
     assert browser.find_chromium() == str(fake)
     monkeypatch.setenv(browser.ENV, str(tmp_path / "missing"))

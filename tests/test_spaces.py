@@ -246,3 +246,15 @@ def test_demo_space_stops_a_request_at_its_time_limit(tmp_path, monkeypatch):
         assert not list(tmp_path.glob("demo/encoder-*/model.safetensors")), "training went on to the end"
     finally:
         app.close()
+
+
+def test_a_progress_bar_made_before_the_demo_space_tracks_tqdm_still_closes():
+    """The demo Space's run tracks tqdm (gr.Progress(track_tqdm=True)); Gradio's patch reads an
+    attribute that only bars made after it have, so a bar made earlier raised when closed."""
+    from gradio.helpers import patch_tqdm
+    from tqdm.auto import tqdm
+
+    early = tqdm(total=2, disable=True)
+    _load("demo")
+    patch_tqdm()
+    early.close()  # no AttributeError: '_progress'

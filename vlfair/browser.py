@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 ENV = "VLFAIR_CHROMIUM"
@@ -27,13 +28,23 @@ class ChromiumNotFound(RuntimeError):
 
 
 def _playwright_chromium() -> str | None:
+    """Where Playwright's own chromium would be (None without playwright or that download)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         return None
-    with sync_playwright() as playwright:
-        path = playwright.chromium.executable_path
-    return path if Path(path).is_file() else None
+    paths = []
+
+    def ask() -> None:
+        with sync_playwright() as playwright:
+            paths.append(playwright.chromium.executable_path)
+
+    # a thread of its own: Playwright's sync API refuses to start in a thread whose asyncio loop runs
+    # (a browser session already open in this one, a Gradio app)
+    thread = threading.Thread(target=ask, name="vlfair-find-chromium")
+    thread.start()
+    thread.join()
+    return paths[0] if paths and Path(paths[0]).is_file() else None
 
 
 def find_chromium() -> str:

@@ -32,8 +32,10 @@ def image_mosaic(cells: Sequence[Sequence[Any]], title: str, *, row_labels: Sequ
     there). Rows are named by ``row_labels`` (left) or ``row_titles`` (above each row, left-aligned),
     columns by ``column_labels`` (on top); ``captions[i][j]`` goes under its image.
 
-    One image on one axes, not an axes per picture: a professions grid of 12 x 4 images draws in a
-    tenth of the time, and each picture is resized once to the size it is shown at.
+    One image on one axes, not an axes per picture (each with its own layout and resampling): a
+    professions grid of 12 x 4 pictures of 224 px builds and saves in about half the time (0.6 s
+    against 1.2 s here; the rest is the PNG's encoding), and each picture is resized once, to the
+    size it is shown at.
     """
     from PIL import Image, ImageOps
 

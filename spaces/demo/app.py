@@ -11,6 +11,7 @@ import os
 
 import gradio as gr
 import pandas as pd
+import tqdm
 
 from vlfair.logging import get_logger
 from vlfair.probes import probe_names
@@ -25,6 +26,10 @@ race, politicians mostly men, German captions rare; the generator makes "nurse" 
 women by 0.4). The biased encoder should show them; the control encoder should not."""
 
 log = get_logger("vlfair.spaces.demo")
+# gr.Progress(track_tqdm=True) patches tqdm so that every bar reads its own `_progress`, which only bars
+# made after the patch have: a bar made before it (a model loaded at start-up) would raise from its
+# close when collected. A class default keeps those bars working.
+tqdm.tqdm._progress = None
 WAITING = "No run yet: choose an encoder, a probe and data, then **run**."
 FAILED = "**The run stopped**: nothing was measured. The message at the top right says why."
 

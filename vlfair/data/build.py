@@ -23,6 +23,7 @@ import yaml
 from vlfair._version import __version__
 from vlfair.data.files import SourceFiles
 from vlfair.imageio import image_problem
+from vlfair.logging import library_progress_bars, progress_bars_enabled
 from vlfair.data.schemas import (ADULT_AGE_BINS, AGE_GROUP_OF_BIN, MULTI30K_LANGUAGES, PFI_CATEGORIES, SCHEMAS,
                                  normalize_label)
 
@@ -60,6 +61,13 @@ class Built:
     configs: dict[str, dict[str, datasets.Dataset]]  # config -> split -> rows
     skipped: list[Problem]
     source: str
+
+
+def _reading(rows: list, where: str) -> Any:
+    """``rows`` with vlfair's bar: reading and decoding every image is the long step of a build."""
+    from tqdm.auto import tqdm
+
+    return tqdm(rows, desc=f"reading {where}", unit="img", disable=not progress_bars_enabled())
 
 
 class RowCollector:
@@ -156,7 +164,7 @@ def build_fairface(source: str | Path, skip_bad: bool = False, **_: Any) -> Buil
         _require_columns(rows, ["file", "age", "gender", "race", "service_test"], path)
         collector = RowCollector("fairface", files, path.name)
         records = []
-        for row, values in enumerate(rows):
+        for row, values in enumerate(_reading(rows, path.name)):
             service = values["service_test"].strip().lower()
             if service not in ("true", "false"):
                 collector.problems.append(Problem(f"{path.name} row {row}", f"service_test {values['service_test']!r} is not True/False"))
@@ -225,7 +233,7 @@ def build_multi30k(source: str | Path, images: str | Path | None = None, skip_ba
                     continue
                 columns[(index, language)] = lines
         records = []
-        for row, image_file in enumerate(names):
+        for row, image_file in enumerate(_reading(names, list_path.name)):
             image = collector.record(row, image_file, {"portion": portion}, {"image_file": image_file})
             if image is None:
                 continue  # its problem is reported once, not once per caption
@@ -251,7 +259,7 @@ def build_pfi(source: str | Path, skip_bad: bool = False, metadata: str = "metad
     _require_columns(rows, ["file", "name", "category", "gender"], path)
     collector = RowCollector("pfi", SourceFiles(source), path.name)
     records = []
-    for row, values in enumerate(rows):
+    for row, values in enumerate(_reading(rows, path.name)):
         extra = {"name": values["name"], **{c: (values.get(c) or None) for c in PFI_OPTIONAL}}
         record = collector.record(row, values["file"], {"category": values["category"].strip().lower(),
                                                         "gender": values["gender"]}, extra)
@@ -283,7 +291,7 @@ def build_professions(source: str | Path, skip_bad: bool = False, metadata: str 
             raise BuildError([Problem(str(source), "no metadata.csv and no profession/gender/race/*.jpg images")])
         where = "tree"
     collector = RowCollector("professions", files, where)
-    records = [r for row, v in enumerate(rows)
+    records = [r for row, v in enumerate(_reading(rows, where))
                if (r := collector.record(row, v["file"], {"gender": v["gender"]},
                                          {"profession": v["profession"], "race": v["race"]})) is not None]
     return _finish("professions", {"default": {"test": _dataset(records, "professions")}}, collector.problems,
@@ -394,6 +402,7 @@ def push(directory: str | Path, repo_id: str) -> None:
     api.create_commit(repo_id, operations, repo_type="dataset", commit_message="vlfair prepare")
 
 
+@library_progress_bars("datasets.utils.logging")  # "Filter", "Casting the dataset", "Creating parquet": short steps
 def prepare(name: str, source: str | Path, out: str | Path, push_to_hub: str | None = None, skip_bad: bool = False,
             **options: Any) -> Path:
     """Build ``name`` from its raw source into ``out`` (and the Hub when ``push_to_hub`` names a repo)."""

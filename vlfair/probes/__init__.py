@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from vlfair.logging import library_progress_bars
 from vlfair.probes.base import Context, Output, Probe, ProbeError
 
 PROBES: dict[str, type[Probe]] = {}
@@ -116,22 +117,12 @@ class ProbeRun:
         return out / "report.html"
 
 
+@library_progress_bars("datasets.utils.logging")  # its bar for every filter, select and flatten: short steps
 def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | None = None, subset: str | None = None,
                   schema: str | None = None, limit: int | None = None, batch_size: int = 64, cache_dir: Any = "default",
                   settings: dict[str, Any] | None = None, components: dict[str, Any] | None = None) -> ProbeRun:
     """Run probe ``name`` and keep what it measured and drew, without writing anything (the demo
     draws a biased and a control run on shared scales before writing both); see :func:`run_probe`."""
-    from vlfair.logging import library_progress_bars
-
-    # datasets draws a bar for every filter, select and flatten: short steps between vlfair's lines
-    with library_progress_bars("datasets.utils.logging"):
-        return _measure_probe(name, encoder, dataset, split=split, subset=subset, schema=schema, limit=limit,
-                              batch_size=batch_size, cache_dir=cache_dir, settings=settings, components=components)
-
-
-def _measure_probe(name: str, encoder: Any, dataset: Any, *, split: str | None, subset: str | None,
-                   schema: str | None, limit: int | None, batch_size: int, cache_dir: Any,
-                   settings: dict[str, Any] | None, components: dict[str, Any] | None) -> ProbeRun:
     from vlfair.models import load_encoder
     from vlfair.report.results import build_results, validate_results
 
