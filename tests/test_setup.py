@@ -145,11 +145,6 @@ def test_the_chromium_lookup_takes_the_variable_then_path_then_playwright_s(tmp_
     monkeypatch.delenv(browser.ENV, raising=False)
     with pytest.raises(browser.ChromiumNotFound, match="apt-get install -y chromium.*playwright install chromium"):
         browser.find_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright():  # also while a Playwright session runs in this thread (the browser tests' own)
-        with pytest.raises(browser.ChromiumNotFound, match="no chromium for the browser tests"):
-            browser.find_chromium()
     monkeypatch.setenv("PATH", str(fake.parent))
     assert browser.find_chromium() == str(fake)
     monkeypatch.setenv(browser.ENV, str(tmp_path / "missing"))
@@ -163,3 +158,17 @@ def test_python_m_vlfair_browser_prints_the_path_or_one_line_saying_what_to_inst
     done = subprocess.run([sys.executable, "-m", "vlfair.browser"], env=env, capture_output=True, text=True)
     assert done.returncode == 1 and done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
     assert done.stderr.startswith("vlfair browser: no chromium for the browser tests: install Debian's chromium")
+
+
+def test_playwright_s_chromium_is_looked_up_also_while_a_playwright_session_runs(tmp_path):
+    """The browser tests hold a Playwright session for the whole run; its sync API refuses a second
+    one in the same thread (a fresh process: this one may hold the browser tests' session already)."""
+    (tmp_path / "ms-playwright").mkdir()
+    code = ("from playwright.sync_api import sync_playwright\nfrom vlfair import browser\n"
+            "with sync_playwright() as playwright:\n"
+            "    print(browser._playwright_chromium() is None, playwright.chromium.executable_path)")
+    env = {**os.environ, "PLAYWRIGHT_BROWSERS_PATH": str(tmp_path / "ms-playwright")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    missing, path = done.stdout.split()
+    assert missing == "True" and path.startswith(str(tmp_path / "ms-playwright"))  # asked, and not downloaded here
