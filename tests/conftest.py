@@ -13,8 +13,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 # worker takes its share of the cores, not all of them, or the workers spend their time waiting on
 # each other (set before anything imports torch; subprocesses of the tests inherit it)
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-if _WORKERS > 1:
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+if _WORKERS > 1:  # the cores this process may run on (a container's share, not the host's count)
+    _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _CORES // _WORKERS)))
 # evaluate's modules cache (where `vlfair install-metrics` and the metric Spaces put modules): the
 # session's own, so tests neither read a user's copies nor leave theirs behind
 os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="vlfair-test-modules-"))

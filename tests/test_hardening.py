@@ -312,6 +312,17 @@ def test_offline_a_hub_id_that_is_not_cached_is_said_at_once(tmp_path, capsys, m
 
 
 # ---- formulas and raw HTML in labels ---------------------------------------------------------------
+def test_numbers_written_as_text_are_no_formulas_but_formulas_are():
+    import pandas as pd
+
+    from vlfair.report.writer import csv_safe
+
+    cells = ["-0.027", "+0.107", "8.88e-175", "-.5", "1.", "=1+2", "-1+2", "+cmd|' /C calc'!A0", "@SUM(A1)", "-", "- 1"]
+    safe = csv_safe(pd.DataFrame({"cell": cells}))["cell"].tolist()
+    assert safe[:5] == cells[:5]
+    assert safe[5:] == ["'" + cell for cell in cells[5:]]
+
+
 def test_formula_and_html_labels_stay_text_in_csv_markdown_and_html(clip_dir, tmp_path):
     import vlfair
     from vlfair.probes import run_probe

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import pytest
 
@@ -270,6 +272,31 @@ def test_a_run_draws_its_own_bar_and_the_libraries_bars_only_when_verbose(clip_d
     assert all(bar in verbose for bar in ("embedding images", "Filter", "Flattening the indices", "Loading weights"))
     assert main([*common, "--out", str(tmp_path / "again"), "--cache-dir", str(tmp_path / "c")]) == 0
     assert "Filter" not in capsys.readouterr().err  # --verbose did not leave them on
+
+
+def test_hiding_library_bars_restores_each_switch_as_it_was_and_respects_their_variables():
+    """Inside: the libraries' bars off. After: each as before, the Hub's too (transformers' switch flips
+    it); a library whose environment variable decides is left to it, without a warning per call."""
+    import subprocess
+    import sys
+
+    code = """
+import warnings
+warnings.simplefilter("error")
+import datasets.utils.logging as datasets_logging, transformers.utils.logging as transformers_logging
+import huggingface_hub.utils as hub
+from vlfair.logging import library_progress_bars
+hub.disable_progress_bars()  # the person's own choice
+with library_progress_bars("datasets.utils.logging", "transformers.utils.logging"):
+    inside = (datasets_logging.is_progress_bar_enabled(), transformers_logging.is_progress_bar_enabled())
+print(inside, datasets_logging.is_progress_bar_enabled(), transformers_logging.is_progress_bar_enabled(),
+      hub.are_progress_bars_disabled())
+"""
+    env = {**os.environ, "HF_DATASETS_DISABLE_PROGRESS_BARS": "0"}  # datasets' bars: always, says the variable
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["(True,", "False)", "True", "True", "True"]
 
 
 def test_an_unknown_verbosity_is_said_and_the_library_default_is_warning(capsys):

@@ -250,11 +250,15 @@ def test_demo_space_stops_a_request_at_its_time_limit(tmp_path, monkeypatch):
 
 def test_a_progress_bar_made_before_the_demo_space_tracks_tqdm_still_closes():
     """The demo Space's run tracks tqdm (gr.Progress(track_tqdm=True)); Gradio's patch reads an
-    attribute that only bars made after it have, so a bar made earlier raised when closed."""
-    from gradio.helpers import patch_tqdm
-    from tqdm.auto import tqdm
+    attribute that only bars made after it have, so a bar made earlier raised when closed. In a fresh
+    process: in this one an earlier test may have patched tqdm already."""
+    import subprocess
+    import sys
 
-    early = tqdm(total=2, disable=True)
-    _load("demo")
-    patch_tqdm()
-    early.close()  # no AttributeError: '_progress'
+    code = ("import importlib.util, sys\nfrom tqdm.auto import tqdm\nearly = tqdm(total=2, disable=True)\n"
+            "spec = importlib.util.spec_from_file_location('demo_app', sys.argv[1])\n"
+            "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+            "from gradio.helpers import patch_tqdm\npatch_tqdm()\nearly.close()\nprint('closed')")
+    done = subprocess.run([sys.executable, "-c", code, str(SPACES / "demo" / "app.py")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.split()[-1] == "closed", done.stderr[-2000:]

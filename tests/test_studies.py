@@ -505,7 +505,9 @@ def test_word_influence_default_path_is_the_masked_lm_on_every_word(clip_dir, tm
     published = doctor["published"]
     assert len(published) == 13 and {e["model"] for e in published} == {"Stable Diffusion v1.4"}
     doctor_influence = next(e for e in published if e["metric"] == "word_influence" and e["subset"]["word"] == "doctor")
-    assert doctor_influence["published"] == 0.373
+    assert doctor_influence["published"] == 0.373 and doctor_influence["printed"] == "+0.373"
+    table = (tmp_path / "out" / "doctor" / "published_vs_this_run.csv").read_text()
+    assert ",-0.027," in table and ",+0.373," in table and "'-0.027" not in table  # signed, as printed: no formula mark
     original = next(e for e in published if e["metric"] == "group_share" and e["subset"]["variant"] == "(original)")
     assert original["published"] == 0.16 and original["ci"][0] <= original["measured"] <= original["ci"][1]
     female = next(m for m in doctor["metrics"] if m["name"] == "group_share"

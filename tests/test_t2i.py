@@ -158,13 +158,20 @@ def test_group_classifier_counts_no_person_separately(clip_encoder):
     assert strict([Image.new("RGB", (16, 16), (90, 90, 90))]) == ["no_person"]
 
 
-def test_diffusers_path_end_to_end_through_the_cli(tmp_path, clip_dir):
+def test_diffusers_path_end_to_end_through_the_cli(tmp_path, clip_dir, capsys):
     pipeline = vlfair.testing.tiny_stable_diffusion(tmp_path / "tiny-sd")
     argv = ["run", "word-influence", "--model", str(clip_dir), "--generator", str(pipeline), "--steps", "2", "--size", "32",
             "--prompt", "a nurse at the hospital", "--set", "candidates=2", "--set", "images_per_prompt=2",
             "--transmuter", "lexicon", "--set", "words=content", "--set", "original_images=4", "--set", "max_level=null",
             "--dtype", "float32", "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]
+    capsys.readouterr()
     assert main(argv) == 0
+    printed = capsys.readouterr().err
+    # the pipeline's own bars (its components, its text encoder's weights) only under --verbose
+    assert "generating images" in printed and "Loading pipeline components" not in printed, printed
+    assert main([*argv, "--verbose", "--out", str(tmp_path / "verbose")]) == 0
+    verbose = capsys.readouterr().err
+    assert "Loading pipeline components" in verbose and "Loading weights" in verbose
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["probe"] == "word-influence" and results["dataset"]["name"] == f"generated:{pipeline}"
     assert results["settings"]["generator"]["pipeline"] == str(pipeline)

@@ -39,7 +39,9 @@ def image_mosaic(cells: Sequence[Sequence[Any]], title: str, *, row_labels: Sequ
     """
     from PIL import Image, ImageOps
 
-    rows, columns = len(cells), max((len(row) for row in cells), default=0) or 1
+    if not cells:
+        raise ValueError(f"image_mosaic({title!r}): no rows of pictures to draw")
+    rows, columns = len(cells), max(len(row) for row in cells) or 1
     gap, title_px, caption_px = cell_pixels // 16, (cell_pixels // 8 if row_titles else 0), (
         cell_pixels // 8 if captions else 0)
     cell_w, cell_h = cell_pixels + gap, title_px + cell_pixels + caption_px + gap
@@ -58,12 +60,14 @@ def image_mosaic(cells: Sequence[Sequence[Any]], title: str, *, row_labels: Sequ
             x = j * cell_w + (cell_pixels - thumb.width) // 2
             mosaic[y:y + thumb.height, x:x + thumb.width] = np.asarray(thumb)
     # the axes keeps the mosaic's aspect: size the figure to it, with room for the labels and the title
+    # (margins in inches, whatever the number of rows: the title sits in the top one, above the labels)
     left, right, top, bottom = (1.2 if row_labels else 0.1), 0.1, (0.75 if column_labels else 0.45), 0.1
     width = cell_inches * columns
     height = width * mosaic.shape[0] / mosaic.shape[1]
-    figure, axis = subplots(figsize=(left + width + right, top + height + bottom))
-    figure.subplots_adjust(left=left / (left + width + right), right=1 - right / (left + width + right),
-                           top=1 - top / (top + height + bottom), bottom=bottom / (top + height + bottom))
+    figure_width, figure_height = left + width + right, top + height + bottom
+    figure, axis = subplots(figsize=(figure_width, figure_height))
+    figure.subplots_adjust(left=left / figure_width, right=1 - right / figure_width, top=1 - top / figure_height,
+                           bottom=bottom / figure_height)
     # shown near its own size (cell_pixels ~ cell_inches at the reports' 100-110 dpi), already resampled
     # with LANCZOS above: nearest is enough, and a fraction of the cost of matplotlib's smoothing
     axis.imshow(mosaic, extent=(0, mosaic.shape[1], mosaic.shape[0], 0), interpolation="nearest")
@@ -84,7 +88,7 @@ def image_mosaic(cells: Sequence[Sequence[Any]], title: str, *, row_labels: Sequ
             if captions and picture is not None:
                 axis.text(centres_x[j], tops[i] + cell_pixels + caption_px / 2, captions[i][j], fontsize=8,
                           ha="center", va="center")
-    figure.suptitle(title, fontsize=10)
+    figure.suptitle(title, fontsize=10, y=1 - 0.08 / figure_height, va="top")
     return figure
 
 

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import threading
+import warnings
 from typing import Iterator
 
 VERBOSITY_ENV = "VLFAIR_VERBOSITY"
@@ -154,21 +155,32 @@ def library_progress_bars(*logging_modules: str) -> Iterator[None]:
 
     Their bars mark short steps between vlfair's lines (datasets' "Filter" and "Flattening the
     indices", transformers' "Loading weights", diffusers' "Loading pipeline components"); vlfair
-    draws one bar per long step itself. Hub downloads keep theirs: vlfair draws none for them.
+    draws one bar per long step itself. Hub downloads keep theirs: vlfair downloads before these
+    steps, and draws no bar of its own for a download. A library whose environment variable decides
+    (HF_DATASETS_DISABLE_PROGRESS_BARS=0) keeps its bars, as that variable says.
     """
     if get_verbosity() <= logging.DEBUG:
         yield
         return
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars
+
     modules = [importlib.import_module(name) for name in logging_modules]
     shown = [module.is_progress_bar_enabled() for module in modules]
-    for module in modules:
-        module.disable_progress_bar()
+    hub_hidden = are_progress_bars_disabled()  # transformers' switch turns the Hub's too: restored below
+    with warnings.catch_warnings():  # "cannot disable: the environment variable has priority", at every call
+        warnings.simplefilter("ignore")
+        for module in modules:
+            module.disable_progress_bar()
     try:
         yield
     finally:
-        for module, was_shown in zip(modules, shown):
-            if was_shown:
-                module.enable_progress_bar()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for module, was_shown in zip(modules, shown):
+                if was_shown:
+                    module.enable_progress_bar()
+            if hub_hidden and not are_progress_bars_disabled():
+                disable_progress_bars()
 
 
 __all__ = ["LEVELS", "VERBOSITY_ENV", "disable_progress_bars", "enable_progress_bars", "get_logger", "get_verbosity",

@@ -4,8 +4,9 @@ Each probe with a study table ships ``published/<probe>.yaml``: the tables typed
 (tab-separated rows), the label translations (printed -> vlfair's) and the printed model names
 with the transformers Hub id of the same model where there is one. A run whose model is one of
 those ids gets, for every published cell it measured, ``{source, model, metric, subset,
-published, measured, ci, within_ci}`` in results.json's ``published`` list and a "published vs
-this run" table; every other model's published rows are shown as references.
+published, printed, measured, ci, within_ci}`` in results.json's ``published`` list and a "published
+vs this run" table; every other model's published rows are shown as references. Tables show each
+number as printed (``printed``: "7.60", "+0.373", "8.88e-175"), never in vlfair's digits.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +86,16 @@ def _cell(value: Any) -> str:
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# a number written as text (a study's "-0.027" as printed): a spreadsheet reads it as the number it is
+NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """Text cells that a spreadsheet would run as a formula ("=HYPERLINK(...)") get a leading
-    apostrophe; numbers are left alone."""
+    apostrophe; numbers, and numbers written as text ("-0.027"), are left alone."""
     def safe(value: Any) -> Any:
-        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+        formula = isinstance(value, str) and value.startswith(FORMULA_STARTS) and not NUMBER_TEXT.fullmatch(value)
+        return "'" + value if formula else value
 
     out = frame.copy()
     for column in out.columns:
