@@ -189,40 +189,23 @@ run_probe("traits", b32, "synthetic:fairface", out / "traits", cache_dir=None,
           settings={"bootstrap": 0, "gradcam": None, "per_cell": 3})
 b16 = vlfair.load_encoder("hf:openai/clip-vit-base-patch16@main", dtype="float32")
 run_probe("public-figures", b16, "synthetic:pfi", out / "pfi", cache_dir=None, settings={"bootstrap": 200})
-"""
-
-
-RUN_MCLIP = """
-import sys
-from pathlib import Path
-import vlfair
-from vlfair.probes import run_probe
-out = Path(sys.argv[1])
+# M-CLIP's XLM-R text tower with its ViT-B/32 image tower
 encoder = vlfair.load_encoder("mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32", dtype="float32")
 run_probe("multilingual", encoder, "synthetic:multi30k", out / "m30k", cache_dir=None, settings={"bootstrap": 100})
-run_probe("multilingual", encoder, "synthetic:fairface", out / "fairface", cache_dir=None, settings={"bootstrap": 100})
+run_probe("multilingual", encoder, "synthetic:fairface", out / "mfairface", cache_dir=None, settings={"bootstrap": 100})
 """
 
 
-def test_published_vs_this_run_for_the_multilingual_study_model(clip_dir, tmp_path):
+def test_published_vs_this_run_for_the_multilingual_study_model(study_runs):
     """M-CLIP's XLM-R text tower with its ViT-B/32 image tower, offline from a local Hub cache."""
-    from vlfair import testing
-
-    built = testing.tiny_mclip(tmp_path / "build" / "mclip")
-    _fake_hub_repo(tmp_path / "hub", "M-CLIP/XLM-Roberta-Large-Vit-B-32", built, "a" * 40)
-    _fake_hub_repo(tmp_path / "hub", "openai/clip-vit-base-patch32", clip_dir, "c" * 40)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
-    result = subprocess.run([sys.executable, "-c", RUN_MCLIP, str(tmp_path / "out")], env=env, capture_output=True,
-                            text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    m30k = json.loads((tmp_path / "out" / "m30k" / "results.json").read_text())
+    m30k = study_runs["m30k"]
     sources = sorted(e["source"] for e in m30k["published"])
     assert sources == ["003 Multi30K cross-lingual gap (Fig. 1(c))"] * 2 + ["003 Multi30K top-1 accuracy (Fig. 1(c))"] * 4 \
         + ["003 Section 5.1 text distances"] * 2
     for entry in m30k["published"]:
         scale = 1 if entry["metric"] == "text_distance" else 100
         assert entry["measured"] == pytest.approx(scale * _measured(m30k, entry))
-    fairface = json.loads((tmp_path / "out" / "fairface" / "results.json").read_text())
+    fairface = study_runs["mfairface"]
     assert len(fairface["published"]) == 16 and {e["source"] for e in fairface["published"]} == {"003 Table 1 (Average)"}
     turkish = next(e for e in fairface["published"] if e["subset"] == {"task": "gender", "language": "tr", "gender": "Female"})
     assert turkish["published"] == 93.9 and turkish["measured"] == pytest.approx(100 * _measured(fairface, turkish))
@@ -230,16 +213,21 @@ def test_published_vs_this_run_for_the_multilingual_study_model(clip_dir, tmp_pa
 
 @pytest.fixture(scope="module")
 def study_runs(clip_dir, tmp_path_factory):
-    """The probes run offline under the studies' own model ids (a local Hub cache of the tiny CLIP)."""
+    """The probes run offline under the studies' own model ids (a local Hub cache of the tiny CLIP and
+    the tiny M-CLIP), in one process."""
+    from vlfair import testing
+
     base = tmp_path_factory.mktemp("study-ids")
     for repo, commit in (("openai/clip-vit-base-patch32", "c" * 40), ("openai/clip-vit-base-patch16", "d" * 40)):
         _fake_hub_repo(base / "hub", repo, clip_dir, commit)
+    _fake_hub_repo(base / "hub", "M-CLIP/XLM-Roberta-Large-Vit-B-32", testing.tiny_mclip(base / "build" / "mclip"),
+                   "a" * 40)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(base / "hub")}
     result = subprocess.run([sys.executable, "-c", RUN_UNDER_STUDY_IDS, str(base / "out")], env=env,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     return {name: json.loads((base / "out" / name / "results.json").read_text()) | {"dir": base / "out" / name}
-            for name in ("professions", "traits", "pfi")} | {"stdout": result.stdout}
+            for name in ("professions", "traits", "pfi", "m30k", "mfairface")} | {"stdout": result.stdout}
 
 
 def _measured(results, entry):
