@@ -77,7 +77,7 @@ def image_mosaic(cells: Sequence[Sequence[Any]], title: str, *, row_labels: Sequ
     centres_x = [j * cell_w + cell_pixels / 2 for j in range(columns)]
     axis.set_xticks(centres_x, list(column_labels) if column_labels else [""] * columns)
     axis.xaxis.tick_top()
-    axis.set_yticks([top + cell_pixels / 2 for top in tops], list(row_labels) if row_labels else [""] * rows)
+    axis.set_yticks([y + cell_pixels / 2 for y in tops], list(row_labels) if row_labels else [""] * rows)
     for i, row in enumerate(cells):
         if row_titles:
             axis.text(0, tops[i] - title_px / 2, row_titles[i], fontsize=7, ha="left", va="center")

@@ -85,16 +85,18 @@ class MLMTransmuter:
     name = "mlm"
 
     def __init__(self, model: str = "bert-base-uncased", device: str = "cpu", top_k: int = 50):
+        import torch
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-        from vlfair.logging import library_progress_bars
+        from vlfair.models.hf import load_pretrained
         from vlfair.models.hub import resolve_model
 
         resolved = resolve_model(model)
         self.spec, self.revision = model, resolved.revision
         self.tokenizer = AutoTokenizer.from_pretrained(resolved.path)
-        with library_progress_bars("transformers.utils.logging"):  # "Loading weights": --verbose only
-            self.model = AutoModelForMaskedLM.from_pretrained(resolved.path).to(device).eval()
+        # the encoders' loader: safetensors (all resolve_model fetched), its "Loading weights" bar only under --verbose
+        self.model = load_pretrained(resolved.path, torch.device(device), torch.float32, use_safetensors=True,
+                                     trust_remote_code=False, auto_class=AutoModelForMaskedLM)
         self.device, self.top_k = device, top_k
         if self.tokenizer.mask_token is None:
             raise ValueError(f"{model!r} has no mask token: not a fill-mask model")
