@@ -20,7 +20,17 @@ if _WORKERS > 1:  # the cores this process may run on (a container's share, not 
 # session's own, so tests neither read a user's copies nor leave theirs behind
 os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="vlfair-test-modules-"))
 
+from vlfair import logging as vlfair_logging  # noqa: E402
 from vlfair import testing  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _library_verbosity():
+    """Each test starts at the library's verbosity (warning) with bars on, whatever a test or fixture
+    before it set (the CLI sets info, -q turns bars off): a test passes alone, in any order, on any
+    xdist worker."""
+    vlfair_logging.set_verbosity(vlfair_logging.env_level() or "warning")
+    vlfair_logging.enable_progress_bars()
 
 
 @pytest.fixture(scope="session")

@@ -123,6 +123,9 @@ def test_second_identical_run_makes_no_generator_calls(tmp_path, clip_encoder):
 
 
 def test_cost_is_printed_and_refused_beyond_max_images(tmp_path, capsys):
+    from vlfair.logging import set_verbosity
+
+    set_verbosity("info")  # the CLI's level: the cost line is information
     cache = ImageCache(CallableGenerator(Planted(), "planted"), tmp_path)
     with pytest.raises(ValueError, match="needs 48 images, more than max_images=40"):
         run_prompt("a nurse at the hospital", LexiconTransmuter(), cache, by_colour, "female", candidates=3,
