@@ -217,7 +217,9 @@ def test_progress_bar_reports_images_per_second(clip_encoder, jpeg_paths, capsys
 
 
 TORCHRUN_SCRIPT = textwrap.dedent("""
-    import sys, numpy as np, torch.distributed as dist
+    import atexit, os, sys, numpy as np, torch.distributed as dist
+    # registered first, so run last at exit: is the group vlfair formed closed by then?
+    atexit.register(lambda: open(f"{sys.argv[4]}/closed{os.environ['RANK']}", "w").write(str(not dist.is_initialized())))
     import vlfair
     encoder = vlfair.load_encoder(sys.argv[1], dtype="float32")
     seen = []
@@ -253,6 +255,7 @@ def test_torchrun_two_processes_equal_one(clip_encoder, jpeg_paths, broken_files
         assert np.load(out / f"skipped{rank}.npy").tolist() == [20]
         images, world_size = np.load(out / f"work{rank}.npy").tolist()
         assert world_size == 2 and images <= 20  # each process embedded its share (+ padding), not all 36
+        assert (out / f"closed{rank}").read_text() == "True"  # closed before exit: gloo's teardown cannot abort it
     # the main process wrote the cache; a single-process run reads it without recomputing
     cached = vlfair.embed_images(clip_encoder, paths, cache_dir=cache, chunk_size=8, on_bad_image="skip")
     assert np.array_equal(cached.embeddings, np.load(out / "rank0.npy"))

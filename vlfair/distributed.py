@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 from typing import Any
@@ -46,5 +47,16 @@ def current_world() -> World:
         # Accelerate forms a CPU (gloo) group only when told to; without cpu=True a GPU-less
         # torchrun would silently give every process a world of one.
         state = PartialState(cpu=not torch.cuda.is_available())
+        atexit.register(_close_group)
         return World(state.process_index, state.num_processes)
     return World()
+
+
+def _close_group() -> None:
+    """Close the group vlfair formed before the interpreter exits: a gloo group left to the exit's
+    teardown can abort a process whose work is done ("terminate called without an active
+    exception", seen once in a torchrun test under load)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
