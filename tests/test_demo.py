@@ -22,6 +22,7 @@ from vlfair.demo import shipped
 from vlfair.demo.run import _professions, _traits, valid
 from vlfair.demo.train import TrainingConfig, config_hash, read_record, trained_encoder, training_data_hash
 from vlfair.demo.world import Planting
+from vlfair.testing import assert_same_numbers, comparable_results
 
 TINY = TrainingConfig(steps=20, pairs=512)  # exercises training and caching in about a second
 
@@ -52,6 +53,17 @@ def test_demo_writes_summary_and_report(demo):
     for encoder in ("biased", "control"):
         for probe in probes:
             assert (out / encoder / probe / "results.json").exists() and (out / encoder / probe / "report.html").exists()
+
+
+def test_every_probe_measures_the_world_as_it_did_before_the_plugin_refactor(demo):
+    """Issue 26's refactor changes structure, not numbers: each probe's results.json for both world
+    encoders matches the one recorded before it (tests/data/numbers/demo.json)."""
+    out, _ = demo
+    recorded = json.loads((Path(__file__).parent / "data" / "numbers" / "demo.json").read_text())
+    assert sorted(recorded) == sorted(str(p.parent.relative_to(out)) for p in out.glob("*/*/results.json"))
+    for run, expected in recorded.items():
+        actual = comparable_results(json.loads((out / run / "results.json").read_text()))
+        assert_same_numbers(actual, expected, run)
 
 
 def test_biased_encoder_shows_every_planted_bias_with_its_sign(demo):

@@ -290,3 +290,30 @@ def assert_metrics_close(actual: list[dict[str, Any]], expected: list[dict[str, 
             assert got["value"] is None and want["value"] is None, f"{where}: {got['value']} vs {want['value']}"
         else:
             np.testing.assert_allclose(got["value"], want["value"], rtol=rtol, atol=atol, err_msg=where)
+
+
+NUMBERS_KEYS = ("probe", "probe_version", "settings", "metrics", "skipped_rows", "warnings", "published")
+
+
+def comparable_results(results: dict[str, Any]) -> dict[str, Any]:
+    """What a refactor must not change in a results.json: everything measured and said, without
+    what names this run (creation time, vlfair version, the model's path, the data's fingerprint)."""
+    dataset = {k: v for k, v in results["dataset"].items() if k != "fingerprint"}
+    return {**{k: results[k] for k in NUMBERS_KEYS}, "dataset": dataset}
+
+
+def assert_same_numbers(actual: Any, expected: Any, where: str = "", rtol: float = 1e-4, atol: float = 1e-6) -> None:
+    """Two results (or parts of them) hold the same keys, texts and flags and numbers within
+    tolerance (p-values, which amplify a float's last digits in an F's tail, within 10 x ``rtol``)."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and list(actual) == list(expected), f"{where}: keys {list(actual)} vs {list(expected)}"
+        for key in expected:
+            assert_same_numbers(actual[key], expected[key], f"{where}.{key}", rtol * (10 if "p_value" in key else 1), atol)
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) == len(expected), f"{where}: {len(actual)} vs {len(expected)} items"
+        for i, (got, want) in enumerate(zip(actual, expected)):
+            assert_same_numbers(got, want, f"{where}[{i}]", rtol, atol)
+    elif isinstance(expected, float) and not isinstance(actual, bool) and isinstance(actual, (int, float)):
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=where)
+    else:
+        assert actual == expected, f"{where}: {actual!r} vs {expected!r}"
