@@ -34,7 +34,7 @@ from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
 import vlfair
 from vlfair.embed import default_num_workers
-from vlfair.testing import word_tokenizer, write_jpegs
+from vlfair.tiny import word_tokenizer, write_jpegs
 
 
 def build_vit_b32(directory: Path) -> Path:

@@ -32,7 +32,7 @@ def test_the_demo_space_metrics_table_is_readable():
 
 
 def test_heatmap_labels_are_dark_on_light_cells_and_light_on_dark_ones():
-    from vlfair.probes.plots import heatmap
+    from vlfair.report.plots import heatmap
 
     figure = heatmap(pd.DataFrame({"low": [50.0], "high": [65.1]}, index=["Female"]), "t", "CLIPScore")
     colours = {text.get_text(): text.get_color() for text in figure.axes[0].texts}
@@ -164,7 +164,7 @@ def test_reports_say_what_every_interval_is(clip_dir, tmp_path, settings, text):
 def test_figures_read_side_by_side_share_their_scales():
     import matplotlib.colors as mcolors
 
-    from vlfair.probes import plots
+    from vlfair.report import plots
     from vlfair.report.scales import share_scales
 
     strong = pd.DataFrame([[52.1, 59.3], [59.0, 51.9]], index=["Female", "Male"], columns=["doctor", "nurse"])
@@ -190,7 +190,7 @@ def test_figures_read_side_by_side_share_their_scales():
 
 
 def test_charts_label_their_axes_and_keep_legends_off_the_bars():
-    from vlfair.probes import plots
+    from vlfair.report import plots
 
     means = pd.DataFrame({"Female": [0.1, 0.9], "Male": [0.2, 0.8]}, index=pd.Index(["Black", "White"], name="race"))
     figure = plots.grouped_bars(means, None, "t", "confidence", ylim=(0, 1), legend_title="gender")

@@ -16,7 +16,7 @@ from datasets import concatenate_datasets
 
 import vlfair
 from vlfair.probes import probe_class, run_probe
-from vlfair.probes.plots import median_picks
+from vlfair.report.plots import median_picks
 from vlfair.probes.published import hub_id, load_published
 from vlfair.report.writer import MARK_COLUMN_MAX, html_table, markdown_table
 

@@ -38,7 +38,7 @@ def _reference_image_embeddings(checkpoint: Path, paths: list[Path]) -> np.ndarr
 def run_selfcheck(out_dir: str | Path | None = None, num_images: int = 64) -> dict[str, Any]:
     """Run the checks; returns (and writes to ``out_dir/selfcheck.json``) what was measured."""
     import vlfair
-    from vlfair.testing import tiny_clip, write_jpegs
+    from vlfair.tiny import tiny_clip, write_jpegs
 
     with tempfile.TemporaryDirectory(prefix="vlfair-selfcheck-") as tmp:
         tmp_path = Path(tmp)

@@ -14,7 +14,7 @@ import pandas as pd
 from vlfair.figures import subplots
 from vlfair.metrics import metrics_dir
 from vlfair.report.leaderboard import COLUMNS, read_results, read_table, readable, tidy
-from vlfair.probes.plots import forest
+from vlfair.report.plots import forest
 from vlfair.report.numbers import format_subset
 
 ALL = "(all)"

@@ -13,7 +13,7 @@ import datasets
 import numpy as np
 
 from vlfair.data.schemas import (FAIRFACE_AGE_BINS, FAIRFACE_RACES, GENDERS, PFI_CATEGORIES)
-from vlfair.testing import generated_image
+from vlfair.tiny import generated_image
 
 # the professions study's layout: 12 professions x 2 genders x 4 races, 5 images per cell
 PROFESSIONS = ("doctor", "teacher", "scientist", "nurse", "police officer", "CEO", "construction worker", "lawyer",

@@ -268,7 +268,7 @@ def _forest_png(rows: list[dict], measure: str) -> str:
     """One measure of one probe, biased and control on one axis, with the neutral value marked."""
     import pandas as pd
 
-    from vlfair.probes.plots import forest
+    from vlfair.report.plots import forest
 
     frame = pd.DataFrame({"label": [format_subset(e["subset"]) for e in rows],
                           "series": [display_name(e["encoder"]) for e in rows],

@@ -94,7 +94,7 @@ def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig 
     from vlfair.logging import progress_bars_enabled
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
-    from vlfair.testing import word_tokenizer
+    from vlfair.tiny import word_tokenizer
 
     start = time.perf_counter()
     t = training

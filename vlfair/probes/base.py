@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from vlfair.report.results import Metric
+from vlfair.outputs import Metric
 
 
 class ProbeError(ValueError):

@@ -11,9 +11,9 @@ import pandas as pd
 from vlfair import measures, stats
 from vlfair.data.schemas import AGE_GROUP_OF_BIN
 from vlfair.figures import subplots
-from vlfair.probes import plots
+from vlfair.report import plots
 from vlfair.probes.base import Context, Output, Probe, ProbeError
-from vlfair.report.results import Metric
+from vlfair.outputs import Metric
 
 
 class MultilingualProbe(Probe):

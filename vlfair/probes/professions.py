@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 
 from vlfair import measures
-from vlfair.probes import plots
+from vlfair.report import plots
 from vlfair.probes.base import Context, Output, Probe, clip_score
-from vlfair.report.results import Metric
-from vlfair.report.writer import MARK_COLUMN_MAX
+from vlfair.outputs import Metric
+from vlfair.outputs import MARK_COLUMN_MAX
 
 
 def _key(value: str) -> str:

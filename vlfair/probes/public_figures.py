@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from vlfair import measures, stats
-from vlfair.probes import plots
+from vlfair.report import plots
 from vlfair.probes.base import Context, Output, Probe, ProbeError
-from vlfair.report.results import Metric
+from vlfair.outputs import Metric
 
 
 class PublicFiguresProbe(Probe):

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from vlfair.report.results import Metric
+from vlfair.outputs import Metric
 
 
 @dataclasses.dataclass(frozen=True)

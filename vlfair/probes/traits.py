@@ -9,10 +9,10 @@ import pandas as pd
 
 from vlfair import measures
 from vlfair.explain import NotAViT, gradcam, overlay_figure
-from vlfair.probes import plots
+from vlfair.report import plots
 from vlfair.probes.base import Context, Output, Probe, ProbeError
-from vlfair.report.results import Metric
-from vlfair.report.writer import FOOTNOTES
+from vlfair.outputs import Metric
+from vlfair.outputs import FOOTNOTES
 
 
 class TraitsProbe(Probe):

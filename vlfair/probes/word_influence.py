@@ -11,7 +11,7 @@ import pandas as pd
 from vlfair import stats
 from vlfair.figures import image_mosaic, subplots
 from vlfair.probes.base import Context, Output, Probe, ProbeError
-from vlfair.report.results import Metric
+from vlfair.outputs import Metric
 from vlfair.t2i.classifier import GroupClassifier
 from vlfair.t2i.generators import DiffusersGenerator, ImageCache
 from vlfair.t2i.influence import ADJECTIVES, PERSONS, PLACES, large_scale_prompts, mean_word_influence, run_prompt

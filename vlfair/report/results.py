@@ -10,20 +10,9 @@ from importlib import resources
 from typing import Any
 
 from vlfair._version import __version__
+from vlfair.outputs import Metric  # noqa: F401  (its home before vlfair.outputs)
 
 SCHEMA = "vlfair.results/1"
-
-
-@dataclasses.dataclass
-class Metric:
-    """One number of a probe: ``name`` is the measure, ``subset`` says what it was computed on."""
-
-    name: str
-    subset: dict[str, Any]
-    value: float | None
-    ci: list[float] | None = None
-    p_value: float | None = None
-    details: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def results_schema() -> dict[str, Any]:

@@ -53,7 +53,7 @@ def _share_colours(axes: tuple) -> None:
 
 def _recolour_annotations(axis, image) -> None:
     """Annotations placed at cell centres take black or white by the cell's new colour."""
-    from vlfair.probes.plots import annotation_colour
+    from vlfair.report.plots import annotation_colour
 
     values = np.asarray(image.get_array())
     for text in axis.texts:

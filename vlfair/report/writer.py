@@ -12,8 +12,7 @@ from typing import Any
 import pandas as pd
 
 
-MARK_COLUMN_MAX = "mark_column_max"  # frame.attrs key: bold the largest value of each column, as the studies print
-FOOTNOTES = "footnotes"  # frame.attrs key: sentences printed under the table (why a cell is NaN)
+from vlfair.outputs import FOOTNOTES, MARK_COLUMN_MAX
 
 
 def column_maxima(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,78 @@
+"""What a probe hands to the report: its numbers (:class:`Metric`) and its tables (:class:`Table`).
+
+This module sits below both ``vlfair.probes`` (which fills these) and ``vlfair.report`` (which
+writes them), so neither imports the other for its types (the layer contract in pyproject.toml).
+:func:`metric_from` and :func:`metrics_per` are the one way a measure's result becomes metrics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+# DataFrame.attrs keys a table may still carry (the form before Table; read by Table.of)
+MARK_COLUMN_MAX = "mark_column_max"
+FOOTNOTES = "footnotes"
+
+
+@dataclasses.dataclass
+class Metric:
+    """One number of a probe: ``name`` is the measure, ``subset`` says what it was computed on."""
+
+    name: str
+    subset: dict[str, Any]
+    value: float | None
+    ci: list[float] | None = None
+    p_value: float | None = None
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Table:
+    """A table of a report: its data and how to show it. Rendered to CSV, Markdown and HTML by
+    ``vlfair.report.tables`` (one number formatter for all three)."""
+
+    frame: pd.DataFrame
+    mark_column_max: bool = False  # bold each column's largest value, as the studies print
+    footnotes: list[str] = dataclasses.field(default_factory=list)  # sentences under the table (why a cell is NaN)
+
+    @classmethod
+    def of(cls, table: Table | pd.DataFrame) -> Table:
+        """A Table as it is; a DataFrame with what its ``attrs`` ask for (the older form)."""
+        if isinstance(table, Table):
+            return table
+        return cls(table, bool(table.attrs.get(MARK_COLUMN_MAX)), list(table.attrs.get(FOOTNOTES, [])))
+
+
+def _pick(result: Mapping[str, Any], field: str | None, key: Any = None) -> Any:
+    """``result[field]``, or its entry ``key`` (a group, a stratum); None where the field is None
+    (an interval that was not computed) or absent."""
+    if field is None:
+        return None
+    value = result.get(field)
+    if key is None or value is None:
+        return value
+    return value.get(key) if isinstance(value, Mapping) else value[key]
+
+
+def metric_from(name: str, subset: dict[str, Any], result: Mapping[str, Any], value: str, ci: str | None = None,
+                p: str | None = None, details: Iterable[str] = (), *, key: Any = None) -> Metric:
+    """The metric ``name`` from a measure's result: its ``value`` field, interval ``ci``, p-value
+    ``p`` and the ``details`` fields; with ``key``, each field's entry for that group or stratum
+    (``trait_anova``'s F per stratum)."""
+    return Metric(name, subset, _pick(result, value, key), _pick(result, ci, key), _pick(result, p, key),
+                  {field: _pick(result, field, key) for field in details})
+
+
+def metrics_per(name: str, subset: dict[str, Any], result: Mapping[str, Any], value: str, ci: str | None = None,
+                *, by: str = "group") -> list[Metric]:
+    """One metric per entry of ``result[value]`` (a mapping such as group -> mean), its subset
+    extended with ``{by: entry}`` and its interval taken from ``result[ci][entry]``."""
+    return [Metric(name, {**subset, by: entry}, number, _pick(result, ci, entry))
+            for entry, number in result[value].items()]
+
+
+__all__ = ["FOOTNOTES", "MARK_COLUMN_MAX", "Metric", "Table", "metric_from", "metrics_per"]

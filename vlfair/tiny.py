@@ -1,0 +1,282 @@
+"""Tiny, randomly initialised checkpoints and generated images: what tests, the self-check
+(`vlfair demo --selfcheck`) and the synthetic datasets build offline.
+
+Each builder writes a complete checkpoint directory with ``save_pretrained`` (weights,
+tokenizer, image processor), so loading it goes through exactly the code path a real Hub
+checkpoint takes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+__all__ = ["DUAL_ENCODER_BUILDERS", "SPECIAL", "WORDS", "generated_image", "tiny_align", "tiny_altclip",
+           "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_mclip", "tiny_siglip", "tiny_stable_diffusion",
+           "word_tokenizer", "write_jpegs"]
+
+WORDS = tuple(dict.fromkeys((  # unique and ordered: token ids must be dense
+    "a photo of the an person man woman doctor nurse lawyer scientist smart dumb happy sad "
+    "ein foto von einer der person arzt frau mann und with at in office gym hospital male female object "
+    # the traits study's other pairs: a prompt pair the tokenizer cannot tell apart gives every image
+    # a confidence of 0.5 and an undefined F, which a run refuses
+    "hardworking lazy nice mean dominant agentic honest dishonest"
+).split()))
+SPECIAL = ["[PAD]", "[UNK]", "<bos>", "<eos>"]
+
+
+def word_tokenizer(model_max_length: int = 32, extra_words: list[str] | None = None) -> Any:
+    """A lower-casing word-level tokenizer that wraps every text in <bos> ... <eos>."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(dict.fromkeys([*SPECIAL, *WORDS, *(extra_words or [])]))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.normalizer = normalizers.Lowercase()
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.post_processor = processors.TemplateProcessing(
+        single="<bos> $A <eos>", special_tokens=[("<bos>", vocab["<bos>"]), ("<eos>", vocab["<eos>"])]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", bos_token="<bos>", eos_token="<eos>",
+        model_max_length=model_max_length,
+    )
+
+
+def _tower(hidden: int, layers: int, **extra: Any) -> dict[str, Any]:
+    return {"hidden_size": hidden, "intermediate_size": 2 * hidden, "num_hidden_layers": layers,
+            "num_attention_heads": 2, **extra}
+
+
+def _ids(tokenizer: Any) -> dict[str, int]:
+    return {"pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id}
+
+
+def tiny_clip(path: str | Path, *, image_size: int = 64, patch_size: int = 16, hidden: int = 32,
+              projection_dim: int = 16, layers: int = 2, seed: int = 0) -> Path:
+    """A CLIPModel with OpenAI CLIP's preprocessing at ``image_size``, saved to ``path``."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    tokenizer = word_tokenizer()
+    config = CLIPConfig(
+        text_config=_tower(hidden, layers, vocab_size=len(tokenizer), max_position_embeddings=32, **_ids(tokenizer)),
+        vision_config=_tower(hidden, layers, image_size=image_size, patch_size=patch_size),
+        projection_dim=projection_dim,
+    )
+    torch.manual_seed(seed)
+    CLIPModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    CLIPImageProcessor(size={"shortest_edge": image_size},
+                       crop_size={"height": image_size, "width": image_size}).save_pretrained(path)
+    return Path(path)
+
+
+def tiny_siglip(path: str | Path, *, image_size: int = 48, patch_size: int = 16, hidden: int = 32,
+                layers: int = 2, seed: int = 0) -> Path:
+    """A SiglipModel (sigmoid loss, learned logit bias) with SigLIP preprocessing."""
+    import torch
+    from transformers import SiglipConfig, SiglipImageProcessor, SiglipModel
+
+    tokenizer = word_tokenizer(model_max_length=64)
+    config = SiglipConfig(
+        text_config=_tower(hidden, layers, vocab_size=len(tokenizer), max_position_embeddings=64, **_ids(tokenizer)),
+        vision_config=_tower(hidden, layers, image_size=image_size, patch_size=patch_size),
+    )
+    torch.manual_seed(seed)
+    model = SiglipModel(config)
+    with torch.no_grad():  # non-trivial temperature and bias, so tests can tell them apart
+        model.logit_scale.fill_(np.log(10.0))
+        model.logit_bias.fill_(-3.0)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    SiglipImageProcessor(size={"height": image_size, "width": image_size}).save_pretrained(path)
+    return Path(path)
+
+
+def _save(model_class: Any, config: Any, processor: Any, tokenizer: Any, path: str | Path, seed: int,
+          prepare: Any = None) -> Path:
+    import torch
+
+    torch.manual_seed(seed)
+    model = model_class(config)
+    if prepare is not None:
+        prepare(model)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    processor.save_pretrained(path)
+    return Path(path)
+
+
+def tiny_altclip(path: str | Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """An AltCLIPModel (XLM-R text tower) with CLIP preprocessing at 32 px."""
+    from transformers import AltCLIPConfig, AltCLIPModel, CLIPImageProcessor
+
+    tokenizer = word_tokenizer()
+    config = AltCLIPConfig(
+        text_config=_tower(hidden, layers, vocab_size=len(tokenizer), max_position_embeddings=40, project_dim=16,
+                           type_vocab_size=1, **_ids(tokenizer)),
+        vision_config=_tower(hidden, layers, image_size=32, patch_size=16), projection_dim=16,
+    )
+    processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    return _save(AltCLIPModel, config, processor, tokenizer, path, seed)
+
+
+def tiny_chinese_clip(path: str | Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """A ChineseCLIPModel (BERT text tower) with its own square-resize preprocessing."""
+    from transformers import ChineseCLIPConfig, ChineseCLIPImageProcessor, ChineseCLIPModel
+
+    tokenizer = word_tokenizer()
+    config = ChineseCLIPConfig(
+        text_config=_tower(hidden, layers, vocab_size=len(tokenizer), max_position_embeddings=40, **_ids(tokenizer)),
+        vision_config=_tower(hidden, layers, image_size=32, patch_size=16), projection_dim=16,
+    )
+    processor = ChineseCLIPImageProcessor(size={"height": 32, "width": 32}, crop_size={"height": 32, "width": 32})
+    return _save(ChineseCLIPModel, config, processor, tokenizer, path, seed)
+
+
+def tiny_align(path: str | Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """An AlignModel (EfficientNet image tower, BERT text tower, learned temperature)."""
+    from transformers import AlignConfig, AlignModel, EfficientNetImageProcessor
+
+    tokenizer = word_tokenizer()
+    vision = {"image_size": 32, "hidden_dim": 128, "width_coefficient": 0.25, "depth_coefficient": 0.25}
+    config = AlignConfig(
+        text_config=_tower(hidden, layers, vocab_size=len(tokenizer), max_position_embeddings=40, **_ids(tokenizer)),
+        vision_config=vision, projection_dim=80,  # = the scaled EfficientNet's pooled width
+    )
+    processor = EfficientNetImageProcessor(size={"height": 40, "width": 40}, crop_size={"height": 32, "width": 32},
+                                           do_center_crop=True, rescale_offset=True, rescale_factor=1 / 127.5)
+    return _save(AlignModel, config, processor, tokenizer, path, seed, prepare=_kaiming_convs)
+
+
+def _kaiming_convs(model: Any) -> None:
+    """ALIGN's default init (std 0.02) shrinks activations through the EfficientNet to ~1e-27,
+    whose norm underflows in float32; He initialisation keeps them of order one."""
+    import torch
+
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+
+
+def tiny_stable_diffusion(path: str | Path, *, seed: int = 0) -> Path:
+    """A StableDiffusionPipeline (UNet, VAE, CLIP text encoder) small enough for CPU tests (32x32)."""
+    import torch
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    tokenizer = word_tokenizer(model_max_length=16)
+    torch.manual_seed(seed)
+    text = CLIPTextModel(CLIPTextConfig(vocab_size=len(tokenizer), max_position_embeddings=16, **_tower(32, 2),
+                                        **_ids(tokenizer)))
+    unet = UNet2DConditionModel(sample_size=4, in_channels=4, out_channels=4, layers_per_block=1,
+                                block_out_channels=(32, 64), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=32,
+                                attention_head_dim=8, norm_num_groups=8)
+    vae = AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 4,
+                        up_block_types=("UpDecoderBlock2D",) * 4, block_out_channels=(8, 8, 16, 16), latent_channels=4,
+                        layers_per_block=1, norm_num_groups=4, sample_size=32)
+    pipeline = StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tokenizer, unet=unet,
+                                       scheduler=DDIMScheduler(clip_sample=False, steps_offset=1), safety_checker=None,
+                                       feature_extractor=None, requires_safety_checker=False)
+    pipeline.save_pretrained(path)
+    return Path(path)
+
+
+def tiny_fill_mask(path: str | Path, *, seed: int = 0) -> Path:
+    """A BertForMaskedLM whose vocabulary also holds subword pieces and punctuation (to be skipped)."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens = dict.fromkeys([*special, *WORDS, "##ing", "##s", ",", ".", "!", "surgeon", "clinic", "teacher"])
+    vocab = {t: i for i, t in enumerate(tokens)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.normalizer = normalizers.Lowercase()
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                                        sep_token="[SEP]", mask_token="[MASK]", model_max_length=32)
+    torch.manual_seed(seed)
+    BertForMaskedLM(BertConfig(vocab_size=len(vocab), max_position_embeddings=32, **_tower(32, 2))).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return Path(path)
+
+
+# transformers model_type -> builder of a tiny checkpoint of that family
+DUAL_ENCODER_BUILDERS = {
+    "clip": lambda path: tiny_clip(path),
+    "siglip": lambda path: tiny_siglip(path),
+    "altclip": tiny_altclip,
+    "chinese_clip": tiny_chinese_clip,
+    "align": tiny_align,
+}
+
+
+def tiny_mclip(path: str | Path, *, projection_dim: int = 16, hidden: int = 24, layers: int = 2,
+               seed: int = 0, safetensors: bool = True) -> Path:
+    """An M-CLIP-layout text tower: ``transformer.*`` (XLM-R) + ``LinearTransformation.*``.
+
+    Like the published checkpoints, config.json has ``model_type: M-CLIP`` and names the text
+    architecture in ``modelBase`` (here a sibling directory holding an XLM-R config).
+    """
+    import torch
+    from transformers import XLMRobertaConfig, XLMRobertaModel
+
+    path = Path(path)
+    base = path.parent / f"{path.name}-base"
+    tokenizer = word_tokenizer(model_max_length=30)
+    text_config = XLMRobertaConfig(vocab_size=len(tokenizer), max_position_embeddings=34, type_vocab_size=1,
+                                   **_tower(hidden, layers), **_ids(tokenizer))
+    text_config.save_pretrained(base)
+    torch.manual_seed(seed)
+    transformer = XLMRobertaModel(text_config)
+    linear = torch.nn.Linear(hidden, projection_dim)
+    state = {f"transformer.{k}": v.contiguous() for k, v in transformer.state_dict().items()}
+    state.update({"LinearTransformation.weight": linear.weight.data, "LinearTransformation.bias": linear.bias.data})
+    path.mkdir(parents=True, exist_ok=True)
+    if safetensors:
+        from safetensors.torch import save_file
+
+        save_file(state, str(path / "model.safetensors"))
+    else:
+        torch.save(state, path / "pytorch_model.bin")
+    config = {"model_type": "M-CLIP", "architectures": ["MultilingualCLIP"], "modelBase": str(base),
+              "transformerDimSize": hidden, "imageDimSize": projection_dim}
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def generated_image(index: int, size: tuple[int, int] = (96, 80), seed: int = 0) -> Image.Image:
+    """A deterministic RGB image with random coloured shapes; different for every index."""
+    rng = np.random.default_rng([seed, index])
+    image = Image.new("RGB", size, tuple(int(c) for c in rng.integers(0, 256, 3)))
+    draw = ImageDraw.Draw(image)
+    for _ in range(4):
+        x0, y0 = rng.integers(0, size[0] - 8), rng.integers(0, size[1] - 8)
+        x1, y1 = x0 + rng.integers(8, size[0]), y0 + rng.integers(8, size[1])
+        draw.ellipse([int(x0), int(y0), int(x1), int(y1)], fill=tuple(int(c) for c in rng.integers(0, 256, 3)))
+    return image
+
+
+def write_jpegs(directory: str | Path, count: int, size: tuple[int, int] = (96, 80), seed: int = 0,
+                quality: int = 90) -> list[Path]:
+    """Write ``count`` generated JPEGs named 00000.jpg, 00001.jpg, ...; returns their paths."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        path = directory / f"{i:05d}.jpg"
+        generated_image(i, size, seed).save(path, quality=quality)
+        paths.append(path)
+    return paths
