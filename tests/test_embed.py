@@ -231,15 +231,23 @@ TORCHRUN_SCRIPT = textwrap.dedent("""
     paths = open(sys.argv[2]).read().split()
     result = vlfair.embed_images(encoder, paths, cache_dir=sys.argv[3], chunk_size=8, batch_size=3,
                                  on_bad_image="skip", progress=False)
-    np.save(f"{sys.argv[4]}/rank{dist.get_rank()}.npy", result.embeddings)
-    np.save(f"{sys.argv[4]}/skipped{dist.get_rank()}.npy", np.array(result.skipped_rows))
-    np.save(f"{sys.argv[4]}/work{dist.get_rank()}.npy", np.array([sum(seen), dist.get_world_size()]))
+    saved = {"all": result.embeddings, "all_skipped": np.array(result.skipped_rows), "work": np.array(sum(seen)),
+             "world_size": np.array(dist.get_world_size())}
+    # uneven shares: the last chunk holds one row, the second process none; then a dataset of one row
+    for name, rows in [("last_chunk_of_one", paths[:33]), ("one_row", paths[:1])]:
+        saved[name] = vlfair.embed_images(encoder, rows, cache_dir=None, chunk_size=8, batch_size=3,
+                                          on_bad_image="skip", progress=False).embeddings
+    try:  # the unreadable row is the second process's: every process must stop at it, none hang
+        vlfair.embed_images(encoder, paths, cache_dir=None, chunk_size=8, batch_size=3, progress=False)
+    except vlfair.BadImageError as exc:
+        saved["error_row"] = np.array(exc.row)
+    np.savez(f"{sys.argv[4]}/rank{dist.get_rank()}.npz", **saved)
 """)
 
 
 def test_torchrun_two_processes_equal_one(clip_encoder, jpeg_paths, broken_files, tmp_path):
     paths = _paths(jpeg_paths)
-    paths[20] = str(broken_files["not_image"])
+    paths[20] = str(broken_files["not_image"])  # chunk [16, 24): the second process's share, rows 20-23
     (tmp_path / "paths.txt").write_text("\n".join(paths))
     (tmp_path / "run.py").write_text(TORCHRUN_SCRIPT)
     cache, out = tmp_path / "cache", tmp_path / "out"
@@ -250,15 +258,52 @@ def test_torchrun_two_processes_equal_one(clip_encoder, jpeg_paths, broken_files
     completed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert completed.returncode == 0, completed.stderr[-3000:]
     single = vlfair.embed_images(clip_encoder, paths, cache_dir=None, chunk_size=8, batch_size=3, on_bad_image="skip")
-    for rank in (0, 1):  # every process gets the full result, in dataset order, padding dropped
-        np.testing.assert_allclose(np.load(out / f"rank{rank}.npy"), single.embeddings, atol=1e-5)
-        assert np.load(out / f"skipped{rank}.npy").tolist() == [20]
-        images, world_size = np.load(out / f"work{rank}.npy").tolist()
-        assert world_size == 2 and images <= 20  # each process embedded its share (+ padding), not all 36
+    runs = [dict(np.load(out / f"rank{rank}.npz")) for rank in (0, 1)]
+    for rank, run in enumerate(runs):  # every process gets the full result, in dataset order
+        np.testing.assert_allclose(run["all"], single.embeddings, atol=1e-5)
+        assert run["all_skipped"].tolist() == [20]
+        for name, rows in [("last_chunk_of_one", paths[:33]), ("one_row", paths[:1])]:
+            alone = vlfair.embed_images(clip_encoder, rows, cache_dir=None, chunk_size=8, batch_size=3,
+                                        on_bad_image="skip")
+            np.testing.assert_allclose(run[name], alone.embeddings, atol=1e-5, err_msg=name)
+        assert int(run["error_row"]) == 20
+        assert int(run["world_size"]) == 2 and run["work"] <= 19  # its share of 37, not all of them
         assert (out / f"closed{rank}").read_text() == "True"  # closed before exit: gloo's teardown cannot abort it
+    assert sum(int(run["work"]) for run in runs) == 36  # every readable row once: no padding duplicates
     # the main process wrote the cache; a single-process run reads it without recomputing
     cached = vlfair.embed_images(clip_encoder, paths, cache_dir=cache, chunk_size=8, on_bad_image="skip")
-    assert np.array_equal(cached.embeddings, np.load(out / "rank0.npy"))
+    assert np.array_equal(cached.embeddings, runs[0]["all"])
+
+
+SPAWNED_SCRIPT = textwrap.dedent("""
+    import sys, torch.distributed as dist, torch.multiprocessing as mp
+    def run(rank):
+        # a group formed without torchrun's RANK / WORLD_SIZE / LOCAL_RANK: Accelerate cannot see it
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{sys.argv[1]}", rank=rank, world_size=2)
+        from vlfair.distributed import current_world
+        try:
+            current_world()
+        except RuntimeError as exc:
+            print(f"rank {rank}: {exc}", flush=True)
+        dist.destroy_process_group()
+    if __name__ == "__main__":
+        mp.spawn(run, nprocs=2)
+""")
+
+
+def test_a_group_accelerate_cannot_see_is_an_error_not_a_silent_world_of_one(tmp_path):
+    (tmp_path / "spawned.py").write_text(SPAWNED_SCRIPT)
+    done = subprocess.run([sys.executable, str(tmp_path / "spawned.py"), "29523"], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("has 2 processes but Accelerate's state sees 1") == 2
+
+
+def test_batches_stay_inside_a_chunk_and_an_empty_share_still_joins_its_gather():
+    from vlfair.embed import _batches
+
+    batches, owners = _batches([[0, 1, 2], [], [3]], batch_size=2)
+    assert batches == [[0, 1], [2], [], [3]] and owners == [0, 0, 1, 2]
 
 
 def test_texts_ensemble_and_raw_features(clip_encoder, tmp_path):

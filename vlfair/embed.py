@@ -6,15 +6,13 @@ processed in fixed chunks of ``chunk_size``; each finished chunk is written to t
 atomic rename, so a killed run resumes where it stopped and, because a chunk's batches are the
 same whether resumed or not, its final array is bitwise the uninterrupted one.
 
-Under ``torchrun`` / ``accelerate launch`` each process takes a strided share of every chunk
-(padded with duplicates so all processes run the same number of batches), the shares are
-gathered, padding dropped, and rows put back in dataset order; the main process writes the cache.
+Under ``torchrun`` / ``accelerate launch`` each process takes a contiguous share of every chunk
+(Accelerate's ``split_between_processes``), the shares are gathered in rank order
+(``gather_object``), which is dataset order, and the main process writes the cache.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
 from typing import Any, NamedTuple, Sequence
 
@@ -60,32 +58,26 @@ def default_num_workers(device: torch.device) -> int:
 
 
 # ---- worker side ------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class _Item:
-    row: int
-    padding: bool  # a duplicate that makes every process run the same number of batches
-
-
 class _DecodeDataset(torch.utils.data.Dataset):
-    def __init__(self, source: ImageSource, items: list[_Item], preprocessing: ImagePreprocessing):
-        self.source, self.items, self.preprocessing = source, items, preprocessing
+    def __init__(self, source: ImageSource, rows: list[int], preprocessing: ImagePreprocessing):
+        self.source, self.rows, self.preprocessing = source, rows, preprocessing
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self.rows)
 
-    def __getitem__(self, index: int) -> tuple[_Item, np.ndarray | None, BadRow | None]:
-        item = self.items[index]
+    def __getitem__(self, index: int) -> tuple[int, np.ndarray | None, BadRow | None]:
+        row = self.rows[index]
         try:
-            image = load_rgb(self.source.cell(item.row), item.row)
+            image = load_rgb(self.source.cell(row), row)
         except BadImageError as exc:
-            return item, None, BadRow(exc.row, exc.path, exc.reason)
-        return item, self.preprocessing.to_uint8(image), None
+            return row, None, BadRow(exc.row, exc.path, exc.reason)
+        return row, self.preprocessing.to_uint8(image), None
 
 
-def _collate(samples: list[tuple[_Item, np.ndarray | None, BadRow | None]]):
-    good = [(item, array) for item, array, _ in samples if array is not None]
+def _collate(samples: list[tuple[int, np.ndarray | None, BadRow | None]]):
+    good = [(row, array) for row, array, _ in samples if array is not None]
     pixels = torch.from_numpy(np.stack([a for _, a in good])) if good else None
-    return [item for item, _ in good], pixels, [bad for _, _, bad in samples if bad is not None]
+    return [row for row, _ in good], pixels, [bad for _, _, bad in samples if bad is not None]
 
 
 # ---- planning ---------------------------------------------------------------------------
@@ -93,21 +85,21 @@ def _chunk_ranges(num_rows: int, chunk_size: int) -> list[tuple[int, int]]:
     return [(start, min(start + chunk_size, num_rows)) for start in range(0, num_rows, chunk_size)]
 
 
-def _shard(start: int, end: int, world: World) -> list[_Item]:
-    """This process's strided share of a chunk, padded to the same length on every process."""
-    rows = list(range(start + world.rank, end, world.size))
-    per_process = math.ceil((end - start) / world.size)
-    return [_Item(r, False) for r in rows] + [_Item(start, True)] * (per_process - len(rows))
+def _batches(shares: list[list[int]], batch_size: int) -> tuple[list[list[int]], list[int]]:
+    """Index batches into the concatenated shares that never cross a chunk boundary, and the chunk
+    each batch belongs to.
 
-
-def _batches(items_per_chunk: list[list[_Item]], batch_size: int) -> tuple[list[list[int]], list[int]]:
-    """Index batches that never cross a chunk boundary, and the chunk each batch belongs to."""
+    A chunk is the unit of the cache, so it is split between processes chunk by chunk (rather than
+    the whole dataset at once) and gathered at its last batch. An empty share (a chunk with fewer
+    rows than processes) still gets one empty batch: that batch is what brings this process to the
+    chunk's gather, which every process must join.
+    """
     batches, owners, offset = [], [], 0
-    for chunk_index, items in enumerate(items_per_chunk):
-        for start in range(0, len(items), batch_size):
-            batches.append(list(range(offset + start, offset + min(start + batch_size, len(items)))))
+    for chunk_index, share in enumerate(shares):
+        for start in range(0, len(share), batch_size) or [0]:
+            batches.append(list(range(offset + start, offset + min(start + batch_size, len(share)))))
             owners.append(chunk_index)
-        offset += len(items)
+        offset += len(share)
     return batches, owners
 
 
@@ -152,10 +144,11 @@ def embed_images(
     world = current_world()
     # Every process must plan the same chunks: adopt the main process's key (a file's mtime, part
     # of a list-of-paths fingerprint, can differ between the nodes of a cluster).
-    components = world.all_gather(components)[0]
+    components = world.broadcast(components)
     store = ChunkStore.open(cache_dir, "images", components)
     final = store.read_final(expected_rows=len(source))
-    logger.debug(f"image embeddings of {len(source)} rows: {'cached' if final is not None else 'to compute'} in {store.directory or 'no cache'}")
+    logger.debug(f"image embeddings of {len(source)} rows: {'cached' if final is not None else 'to compute'} "
+                 f"in {store.directory or 'no cache'}")
     if final is None:
         chunks = _compute_chunks(encoder, source, store, world, batch_size, num_workers, chunk_size, progress,
                                  stop_on_bad=on_bad_image == "error")
@@ -197,26 +190,29 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
             done[index] = cached
     todo = [i for i in range(len(ranges)) if i not in done]
     logger.debug(f"{len(done)} of {len(ranges)} chunks cached, {len(todo)} to embed")
-    items_per_chunk = [_shard(*ranges[i], world) for i in todo]
-    items = [item for chunk_items in items_per_chunk for item in chunk_items]
-    batches, owners = _batches(items_per_chunk, batch_size)
+    shares = [world.split(list(range(*ranges[i]))) for i in todo]
+    batches, owners = _batches(shares, batch_size)
     workers = default_num_workers(encoder.device) if num_workers is None else num_workers
     loader = torch.utils.data.DataLoader(
-        _DecodeDataset(source, items, encoder.preprocessing), batch_sampler=batches, num_workers=workers,
-        collate_fn=_collate, pin_memory=encoder.device.type == "cuda",
+        _DecodeDataset(source, [row for share in shares for row in share], encoder.preprocessing),
+        batch_sampler=batches, num_workers=workers, collate_fn=_collate, pin_memory=encoder.device.type == "cuda",
     )
-    total = sum(end - start for i in todo for start, end in [ranges[i]])
-    bar = tqdm(total=total, unit="img", desc="embedding images", disable=not (progress and world.is_main and total and progress_bars_enabled()))
-    pending: list[tuple[list[_Item], np.ndarray, list[BadRow]]] = []
+    finished_at = np.cumsum([ranges[i][1] - ranges[i][0] for i in todo]).tolist()  # rows done after each chunk
+    total = finished_at[-1] if todo else 0
+    shown = progress and world.is_main and total and progress_bars_enabled()
+    bar = tqdm(total=total, unit="img", desc="embedding images", disable=not shown)
+    pending: list[tuple[list[int], np.ndarray, list[BadRow]]] = []
     try:
-        for owner, next_owner, (batch_items, pixels, bad) in zip(owners, owners[1:] + [None], loader):
+        for owner, next_owner, (rows, pixels, bad) in zip(owners, owners[1:] + [None], loader):
             features = (encoder.encode_pixels(pixels).cpu().numpy() if pixels is not None
                         else np.zeros((0, encoder.embedding_dim), np.float32))
-            pending.append((batch_items, features, bad))
-            bar.update(world.size * (sum(not it.padding for it in batch_items) + len(bad)))
+            pending.append((rows, features, bad))
+            # The main process's share is the largest, so world.size times its rows overestimates
+            # the chunk's progress; capped at the chunk's end, the bar is exact once it is gathered.
+            bar.update(min(world.size * (len(rows) + len(bad)), finished_at[owner] - bar.n))
             if next_owner != owner:  # the last batch of this chunk on every process
                 start, end = ranges[todo[owner]]
-                chunk = _merge(world.all_gather(pending), encoder.embedding_dim)
+                chunk = _merge(world.gather(pending), encoder.embedding_dim)
                 if world.is_main:
                     store.write_chunk(start, end, chunk)
                 done[todo[owner]] = chunk
@@ -224,25 +220,18 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
                 if chunk.bad and stop_on_bad:  # the finished work is saved; fail before doing more
                     raise BadImageError(chunk.bad[0].row, chunk.bad[0].path, chunk.bad[0].reason + _more(chunk.bad))
     finally:
-        bar.n = min(bar.n, total)
         bar.close()
     return [done[i] for i in range(len(ranges))]
 
 
-def _merge(per_process: list[list[tuple[list[_Item], np.ndarray, list[BadRow]]]], dim: int) -> Chunk:
-    """Gathered batches of one chunk -> one Chunk in row order, padding duplicates dropped."""
-    rows, vectors, bad = [], [], {}
-    for batches in per_process:
-        for items, features, bad_rows in batches:
-            for item, vector in zip(items, features):
-                if not item.padding:
-                    rows.append(item.row)
-                    vectors.append(vector)
-            bad.update({b.row: b for b in bad_rows})
-    order = np.argsort(rows, kind="stable")
-    rows_sorted = np.asarray(rows, dtype=np.int64)[order]
-    embeddings = np.stack(vectors)[order] if vectors else np.zeros((0, dim), np.float32)
-    return Chunk(rows_sorted, embeddings.astype(np.float32, copy=False), [bad[r] for r in sorted(bad)])
+def _merge(batches: list[tuple[list[int], np.ndarray, list[BadRow]]], dim: int) -> Chunk:
+    """One chunk's batches, gathered from every process, as one Chunk.
+
+    The shares are contiguous and gathered in rank order, so concatenating them is dataset order.
+    """
+    rows = np.array([row for batch_rows, _, _ in batches for row in batch_rows], dtype=np.int64)
+    embeddings = concat_rows([features for _, features, _ in batches], dim)
+    return Chunk(rows, embeddings, [b for _, _, bad in batches for b in bad])
 
 
 def embed_texts(
