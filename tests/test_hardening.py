@@ -276,8 +276,9 @@ def test_one_language_has_no_cross_lingual_gap():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--set", "bootstrap=-1"], "traits: setting bootstrap must be a whole number >= 0 (0 turns it off), got -1"),
-    (["--temperature", "0"], "traits: temperature must be > 0"),
+    (["--set", "bootstrap=-1"], "traits: setting bootstrap = -1: Input should be greater than or equal to 0 (bootstrap: "
+                                "bootstrap resamples of every interval, a whole number >= 0; 0 turns intervals off)"),
+    (["--temperature", "0"], "traits: --temperature = 0.0 (setting temperature): Input should be greater than 0"),
 ], ids=["bootstrap", "temperature"])
 def test_a_run_that_would_measure_nothing_fails(clip_dir, tmp_path, capsys, argv, message):
     code, err = _cli(capsys, "run", "traits", "--model", str(clip_dir), "--dataset", "synthetic:fairface",

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 import vlfair
-from vlfair.cli import PROBE_COMMANDS, main
+from vlfair.cli import main
+from vlfair.probes import probe_names
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -44,7 +45,7 @@ def test_run_validates_probe_names(capsys):
     with pytest.raises(SystemExit):
         main(["run", "nonsense", "--model", "m", "--dataset", "d"])
     err = capsys.readouterr().err
-    assert "invalid choice: 'nonsense'" in err and all(probe in err for probe in PROBE_COMMANDS)
+    assert "invalid choice: 'nonsense'" in err and all(probe in err for probe in probe_names())
 
 
 def test_importing_vlfair_does_not_import_torch():
@@ -85,15 +86,22 @@ def test_metric_comparison_treats_undefined_values_as_values():
 def test_a_probe_option_out_of_range_stops_before_any_work(capsys, tmp_path):
     code = main(["run", "traits", "--model", "/never/loaded", "--dataset", "synthetic:fairface", "--per-cell", "0",
                  "--out", str(tmp_path / "out")])
-    assert code == 2 and "vlfair run: --per-cell must be at least 1, got 0" in capsys.readouterr().err
+    assert code == 2 and "vlfair run: traits: --per-cell = 0 (setting per_cell): Input should be greater than or equal to 1" \
+        in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before the output directory or the model was touched
 
 
 def test_word_influence_generator_flags_change_only_what_they_name():
-    from vlfair.cli import _word_influence_settings, build_parser
+    from vlfair.cli import build_parser
+    from vlfair.probes import ProbeError, probe_class
+
+    probe = probe_class("word-influence")
 
     def settings(*flags):
-        return _word_influence_settings(build_parser().parse_args(["run", "word-influence", "--model", "m", *flags]))
+        args = build_parser().parse_args(["run", "word-influence", "--model", "m", *flags])
+        overrides, sources = probe.overrides_from(vars(args))
+        probe.validate_settings(overrides, sources)
+        return overrides
 
     assert settings() == {}
     # without --generator, --steps still applies, to the study's generator; --batch-size stays the encoder's
@@ -101,6 +109,8 @@ def test_word_influence_generator_flags_change_only_what_they_name():
         "spec": "CompVis/stable-diffusion-v1-4", "steps": 20, "guidance": 7.5, "size": None, "batch_size": 8}
     assert settings("--generator", "my/sd", "--size", "256")["generator"]["spec"] == "my/sd"
     assert settings("--max-images", "5")["max_images"] == 5
-    from vlfair.cli import UserError
-    with pytest.raises(UserError, match="--max-images must be at least 1, got 0"):
+    with pytest.raises(ProbeError, match=r"--max-images = 0 \(setting max_images\): Input should be greater than"):
         settings("--max-images", "0")
+    assert settings("--transmuter", "mlm:my/bert")["transmuter"] == {"name": "mlm", "model": "my/bert"}
+    with pytest.raises(ProbeError, match=r"--transmuter = .*\(setting transmuter.name\): Input should be 'mlm' or 'lexicon'"):
+        settings("--transmuter", "thesaurus")

@@ -157,15 +157,15 @@ def test_traits_defaults_follow_the_study_text():
     from vlfair.probes import probe_class
 
     settings = probe_class("traits")().settings
-    assert settings["pairs"] == STUDY_TRAIT_PAIRS and settings["prompt"] == "a {trait} person"
-    assert settings["gradcam"] == {"pair": "smart/dumb", "group": {"race": "Indian", "gender": "Male"}, "k": 5,
-                                   "min_confidence": 0.66}
-    assert settings["version"] >= 4 and settings["per_cell"] == 2000 and settings["allow_short"] is False
+    assert [list(pair) for pair in settings.pairs] == STUDY_TRAIT_PAIRS and settings.prompt == "a {trait} person"
+    assert settings.gradcam is not None and settings.gradcam.model_dump() == {
+        "pair": "smart/dumb", "group": {"race": "Indian", "gender": "Male"}, "k": 5, "min_confidence": 0.66}
+    assert settings.version >= 4 and settings.per_cell == 2000 and settings.allow_short is False
     assert probe_class("traits")().default_subsets("fairface") == ["adults"]
-    assert not any("submissive" in note for note in settings["notes"])
-    assert any("dominant vs. agentic" in note for note in settings["notes"])
-    assert any("(as opposed to silly)" in note for note in settings["notes"])
-    assert any("four positive traits" in note for note in settings["notes"])  # the text's contradiction, quoted
+    assert not any("submissive" in note for note in settings.notes)
+    assert any("dominant vs. agentic" in note for note in settings.notes)
+    assert any("(as opposed to silly)" in note for note in settings.notes)
+    assert any("four positive traits" in note for note in settings.notes)  # the text's contradiction, quoted
 
 
 def test_traits_gradcam_draws_random_images_above_the_threshold(clip_dir, tmp_path):
@@ -242,7 +242,7 @@ def test_traits_samples_per_cell_and_stops_on_short_cells(clip_dir, tmp_path, ca
                      str(tmp_path / "one")]) == 2
         assert "measured nothing" in capsys.readouterr().err
     assert any(w.startswith("cells with fewer than the asked rows") for w in results["warnings"])
-    with pytest.raises(ProbeError, match="per_cell must be a positive integer or null, got 0"):
+    with pytest.raises(ProbeError, match=r"traits: setting per_cell = 0: Input should be greater than or equal to 1"):
         run_probe("traits", vlfair.load_encoder(str(clip_dir), dtype="float32"), adults, None, cache_dir=None,
                   settings={"per_cell": 0})
     with pytest.raises(SystemExit):  # a traits option is not a professions option
@@ -288,7 +288,7 @@ def test_multilingual_gender_gaps_within_races_as_the_study(clip_dir, tmp_path):
     results = run_probe("multilingual", encoder, data, tmp_path, cache_dir=None, settings={"bootstrap": 200, "seed": 3})
     from vlfair.probes import probe_class
 
-    prompts = probe_class("multilingual")().settings["prompt_sets"]["study"]["gender"]
+    prompts = probe_class("multilingual")().settings.prompt_sets["study"]["gender"]
     images = vlfair.embed_images(encoder, data, cache_dir=None)
     black = np.array(data["race"]) == "Black"
     gaps = {}
@@ -380,7 +380,8 @@ def test_bad_input(clip_dir, tmp_path):
     faces = vlfair.load_dataset("synthetic:fairface", size=40)
     with pytest.raises(ProbeError, match=r"probe 'traits' needs columns \['race'\]"):
         run_probe("traits", encoder, faces.remove_columns("race"), tmp_path, cache_dir=None)
-    with pytest.raises(ProbeError, match=r"traits: invalid settings key\(s\) \['temprature'\]"):
+    with pytest.raises(ProbeError, match=r"traits: setting 'temprature' is not a settings key of this probe; keys: "
+                                         r"\['prompt', 'pairs', 'temperature'"):
         run_probe("traits", encoder, faces, tmp_path, cache_dir=None, settings={"temprature": 1})
     with pytest.raises(ProbeError, match="runs on \\['professions'\\] data, not 'fairface'"):
         run_probe("professions", encoder, "synthetic:fairface", tmp_path, cache_dir=None)
@@ -451,7 +452,8 @@ def test_a_probe_registered_first_does_not_hide_the_builtin_ones(monkeypatch):
             raise NotImplementedError
 
     probes.register(Custom)
-    assert probes.probe_names() == ["custom", "professions", "traits", "word-influence", "multilingual", "public-figures"]
+    # the studies in their order, then the others by name
+    assert probes.probe_names() == ["professions", "traits", "word-influence", "multilingual", "public-figures", "custom"]
     assert probes.probe_class("traits").schemas == ("fairface",) and probes.probe_class("custom") is Custom
     with pytest.raises(probes.ProbeError, match="unknown probe 'nope'"):
         probes.probe_class("nope")

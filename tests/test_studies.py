@@ -18,6 +18,7 @@ import vlfair
 from vlfair.probes import probe_class, run_probe
 from vlfair.report.plots import median_picks
 from vlfair.probes.published import hub_id, load_published
+from vlfair.report.numbers import format_value
 from vlfair.report.writer import MARK_COLUMN_MAX, html_table, markdown_table
 
 from test_models import _fake_hub_repo  # the local Hub-cache layout, as the model tests build it
@@ -43,7 +44,7 @@ PFI_LEVELS = {
 
 
 def test_professions_defaults_follow_the_study_text():
-    settings = probe_class("professions")().settings
+    settings = probe_class("professions").default_settings()  # the YAML as written
     layout = settings["layout"]
     assert settings["prompt"] == "A photo of a {profession}" and settings["version"] >= 2
     assert {p.lower() for p in layout["profession"]} == STUDY_PROFESSIONS and len(layout["profession"]) == 12
@@ -53,7 +54,7 @@ def test_professions_defaults_follow_the_study_text():
 
 
 def test_public_figures_defaults_follow_the_study_text():
-    settings = probe_class("public-figures")().settings
+    settings = probe_class("public-figures").default_settings()  # the YAML as written
     assert settings["prompt"] == "This is a photo of a {}" and settings["version"] >= 2
     for group, levels in PFI_LEVELS.items():
         assert {n: spec["classes"] for n, spec in settings["groups"][group]["levels"].items()} == levels
@@ -72,7 +73,7 @@ STUDY_LANGUAGES = {"zh", "en", "fr", "de", "ja", "ru", "es", "tr"}
 def test_multilingual_defaults_follow_the_study_text():
     import re
 
-    settings = probe_class("multilingual")().settings
+    settings = probe_class("multilingual").default_settings()  # the YAML as written
     assert settings["version"] >= 2 and settings["independent_captions"] == "first" and settings["pivot"] == "en"
     study = settings["prompt_sets"][settings["prompt_set"]]
     assert settings["prompt_set"] == "study" and "vlfair" in settings["prompt_sets"]
@@ -279,8 +280,8 @@ def test_published_vs_this_run_for_the_traits_study_model(study_runs):
     for shown in (markdown, report, csv):
         assert "| 141.48 |" in shown or ">141.48<" in shown or ",141.48," in shown
         assert "8.88e-175" in shown and "141.5" not in shown and "8.9e-175" not in shown
-    measured = f"{smart['measured']:.4g}"
-    assert f"| {measured} |" in markdown  # this run's F in vlfair's 4 significant digits
+    measured = format_value(smart["measured"])
+    assert f"| {measured} |" in markdown  # this run's F in vlfair's 3 significant digits
 
 
 def test_published_vs_this_run_for_a_pfi_model_and_references_for_the_others(study_runs):
@@ -387,8 +388,8 @@ def test_median_picks_brute_force():
 def test_tables_mark_each_columns_largest_value():
     frame = pd.DataFrame({"doctor": [30.43, 28.84], "nurse": [29.0, 29.19]}, index=pd.Index(["Asian", "Black"], name="race"))
     frame.attrs[MARK_COLUMN_MAX] = True
-    assert "| Asian | **30.43** | 29 |" in markdown_table(frame)
-    assert "<td><b>29.19</b></td>" in html_table(frame) and "<td>28.84</td>" in html_table(frame)
+    assert "| Asian | **30.4** | 29 |" in markdown_table(frame)  # vlfair's numbers: 3 significant digits
+    assert "<td><b>29.2</b></td>" in html_table(frame) and "<td>28.8</td>" in html_table(frame)
     frame.attrs.clear()
     assert "**" not in markdown_table(frame)
 
@@ -421,7 +422,7 @@ WORKED_EXAMPLES = ["a respected doctor at the hospital", "the ceo of a fortune 5
 
 
 def test_word_influence_defaults_follow_the_study_text():
-    settings = probe_class("word-influence")().settings
+    settings = probe_class("word-influence").default_settings()  # the YAML as written
     assert settings["version"] >= 2 and settings["prompts"] == [WORKED_EXAMPLES[0]]
     assert settings["transmuter"] == {"name": "mlm", "model": "bert-base-uncased"} and settings["words"] == "all"
     assert (settings["candidates"], settings["images_per_prompt"], settings["original_images"]) == (15, 1, 25)

@@ -27,6 +27,7 @@ _LAZY = {
     "load_dataset": "vlfair.data",
     "balanced_sample": "vlfair.data",
     "run_probe": "vlfair.probes",
+    "register_probe": "vlfair.probes",
 }
 
 __all__ = ["__version__", *_LAZY]

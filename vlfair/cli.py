@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 from vlfair._version import __version__
 from vlfair.logging import get_logger
@@ -58,8 +57,9 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     import yaml
 
-    from vlfair.probes import run_probe
+    from vlfair.probes import probe_class, run_probe
 
+    probe = probe_class(args.probe)
     settings = {}
     for item in args.set or []:
         key, sep, value = item.partition("=")
@@ -67,7 +67,9 @@ def _run(args: argparse.Namespace) -> int:
             raise UserError(f"--set takes KEY=VALUE, got {item!r}")
         settings[key] = yaml.safe_load(value)
     _at_least_one(("--limit", args.limit), ("--batch-size", args.batch_size))
-    settings.update(PROBE_COMMANDS[args.probe].settings(args))
+    from_options, sources = probe.overrides_from(vars(args))
+    settings.update(from_options)
+    probe.validate_settings(settings, sources)  # before any work: an error names the key (or flag) and the value
     _check_out_dir(Path(args.out))  # before any work: a bad --out must not waste a run
     dataset = getattr(args, "dataset", None)
     if dataset and not dataset.startswith("synthetic:"):
@@ -121,111 +123,32 @@ def _at_least_one(*flags: tuple[str, int | None]) -> None:
             raise UserError(f"{flag} must be at least 1, got {value}")
 
 
-def _traits_settings(args: argparse.Namespace) -> dict:
-    _at_least_one(("--per-cell", args.per_cell))
-    settings = {} if args.temperature is None else {"temperature": args.temperature}
-    if args.per_cell is not None:
-        settings["per_cell"] = args.per_cell
-    if args.allow_short:
-        settings["allow_short"] = True
-    return settings
-
-
-def _add_traits_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("traits")
-    group.add_argument("--temperature", type=float, help="softmax temperature (default: the model's logit scale)")
-    group.add_argument("--per-cell", type=int, help="rows drawn per race x gender cell (default 2000, the study's)")
-    group.add_argument("--allow-short", action="store_true",
-                       help="take every row of a cell with fewer than --per-cell rows instead of stopping")
-
-
-def _word_influence_settings(args: argparse.Namespace) -> dict:
-    _at_least_one(("--steps", args.steps), ("--size", args.size), ("--max-images", args.max_images))
-    settings = {}
-    given = {key: value for key, value in (("spec", args.generator), ("steps", args.steps), ("guidance", args.guidance),
-                                           ("size", args.size)) if value is not None}
-    if given:  # the YAML's generator with what the command line changes (--batch-size is the encoder's)
-        settings["generator"] = {**_probe_yaml("word-influence")["generator"], **given}
-    if args.prompt:
-        settings["prompts"] = args.prompt
-    if args.large_scale:
-        settings["large_scale"] = True
-    if args.transmuter:
-        name, _, model = args.transmuter.partition(":")
-        settings["transmuter"] = {"name": name, **({"model": model} if model else {})}
-    if args.max_images is not None:
-        settings["max_images"] = args.max_images
-    return settings
-
-
-def _add_word_influence_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("word-influence (--model is the group classifier's encoder)")
-    group.add_argument("--generator", help="text-to-image pipeline id or directory (default CompVis/stable-diffusion-v1-4)")
-    group.add_argument("--steps", type=int, help="diffusion steps per image (default 50)")
-    group.add_argument("--guidance", type=float, help="classifier-free guidance scale (default 7.5)")
-    group.add_argument("--size", type=int, help="image height and width (default: the pipeline's)")
-    group.add_argument("--prompt", action="append", help="a prompt to explain (repeatable; default the study's)")
-    group.add_argument("--large-scale", action="store_true", help="the study's 150 prompts")
-    group.add_argument("--transmuter", help="mlm (default, bert-base-uncased), mlm:MODEL, or lexicon")
-    group.add_argument("--max-images", type=int, help="refuse configurations needing more images per prompt")
-
-
-@dataclasses.dataclass(frozen=True)
-class ProbeCommand:
-    """``vlfair run <probe>``: its one-line help, what it reproduces, its own options."""
-
-    help: str
-    description: str
-    add_options: Callable[[argparse.ArgumentParser], None] = lambda parser: None
-    settings: Callable[[argparse.Namespace], dict] = lambda args: {}
-    needs_dataset: bool = True
-
-
-PROBE_COMMANDS: dict[str, ProbeCommand] = {
-    "professions": ProbeCommand(
-        "CLIPScore of profession prompts by gender and race",
-        "Mean CLIPScore of 'A photo of a {profession}' per profession and gender or race, as the professions study's "
-        "Tables 1-2, with the median image of every cell and permutation-tested gaps. Data: the professions schema "
-        "(vlfair prepare professions, or synthetic:professions)."),
-    "traits": ProbeCommand(
-        "trait confidences on FairFace with F-tests across races and genders",
-        "Confidence in each positive trait over its negative ('smart' over 'dumb') per race and gender on FairFace "
-        "adults, one-way F-tests within each stratum (the traits study's Tables 1-4) and Grad-CAM overlays. "
-        "Data: the fairface schema.", _add_traits_options, _traits_settings),
-    "word-influence": ProbeCommand(
-        "word-level influence on a text-to-image model's group skew",
-        "Generates images for a prompt and for prompts with one word replaced, classifies each image's group with "
-        "--model, and reports each word's influence on the share of the target group (the word-influence study's "
-        "Table 1). No dataset: it makes its own images.", _add_word_influence_options, _word_influence_settings,
-        needs_dataset=False),
-    "multilingual": ProbeCommand(
-        "English vs other languages: Multi30K fairness and FairFace in 8 languages",
-        "Multi30K: en-de text distances, individual fairness (epsilon) and retrieval gaps; FairFace: zero-shot gender, "
-        "race and age accuracy in 8 languages with group rate gaps (the multilingual study). Data: the multi30k or "
-        "fairface schema."),
-    "public-figures": ProbeCommand(
-        "P-FI public figures: class scores, the politician bias ratio, name retention",
-        "Class scores per folder and gender (the P-FI study's Table 1), the bias ratio b = s_w/s_m of each folder's "
-        "class, and name retention text and image scores (Table 2). Data: the pfi schema."),
-}
-
-
 def _add_run(sub: argparse._SubParsersAction) -> None:
+    """``vlfair run PROBE``: one subcommand per registered probe, its help, options and --set keys
+    read from the probe class (built-in or a plugin's)."""
+    from vlfair.probes import probe_class, probe_names
+
     parser = sub.add_parser("run", help="run a study probe end to end",
                             description="Run one study probe end to end: results.json, tables, plots and report.html. "
                                         "'vlfair run PROBE --help' lists the probe's own options.")
     probes = parser.add_subparsers(dest="probe", required=True, metavar="PROBE")
-    for name, command in PROBE_COMMANDS.items():
-        probe = probes.add_parser(name, help=command.help, description=command.description)
-        _add_run_options(probe, name, command.needs_dataset)
-        command.add_options(probe)
-        _add_output_options(probe, argparse.SUPPRESS)
-        probe.set_defaults(handler=_run)
+    for name in probe_names():
+        probe = probe_class(name)
+        command = probes.add_parser(name, help=probe.help, description=probe.description)
+        _add_run_options(command, probe)
+        if probe.options:
+            group = command.add_argument_group(probe.options_title or name)
+            for option in probe.options:
+                option.add_to(group)
+        _add_output_options(command, argparse.SUPPRESS)
+        command.set_defaults(handler=_run)
 
 
-def _add_run_options(parser: argparse.ArgumentParser, probe: str, needs_dataset: bool) -> None:
+def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:
+    from vlfair.probes.settings import keys
+
     parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], ID, a directory, mclip:ID")
-    if needs_dataset:
+    if probe.needs_dataset:
         parser.add_argument("--dataset", required=True, help="Hub id, prepared directory or synthetic:NAME")
     parser.add_argument("--subset", help="a named subset: FairFace adults/age_groups, Multi30K translation/independent, "
                                          "a P-FI category (traits reads adults by default)")
@@ -237,21 +160,8 @@ def _add_run_options(parser: argparse.ArgumentParser, probe: str, needs_dataset:
                         help="auto (bf16 where the hardware has it, else float32), float32 (exact), bfloat16, float16")
     parser.add_argument("--cache-dir", help="embedding cache (default $VLFAIR_CACHE or ~/.cache/vlfair)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help=f"override a key of the probe's YAML: {', '.join(_yaml_keys(probe))} (repeatable)")
-
-
-def _probe_yaml(probe: str) -> dict:
-    """The probe's settings file, read as a file: importing vlfair.probes would load pandas (and a
-    probe torch) on every command, --help included."""
-    from importlib import resources
-
-    import yaml
-
-    return yaml.safe_load(resources.files("vlfair").joinpath("probes", probe.replace("-", "_") + ".yaml").read_text())
-
-
-def _yaml_keys(probe: str) -> list[str]:
-    return [key for key in _probe_yaml(probe) if key not in ("version", "notes")]
+                        help=f"override a setting of the probe's YAML: {', '.join(keys(probe.Settings))} "
+                             "(repeatable; the value is read as YAML)")
 
 
 def _prepare(args: argparse.Namespace) -> int:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported by whoever builds a table; probes' descriptions load without it
+    import pandas as pd
 
 # DataFrame.attrs keys a table may still carry (the form before Table; read by Table.of)
 MARK_COLUMN_MAX = "mark_column_max"
@@ -68,11 +69,13 @@ def metric_from(name: str, subset: dict[str, Any], result: Mapping[str, Any], va
 
 
 def metrics_per(name: str, subset: dict[str, Any], result: Mapping[str, Any], value: str, ci: str | None = None,
-                *, by: str = "group") -> list[Metric]:
-    """One metric per entry of ``result[value]`` (a mapping such as group -> mean), its subset
-    extended with ``{by: entry}`` and its interval taken from ``result[ci][entry]``."""
-    return [Metric(name, {**subset, by: entry}, number, _pick(result, ci, entry))
-            for entry, number in result[value].items()]
+                *, by: str = "group", key: Any = None) -> list[Metric]:
+    """One metric per entry of ``result[value]`` (a mapping such as group -> mean; with ``key``,
+    of ``result[value][key]``), its subset with ``{by: entry}`` (where ``subset`` already holds
+    ``by``, in that place) and its interval from the same entry of ``result[ci]``."""
+    values, intervals = _pick(result, value, key), _pick(result, ci, key)
+    return [Metric(name, {**subset, by: entry}, number, None if not intervals else intervals.get(entry))
+            for entry, number in values.items()]
 
 
 __all__ = ["FOOTNOTES", "MARK_COLUMN_MAX", "Metric", "Table", "metric_from", "metrics_per"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 import time
 from pathlib import Path
@@ -17,11 +16,13 @@ from vlfair.demo.train import read_record
 from vlfair.demo.world import PROFESSIONS, Planting
 from vlfair.logging import get_logger
 from vlfair.models import load_encoder
+from vlfair.outputs import Table
 from vlfair.probes import ProbeRun, measure_probe
 from vlfair.probes.base import clip_score
 from vlfair.report.numbers import format_interval, format_p, format_subset, format_value
 from vlfair.report.scales import share_scales
-from vlfair.report.writer import inline_figure, inline_png, page
+from vlfair.report.pages import inline_figure, inline_png, render
+from vlfair.report.tables import grid
 from vlfair.t2i.classifier import GroupClassifier
 from vlfair.t2i.transmuters import LexiconTransmuter
 
@@ -251,11 +252,12 @@ def summary_table(entries: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _encoder_line(name: str, path: Path) -> str:
+def _encoder(name: str, path: Path) -> dict[str, Any]:
+    """What the report says of an encoder: its name, where it comes from, its configuration hash and final loss."""
     record = read_record(path) or {}
     origin = "shipped with vlfair" if path.parent == SHIPPED_DIR else f"trained on this machine ({path})"
-    return (f"<li><b>{html.escape(display_name(name))}</b>: {html.escape(origin)}; configuration hash "
-            f"<code>{html.escape(str(record.get('config_hash')))}</code>, final training loss {record.get('final_loss')}</li>")
+    return {"name": display_name(name), "origin": origin, "config_hash": record.get("config_hash"),
+            "final_loss": record.get("final_loss")}
 
 
 def _interval_or_p(entry: dict) -> str:
@@ -282,52 +284,40 @@ def _forest_png(rows: list[dict], measure: str) -> str:
     return inline_figure(figure, measure)
 
 
-def _probe_section(probe: str, entries: list[dict], out: Path) -> list[str]:
+ENTRY_COLUMNS = ["measure", "subset", "encoder", "planted", "measured", "95 % CI / p", "detected", "valid"]
+
+
+def _probe_section(probe: str, entries: list[dict], out: Path) -> dict[str, Any]:
     """The probe's entries (table and one figure per measure, biased and control on shared axes)
-    and the probe's own figures side by side, drawn on shared scales, with links to both reports."""
-    parts = [f"<h2 id='{probe}'>{html.escape(probe)}</h2>",
-             "<table><tr><th>measure</th><th>subset</th><th>encoder</th><th>planted</th><th>measured</th>"
-             "<th>95 % CI / p</th><th>detected</th><th>valid</th></tr>"]
-    for e in entries:
-        parts.append("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
-            e["measure"], format_subset(e["subset"]), display_name(e["encoder"]), e["planted"],
-            format_value(e["measured"]), _interval_or_p(e), "yes" if e["detected"] else "no",
-            "ok" if valid(e) else "WRONG")) + "</tr>")
-    parts.append("</table>")
-    for measure in dict.fromkeys(e["measure"] for e in entries):
-        parts.append(f"<figure>{_forest_png([e for e in entries if e['measure'] == measure], measure)}</figure>")
-    links = " · ".join(f"<a href='{name}/{probe}/report.html'>{display_name(name)}: full {probe} report</a>"
-                       for name in ("biased", "control"))
-    parts.append(f"<p>{links}</p>")
-    names = [png.stem for png in sorted((out / "biased" / probe).glob("*.png"))]
-    for stem in names:
-        cells = "".join(
-            f"<figure style='margin:0;flex:1'>{inline_png(out / name / probe / f'{stem}.png', stem, 'max-width:100%')}"
-            f"<figcaption><a href='{name}/{probe}/{stem}.png'>{display_name(name)}: {html.escape(stem.replace('_', ' '))}</a>"
-            "</figcaption></figure>"
-            for name in ("biased", "control") if (out / name / probe / f"{stem}.png").exists())
-        parts.append(f"<div style='display:flex;gap:1em;align-items:flex-start'>{cells}</div>")
-    return parts
+    and the probe's own figures side by side, drawn on shared scales, with links to both reports:
+    the data of one section of demo.html.j2."""
+    import pandas as pd
+
+    rows = [(e["measure"], format_subset(e["subset"]), display_name(e["encoder"]), e["planted"], e["measured"],
+             _interval_or_p(e), "yes" if e["detected"] else "no", "ok" if valid(e) else "WRONG") for e in entries]
+    figures = []
+    for stem in [png.stem for png in sorted((out / "biased" / probe).glob("*.png"))]:
+        figures.append([{"image": inline_png(out / name / probe / f"{stem}.png", stem, "max-width:100%"),
+                         "href": f"{name}/{probe}/{stem}.png",
+                         "caption": f"{display_name(name)}: {stem.replace('_', ' ')}"}
+                        for name in ("biased", "control") if (out / name / probe / f"{stem}.png").exists()])
+    return {"probe": probe,
+            "entries": grid(Table(pd.DataFrame(rows, columns=ENTRY_COLUMNS, dtype=object))),  # numbers: 3 digits
+            "forests": [_forest_png([e for e in entries if e["measure"] == measure], measure)
+                        for measure in dict.fromkeys(e["measure"] for e in entries)],
+            "reports": [{"href": f"{name}/{probe}/report.html", "text": f"{display_name(name)}: full {probe} report"}
+                        for name in ("biased", "control")],
+            "figures": figures}
 
 
 def _report(entries: list[dict], plantings: dict[str, Planting], paths: dict[str, Path], out: Path, seconds: float) -> str:
+    """The demo's report.html (templates/demo.html.j2, autoescaped: every label is text)."""
     planted = [e for e in entries if e["encoder"] == "biased" and e["planted_sign"] != 0]
     control = [e for e in entries if e["encoder"] == "control"]
-    parts = ["<h1>vlfair demo: a synthetic world with planted biases</h1>",
-             "<p>Everything here is synthetic. Images are rendered patterns, not people; two tiny CLIP encoders were "
-             "trained on captions of this world. The <b>biased</b> encoder's captions carry biases planted on purpose; "
-             "the <b>control</b> encoder's captions are balanced. A valid measure finds each planted bias in the biased "
-             "encoder (with the planted sign, at 95 % confidence) and nothing in the control.</p>",
-             f"<p><b>biased: {sum(valid(e) for e in planted)}/{len(planted)} planted biases found; control: "
-             f"{sum(not valid(e) for e in control)}/{len(control)} false alarms.</b> Detected: the 95 % interval "
-             "excludes the neutral value (an F-test: p &lt; 0.05). Each pair of figures below shares its axes and "
-             "colour scale.</p>",
-             "<h2>What was planted</h2><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in plantings["biased"].describe())
-             + f"<li>the text-to-image generator makes 'nurse' raise the share of women by {WORD_EFFECTS['nurse']:.1f}; "
-               "the control generator has no word effects</li></ul>",
-             "<h2>Encoders</h2><ul>" + "".join(_encoder_line(name, path) for name, path in paths.items()) + "</ul>",
-             f"<p>Run time: {seconds:.0f} s. Probes: "
-             + " · ".join(f"<a href='#{probe}'>{probe}</a>" for probe, _ in PROBES) + "</p>"]
-    for probe, _ in PROBES:
-        parts += _probe_section(probe, [e for e in entries if e["probe"] == probe], out)
-    return page("vlfair demo", "".join(parts))
+    return render("demo.html.j2", title="vlfair demo", found=sum(valid(e) for e in planted), planted=len(planted),
+                  false_alarms=sum(not valid(e) for e in control), controls=len(control),
+                  planting=plantings["biased"].describe(), nurse_effect=WORD_EFFECTS["nurse"],
+                  encoders=[_encoder(name, path) for name, path in paths.items()], seconds=seconds,
+                  probes=[probe for probe, _ in PROBES],
+                  sections=[_probe_section(probe, [e for e in entries if e["probe"] == probe], out)
+                            for probe, _ in PROBES])

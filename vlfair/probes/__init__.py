@@ -1,37 +1,73 @@
-"""The studies as probes: a registry by name and ``run_probe``, shared by the CLI.
+"""The studies as probes: a registry by name and ``run_probe``, shared by the CLI, the Spaces and
+the docs.
 
-Adding a probe: a module with a :class:`~vlfair.probes.base.Probe` subclass, its YAML beside it,
-and one ``register`` line below.
+Adding a probe: a module with a :class:`~vlfair.probes.base.Probe` subclass decorated with
+``@register``, and its YAML beside it. Built-in probes are the modules of this package; other
+packages register theirs with ``vlfair.register_probe(cls)`` or declare them in the entry-point
+group ``vlfair.probes`` (``name = "package.module:ProbeClass"``), found on first use.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from vlfair.logging import library_progress_bars
-from vlfair.probes.base import Context, Output, Probe, ProbeError
+from vlfair.logging import get_logger, library_progress_bars
+from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec
 
-PROBES: dict[str, type[Probe]] = {}
+log = get_logger(__name__)
+
+ENTRY_POINTS = "vlfair.probes"
+PROBES: dict[str, type[Probe]] = {}  # name -> class, as the registry is read
+_REGISTERED: list[type[Probe]] = []  # every class ever registered: PROBES is refilled from it (a test may swap PROBES)
+_DISCOVERED = False
 
 
 def register(probe: type[Probe]) -> type[Probe]:
-    PROBES[probe.name] = probe
+    """Register ``probe`` under its ``name`` (a class decorator); the same name twice is an error."""
+    if not (isinstance(probe, type) and issubclass(probe, Probe)):
+        raise TypeError(f"register takes a subclass of vlfair.probes.base.Probe, not {probe!r}")
+    name = getattr(probe, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{probe.__qualname__} declares no name (a class attribute: name = 'my-probe')")
+    known = PROBES.get(name)
+    if known is not None and known is not probe and known.__qualname__ != probe.__qualname__:
+        raise ValueError(f"two probes are named {name!r}: {known.__module__}.{known.__qualname__} and "
+                         f"{probe.__module__}.{probe.__qualname__}")
+    PROBES[name] = probe
+    _REGISTERED.append(probe)
     return probe
 
 
-def _registry() -> dict[str, type[Probe]]:
-    """Every probe; the built-in ones are imported on first use (they import torch), also when a
-    user registered a probe of their own first."""
-    from vlfair.probes.multilingual import MultilingualProbe
-    from vlfair.probes.professions import ProfessionsProbe
-    from vlfair.probes.public_figures import PublicFiguresProbe
-    from vlfair.probes.traits import TraitsProbe
-    from vlfair.probes.word_influence import WordInfluenceProbe
+register_probe = register  # the public name: vlfair.register_probe
 
-    builtin = (ProfessionsProbe, TraitsProbe, WordInfluenceProbe, MultilingualProbe, PublicFiguresProbe)
-    for probe in builtin:
+
+def _discover() -> None:
+    """Import the built-in probe modules (each registers itself) and load the entry points of
+    installed packages, once per process. A plugin that fails to load is named in a warning and
+    left out: one broken package does not take the others with it."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    for entry in metadata.entry_points(group=ENTRY_POINTS):
+        try:
+            loaded = entry.load()
+            if isinstance(loaded, type):
+                register(loaded)
+        except Exception as exc:  # noqa: BLE001  (a third party's module: any error is theirs)
+            log.warning(f"probe plugin {entry.name} ({entry.value}) was not loaded: {type(exc).__name__}: {exc}")
+
+
+def _registry() -> dict[str, type[Probe]]:
+    _discover()
+    for probe in _REGISTERED:
         PROBES.setdefault(probe.name, probe)
     return PROBES
 
@@ -44,7 +80,8 @@ def probe_class(name: str) -> type[Probe]:
 
 
 def probe_names() -> list[str]:
-    return list(_registry())
+    """Every probe's name: the studies' in their order, then the others by name."""
+    return sorted(_registry(), key=lambda name: (PROBES[name].position, name))
 
 
 def _schema_of(spec: str, default: str) -> str:
@@ -76,24 +113,13 @@ def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | No
         raise ProbeError(f"probe {probe.name!r} runs on {list(probe.schemas)} data, not {schema!r} ({spec})")
     name = spec if spec.startswith("synthetic:") else schema
     source = None if spec.startswith("synthetic:") else spec
-    if subset is None and hasattr(probe, "default_subsets"):  # e.g. both Multi30K portions
+    subsets = probe.default_subsets(schema) if subset is None else None
+    if subsets:  # e.g. both Multi30K portions
         from datasets import concatenate_datasets
 
-        parts = [load_dataset(name, source=source, subset=s, split=split) for s in probe.default_subsets(schema)]
+        parts = [load_dataset(name, source=source, subset=s, split=split) for s in subsets]
         return concatenate_datasets(parts), schema, spec
     return load_dataset(name, source=source, subset=subset, split=split), schema, spec
-
-
-def _intervals_note(settings: dict[str, Any]) -> str:
-    """What every interval and error bar of a report is (the probes' shared settings say it)."""
-    level = f"{settings.get('confidence', 0.95):.0%}"
-    if "bootstrap" not in settings:  # word influence: Hoeffding's bound, no resampling
-        return (f"Intervals: {level} Hoeffding bounds on each influence (the least-sampled variant's image count); "
-                "shares have exact Clopper-Pearson intervals.")
-    if not settings["bootstrap"]:
-        return "Intervals: none (bootstrap=0); p-values are shown where a test applies."
-    return (f"Intervals and error bars: {level} stratified-bootstrap CIs, {settings['bootstrap']} resamples "
-            f"(seed {settings.get('seed')}).")
 
 
 @dataclasses.dataclass
@@ -141,12 +167,13 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
         data = None
     ctx = Context(encoder, data, batch_size=batch_size, cache_dir=cache_dir)
     output = probe.run(ctx, schema)
-    output.notes.append(_intervals_note(probe.settings))
+    output.notes.append(probe.intervals_note())
     published = []
     if probe.published_file:
         from vlfair.probes.published import attach
 
-        published = attach(output, probe.published_file, output.published_model or encoder.spec)
+        published = attach(output, probe.directory(), probe.published_file,
+                           output.published_model or encoder.spec)
     measured = ctx.dataset  # a probe may narrow it (multilingual keeps one caption pair per image): describe what it read
     described = output.dataset or {"name": str(dataset_name), "split": split, "subset": subset,
                                    "fingerprint": measured._fingerprint, "num_rows": measured.num_rows}
@@ -180,4 +207,5 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
     return run.results
 
 
-__all__ = ["PROBES", "ProbeError", "ProbeRun", "measure_probe", "probe_class", "probe_names", "register", "run_probe"]
+__all__ = ["ENTRY_POINTS", "PROBES", "Context", "Option", "Output", "Probe", "ProbeError", "ProbeRun", "UploadSpec",
+           "measure_probe", "probe_class", "probe_names", "register", "register_probe", "run_probe"]

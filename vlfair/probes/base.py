@@ -1,40 +1,75 @@
-"""What every probe shares: versioned YAML settings, input checks, cached embeddings, outputs."""
+"""What every probe shares: its self-description, typed settings from its YAML, input checks,
+cached embeddings, outputs.
+
+A probe is one module and one YAML beside it: a :class:`Probe` subclass decorated with
+``vlfair.probes.register`` (or, from another package, ``vlfair.register_probe`` or the entry-point
+group ``vlfair.probes``) declares everything the CLI, the Space, the docs and ``run_probe`` need.
+Probe modules import their heavy libraries (pandas, scipy, torch) inside ``run``: the CLI imports
+every probe to build ``vlfair run --help``.
+"""
 
 from __future__ import annotations
 
 import abc
+import copy
 import dataclasses
+import functools
+import sys
+from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
 import yaml
+from pydantic import ValidationError
 
-from vlfair.outputs import Metric
+from vlfair.outputs import Metric, Table
+from vlfair.probes.settings import CONFIDENCE, Bootstrap, ProbeSettings, describe_errors
+
+if TYPE_CHECKING:
+    import argparse
+
+    import pandas as pd
 
 
 class ProbeError(ValueError):
     """A probe cannot run on this input; the message names the probe and the problem."""
 
 
-def load_settings(probe: str, file: str, overrides: dict[str, Any] | None, allowed: set[str]) -> dict[str, Any]:
-    """The probe's YAML (beside its module) with ``overrides``; an unknown key is an error."""
-    settings = yaml.safe_load(resources.files("vlfair.probes").joinpath(file).read_text())
-    for source, values in (("probes/" + file, settings), ("overrides", overrides or {})):
-        unknown = sorted(set(values) - allowed - {"version", "notes"})
-        if unknown:
-            raise ProbeError(f"{probe}: invalid settings key(s) {unknown} in {source}; allowed: {sorted(allowed)}")
-    if not isinstance(settings.get("version"), int):
-        raise ProbeError(f"{probe}: probes/{file} must have an integer 'version'")
-    merged = {**settings, **(overrides or {})}
-    from vlfair.measures import check_options
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """A command-line option of ``vlfair run PROBE``: ``FLAG VALUE`` sets the setting ``setting``,
+    or one field of a nested record (``generator.steps``: the YAML's record with that field changed)."""
 
-    try:  # before any work: a bootstrap of -1 must not cost a run that then measures nothing
-        check_options(**{k: merged[k] for k in ("bootstrap", "confidence", "seed", "n_permutations") if k in merged})
-    except ValueError as exc:
-        raise ProbeError(f"{probe}: setting {exc}") from None
-    return merged
+    flag: str
+    setting: str
+    help: str
+    type: Callable[[str], Any] = str
+    action: str = "store"  # or "store_true", "append"
+    convert: Callable[[Any], Any] | None = None  # the parsed value -> the setting's value
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def add_to(self, parser: argparse._ActionsContainer) -> None:
+        if self.action == "store_true":
+            parser.add_argument(self.flag, action="store_true", help=self.help)
+        else:
+            parser.add_argument(self.flag, type=self.type, action=self.action, help=self.help)
+
+
+@dataclasses.dataclass(frozen=True)
+class UploadSpec:
+    """How a probe takes uploaded images (the demo Space): the labels a user gives per image and
+    the groups compared."""
+
+    schema: str                      # the dataset schema whose vocabularies check the labels
+    labels: tuple[str, ...]          # one value per image, from the CSV or the label table
+    groups: tuple[str, ...]          # compared groups: every value needs at least 2 images
+    fixed: dict = dataclasses.field(default_factory=dict)  # columns the probe reads that uploads cannot vary
+    file_column: str | None = None   # a schema column that holds the file name
 
 
 @dataclasses.dataclass
@@ -83,7 +118,7 @@ class Context:
 @dataclasses.dataclass
 class Output:
     metrics: list[Metric] = dataclasses.field(default_factory=list)
-    tables: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
+    tables: dict[str, Table | pd.DataFrame] = dataclasses.field(default_factory=dict)
     figures: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
@@ -93,21 +128,105 @@ class Output:
 
 
 class Probe(abc.ABC):
-    """Subclasses set ``name``, ``settings_file``, ``allowed``, ``schemas`` and implement ``run``."""
+    """One study as a probe. A subclass declares, as class attributes, all that is known of it
+    before it runs, and implements :meth:`run`."""
 
-    name: str
-    settings_file: str
-    allowed: set[str] = set()
-    schemas: tuple[str, ...] = ()  # dataset schemas it accepts, the first is the default
-    required_columns: dict[str, tuple[str, ...]] = {}
-    published_file: str | None = None  # the study's published tables (published/<file>), if it has any
+    name: ClassVar[str]                                   # as `vlfair run NAME` and results.json name it
+    Settings: ClassVar[type[ProbeSettings]] = ProbeSettings  # the typed model of its YAML
+    settings_file: ClassVar[str | None] = None            # beside the module; default <module>.yaml
+    help: ClassVar[str] = ""                              # one line, for `vlfair run --help`
+    description: ClassVar[str] = ""                       # what it reproduces, for `vlfair run NAME --help`
+    schemas: ClassVar[tuple[str, ...]] = ()               # dataset schemas it accepts, the first is the default
+    required_columns: ClassVar[dict[str, tuple[str, ...]]] = {}
+    needs_dataset: ClassVar[bool] = True                  # False for probes that make their own data
+    options: ClassVar[tuple[Option, ...]] = ()            # its own command-line options
+    options_title: ClassVar[str | None] = None            # their heading in --help (default: the name)
+    upload: ClassVar[UploadSpec | None] = None            # how the demo Space takes uploads, if it does
+    published_file: ClassVar[str | None] = None           # the study's published tables (published/<file>)
+    position: ClassVar[float] = float("inf")              # where listings put it (the studies in their order;
+                                                          # others after them, by name)
 
-    needs_dataset = True  # False for probes that make their own data (word-influence generates images)
-
-    def __init__(self, overrides: dict[str, Any] | None = None, components: dict[str, Any] | None = None):
-        self.settings = load_settings(self.name, self.settings_file, overrides, self.allowed)
+    def __init__(self, overrides: Mapping[str, Any] | None = None, components: dict[str, Any] | None = None,
+                 sources: Mapping[str, str] | None = None):
+        self.settings = self.validate_settings(overrides, sources)
         self.components = components or {}  # objects that replace configured parts (a generator, a classifier)
-        self.version = self.settings["version"]
+        self.version = self.settings.version
+
+    # ---- settings ------------------------------------------------------------------------
+    @classmethod
+    def directory(cls) -> Any:
+        """The folder of the probe's module (its YAML and published/ tables live there)."""
+        module = sys.modules[cls.__module__]
+        if module.__package__:
+            return resources.files(module.__package__)
+        return Path(module.__file__ or ".").parent  # a top-level module of its own
+
+    @classmethod
+    def settings_path(cls) -> str:
+        return cls.settings_file or cls.__module__.rpartition(".")[2] + ".yaml"
+
+    @classmethod
+    def default_settings(cls) -> dict[str, Any]:
+        """The probe's YAML as written (validated by :meth:`validate_settings`); a copy to change."""
+        return copy.deepcopy(_read_yaml(cls.directory(), cls.settings_path()))
+
+    @classmethod
+    def validate_settings(cls, overrides: Mapping[str, Any] | None = None,
+                          sources: Mapping[str, str] | None = None) -> ProbeSettings:
+        """The YAML with ``overrides``, checked against :attr:`Settings`: an error names where a key
+        was set (``sources``: key or ``record.field`` -> "--per-cell"; else "setting"), the key, the
+        value and what it takes."""
+        defaults = cls.default_settings()
+        try:
+            cls.Settings.model_validate(defaults)
+        except ValidationError as exc:
+            raise ProbeError(f"{cls.name}: {describe_errors(cls.Settings, exc, lambda path: cls.settings_path())}"
+                             ) from None
+        overrides = dict(overrides or {})
+        try:
+            return cls.Settings.model_validate({**defaults, **overrides})
+        except ValidationError as exc:
+            named = dict(sources or {})
+
+            def source(path: str) -> str:  # the flag that set this field or its record, else --set / settings=
+                return named.get(path) or named.get(path.partition(".")[0]) or "setting"
+
+            raise ProbeError(f"{cls.name}: {describe_errors(cls.Settings, exc, source)}") from None
+
+    @classmethod
+    def overrides_from(cls, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """(settings, key -> flag) from the parsed values of :attr:`options` (None and False: not
+        given); a nested field is merged into the YAML's record."""
+        settings: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for option in cls.options:
+            value = values.get(option.dest)
+            if value is None or value is False or value == []:
+                continue
+            value = option.convert(value) if option.convert else value
+            key, _, field = option.setting.partition(".")
+            if field:
+                record = settings.setdefault(key, dict(cls.default_settings().get(key) or {}))
+                record[field] = value
+            else:
+                settings[key] = value
+            sources[option.setting] = option.flag
+        return settings, sources
+
+    def intervals_note(self) -> str:
+        """What every interval and error bar of the report is (said under every report)."""
+        s = self.settings
+        level = f"{getattr(s, 'confidence', CONFIDENCE):.0%}"
+        if not isinstance(s, Bootstrap):
+            return f"Intervals: {level} confidence intervals."
+        if not s.bootstrap:
+            return "Intervals: none (bootstrap=0); p-values are shown where a test applies."
+        return f"Intervals and error bars: {level} stratified-bootstrap CIs, {s.bootstrap} resamples (seed {s.seed})."
+
+    # ---- data ----------------------------------------------------------------------------
+    def default_subsets(self, schema: str) -> list[str | None] | None:
+        """The subsets a dataset spec is read as when none is given (None: the whole dataset)."""
+        return None
 
     def check_columns(self, dataset: Any, schema: str) -> None:
         needed = self.required_columns.get(schema, ())
@@ -119,6 +238,15 @@ class Probe(abc.ABC):
     @abc.abstractmethod
     def run(self, ctx: Context, schema: str) -> Output:
         """Compute the probe's metrics, tables and figures from ``ctx``."""
+
+
+@functools.lru_cache(maxsize=None)
+def _read_yaml(directory: Any, file: str) -> dict[str, Any]:
+    text = directory.joinpath(file).read_text(encoding="utf-8")
+    loaded = yaml.safe_load(text)
+    if not isinstance(loaded, dict):
+        raise ProbeError(f"{file}: a probe's settings file holds a mapping of keys to values")
+    return loaded
 
 
 def clip_score(image_embeddings: np.ndarray, text_embeddings: np.ndarray) -> np.ndarray:

@@ -4,65 +4,96 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from typing import Annotated, Literal
 
 import numpy as np
-import pandas as pd
+from pydantic import AfterValidator, Field
 
-from vlfair import measures
-from vlfair.report import plots
-from vlfair.probes.base import Context, Output, Probe, clip_score
-from vlfair.outputs import Metric
-from vlfair.outputs import MARK_COLUMN_MAX
+from vlfair.outputs import Metric, Table, metric_from, metrics_per
+from vlfair.probes import register
+from vlfair.probes.base import Context, Output, Probe, UploadSpec, clip_score
+from vlfair.probes.settings import Bootstrap, Count, Permutations, ProbeSettings, Settings, placeholders
+
+Attribute = Literal["race", "gender"]
+
+
+class Layout(Settings):
+    """The study's data: every profession x gender x race cell holds ``per_cell`` images."""
+
+    profession: list[str]
+    gender: list[str]
+    race: list[str]
+    per_cell: Count
+
+    def values(self, column: str) -> list[str]:
+        return list(getattr(self, column, []))
+
+
+class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations):
+    prompt: Annotated[str, AfterValidator(placeholders("profession"))] = Field(description="the CLIPScore prompt, with {profession}")
+    attributes: list[Attribute] = Field(min_length=1, description="the attributes compared within every "
+                                                                  "profession: race, gender or both")
+    layout: Layout = Field(description="the study's professions, genders, races and images per cell")
+    aliases: dict[Literal["profession", "gender", "race"], dict[str, str] | None] = Field(
+        default_factory=dict, description="other spellings of the study's labels, per column")
 
 
 def _key(value: str) -> str:
     return " ".join(str(value).replace("_", " ").replace("-", " ").lower().split())
 
 
+@register
 class ProfessionsProbe(Probe):
     name = "professions"
-    settings_file = "professions.yaml"
+    Settings = ProfessionsSettings
+    position = 0  # study 000
     published_file = "professions.yaml"
-    allowed = {"prompt", "attributes", "layout", "aliases", "bootstrap", "confidence", "seed", "n_permutations"}
+    help = "CLIPScore of profession prompts by gender and race"
+    description = ("Mean CLIPScore of 'A photo of a {profession}' per profession and gender or race, as the professions "
+                   "study's Tables 1-2, with the median image of every cell and permutation-tested gaps. Data: the "
+                   "professions schema (vlfair prepare professions, or synthetic:professions).")
     schemas = ("professions",)
     required_columns = {"professions": ("image", "profession", "gender", "race")}
+    upload = UploadSpec("professions", ("profession", "gender", "race"), ("gender", "race"))
+    settings: ProfessionsSettings
 
     def run(self, ctx: Context, schema: str) -> Output:
+        import pandas as pd
+
+        from vlfair import measures
+        from vlfair.report import plots
+
         s = self.settings
         images, rows = ctx.images()
         columns = {c: self._canonical(c, ctx.column(c, rows)) for c in ("profession", "gender", "race")}
         professions = columns["profession"]
         names = self._ordered("profession", set(professions.tolist()))
-        prompts = [s["prompt"].format(profession=p) for p in names]
+        prompts = [s.prompt.format(profession=p) for p in names]
         text = ctx.texts(prompts)
         scores = clip_score(images, text[[names.index(p) for p in professions]])
         layout = self._layout(columns)
-        out = Output(settings={"prompt": s["prompt"], "layout": layout}, notes=list(s.get("notes", [])))
+        out = Output(settings={"prompt": s.prompt, "layout": layout}, notes=list(s.notes))
         if layout["departs"]:
             out.warnings.append("the data departs from the study's layout: " + layout["summary"])
-        for attribute in s["attributes"]:
+        for attribute in s.attributes:
             groups = columns[attribute]
             means, gaps = {}, {}
             for profession in names:
                 mask = professions == profession
                 subset = {"profession": profession, "attribute": attribute}
                 try:
-                    gap = measures.group_score_gap(scores[mask], groups[mask], bootstrap=s["bootstrap"],
-                                                   confidence=s["confidence"], seed=s["seed"],
-                                                   n_permutations=s["n_permutations"])
+                    gap = measures.group_score_gap(scores[mask], groups[mask], n_permutations=s.n_permutations,
+                                                   **s.resampling)
                 except ValueError as exc:  # e.g. a group of one image: its mean stands, without CI or gap
                     out.warnings.append(f"{profession} by {attribute}: {exc}; its means are shown without CIs or gap")
                     means[profession] = pd.Series(scores[mask]).groupby(groups[mask]).mean().to_dict()
                     out.metrics += [Metric("mean_clipscore", {**subset, "group": group}, mean)
                                     for group, mean in means[profession].items()]
                     continue
-                for group, mean in gap["group_means"].items():
-                    out.metrics.append(Metric("mean_clipscore", {**subset, "group": group}, mean,
-                                              gap["group_means_ci"][group] if gap["group_means_ci"] else None))
-                out.metrics.append(Metric("group_score_gap", subset, gap["max_gap"], gap["max_gap_ci"], gap["p_value"],
-                                          {k: gap[k] for k in ("group_means", "group_means_ci", "group_counts",
-                                                               "top_group", "bottom_group", "min_max_ratio",
-                                                               "log10_p_value", "p_value_method")}))
+                out.metrics += metrics_per("mean_clipscore", subset, gap, "group_means", "group_means_ci")
+                out.metrics.append(metric_from("group_score_gap", subset, gap, "max_gap", "max_gap_ci", "p_value", (
+                    "group_means", "group_means_ci", "group_counts", "top_group", "bottom_group", "min_max_ratio",
+                    "log10_p_value", "p_value_method")))
                 means[profession] = gap["group_means"]
                 gaps[profession] = {"most associated": gap["top_group"], "max gap": gap["max_gap"],
                                     "CI low": gap["max_gap_ci"][0] if gap["max_gap_ci"] else None,
@@ -72,11 +103,10 @@ class ProfessionsProbe(Probe):
             # the study's Tables 1-2: a row per group, a column per profession, each column's largest marked
             table = pd.DataFrame(means)
             table = table.reindex(self._ordered(attribute, set(table.index))).rename_axis(attribute)
-            table.attrs[MARK_COLUMN_MAX] = True
-            out.tables[f"clipscore_by_{attribute}"] = table
+            out.tables[f"clipscore_by_{attribute}"] = Table(table, mark_column_max=True)
             out.tables[f"gaps_by_{attribute}"] = pd.DataFrame.from_dict(gaps, orient="index").rename_axis("profession")
             out.figures[f"heatmap_{attribute}"] = plots.heatmap(
-                table, f"Mean CLIPScore of '{s['prompt']}' by {attribute}", "CLIPScore", xlabel="profession", ylabel=attribute)
+                table, f"Mean CLIPScore of '{s.prompt}' by {attribute}", "CLIPScore", xlabel="profession", ylabel=attribute)
             picks = plots.median_picks(professions, groups, scores)
             out.tables[f"median_images_{attribute}"] = pd.DataFrame(
                 [{"profession": p, attribute: g, "row": int(rows[i]), "CLIPScore": float(scores[i])}
@@ -93,23 +123,22 @@ class ProfessionsProbe(Probe):
 
     def _canonical(self, column: str, values: np.ndarray) -> np.ndarray:
         """Labels in the study's spelling: case, '_' and '-' ignored; ``aliases`` (Latinx -> Latin American)."""
-        layout = self.settings["layout"]
-        known = {_key(v): v for v in layout.get(column, [])}
-        known.update({_key(a): v for a, v in (self.settings.get("aliases", {}).get(column) or {}).items()})
+        known = {_key(v): v for v in self.settings.layout.values(column)}
+        known.update({_key(a): v for a, v in (self.settings.aliases.get(column) or {}).items()})
         return np.asarray([known.get(_key(v), v) for v in values], dtype=object)
 
     def _ordered(self, column: str, present: set) -> list:
         """The study's order (its tables' columns are alphabetical), then values it does not have."""
-        study = [v for v in self.settings["layout"].get(column, []) if v in present]
+        study = [v for v in self.settings.layout.values(column) if v in present]
         return study + sorted(present - set(study), key=str)
 
     def _layout(self, columns: dict[str, np.ndarray]) -> dict:
         """Cells missing, extra, short or over against the study's profession x gender x race layout."""
-        layout = self.settings["layout"]
+        layout = self.settings.layout
         keys = ("profession", "gender", "race")
-        expected = set(itertools.product(*(layout[k] for k in keys)))
+        expected = set(itertools.product(*(layout.values(k) for k in keys)))
         counts = Counter(zip(*(columns[k].tolist() for k in keys)))
-        n = layout["per_cell"]
+        n = layout.per_cell
         cell = lambda c: {"profession": c[0], "gender": c[1], "race": c[2]}  # noqa: E731
         missing = [cell(c) for c in sorted(expected - set(counts))]
         extra = [{**cell(c), "rows": counts[c]} for c in sorted(set(counts) - expected, key=str)]

@@ -15,12 +15,14 @@ import dataclasses
 import functools
 import re
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from vlfair.outputs import Metric
+
+if TYPE_CHECKING:  # imported where a table is built: the probes' descriptions load without pandas
+    import pandas as pd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,15 +40,18 @@ class PublishedCell:
     printed: str = ""      # the number exactly as printed ("7.60", "8.88e-175"): what tables show
 
 
+BUILTIN = resources.files("vlfair.probes")  # the built-in probes' folder
+
+
 @functools.lru_cache(maxsize=None)
-def _read(file: str) -> dict[str, Any]:
-    """``published/<file>`` (beside the probes), parsed once per process."""
-    return yaml.safe_load(resources.files("vlfair.probes").joinpath("published", file).read_text())
+def _read(file: str, directory: Any = BUILTIN) -> dict[str, Any]:
+    """``published/<file>`` in the probe's folder, parsed once per process."""
+    return yaml.safe_load(directory.joinpath("published", file).read_text(encoding="utf-8"))
 
 
-def load_published(file: str) -> list[PublishedCell]:
+def load_published(file: str, directory: Any = BUILTIN) -> list[PublishedCell]:
     """Every cell of ``published/<file>``."""
-    spec = _read(file)
+    spec = _read(file, directory)
     labels, models = spec.get("labels", {}), spec["models"]
     cells = []
     for table in spec["tables"]:
@@ -129,13 +134,13 @@ def compare(cells: list[PublishedCell], metrics: list[Metric], spec: str) -> tup
     return rows, warnings
 
 
-def attach(output: Any, file: str, spec: str) -> list[dict[str, Any]]:
-    """Compare ``output``'s metrics with ``published/<file>``; adds the tables, notes and warnings
-    to ``output`` and returns results.json's ``published`` list."""
-    cells = load_published(file)
+def attach(output: Any, directory: Any, file: str, spec: str) -> list[dict[str, Any]]:
+    """Compare ``output``'s metrics with ``published/<file>`` of the probe's ``directory``; adds the
+    tables, notes and warnings to ``output`` and returns results.json's ``published`` list."""
+    cells = load_published(file, directory)
     rows, warnings = compare(cells, output.metrics, spec)
     output.warnings.extend(warnings)
-    study = _read(file)["study"]
+    study = _read(file, directory)["study"]
     if rows:
         output.tables["published_vs_this_run"] = comparison_table(rows)
         within = [r["within_ci"] for r in rows if r["within_ci"] is not None]
@@ -157,6 +162,8 @@ def _label(subset: dict[str, Any]) -> str:
 def comparison_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """"Published vs this run": one row per published cell the run measured; the study's number as
     it printed it (text: never rounded to vlfair's digits), this run's as a number."""
+    import pandas as pd
+
     return pd.DataFrame([{
         "source": r["source"], "quantity": f"{r['metric']}{' p' if r['field'] == 'p_value' else ''}: {_label(r['subset'])}",
         "published": r["printed"], "this run": r["measured"],
@@ -167,6 +174,8 @@ def comparison_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def reference_tables(cells: list[PublishedCell], spec: str) -> dict[str, pd.DataFrame]:
     """The published rows of the models other than the run's, each table laid out and its numbers
     written as printed."""
+    import pandas as pd
+
     model = hub_id(spec)
     tables: dict[str, list[PublishedCell]] = {}
     for cell in cells:

@@ -3,65 +3,107 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Annotated, Literal
 
 import numpy as np
-import pandas as pd
+from pydantic import AfterValidator, Field
 
-from vlfair import measures
-from vlfair.explain import NotAViT, gradcam, overlay_figure
-from vlfair.report import plots
-from vlfair.probes.base import Context, Output, Probe, ProbeError
-from vlfair.outputs import Metric
-from vlfair.outputs import FOOTNOTES
+from vlfair.outputs import Table, metric_from, metrics_per
+from vlfair.probes import register
+from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec
+from vlfair.probes.settings import Bootstrap, Count, Flag, Float, ProbeSettings, Settings, placeholders
 
 
+def _pair(value: str) -> str:
+    if value.count("/") != 1 or not all(value.split("/")):
+        raise ValueError("must be two traits joined by '/', e.g. smart/dumb")
+    return value
+
+
+class GradCam(Settings):
+    """Grad-CAM overlays of the study's Figure 2: ``k`` random images of ``group`` whose confidence
+    in the pair's positive trait exceeds ``min_confidence``."""
+
+    pair: Annotated[str, AfterValidator(_pair)]
+    group: dict[Literal["race", "gender"], str] = Field(default_factory=dict)
+    k: Count = 5
+    min_confidence: Float = Field(0.0, ge=0, le=1)
+
+
+class TraitsSettings(ProbeSettings, Bootstrap):
+    prompt: Annotated[str, AfterValidator(placeholders("trait"))] = Field(
+        description="the trait prompt, with {trait}")
+    pairs: list[tuple[str, str]] = Field(min_length=1, description="(positive, negative) trait pairs")
+    temperature: Float | None = Field(gt=0, description="the softmax scale, a number > 0; null: the model's logit "
+                                                        "scale; 1: the study's literal formula")
+    per_cell: Count | None = Field(description="rows drawn per race x gender cell, a whole number >= 1; null: "
+                                               "every row")
+    allow_short: Flag = Field(description="take every row of a cell with fewer than per_cell rows instead of stopping")
+    gradcam: GradCam | None = Field(description="Grad-CAM overlays (pair, group, k, min_confidence); null: none")
+
+
+@register
 class TraitsProbe(Probe):
     name = "traits"
-    settings_file = "traits.yaml"
+    Settings = TraitsSettings
+    position = 1  # study 001
     published_file = "traits.yaml"
-    allowed = {"prompt", "pairs", "temperature", "per_cell", "allow_short", "bootstrap", "confidence", "seed",
-               "gradcam"}
+    help = "trait confidences on FairFace with F-tests across races and genders"
+    description = ("Confidence in each positive trait over its negative ('smart' over 'dumb') per race and gender on "
+                   "FairFace adults, one-way F-tests within each stratum (the traits study's Tables 1-4) and Grad-CAM "
+                   "overlays. Data: the fairface schema.")
     schemas = ("fairface",)
     required_columns = {"fairface": ("image", "race", "gender")}
+    options = (
+        Option("--temperature", "temperature", "softmax temperature (default: the model's logit scale)", float),
+        Option("--per-cell", "per_cell", "rows drawn per race x gender cell (default 2000, the study's)", int),
+        Option("--allow-short", "allow_short", "take every row of a cell with fewer than --per-cell rows instead of "
+                                               "stopping", action="store_true"),
+    )
+    upload = UploadSpec("fairface", ("race", "gender"), ("race", "gender"), file_column="file")
+    settings: TraitsSettings
 
-    def default_subsets(self, schema: str) -> list[str]:
+    def default_subsets(self, schema: str) -> list[str | None]:
         return ["adults"]  # the study's adults aged 20-60
 
     def run(self, ctx: Context, schema: str) -> Output:
+        import pandas as pd
+
+        from vlfair import measures
+        from vlfair.report import plots
+
         s = self.settings
         sampling, source_rows = self._sample(ctx)  # before embedding: only the drawn rows are embedded
         images, rows = ctx.images()
         races, genders = ctx.column("race", rows), ctx.column("gender", rows)
-        tau = float(ctx.encoder.logit_scale if s["temperature"] is None else s["temperature"])
+        tau = float(ctx.encoder.logit_scale if s.temperature is None else s.temperature)
         if not tau > 0:  # tau = 0 makes every confidence 0.5: nothing would be measured
             raise ProbeError(f"traits: temperature must be > 0 (the softmax scale; 1 is the study's literal formula), "
                              f"got {tau:g}")
-        out = Output(settings={"temperature": tau, "temperature_source": "logit_scale" if s["temperature"] is None
-                               else "settings", "prompt": s["prompt"], "sampling": sampling},
-                     notes=list(s.get("notes", [])))
+        out = Output(settings={"temperature": tau, "temperature_source": "logit_scale" if s.temperature is None
+                               else "settings", "prompt": s.prompt, "sampling": sampling},
+                     notes=list(s.notes))
         if sampling and sampling["short_cells"]:
             out.warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
                                 + _listed(sampling["short_cells"]))
         out.notes.append(f"confidence = softmax({tau:g} * [cos(x, pos), cos(x, neg)])[0]"
-                         + (" (the model's logit scale)" if s["temperature"] is None else ""))
+                         + (" (the model's logit scale)" if s.temperature is None else ""))
         f_rows = []
-        for positive, negative in s["pairs"]:
+        for positive, negative in s.pairs:
             pair = f"{positive}/{negative}"
-            text = ctx.texts([s["prompt"].format(trait=positive), s["prompt"].format(trait=negative)])
+            text = ctx.texts([s.prompt.format(trait=positive), s.prompt.format(trait=negative)])
             confidence = 1.0 / (1.0 + np.exp(-tau * (images @ (text[0] - text[1]))))
             for group, strata, label in ((races, genders, "gender"), (genders, races, "race")):
                 try:
-                    anova = measures.trait_anova(confidence, group, strata=strata, bootstrap=s["bootstrap"],
-                                                 confidence=s["confidence"], seed=s["seed"])
+                    anova = measures.trait_anova(confidence, group, strata=strata, **s.resampling)
                 except ValueError as exc:
                     out.warnings.append(f"{pair} across {'races' if label == 'gender' else 'genders'} by {label}: {exc}")
                     continue
                 for stratum in anova["strata"]:
-                    out.metrics.append(Metric(
-                        "trait_anova", {"trait": pair, label: stratum}, anova["f_statistic"][stratum], None,
-                        anova["p_value"][stratum],
-                        {k: anova[k][stratum] for k in ("log10_p_value", "df_between", "df_within", "eta_squared",
-                                                        "group_means", "group_means_ci", "group_counts")}))
+                    out.metrics.append(metric_from(
+                        "trait_anova", {"trait": pair, label: stratum}, anova, "f_statistic", None, "p_value",
+                        ("log10_p_value", "df_between", "df_within", "eta_squared", "group_means", "group_means_ci",
+                         "group_counts"), key=stratum))
                     f_rows.append({"trait": pair, "within": f"{label}={stratum}",
                                    "across": "race" if label == "gender" else "gender",
                                    "F": anova["f_statistic"][stratum],
@@ -71,21 +113,19 @@ class TraitsProbe(Probe):
                     means = pd.DataFrame({g: anova["group_means"][g] for g in anova["strata"]})
                     cis = anova["group_means_ci"]
                     for gender in anova["strata"]:
-                        for race, mean in anova["group_means"][gender].items():
-                            out.metrics.append(Metric("trait_confidence", {"trait": pair, "race": race, "gender": gender},
-                                                      mean, cis[gender][race] if cis[gender] else None))
+                        out.metrics += metrics_per("trait_confidence", {"trait": pair, "race": None, "gender": gender},
+                                                   anova, "group_means", "group_means_ci", by="race", key=gender)
                     out.tables[f"confidence_{positive}_{negative}"] = means.rename_axis("race")
                     errors = None if not all(cis.values()) else pd.DataFrame(
                         {g: pd.Series(cis[g]) for g in anova["strata"]}).reindex(means.index)
                     out.figures[f"confidence_{positive}_{negative}"] = plots.grouped_bars(
                         means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence", xlabel="race",
                         ylim=(0, 1), legend_title="gender")
-        out.tables["f_tests"] = f_tests = pd.DataFrame(f_rows)
         undefined = [f"{r['trait']} {r['within']}" for r in f_rows if np.isnan(r["F"])]
-        if undefined:  # 0/0: said under the table, not left as a bare NaN
-            f_tests.attrs[FOOTNOTES] = [f"F and p are NaN for {', '.join(undefined)}: every confidence there is the same "
-                                        "(zero variance within and between the groups), so F = 0/0 and there is no test."]
-        if s.get("gradcam"):
+        out.tables["f_tests"] = Table(pd.DataFrame(f_rows), footnotes=[  # 0/0: said under the table, not a bare NaN
+            f"F and p are NaN for {', '.join(undefined)}: every confidence there is the same (zero variance within "
+            "and between the groups), so F = 0/0 and there is no test."] if undefined else [])
+        if s.gradcam:
             self._gradcam(ctx, rows, races, genders, images, tau, source_rows, out)
         return out
 
@@ -95,15 +135,13 @@ class TraitsProbe(Probe):
         each drawn row's index in the dataset given."""
         from vlfair.data import balanced_sample, sampling_record
 
-        n, seed = self.settings["per_cell"], self.settings["seed"]
+        n, seed = self.settings.per_cell, self.settings.seed
         if n is None:
             return None, None
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ProbeError(f"traits: per_cell must be a positive integer or null, got {n!r}")
         indexed = ctx.dataset.add_column("_vlfair_row", list(range(ctx.dataset.num_rows)))
         sample = balanced_sample(indexed, n, ("race", "gender"), seed=seed, allow_fewer=True)
         record = sampling_record(sample)
-        if record["short_cells"] and not self.settings["allow_short"]:
+        if record["short_cells"] and not self.settings.allow_short:
             raise ProbeError(f"traits: {len(record['short_cells'])} race x gender cell(s) have fewer than {n} rows "
                              f"({_listed(record['short_cells'])}); use more data (e.g. --split train+validation), a smaller --per-cell (setting "
                              "per_cell), or --allow-short (allow_short) to take every row of the short cells")
@@ -117,10 +155,15 @@ class TraitsProbe(Probe):
     def _gradcam(self, ctx, rows, races, genders, images, tau: float, source_rows, out: Output) -> None:
         """Overlays for ``k`` images of the group drawn at random (seeded) among those whose
         confidence in the positive trait exceeds ``min_confidence``, as in the study's Figure 2."""
-        spec = self.settings["gradcam"]
-        positive, negative = spec["pair"].split("/")
-        wanted = spec.get("group", {})
-        k, threshold = int(spec.get("k", 5)), float(spec.get("min_confidence", 0.0))
+        import pandas as pd
+
+        from vlfair.explain import NotAViT, gradcam, overlay_figure
+
+        spec = self.settings.gradcam
+        assert spec is not None  # run() calls this only with Grad-CAM settings
+        positive, negative = spec.pair.split("/")
+        wanted = spec.group
+        k, threshold = spec.k, spec.min_confidence
         mask = np.ones(len(rows), dtype=bool)
         for column, value in wanted.items():
             mask &= {"race": races, "gender": genders}[column] == value
@@ -128,7 +171,7 @@ class TraitsProbe(Probe):
         if not mask.any():
             out.warnings.append(f"Grad-CAM skipped: no image of group {wanted}")
             return
-        text = ctx.texts([self.settings["prompt"].format(trait=positive), self.settings["prompt"].format(trait=negative)])
+        text = ctx.texts([self.settings.prompt.format(trait=positive), self.settings.prompt.format(trait=negative)])
         confidence = 1.0 / (1.0 + np.exp(-tau * (images @ (text[0] - text[1]))))
         eligible = np.flatnonzero(mask & (confidence > threshold))
         if eligible.size < k:
@@ -136,7 +179,7 @@ class TraitsProbe(Probe):
                                 f"above {threshold:g}; {k} were asked for")
             if eligible.size == 0:
                 return
-        chosen = np.sort(np.random.default_rng(self.settings["seed"]).choice(eligible, min(k, eligible.size),
+        chosen = np.sort(np.random.default_rng(self.settings.seed).choice(eligible, min(k, eligible.size),
                                                                             replace=False))
         pictures = [ctx.dataset[int(rows[i])]["image"] for i in chosen]
         try:

@@ -69,7 +69,7 @@ def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".csv":
-        from vlfair.report.writer import csv_safe
+        from vlfair.report.tables import csv_safe
 
         csv_safe(frame).to_csv(out, index=False)  # a model or label named "=..." stays text in a spreadsheet
     elif out.suffix == ".parquet":

@@ -137,12 +137,15 @@ def data_choices(probe: str, hub: bool) -> list[str]:
     from vlfair.probes import probe_class
     from vlfair.space.uploads import UPLOADS
 
+    from vlfair.demo.datasets import BY_SCHEMA
+
     schemas = probe_class(probe).schemas
-    if not schemas:  # word-influence makes its own images
+    if not probe_class(probe).needs_dataset:  # word-influence makes its own images
         return [GENERATED]
     samples = [sample_label(schema, source) for schema, source in hub_datasets().items()
                if schema in schemas and (hub or Path(source["source"]).is_dir())]
-    return [WORLD_DATA, *samples, *([UPLOAD] if probe in UPLOADS else [])]
+    world = [WORLD_DATA] if schemas and schemas[0] in BY_SCHEMA else []  # a plugin's own schema has no world data
+    return [*world, *samples, *([UPLOAD] if probe in UPLOADS else [])]
 
 
 def _world_dataset(probe: str):
@@ -206,7 +209,7 @@ def readable_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     return readable(frame)
 
 
-def _word_influence_parts(encoder, choice: EncoderChoice, prompt: str) -> tuple[dict, dict]:
+def _word_influence_parts(encoder, choice: EncoderChoice, prompt: str) -> tuple[dict | None, dict | None]:
     """The demo's planted generator and gender classifier; Stable Diffusion is too slow for a CPU Space."""
     if choice.biased is None:
         raise SpaceInputError("word-influence runs here only on a demo world encoder (its images come from the "
@@ -218,6 +221,17 @@ def _word_influence_parts(encoder, choice: EncoderChoice, prompt: str) -> tuple[
     if not 2 <= len(words) <= 12:
         raise SpaceInputError(f"the prompt has {len(words)} words; give 2 to 12")
     return word_influence_setup(encoder, choice.biased, " ".join(words), images_per_prompt=40)
+
+
+def _traits_parts(encoder, choice: EncoderChoice, prompt: str) -> tuple[dict | None, dict | None]:
+    """The Space draws its own sample (per_group) or measures the uploads as they are."""
+    return {"per_cell": None}, None
+
+
+# probe -> (settings, components) the Space runs it with; a probe without an entry runs as configured
+SPACE_PARTS: dict[str, Callable[[Any, EncoderChoice, str], tuple[dict | None, dict | None]]] = {
+    "word-influence": _word_influence_parts, "traits": _traits_parts}
+PROMPTED = ("word-influence",)  # probes whose request carries a prompt (the Space shows its text box)
 
 
 def run_request(pool: EncoderPool, probe: str, encoder_label: str, data_label: str, *, other_id: str = "",
@@ -233,9 +247,8 @@ def run_request(pool: EncoderPool, probe: str, encoder_label: str, data_label: s
         dataset = build_dataset(probe, data_label, per_group=per_group, uploads=uploads, labels=labels, limits=limits)
         progress(0.1, "loading the encoder")
         encoder, choice = pool.get(encoder_label, other_id, allow_other, log=lambda line: progress(0.15, line.strip()))
-        settings, components = _word_influence_parts(encoder, choice, prompt) if probe == "word-influence" else (None, None)
-        if probe == "traits":  # the Space draws its own sample (per_group) or measures the uploads as they are
-            settings = {"per_cell": None}
+        parts = SPACE_PARTS.get(probe)
+        settings, components = parts(encoder, choice, prompt) if parts else (None, None)
         out = Path(out_dir or tempfile.mkdtemp(prefix="vlfair-space-"))
         progress(0.3, f"running the {probe} probe")
         results = run_probe(probe, encoder, dataset, out, cache_dir=pool.cache_dir, settings=settings,

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Sequence
 
 import datasets
 import pandas as pd
@@ -12,6 +11,7 @@ from PIL import Image, UnidentifiedImageError
 
 from vlfair.data.schemas import SCHEMAS, normalize_label
 from vlfair.data.synthetic import columns_to_dataset
+from vlfair.probes.base import UploadSpec
 from vlfair.space.limits import MB, Limits, SpaceInputError
 
 IMAGE_FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "GIF", "TIFF")  # what PIL decodes without plugins
@@ -19,24 +19,27 @@ FILE_COLUMN = "file"
 FILE_COLUMN_ALIASES = ("file", "file_name", "filename", "image")
 
 
-@dataclasses.dataclass(frozen=True)
-class UploadSpec:
-    """How a probe takes uploaded images: the labels a user gives per image and the groups compared."""
+class _Uploads(Mapping[str, UploadSpec]):
+    """probe -> its :class:`UploadSpec` (``Probe.upload``), for every registered probe that takes
+    uploads, plugins included: read from the registry on each use."""
 
-    schema: str                      # the dataset schema whose vocabularies check the labels
-    labels: tuple[str, ...]          # one value per image, from the CSV or the label table
-    groups: tuple[str, ...]          # compared groups: every value needs at least 2 images
-    fixed: dict = dataclasses.field(default_factory=dict)  # columns the probe reads that uploads cannot vary
-    file_column: str | None = None   # a schema column that holds the file name
+    @staticmethod
+    def _specs() -> dict[str, UploadSpec]:
+        from vlfair.probes import probe_class, probe_names
+
+        return {name: spec for name in probe_names() if (spec := probe_class(name).upload) is not None}
+
+    def __getitem__(self, probe: str) -> UploadSpec:
+        return self._specs()[probe]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs())
+
+    def __len__(self) -> int:
+        return len(self._specs())
 
 
-UPLOADS: dict[str, UploadSpec] = {
-    "professions": UploadSpec("professions", ("profession", "gender", "race"), ("gender", "race")),
-    "traits": UploadSpec("fairface", ("race", "gender"), ("race", "gender"), file_column="file"),
-    "public-figures": UploadSpec("pfi", ("name", "category", "gender"), ("gender",)),
-    "multilingual": UploadSpec("multi30k", ("en", "de"), (), {"portion": "translation", "caption_index": 1},
-                               file_column="image_file"),
-}
+UPLOADS = _Uploads()
 
 
 def upload_spec(probe: str) -> UploadSpec:

@@ -1,0 +1,116 @@
+"""Typed probe settings: every key's type, range, allowed values and a prompt's placeholders.
+
+Each probe declares a pydantic model (a subclass of :class:`ProbeSettings`); its YAML holds the
+study's values and is validated against it, and so are ``--set KEY=VALUE`` and Python
+``settings=`` overrides, before any work. The statistics options every probe shares (bootstrap,
+confidence, seed, permutations) are declared once here, with the defaults of ``vlfair.measures``.
+An error names the key, the value given and what is allowed (:func:`describe_errors`).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+
+# Scalars are strict: YAML's `true` is not the integer 1, "3" is not 3 (a typo must not pass as a number);
+# a float setting still takes an integer (temperature: 1).
+Int = Annotated[int, Strict()]
+Count = Annotated[int, Strict(), Field(ge=1)]
+Float = Annotated[float, Strict()]
+Flag = Annotated[bool, Strict()]
+
+# the statistics defaults, as vlfair.measures declares them (read without importing scipy)
+BOOTSTRAP, CONFIDENCE, SEED, PERMUTATIONS = 1000, 0.95, 0, 10000
+
+
+def placeholders(*fields: str) -> Callable[[str], str]:
+    """A check that a prompt template's placeholders are exactly ``fields`` ("" for a positional
+    ``{}``): ``Annotated[str, AfterValidator(placeholders("trait"))]``."""
+    wanted = set(fields)
+    example = " and ".join("{}" if f == "" else "{" + f + "}" for f in fields)
+
+    def check(value: str) -> str:
+        try:
+            found = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        except ValueError as exc:  # an unmatched brace
+            raise ValueError(f"is not a valid template ({exc})") from None
+        if found != wanted:
+            shown = ", ".join("{}" if f == "" else "{" + f + "}" for f in sorted(found)) or "none"
+            raise ValueError(f"must hold the placeholder {example} and no other (it has {shown})")
+        return value
+
+    return check
+
+
+class Settings(BaseModel):
+    """A settings record: unknown keys are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProbeSettings(Settings):
+    """What every probe's settings hold: the YAML's ``version`` (bump it when a change alters
+    results) and ``notes`` (copied into the report)."""
+
+    version: Int = Field(description="the settings' version: part of results.json, bumped when a change alters results")
+    notes: list[str] = Field(default_factory=list, description="sentences copied into the report")
+
+
+class Confidence(BaseModel):
+    confidence: Float = Field(CONFIDENCE, gt=0, lt=1, description="the confidence level of every interval, a number in (0, 1)")
+    seed: Annotated[int, Strict(), Field(ge=0)] | None = Field(
+        SEED, description="the random seed of every resampling and sample, a whole number >= 0 or null")
+
+
+class Bootstrap(Confidence):
+    bootstrap: Annotated[int, Strict(), Field(ge=0)] = Field(
+        BOOTSTRAP, description="bootstrap resamples of every interval, a whole number >= 0; 0 turns intervals off")
+
+    @property
+    def resampling(self) -> dict[str, Any]:
+        """The options every vlfair.measures function with intervals takes."""
+        return {"bootstrap": self.bootstrap, "confidence": self.confidence, "seed": self.seed}
+
+
+class Permutations(BaseModel):
+    n_permutations: Annotated[int, Strict(), Field(ge=0)] = Field(
+        PERMUTATIONS, description="relabellings of each permutation test, a whole number >= 0; 0 turns p-values off")
+
+
+SHARED = ("bootstrap", "confidence", "seed", "n_permutations")
+
+
+def keys(model: type[BaseModel]) -> list[str]:
+    """The keys a user may set, the probe's own first, then the shared statistics options
+    (``version`` and ``notes`` belong to the YAML)."""
+    own = [key for key in model.model_fields if key not in ("version", "notes", *SHARED)]
+    return own + [key for key in SHARED if key in model.model_fields]
+
+
+def describe_errors(model: type[BaseModel], error: ValidationError, source: Callable[[str], str]) -> str:
+    """One sentence per problem: where the key was set (``source(path)``: "setting", a flag such as
+    "--per-cell", "professions.yaml"), the key, the value given, what is wrong and what the key takes."""
+    problems = []
+    for item in error.errors():
+        location = [str(part) for part in item["loc"]]
+        top = location[0] if location else ""
+        path = ".".join(location)
+        where = source(path)
+        if item["type"] == "extra_forbidden":
+            problems.append(f"{where} {path!r} is not a settings key of this probe; keys: {keys(model)}"
+                            if len(location) == 1 else f"{where} {path}: not a key of {top}")
+            continue
+        message = item["msg"].removeprefix("Value error, ")
+        field = model.model_fields.get(top)
+        takes = f" ({top}: {field.description})" if field is not None and field.description and len(location) == 1 else ""
+        given = "missing" if item["type"] == "missing" else f"= {item['input']!r}"
+        named = f"{where} {given} (setting {path})" if where.startswith("-") else f"{where} {path} {given}"
+        problems.append(f"{named}: {message}{takes}")
+    return "; ".join(problems)
+
+
+__all__ = ["BOOTSTRAP", "CONFIDENCE", "PERMUTATIONS", "SEED", "Bootstrap", "Confidence", "Count", "Flag", "Float",
+           "Int", "Permutations", "ProbeSettings", "Settings", "describe_errors", "keys", "placeholders"]
