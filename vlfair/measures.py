@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from vlfair import stats
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
 
 MIN_GROUP_SIZE = 2  # never report a group mean from fewer samples
 
@@ -123,8 +124,8 @@ class _GroupMeans:
 
 # ---- bias_ratio, group_score_gap, trait_anova -------------------------------------------
 def bias_ratio(scores: Sequence[float], groups: Sequence[Any], protected_group: Any, reference_group: Any,
-               bootstrap: int = 1000, confidence: float = 0.95, seed: int | None = 0,
-               n_permutations: int = 10_000) -> dict[str, Any]:
+               bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED,
+               n_permutations: int = PERMUTATIONS) -> dict[str, Any]:
     """b = mean(score | protected) / mean(score | reference); 1.0 is neutral.
 
     ``p_value``: permutation test of the two groups' mean difference (two-sided).
@@ -166,8 +167,8 @@ def bias_ratio(scores: Sequence[float], groups: Sequence[Any], protected_group: 
     }
 
 
-def group_score_gap(scores: Sequence[float], groups: Sequence[Any], bootstrap: int = 1000, confidence: float = 0.95,
-                    seed: int | None = 0, n_permutations: int = 10_000) -> dict[str, Any]:
+def group_score_gap(scores: Sequence[float], groups: Sequence[Any], bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+                    seed: int | None = SEED, n_permutations: int = PERMUTATIONS) -> dict[str, Any]:
     """Group means, the most associated group, and the gap between the highest and lowest mean.
 
     ``p_value`` tests the range of group means against label permutations, so it accounts for
@@ -201,8 +202,8 @@ def _p_fields(test: stats.PermutationResult | None) -> dict[str, Any]:
 
 
 def trait_anova(scores: Sequence[float], groups: Sequence[Any], strata: Sequence[Any] | None = None,
-                welch: bool = False, bootstrap: int = 1000, confidence: float = 0.95,
-                seed: int | None = 0) -> dict[str, Any]:
+                welch: bool = False, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+                seed: int | None = SEED) -> dict[str, Any]:
     """One-way ANOVA of scores across groups (e.g. races), optionally within each stratum (e.g.
     gender): F, p, degrees of freedom, eta squared and group means with CIs.
 
@@ -261,7 +262,7 @@ def parse_variant(variant: Any, num_words: int, row: int) -> tuple[int, ...]:
 
 
 def word_influence(predictions: Sequence[int], variants: Sequence[Any], num_words: int, k: int = 1,
-                   confidence: float = 0.95) -> dict[str, Any]:
+                   confidence: float = CONFIDENCE) -> dict[str, Any]:
     """k-level word influence on the share of images classified as the target group.
 
     P(R) = share of images with prediction 1 when the words in R are replaced. Influence of
@@ -343,8 +344,8 @@ def _correct(predictions: Sequence[Any], references: Sequence[Any]) -> np.ndarra
 
 
 def cross_lingual_gap(predictions: Sequence[Any], references: Sequence[Any], languages: Sequence[Any],
-                      pivot: Any = None, bootstrap: int = 1000, confidence: float = 0.95,
-                      seed: int | None = 0) -> dict[str, Any]:
+                      pivot: Any = None, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+                      seed: int | None = SEED) -> dict[str, Any]:
     """Accuracy per language; gap = max - min accuracy; ``gap_to_pivot`` = acc(pivot) - acc(l)."""
     check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     correct = _correct(predictions, references)
@@ -371,8 +372,8 @@ def cross_lingual_gap(predictions: Sequence[Any], references: Sequence[Any], lan
 
 
 def group_rate_gap(predictions: Sequence[Any], references: Sequence[Any], groups: Sequence[Any],
-                   languages: Sequence[Any] | None = None, bootstrap: int = 1000, confidence: float = 0.95,
-                   seed: int | None = 0) -> dict[str, Any]:
+                   languages: Sequence[Any] | None = None, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+                   seed: int | None = SEED) -> dict[str, Any]:
     """Accuracy per group and the largest pairwise gap |acc(g1) - acc(g2)|, per language if given.
 
     Without languages every key holds one value; with languages every key holds a dict by language.
@@ -454,8 +455,8 @@ def _matrix(values: Any, name: str) -> np.ndarray:
 
 
 # ---- retention --------------------------------------------------------------------------
-def retention(scores: Any, references: Sequence[int], bootstrap: int = 1000, confidence: float = 0.95,
-              seed: int | None = 0) -> dict[str, Any]:
+def retention(scores: Any, references: Sequence[int], bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+              seed: int | None = SEED) -> dict[str, Any]:
     """Name retention of public figures.
 
     ``scores[i, j]``: similarity of image i to candidate name j; ``references[i]``: the index

@@ -23,6 +23,8 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import stats as sps
 
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+
 # Resampled index blocks are kept below this many entries (memory stays ~40 MB).
 _BLOCK_ENTRIES = 5_000_000
 _CACHED_BLOCK_ENTRIES = 2**18  # the group-mean bootstrap's blocks: indices and values fit in L2 cache
@@ -199,8 +201,8 @@ def percentile_interval(samples: np.ndarray, confidence: float) -> np.ndarray:
         return np.nanquantile(samples, [alpha, 1 - alpha], axis=0)
 
 
-def bootstrap_interval(statistic: Callable[[np.ndarray], np.ndarray], codes: np.ndarray, n_resamples: int = 1000,
-                       confidence: float = 0.95, seed: int | None = 0) -> np.ndarray:
+def bootstrap_interval(statistic: Callable[[np.ndarray], np.ndarray], codes: np.ndarray, n_resamples: int = BOOTSTRAP,
+                       confidence: float = CONFIDENCE, seed: int | None = SEED) -> np.ndarray:
     """Stratified percentile bootstrap CI: (2, ...) array of lower and upper bounds."""
     if n_resamples < 1:
         raise ValueError(f"bootstrap needs at least 1 resample, got {n_resamples}")
@@ -236,7 +238,7 @@ class PermutationResult:
 
 
 def permutation_test(values: np.ndarray, codes: np.ndarray, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                     n_permutations: int = 10_000, seed: int | None = 0, sequential: bool = True,
+                     n_permutations: int = PERMUTATIONS, seed: int | None = SEED, sequential: bool = True,
                      asymptotic: bool = True) -> PermutationResult:
     """Two-sided p-value of ``statistic(values, codes_batch)`` under exchangeable labels.
 
@@ -450,8 +452,8 @@ class PairedComparison:
 
 
 def paired_bootstrap(measure: Callable[[np.ndarray, np.ndarray], float], scores_a: Sequence[float],
-                     scores_b: Sequence[float], groups: Sequence, n_resamples: int = 1000, confidence: float = 0.95,
-                     seed: int | None = 0) -> PairedComparison:
+                     scores_b: Sequence[float], groups: Sequence, n_resamples: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+                     seed: int | None = SEED) -> PairedComparison:
     """Compare one measure between two models scored on the same images.
 
     ``measure(scores, groups)`` is any vlfair measure reduced to a float (e.g.
@@ -476,7 +478,7 @@ def paired_bootstrap(measure: Callable[[np.ndarray, np.ndarray], float], scores_
     return PairedComparison(value_a, value_b, value_a - value_b, (float(lo), float(hi)), float(p))
 
 
-def proportion_interval(successes: int, trials: int, confidence: float = 0.95) -> list[float] | None:
+def proportion_interval(successes: int, trials: int, confidence: float = CONFIDENCE) -> list[float] | None:
     """Clopper-Pearson (exact) interval of a binomial proportion; None without trials."""
     _check_confidence(confidence)
     if trials < 1:

@@ -66,8 +66,9 @@ class BiasRatio(evaluate.Metric):
             features=vlfair.evaluate_support.label_features({"predictions": datasets.Value("float64")}, ["references"]),
         )
 
-    def _compute(self, predictions, references, protected_group=None, reference_group=None, bootstrap=1000,
-                 confidence=0.95, seed=0, n_permutations=10000, **shared):
+    def _compute(self, predictions, references, protected_group=None, reference_group=None,
+                 bootstrap=vlfair.measures.BOOTSTRAP, confidence=vlfair.measures.CONFIDENCE,
+                 seed=vlfair.measures.SEED, n_permutations=vlfair.measures.PERMUTATIONS, **shared):
         vlfair.evaluate_support.ignore_shared("bias_ratio", shared)  # options of other modules (evaluate.combine)
         return vlfair.measures.bias_ratio(predictions, references, protected_group, reference_group,
                                           bootstrap=bootstrap, confidence=confidence, seed=seed,

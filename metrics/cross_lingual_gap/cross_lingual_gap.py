@@ -61,7 +61,8 @@ class CrossLingualGap(evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/2106.06683"],
         )
 
-    def _compute(self, predictions, references, languages, pivot=None, bootstrap=1000, confidence=0.95, seed=0, **shared):
+    def _compute(self, predictions, references, languages, pivot=None, bootstrap=vlfair.measures.BOOTSTRAP,
+                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
         vlfair.evaluate_support.ignore_shared("cross_lingual_gap", shared)  # options of other modules (evaluate.combine)
         return vlfair.measures.cross_lingual_gap(predictions, references, languages, pivot=pivot, bootstrap=bootstrap,
                                                  confidence=confidence, seed=seed)

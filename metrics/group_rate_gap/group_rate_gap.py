@@ -77,7 +77,8 @@ class GroupRateGap(evaluate.Metric):
             languages = [""] * len(predictions)
         return super().compute(predictions=predictions, references=references, languages=languages, **kwargs)
 
-    def _compute(self, predictions, references, groups, languages, bootstrap=1000, confidence=0.95, seed=0, **shared):
+    def _compute(self, predictions, references, groups, languages, bootstrap=vlfair.measures.BOOTSTRAP,
+                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
         vlfair.evaluate_support.ignore_shared("group_rate_gap", shared)  # options of other modules (evaluate.combine)
         languages = None if all(language == "" for language in languages) else languages
         return vlfair.measures.group_rate_gap(predictions, references, groups, languages=languages,

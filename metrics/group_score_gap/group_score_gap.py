@@ -62,7 +62,9 @@ class GroupScoreGap(evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/2104.08718"],
         )
 
-    def _compute(self, predictions, references, bootstrap=1000, confidence=0.95, seed=0, n_permutations=10000, **shared):
+    def _compute(self, predictions, references, bootstrap=vlfair.measures.BOOTSTRAP,
+                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED,
+                 n_permutations=vlfair.measures.PERMUTATIONS, **shared):
         vlfair.evaluate_support.ignore_shared("group_score_gap", shared)  # options of other modules (evaluate.combine)
         return vlfair.measures.group_score_gap(predictions, references, bootstrap=bootstrap, confidence=confidence,
                                                seed=seed, n_permutations=n_permutations)

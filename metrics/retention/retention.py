@@ -54,6 +54,7 @@ class Retention(evaluate.Metric):
                                         "references": datasets.Value("int64")}),
         )
 
-    def _compute(self, predictions, references, bootstrap=1000, confidence=0.95, seed=0, **shared):
+    def _compute(self, predictions, references, bootstrap=vlfair.measures.BOOTSTRAP,
+                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
         vlfair.evaluate_support.ignore_shared("retention", shared)  # options of other modules (evaluate.combine)
         return vlfair.measures.retention(predictions, references, bootstrap=bootstrap, confidence=confidence, seed=seed)

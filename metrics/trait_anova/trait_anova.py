@@ -80,7 +80,8 @@ class TraitAnova(evaluate.Metric):
             strata = [""] * len(predictions)
         return super().compute(predictions=predictions, references=references, strata=strata, **kwargs)
 
-    def _compute(self, predictions, references, strata, welch=False, bootstrap=1000, confidence=0.95, seed=0, **shared):
+    def _compute(self, predictions, references, strata, welch=False, bootstrap=vlfair.measures.BOOTSTRAP,
+                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
         vlfair.evaluate_support.ignore_shared("trait_anova", shared)  # options of other modules (evaluate.combine)
         strata = None if all(s == "" for s in strata) else strata
         return vlfair.measures.trait_anova(predictions, references, strata=strata, welch=welch, bootstrap=bootstrap,

@@ -65,7 +65,7 @@ class WordInfluence(evaluate.Measurement):
             reference_urls=["https://arxiv.org/abs/2306.05500"],
         )
 
-    def _compute(self, predictions, variants, num_words=None, k=1, confidence=0.95, **shared):
+    def _compute(self, predictions, variants, num_words=None, k=1, confidence=vlfair.measures.CONFIDENCE, **shared):
         vlfair.evaluate_support.ignore_shared("word_influence", shared)  # options of other modules (evaluate.combine)
         if num_words is None:
             raise ValueError("num_words is required: the number of replaceable words in the prompt")

@@ -22,8 +22,7 @@ Count = Annotated[int, Strict(), Field(ge=1)]
 Float = Annotated[float, Strict()]
 Flag = Annotated[bool, Strict()]
 
-# the statistics defaults, as vlfair.measures declares them (read without importing scipy)
-BOOTSTRAP, CONFIDENCE, SEED, PERMUTATIONS = 1000, 0.95, 0, 10000
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED  # noqa: E402  (shared with vlfair.measures)
 
 
 def placeholders(*fields: str) -> Callable[[str], str]:

@@ -1,0 +1,207 @@
+"""A probe from outside vlfair: one module and one YAML, found through the entry-point group
+``vlfair.probes`` (or ``vlfair.register_probe``), listed by the CLI, run end to end, reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+TOY_MODULE = '''
+"""A toy probe: mean CLIPScore of one prompt per gender, with its gap's interval and p-value."""
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from vlfair.outputs import metric_from, metrics_per
+from vlfair.probes.base import Option, Output, Probe, clip_score
+from vlfair.probes.settings import Bootstrap, Permutations, ProbeSettings, placeholders
+
+
+class ToySettings(ProbeSettings, Bootstrap, Permutations):
+    prompt: Annotated[str, AfterValidator(placeholders("person"))] = Field(description="the prompt, with {person}")
+    person: str = Field(description="the word put into the prompt")
+
+
+class ToyProbe(Probe):
+    name = "toy"
+    Settings = ToySettings
+    help = "a toy probe from a plugin"
+    description = "Mean CLIPScore of one prompt per gender (a plugin's probe)."
+    schemas = ("fairface",)
+    required_columns = {"fairface": ("image", "gender")}
+    options = (Option("--person", "person", "the word put into the prompt"),)
+
+    def run(self, ctx, schema):
+        import pandas as pd
+
+        from vlfair import measures
+
+        s = self.settings
+        images, rows = ctx.images()
+        text = ctx.texts([s.prompt.format(person=s.person)])
+        scores = clip_score(images, text[[0] * len(rows)])
+        gap = measures.group_score_gap(scores, ctx.column("gender", rows), n_permutations=s.n_permutations,
+                                       **s.resampling)
+        out = Output(settings={"prompt": s.prompt, "person": s.person}, notes=list(s.notes))
+        out.metrics += metrics_per("mean_clipscore", {"person": s.person}, gap, "group_means", "group_means_ci")
+        out.metrics.append(metric_from("group_score_gap", {"person": s.person}, gap, "max_gap", "max_gap_ci", "p_value"))
+        out.tables["means"] = pd.DataFrame({"mean CLIPScore": gap["group_means"]}).rename_axis("gender")
+        return out
+'''
+
+TOY_YAML = """\
+version: 1
+prompt: "a photo of a {person}"
+person: doctor
+notes:
+  - "A toy probe, shipped by a plugin."
+"""
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory) -> Path:
+    """A folder holding the toy probe's module, its YAML and the distribution metadata that declares
+    the entry point, as `pip install` of a plugin package would leave them on sys.path."""
+    root = tmp_path_factory.mktemp("plugin")
+    (root / "vlfair_toy.py").write_text(TOY_MODULE)
+    (root / "vlfair_toy.yaml").write_text(TOY_YAML)
+    info = root / "vlfair_toy-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vlfair-toy\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[vlfair.probes]\ntoy = vlfair_toy:ToyProbe\n")
+    return root
+
+
+def _vlfair(plugin: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "vlfair", *argv], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_a_plugin_probe_is_listed_run_and_reported_with_no_vlfair_file_changed(plugin, clip_dir, tmp_path):
+    listed = _vlfair(plugin, "run", "--help")
+    assert listed.returncode == 0 and "toy" in listed.stdout and "a toy probe from a plugin" in listed.stdout
+    own = _vlfair(plugin, "run", "toy", "--help")
+    assert own.returncode == 0 and "--person" in own.stdout and "--dataset" in own.stdout
+    assert "prompt, person, bootstrap, confidence, seed, n_permutations" in " ".join(own.stdout.split())
+
+    out = tmp_path / "out"
+    run = _vlfair(plugin, "run", "toy", "--model", str(clip_dir), "--dataset", "synthetic:fairface", "--out", str(out),
+                  "--dtype", "float32", "--cache-dir", str(tmp_path / "cache"), "--person", "nurse",
+                  "--set", "bootstrap=50", "--set", "n_permutations=200")
+    assert run.returncode == 0, run.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["probe"] == "toy" and results["probe_version"] == 1 and results["settings"]["person"] == "nurse"
+    names = [m["name"] for m in results["metrics"]]
+    assert names.count("mean_clipscore") == 2 and names[-1] == "group_score_gap"
+    gap = results["metrics"][-1]
+    assert gap["ci"] is not None and 0 < gap["p_value"] <= 1
+    report = (out / "report.html").read_text()
+    assert "vlfair toy probe" in report and "A toy probe, shipped by a plugin." in report
+    assert "Intervals and error bars: 95% stratified-bootstrap CIs, 50 resamples" in report
+    assert (out / "means.csv").exists() and (out / "means.md").exists()
+
+
+def test_a_plugin_probe_s_settings_are_checked_before_any_work(plugin, tmp_path):
+    bad = _vlfair(plugin, "run", "toy", "--model", "/never/loaded", "--dataset", "synthetic:fairface",
+                  "--out", str(tmp_path / "out"), "--set", "prompt=a photo of a {job}")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == ("vlfair run: toy: setting prompt = 'a photo of a {job}': must hold the placeholder "
+                                  "{person} and no other (it has {job}) (prompt: the prompt, with {person})")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_broken_plugin_is_named_and_the_others_still_run(plugin, tmp_path):
+    broken = tmp_path / "broken"
+    info = broken / "vlfair_broken-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vlfair-broken\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[vlfair.probes]\nbroken = vlfair_missing_module:Probe\n")
+    listed = _vlfair(Path(f"{broken}{os.pathsep}{plugin}"), "run", "--help")
+    assert listed.returncode == 0 and "toy" in listed.stdout and "professions" in listed.stdout
+    assert "probe plugin broken (vlfair_missing_module:Probe) was not loaded: ModuleNotFoundError" in listed.stderr
+
+
+def test_register_probe_in_python_shows_the_probe_everywhere(tmp_path, monkeypatch):
+    """vlfair.register_probe: the registry, the demo Space's choices and the generated reference."""
+    import vlfair
+    import vlfair.probes as probes
+    from vlfair.probes.reference import reference
+    from vlfair.space import session
+
+    sys.path.insert(0, str(tmp_path))
+    monkeypatch.setattr(sys, "path", sys.path)
+    (tmp_path / "vlfair_toy_inline.py").write_text(TOY_MODULE.replace('name = "toy"', 'name = "toy-inline"'))
+    (tmp_path / "vlfair_toy_inline.yaml").write_text(TOY_YAML)
+    import importlib
+
+    module = importlib.import_module("vlfair_toy_inline")
+    probes.probe_names()  # the built-in probes found first: the registry the test restores holds them
+    monkeypatch.setattr(probes, "PROBES", dict(probes.PROBES))
+    monkeypatch.setattr(probes, "_REGISTERED", list(probes._REGISTERED))
+    assert vlfair.register_probe(module.ToyProbe) is module.ToyProbe
+    assert probes.probe_names()[-1] == "toy-inline" and probes.probe_class("toy-inline").needs_dataset
+    assert session.data_choices("toy-inline", hub=False) == [session.WORLD_DATA]  # no uploads declared
+    assert "## `toy-inline`" in reference() and "| `person` | `str` | `\"doctor\"` |" in reference()
+    with pytest.raises(ValueError, match="two probes are named 'traits'"):
+        vlfair.register_probe(type("Impostor", (module.ToyProbe,), {"name": "traits"}))
+
+
+def test_the_probe_reference_is_generated_from_the_registry():
+    """docs/PROBES.md is what `python -m vlfair.probes.reference` prints (rewrite it after changing a probe)."""
+    from vlfair.probes.reference import reference
+
+    documented = (Path(__file__).parents[1] / "docs" / "PROBES.md").read_text()
+    assert documented == reference(), "docs/PROBES.md is stale: python -m vlfair.probes.reference > docs/PROBES.md"
+
+
+def test_every_probe_yaml_holds_valid_settings():
+    """Each probe's YAML is validated against its settings model (as every run does first)."""
+    from vlfair.probes import probe_class, probe_names
+
+    for name in probe_names():
+        settings = probe_class(name).validate_settings()
+        assert settings.version == probe_class(name).default_settings()["version"]
+
+
+@pytest.mark.parametrize("probe, key, value, message", [
+    ("professions", "prompt", 123, "setting prompt = 123: Input should be a valid string"),
+    ("professions", "attributes", "race", "setting attributes = 'race': Input should be a valid list"),
+    ("professions", "attributes", ["age"], "setting attributes.0 = 'age': Input should be 'race' or 'gender'"),
+    ("traits", "bootstrap", True, "setting bootstrap = True: Input should be a valid integer"),
+    ("traits", "confidence", 1.5, "setting confidence = 1.5: Input should be less than 1"),
+    ("traits", "prompt", "a {trait} {person}", "must hold the placeholder {trait} and no other (it has {person}, "
+                                              "{trait})"),
+    ("multilingual", "prompt_set", "mine", "prompt_set 'mine' is not one of ['study', 'vlfair']"),
+    ("multilingual", "independent_captions", "some", "Input should be 'first' or 'all'"),
+    ("public-figures", "name_prompt", "a picture", "must hold the placeholder {} and no other (it has none)"),
+    ("word-influence", "words", "nouns", "setting words = 'nouns': Input should be 'all' or 'content'"),
+    ("word-influence", "seed", -1, "setting seed = -1: Input should be greater than or equal to 0"),
+])
+def test_a_bad_setting_names_the_key_the_value_and_what_is_allowed(probe, key, value, message):
+    from vlfair.probes import ProbeError, probe_class
+
+    with pytest.raises(ProbeError) as raised:
+        probe_class(probe)({key: value})
+    assert str(raised.value).startswith(f"{probe}: ") and message in str(raised.value)
+
+
+def test_a_bad_yaml_names_its_file(tmp_path, monkeypatch):
+    import importlib
+
+    sys.path.insert(0, str(tmp_path))
+    monkeypatch.setattr(sys, "path", sys.path)
+    (tmp_path / "vlfair_toy_bad.py").write_text(TOY_MODULE)
+    (tmp_path / "vlfair_toy_bad.yaml").write_text(textwrap.dedent(TOY_YAML).replace("version: 1", "version: one"))
+    module = importlib.import_module("vlfair_toy_bad")
+    from vlfair.probes import ProbeError
+
+    with pytest.raises(ProbeError, match=r"toy: vlfair_toy_bad.yaml version = 'one': Input should be a valid integer"):
+        module.ToyProbe()

@@ -1,0 +1,11 @@
+"""The statistics options every measure, probe and evaluate module shares, declared once.
+
+Pure Python (no numpy): the probes' settings models read these without loading scipy.
+"""
+
+BOOTSTRAP = 1000  # bootstrap resamples of an interval (0: no interval)
+CONFIDENCE = 0.95  # confidence level of every interval
+SEED = 0  # seed of every resampling and permutation
+PERMUTATIONS = 10_000  # relabellings of a permutation test (0: no p-value)
+
+__all__ = ["BOOTSTRAP", "CONFIDENCE", "PERMUTATIONS", "SEED"]
