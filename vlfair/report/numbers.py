@@ -10,10 +10,15 @@ TINIEST = 5e-324  # the smallest float64 above 0; a p-value below it is stored a
 
 
 def format_value(value: Any, digits: int = 3) -> str:
-    """``digits`` significant digits; "" for a missing value."""
+    """``digits`` significant digits ("0.0891", "-117", "4.52e-05"), but a number of more integer
+    digits keeps them all ("1392", not "1.39e+03": a person reads an F of 1392 at a glance) up to
+    1e15; "" for a missing value."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    return f"{float(value):.{digits}g}"
+    number = float(value)
+    if 10**digits <= abs(number) < 1e15:
+        return f"{number:.0f}"
+    return f"{number:.{digits}g}"
 
 
 def format_p(p: Any, log10_p: Any = None) -> str:

@@ -1,0 +1,90 @@
+"""The maintained project's checks, run by the test command and CI: the layer contract
+(import-linter), ruff and mypy on vlfair/, the Spaces' imports, matplotlib's backend left alone."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def _tool(*argv: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+
+
+def _script(name: str) -> str:
+    """A console script of this interpreter's environment (ruff, mypy, lint-imports)."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def test_the_layer_contract_holds():
+    result = _tool(_script("lint-imports"))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "4 kept, 0 broken" in result.stdout
+
+
+def test_the_layer_contract_fails_on_a_report_module_that_imports_probes(tmp_path):
+    """The contract is not a formality: a copy of vlfair whose report imports probes breaks it."""
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "vlfair", copy / "vlfair", ignore=shutil.ignore_patterns("encoders", "__pycache__", "*.yaml"))
+    numbers = copy / "vlfair" / "report" / "numbers.py"
+    numbers.write_text(numbers.read_text() + "\nfrom vlfair.probes import probe_names  # noqa: E402\n")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    result = _tool(_script("lint-imports"), cwd=tmp_path, env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 1 and "BROKEN" in result.stdout
+    assert "vlfair.report.numbers -> vlfair.probes" in result.stdout
+
+
+def test_ruff_is_clean():
+    result = _tool(_script("ruff"), "check", "vlfair", "metrics", "spaces", "--no-cache")
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_mypy_is_clean():
+    result = _tool(_script("mypy"), "--cache-dir", str(ROOT / ".mypy_cache"))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert result.stdout.startswith("Success: no issues found")
+
+
+# what each Space shows, and so may import from vlfair
+SPACE_IMPORTS = {
+    "demo": {"vlfair.logging", "vlfair.probes", "vlfair.space", "vlfair.space.session", "vlfair.space.limits",
+             "vlfair.space.uploads", "vlfair.report.numbers", "vlfair.figures"},
+    "leaderboard": {"vlfair.figures", "vlfair.metrics", "vlfair.report.leaderboard", "vlfair.report.plots",
+                    "vlfair.report.numbers"},
+}
+
+
+def _vlfair_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("vlfair"):
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names if alias.name.startswith("vlfair"))
+    return names
+
+
+def test_the_spaces_import_only_what_they_show():
+    for space, allowed in SPACE_IMPORTS.items():
+        imported = _vlfair_imports(ROOT / "spaces" / space / "app.py")
+        assert imported and imported <= allowed, f"spaces/{space}/app.py imports {sorted(imported - allowed)}"
+
+
+def test_importing_vlfair_and_drawing_leaves_matplotlib_s_backend_alone():
+    code = (
+        "import matplotlib\n"
+        "matplotlib.use('svg')\n"
+        "import vlfair, vlfair.probes, vlfair.report.plots, vlfair.report.writer, vlfair.demo.run\n"
+        "import pandas as pd\n"
+        "vlfair.report.plots.heatmap(pd.DataFrame({'a': [1.0, 2.0]}), 'title', 'label')\n"
+        "print(matplotlib.get_backend(), matplotlib.rcParams['backend'])\n"
+    )
+    result = _tool(sys.executable, "-c", code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["svg", "svg"]
