@@ -96,7 +96,8 @@ def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | No
     """A Dataset object is used as is; a spec string is loaded with the probe's schema."""
     if not isinstance(spec, (str, Path)):
         if schema is None:
-            fitting = [s for s in probe.schemas if all(c in spec.column_names for c in probe.required_columns.get(s, ()))]
+            fitting = [s for s in probe.schemas
+                       if all(c in spec.column_names for c in probe.required_columns.get(s, ()))]
             schema = fitting[0] if fitting else probe.schemas[0]
         from vlfair.data.conform import conform
         from vlfair.data.schemas import SCHEMAS
@@ -174,7 +175,7 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
 
         published = attach(output, probe.directory(), probe.published_file,
                            output.published_model or encoder.spec)
-    measured = ctx.dataset  # a probe may narrow it (multilingual keeps one caption pair per image): describe what it read
+    measured = ctx.dataset  # a probe may narrow it (multilingual keeps one caption pair per image): described as read
     described = output.dataset or {"name": str(dataset_name), "split": split, "subset": subset,
                                    "fingerprint": measured._fingerprint, "num_rows": measured.num_rows}
     results = build_results(name, probe.version, encoder, described, output.metrics, ctx.skipped_rows,
@@ -188,6 +189,7 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
     """Run probe ``name`` end to end; writes results.json, tables, plots and report.html into ``out_dir``.
 
     Args:
+        name: a registered probe (:func:`probe_names`).
         encoder: an Encoder or a model spec.
         dataset: a ``datasets.Dataset`` with the probe's columns, or a dataset spec (Hub id,
             prepared directory, ``synthetic:<name>``).

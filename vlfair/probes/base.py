@@ -236,11 +236,20 @@ class Probe(abc.ABC):
                              f"{dataset.column_names}")
 
     @abc.abstractmethod
-    def run(self, ctx: Context, schema: str) -> Output:
-        """Compute the probe's metrics, tables and figures from ``ctx``."""
+    def run(self, ctx: Context, schema: str | None) -> Output:
+        """Compute the probe's metrics, tables and figures from ``ctx``.
+
+        Args:
+            ctx: the run's encoder, dataset (None for a probe that makes its own data), cached
+                image and text embeddings.
+            schema: the dataset's schema (one of :attr:`schemas`; None without a dataset).
+
+        Returns:
+            The metrics, tables, figures, notes and warnings of the run.
+        """
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read_yaml(directory: Any, file: str) -> dict[str, Any]:
     text = directory.joinpath(file).read_text(encoding="utf-8")
     loaded = yaml.safe_load(text)

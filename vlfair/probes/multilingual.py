@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -13,9 +13,6 @@ from vlfair.outputs import Metric, metric_from, metrics_per
 from vlfair.probes import register
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
 from vlfair.probes.settings import Bootstrap, Flag, ProbeSettings, Settings
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 Task = Literal["gender", "race", "age_group"]
 # a zero-shot task's classes: class -> language -> prompt
@@ -79,7 +76,7 @@ class MultilingualProbe(Probe):
     def default_subsets(self, schema: str) -> list[str | None]:
         return ["translation", "independent"] if schema == "multi30k" else [None]
 
-    def run(self, ctx: Context, schema: str) -> Output:
+    def run(self, ctx: Context, schema: str | None) -> Output:
         return self._multi30k(ctx) if schema == "multi30k" else self._fairface(ctx)
 
     # ---- (a) Multi30K ---------------------------------------------------------------------
@@ -89,6 +86,7 @@ class MultilingualProbe(Probe):
         from vlfair import measures, stats
         from vlfair.figures import subplots
         from vlfair.report import plots
+        from vlfair.report.numbers import format_value
 
         s = self.settings
         lang_a, lang_b = s.languages
@@ -100,22 +98,26 @@ class MultilingualProbe(Probe):
         raw = {lang: ctx.texts(captions[lang], normalize=False) for lang in (lang_a, lang_b)}
         out = Output(settings={"languages": [lang_a, lang_b], "independent_captions": s.independent_captions,
                                "pairs": pairs}, notes=list(s.notes))
-        summary, scatter = {}, {"x": [], "y": [], "label": []}
+        summary: dict[str, dict] = {}
+        scatter: dict[str, list] = {"x": [], "y": [], "label": []}
         slope = 0.0
         ratio_figure, ratio_axis = subplots(figsize=(5, 3.2))
         for portion in sorted(set(portions.tolist())):
             mask = portions == portion
             fairness = measures.individual_fairness(images[mask], raw[lang_a][mask], raw[lang_b][mask])
-            out.metrics.append(metric_from("individual_fairness", {"portion": portion, "languages": f"{lang_a}-{lang_b}"},
-                                           fairness, "epsilon", details=(
+            pair = {"portion": portion, "languages": f"{lang_a}-{lang_b}"}
+            out.metrics.append(metric_from("individual_fairness", pair, fairness, "epsilon", details=(
                                                "mean_ratio", "median_ratio", "bound_holds", "num_bound_violations",
                                                "max_bound", "num_pairs", "num_identical_pairs")))
             distances = np.asarray(fairness["text_distances"])
-            distance_ci = (stats.bootstrap_interval(lambda idx: distances[idx].mean(axis=1), np.zeros(distances.size, int),
-                                                    s.bootstrap, s.confidence, s.seed).tolist()
+
+            def mean_distance(idx: np.ndarray, distances: np.ndarray = distances) -> np.ndarray:
+                return distances[idx].mean(axis=1)
+
+            distance_ci = (stats.bootstrap_interval(mean_distance, np.zeros(distances.size, int), s.bootstrap,
+                                                    s.confidence, s.seed).tolist()
                            if s.bootstrap and distances.size > 1 else None)
-            out.metrics.append(Metric("text_distance", {"portion": portion, "languages": f"{lang_a}-{lang_b}"},
-                                      float(distances.mean()), distance_ci, None,
+            out.metrics.append(Metric("text_distance", pair, float(distances.mean()), distance_ci, None,
                                       {"median": float(np.median(distances)), "num_pairs": int(distances.size)}))
             scatter["x"] += fairness["text_distances"]
             scatter["y"] += fairness["similarity_gaps"]
@@ -123,9 +125,11 @@ class MultilingualProbe(Probe):
             slope = max(slope, fairness["max_bound"])
             ratio_axis.hist(fairness["ratios"], bins=30, alpha=0.6, label=f"{portion} (eps {fairness['epsilon']:.3g})")
             row = {"pairs": fairness["num_pairs"], f"mean distance {lang_a}-{lang_b}": float(distances.mean()),
-                   "epsilon": fairness["epsilon"], "mean ratio": fairness["mean_ratio"], "bound holds": fairness["bound_holds"]}
+                   "epsilon": fairness["epsilon"], "mean ratio": fairness["mean_ratio"],
+                   "bound holds": fairness["bound_holds"]}
             for direction in ("image_to_text", "text_to_image"):
-                gap = self._retrieval(images[mask], files[mask], {l: raw[l][mask] for l in (lang_a, lang_b)}, direction)
+                features = {lang: raw[lang][mask] for lang in (lang_a, lang_b)}
+                gap = self._retrieval(images[mask], files[mask], features, direction)
                 out.metrics.append(metric_from("cross_lingual_gap", {"portion": portion, "direction": direction}, gap,
                                                "gap", "gap_ci", details=("accuracy", "counts")))
                 out.metrics += metrics_per("retrieval_accuracy", {"portion": portion, "direction": direction}, gap,
@@ -142,7 +146,8 @@ class MultilingualProbe(Probe):
         out.figures["gap_vs_distance"] = plots.scatter_with_bound(
             scatter["x"], scatter["y"], slope, scatter["label"], f"Similarity gap vs text distance ({lang_a}/{lang_b})")
         out.tables["multi30k_summary"] = pd.DataFrame.from_dict(summary, orient="index").rename_axis("portion")
-        out.notes.append(f"bound line: slope max 2/(||t_a||+||t_b||) = {slope:.4g}; every point must lie under its own bound")
+        out.notes.append(f"bound line: slope max 2/(||t_a||+||t_b||) = {format_value(slope)}; every point must lie "
+                         "under its own bound")
         return out
 
     def _select_pairs(self, ctx: Context) -> dict[str, int]:
@@ -201,7 +206,7 @@ class MultilingualProbe(Probe):
             for lang in languages:
                 text = ctx.texts([classes[c][lang] for c in names])
                 predicted[task][lang] = np.asarray(names)[(images @ text.T).argmax(axis=1)]
-            stacked_pred = np.concatenate([predicted[task][l] for l in languages])
+            stacked_pred = np.concatenate([predicted[task][lang] for lang in languages])
             stacked_truth = np.tile(truth[task], len(languages))
             stacked_lang = np.repeat(languages, len(rows))
             gap = measures.cross_lingual_gap(stacked_pred, stacked_truth, stacked_lang,
@@ -212,12 +217,12 @@ class MultilingualProbe(Probe):
             accuracy_table[task] = gap["accuracy"]
         frame = pd.DataFrame(accuracy_table).rename_axis("language")
         out.tables["accuracy_by_language"] = frame
-        out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language", "accuracy", ylim=(0, 1),
-                                                               legend_title="task")
-        for spec in s.group_gaps:
-            self._group_gaps(out, spec, predicted, truth)
-        for spec in s.rate_gaps:  # vlfair's extras
-            self._rate_gap(out, spec, predicted, truth)
+        out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language",
+                                                                 "accuracy", ylim=(0, 1), legend_title="task")
+        for group_gap in s.group_gaps:
+            self._group_gaps(out, group_gap, predicted, truth)
+        for rate_gap in s.rate_gaps:  # vlfair's extras
+            self._rate_gap(out, rate_gap, predicted, truth)
         tower = getattr(getattr(ctx.encoder, "image_encoder", None), "spec", ctx.encoder.spec)
         out.tables["image_towers"] = pd.DataFrame(
             {"model": [tower, "CLIP ResNet-50"],
@@ -239,20 +244,21 @@ class MultilingualProbe(Probe):
         if task not in predicted:
             raise ProbeError(f"multilingual: group_gaps task {task!r} is not a zero-shot task ({sorted(predicted)})")
         languages = sorted(predicted[task])
-        correct = np.stack([predicted[task][l] == truth[task] for l in languages], axis=1)  # (rows, languages)
+        correct = np.stack([predicted[task][lang] == truth[task] for lang in languages], axis=1)  # (rows, languages)
         values = sorted(set(truth[within].tolist()), key=str) if within else [None]
         minuend, subtrahend = spec.difference or (None, None)  # the signed difference plotted (Fig. 3-4)
         signed, accuracy, amplification = {}, {}, {}
         for value in values:
             mask = truth[within] == value if within else np.ones(len(truth[task]), dtype=bool)
-            subset = {"task": task, "groups": between, **({within: value} if within else {})}
+            subset: dict[str, Any] = {"task": task, "groups": between, **({within: value} if within else {})}
             try:
-                result = measures.group_rate_gap(np.concatenate([predicted[task][l][mask] for l in languages]),
+                result = measures.group_rate_gap(np.concatenate([predicted[task][lang][mask] for lang in languages]),
                                                  np.tile(truth[task][mask], len(languages)),
                                                  np.tile(truth[between][mask], len(languages)),
                                                  languages=np.repeat(languages, int(mask.sum())), **s.resampling)
             except ValueError as exc:
-                out.warnings.append(f"{task} accuracy between {between} groups{f' of {within} {value}' if within else ''}: {exc}")
+                of = f" of {within} {value}" if within else ""
+                out.warnings.append(f"{task} accuracy between {between} groups{of}: {exc}")
                 continue
             label = value if within else "all"
             for lang in languages:
@@ -274,8 +280,8 @@ class MultilingualProbe(Probe):
         out.tables[f"{task}_accuracy_by_{within + '_and_' if within else ''}{between}"] = wide
         if within and signed:
             name = f"{task}_gap_by_{within}"
-            out.tables[name] = pd.Series(signed).unstack(level=1).rename_axis(within)
-            out.figures[name] = plots.grouped_bars(out.tables[name], None, f"{task} accuracy, {minuend} minus "
+            out.tables[name] = differences = pd.Series(signed).unstack(level=1).rename_axis(within)
+            out.figures[name] = plots.grouped_bars(differences, None, f"{task} accuracy, {minuend} minus "
                                                    f"{subtrahend}, by {within} and language", "accuracy difference",
                                                    neutral=0.0, legend_title="language")
         if amplification:
@@ -317,7 +323,7 @@ class MultilingualProbe(Probe):
         task, column = spec.task, spec.groups
         languages = sorted(predicted[task])
         try:
-            gaps = measures.group_rate_gap(np.concatenate([predicted[task][l] for l in languages]),
+            gaps = measures.group_rate_gap(np.concatenate([predicted[task][lang] for lang in languages]),
                                            np.tile(truth[task], len(languages)), np.tile(truth[column], len(languages)),
                                            languages=np.repeat(languages, len(truth[task])),
                                            **self.settings.resampling)

@@ -15,6 +15,8 @@ from vlfair.probes.base import Context, Output, Probe, UploadSpec, clip_score
 from vlfair.probes.settings import Bootstrap, Count, Permutations, ProbeSettings, Settings, placeholders
 
 Attribute = Literal["race", "gender"]
+Column = Literal["profession", "gender", "race"]
+COLUMNS: tuple[Column, ...] = ("profession", "gender", "race")
 
 
 class Layout(Settings):
@@ -30,11 +32,12 @@ class Layout(Settings):
 
 
 class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations):
-    prompt: Annotated[str, AfterValidator(placeholders("profession"))] = Field(description="the CLIPScore prompt, with {profession}")
+    prompt: Annotated[str, AfterValidator(placeholders("profession"))] = Field(
+        description="the CLIPScore prompt, with {profession}")
     attributes: list[Attribute] = Field(min_length=1, description="the attributes compared within every "
                                                                   "profession: race, gender or both")
     layout: Layout = Field(description="the study's professions, genders, races and images per cell")
-    aliases: dict[Literal["profession", "gender", "race"], dict[str, str] | None] = Field(
+    aliases: dict[Column, dict[str, str] | None] = Field(
         default_factory=dict, description="other spellings of the study's labels, per column")
 
 
@@ -49,15 +52,15 @@ class ProfessionsProbe(Probe):
     position = 0  # study 000
     published_file = "professions.yaml"
     help = "CLIPScore of profession prompts by gender and race"
-    description = ("Mean CLIPScore of 'A photo of a {profession}' per profession and gender or race, as the professions "
-                   "study's Tables 1-2, with the median image of every cell and permutation-tested gaps. Data: the "
-                   "professions schema (vlfair prepare professions, or synthetic:professions).")
+    description = ("Mean CLIPScore of 'A photo of a {profession}' per profession and gender or race, as the "
+                   "professions study's Tables 1-2, with the median image of every cell and permutation-tested gaps. "
+                   "Data: the professions schema (vlfair prepare professions, or synthetic:professions).")
     schemas = ("professions",)
     required_columns = {"professions": ("image", "profession", "gender", "race")}
     upload = UploadSpec("professions", ("profession", "gender", "race"), ("gender", "race"))
     settings: ProfessionsSettings
 
-    def run(self, ctx: Context, schema: str) -> Output:
+    def run(self, ctx: Context, schema: str | None) -> Output:
         import pandas as pd
 
         from vlfair import measures
@@ -65,7 +68,7 @@ class ProfessionsProbe(Probe):
 
         s = self.settings
         images, rows = ctx.images()
-        columns = {c: self._canonical(c, ctx.column(c, rows)) for c in ("profession", "gender", "race")}
+        columns = {c: self._canonical(c, ctx.column(c, rows)) for c in COLUMNS}
         professions = columns["profession"]
         names = self._ordered("profession", set(professions.tolist()))
         prompts = [s.prompt.format(profession=p) for p in names]
@@ -106,7 +109,8 @@ class ProfessionsProbe(Probe):
             out.tables[f"clipscore_by_{attribute}"] = Table(table, mark_column_max=True)
             out.tables[f"gaps_by_{attribute}"] = pd.DataFrame.from_dict(gaps, orient="index").rename_axis("profession")
             out.figures[f"heatmap_{attribute}"] = plots.heatmap(
-                table, f"Mean CLIPScore of '{s.prompt}' by {attribute}", "CLIPScore", xlabel="profession", ylabel=attribute)
+                table, f"Mean CLIPScore of '{s.prompt}' by {attribute}", "CLIPScore", xlabel="profession",
+                ylabel=attribute)
             picks = plots.median_picks(professions, groups, scores)
             out.tables[f"median_images_{attribute}"] = pd.DataFrame(
                 [{"profession": p, attribute: g, "row": int(rows[i]), "CLIPScore": float(scores[i])}
@@ -121,7 +125,7 @@ class ProfessionsProbe(Probe):
                          "(gaps tables).")
         return out
 
-    def _canonical(self, column: str, values: np.ndarray) -> np.ndarray:
+    def _canonical(self, column: Column, values: np.ndarray) -> np.ndarray:
         """Labels in the study's spelling: case, '_' and '-' ignored; ``aliases`` (Latinx -> Latin American)."""
         known = {_key(v): v for v in self.settings.layout.values(column)}
         known.update({_key(a): v for a, v in (self.settings.aliases.get(column) or {}).items()})
@@ -132,10 +136,10 @@ class ProfessionsProbe(Probe):
         study = [v for v in self.settings.layout.values(column) if v in present]
         return study + sorted(present - set(study), key=str)
 
-    def _layout(self, columns: dict[str, np.ndarray]) -> dict:
+    def _layout(self, columns: dict[Column, np.ndarray]) -> dict:
         """Cells missing, extra, short or over against the study's profession x gender x race layout."""
         layout = self.settings.layout
-        keys = ("profession", "gender", "race")
+        keys = COLUMNS
         expected = set(itertools.product(*(layout.values(k) for k in keys)))
         counts = Counter(zip(*(columns[k].tolist() for k in keys)))
         n = layout.per_cell

@@ -64,7 +64,7 @@ class PublicFiguresProbe(Probe):
     upload = UploadSpec("pfi", ("name", "category", "gender"), ("gender",))
     settings: PublicFiguresSettings
 
-    def run(self, ctx: Context, schema: str) -> Output:
+    def run(self, ctx: Context, schema: str | None) -> Output:
         import pandas as pd
 
         from vlfair.report import plots
@@ -76,7 +76,8 @@ class PublicFiguresProbe(Probe):
                                "score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax"},
                      notes=list(s.notes))
         if ctx.encoder.loss == "sigmoid":
-            out.warnings.append("a sigmoid model: class scores are independent probabilities x100, rows do not sum to 100")
+            out.warnings.append("a sigmoid model: class scores are independent probabilities x100, rows do not "
+                                "sum to 100")
         summary, ratios, present = {}, {}, set(categories.tolist())
         for group, spec in s.groups.items():
             folders = [f for f in spec.folders if f in present]
@@ -100,8 +101,9 @@ class PublicFiguresProbe(Probe):
                                                           truth[selected], genders[in_group][selected])
                     if level == 2 and group in s.bias_ratio.classes:
                         target = classes.index(s.bias_ratio.classes[group])
-                        ratios[folder] = self._bias_ratio(out, folder, classes[target],
-                                                          probabilities[selected][:, target], genders[in_group][selected])
+                        scores = probabilities[selected][:, target]
+                        ratios[folder] = self._bias_ratio(out, folder, classes[target], scores,
+                                                          genders[in_group][selected])
                 frame = pd.DataFrame.from_dict(table, orient="index", columns=classes)
                 frame.index = pd.MultiIndex.from_tuples(frame.index, names=["folder", "gender"])
                 out.tables[f"capability_{group}_level{level}"] = frame
@@ -141,7 +143,7 @@ class PublicFiguresProbe(Probe):
         values = categories if column == "category" else ctx.column(column, rows)
         mapping = {str(k).lower(): v for k, v in truth.map.items()}
         mapping.update({c.lower(): c for c in classes})
-        return np.asarray([mapping.get(str(v).strip().lower()) if v is not None else None for v in values], dtype=object)
+        return np.asarray([None if v is None else mapping.get(str(v).strip().lower()) for v in values], dtype=object)
 
     def _class_scores(self, out: Output, folder: str, level: int, classes: list[str], probabilities: np.ndarray,
                       genders: np.ndarray) -> dict[tuple[str, str], list[float]]:
@@ -161,15 +163,16 @@ class PublicFiguresProbe(Probe):
         table = {}
         for k, gender in enumerate(names):
             for j, label in enumerate(classes):
-                out.metrics.append(Metric("class_score", {"folder": folder, "level": level, "class": label, "gender": gender},
-                                          float(means[k, j]), None if ci is None else [float(ci[0, k, j]), float(ci[1, k, j])],
-                                          None, {"n": int((codes == k).sum())}))
+                interval = None if ci is None else [float(ci[0, k, j]), float(ci[1, k, j])]
+                out.metrics.append(Metric("class_score", {"folder": folder, "level": level, "class": label,
+                                                          "gender": gender}, float(means[k, j]), interval, None,
+                                          {"n": int((codes == k).sum())}))
             table[(folder, gender)] = means[k].tolist()
         return table
 
     def _top1(self, out: Output, folder: str, level: int, classes: list[str], probabilities: np.ndarray,
               truth: np.ndarray, genders: np.ndarray) -> dict[str, Any]:
-        """vlfair's extra: top-1 accuracy (rows with a right class), by gender; and the right class's mean score."""
+        """Vlfair's extra: top-1 accuracy (rows with a right class), by gender; and the right class's mean score."""
         from vlfair import measures
 
         known = np.array([t is not None for t in truth])
@@ -240,14 +243,15 @@ class PublicFiguresProbe(Probe):
             for score in ("text_score", "image_score"):
                 out.metrics.append(metric_from(f"retention_{score}", {"folder": folder}, result, score, f"{score}_ci",
                                                details=("num_names",)))
-            table[folder] = {"text score (%)": 100 * result["text_score"], "image score (%)": 100 * result["image_score"],
+            table[folder] = {"text score (%)": 100 * result["text_score"],
+                             "image score (%)": 100 * result["image_score"],
                              "names": result["num_names"], "images": result["num_images"]}
         if table:
             out.tables["retention"] = pd.DataFrame.from_dict(table, orient="index").rename_axis("folder")
             scores = [m for m in out.metrics if m.name.startswith("retention_")]
             points = pd.DataFrame({"label": [m.subset["folder"] for m in scores],
                                  "series": [m.name.removeprefix("retention_").replace("_", " ") for m in scores],
-                                 "value": [100 * m.value for m in scores],
+                                 "value": [np.nan if m.value is None else 100 * m.value for m in scores],
                                  "low": [100 * m.ci[0] if m.ci else np.nan for m in scores],
                                  "high": [100 * m.ci[1] if m.ci else np.nan for m in scores]})
             out.figures["retention"] = plots.forest(points, "Retention of names: text and image scores per folder",

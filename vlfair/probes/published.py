@@ -43,7 +43,7 @@ class PublishedCell:
 BUILTIN = resources.files("vlfair.probes")  # the built-in probes' folder
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read(file: str, directory: Any = BUILTIN) -> dict[str, Any]:
     """``published/<file>`` in the probe's folder, parsed once per process."""
     return yaml.safe_load(directory.joinpath("published", file).read_text(encoding="utf-8"))
@@ -99,8 +99,8 @@ def hub_id(spec: str) -> str | None:
 
         text, _, image = ref.partition("+")
         text, image = text.partition("@")[0], image.partition("@")[0]
-        image = image or IMAGE_TOWERS.get(text)
-        return f"mclip:{text}+{image}".lower() if image else None
+        tower = image or IMAGE_TOWERS.get(text)
+        return f"mclip:{text}+{tower}".lower() if tower else None
     ref = ref.partition("@")[0]
     if prefix != "hf" or ref.count("/") != 1 or ref.startswith((".", "/")):
         return None
@@ -115,7 +115,8 @@ def compare(cells: list[PublishedCell], metrics: list[Metric], spec: str) -> tup
     """(the ``published`` list of results.json, warnings) for the cells of the run's own model."""
     model = hub_id(spec)
     measured = {(m.name, _key(m.subset)): m for m in metrics}
-    rows, unmeasured = [], {}
+    rows: list[dict[str, Any]] = []
+    unmeasured: dict[str, list[PublishedCell]] = {}
     for cell in cells:
         if cell.hub_id is None or cell.hub_id.lower() != model:
             continue
@@ -124,7 +125,8 @@ def compare(cells: list[PublishedCell], metrics: list[Metric], spec: str) -> tup
             unmeasured.setdefault(cell.source, []).append(cell)
             continue
         value = getattr(metric, cell.field)
-        ci = [b * cell.scale for b in metric.ci] if cell.field == "value" and metric.ci and None not in metric.ci else None
+        scaled = cell.field == "value" and metric.ci and None not in metric.ci
+        ci = [b * cell.scale for b in metric.ci] if scaled and metric.ci else None
         rows.append({"source": cell.source, "model": cell.model, "metric": cell.metric, "field": cell.field,
                      "subset": cell.subset, "published": cell.published, "printed": cell.printed,
                      "measured": None if value is None else value * (cell.scale if cell.field == "value" else 1),
@@ -164,11 +166,15 @@ def comparison_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     it printed it (text: never rounded to vlfair's digits), this run's as a number."""
     import pandas as pd
 
+    from vlfair.report.numbers import format_interval
+
     return pd.DataFrame([{
-        "source": r["source"], "quantity": f"{r['metric']}{' p' if r['field'] == 'p_value' else ''}: {_label(r['subset'])}",
+        "source": r["source"],
+        "quantity": f"{r['metric']}{' p' if r['field'] == 'p_value' else ''}: {_label(r['subset'])}",
         "published": r["printed"], "this run": r["measured"],
-        "CI": "" if r["ci"] is None else f"[{r['ci'][0]:.4g}, {r['ci'][1]:.4g}]",
-        "within CI": "" if r["within_ci"] is None else ("yes" if r["within_ci"] else "no")} for r in rows]).set_index("source")
+        "CI": "" if r["ci"] is None else format_interval(*r["ci"]),
+        "within CI": "" if r["within_ci"] is None else ("yes" if r["within_ci"] else "no")} for r in rows]
+    ).set_index("source")
 
 
 def reference_tables(cells: list[PublishedCell], spec: str) -> dict[str, pd.DataFrame]:

@@ -59,7 +59,8 @@ class ProbeSettings(Settings):
 
 
 class Confidence(BaseModel):
-    confidence: Float = Field(CONFIDENCE, gt=0, lt=1, description="the confidence level of every interval, a number in (0, 1)")
+    confidence: Float = Field(CONFIDENCE, gt=0, lt=1,
+                              description="the confidence level of every interval, a number in (0, 1)")
     seed: Annotated[int, Strict(), Field(ge=0)] | None = Field(
         SEED, description="the random seed of every resampling and sample, a whole number >= 0 or null")
 
@@ -104,7 +105,8 @@ def describe_errors(model: type[BaseModel], error: ValidationError, source: Call
             continue
         message = item["msg"].removeprefix("Value error, ")
         field = model.model_fields.get(top)
-        takes = f" ({top}: {field.description})" if field is not None and field.description and len(location) == 1 else ""
+        described = field is not None and field.description and len(location) == 1
+        takes = f" ({top}: {field.description})" if described and field is not None else ""
         given = "missing" if item["type"] == "missing" else f"= {item['input']!r}"
         named = f"{where} {given} (setting {path})" if where.startswith("-") else f"{where} {path} {given}"
         problems.append(f"{named}: {message}{takes}")

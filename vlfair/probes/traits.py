@@ -6,12 +6,12 @@ from collections import Counter
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, Strict
 
 from vlfair.outputs import Table, metric_from, metrics_per
 from vlfair.probes import register
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec
-from vlfair.probes.settings import Bootstrap, Count, Flag, Float, ProbeSettings, Settings, placeholders
+from vlfair.probes.settings import SEED, Bootstrap, Count, Flag, Float, ProbeSettings, Settings, placeholders
 
 
 def _pair(value: str) -> str:
@@ -40,6 +40,9 @@ class TraitsSettings(ProbeSettings, Bootstrap):
                                                "every row")
     allow_short: Flag = Field(description="take every row of a cell with fewer than per_cell rows instead of stopping")
     gradcam: GradCam | None = Field(description="Grad-CAM overlays (pair, group, k, min_confidence); null: none")
+    seed: Annotated[int, Strict(), Field(ge=0)] = Field(
+        SEED, description="the random seed of the per-cell sample and of every resampling, a whole number >= 0 "
+                          "(not null: a run must draw the same sample again)")
 
 
 @register
@@ -66,7 +69,7 @@ class TraitsProbe(Probe):
     def default_subsets(self, schema: str) -> list[str | None]:
         return ["adults"]  # the study's adults aged 20-60
 
-    def run(self, ctx: Context, schema: str) -> Output:
+    def run(self, ctx: Context, schema: str | None) -> Output:
         import pandas as pd
 
         from vlfair import measures
@@ -97,7 +100,8 @@ class TraitsProbe(Probe):
                 try:
                     anova = measures.trait_anova(confidence, group, strata=strata, **s.resampling)
                 except ValueError as exc:
-                    out.warnings.append(f"{pair} across {'races' if label == 'gender' else 'genders'} by {label}: {exc}")
+                    across = "races" if label == "gender" else "genders"
+                    out.warnings.append(f"{pair} across {across} by {label}: {exc}")
                     continue
                 for stratum in anova["strata"]:
                     out.metrics.append(metric_from(
@@ -108,7 +112,8 @@ class TraitsProbe(Probe):
                                    "across": "race" if label == "gender" else "gender",
                                    "F": anova["f_statistic"][stratum],
                                    # the study prints 0.00e+00 for p below float64's range; the report reads the log10
-                                   "p": anova["p_value"][stratum], "log10 p": anova["log10_p_value"][stratum], "eta_squared": anova["eta_squared"][stratum]})
+                                   "p": anova["p_value"][stratum], "log10 p": anova["log10_p_value"][stratum],
+                                   "eta_squared": anova["eta_squared"][stratum]})
                 if label == "gender":  # race x gender cell means come from the first analysis
                     means = pd.DataFrame({g: anova["group_means"][g] for g in anova["strata"]})
                     cis = anova["group_means_ci"]
@@ -119,8 +124,8 @@ class TraitsProbe(Probe):
                     errors = None if not all(cis.values()) else pd.DataFrame(
                         {g: pd.Series(cis[g]) for g in anova["strata"]}).reindex(means.index)
                     out.figures[f"confidence_{positive}_{negative}"] = plots.grouped_bars(
-                        means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence", xlabel="race",
-                        ylim=(0, 1), legend_title="gender")
+                        means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence",
+                        xlabel="race", ylim=(0, 1), legend_title="gender")
         undefined = [f"{r['trait']} {r['within']}" for r in f_rows if np.isnan(r["F"])]
         out.tables["f_tests"] = Table(pd.DataFrame(f_rows), footnotes=[  # 0/0: said under the table, not a bare NaN
             f"F and p are NaN for {', '.join(undefined)}: every confidence there is the same (zero variance within "
@@ -141,10 +146,12 @@ class TraitsProbe(Probe):
         indexed = ctx.dataset.add_column("_vlfair_row", list(range(ctx.dataset.num_rows)))
         sample = balanced_sample(indexed, n, ("race", "gender"), seed=seed, allow_fewer=True)
         record = sampling_record(sample)
+        assert record is not None  # balanced_sample's output always carries its record
         if record["short_cells"] and not self.settings.allow_short:
             raise ProbeError(f"traits: {len(record['short_cells'])} race x gender cell(s) have fewer than {n} rows "
-                             f"({_listed(record['short_cells'])}); use more data (e.g. --split train+validation), a smaller --per-cell (setting "
-                             "per_cell), or --allow-short (allow_short) to take every row of the short cells")
+                             f"({_listed(record['short_cells'])}); use more data (e.g. --split train+validation), a "
+                             "smaller --per-cell (setting per_cell), or --allow-short (allow_short) to take every row "
+                             "of the short cells")
         counts: dict[str, dict[str, int]] = {}
         for (race, gender), count in Counter(zip(sample["race"], sample["gender"])).items():
             counts.setdefault(str(gender), {})[str(race)] = count

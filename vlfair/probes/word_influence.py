@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, Strict
 
 from vlfair.outputs import Metric
 from vlfair.probes import register
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
-from vlfair.probes.settings import Confidence, Count, Flag, Float, ProbeSettings, Settings
+from vlfair.probes.settings import SEED, Confidence, Count, Flag, Float, ProbeSettings, Settings
 
 
 class Generator(Settings):
@@ -59,6 +59,9 @@ class WordInfluenceSettings(ProbeSettings, Confidence):
     original_images: Count = Field(description="images of the original prompt")
     max_level: Count | None = Field(description="the highest level scored; null: every level and the Shapley value")
     max_images: Count = Field(description="refuse configurations that would generate more images per prompt")
+    seed: Annotated[int, Strict(), Field(ge=0)] = Field(
+        SEED, description="the random seed of the generated images and of every resampling, a whole number >= 0 "
+                          "(not null: a run must draw the same images again)")
 
 
 @register
@@ -128,7 +131,8 @@ class WordInfluenceProbe(Probe):
         out.notes.append(f"{cache.calls} images generated, {out.settings['images_used'] - cache.calls} read from the "
                          "image cache. " + (f"vlfair's no-person class removed {removed} image(s) from the shares."
                                             if getattr(classify, "no_person", None) or removed else
-                                            "Every image was assigned to a group (no no-person class), as in the study."))
+                                            "Every image was assigned to a group (no no-person class), as in the "
+                                            "study."))
         out.notes.append(f"Influence for {s.target_group}: P_{s.target_group}(original) - P_{s.target_group}"
                          "(word replaced); positive = the word pushes the images toward the target group. The study's "
                          "Table 1: 'doctor' +0.373 for male, its share of female images rising from 0.160 to 0.533 "
@@ -136,7 +140,8 @@ class WordInfluenceProbe(Probe):
         if s.large_scale:
             self._large_scale(results, out)
         identity = generator.identity()  # a readable name: the pipeline, or the callable's name, never a dict
-        out.dataset = {"name": f"generated:{identity.get('pipeline') or identity.get('callable') or type(generator).__name__}",
+        source = identity.get("pipeline") or identity.get("callable") or type(generator).__name__
+        out.dataset = {"name": f"generated:{source}",
                        "split": None, "subset": None, "num_rows": out.settings["images_used"],
                        "fingerprint": hashlib.sha256(json.dumps([prompts, generator.identity(), transmuter.identity()],
                                                                 sort_keys=True, default=str).encode()).hexdigest()[:16]}
@@ -238,8 +243,8 @@ class WordInfluenceProbe(Probe):
                 if word in level:
                     rows.append({"kind": kind, "word": word, "mean influence (level 1)": level[word],
                                  "mean Shapley": shapley.get(word)})
-                    out.metrics.append(Metric("mean_word_influence", {"word": word, "kind": kind}, level[word], None, None,
-                                              {"mean_shapley": shapley.get(word), "level": 1}))
+                    out.metrics.append(Metric("mean_word_influence", {"word": word, "kind": kind}, level[word], None,
+                                              None, {"mean_shapley": shapley.get(word), "level": 1}))
         frame = pd.DataFrame(rows).set_index("word")
         out.tables["mean_word_influence"] = frame
         figure, axis = subplots(figsize=(9, 3.2))
