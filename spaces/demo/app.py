@@ -78,7 +78,7 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
 
     def on_probe(probe):
         choices = session.data_choices(probe, hub)
-        return gr.update(choices=choices, value=choices[0]), gr.update(visible=probe == "word-influence")
+        return gr.update(choices=choices, value=choices[0]), gr.update(visible=probe in session.PROMPTED)
 
     def on_data(data):
         sampled = data not in (session.UPLOAD, session.WORLD_DATA, session.GENERATED)
