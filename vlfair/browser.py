@@ -53,7 +53,8 @@ def _check_runs(path: str) -> str:
     """``path``, once ``path --version`` succeeds; else ChromiumNotFound saying why and what to install."""
     try:
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=LOOKUP_TIMEOUT_S)
-        problem = None if done.returncode == 0 else (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        problem = None if done.returncode == 0 else \
+            (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
     except (OSError, subprocess.TimeoutExpired) as error:
         problem = str(error)
     if problem is not None:

@@ -23,8 +23,9 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +102,7 @@ class ChunkStore:
             atomic_write(directory / "meta.json", lambda h: h.write(json.dumps(meta, indent=2, default=str).encode()))
 
     @classmethod
-    def open(cls, cache_dir: str | os.PathLike | None, kind: str, components: dict[str, Any]) -> "ChunkStore":
+    def open(cls, cache_dir: str | os.PathLike | None, kind: str, components: dict[str, Any]) -> ChunkStore:
         root = cache_root(cache_dir)
         if root is None:
             return cls(None, components)

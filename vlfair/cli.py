@@ -50,7 +50,8 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--retrain", action="store_true",
                         help="train the world encoders on this machine instead of loading the shipped ones")
     parser.add_argument("--cache-dir", help="where encoders trained with --retrain are cached")
-    parser.add_argument("--selfcheck", action="store_true", help="instead, check the embedding engine on a tiny encoder")
+    parser.add_argument("--selfcheck", action="store_true",
+                        help="instead, check the embedding engine on a tiny encoder")
     parser.set_defaults(handler=_demo)
 
 
@@ -95,8 +96,8 @@ def _run(args: argparse.Namespace) -> int:
             log.warning(warning)
     if not results["metrics"]:  # a run that measured nothing is a failure, whatever it wrote
         warnings = results["warnings"]
-        raise UserError("measured nothing (" + ("; ".join(warnings[:3]) or "no metric came out")
-                        + (f"; and {len(warnings) - 3} more warnings, in results.json" if len(warnings) > 3 else "") + ")")
+        more = f"; and {len(warnings) - 3} more warnings, in results.json" if len(warnings) > 3 else ""
+        raise UserError("measured nothing (" + ("; ".join(warnings[:3]) or "no metric came out") + more + ")")
     nulls = [m for m in results["metrics"] if m["value"] is None]
     if nulls:  # written (nothing is lost), but not a result to build on
         first = nulls[0]
@@ -150,10 +151,11 @@ def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:
     parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], ID, a directory, mclip:ID")
     if probe.needs_dataset:
         parser.add_argument("--dataset", required=True, help="Hub id, prepared directory or synthetic:NAME")
-    parser.add_argument("--subset", help="a named subset: FairFace adults/age_groups, Multi30K translation/independent, "
-                                         "a P-FI category (traits reads adults by default)")
+    parser.add_argument("--subset", help="a named subset: FairFace adults/age_groups, Multi30K "
+                                         "translation/independent, a P-FI category (traits reads adults by default)")
     parser.add_argument("--split", help="a split, or several joined by '+' (train+validation)")
-    parser.add_argument("--out", default="out", help="directory for results.json, tables, plots, report.html (default out)")
+    parser.add_argument("--out", default="out",
+                        help="directory for results.json, tables, plots, report.html (default out)")
     parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
     parser.add_argument("--limit", type=int, help="use only the first N rows (quick runs)")
     parser.add_argument("--dtype", default="auto",
@@ -169,7 +171,8 @@ def _prepare(args: argparse.Namespace) -> int:
 
     options = {"images": args.images} if args.images else {}
     try:
-        out = prepare(args.dataset, args.source, args.out, push_to_hub=args.push_to_hub, skip_bad=args.skip_bad, **options)
+        out = prepare(args.dataset, args.source, args.out, push_to_hub=args.push_to_hub, skip_bad=args.skip_bad,
+                      **options)
     except BuildError as exc:
         print(f"vlfair prepare {args.dataset}: {exc}", file=sys.stderr)
         return 1

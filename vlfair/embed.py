@@ -14,7 +14,8 @@ Under ``torchrun`` / ``accelerate launch`` each process takes a contiguous share
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch

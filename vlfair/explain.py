@@ -10,13 +10,13 @@ text. It lives on the patch grid and is upsampled bilinearly to the model's inpu
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from vlfair.imageio import load_rgb
-
 
 CAM_COLOURMAP = "inferno"  # perceptually uniform and readable in grey: brighter means more evidence, unlike jet
 
@@ -94,5 +94,6 @@ def overlay_figure(encoder: Any, images: Sequence[Any], maps: np.ndarray, titles
         axis.axis("off")
     figure.suptitle(title, fontsize=10)
     scale = ScalarMappable(cmap=CAM_COLOURMAP, norm=Normalize(0, 1))
-    figure.colorbar(scale, ax=axes[0].tolist(), fraction=0.025, pad=0.02, label="activation (share of the image's peak)")
+    figure.colorbar(scale, ax=axes[0].tolist(), fraction=0.025, pad=0.02,
+                    label="activation (share of the image's peak)")
     return figure

@@ -8,7 +8,8 @@ over models in Python would hold every figure it ever drew (and warn past 20). A
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import warnings
-from typing import Iterator
+from collections.abc import Iterator
 
 VERBOSITY_ENV = "VLFAIR_VERBOSITY"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
@@ -71,7 +71,8 @@ class _TorchvisionFallback(logging.Filter):
     the warning says nothing to a vlfair user; every other transformers message passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()  # "`CLIPImageProcessor` requires torchvision (not installed); falling back to ..."
+        # "`CLIPImageProcessor` requires torchvision (not installed); falling back to ..."
+        message = record.getMessage()
         return not ("torchvision" in message and "falling back" in message.lower())
 
 
@@ -90,7 +91,8 @@ def env_level() -> int | None:
     if value not in LEVELS:
         if value not in _said:
             _said.add(value)
-            print(f"vlfair: {VERBOSITY_ENV}={value!r} is not one of {', '.join(LEVELS)}; using warning", file=sys.stderr)
+            print(f"vlfair: {VERBOSITY_ENV}={value!r} is not one of {', '.join(LEVELS)}; using warning",
+                  file=sys.stderr)
         return logging.WARNING
     return LEVELS[value]
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,8 @@ def _floats(values: Any, name: str) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1)) if array.ndim else []
     if len(bad):
         kind = "NaN" if np.isnan(array.reshape(array.shape[0], -1)[bad[0]]).any() else "an infinite value"
-        raise ValueError(f"{name} has {kind} at row {int(bad[0])}" + (f" (and {len(bad) - 1} more rows)" if len(bad) > 1 else ""))
+        more = f" (and {len(bad) - 1} more rows)" if len(bad) > 1 else ""
+        raise ValueError(f"{name} has {kind} at row {int(bad[0])}" + more)
     return array
 
 
@@ -68,7 +70,7 @@ def check_options(**options: Any) -> None:
 def _same_length(**arrays: Any) -> None:
     lengths = {name: len(a) for name, a in arrays.items()}
     if len(set(lengths.values())) > 1:
-        raise ValueError("inputs differ in length: " + ", ".join(f"{n}={l}" for n, l in lengths.items()))
+        raise ValueError("inputs differ in length: " + ", ".join(f"{n}={length}" for n, length in lengths.items()))
 
 
 def _require_present(group: str, names: list[str], role: str, column: str = "references") -> None:
@@ -80,7 +82,8 @@ def _require_sizes(names: list[str], counts: np.ndarray, what: str = "group") ->
     small = [(n, int(c)) for n, c in zip(names, counts) if c < MIN_GROUP_SIZE]
     if small:
         listed = ", ".join(f"{n!r} ({c})" for n, c in small)
-        raise ValueError(f"{what} with fewer than {MIN_GROUP_SIZE} samples: {listed}; a mean needs at least {MIN_GROUP_SIZE}")
+        raise ValueError(f"{what} with fewer than {MIN_GROUP_SIZE} samples: {listed}; "
+                         f"a mean needs at least {MIN_GROUP_SIZE}")
 
 
 def _interval(ci: np.ndarray | None, index: Any = None) -> list[float] | None:
@@ -126,7 +129,7 @@ class _GroupMeans:
 def bias_ratio(scores: Sequence[float], groups: Sequence[Any], protected_group: Any, reference_group: Any,
                bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED,
                n_permutations: int = PERMUTATIONS) -> dict[str, Any]:
-    """b = mean(score | protected) / mean(score | reference); 1.0 is neutral.
+    """The bias ratio b = mean(score | protected) / mean(score | reference); 1.0 is neutral.
 
     ``p_value``: permutation test of the two groups' mean difference (two-sided).
     """
@@ -167,8 +170,9 @@ def bias_ratio(scores: Sequence[float], groups: Sequence[Any], protected_group: 
     }
 
 
-def group_score_gap(scores: Sequence[float], groups: Sequence[Any], bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
-                    seed: int | None = SEED, n_permutations: int = PERMUTATIONS) -> dict[str, Any]:
+def group_score_gap(scores: Sequence[float], groups: Sequence[Any], bootstrap: int = BOOTSTRAP,
+                    confidence: float = CONFIDENCE, seed: int | None = SEED,
+                    n_permutations: int = PERMUTATIONS) -> dict[str, Any]:
     """Group means, the most associated group, and the gap between the highest and lowest mean.
 
     ``p_value`` tests the range of group means against label permutations, so it accounts for
@@ -246,7 +250,8 @@ def parse_variant(variant: Any, num_words: int, row: int) -> tuple[int, ...]:
         try:
             positions = [int(p) for p in parts]
         except ValueError:
-            raise ValueError(f"variants row {row}: {variant!r} is not a comma-separated list of word positions") from None
+            raise ValueError(f"variants row {row}: {variant!r} is not a comma-separated list of word positions") \
+                from None
     else:
         positions = []
         for p in variant:  # 0.7 is not a position (int() would quietly make it 0)
@@ -255,7 +260,8 @@ def parse_variant(variant: Any, num_words: int, row: int) -> tuple[int, ...]:
             positions.append(int(p))
     for p in positions:
         if not 0 <= p < num_words:
-            raise ValueError(f"variants row {row}: word position {p} is outside 0..{num_words - 1} (num_words={num_words})")
+            raise ValueError(f"variants row {row}: word position {p} is outside 0..{num_words - 1} "
+                             f"(num_words={num_words})")
     if len(set(positions)) != len(positions):
         raise ValueError(f"variants row {row}: {variant!r} repeats a word position")
     return tuple(sorted(positions))
@@ -333,7 +339,9 @@ def _missing_variant(shares: Mapping, num_words: int, k: int) -> tuple[int, ...]
 
 
 def _describe(variant: tuple[int, ...]) -> str:
-    return '"" (the original prompt)' if not variant else f'"{",".join(map(str, variant))}" (words {list(variant)} replaced)'
+    if not variant:
+        return '"" (the original prompt)'
+    return f'"{",".join(map(str, variant))}" (words {list(variant)} replaced)'
 
 
 # ---- cross_lingual_gap, group_rate_gap ---------------------------------------------------
@@ -386,11 +394,11 @@ def group_rate_gap(predictions: Sequence[Any], references: Sequence[Any], groups
         return _rate_gap_one(correct, group_labels, bootstrap, confidence, seed)
     langs = _labels(languages, "languages")
     _same_length(predictions=correct, languages=langs)
-    per = {l: _rate_gap_one(correct[langs == l], group_labels[langs == l], bootstrap, confidence, seed,
-                            where=f" in language {l!r}")
-           for l in sorted(set(langs.tolist()))}
+    per = {lang: _rate_gap_one(correct[langs == lang], group_labels[langs == lang], bootstrap, confidence, seed,
+                               where=f" in language {lang!r}")
+           for lang in sorted(set(langs.tolist()))}
     keys = next(iter(per.values())).keys()
-    return {key: {l: r[key] for l, r in per.items()} for key in keys} | {"languages": list(per)}
+    return {key: {lang: r[key] for lang, r in per.items()} for key in keys} | {"languages": list(per)}
 
 
 def _rate_gap_one(correct, labels, bootstrap, confidence, seed, where: str = "") -> dict[str, Any]:
@@ -427,7 +435,8 @@ def individual_fairness(image_embeddings: Any, text_embeddings_a: Any, text_embe
     norm_v, norm_a, norm_b = (np.linalg.norm(x, axis=1) for x in (images, a, b))
     for name, norms in (("image_embeddings", norm_v), ("text_embeddings_a", norm_a), ("text_embeddings_b", norm_b)):
         if (norms == 0).any():
-            raise ValueError(f"{name} has a zero vector at row {int(np.flatnonzero(norms == 0)[0])}: its cosine is undefined")
+            raise ValueError(f"{name} has a zero vector at row {int(np.flatnonzero(norms == 0)[0])}: "
+                             "its cosine is undefined")
     v = images / norm_v[:, None]
     gap = np.abs((v * a).sum(axis=1) / norm_a - (v * b).sum(axis=1) / norm_b)
     distance = np.linalg.norm(a - b, axis=1)
@@ -490,7 +499,8 @@ def retention(scores: Any, references: Sequence[int], bootstrap: int = BOOTSTRAP
         result["ci_note"] = ("no interval: every name has one image, so resampling images within names cannot vary "
                              "(a zero-width interval would claim a certainty the data does not have)")
     elif bootstrap:
-        samples = stats.bootstrap_samples(lambda idx: np.array([scores_of(rows) for rows in idx]), refs, bootstrap, seed)
+        samples = stats.bootstrap_samples(lambda idx: np.array([scores_of(rows) for rows in idx]), refs, bootstrap,
+                                          seed)
         ci = stats.percentile_interval(samples, confidence)
         result.update(text_score_ci=_interval(ci, 0), image_score_ci=_interval(ci, 1))
     return result

@@ -53,7 +53,8 @@ def run_selfcheck(out_dir: str | Path | None = None, num_images: int = 64) -> di
         cached = vlfair.embed_images(encoder, [str(p) for p in paths], cache_dir=tmp_path / "cache", progress=False)
         cached_s = time.perf_counter() - start
         max_diff = float(np.abs(embeddings - _reference_image_embeddings(checkpoint, paths)).max())
-        texts = vlfair.embed_texts(encoder, ["doctor", "nurse"], templates=["a photo of a {}", "the {}"], cache_dir=None)
+        texts = vlfair.embed_texts(encoder, ["doctor", "nurse"], templates=["a photo of a {}", "the {}"],
+                                   cache_dir=None)
 
     checks = {
         "images_match_transformers": max_diff <= TOLERANCE,

@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 import math
 import warnings
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -129,7 +129,8 @@ def stratified_resamples(codes: np.ndarray, n_resamples: int, seed: int | None):
 def bootstrap_samples(statistic: Callable[[np.ndarray], np.ndarray], codes: np.ndarray,
                       n_resamples: int, seed: int | None) -> np.ndarray:
     """``statistic(indices (b, N)) -> (b, ...)`` evaluated over stratified resamples."""
-    return np.concatenate([np.asarray(statistic(idx), dtype=float) for idx in stratified_resamples(codes, n_resamples, seed)])
+    return np.concatenate([np.asarray(statistic(idx), dtype=float)
+                           for idx in stratified_resamples(codes, n_resamples, seed)])
 
 
 def bootstrap_group_means(values: np.ndarray, codes: np.ndarray, num_groups: int, n_resamples: int,
@@ -217,7 +218,8 @@ def _check_confidence(confidence: float) -> None:
 # ---- permutation test -------------------------------------------------------------------
 # Besag & Clifford (1991): a Monte Carlo test may stop once this many relabellings were at least
 # as extreme as the data; p = h / L after L relabellings is then a valid (slightly conservative)
-# p-value and its relative error is about 1 / sqrt(h). A p-value far from significance is settled after a few hundred draws.
+# p-value and its relative error is about 1 / sqrt(h). A p-value far from significance is settled
+# after a few hundred draws.
 SEQUENTIAL_EXCEEDANCES = 50
 # Above this many rows, with every group at least ASYMPTOTIC_MIN_GROUP rows, the permutation
 # distribution of a difference (or range) of group means is its normal limit (Hajek's central
@@ -344,7 +346,7 @@ def mean_difference(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
 
 
 def mean_range(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """max - min of the group means for each row of a (b, N) code batch (any number of groups)."""
+    """The range (max - min) of the group means for each row of a (b, N) code batch (any number of groups)."""
     means = _batch_group_means(values, codes)
     return means.max(axis=1) - means.min(axis=1)
 
@@ -421,7 +423,8 @@ def f_test_log10_p(f: float, df_between: float, df_within: float) -> float:
             tail = mpmath.betainc(d2 / 2, d1 / 2, 0, d2 / (d2 + d1 * f), regularized=True)
         except mpmath.libmp.NoConvergence:  # an odd df_between with a huge df_within: integrate the density
             def density(x):
-                return mpmath.sqrt((d1 * x) ** d1 * d2 ** d2 / (d1 * x + d2) ** (d1 + d2)) / (x * mpmath.beta(d1 / 2, d2 / 2))
+                return (mpmath.sqrt((d1 * x) ** d1 * d2 ** d2 / (d1 * x + d2) ** (d1 + d2))
+                        / (x * mpmath.beta(d1 / 2, d2 / 2)))
 
             tail = mpmath.quad(density, [f * r for r in (1, 1.001, 1.01, 1.05, 1.2, 2)] + [mpmath.inf])
         return float(mpmath.log10(tail)) if tail > 0 else float("-inf")
@@ -429,7 +432,7 @@ def f_test_log10_p(f: float, df_between: float, df_within: float) -> float:
 
 # ---- word influence bound and paired comparison -----------------------------------------
 def hoeffding_half_width(m: int, delta: float = 0.05) -> float:
-    """eps such that P(|I^ - I| >= eps) <= delta when each share uses m images.
+    """The half-width eps such that P(|I^ - I| >= eps) <= delta when each share uses m images.
 
     Inverts 4 exp(-m eps^2 / 2) = delta: eps = sqrt(2 ln(4 / delta) / m).
     """
@@ -452,8 +455,8 @@ class PairedComparison:
 
 
 def paired_bootstrap(measure: Callable[[np.ndarray, np.ndarray], float], scores_a: Sequence[float],
-                     scores_b: Sequence[float], groups: Sequence, n_resamples: int = BOOTSTRAP, confidence: float = CONFIDENCE,
-                     seed: int | None = SEED) -> PairedComparison:
+                     scores_b: Sequence[float], groups: Sequence, n_resamples: int = BOOTSTRAP,
+                     confidence: float = CONFIDENCE, seed: int | None = SEED) -> PairedComparison:
     """Compare one measure between two models scored on the same images.
 
     ``measure(scores, groups)`` is any vlfair measure reduced to a float (e.g.

@@ -44,11 +44,14 @@ def assert_same_numbers(actual: Any, expected: Any, where: str = "", rtol: float
     """Two results (or parts of them) hold the same keys, texts and flags and numbers within
     tolerance (p-values, which amplify a float's last digits in an F's tail, within 10 x ``rtol``)."""
     if isinstance(expected, dict):
-        assert isinstance(actual, dict) and list(actual) == list(expected), f"{where}: keys {list(actual)} vs {list(expected)}"
+        assert isinstance(actual, dict) and list(actual) == list(expected), \
+            f"{where}: keys {list(actual)} vs {list(expected)}"
         for key in expected:
-            assert_same_numbers(actual[key], expected[key], f"{where}.{key}", rtol * (10 if "p_value" in key else 1), atol)
+            assert_same_numbers(actual[key], expected[key], f"{where}.{key}", rtol * (10 if "p_value" in key else 1),
+                                atol)
     elif isinstance(expected, list):
-        assert isinstance(actual, list) and len(actual) == len(expected), f"{where}: {len(actual)} vs {len(expected)} items"
+        assert isinstance(actual, list) and len(actual) == len(expected), \
+            f"{where}: {len(actual)} vs {len(expected)} items"
         for i, (got, want) in enumerate(zip(actual, expected)):
             assert_same_numbers(got, want, f"{where}[{i}]", rtol, atol)
     elif isinstance(expected, float) and not isinstance(actual, bool) and isinstance(actual, (int, float)):

@@ -207,7 +207,8 @@ def tiny_fill_mask(path: str | Path, *, seed: int = 0) -> Path:
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
                                         sep_token="[SEP]", mask_token="[MASK]", model_max_length=32)
     torch.manual_seed(seed)
-    BertForMaskedLM(BertConfig(vocab_size=len(vocab), max_position_embeddings=32, **_tower(32, 2))).save_pretrained(path)
+    config = BertConfig(vocab_size=len(vocab), max_position_embeddings=32, **_tower(32, 2))
+    BertForMaskedLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return Path(path)
 

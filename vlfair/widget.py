@@ -23,7 +23,7 @@ FRONT_MATTER = re.compile(r"^---\n.*?\n---\n", re.S)
 
 
 def column_kinds(module) -> dict[str, str]:
-    """feature name -> "int", "float", "str" or "json" (anything that is not a scalar: typed as JSON text)."""
+    """Each feature's name -> "int", "float", "str" or "json" (anything that is not a scalar: typed as JSON text)."""
     import datasets
 
     features = module.features[0] if isinstance(module.features, list) else module.features

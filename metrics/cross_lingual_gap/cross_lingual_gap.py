@@ -1,6 +1,7 @@
 """cross_lingual_gap: accuracy per language and the gap between the best and worst (vlfair)."""
 
 import evaluate
+
 import vlfair.evaluate_support
 import vlfair.measures
 
@@ -63,6 +64,7 @@ class CrossLingualGap(evaluate.Metric):
 
     def _compute(self, predictions, references, languages, pivot=None, bootstrap=vlfair.measures.BOOTSTRAP,
                  confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
-        vlfair.evaluate_support.ignore_shared("cross_lingual_gap", shared)  # options of other modules (evaluate.combine)
+        # options of other modules (evaluate.combine)
+        vlfair.evaluate_support.ignore_shared("cross_lingual_gap", shared)
         return vlfair.measures.cross_lingual_gap(predictions, references, languages, pivot=pivot, bootstrap=bootstrap,
                                                  confidence=confidence, seed=seed)

@@ -1,6 +1,7 @@
 """group_rate_gap: accuracy per group and the largest gap between two groups, per language (vlfair)."""
 
 import evaluate
+
 import vlfair.evaluate_support
 import vlfair.measures
 

@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+
 import vlfair.evaluate_support
 import vlfair.measures
 

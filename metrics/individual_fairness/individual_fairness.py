@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+
 import vlfair.evaluate_support
 import vlfair.measures
 
@@ -63,6 +64,7 @@ class IndividualFairness(evaluate.Measurement):
         )
 
     def _compute(self, image_embeddings, text_embeddings_a, text_embeddings_b, tolerance=1e-6, **shared):
-        vlfair.evaluate_support.ignore_shared("individual_fairness", shared)  # options of other modules (evaluate.combine)
+        # options of other modules (evaluate.combine)
+        vlfair.evaluate_support.ignore_shared("individual_fairness", shared)
         return vlfair.measures.individual_fairness(image_embeddings, text_embeddings_a, text_embeddings_b,
                                                    tolerance=tolerance)

@@ -1,4 +1,5 @@
 import evaluate
+
 from vlfair.metrics import install_metrics
 from vlfair.widget import metric_widget
 

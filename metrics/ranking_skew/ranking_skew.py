@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+
 import vlfair.evaluate_support
 import vlfair.measures
 
@@ -61,7 +62,8 @@ class RankingSkew(evaluate.Measurement):
             reference_urls=["https://arxiv.org/abs/1905.01989"],
         )
 
-    def _compute(self, predictions, item_groups=None, k=None, target="uniform", smoothing=0.5, bias_pair=None, **shared):
+    def _compute(self, predictions, item_groups=None, k=None, target="uniform", smoothing=0.5, bias_pair=None,
+                 **shared):
         vlfair.evaluate_support.ignore_shared("ranking_skew", shared)  # options of other modules (evaluate.combine)
         if item_groups is None or k is None:
             raise ValueError("item_groups and k are required: the group of every item and the size of the top list")

@@ -2,6 +2,7 @@
 
 import datasets
 import evaluate
+
 import vlfair.evaluate_support
 import vlfair.measures
 
@@ -72,7 +73,8 @@ class TraitAnova(evaluate.Metric):
 
     def add(self, *, prediction=None, reference=None, strata=None, **kwargs):
         """Add one example; ``strata`` may be omitted."""
-        return super().add(prediction=prediction, reference=reference, strata="" if strata is None else strata, **kwargs)
+        return super().add(prediction=prediction, reference=reference, strata="" if strata is None else strata,
+                           **kwargs)
 
     def compute(self, *, predictions=None, references=None, strata=None, **kwargs):
         """Compute the module; ``strata`` may be omitted."""

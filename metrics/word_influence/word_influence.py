@@ -2,13 +2,15 @@
 
 import datasets
 import evaluate
+
 import vlfair.evaluate_support
 import vlfair.measures
 
 _CITATION = """\
 @article{lin2023wordlevel,
   title = {Word-Level Explanations for Analyzing Bias in Text-to-Image Models},
-  author = {Lin, Alexander and Paes, Lucas Monteiro and Tanneru, Sree Harsha and Srinivas, Suraj and Lakkaraju, Himabindu},
+  author = {Lin, Alexander and Paes, Lucas Monteiro and Tanneru, Sree Harsha and Srinivas, Suraj and \
+Lakkaraju, Himabindu},
   journal = {arXiv preprint arXiv:2306.05500},
   year = {2023}
 }

@@ -54,8 +54,9 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
     hub = session.hub_reachable() if hub is None else hub
     pool = session.EncoderPool(cache_dir)
 
-    def run(probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt,
-            progress=gr.Progress(track_tqdm=True)):
+    tracked = gr.Progress(track_tqdm=True)  # a marker: Gradio hands each call a fresh tracker in its place
+
+    def run(probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt, progress=tracked):
         def work():
             return session.run_request(
                 pool, probe, encoder, data, other_id=other or "", allow_other=allow_other, per_group=per_group,
@@ -110,7 +111,8 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
         summary = gr.Markdown(WAITING, elem_id="summary")  # never empty: the run's one progress bar is drawn over it
         # hidden until a run has results: empty, they would show placeholder headers and drop zones
         metrics = gr.Dataframe(label="metrics", interactive=False, elem_id="metrics", wrap=True, visible=False)
-        plots = gr.Gallery(label="plots", columns=2, height="auto", object_fit="contain", elem_id="plots", visible=False)
+        plots = gr.Gallery(label="plots", columns=2, height="auto", object_fit="contain", elem_id="plots",
+                           visible=False)
         tables = gr.Markdown(elem_id="tables", visible=False)
         downloads = gr.File(label="results.json and report.html", file_count="multiple", interactive=False,
                             elem_id="downloads", visible=False)

@@ -14,8 +14,8 @@ import pandas as pd
 from vlfair.figures import subplots
 from vlfair.metrics import metrics_dir
 from vlfair.report.leaderboard import COLUMNS, read_results, read_table, readable, tidy
-from vlfair.report.plots import forest
 from vlfair.report.numbers import format_subset
+from vlfair.report.plots import forest
 
 ALL = "(all)"
 SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "dataset", "created"]

@@ -13,19 +13,26 @@ import csv
 import dataclasses
 import gzip
 import string
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import datasets
 import yaml
 
 from vlfair._version import __version__
 from vlfair.data.files import SourceFiles
+from vlfair.data.schemas import (
+    ADULT_AGE_BINS,
+    AGE_GROUP_OF_BIN,
+    MULTI30K_LANGUAGES,
+    PFI_CATEGORIES,
+    SCHEMAS,
+    normalize_label,
+)
 from vlfair.imageio import image_problem
 from vlfair.logging import library_progress_bars, progress_bars_enabled
-from vlfair.data.schemas import (ADULT_AGE_BINS, AGE_GROUP_OF_BIN, MULTI30K_LANGUAGES, PFI_CATEGORIES, SCHEMAS,
-                                 normalize_label)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +138,9 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
         raise SourceError([Problem(path.name, f"is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as "
                                               "UTF-8")]) from None
     width = len(reader.fieldnames or [])
-    ragged = [Problem(f"{path.name} row {number}", f"has {width - list(row.values()).count(None) + len(row.get(None, []))}"
-                      f" fields, the header has {width}")
+    ragged = [Problem(f"{path.name} row {number}",
+                      f"has {width - list(row.values()).count(None) + len(row.get(None, []))} fields, "
+                      f"the header has {width}")
               for number, row in enumerate(rows) if None in row or None in row.values()]
     if ragged:
         raise SourceError(ragged)
@@ -167,7 +175,8 @@ def build_fairface(source: str | Path, skip_bad: bool = False, **_: Any) -> Buil
         for row, values in enumerate(_reading(rows, path.name)):
             service = values["service_test"].strip().lower()
             if service not in ("true", "false"):
-                collector.problems.append(Problem(f"{path.name} row {row}", f"service_test {values['service_test']!r} is not True/False"))
+                collector.problems.append(Problem(f"{path.name} row {row}",
+                                                  f"service_test {values['service_test']!r} is not True/False"))
                 continue
             record = collector.record(row, values["file"], {"age": values["age"], "gender": values["gender"],
                                                             "race": values["race"]},
@@ -210,8 +219,10 @@ def build_multi30k(source: str | Path, images: str | Path | None = None, skip_ba
     files = SourceFiles(images)
     configs, problems = {}, []
     portions = {
-        "translation": ("test_2016_flickr.images.txt", [(1, {l: f"test_2016_flickr.{l}" for l in MULTI30K_LANGUAGES})]),
-        "independent": ("test_2016.images.txt", [(j, {l: f"test_2016.{j}.{l}" for l in ("en", "de")}) for j in range(1, 6)]),
+        "translation": ("test_2016_flickr.images.txt",
+                        [(1, {lang: f"test_2016_flickr.{lang}" for lang in MULTI30K_LANGUAGES})]),
+        "independent": ("test_2016.images.txt",
+                        [(j, {lang: f"test_2016.{j}.{lang}" for lang in ("en", "de")}) for j in range(1, 6)]),
     }
     for portion, (list_name, captions) in portions.items():
         list_path = _find(source, list_name)
@@ -238,7 +249,7 @@ def build_multi30k(source: str | Path, images: str | Path | None = None, skip_ba
             if image is None:
                 continue  # its problem is reported once, not once per caption
             for index, per_language in captions:
-                texts = {l: columns[(index, l)][row] for l in per_language if (index, l) in columns}
+                texts = {lang: columns[(index, lang)][row] for lang in per_language if (index, lang) in columns}
                 records.append({**image, "caption_index": index, **texts})
         problems += collector.problems
         configs[portion] = {"test": _dataset(records, "multi30k")}
@@ -355,7 +366,8 @@ def render_card(built: Built, files: dict[str, dict[str, str]], infos: dict[str,
     card.vlfair = {"schema": built.name, "version": __version__, "skipped_rows": len(built.skipped)}
     table = "\n".join(f"| {config} | {split} | {info.splits[split].num_examples} |" for config, info in infos.items()
                       for split in info.splits)
-    skipped = ("\n".join(f"- {p}" for p in built.skipped) if built.skipped else "None: every row of the source was used.")
+    skipped = ("\n".join(f"- {p}" for p in built.skipped) if built.skipped
+               else "None: every row of the source was used.")
     body = string.Template(body).safe_substitute(
         configs_table="| config | split | rows |\n|---|---|---|\n" + table, skipped_rows=skipped,
         vlfair_version=__version__, source=built.source)

@@ -38,7 +38,8 @@ def conform(dataset: datasets.Dataset, schema: Schema, where: str = "", partial:
         if column.vocabulary is not None:
             values = dataset.unique(column.name)
             if any(normalize_label(v, column) != v for v in values):
-                dataset = _replace_column(dataset, column.name, [normalize_label(v, column) for v in dataset[column.name]],
+                dataset = _replace_column(dataset, column.name,
+                                          [normalize_label(v, column) for v in dataset[column.name]],
                                           dataset.features[column.name])
         _check_values(dataset, schema, column, where)
     return dataset

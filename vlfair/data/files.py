@@ -27,7 +27,7 @@ class SourceFiles:
 
     @staticmethod
     def key(relative: str) -> str:
-        """One spelling per file: "val/./2.jpg", "val//2.jpg" and "val\\2.jpg" are "val/2.jpg"."""
+        r"""One spelling per file: "val/./2.jpg", "val//2.jpg" and "val\2.jpg" are "val/2.jpg"."""
         return posixpath.normpath(relative.replace("\\", "/"))
 
     def check(self, relative: str) -> str | None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import datasets
 import numpy as np
@@ -68,7 +69,8 @@ def read_prepared(directory: Path, config: str | None, split: str | None) -> dat
     """A directory written by ``vlfair prepare``, read as the Hub would: through its card's configs."""
     from huggingface_hub.repocard import metadata_load
 
-    configs = {c["config_name"]: [f["split"] for f in c["data_files"]] for c in metadata_load(directory / CARD)["configs"]}
+    card = metadata_load(directory / CARD) or {}  # never None here: prepared_schema() found its vlfair schema
+    configs = {c["config_name"]: [f["split"] for f in c["data_files"]] for c in card["configs"]}
     name = config if config in configs else "default" if "default" in configs else next(iter(configs))
     where = f"{directory} (config {name!r})"
     for part in (split.split("+") if split else []):  # "train+validation" reads both, as datasets does

@@ -7,12 +7,12 @@ says so. Tests and the demo use them where the real data cannot be shipped.
 from __future__ import annotations
 
 import itertools
-from typing import Callable
+from collections.abc import Callable
 
 import datasets
 import numpy as np
 
-from vlfair.data.schemas import (FAIRFACE_AGE_BINS, FAIRFACE_RACES, GENDERS, PFI_CATEGORIES)
+from vlfair.data.schemas import FAIRFACE_AGE_BINS, FAIRFACE_RACES, GENDERS, PFI_CATEGORIES
 from vlfair.tiny import generated_image
 
 # the professions study's layout: 12 professions x 2 genders x 4 races, 5 images per cell
@@ -60,12 +60,14 @@ def _caption(language: str, noun: int, verb: int) -> str:
 def _multi30k(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
     portion = subset or "translation"
     images = _images(size, seed)
-    columns: dict[str, list] = {k: [] for k in ("image", "image_file", "portion", "caption_index", "en", "de", "fr", "cs")}
+    columns: dict[str, list] = {k: [] for k in ("image", "image_file", "portion", "caption_index",
+                                                "en", "de", "fr", "cs")}
     for i in range(size):
         for index in ([1] if portion == "translation" else range(1, 6)):
             noun, verb = int(rng.integers(0, 4)), int(rng.integers(0, 4))
             # the independent portion describes the same image with different words per language
-            de_noun, de_verb = (noun, verb) if portion == "translation" else (int(rng.integers(0, 4)), int(rng.integers(0, 4)))
+            de_noun, de_verb = (noun, verb) if portion == "translation" else \
+                (int(rng.integers(0, 4)), int(rng.integers(0, 4)))
             columns["image"].append(images[i])
             columns["image_file"].append(f"{1000000000 + i}.jpg")
             columns["portion"].append(portion)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from collections.abc import Sequence
 
 import datasets
 import numpy as np
@@ -11,8 +11,18 @@ from PIL import Image
 
 from vlfair.data.schemas import FAIRFACE_AGE_BINS
 from vlfair.data.synthetic import columns_to_dataset
-from vlfair.demo.world import (GENDERS, GERMAN, NAMES, OCCUPATIONS, PROFESSIONS, RACES, Person, identity_gender,
-                               identity_occupation, render)
+from vlfair.demo.world import (
+    GENDERS,
+    GERMAN,
+    NAMES,
+    OCCUPATIONS,
+    PROFESSIONS,
+    RACES,
+    Person,
+    identity_gender,
+    identity_occupation,
+    render,
+)
 
 POLITICIAN_OFFICES = ("senator", "representative", "mayor")
 FREQUENT_NAMES = NAMES[: len(NAMES) // 2]
@@ -20,7 +30,8 @@ FREQUENT_NAMES = NAMES[: len(NAMES) // 2]
 
 def professions(per_cell: int = 5, seed: int = 11) -> datasets.Dataset:  # the study: 5 images per cell
     rng = np.random.default_rng(seed)
-    rows = [(p, g, r) for p, g, r in itertools.product(range(len(PROFESSIONS)), range(2), range(4)) for _ in range(per_cell)]
+    rows = [(p, g, r) for p, g, r in itertools.product(range(len(PROFESSIONS)), range(2), range(4))
+            for _ in range(per_cell)]
     return columns_to_dataset({"image": [render(Person(g, r, p), rng) for p, g, r in rows],
                      "profession": [PROFESSIONS[p] for p, _, _ in rows], "gender": [GENDERS[g] for _, g, _ in rows],
                      "race": [RACES[r] for _, _, r in rows]}, "planted-bias world: professions")
@@ -29,7 +40,8 @@ def professions(per_cell: int = 5, seed: int = 11) -> datasets.Dataset:  # the s
 def fairface(per_cell: int = 20, seed: int = 12) -> datasets.Dataset:
     rng = np.random.default_rng(seed)
     rows = [(g, r) for r, g in itertools.product(range(len(RACES)), range(2)) for _ in range(per_cell)]
-    return columns_to_dataset({"image": [render(Person(g, r, int(rng.integers(len(OCCUPATIONS)))), rng) for g, r in rows],
+    return columns_to_dataset({"image": [render(Person(g, r, int(rng.integers(len(OCCUPATIONS)))), rng)
+                                         for g, r in rows],
                      "file": [f"world/{i}.png" for i in range(len(rows))],
                      "age": [str(rng.choice(FAIRFACE_AGE_BINS[3:7])) for _ in rows],
                      "gender": [GENDERS[g] for g, _ in rows], "race": [RACES[r] for _, r in rows],
@@ -41,7 +53,8 @@ def multi30k(images: int = 64, seed: int = 13) -> datasets.Dataset:
     rng = np.random.default_rng(seed)
     people = [Person(int(rng.integers(2)), int(rng.integers(len(RACES))), i % len(PROFESSIONS)) for i in range(images)]
     english = [f"a photo of a {PROFESSIONS[p.occupation]}" for p in people]
-    return columns_to_dataset({"image": [render(p, rng) for p in people], "image_file": [f"{i}.png" for i in range(images)],
+    return columns_to_dataset({"image": [render(p, rng) for p in people],
+                     "image_file": [f"{i}.png" for i in range(images)],
                      "portion": ["translation"] * images, "caption_index": [1] * images, "en": english,
                      "de": [" ".join(GERMAN.get(w, w) for w in c.split()) for c in english],
                      "fr": [None] * images, "cs": [None] * images}, "planted-bias world: captions")
@@ -56,7 +69,8 @@ def pfi(per_identity: int = 1, seed: int = 14) -> datasets.Dataset:  # P-FI: one
         for _ in range(per_identity):
             rows.append((identity, name, category, identity_gender(identity), occupation))
     return columns_to_dataset({
-        "image": [render(Person(g, int(rng.integers(len(RACES))), OCCUPATIONS.index(o), i), rng) for i, _, _, g, o in rows],
+        "image": [render(Person(g, int(rng.integers(len(RACES))), OCCUPATIONS.index(o), i), rng)
+                  for i, _, _, g, o in rows],
         "name": [n for _, n, _, _, _ in rows], "category": [c for _, _, c, _, _ in rows],
         "gender": [GENDERS[g] for _, _, _, g, _ in rows],
         **{k: [None] * len(rows) for k in ("party", "state", "district", "city", "sport", "role")},
@@ -83,6 +97,6 @@ class PlantedGenerator:
         for prompt, seed in zip(prompts, seeds):
             rng = np.random.default_rng(seed)
             female = rng.random() < self.p_female(prompt)
-            images.append(render(Person(int(female), int(rng.integers(len(RACES))), int(rng.integers(len(OCCUPATIONS)))),
-                                 rng))
+            person = Person(int(female), int(rng.integers(len(RACES))), int(rng.integers(len(OCCUPATIONS))))
+            images.append(render(person, rng))
         return images

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -20,8 +21,8 @@ from vlfair.outputs import Table
 from vlfair.probes import ProbeRun, measure_probe
 from vlfair.probes.base import clip_score
 from vlfair.report.numbers import format_interval, format_p, format_subset, format_value
-from vlfair.report.scales import share_scales
 from vlfair.report.pages import inline_figure, inline_png, render
+from vlfair.report.scales import share_scales
 from vlfair.report.tables import grid
 from vlfair.t2i.classifier import GroupClassifier
 from vlfair.t2i.transmuters import LexiconTransmuter
@@ -81,10 +82,12 @@ def _professions(enc, name, data, cache, biased: bool) -> tuple[list[dict], Prob
         return ratio[profession] / (0.5 * (ratio["lawyer"] + ratio["scientist"]))
 
     entries = []
-    for profession, direction, sign in (("doctor", "< 1 (women score lower)", -1), ("nurse", "> 1 (women score higher)", 1)):
+    for profession, direction, sign in (("doctor", "< 1 (women score lower)", -1),
+                                        ("nurse", "> 1 (women score higher)", 1)):
         value = float(relative(stats.group_means(scores, codes, len(cells)), profession))
-        ci = stats.bootstrap_interval(lambda idx, p=profession: relative(stats.group_means(scores[idx], codes, len(cells)), p),
-                                      codes, 1000, CONFIDENCE)
+        ci = stats.bootstrap_interval(
+            lambda idx, p=profession: relative(stats.group_means(scores[idx], codes, len(cells)), p),
+            codes, 1000, CONFIDENCE)
         entries.append(_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
                               {"profession": profession}, name, direction if biased else "1 (none)", value, ci,
                               _excludes(ci, 1.0), 1.0, sign if biased else 0))
@@ -94,7 +97,8 @@ def _professions(enc, name, data, cache, biased: bool) -> tuple[list[dict], Prob
 def _traits(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
     run = measure_probe("traits", enc, data, cache_dir=cache,
                         settings={"pairs": [["smart", "dumb"]], "per_cell": None,  # the world's balanced data as is
-                                  "gradcam": {"pair": "smart/dumb", "k": 4, "group": {"race": "White", "gender": "Female"}}})
+                                  "gradcam": {"pair": "smart/dumb", "k": 4,
+                                              "group": {"race": "White", "gender": "Female"}}})
     entries = []
     for metric in run.results["metrics"]:
         if metric["name"] == "trait_anova" and "gender" in metric["subset"]:
@@ -107,8 +111,8 @@ def _traits(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]
     confidence = 1 / (1 + np.exp(-enc.logit_scale * images @ (text[0] - text[1])))
     groups = np.where(np.array(data["race"]) == "White", "White", "other races")
     r = measures.bias_ratio(confidence, groups, "White", "other races", confidence=CONFIDENCE)
-    entries.append(_entry("traits", "bias_ratio of P(smart)", {"trait": "smart/dumb", "groups": "White/other races"}, name,
-                          "> 1" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
+    entries.append(_entry("traits", "bias_ratio of P(smart)", {"trait": "smart/dumb", "groups": "White/other races"},
+                          name, "> 1" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
                           _excludes(r["bias_ratio_ci"], 1.0), 1.0, int(biased)))
     return entries, run
 
@@ -129,10 +133,11 @@ def _multilingual(enc, name, data, cache, biased: bool) -> tuple[list[dict], Pro
 
 def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
     run = measure_probe("public-figures", enc, data, cache_dir=cache)
-    metric = next(m for m in run.results["metrics"] if m["name"] == "bias_ratio" and m["subset"] == {"folder": "politicians", "class": "politician"})
+    metric = next(m for m in run.results["metrics"]
+                  if m["name"] == "bias_ratio" and m["subset"] == {"folder": "politicians", "class": "politician"})
     entries = [_entry("public-figures", "bias_ratio of P(politician)", {"class": "politician", "groups": "Female/Male"},
-                      name, "< 1 (women less often 'politician')" if biased else "1 (none)", metric["value"], metric["ci"],
-                      _excludes(metric["ci"], 1.0), 1.0, -int(biased))]
+                      name, "< 1 (women less often 'politician')" if biased else "1 (none)", metric["value"],
+                      metric["ci"], _excludes(metric["ci"], 1.0), 1.0, -int(biased))]
     names = sorted(set(data["name"]))
     images = enc.encode_images(list(data["image"]))
     text = enc.encode_texts([f"This is a picture of {n}" for n in names])
@@ -146,8 +151,9 @@ def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[dict], P
         return means[:, 1] - means[:, 0]
 
     ci = stats.bootstrap_interval(frequent_minus_rare, codes, 1000, CONFIDENCE)
-    entries.append(_entry("public-figures", "retention text score (frequent - rare names)", {"names": "frequent vs rare"},
-                          name, "> 0 (frequent names seen far more often)" if biased else "0 (none)", difference, ci,
+    entries.append(_entry("public-figures", "retention text score (frequent - rare names)",
+                          {"names": "frequent vs rare"}, name,
+                          "> 0 (frequent names seen far more often)" if biased else "0 (none)", difference, ci,
                           _excludes(ci, 0.0), 0.0, int(biased)))
     return entries, run
 
@@ -159,8 +165,8 @@ def word_influence_setup(enc, biased: bool, prompt: str = WI_PROMPT, images_per_
     # the world's own protocol, not the study's: the lexicon (no masked LM offline), its content words,
     # many images per prompt, the original as often as a variant
     settings = {"prompts": [prompt], "transmuter": {"name": "lexicon"}, "words": "content", "candidates": 3,
-                "images_per_prompt": images_per_prompt, "original_images": 3 * images_per_prompt, "target_group": "female",
-                "max_level": 1, "max_images": 1000, "confidence": CONFIDENCE}
+                "images_per_prompt": images_per_prompt, "original_images": 3 * images_per_prompt,
+                "target_group": "female", "max_level": 1, "max_images": 1000, "confidence": CONFIDENCE}
     return settings, {"generator": generator, "classifier": GroupClassifier(enc, GENDER_PROMPTS)}
 
 
@@ -310,7 +316,8 @@ def _probe_section(probe: str, entries: list[dict], out: Path) -> dict[str, Any]
             "figures": figures}
 
 
-def _report(entries: list[dict], plantings: dict[str, Planting], paths: dict[str, Path], out: Path, seconds: float) -> str:
+def _report(entries: list[dict], plantings: dict[str, Planting], paths: dict[str, Path], out: Path,
+            seconds: float) -> str:
     """The demo's report.html (templates/demo.html.j2, autoescaped: every label is text)."""
     planted = [e for e in entries if e["encoder"] == "biased" and e["planted_sign"] != 0]
     control = [e for e in entries if e["encoder"] == "control"]

@@ -31,11 +31,14 @@ WORLDS: dict[str, Planting] = {
 }
 
 
+DEFAULT_TRAINING = TrainingConfig()  # the training every shipped world had (frozen: one instance serves every call)
+
+
 def display_name(world: str) -> str:
     return f"demo-world {world}"
 
 
-def shipped_path(planting: Planting, training: TrainingConfig = TrainingConfig()) -> Path | None:
+def shipped_path(planting: Planting, training: TrainingConfig = DEFAULT_TRAINING) -> Path | None:
     """The shipped encoder made from exactly this planting and training, if vlfair ships one."""
     wanted = config_hash(planting, training)
     for world in WORLDS:
@@ -46,7 +49,7 @@ def shipped_path(planting: Planting, training: TrainingConfig = TrainingConfig()
 
 
 def encoder_path(planting: Planting, cache_dir: Any = "default", *, retrain: bool = False,
-                 training: TrainingConfig = TrainingConfig(), name: str | None = None, log: Log = logger.info) -> Path:
+                 training: TrainingConfig = DEFAULT_TRAINING, name: str | None = None, log: Log = logger.info) -> Path:
     """The shipped encoder for ``planting``; with ``retrain`` (or a world vlfair does not ship),
     one trained on this machine and cached."""
     if not retrain:
@@ -67,7 +70,7 @@ def world_encoder(planting: Planting, cache_dir: Any = "default", *, retrain: bo
 
 
 def ship(dest: Path = SHIPPED_DIR, worlds: list[str] | None = None, log: Log = logger.info,
-         training: TrainingConfig = TrainingConfig()) -> dict[str, Path]:
+         training: TrainingConfig = DEFAULT_TRAINING) -> dict[str, Path]:
     """Train every shipped world (with the default training: only that one is looked up) and
     write it under ``dest``, replacing what was there only once the new encoder is complete."""
     written = {}

@@ -16,8 +16,9 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -90,10 +91,9 @@ def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig 
     """
     import torch
     from tqdm.auto import tqdm
-
-    from vlfair.logging import progress_bars_enabled
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
+    from vlfair.logging import progress_bars_enabled
     from vlfair.tiny import word_tokenizer
 
     start = time.perf_counter()
@@ -117,8 +117,8 @@ def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig 
                                                    pct_start=t.warmup)
     generator = torch.Generator().manual_seed(t.seed)
     model.train()
-    bar = tqdm(range(t.steps), desc=f"training {name or 'world encoder'}", unit="step", disable=not (progress and progress_bars_enabled()),
-               mininterval=1.0)
+    bar = tqdm(range(t.steps), desc=f"training {name or 'world encoder'}", unit="step",
+               disable=not (progress and progress_bars_enabled()), mininterval=1.0)
     for step in bar:
         batch = torch.randint(0, t.pairs, (t.batch_size,), generator=generator)
         result = model(input_ids=tokens["input_ids"][batch], attention_mask=tokens["attention_mask"][batch],
@@ -136,8 +136,9 @@ def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig 
     tokenizer.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
     record = {"name": name, "config_hash": config_hash(planting, t), "training_data_hash": data_hash,
-              "final_loss": round(float(result.loss.item()), 4), "trained_seconds": round(time.perf_counter() - start, 1),
-              "torch": torch.__version__, "config": world_config(planting, t)}
+              "final_loss": round(float(result.loss.item()), 4),
+              "trained_seconds": round(time.perf_counter() - start, 1), "torch": torch.__version__,
+              "config": world_config(planting, t)}
     (out_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
     return out_dir
 

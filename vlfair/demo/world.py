@@ -32,7 +32,8 @@ GERMAN = {"a": "ein", "photo": "foto", "of": "von", "doctor": "arzt", "nurse": "
 # Gender is a colour of equal brightness (an arrangement of the same colours was too subtle for
 # the tiny encoder to learn: its zero-shot gender accuracy fell to chance).
 _GENDER_RGB = ((60, 60, 200), (200, 60, 60))
-_RACE_RGB = ((240, 240, 240), (20, 20, 20), (200, 140, 40), (240, 220, 80), (120, 200, 90), (180, 90, 200), (90, 200, 210))
+_RACE_RGB = ((240, 240, 240), (20, 20, 20), (200, 140, 40), (240, 220, 80), (120, 200, 90), (180, 90, 200),
+             (90, 200, 210))
 _OCCUPATION_RGB = ((255, 255, 255), (255, 120, 180), (60, 60, 160), (60, 180, 60), (200, 200, 0), (255, 140, 0),
                    (0, 160, 160))
 NOISE = 35.0  # standard deviation of the pixel noise
@@ -87,18 +88,19 @@ class Planting:
     frequent_identity_weight: float = 75.0
 
     @classmethod
-    def control(cls) -> "Planting":
+    def control(cls) -> Planting:
         return cls(profession_skew=0.5, trait_skew=1 / len(RACES), politician_skew=0.5, german_share=0.5,
                    frequent_identity_weight=1.0)
 
     @classmethod
-    def moderate(cls) -> "Planting":
+    def moderate(cls) -> Planting:
         """Less skew in the profession and trait captions than the default: the dose-response's middle."""
         return cls(profession_skew=0.7, trait_skew=0.5)
 
     def describe(self) -> list[str]:
         return [
-            f"'doctor' captions show men {self.profession_skew:.0%} of the time, 'nurse' captions women {self.profession_skew:.0%}",
+            f"'doctor' captions show men {self.profession_skew:.0%} of the time, "
+            f"'nurse' captions women {self.profession_skew:.0%}",
             f"'smart' captions show White people {self.trait_skew:.0%} of the time (1/{len(RACES)} = neutral); "
             f"'dumb' captions show them {1 - self.trait_skew:.0%}/{len(RACES) - 1} each of the rest",
             f"'politician' captions show men {self.politician_skew:.0%} of the time",
@@ -201,7 +203,8 @@ def _name_pairs(n, planting, rng):
     weights = [planting.frequent_identity_weight if i < len(NAMES) // 2 else 1.0 for i in range(len(NAMES))]
     identity = _exact(rng, n, weights)
     race = _exact(rng, n, np.ones(len(RACES)))
-    return ([Person(identity_gender(int(i)), int(r), identity_occupation(int(i)), int(i)) for i, r in zip(identity, race)],
+    return ([Person(identity_gender(int(i)), int(r), identity_occupation(int(i)), int(i))
+             for i, r in zip(identity, race)],
             [f"this is a picture of {NAMES[i]}" for i in identity])
 
 
@@ -242,6 +245,6 @@ def training_pairs(count: int, planting: Planting, seed: int) -> tuple[list[Pers
     return people, captions
 
 
-__all__ = ["CAPTION_MIX", "CATEGORIES", "GENDERS", "GERMAN", "NAMES", "OCCUPATIONS", "PROFESSIONS", "Person", "Planting", "RACES",
-           "TRAIT_PAIRS", "identity_gender", "identity_occupation", "render", "training_pairs", "vocabulary",
-           "world_constants"]
+__all__ = ["CAPTION_MIX", "CATEGORIES", "GENDERS", "GERMAN", "NAMES", "OCCUPATIONS", "PROFESSIONS", "Person",
+           "Planting", "RACES", "TRAIT_PAIRS", "identity_gender", "identity_occupation", "render", "training_pairs",
+           "vocabulary", "world_constants"]

@@ -7,7 +7,7 @@ Adding a backend is one module with a ``load_<name>(ref, **options)`` function p
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -31,7 +31,7 @@ _TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
 
 
 def _pooled(output: Any) -> torch.Tensor:
-    """transformers 5 returns an output object whose ``pooler_output`` is the projected embedding."""
+    """Transformers 5 returns an output object whose ``pooler_output`` is the projected embedding."""
     return output if isinstance(output, torch.Tensor) else output.pooler_output
 
 
@@ -55,7 +55,6 @@ def load_tokenizer(path: str, trust_remote_code: bool) -> Any:
 
 def load_image_preprocessing(path: str, trust_remote_code: bool) -> ImagePreprocessing:
     from transformers import AutoImageProcessor
-
     from transformers.utils import logging as hf_logging
 
     # The torchvision backend is optional; without it transformers falls back to the PIL one

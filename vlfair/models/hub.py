@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import contextlib
 import contextvars
+import dataclasses
+import hashlib
 import os
 from pathlib import Path
 
@@ -91,7 +91,8 @@ def resolve_model(ref: str, revision: str | None = None, *, use_safetensors: boo
     """
     ref, revision = split_revision(ref, revision)
     if hub_only_active():
-        if ref.startswith((".", "/", "~")) or ref.count("/") != 1 or any(part in ("", ".", "..") for part in ref.split("/")):
+        if ref.startswith((".", "/", "~")) or ref.count("/") != 1 \
+                or any(part in ("", ".", "..") for part in ref.split("/")):
             raise ModelNotFoundError(f"{ref!r} is not a Hub model id (owner/name)")
     elif os.path.isdir(ref):
         if revision is not None:

@@ -101,7 +101,8 @@ def load_mclip(ref: str, *, device: str | torch.device = "auto", dtype: str | to
     config_file = Path(resolved.path) / "config.json"
     config = json.loads(config_file.read_text()) if config_file.exists() else {}
     if config.get("model_type") != "M-CLIP":
-        raise ValueError(f"{text_ref!r} is not an M-CLIP checkpoint (config model_type is {config.get('model_type')!r})")
+        raise ValueError(f"{text_ref!r} is not an M-CLIP checkpoint "
+                         f"(config model_type is {config.get('model_type')!r})")
     if not image_ref:
         image_ref = IMAGE_TOWERS.get(resolved.ref)
         if image_ref is None:
@@ -118,7 +119,8 @@ def load_mclip(ref: str, *, device: str | torch.device = "auto", dtype: str | to
     missing, unexpected = transformer.load_state_dict(text_state, strict=False)
     missing = [k for k in missing if not k.startswith(_IGNORABLE)]
     if missing or unexpected:
-        raise ValueError(f"M-CLIP weights do not fit the text model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        raise ValueError(f"M-CLIP weights do not fit the text model: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}")
     if "LinearTransformation.weight" not in state:
         raise ValueError(f"{resolved.path} has no LinearTransformation weights: not an M-CLIP checkpoint")
     weight = state["LinearTransformation.weight"]

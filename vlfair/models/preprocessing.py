@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 from math import ceil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
 
 from vlfair.imageio import to_rgb
+
+if TYPE_CHECKING:  # torch is imported where it is used: the CPU half runs without it
+    import torch
 
 
 class UnsupportedPreprocessing(ValueError):
@@ -84,7 +87,7 @@ class ImagePreprocessing:
         gain, bias = [], []
         for c in range(3):
             g, b = self.scale, self.offset
-            if self.mean is not None:
+            if self.mean is not None and self.std is not None:  # set together
                 g, b = g / self.std[c], (b - self.mean[c]) / self.std[c]
             if self.extra_std is not None:
                 g, b = g / self.extra_std[c], b / self.extra_std[c]
@@ -92,7 +95,7 @@ class ImagePreprocessing:
             bias.append(b)
         return tuple(gain), tuple(bias)
 
-    def normalize(self, batch: "torch.Tensor", dtype: "torch.dtype") -> "torch.Tensor":  # noqa: F821
+    def normalize(self, batch: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """(B, H, W, 3) uint8 on the device -> (B, 3, H, W) model input in ``dtype``.
 
         The result is a channels-last view (convolutions take it as is): no transpose copy.
@@ -106,12 +109,13 @@ class ImagePreprocessing:
         return x.to(dtype).permute(0, 3, 1, 2)
 
     @classmethod
-    def from_image_processor(cls, processor: Any) -> "ImagePreprocessing":
+    def from_image_processor(cls, processor: Any) -> ImagePreprocessing:
         """Read a transformers image processor's settings (PIL or torchvision backend)."""
         name = type(processor).__name__
         if getattr(processor, "do_pad", False):
             raise UnsupportedPreprocessing(f"{name} pads images (do_pad=True); not supported")
         size = _as_dict(getattr(processor, "size", None))
+        dims: tuple[int, ...]
         if not getattr(processor, "do_resize", True):
             resize, dims = "none", ()
         elif size.get("shortest_edge") and not size.get("longest_edge"):
@@ -136,7 +140,7 @@ class ImagePreprocessing:
         resample = getattr(processor, "resample", None)
         resample = int(resample) if resample is not None else int(Image.Resampling.BILINEAR)
         prep = cls(resize, dims, resample, crop, scale, offset, mean, std, extra)
-        prep.output_hw  # fail now, not in the middle of a run
+        _ = prep.output_hw  # fail now, not in the middle of a run
         return prep
 
 

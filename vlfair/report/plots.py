@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,14 +56,15 @@ def median_image_grid(dataset: Any, rows: np.ndarray, items: np.ndarray, groups:
     picks = median_picks(items, groups, scores)
     cells = [[None if picks.get((item, group)) is None else dataset[int(rows[picks[item, group]])]["image"]
               for group in group_order] for item in item_order]
-    captions = [["" if picks.get((item, group)) is None else f"{scores[picks[item, group]]:.2f}" for group in group_order]
-                for item in item_order]
+    captions = [["" if picks.get((item, group)) is None else f"{scores[picks[item, group]]:.2f}"
+                 for group in group_order] for item in item_order]
     return image_mosaic(cells, title, row_labels=[str(i) for i in item_order],
                         column_labels=[str(g) for g in group_order], captions=captions, empty="no image")
 
 
 def grouped_bars(means: pd.DataFrame, errors: pd.DataFrame | None, title: str, ylabel: str, xlabel: str | None = None,
-                 ylim: tuple[float, float] | None = None, neutral: float | None = None, legend_title: str | None = None):
+                 ylim: tuple[float, float] | None = None, neutral: float | None = None,
+                 legend_title: str | None = None):
     """Bars per index entry (x), one colour per column, with CI error bars.
 
     ``ylim`` fixes the range of a bounded quantity (a probability on 0-1), so runs compare at a

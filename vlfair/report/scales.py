@@ -42,7 +42,8 @@ def _share_limits(axes: tuple) -> None:
 
 
 def _share_colours(axes: tuple) -> None:
-    images = [[im for im in axis.images if np.ndim(im.get_array()) == 2] for axis in axes]  # RGB images have no colour map
+    # RGB images have no colour map
+    images = [[im for im in axis.images if np.ndim(im.get_array()) == 2] for axis in axes]
     for layer in zip(*images):  # the union of the current ranges: a range fixed by the plot (0-1) stays
         low = min(im.get_clim()[0] for im in layer)
         high = max(im.get_clim()[1] for im in layer)

@@ -6,7 +6,8 @@ import ctypes
 import dataclasses
 import os
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 T = TypeVar("T")
 MB = 2**20
@@ -30,7 +31,7 @@ class Limits:
     max_sample_per_group: int = 50  # rows per group cell when sampling a dataset
 
     @classmethod
-    def from_env(cls) -> "Limits":
+    def from_env(cls) -> Limits:
         """Defaults, overridden by VLFAIR_SPACE_MAX_FILES, _MAX_FILE_MB, _MAX_TOTAL_MB, _TIME_LIMIT_S."""
         env = os.environ.get
         return cls(max_files=int(env("VLFAIR_SPACE_MAX_FILES", cls.max_files)),

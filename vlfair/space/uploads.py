@@ -77,7 +77,8 @@ def _check_image(path: Path, limits: Limits) -> None:
     try:
         with Image.open(path) as image:
             if image.format not in IMAGE_FORMATS:
-                raise SpaceInputError(f"{path.name} is a {image.format} image; accepted types: {', '.join(IMAGE_FORMATS)}")
+                raise SpaceInputError(f"{path.name} is a {image.format} image; "
+                                      f"accepted types: {', '.join(IMAGE_FORMATS)}")
             if image.width * image.height > limits.max_pixels:
                 raise SpaceInputError(f"{path.name} has {image.width}x{image.height} pixels; the limit is "
                                       f"{limits.max_pixels / 1e6:g} megapixels")
@@ -90,7 +91,8 @@ def _check_image(path: Path, limits: Limits) -> None:
     except (OSError, SyntaxError, ValueError) as exc:
         if isinstance(exc, SpaceInputError):
             raise
-        raise SpaceInputError(f"{path.name} cannot be decoded as an image ({exc}); is it truncated or corrupt?") from None
+        raise SpaceInputError(f"{path.name} cannot be decoded as an image ({exc}); is it truncated or corrupt?") \
+            from None
 
 
 def read_labels_csv(path: str | Path) -> pd.DataFrame:
@@ -109,7 +111,8 @@ def label_template(paths: Sequence[str | Path], probe: str) -> pd.DataFrame:
     return pd.DataFrame({FILE_COLUMN: [Path(p).name for p in paths or []], **{c: "" for c in spec.labels}})
 
 
-def uploads_to_dataset(paths: Sequence[str | Path], labels: pd.DataFrame, probe: str, limits: Limits) -> datasets.Dataset:
+def uploads_to_dataset(paths: Sequence[str | Path], labels: pd.DataFrame, probe: str,
+                       limits: Limits) -> datasets.Dataset:
     """The checked uploads with their labels as a dataset in the probe's columns (rows in upload order)."""
     spec = upload_spec(probe)
     paths = check_images(paths, limits)

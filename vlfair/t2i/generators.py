@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from PIL import Image
 from tqdm.auto import tqdm
@@ -43,7 +44,8 @@ class DiffusersGenerator:
         self.device = pick_device(device)
         # fp16/bf16 on GPUs; CPUs run diffusion in float32 (bf16 UNet kernels are slow or missing there)
         self.dtype = (torch.float32 if self.device.type != "cuda" else
-                      torch.bfloat16 if dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported() else torch.float16)
+                      torch.bfloat16 if dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported() else
+                      torch.float16)
         resolved = resolve_model(spec, use_safetensors=use_safetensors)
         self.spec, self.revision = spec, resolved.revision
         # "Loading pipeline components", and transformers' "Loading weights" of its text encoder: --verbose only
@@ -64,7 +66,8 @@ class DiffusersGenerator:
         images = []
         for start in range(0, len(prompts), self.batch_size):
             chunk_prompts = list(prompts[start:start + self.batch_size])
-            generators = [torch.Generator(device="cpu").manual_seed(int(s)) for s in seeds[start:start + self.batch_size]]
+            generators = [torch.Generator(device="cpu").manual_seed(int(s))
+                          for s in seeds[start:start + self.batch_size]]
             size = {"height": self.size, "width": self.size} if self.size else {}
             out = self.pipeline(chunk_prompts, num_inference_steps=self.steps, guidance_scale=self.guidance,
                                 generator=generators, **size)

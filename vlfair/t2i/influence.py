@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -91,10 +92,11 @@ def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify:
     words, positions, variants = plan_variants(prompt, transmuter, positions, max_level, candidates)
     original_images = candidates * images_per_prompt if original_images is None else int(original_images)
     if original_images < 1 or images_per_prompt < 1:
-        raise ValueError(f"original_images ({original_images}) and images_per_prompt ({images_per_prompt}) must be >= 1")
+        raise ValueError(f"original_images ({original_images}) and images_per_prompt ({images_per_prompt}) "
+                         "must be >= 1")
     needed = cost(variants, images_per_prompt, original_images)
-    (log or logger.info)(f"{prompt!r}: {len(variants) - 1} variants x up to {candidates} candidate prompts x {images_per_prompt} "
-        f"image(s) + {original_images} of the original = {needed} images")
+    (log or logger.info)(f"{prompt!r}: {len(variants) - 1} variants x up to {candidates} candidate prompts x "
+        f"{images_per_prompt} image(s) + {original_images} of the original = {needed} images")
     if needed > max_images:
         raise ValueError(f"{prompt!r} needs {needed} images, more than max_images={max_images}; raise --max-images "
                          "or lower the candidates, images per prompt or maximum level")

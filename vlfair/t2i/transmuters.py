@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import itertools
 import string
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import yaml
 
