@@ -23,8 +23,8 @@ log = get_logger(__name__)
 
 ENTRY_POINTS = "vlfair.probes"
 PROBES: dict[str, type[Probe]] = {}  # name -> class, as the registry is read
-_REGISTERED: list[type[Probe]] = []  # every class ever registered: PROBES is refilled from it (a test may swap PROBES)
-_DISCOVERED = False
+_REGISTERED: list[type[Probe]] = []  # every class registered in Python (register / register_probe)
+_FOUND: list[type[Probe]] | None = None  # the built-in modules' and the entry points' classes, found once
 
 
 def register(probe: type[Probe]) -> type[Probe]:
@@ -40,34 +40,37 @@ def register(probe: type[Probe]) -> type[Probe]:
                          f"{probe.__module__}.{probe.__qualname__}")
     PROBES[name] = probe
     _REGISTERED.append(probe)
+    probe._registered = True  # what discovery looks for in the built-in modules
     return probe
 
 
 register_probe = register  # the public name: vlfair.register_probe
 
 
-def _discover() -> None:
-    """Import the built-in probe modules (each registers itself) and load the entry points of
-    installed packages, once per process. A plugin that fails to load is named in a warning and
-    left out: one broken package does not take the others with it."""
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-    for entry in metadata.entry_points(group=ENTRY_POINTS):
-        try:
-            loaded = entry.load()
-            if isinstance(loaded, type):
-                register(loaded)
-        except Exception as exc:  # noqa: BLE001  (a third party's module: any error is theirs)
-            log.warning(f"probe plugin {entry.name} ({entry.value}) was not loaded: {type(exc).__name__}: {exc}")
+def _found() -> list[type[Probe]]:
+    """The probes of the built-in modules (the classes each decorated with ``@register``) and of the
+    installed packages' entry points, found once per process. A plugin that fails to load is named
+    in a warning and left out: one broken package does not take the others with it."""
+    global _FOUND
+    if _FOUND is None:
+        found: list[type[Probe]] = []
+        for info in pkgutil.iter_modules(__path__):
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            found += [value for value in vars(module).values() if isinstance(value, type)
+                      and value.__module__ == module.__name__ and value.__dict__.get("_registered")]
+        for entry in metadata.entry_points(group=ENTRY_POINTS):
+            try:
+                loaded = entry.load()
+                if isinstance(loaded, type):
+                    found.append(register(loaded))
+            except Exception as exc:  # noqa: BLE001  (a third party's module: any error is theirs)
+                log.warning(f"probe plugin {entry.name} ({entry.value}) was not loaded: {type(exc).__name__}: {exc}")
+        _FOUND = found
+    return _FOUND
 
 
 def _registry() -> dict[str, type[Probe]]:
-    _discover()
-    for probe in _REGISTERED:
+    for probe in [*_found(), *_REGISTERED]:
         PROBES.setdefault(probe.name, probe)
     return PROBES
 

@@ -8,6 +8,7 @@ the Jinja2 template ``templates/report.html.j2`` (autoescaped). The names below 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,14 @@ from vlfair.report.pages import inline_figure, inline_png, page, png_data, rende
 from vlfair.report.tables import column_maxima, csv_safe, grid, html_table, markdown_table, write_csv
 
 
+def _write_markdown(table: Table | pd.DataFrame, path: Path) -> None:
+    path.write_text(markdown_table(table))
+
+
+# every table is written once per entry: a new format is a renderer in tables.py and one line here
+TABLE_FILES: dict[str, Callable[[Table | pd.DataFrame, Path], None]] = {"csv": write_csv, "md": _write_markdown}
+
+
 def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str, Table | pd.DataFrame],
                   figures: dict[str, Any], notes: list[str], title: str) -> Path:
     """Everything into ``out_dir``; returns the path of report.html.
@@ -26,7 +35,8 @@ def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str
         out_dir: the run's folder (made if missing).
         results: results.json's content.
         tables: name -> a Table, or a DataFrame whose attrs ask for marks and footnotes; each is
-            written as ``name.csv`` and ``name.md`` and shown in report.html.
+            written once per entry of :data:`TABLE_FILES` (``name.csv``, ``name.md``) and shown in
+            report.html.
         figures: name -> a matplotlib figure, written as ``name.png`` and shown in report.html.
         notes: sentences listed at the top of report.html (with results' warnings).
         title: report.html's title.
@@ -35,8 +45,8 @@ def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False))
     for name, table in tables.items():
-        write_csv(table, out / f"{name}.csv")
-        (out / f"{name}.md").write_text(markdown_table(table))
+        for suffix, write in TABLE_FILES.items():
+            write(table, out / f"{name}.{suffix}")
     pngs = {}
     for name, figure in figures.items():
         path = out / f"{name}.png"
@@ -58,4 +68,4 @@ def report_html(results: dict[str, Any], tables: dict[str, Table | pd.DataFrame]
 
 
 __all__ = ["FOOTNOTES", "MARK_COLUMN_MAX", "column_maxima", "csv_safe", "html_table", "inline_figure", "inline_png",
-           "markdown_table", "page", "report_html", "write_outputs"]
+           "markdown_table", "page", "report_html", "TABLE_FILES", "write_outputs"]
