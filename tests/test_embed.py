@@ -219,7 +219,8 @@ def test_progress_bar_reports_images_per_second(clip_encoder, jpeg_paths, capsys
 TORCHRUN_SCRIPT = textwrap.dedent("""
     import atexit, os, sys, numpy as np, torch.distributed as dist
     # registered first, so run last at exit: is the group vlfair formed closed by then?
-    atexit.register(lambda: open(f"{sys.argv[4]}/closed{os.environ['RANK']}", "w").write(str(not dist.is_initialized())))
+    closed = lambda: open(f"{sys.argv[4]}/closed{os.environ['RANK']}", "w").write(str(not dist.is_initialized()))
+    atexit.register(closed)
     import vlfair
     encoder = vlfair.load_encoder(sys.argv[1], dtype="float32")
     seen = []

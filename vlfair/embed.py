@@ -246,10 +246,13 @@ def embed_texts(
     """Embed prompts; float32 (M, D), in prompt order.
 
     Args:
+        encoder: from ``vlfair.load_encoder``.
         prompts: the strings (or class names, when ``templates`` are given).
         templates: format strings with one ``{}`` each, e.g. ``"a photo of a {}."``. With
             templates, each prompt's embedding is the mean of its normalised per-template
             embeddings, renormalised (CLIP prompt ensembling).
+        batch_size: texts per forward pass.
+        cache_dir: cache root; ``"default"`` is $VLFAIR_CACHE or ~/.cache/vlfair; None disables.
         normalize: L2-normalise rows (default). ``False`` returns raw text features (used by
             measures defined on unnormalised features); not combinable with templates.
     """
