@@ -70,7 +70,8 @@ def _digest(*arrays: np.ndarray) -> str:
     sha = hashlib.sha256()
     for array in arrays:
         sha.update(str(array.dtype).encode() + str(array.shape).encode())
-        sha.update(np.ascontiguousarray(array))  # the buffer itself: tobytes() would copy every cache hit
+        # the buffer itself (.data: a memoryview of it): tobytes() would copy every cache hit
+        sha.update(np.ascontiguousarray(array).data)
     return sha.hexdigest()
 
 
@@ -110,6 +111,7 @@ class ChunkStore:
         return cls(root / kind / key[:2] / key, components)
 
     def _chunk_path(self, start: int, end: int) -> Path:
+        assert self.directory is not None, "a store without a directory has no files"  # callers check first
         return self.directory / f"rows-{start:09d}-{end:09d}.npz"
 
     def _discard(self, paths: list[Path], why: str) -> None:
@@ -149,13 +151,13 @@ class ChunkStore:
             return
         rows, embeddings = chunk.rows.astype(np.int64), chunk.embeddings.astype(np.float32)
         bad_rows = np.array([b.row for b in chunk.bad], dtype=np.int64)
-        arrays = {
-            "rows": rows, "embeddings": embeddings, "bad_rows": bad_rows,
-            "bad_paths": np.array([b.path or "" for b in chunk.bad], dtype=str),
-            "bad_reasons": np.array([b.reason for b in chunk.bad], dtype=str),
-            "range": np.array([start, end], dtype=np.int64), "sha256": np.array(_digest(rows, embeddings, bad_rows)),
-        }
-        atomic_write(self._chunk_path(start, end), lambda h: np.savez(h, **arrays))
+        bad_paths = np.array([b.path or "" for b in chunk.bad], dtype=str)
+        bad_reasons = np.array([b.reason for b in chunk.bad], dtype=str)
+        span, digest = np.array([start, end], dtype=np.int64), np.array(_digest(rows, embeddings, bad_rows))
+        # the file's keys, in this order (named one by one: savez's own keywords cannot be shadowed)
+        atomic_write(self._chunk_path(start, end),
+                     lambda h: np.savez(h, rows=rows, embeddings=embeddings, bad_rows=bad_rows, bad_paths=bad_paths,
+                                        bad_reasons=bad_reasons, range=span, sha256=digest))
 
     def read_final(self, expected_rows: int | None = None) -> tuple[np.ndarray, list[BadRow]] | None:
         """The final array and its bad rows; None (after a CacheWarning and deleting the files) when

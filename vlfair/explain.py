@@ -35,7 +35,8 @@ def _vision(encoder: Any) -> tuple[Any, Any, int, int]:
     if layers is None or config is None or not hasattr(config, "patch_size"):
         raise NotAViT(f"Grad-CAM is native for ViT image towers; {encoder.spec!r} has none")
     grid = config.image_size // config.patch_size
-    prefix = 0 if getattr(model.config, "model_type", "") in ("siglip", "siglip2") else 1  # SigLIP has no CLS token
+    model_type = getattr(getattr(model, "config", None), "model_type", "")
+    prefix = 0 if model_type in ("siglip", "siglip2") else 1  # SigLIP has no CLS token
     return model, layers[-1], prefix, grid
 
 

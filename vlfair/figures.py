@@ -9,7 +9,7 @@ over models in Python would hold every figure it ever drew (and warn past 20). A
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -17,8 +17,8 @@ from matplotlib.figure import Figure
 WHITE = 255
 
 
-def subplots(rows: int = 1, columns: int = 1, *, figsize: tuple[float, float], layout: str | None = None,
-             **options: Any) -> tuple[Figure, Any]:
+def subplots(rows: int = 1, columns: int = 1, *, figsize: tuple[float, float],
+             layout: Literal["constrained", "compressed", "tight"] | None = None, **options: Any) -> tuple[Figure, Any]:
     """``plt.subplots`` without pyplot: (figure, axes); ``options`` go to ``Figure.subplots``
     (``squeeze``, ``sharex``...)."""
     figure = Figure(figsize=figsize, layout=layout)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -52,7 +52,13 @@ def _tower(hidden: int, layers: int, **extra: Any) -> dict[str, Any]:
             "num_attention_heads": 2, **extra}
 
 
-def _ids(tokenizer: Any) -> dict[str, int]:
+class _TokenIds(TypedDict):
+    pad_token_id: int
+    bos_token_id: int
+    eos_token_id: int
+
+
+def _ids(tokenizer: Any) -> _TokenIds:
     return {"pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.bos_token_id,
             "eos_token_id": tokenizer.eos_token_id}
 
@@ -186,7 +192,9 @@ def tiny_stable_diffusion(path: str | Path, *, seed: int = 0) -> Path:
     pipeline = StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tokenizer, unet=unet,
                                        scheduler=DDIMScheduler(clip_sample=False, steps_offset=1), safety_checker=None,
                                        feature_extractor=None, requires_safety_checker=False)
-    pipeline.save_pretrained(path)
+    # diffusers' __init__ declares, for type checkers, its dummy (torch-less) StableDiffusionPipeline before the real
+    # one, and mypy takes the dummy, which has no save_pretrained; the real class inherits DiffusionPipeline's
+    pipeline.save_pretrained(path)  # type: ignore[attr-defined]
     return Path(path)
 
 

@@ -358,12 +358,13 @@ def render_card(built: Built, files: dict[str, dict[str, str]], infos: dict[str,
     card = DatasetCardData(**front, size_categories=[size_category(rows)])
     if built.name in LANGUAGES:
         card.language = LANGUAGES[built.name]
+    # keys DatasetCardData has no field for are set through its dict interface (the YAML keeps this order)
     if card.license == "other":
-        card.license_name, card.license_link = OTHER_LICENSES[built.name]
-    card.configs = [{"config_name": config, "data_files": [{"split": s, "path": p} for s, p in splits.items()],
-                     **({"default": True} if config == "default" else {})} for config, splits in files.items()]
+        card["license_name"], card["license_link"] = OTHER_LICENSES[built.name]
+    card["configs"] = [{"config_name": config, "data_files": [{"split": s, "path": p} for s, p in splits.items()],
+                        **({"default": True} if config == "default" else {})} for config, splits in files.items()]
     datasets.info.DatasetInfosDict(infos).to_dataset_card_data(card)
-    card.vlfair = {"schema": built.name, "version": __version__, "skipped_rows": len(built.skipped)}
+    card["vlfair"] = {"schema": built.name, "version": __version__, "skipped_rows": len(built.skipped)}
     table = "\n".join(f"| {config} | {split} | {info.splits[split].num_examples} |" for config, info in infos.items()
                       for split in info.splits)
     skipped = ("\n".join(f"- {p}" for p in built.skipped) if built.skipped
@@ -406,7 +407,8 @@ def push(directory: str | Path, repo_id: str) -> None:
     from huggingface_hub.repocard import metadata_load
 
     directory = Path(directory)
-    paths = [f["path"] for c in metadata_load(directory / "README.md")["configs"] for f in c["data_files"]]
+    card = metadata_load(directory / "README.md") or {}  # a prepared directory's card always has its configs
+    paths = [f["path"] for c in card["configs"] for f in c["data_files"]]
     operations = [CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(directory / path))
                   for path in ["README.md", *paths]]
     api = HfApi()

@@ -60,4 +60,6 @@ class SourceFiles:
             if not path.resolve().is_relative_to(self.root):  # checked again at the read itself
                 raise ValueError(f"path {relative!r} is a link that leaves the source directory")
             return path.read_bytes()
+        if self._zip is None:  # not reached through check(), which reports the file missing first
+            raise FileNotFoundError(path)
         return self._zip.read(self._members[normal])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from vlfair.data.files import SourceFiles
 FILE_COLUMNS = ("file_name", "file", "image")
 
 
-def load_imagefolder(source: str | Path, columns: Sequence[str] = (), metadata: str | None = None,
+def load_imagefolder(source: str | os.PathLike, columns: Sequence[str] = (), metadata: str | None = None,
                      skip_bad: bool = False) -> datasets.Dataset:
     """Rows of ``metadata.csv`` / ``metadata.jsonl`` (a ``file_name`` column plus ``columns``)."""
     source = Path(source)

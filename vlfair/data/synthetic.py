@@ -34,7 +34,7 @@ def _images(count: int, seed: int, size: tuple[int, int] = (32, 32)) -> list:
 
 def _cycle(values: list[tuple], count: int, rng: np.random.Generator) -> list[tuple]:
     """Full factorial cycles (so every combination appears), shuffled within each cycle."""
-    rows = []
+    rows: list[tuple] = []
     while len(rows) < count:
         rows.extend(values[i] for i in rng.permutation(len(values)))
     return rows[:count]

@@ -81,13 +81,15 @@ def _professions(enc, name, data, cache, biased: bool) -> tuple[list[dict], Prob
         ratio = {p: means[..., cells.index((p, "Female"))] / means[..., cells.index((p, "Male"))] for p in PROFESSIONS}
         return ratio[profession] / (0.5 * (ratio["lawyer"] + ratio["scientist"]))
 
+    def resampled(profession: str) -> Callable[[np.ndarray], np.ndarray]:
+        """``relative`` over bootstrap resamples (row indices)."""
+        return lambda idx: relative(stats.group_means(scores[idx], codes, len(cells)), profession)
+
     entries = []
     for profession, direction, sign in (("doctor", "< 1 (women score lower)", -1),
                                         ("nurse", "> 1 (women score higher)", 1)):
         value = float(relative(stats.group_means(scores, codes, len(cells)), profession))
-        ci = stats.bootstrap_interval(
-            lambda idx, p=profession: relative(stats.group_means(scores[idx], codes, len(cells)), p),
-            codes, 1000, CONFIDENCE)
+        ci = stats.bootstrap_interval(resampled(profession), codes, 1000, CONFIDENCE)
         entries.append(_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
                               {"profession": profession}, name, direction if biased else "1 (none)", value, ci,
                               _excludes(ci, 1.0), 1.0, sign if biased else 0))

@@ -81,6 +81,7 @@ def ship(dest: Path = SHIPPED_DIR, worlds: list[str] | None = None, log: Log = l
             shutil.rmtree(dest / world, ignore_errors=True)
             (Path(staging) / world).rename(dest / world)
         record = read_record(dest / world)
+        assert record is not None, f"{dest / world} has no record"  # train_encoder wrote it
         log(f"shipped {display_name(world)} (config {record['config_hash']}, final loss {record['final_loss']}, "
             f"{record['trained_seconds']:.0f} s): {dest / world}")
         written[world] = dest / world

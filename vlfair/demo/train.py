@@ -183,7 +183,9 @@ def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default"
             os.replace(staging, path)  # complete or absent
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        log(f"trained the {label} in {read_record(path)['trained_seconds']:.0f} s: {path}")
+        record = read_record(path)
+        assert record is not None, f"{path} has no {RECORD}"  # train_encoder wrote it
+        log(f"trained the {label} in {record['trained_seconds']:.0f} s: {path}")
     return path
 
 

@@ -150,7 +150,7 @@ def _german(words: list[str]) -> list[str]:
     return [GERMAN.get(w, w) for w in words]
 
 
-def _profession_pairs(n, planting, rng):
+def _profession_pairs(n: int, planting: Planting, rng: np.random.Generator) -> tuple[list[Person], list[str]]:
     occupation = _exact(rng, n, np.ones(len(PROFESSIONS)))
     p_male = {0: planting.profession_skew, 1: 1 - planting.profession_skew}
     gender = _exact_within(rng, occupation, lambda o: [p_male.get(o, 0.5), 1 - p_male.get(o, 0.5)])
@@ -161,7 +161,7 @@ def _profession_pairs(n, planting, rng):
             [" ".join(_german(w) if de else w) for w, de in zip(words, german)])
 
 
-def _gender_pairs(n, planting, rng):
+def _gender_pairs(n: int, planting: Planting, rng: np.random.Generator) -> tuple[list[Person], list[str]]:
     gender = _exact(rng, n, [1, 1])
     occupation = _exact_within(rng, gender, lambda _: np.ones(len(OCCUPATIONS)))
     race = _exact_within(rng, gender, lambda _: np.ones(len(RACES)))
@@ -171,7 +171,7 @@ def _gender_pairs(n, planting, rng):
             [" ".join(_german(w) if de else w) for w, de in zip(words, german)])
 
 
-def _trait_pairs(n, planting, rng):
+def _trait_pairs(n: int, planting: Planting, rng: np.random.Generator) -> tuple[list[Person], list[str]]:
     pair = _exact(rng, n, np.ones(len(TRAIT_PAIRS)))
     negative = _exact_within(rng, pair, lambda _: [1, 1])  # 0: the pair's first word
 
@@ -199,7 +199,7 @@ def identity_occupation(identity: int) -> int:
     return OCCUPATIONS.index("politician") if identity % 3 != 2 else OCCUPATIONS.index("actor")
 
 
-def _name_pairs(n, planting, rng):
+def _name_pairs(n: int, planting: Planting, rng: np.random.Generator) -> tuple[list[Person], list[str]]:
     weights = [planting.frequent_identity_weight if i < len(NAMES) // 2 else 1.0 for i in range(len(NAMES))]
     identity = _exact(rng, n, weights)
     race = _exact(rng, n, np.ones(len(RACES)))
@@ -208,7 +208,7 @@ def _name_pairs(n, planting, rng):
             [f"this is a picture of {NAMES[i]}" for i in identity])
 
 
-def _public_role_pairs(n, planting, rng):
+def _public_role_pairs(n: int, planting: Planting, rng: np.random.Generator) -> tuple[list[Person], list[str]]:
     roles = [OCCUPATIONS.index(o) for o in ("politician", "actor", "athlete")]
     occupation = np.array(roles)[_exact(rng, n, np.ones(len(roles)))]
     politician = OCCUPATIONS.index("politician")

@@ -104,12 +104,13 @@ def load_mclip(ref: str, *, device: str | torch.device = "auto", dtype: str | to
         raise ValueError(f"{text_ref!r} is not an M-CLIP checkpoint "
                          f"(config model_type is {config.get('model_type')!r})")
     if not image_ref:
-        image_ref = IMAGE_TOWERS.get(resolved.ref)
-        if image_ref is None:
+        known = IMAGE_TOWERS.get(resolved.ref)
+        if known is None:
             raise ValueError(
                 f"no known CLIP image tower for {resolved.ref!r}; name it as mclip:{resolved.ref}+IMAGE_ID. "
                 f"Known pairs: {IMAGE_TOWERS}"
             )
+        image_ref = known
     image_encoder = load_hf(image_ref, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                             use_safetensors=use_safetensors)
 

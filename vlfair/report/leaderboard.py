@@ -84,7 +84,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
     if "log10_p_value" not in frame:  # a table written before vlfair kept it
-        frame.insert(frame.columns.get_loc("p_value") + 1, "log10_p_value", float("nan"))
+        position = frame.columns.get_loc("p_value")
+        assert isinstance(position, int), "a results table's columns are unique"
+        frame.insert(position + 1, "log10_p_value", float("nan"))
     frame = frame.astype(NUMBERS)
     for column in ("revision", "split"):  # CSV turns a missing string into NaN: back to None
         frame[column] = frame[column].astype(object).where(frame[column].notna(), None)

@@ -92,9 +92,9 @@ def grouped_bars(means: pd.DataFrame, errors: pd.DataFrame | None, title: str, y
 
 def scatter_with_bound(x: Sequence[float], y: Sequence[float], slope: float, labels: Sequence[str], title: str):
     figure, axis = subplots(figsize=(5, 3.6))
-    labels = np.asarray(labels)
-    for label in sorted(set(labels.tolist())):
-        mask = labels == label
+    label_array = np.asarray(labels)
+    for label in sorted(set(label_array.tolist())):
+        mask = label_array == label
         axis.scatter(np.asarray(x)[mask], np.asarray(y)[mask], s=8, alpha=0.6, label=label)
     line = np.linspace(0, max(x) if len(x) else 1, 50)
     axis.plot(line, slope * line, "k--", label=f"bound (slope {slope:.3g})")

@@ -24,7 +24,8 @@ def _write_markdown(table: Table | pd.DataFrame, path: Path) -> None:
 
 
 # every table is written once per entry: a new format is a renderer in tables.py and one line here
-TABLE_FILES: dict[str, Callable[[Table | pd.DataFrame, Path], None]] = {"csv": write_csv, "md": _write_markdown}
+# (a writer's return value, such as write_csv's path, is not used)
+TABLE_FILES: dict[str, Callable[[Table | pd.DataFrame, Path], object]] = {"csv": write_csv, "md": _write_markdown}
 
 
 def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str, Table | pd.DataFrame],

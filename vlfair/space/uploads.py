@@ -50,27 +50,27 @@ def upload_spec(probe: str) -> UploadSpec:
 
 def check_images(paths: Sequence[str | Path], limits: Limits) -> list[Path]:
     """Every upload is a decodable image of an allowed type within the caps; else the first problem, named."""
-    paths = [Path(p) for p in paths or []]
-    if not paths:
+    files = [Path(p) for p in paths or []]
+    if not files:
         raise SpaceInputError("no images were uploaded")
-    if len(paths) > limits.max_files:
-        raise SpaceInputError(f"{len(paths)} files were uploaded; this Space takes at most {limits.max_files}")
+    if len(files) > limits.max_files:
+        raise SpaceInputError(f"{len(files)} files were uploaded; this Space takes at most {limits.max_files}")
     seen: dict[str, Path] = {}
-    for path in paths:
+    for path in files:
         if path.name in seen:
             raise SpaceInputError(f"two uploaded files are named {path.name!r}; labels are matched by file name, "
                                   "so names must be unique")
         seen[path.name] = path
-    sizes = {p: p.stat().st_size for p in paths}
+    sizes = {p: p.stat().st_size for p in files}
     if sum(sizes.values()) > limits.max_total_bytes:
         raise SpaceInputError(f"the uploads total {sum(sizes.values()) / MB:.1f} MB; the limit is "
                               f"{limits.max_total_bytes / MB:g} MB")
-    for path in paths:
+    for path in files:
         if sizes[path] > limits.max_file_bytes:
             raise SpaceInputError(f"{path.name} is {sizes[path] / MB:.1f} MB; the limit is "
                                   f"{limits.max_file_bytes / MB:g} MB per image")
         _check_image(path, limits)
-    return paths
+    return files
 
 
 def _check_image(path: Path, limits: Limits) -> None:
@@ -111,15 +111,16 @@ def label_template(paths: Sequence[str | Path], probe: str) -> pd.DataFrame:
     return pd.DataFrame({FILE_COLUMN: [Path(p).name for p in paths or []], **{c: "" for c in spec.labels}})
 
 
-def uploads_to_dataset(paths: Sequence[str | Path], labels: pd.DataFrame, probe: str,
+def uploads_to_dataset(paths: Sequence[str | Path], labels: pd.DataFrame | None, probe: str,
                        limits: Limits) -> datasets.Dataset:
     """The checked uploads with their labels as a dataset in the probe's columns (rows in upload order)."""
     spec = upload_spec(probe)
-    paths = check_images(paths, limits)
-    table = _label_rows(labels, spec, [p.name for p in paths])
+    files = check_images(paths, limits)
+    table = _label_rows(labels, spec, [p.name for p in files])
     schema = SCHEMAS[spec.schema]
     for column in spec.labels:
         definition = schema.column(column)
+        assert definition is not None, f"{spec.schema} has no column {column!r}"  # UPLOADS names schema columns
         values = [normalize_label(v, definition) for v in table[column]]
         if definition.vocabulary is not None:
             wrong = [(f, v) for f, v in zip(table[FILE_COLUMN], values) if v not in definition.vocabulary]
@@ -129,12 +130,12 @@ def uploads_to_dataset(paths: Sequence[str | Path], labels: pd.DataFrame, probe:
                                       f"{list(definition.vocabulary)} ({listed})")
         table[column] = values
     _check_groups(table, spec)
-    columns = {"image": [{"bytes": p.read_bytes(), "path": p.name} for p in paths],
+    columns = {"image": [{"bytes": p.read_bytes(), "path": p.name} for p in files],
                **{c: table[c].tolist() for c in spec.labels},
-               **{c: [v] * len(paths) for c, v in spec.fixed.items()}}
+               **{c: [v] * len(files) for c, v in spec.fixed.items()}}
     if spec.file_column:
-        columns[spec.file_column] = [p.name for p in paths]
-    return columns_to_dataset(columns, f"{len(paths)} uploaded images labelled by the user ({probe} probe)")
+        columns[spec.file_column] = [p.name for p in files]
+    return columns_to_dataset(columns, f"{len(files)} uploaded images labelled by the user ({probe} probe)")
 
 
 def _label_rows(labels: pd.DataFrame | None, spec: UploadSpec, names: list[str]) -> pd.DataFrame:

@@ -6,12 +6,13 @@ same images, whichever variants and levels ask for it, and whatever order they a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from PIL import Image
 from tqdm.auto import tqdm
@@ -105,6 +106,7 @@ class ImageCache:
         self.calls = 0  # images the generator actually produced in this process
 
     def _path(self, prompt: str, seed: int) -> Path:
+        assert self.directory is not None, "an image cache without a directory has no files"  # callers check first
         name = hashlib.sha256(f"{prompt}\0{seed}".encode()).hexdigest()
         return self.directory / name[:2] / f"{name}.png"
 
@@ -137,7 +139,8 @@ class ImageCache:
                 for (prompt, seed), image in zip(chunk, generated):
                     self.memory[(prompt, seed)] = image
                     if self.directory is not None:
-                        atomic_write(self._path(prompt, seed), lambda h, im=image: im.save(h, format="PNG"))
+                        atomic_write(self._path(prompt, seed), functools.partial(image.save, format="PNG"))
                 bar.update(len(chunk))
         world.barrier()  # every process sees every image once all are written
-        return [self._cached(*k) for k in keyed]
+        # each one is in memory or on disk now (generated here or by another process)
+        return cast(list[Image.Image], [self._cached(*k) for k in keyed])

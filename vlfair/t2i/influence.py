@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -48,8 +48,8 @@ class PromptInfluence:
     images_used: int
 
 
-def plan_variants(prompt: str, transmuter: Transmuter, positions: Sequence[int] | str | None, max_level: int | None,
-                  candidates: int) -> tuple[list[str], list[int], list[Variant]]:
+def plan_variants(prompt: str, transmuter: Transmuter, positions: Sequence[int] | Literal["all", "content"] | None,
+                  max_level: int | None, candidates: int) -> tuple[list[str], list[int], list[Variant]]:
     """``positions``: word indices, "all" (every word, as the study's Table 1 scores "a", "at" and
     "the"), or "content"/None (articles and prepositions left out)."""
     words = split_prompt(prompt)
@@ -57,6 +57,8 @@ def plan_variants(prompt: str, transmuter: Transmuter, positions: Sequence[int] 
         positions = list(range(len(words)))
     elif positions in (None, "content"):
         positions = content_positions(words)
+    elif isinstance(positions, str):
+        raise ValueError(f"positions must be word indices, 'all' or 'content'; got {positions!r}")
     else:
         positions = list(positions)
     if not positions:
@@ -81,10 +83,10 @@ def cost(variants: Sequence[Variant], images_per_prompt: int, original_images: i
 
 
 def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify: Callable[[Sequence[Any]], list[str]],
-               target: str, *, positions: Sequence[int] | str | None = None, max_level: int | None = None,
-               candidates: int = 3, images_per_prompt: int = 4, original_images: int | None = None,
-               confidence: float = 0.95, max_images: int = 2000, log: Callable[[str], None] | None = None,
-               keep_images: int = 4) -> PromptInfluence:
+               target: str, *, positions: Sequence[int] | Literal["all", "content"] | None = None,
+               max_level: int | None = None, candidates: int = 3, images_per_prompt: int = 4,
+               original_images: int | None = None, confidence: float = 0.95, max_images: int = 2000,
+               log: Callable[[str], None] | None = None, keep_images: int = 4) -> PromptInfluence:
     """Influence of the words of ``prompt`` (``positions``, see :func:`plan_variants`) on the share
     of ``target`` images: ``images_per_prompt`` images of each of up to ``candidates`` transmuted
     prompts per variant, and ``original_images`` of the prompt itself (default: as many as a
@@ -110,7 +112,9 @@ def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify:
     calls_before = cache.calls
     images = cache.images(requests)
     labels = classify(images)
-    predictions, variant_ids, kept = [], [], {}
+    predictions: list[int] = []
+    variant_ids: list[str] = []
+    kept: dict[str, list[Any]] = {}  # variant -> its first images (PIL)
     no_person: dict[str, int] = {}
     group_counts: dict[str, dict[str, int]] = {}
     for owner, label, image in zip(owners, labels, images):
