@@ -7,12 +7,28 @@ evaluate module does) never imports torch or transformers.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vlfair._version import __version__
 from vlfair.logging import silence_torchvision_fallback
 
 silence_torchvision_fallback()  # before anything imports transformers' image processors
+
+# The lazy names' types, for type checkers and editors (nothing is imported at run time); "x as x"
+# marks a re-export, as __all__ would if a tool could read it from _LAZY.
+if TYPE_CHECKING:
+    from vlfair.data import balanced_sample as balanced_sample
+    from vlfair.data import load_dataset as load_dataset
+    from vlfair.embed import EmbeddingResult as EmbeddingResult
+    from vlfair.embed import embed_images as embed_images
+    from vlfair.embed import embed_texts as embed_texts
+    from vlfair.imageio import BadImageError as BadImageError
+    from vlfair.metrics import load_metric as load_metric
+    from vlfair.models import Encoder as Encoder
+    from vlfair.models import load_encoder as load_encoder
+    from vlfair.models import register_backend as register_backend
+    from vlfair.probes import register_probe as register_probe
+    from vlfair.probes import run_probe as run_probe
 
 # public name -> module that defines it
 _LAZY = {

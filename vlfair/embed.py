@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from tqdm.auto import tqdm
 
@@ -41,9 +42,9 @@ class EmbeddingResult(NamedTuple):
     that could not be read (recorded in results.json) and ``skipped`` says why.
     """
 
-    embeddings: np.ndarray
+    embeddings: npt.NDArray[np.float32]
     skipped_rows: list[int]
-    kept_rows: np.ndarray
+    kept_rows: npt.NDArray[np.int64]
     skipped: list[BadRow]
 
 
@@ -105,6 +106,23 @@ def _batches(shares: list[list[int]], batch_size: int) -> tuple[list[list[int]],
 
 
 # ---- public API -------------------------------------------------------------------------
+@overload
+def embed_images(
+    encoder: Encoder, dataset: Any, image_column: str = ..., batch_size: int = ..., num_workers: int | None = ...,
+    cache_dir: str | os.PathLike | None = ..., on_bad_image: Literal["error"] = ..., chunk_size: int = ...,
+    progress: bool = ...,
+) -> npt.NDArray[np.float32]: ...
+@overload
+def embed_images(
+    encoder: Encoder, dataset: Any, image_column: str = ..., batch_size: int = ..., num_workers: int | None = ...,
+    cache_dir: str | os.PathLike | None = ..., *, on_bad_image: Literal["skip"], chunk_size: int = ...,
+    progress: bool = ...,
+) -> EmbeddingResult: ...
+@overload
+def embed_images(
+    encoder: Encoder, dataset: Any, image_column: str = ..., batch_size: int = ..., num_workers: int | None = ...,
+    cache_dir: str | os.PathLike | None = ..., on_bad_image: str = ..., chunk_size: int = ..., progress: bool = ...,
+) -> npt.NDArray[np.float32] | EmbeddingResult: ...
 def embed_images(
     encoder: Encoder,
     dataset: Any,
@@ -115,7 +133,7 @@ def embed_images(
     on_bad_image: str = "error",
     chunk_size: int = 4096,
     progress: bool = True,
-) -> np.ndarray | EmbeddingResult:
+) -> npt.NDArray[np.float32] | EmbeddingResult:
     """Embed every image of ``dataset[image_column]``, in dataset order.
 
     Args:
@@ -134,6 +152,10 @@ def embed_images(
     Returns:
         float32 (N, D) with L2-normalised rows; with ``on_bad_image="skip"`` an
         :class:`EmbeddingResult` holding the embeddings of the readable rows and the skipped rows.
+
+    Raises:
+        BadImageError: an unreadable image, with ``on_bad_image="error"``.
+        ValueError: an unknown ``on_bad_image``, or a ``batch_size`` or ``chunk_size`` below 1.
     """
     if on_bad_image not in BAD_IMAGE_POLICIES:
         raise ValueError(f"on_bad_image must be one of {BAD_IMAGE_POLICIES}, got {on_bad_image!r}")
@@ -163,7 +185,8 @@ def embed_images(
     return _apply_policy(embeddings, bad, len(source), on_bad_image)
 
 
-def _apply_policy(embeddings: np.ndarray, bad: list[BadRow], num_rows: int, policy: str):
+def _apply_policy(embeddings: npt.NDArray[np.float32], bad: list[BadRow], num_rows: int,
+                  policy: str) -> npt.NDArray[np.float32] | EmbeddingResult:
     if policy == "error" and bad:
         first = bad[0]
         raise BadImageError(first.row, first.path, first.reason + _more(bad))
@@ -242,7 +265,7 @@ def embed_texts(
     batch_size: int = 256,
     cache_dir: str | os.PathLike | None = DEFAULT,
     normalize: bool = True,
-) -> np.ndarray:
+) -> npt.NDArray[np.float32]:
     """Embed prompts; float32 (M, D), in prompt order.
 
     Args:
@@ -255,6 +278,14 @@ def embed_texts(
         cache_dir: cache root; ``"default"`` is $VLFAIR_CACHE or ~/.cache/vlfair; None disables.
         normalize: L2-normalise rows (default). ``False`` returns raw text features (used by
             measures defined on unnormalised features); not combinable with templates.
+
+    Returns:
+        float32 (M, D), one row per prompt.
+
+    Raises:
+        TypeError: ``prompts`` is one string, or holds something other than strings.
+        ValueError: no prompts, empty templates, a template without exactly one ``{}``, or
+            ``normalize=False`` with templates.
     """
     if isinstance(prompts, str):
         raise TypeError("prompts must be a list of strings, not one string")

@@ -11,26 +11,32 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from vlfair import stats
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
 
 MIN_GROUP_SIZE = 2  # never report a group mean from fewer samples
+# a column of labels (groups, languages, strata, class predictions): a list, a numpy array, a pandas Series;
+# any iterable of values, compared as strings
+Labels = Iterable[Any]
 
 
 # ---- input validation -------------------------------------------------------------------
-def _floats(values: Any, name: str) -> np.ndarray:
+def _floats(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
     try:
         array = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be numbers") from None
     if array.size == 0:
         raise ValueError(f"{name} is empty")
-    bad = np.flatnonzero(~np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1)) if array.ndim else []
+    bad: npt.NDArray[np.intp] | list[int] = []  # the rows holding a NaN or an infinity
+    if array.ndim:
+        bad = np.flatnonzero(~np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1))
     if len(bad):
         kind = "NaN" if np.isnan(array.reshape(array.shape[0], -1)[bad[0]]).any() else "an infinite value"
         more = f" (and {len(bad) - 1} more rows)" if len(bad) > 1 else ""
@@ -38,7 +44,7 @@ def _floats(values: Any, name: str) -> np.ndarray:
     return array
 
 
-def _labels(values: Any, name: str) -> np.ndarray:
+def _labels(values: Labels, name: str) -> npt.NDArray[np.str_]:
     """Labels as text; a missing one (None, NaN) is an error naming its rows, never a group "None"."""
     values = list(values)
     missing = [row for row, v in enumerate(values) if v is None or (isinstance(v, float) and math.isnan(v))]
@@ -86,7 +92,7 @@ def _require_sizes(names: list[str], counts: np.ndarray, what: str = "group") ->
                          f"a mean needs at least {MIN_GROUP_SIZE}")
 
 
-def _interval(ci: np.ndarray | None, index: Any = None) -> list[float] | None:
+def _interval(ci: npt.NDArray[np.float64] | None, index: Any = None) -> list[float] | None:
     if ci is None:
         return None
     lo, hi = (ci[0], ci[1]) if index is None else (ci[0][index], ci[1][index])
@@ -120,18 +126,37 @@ class _GroupMeans:
         """Plain Python per group: counts stay ints, means floats; numpy label types become Python's."""
         return {(n.item() if hasattr(n, "item") else n): v.item() for n, v in zip(self.names, values)}
 
-    def cis(self, confidence: float) -> dict[str, list[float]] | None:
+    def cis(self, confidence: float) -> dict[str, list[float] | None] | None:
         ci = self.interval(lambda m: m, confidence)
         return None if ci is None else {n: _interval(ci, i) for i, n in enumerate(self.names)}
 
 
 # ---- bias_ratio, group_score_gap, trait_anova -------------------------------------------
-def bias_ratio(scores: Sequence[float], groups: Sequence[Any], protected_group: Any, reference_group: Any,
+def bias_ratio(scores: npt.ArrayLike, groups: Labels, protected_group: Any, reference_group: Any,
                bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED,
                n_permutations: int = PERMUTATIONS) -> dict[str, Any]:
     """The bias ratio b = mean(score | protected) / mean(score | reference); 1.0 is neutral.
 
     ``p_value``: permutation test of the two groups' mean difference (two-sided).
+
+    Args:
+        scores: one score >= 0 per sample (e.g. CLIP scores or probabilities).
+        groups: each sample's group label.
+        protected_group: the group whose mean is the numerator.
+        reference_group: the group whose mean is the denominator.
+        bootstrap: stratified-bootstrap resamples for the intervals (0: no intervals).
+        confidence: the intervals' level, in (0, 1).
+        seed: seeds the resampling and the permutations (None: fresh randomness each call).
+        n_permutations: label permutations for ``p_value`` (0: no test).
+
+    Returns:
+        ``bias_ratio`` and ``bias_ratio_ci``; ``p_value``, ``log10_p_value`` and ``p_value_method``;
+        ``protected_group`` and ``reference_group``; ``group_means``, ``group_means_ci`` and
+        ``group_counts`` by group; ``confidence``.
+
+    Raises:
+        ValueError: bad input, named: a negative or non-finite score, a missing label, lengths that
+            differ, a group that is absent or has fewer than 2 samples, a reference mean of 0.
     """
     check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
     values, labels = _floats(scores, "predictions"), _labels(groups, "references")
@@ -170,13 +195,29 @@ def bias_ratio(scores: Sequence[float], groups: Sequence[Any], protected_group: 
     }
 
 
-def group_score_gap(scores: Sequence[float], groups: Sequence[Any], bootstrap: int = BOOTSTRAP,
+def group_score_gap(scores: npt.ArrayLike, groups: Labels, bootstrap: int = BOOTSTRAP,
                     confidence: float = CONFIDENCE, seed: int | None = SEED,
                     n_permutations: int = PERMUTATIONS) -> dict[str, Any]:
     """Group means, the most associated group, and the gap between the highest and lowest mean.
 
     ``p_value`` tests the range of group means against label permutations, so it accounts for
     the top and bottom groups being picked after looking at the data.
+
+    Args:
+        scores: one score per sample (any sign).
+        groups: each sample's group label; at least 2 groups.
+        bootstrap: stratified-bootstrap resamples for the intervals (0: no intervals).
+        confidence: the intervals' level, in (0, 1).
+        seed: seeds the resampling and the permutations (None: fresh randomness each call).
+        n_permutations: label permutations for ``p_value`` (0: no test).
+
+    Returns:
+        ``group_means``, ``group_means_ci`` and ``group_counts`` by group; ``top_group`` and
+        ``bottom_group``; ``max_gap`` and ``min_max_ratio`` (bottom / top mean) with their ``_ci``;
+        ``p_value``, ``log10_p_value`` and ``p_value_method``; ``confidence``.
+
+    Raises:
+        ValueError: bad input, named (as for :func:`bias_ratio`), or fewer than 2 groups.
     """
     check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
     values, labels = _floats(scores, "predictions"), _labels(groups, "references")
@@ -205,7 +246,7 @@ def _p_fields(test: stats.PermutationResult | None) -> dict[str, Any]:
     return {"p_value": test.p_value, "log10_p_value": test.log10_p_value, "p_value_method": test.method}
 
 
-def trait_anova(scores: Sequence[float], groups: Sequence[Any], strata: Sequence[Any] | None = None,
+def trait_anova(scores: npt.ArrayLike, groups: Labels, strata: Labels | None = None,
                 welch: bool = False, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
                 seed: int | None = SEED) -> dict[str, Any]:
     """One-way ANOVA of scores across groups (e.g. races), optionally within each stratum (e.g.
@@ -213,6 +254,23 @@ def trait_anova(scores: Sequence[float], groups: Sequence[Any], strata: Sequence
 
     Without strata every key holds one value; with strata every key holds a dict by stratum.
     ``welch=True`` runs Welch's ANOVA (unequal variances).
+
+    Args:
+        scores: one score per sample.
+        groups: each sample's group label; at least 2 groups of at least 2 samples.
+        strata: each sample's stratum, or None for one ANOVA over all samples.
+        welch: Welch's ANOVA instead of the classic (equal-variance) one.
+        bootstrap: stratified-bootstrap resamples for the intervals (0: no intervals).
+        confidence: the intervals' level, in (0, 1).
+        seed: seeds the resampling (None: fresh randomness each call).
+
+    Returns:
+        ``f_statistic``, ``p_value``, ``log10_p_value``, ``df_between``, ``df_within``,
+        ``eta_squared``, ``welch``, and ``group_means``, ``group_means_ci`` and ``group_counts`` by
+        group; with ``strata`` each of them by stratum, plus ``strata`` (the strata, sorted).
+
+    Raises:
+        ValueError: bad input, named; the stratum is named where a stratum's groups are too small.
     """
     check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     values, labels = _floats(scores, "predictions"), _labels(groups, "references")
@@ -267,8 +325,8 @@ def parse_variant(variant: Any, num_words: int, row: int) -> tuple[int, ...]:
     return tuple(sorted(positions))
 
 
-def word_influence(predictions: Sequence[int], variants: Sequence[Any], num_words: int, k: int = 1,
-                   confidence: float = CONFIDENCE) -> dict[str, Any]:
+def word_influence(predictions: npt.ArrayLike, variants: Sequence[Any] | npt.NDArray[Any], num_words: int,
+                   k: int = 1, confidence: float = CONFIDENCE) -> dict[str, Any]:
     """k-level word influence on the share of images classified as the target group.
 
     P(R) = share of images with prediction 1 when the words in R are replaced. Influence of
@@ -277,6 +335,24 @@ def word_influence(predictions: Sequence[int], variants: Sequence[Any], num_word
     all present; ``shapley`` is the mean of the n levels when all are present (it equals the
     Shapley value of the game v(S) = -P(S)). ``ci_half_width``: Hoeffding half-width at
     ``confidence`` for the least-sampled variant that level k uses.
+
+    Args:
+        predictions: one 0/1 per generated image (1 = classified as the target group).
+        variants: each image's prompt variant: the replaced word positions, as ``"0,2"``,
+            ``(0, 2)`` or ``""`` / ``()`` for the original prompt.
+        num_words: the number of words in the prompt that may be replaced.
+        k: the level reported as ``influence``, in 1..num_words.
+        confidence: the Hoeffding bound's level, in (0, 1).
+
+    Returns:
+        ``influence`` (one value per word) and ``k``; ``ci_half_width``; ``levels`` and
+        ``levels_ci_half_width`` by level (as text); ``shapley`` (None unless every level is
+        complete); ``shares`` and ``images_per_variant`` by variant; ``min_images_per_variant``;
+        ``num_words``; ``confidence``.
+
+    Raises:
+        ValueError: bad input, named: a prediction other than 0/1, a malformed variant, or a
+            variant level k needs that has no images.
     """
     check_options(confidence=confidence)
     if not isinstance(num_words, (int, np.integer)) or num_words < 1:
@@ -345,16 +421,34 @@ def _describe(variant: tuple[int, ...]) -> str:
 
 
 # ---- cross_lingual_gap, group_rate_gap ---------------------------------------------------
-def _correct(predictions: Sequence[Any], references: Sequence[Any]) -> np.ndarray:
+def _correct(predictions: Labels, references: Labels) -> npt.NDArray[np.float64]:
     preds, refs = _labels(predictions, "predictions"), _labels(references, "references")
     _same_length(predictions=preds, references=refs)
     return (preds == refs).astype(float)
 
 
-def cross_lingual_gap(predictions: Sequence[Any], references: Sequence[Any], languages: Sequence[Any],
+def cross_lingual_gap(predictions: Labels, references: Labels, languages: Labels,
                       pivot: Any = None, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
                       seed: int | None = SEED) -> dict[str, Any]:
-    """Accuracy per language; gap = max - min accuracy; ``gap_to_pivot`` = acc(pivot) - acc(l)."""
+    """Accuracy per language; gap = max - min accuracy; ``gap_to_pivot`` = acc(pivot) - acc(l).
+
+    Args:
+        predictions: each sample's predicted label (a sample is correct where it equals the reference).
+        references: each sample's true label.
+        languages: each sample's language; at least 2 languages.
+        pivot: a language to compare every language with, or None.
+        bootstrap: stratified-bootstrap resamples for the intervals (0: no intervals).
+        confidence: the intervals' level, in (0, 1).
+        seed: seeds the resampling (None: fresh randomness each call).
+
+    Returns:
+        ``accuracy``, ``accuracy_ci`` and ``counts`` by language; ``gap`` and ``gap_ci``;
+        ``best_language`` and ``worst_language``; ``pivot``, ``gap_to_pivot`` and
+        ``gap_to_pivot_ci`` (by language; None without a pivot); ``confidence``.
+
+    Raises:
+        ValueError: bad input, named, fewer than 2 languages, or a pivot that does not occur.
+    """
     check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     correct = _correct(predictions, references)
     langs = _labels(languages, "languages")
@@ -379,12 +473,29 @@ def cross_lingual_gap(predictions: Sequence[Any], references: Sequence[Any], lan
     return result
 
 
-def group_rate_gap(predictions: Sequence[Any], references: Sequence[Any], groups: Sequence[Any],
-                   languages: Sequence[Any] | None = None, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+def group_rate_gap(predictions: Labels, references: Labels, groups: Labels, languages: Labels | None = None,
+                   bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
                    seed: int | None = SEED) -> dict[str, Any]:
     """Accuracy per group and the largest pairwise gap |acc(g1) - acc(g2)|, per language if given.
 
     Without languages every key holds one value; with languages every key holds a dict by language.
+
+    Args:
+        predictions: each sample's predicted label (a sample is correct where it equals the reference).
+        references: each sample's true label.
+        groups: each sample's group; at least 2 groups (in each language).
+        languages: each sample's language, or None for one result over all samples.
+        bootstrap: stratified-bootstrap resamples for the intervals (0: no intervals).
+        confidence: the intervals' level, in (0, 1).
+        seed: seeds the resampling (None: fresh randomness each call).
+
+    Returns:
+        ``accuracy``, ``accuracy_ci`` and ``counts`` by group; ``gap``, ``gap_pair`` (the highest
+        and lowest group) and ``gap_ci``; ``confidence``; with ``languages`` each of them by
+        language, plus ``languages`` (sorted).
+
+    Raises:
+        ValueError: bad input, named (the language too, where one language's groups are too small).
     """
     check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     correct = _correct(predictions, references)
@@ -418,14 +529,28 @@ def _rate_gap_one(correct, labels, bootstrap, confidence, seed, where: str = "")
 
 
 # ---- individual_fairness ----------------------------------------------------------------
-def individual_fairness(image_embeddings: Any, text_embeddings_a: Any, text_embeddings_b: Any,
-                        tolerance: float = 1e-6) -> dict[str, Any]:
+def individual_fairness(image_embeddings: npt.ArrayLike, text_embeddings_a: npt.ArrayLike,
+                        text_embeddings_b: npt.ArrayLike, tolerance: float = 1e-6) -> dict[str, Any]:
     """Individual fairness across two languages' captions of the same images.
 
     ratio = |cos(v, t_a) - cos(v, t_b)| / ||t_a - t_b|| on unnormalised text features;
     epsilon = max ratio. Every sample must satisfy ratio <= 2 / (||t_a|| + ||t_b||) (the
     Dunkl-Williams inequality); ``bound_holds`` checks it up to ``tolerance``. Pairs with
     identical text features (distance 0) have no ratio: they are left out and counted.
+
+    Args:
+        image_embeddings: (N, D) image features v, one row per image.
+        text_embeddings_a: (N, D) unnormalised text features of each image's caption in language a.
+        text_embeddings_b: (N, D) the same captions' features in language b.
+        tolerance: relative and absolute slack of the bound check (float rounding).
+
+    Returns:
+        ``epsilon`` and ``epsilon_row``; ``mean_ratio`` and ``median_ratio``; ``bound_holds``,
+        ``num_bound_violations`` and ``max_bound``; ``num_pairs`` and ``num_identical_pairs``; per
+        pair (identical ones left out) ``ratios``, ``similarity_gaps`` and ``text_distances``.
+
+    Raises:
+        ValueError: bad input, named: shapes, non-finite values, a zero vector, or every pair identical.
     """
     images = _matrix(image_embeddings, "image_embeddings")
     a, b = _matrix(text_embeddings_a, "text_embeddings_a"), _matrix(text_embeddings_b, "text_embeddings_b")
@@ -456,7 +581,7 @@ def individual_fairness(image_embeddings: Any, text_embeddings_a: Any, text_embe
     }
 
 
-def _matrix(values: Any, name: str) -> np.ndarray:
+def _matrix(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
     array = _floats(values, name)
     if array.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array (one vector per row), got shape {array.shape}")
@@ -464,8 +589,8 @@ def _matrix(values: Any, name: str) -> np.ndarray:
 
 
 # ---- retention --------------------------------------------------------------------------
-def retention(scores: Any, references: Sequence[int], bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
-              seed: int | None = SEED) -> dict[str, Any]:
+def retention(scores: npt.ArrayLike, references: npt.ArrayLike, bootstrap: int = BOOTSTRAP,
+              confidence: float = CONFIDENCE, seed: int | None = SEED) -> dict[str, Any]:
     """Name retention of public figures.
 
     ``scores[i, j]``: similarity of image i to candidate name j; ``references[i]``: the index
@@ -473,6 +598,21 @@ def retention(scores: Any, references: Sequence[int], bootstrap: int = BOOTSTRAP
     image score = share of names (those with at least one image) whose best-scoring image is
     one of theirs. Ties go to the lowest index. CIs resample images within each name; where every
     name has a single image there is nothing to resample, so the CIs are None and ``ci_note`` says why.
+
+    Args:
+        scores: (images, candidate names) similarities.
+        references: each image's own name, as an integer column index of ``scores``.
+        bootstrap: stratified-bootstrap resamples for the intervals (0: no intervals).
+        confidence: the intervals' level, in (0, 1).
+        seed: seeds the resampling (None: fresh randomness each call).
+
+    Returns:
+        ``text_score`` and ``image_score`` with their ``_ci``; ``num_images``, ``num_names`` and
+        ``num_candidates``; ``confidence``; ``ci_note`` where the intervals are None for want of
+        variation.
+
+    Raises:
+        ValueError: bad input, named: shapes, non-finite scores, a reference that is not an index.
     """
     check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     matrix = _matrix(scores, "predictions")
@@ -492,9 +632,10 @@ def retention(scores: Any, references: Sequence[int], bootstrap: int = BOOTSTRAP
         return text, image
 
     text_score, image_score = scores_of(np.arange(refs.size))
-    result = {"text_score": text_score, "image_score": image_score, "text_score_ci": None, "image_score_ci": None,
-              "num_images": int(refs.size), "num_names": int(names.size), "num_candidates": int(matrix.shape[1]),
-              "confidence": confidence}
+    result: dict[str, Any] = {
+        "text_score": text_score, "image_score": image_score, "text_score_ci": None, "image_score_ci": None,
+        "num_images": int(refs.size), "num_names": int(names.size), "num_candidates": int(matrix.shape[1]),
+        "confidence": confidence}
     if bootstrap and np.bincount(refs).max() < 2:  # one image per name: every resample is the data itself
         result["ci_note"] = ("no interval: every name has one image, so resampling images within names cannot vary "
                              "(a zero-width interval would claim a certainty the data does not have)")
@@ -507,7 +648,7 @@ def retention(scores: Any, references: Sequence[int], bootstrap: int = BOOTSTRAP
 
 
 # ---- ranking_skew -----------------------------------------------------------------------
-def ranking_skew(scores: Any, item_groups: Sequence[Any], k: int, target: str | Mapping[str, float] = "uniform",
+def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str | Mapping[str, float] = "uniform",
                  smoothing: float = 0.5, bias_pair: Sequence[Any] | None = None) -> dict[str, Any]:
     """Skew of the top-k items a text query retrieves, averaged over queries.
 
@@ -520,6 +661,23 @@ def ranking_skew(scores: Any, item_groups: Sequence[Any], k: int, target: str | 
     KL(p_i || p*) / log2(i + 1) with Z = sum 1/log2(i + 1), on raw counts and 0 ln 0 = 0, so it
     is >= 0 and 0 when every prefix matches the target. Bias@k = (n_a - n_b) / k for two groups
     (``bias_pair``, default the two groups in sorted order), in [-1, 1].
+
+    Args:
+        scores: (queries, items) or (items,) retrieval scores.
+        item_groups: each item's group.
+        k: how many top items each query retrieves.
+        target: the target distribution p*: "uniform", "dataset" or a dict of shares by group.
+        smoothing: the count added to every group for Skew (0: none).
+        bias_pair: the two groups (a, b) of Bias@k; None: the two groups present, if there are two.
+
+    Returns:
+        Means over queries: ``max_skew``, ``min_skew``, ``ndkl``, ``bias_at_k`` (None without a
+        pair) and ``skew`` by group; per query: ``max_skew_per_query``, ``min_skew_per_query``,
+        ``ndkl_per_query``, ``bias_at_k_per_query``; ``target`` (p* by group), ``bias_pair``,
+        ``k``, ``num_queries``, ``smoothing``.
+
+    Raises:
+        ValueError: bad input, named: shapes, k outside 1..items, a bad target or bias_pair.
     """
     matrix = _floats(scores, "predictions")
     matrix = matrix[None, :] if matrix.ndim == 1 else matrix
@@ -567,7 +725,8 @@ def ranking_skew(scores: Any, item_groups: Sequence[Any], k: int, target: str | 
     }
 
 
-def _target(target: str | Mapping[str, float], names: list[str], codes: np.ndarray) -> np.ndarray:
+def _target(target: str | Mapping[str, float], names: list[str],
+            codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     if isinstance(target, str):
         if target == "uniform":
             return np.full(len(names), 1 / len(names))

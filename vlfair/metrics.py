@@ -28,6 +28,7 @@ def metrics_dir() -> Path:
 
 
 def available_metrics() -> list[str]:
+    """The names of the evaluate modules vlfair ships, sorted."""
     return sorted(p.name for p in metrics_dir().iterdir() if (p / f"{p.name}.py").exists())
 
 

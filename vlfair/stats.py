@@ -18,9 +18,11 @@ import dataclasses
 import itertools
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats as sps
 
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
@@ -30,8 +32,12 @@ _BLOCK_ENTRIES = 5_000_000
 _CACHED_BLOCK_ENTRIES = 2**18  # the group-mean bootstrap's blocks: indices and values fit in L2 cache
 
 
-def encode_groups(groups: Sequence, name: str = "groups") -> tuple[list, np.ndarray]:
-    """Sorted unique labels and each row's label index; labels are compared as strings."""
+def encode_groups(groups: Iterable[Any], name: str = "groups") -> tuple[list[str], npt.NDArray[np.int64]]:
+    """Sorted unique labels and each row's label index; labels are compared as strings.
+
+    Raises:
+        ValueError: ``groups`` is empty (the message calls it ``name``).
+    """
     labels = np.asarray([str(g) for g in groups])
     if labels.size == 0:
         raise ValueError(f"{name} is empty")
@@ -39,7 +45,7 @@ def encode_groups(groups: Sequence, name: str = "groups") -> tuple[list, np.ndar
     return names.tolist(), codes.astype(np.int64)
 
 
-def group_means(values: np.ndarray, codes: np.ndarray, num_groups: int) -> np.ndarray:
+def group_means(values: npt.NDArray[Any], codes: npt.NDArray[np.integer], num_groups: int) -> npt.NDArray[np.float64]:
     """Mean of ``values`` per group code; ``values`` may be a (B, N) batch of resamples."""
     counts = np.bincount(codes, minlength=num_groups).astype(float)
     if values.ndim == 1:
@@ -61,33 +67,40 @@ class AnovaResult:
     log10_p_value: float  # finite where p underflows float64 (the traits study's F of 1000+)
 
 
-def one_way_anova(samples: Sequence[np.ndarray], welch: bool = False) -> AnovaResult:
+def one_way_anova(samples: Sequence[npt.ArrayLike], welch: bool = False) -> AnovaResult:
     """One-way ANOVA across groups: F = MSB / MSW with df (I-1, N-I), or Welch's F.
 
     Eta squared (SS_between / SS_total) is reported for both. With zero variance inside every
     group, F is +inf (p = 0) when the means differ and undefined (nan) when they do not.
 
+    Args:
+        samples: one array of values per group.
+        welch: Welch's F (unequal variances) instead of the classic one.
+
+    Returns:
+        F, its p-value (and log10, finite where p underflows), the degrees of freedom and eta squared.
+
     Raises:
         ValueError: fewer than 2 groups, or a group with fewer than 2 values.
     """
-    samples = [np.asarray(s, dtype=float) for s in samples]
-    if len(samples) < 2:
-        raise ValueError(f"ANOVA needs at least 2 groups, got {len(samples)}")
-    sizes = np.array([s.size for s in samples], dtype=float)
+    arrays = [np.asarray(s, dtype=float) for s in samples]
+    if len(arrays) < 2:
+        raise ValueError(f"ANOVA needs at least 2 groups, got {len(arrays)}")
+    sizes = np.array([s.size for s in arrays], dtype=float)
     if (sizes < 2).any():
         raise ValueError(f"ANOVA needs at least 2 values per group; group sizes are {sizes.astype(int).tolist()}")
-    means = np.array([s.mean() for s in samples])
-    grand = np.concatenate(samples).mean()
+    means = np.array([s.mean() for s in arrays])
+    grand = np.concatenate(arrays).mean()
     ss_between = float((sizes * (means - grand) ** 2).sum())
-    ss_within = float(sum(((s - m) ** 2).sum() for s, m in zip(samples, means)))
+    ss_within = float(sum(((s - m) ** 2).sum() for s, m in zip(arrays, means)))
     total = ss_between + ss_within
     eta_squared = ss_between / total if total > 0 else float("nan")
-    k, n = len(samples), sizes.sum()
+    k, n = len(arrays), sizes.sum()
     if not welch:
         df_b, df_w = k - 1.0, n - k
         f = _ratio(ss_between / df_b, ss_within / df_w)
     else:
-        variances = np.array([s.var(ddof=1) for s in samples])
+        variances = np.array([s.var(ddof=1) for s in arrays])
         if (variances == 0).any():
             raise ValueError("Welch's ANOVA needs a non-zero variance in every group")
         weights = sizes / variances
@@ -107,7 +120,8 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 
 # ---- bootstrap --------------------------------------------------------------------------
-def stratified_resamples(codes: np.ndarray, n_resamples: int, seed: int | None):
+def stratified_resamples(codes: npt.NDArray[np.integer], n_resamples: int,
+                         seed: int | None) -> Iterator[npt.NDArray[np.int64]]:
     """Yield (b, N) blocks of row indices; row j of a resample is drawn from row j's stratum.
 
     Because every slot keeps its stratum, group labels are unchanged by resampling: a
@@ -126,15 +140,15 @@ def stratified_resamples(codes: np.ndarray, n_resamples: int, seed: int | None):
         done += b
 
 
-def bootstrap_samples(statistic: Callable[[np.ndarray], np.ndarray], codes: np.ndarray,
-                      n_resamples: int, seed: int | None) -> np.ndarray:
+def bootstrap_samples(statistic: Callable[[npt.NDArray[np.int64]], npt.ArrayLike], codes: npt.NDArray[np.integer],
+                      n_resamples: int, seed: int | None) -> npt.NDArray[np.float64]:
     """``statistic(indices (b, N)) -> (b, ...)`` evaluated over stratified resamples."""
     return np.concatenate([np.asarray(statistic(idx), dtype=float)
                            for idx in stratified_resamples(codes, n_resamples, seed)])
 
 
-def bootstrap_group_means(values: np.ndarray, codes: np.ndarray, num_groups: int, n_resamples: int,
-                          seed: int | None) -> np.ndarray:
+def bootstrap_group_means(values: npt.ArrayLike, codes: npt.NDArray[np.integer], num_groups: int, n_resamples: int,
+                          seed: int | None) -> npt.NDArray[np.float64]:
     """(B, G) stratified-bootstrap resamples of the group means, vectorised.
 
     A resample's group mean is the mean of n_g draws with replacement from that group: per group
@@ -148,11 +162,11 @@ def bootstrap_group_means(values: np.ndarray, codes: np.ndarray, num_groups: int
     It is the same resampling as :func:`stratified_resamples` (each group keeps its size), with
     another order of random draws.
     """
-    values = np.asarray(values, dtype=float)
+    array = np.asarray(values, dtype=float)
     order = np.argsort(codes, kind="stable")
     counts = np.bincount(codes, minlength=num_groups)
     starts = np.concatenate([[0], np.cumsum(counts)])
-    grouped = values[order]
+    grouped = array[order]
     tasks = []
     for g in range(num_groups):
         n = int(counts[g])
@@ -192,7 +206,7 @@ def _in_threads(function: Callable, *argument_lists) -> None:
             future.result()
 
 
-def percentile_interval(samples: np.ndarray, confidence: float) -> np.ndarray:
+def percentile_interval(samples: npt.NDArray[np.float64], confidence: float) -> npt.NDArray[np.float64]:
     """(2, ...) percentile interval over axis 0; resamples where the statistic is undefined
     (nan, e.g. a ratio over a zero mean) are left out."""
     _check_confidence(confidence)
@@ -202,9 +216,24 @@ def percentile_interval(samples: np.ndarray, confidence: float) -> np.ndarray:
         return np.nanquantile(samples, [alpha, 1 - alpha], axis=0)
 
 
-def bootstrap_interval(statistic: Callable[[np.ndarray], np.ndarray], codes: np.ndarray, n_resamples: int = BOOTSTRAP,
-                       confidence: float = CONFIDENCE, seed: int | None = SEED) -> np.ndarray:
-    """Stratified percentile bootstrap CI: (2, ...) array of lower and upper bounds."""
+def bootstrap_interval(statistic: Callable[[npt.NDArray[np.int64]], npt.ArrayLike], codes: npt.NDArray[np.integer],
+                       n_resamples: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+                       seed: int | None = SEED) -> npt.NDArray[np.float64]:
+    """Stratified percentile bootstrap CI: (2, ...) array of lower and upper bounds.
+
+    Args:
+        statistic: (b, N) row indices of b resamples -> (b, ...) values of the statistic.
+        codes: (N,) each row's stratum (e.g. group codes from :func:`encode_groups`).
+        n_resamples: resamples drawn, at least 1.
+        confidence: the interval's level, in (0, 1).
+        seed: seeds the resampling (None: fresh randomness each call).
+
+    Returns:
+        (2, ...) lower and upper bounds (nan where the statistic is undefined in every resample).
+
+    Raises:
+        ValueError: ``n_resamples`` < 1 or ``confidence`` outside (0, 1).
+    """
     if n_resamples < 1:
         raise ValueError(f"bootstrap needs at least 1 resample, got {n_resamples}")
     return percentile_interval(bootstrap_samples(statistic, codes, n_resamples, seed), confidence)
@@ -239,7 +268,8 @@ class PermutationResult:
     permutations: int | None  # relabellings enumerated or drawn; None for the normal limit
 
 
-def permutation_test(values: np.ndarray, codes: np.ndarray, statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
+def permutation_test(values: npt.ArrayLike, codes: npt.NDArray[np.integer],
+                     statistic: Callable[[npt.NDArray[np.float64], npt.NDArray[np.integer]], npt.ArrayLike],
                      n_permutations: int = PERMUTATIONS, seed: int | None = SEED, sequential: bool = True,
                      asymptotic: bool = True) -> PermutationResult:
     """Two-sided p-value of ``statistic(values, codes_batch)`` under exchangeable labels.
@@ -254,20 +284,32 @@ def permutation_test(values: np.ndarray, codes: np.ndarray, statistic: Callable[
     - otherwise Monte Carlo, (1 + #{T* >= T}) / (1 + B), never 0 (Phipson & Smyth 2010),
       stopped early once :data:`SEQUENTIAL_EXCEEDANCES` relabellings were as extreme
       (Besag & Clifford 1991; ``sequential=False`` draws all ``n_permutations``).
+
+    Args:
+        values: (N,) the values the statistic summarises per group.
+        codes: (N,) each row's group code, 0..G-1.
+        statistic: (values, (b, N) code batch) -> (b,) statistics, e.g. :func:`mean_difference`.
+        n_permutations: the enumeration limit and the Monte Carlo draws.
+        seed: seeds the Monte Carlo draws (None: fresh randomness each call).
+        sequential: stop the Monte Carlo draws early once the p-value is settled.
+        asymptotic: use the normal limit where it applies.
+
+    Returns:
+        The p-value, its log10 and the method that gave it.
     """
-    values = np.asarray(values, dtype=float)
-    observed = float(np.asarray(statistic(values, codes[None, :]))[0])
+    array = np.asarray(values, dtype=float)
+    observed = float(np.asarray(statistic(array, codes[None, :]))[0])
     tolerance = 1e-12 * max(1.0, abs(observed))  # ties up to float noise count as extreme
     exact = _all_relabellings(codes, n_permutations)
     if exact is not None:
-        extreme = sum(int((np.asarray(statistic(values, block)) >= observed - tolerance).sum()) for block in exact)
+        extreme = sum(int((np.asarray(statistic(array, block)) >= observed - tolerance).sum()) for block in exact)
         total = math.prod(_multinomial(codes))
         return _result(extreme / total, "exact", total)
     counts = np.bincount(codes)
     limit = NORMAL_LIMITS.get(statistic)
     if (asymptotic and limit is not None and codes.size >= ASYMPTOTIC_MIN_ROWS
             and counts[counts > 0].min() >= ASYMPTOTIC_MIN_GROUP):
-        log10_p = limit(values, codes, observed)
+        log10_p = limit(array, codes, observed)
         return PermutationResult(10.0 ** log10_p, log10_p, "normal_limit", None)
     rng = np.random.default_rng(seed)
     cap = max(1, _BLOCK_ENTRIES // max(codes.size, 1))  # a block of permuted codes stays ~40 MB
@@ -275,7 +317,7 @@ def permutation_test(values: np.ndarray, codes: np.ndarray, statistic: Callable[
     while done < n_permutations:
         b = min(block, n_permutations - done)
         permuted = rng.permuted(np.broadcast_to(codes, (b, codes.size)), axis=1)
-        hits = np.asarray(statistic(values, permuted)) >= observed - tolerance
+        hits = np.asarray(statistic(array, permuted)) >= observed - tolerance
         if sequential and extreme + int(hits.sum()) >= SEQUENTIAL_EXCEEDANCES:  # settled: p = h / L
             last = int(np.flatnonzero(np.cumsum(hits) + extreme >= SEQUENTIAL_EXCEEDANCES)[0])
             return _result(SEQUENTIAL_EXCEEDANCES / (done + last + 1), "sequential_monte_carlo", done + last + 1)
@@ -289,7 +331,7 @@ def _result(p: float, method: str, permutations: int | None) -> PermutationResul
     return PermutationResult(float(p), math.log10(p) if p > 0 else float("-inf"), method, permutations)
 
 
-def _multinomial(codes: np.ndarray) -> list[int]:
+def _multinomial(codes: npt.NDArray[np.integer]) -> list[int]:
     """Factors whose product is the number of distinct relabellings of ``codes``."""
     counts = np.bincount(codes)
     remaining, factors = int(codes.size), []
@@ -299,7 +341,7 @@ def _multinomial(codes: np.ndarray) -> list[int]:
     return factors
 
 
-def _all_relabellings(codes: np.ndarray, limit: int):
+def _all_relabellings(codes: npt.NDArray[np.integer], limit: int) -> list[npt.NDArray[np.int64]] | None:
     """Blocks of every distinct assignment of the same label counts, if there are <= limit."""
     counts = np.bincount(codes)
     log_count = math.lgamma(codes.size + 1) - sum(math.lgamma(int(c) + 1) for c in counts)
@@ -325,7 +367,7 @@ def _all_relabellings(codes: np.ndarray, limit: int):
     return [np.stack(rows)]
 
 
-def _batch_group_means(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+def _batch_group_means(values: npt.NDArray[np.float64], codes: npt.NDArray[np.integer]) -> npt.NDArray[np.float64]:
     """(b, G) group means of ``values`` under each row of a (b, N) code batch, in one pass.
 
     Relabelling keeps the group sizes, so only the sums need recomputing: one bincount over
@@ -339,13 +381,13 @@ def _batch_group_means(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return sums.reshape(b, num_groups) / counts
 
 
-def mean_difference(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+def mean_difference(values: npt.NDArray[np.float64], codes: npt.NDArray[np.integer]) -> npt.NDArray[np.float64]:
     """|mean(group 1) - mean(group 0)| for each row of a (b, N) code batch (two groups)."""
     means = _batch_group_means(values, codes)
     return np.abs(means[:, 1] - means[:, 0])
 
 
-def mean_range(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+def mean_range(values: npt.NDArray[np.float64], codes: npt.NDArray[np.integer]) -> npt.NDArray[np.float64]:
     """The range (max - min) of the group means for each row of a (b, N) code batch (any number of groups)."""
     means = _batch_group_means(values, codes)
     return means.max(axis=1) - means.min(axis=1)
@@ -454,8 +496,8 @@ class PairedComparison:
     p_value: float  # two-sided bootstrap p-value of "no difference"
 
 
-def paired_bootstrap(measure: Callable[[np.ndarray, np.ndarray], float], scores_a: Sequence[float],
-                     scores_b: Sequence[float], groups: Sequence, n_resamples: int = BOOTSTRAP,
+def paired_bootstrap(measure: Callable[[npt.NDArray[np.float64], npt.NDArray[np.str_]], float], scores_a: npt.ArrayLike,
+                     scores_b: npt.ArrayLike, groups: Iterable[Any], n_resamples: int = BOOTSTRAP,
                      confidence: float = CONFIDENCE, seed: int | None = SEED) -> PairedComparison:
     """Compare one measure between two models scored on the same images.
 
@@ -463,6 +505,21 @@ def paired_bootstrap(measure: Callable[[np.ndarray, np.ndarray], float], scores_
     ``lambda s, g: bias_ratio(s, g, "women", "men", bootstrap=0)["bias_ratio"]``). Each
     resample draws image rows (stratified by group) and evaluates both models on the same
     rows, so the shared image-level variation cancels in the difference.
+
+    Args:
+        measure: (scores, group labels as text) -> a float.
+        scores_a: model A's score per image.
+        scores_b: model B's score per image (the same images, in the same order).
+        groups: each image's group; resampling is stratified by it.
+        n_resamples: bootstrap resamples.
+        confidence: the interval's level, in (0, 1).
+        seed: seeds the resampling (None: fresh randomness each call).
+
+    Returns:
+        Both values, their difference, its interval and a two-sided bootstrap p-value.
+
+    Raises:
+        ValueError: the three inputs differ in length.
     """
     a, b = np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float)
     labels = np.asarray([str(g) for g in groups])

@@ -100,6 +100,15 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
         split: the split to read (required when the source has several).
         options: "config" (a Hub config, e.g. FairFace's "0.25"); for synthetic twins "size"
             and "seed"; for imagefolder "columns" and "metadata".
+
+    Returns:
+        The rows: a study's checked against (and conformed to) its schema, with the subset applied;
+        an imagefolder's as its metadata gives them.
+
+    Raises:
+        DataError: a source that is not there, a split that is not, or rows the schema refuses.
+        ValueError: an unknown name or subset, or a missing source.
+        TypeError: options the dataset does not take.
     """
     if name.startswith("synthetic:"):
         from vlfair.data.synthetic import make_synthetic
@@ -175,6 +184,21 @@ def balanced_sample(dataset: datasets.Dataset, n_per_cell: int, by: tuple[str, .
     A cell with fewer rows is an error listing every short cell, unless ``allow_fewer=True``:
     then all its rows are taken and the shortfall is recorded in ``dataset.info.description``
     (read it back with :func:`sampling_record`, for results.json).
+
+    Args:
+        dataset: the rows to sample from.
+        n_per_cell: rows per combination of the ``by`` values, at least 1.
+        by: the columns whose combinations are the cells (e.g. race x gender).
+        seed: seeds the draw; the same seed draws the same rows.
+        allow_fewer: take every row of a short cell instead of failing.
+
+    Returns:
+        The sample, cell by cell in sorted order (rows within a cell in dataset order), its
+        sampling recorded in ``info.description``.
+
+    Raises:
+        ValueError: ``n_per_cell`` < 1, or a ``by`` column the dataset lacks.
+        DataError: short cells, without ``allow_fewer``.
     """
     if n_per_cell < 1:
         raise ValueError(f"n_per_cell must be positive, got {n_per_cell}")

@@ -23,7 +23,14 @@ DEFAULT_BACKEND = "hf"  # bare Hub ids and local directories
 
 
 def register_backend(prefix: str, loader: Loader) -> None:
-    """Make ``"prefix:REF"`` specs load through ``loader(REF, **options)``."""
+    """Make ``"prefix:REF"`` specs load through ``loader(REF, **options)``.
+
+    Args:
+        prefix: the spec prefix, without the colon (``"mclip"``); an existing one is replaced.
+        loader: called as ``loader(REF, device=, dtype=, revision=, trust_remote_code=,
+            use_safetensors=, spec=)`` (the arguments of :func:`load_encoder`; ``spec`` is the
+            whole spec) and returns an :class:`Encoder`.
+    """
     BACKENDS[prefix] = loader
 
 
@@ -66,6 +73,9 @@ def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | to
         trust_remote_code: run code shipped with the checkpoint. Never on unless you pass it.
         use_safetensors: refuse pickled weights (the default). ``False`` allows ``.bin`` files,
             read with ``torch.load(weights_only=True)``.
+
+    Returns:
+        The encoder, loaded by the backend its spec names.
 
     Raises:
         ValueError: unknown spec prefix (the message lists the registered ones), or a model

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from vlfair.imageio import load_rgb
@@ -74,7 +75,8 @@ class Encoder(abc.ABC):
         features = self.image_features(self.preprocessing.normalize(batch, self.dtype)).float()
         return _l2(features) if normalize else features
 
-    def encode_images(self, images: Sequence[Any], batch_size: int = 32, normalize: bool = True) -> np.ndarray:
+    def encode_images(self, images: Sequence[Any], batch_size: int = 32,
+                      normalize: bool = True) -> npt.NDArray[np.float32]:
         """Embed a small in-memory list of images (PIL, paths or byte dicts); no cache.
 
         For datasets use ``vlfair.embed_images``: workers, caching, sharding, bad-image policy.
@@ -90,7 +92,8 @@ class Encoder(abc.ABC):
 
     # ---- texts ---------------------------------------------------------------------------
     @torch.inference_mode()
-    def encode_texts(self, texts: Sequence[str], batch_size: int = 256, normalize: bool = True) -> np.ndarray:
+    def encode_texts(self, texts: Sequence[str], batch_size: int = 256,
+                     normalize: bool = True) -> npt.NDArray[np.float32]:
         """Embed strings; float32 (M, D), L2-normalised unless ``normalize=False``."""
         if isinstance(texts, str):
             raise TypeError("encode_texts takes a list of strings, not one string")
@@ -101,12 +104,12 @@ class Encoder(abc.ABC):
         return concat_rows(out, self.embedding_dim)
 
     # ---- scores --------------------------------------------------------------------------
-    def logits(self, image_embeds: np.ndarray, text_embeds: np.ndarray) -> np.ndarray:
+    def logits(self, image_embeds: npt.ArrayLike, text_embeds: npt.ArrayLike) -> npt.NDArray[np.floating]:
         """The model's own logits: scale * cos (+ bias); inputs are normalised embeddings."""
         logits = self.logit_scale * (np.asarray(image_embeds) @ np.asarray(text_embeds).T)
         return logits + self.logit_bias if self.logit_bias is not None else logits
 
-    def probabilities(self, image_embeds: np.ndarray, text_embeds: np.ndarray) -> np.ndarray:
+    def probabilities(self, image_embeds: npt.ArrayLike, text_embeds: npt.ArrayLike) -> npt.NDArray[np.floating]:
         """P(text | image) as the model was trained to give it.
 
         Softmax models: a distribution over the given texts (rows sum to 1). Sigmoid models
@@ -129,7 +132,7 @@ def _l2(features: torch.Tensor) -> torch.Tensor:
     return features / features.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-def concat_rows(parts: list[np.ndarray], dim: int) -> np.ndarray:
+def concat_rows(parts: list[np.ndarray], dim: int) -> npt.NDArray[np.float32]:
     """Stacked float32 rows; an empty (0, dim) array when there are none."""
     return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros((0, dim), np.float32)
 

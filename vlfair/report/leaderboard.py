@@ -50,6 +50,15 @@ def read_results(paths: Iterable[str | Path], skipped: list[str] | None = None) 
 
 
 def tidy(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per metric of every results.json (as :func:`read_results` returns them), in :data:`COLUMNS`.
+
+    Args:
+        results: parsed results.json contents.
+
+    Returns:
+        The leaderboard's rows: the model, probe, dataset and metric, the subset as sorted JSON,
+        the value with its CI and p-value (NaN where there is none), the run's date and version.
+    """
     rows = []
     for r in results:
         for m in r["metrics"]:
@@ -67,6 +76,11 @@ def tidy(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
+    """Write a :func:`tidy` table as Parquet or CSV (by ``out``'s suffix); returns ``out``.
+
+    Raises:
+        ValueError: ``out`` ends in neither .parquet nor .csv.
+    """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".csv":
@@ -81,6 +95,7 @@ def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
+    """A table :func:`write_table` wrote (.csv, else Parquet), with its column types restored."""
     path = Path(path)
     frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
     if "log10_p_value" not in frame:  # a table written before vlfair kept it
@@ -94,6 +109,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def push_table(frame: pd.DataFrame, repo_id: str) -> None:
+    """Upload a :func:`tidy` table to the Hub dataset ``repo_id`` as its "results" split."""
     import datasets
 
     datasets.Dataset.from_pandas(frame, preserve_index=False).push_to_hub(repo_id, split="results")

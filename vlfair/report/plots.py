@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from vlfair.figures import image_mosaic, subplots
 
 
-def annotation_colour(rgba) -> str:
+def annotation_colour(rgba: Sequence[float]) -> str:
     """Black on light cells, white on dark ones (relative luminance of the cell's colour, WCAG)."""
     def linear(c: float) -> float:
         return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
@@ -20,7 +21,8 @@ def annotation_colour(rgba) -> str:
     return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.179 else "white"
 
 
-def heatmap(frame: pd.DataFrame, title: str, label: str, xlabel: str | None = None, ylabel: str | None = None):
+def heatmap(frame: pd.DataFrame, title: str, label: str, xlabel: str | None = None,
+            ylabel: str | None = None) -> Figure:
     """Cells coloured by value (viridis), each annotated; axes named by ``xlabel``/``ylabel`` or the
     frame's column and index names."""
     values = frame.to_numpy(dtype=float)
@@ -50,7 +52,7 @@ def median_picks(items: np.ndarray, groups: np.ndarray, scores: np.ndarray) -> d
 
 
 def median_image_grid(dataset: Any, rows: np.ndarray, items: np.ndarray, groups: np.ndarray, scores: np.ndarray,
-                      item_order: Sequence, group_order: Sequence, title: str):
+                      item_order: Sequence, group_order: Sequence, title: str) -> Figure:
     """A row per item (profession), a column per group: the image whose score is the median of that
     item's images of that group (the study's Figures 3-4, for every profession)."""
     picks = median_picks(items, groups, scores)
@@ -64,7 +66,7 @@ def median_image_grid(dataset: Any, rows: np.ndarray, items: np.ndarray, groups:
 
 def grouped_bars(means: pd.DataFrame, errors: pd.DataFrame | None, title: str, ylabel: str, xlabel: str | None = None,
                  ylim: tuple[float, float] | None = None, neutral: float | None = None,
-                 legend_title: str | None = None):
+                 legend_title: str | None = None) -> Figure:
     """Bars per index entry (x), one colour per column, with CI error bars.
 
     ``ylim`` fixes the range of a bounded quantity (a probability on 0-1), so runs compare at a
@@ -90,7 +92,9 @@ def grouped_bars(means: pd.DataFrame, errors: pd.DataFrame | None, title: str, y
     return figure
 
 
-def scatter_with_bound(x: Sequence[float], y: Sequence[float], slope: float, labels: Sequence[str], title: str):
+def scatter_with_bound(x: Sequence[float], y: Sequence[float], slope: float, labels: Sequence[str],
+                       title: str) -> Figure:
+    """Points (x, y) coloured by label, with the line y = slope * x (a bound the points must stay under)."""
     figure, axis = subplots(figsize=(5, 3.6))
     label_array = np.asarray(labels)
     for label in sorted(set(label_array.tolist())):
@@ -105,7 +109,7 @@ def scatter_with_bound(x: Sequence[float], y: Sequence[float], slope: float, lab
     return figure
 
 
-def forest(rows: pd.DataFrame, title: str, xlabel: str, neutral: float | None = None, log: bool = False):
+def forest(rows: pd.DataFrame, title: str, xlabel: str, neutral: float | None = None, log: bool = False) -> Figure:
     """Point estimates with their intervals, one line per ``label``; a ``series`` column (biased,
     control) draws each series in its own colour on the same axis. ``rows`` has columns label,
     value, low, high (NaN where there is no interval) and optionally series."""
