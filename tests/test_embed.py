@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -253,7 +254,8 @@ def test_torchrun_two_processes_equal_one(clip_encoder, jpeg_paths, broken_files
     (tmp_path / "run.py").write_text(TORCHRUN_SCRIPT)
     cache, out = tmp_path / "cache", tmp_path / "out"
     out.mkdir()
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+    # --standalone: a free port, so a test run beside this one (another worktree, another user) cannot collide
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                str(tmp_path / "run.py"), clip_encoder.spec, str(tmp_path / "paths.txt"), str(cache), str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     completed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
@@ -294,7 +296,10 @@ SPAWNED_SCRIPT = textwrap.dedent("""
 
 def test_a_group_accelerate_cannot_see_is_an_error_not_a_silent_world_of_one(tmp_path):
     (tmp_path / "spawned.py").write_text(SPAWNED_SCRIPT)
-    done = subprocess.run([sys.executable, str(tmp_path / "spawned.py"), "29523"], capture_output=True, text=True,
+    with socket.socket() as probe:  # a free port, as in the torchrun test
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run([sys.executable, str(tmp_path / "spawned.py"), str(port)], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("has 2 processes but Accelerate's state sees 1") == 2
