@@ -224,8 +224,8 @@ def test_docs_screenshots_are_made_from_a_demo(browser, demo, tmp_path, monkeypa
     (tmp_path / "images").mkdir()
     script.demo_report_and_leaderboard(demo[0], tmp_path / "work", browser)
     for name in ("demo-report.png", "leaderboard-space.png"):
-        image = Image.open(tmp_path / "images" / name)
-        assert image.width == script.WIDTH and image.mode == "P"  # README's width, 256 colours
+        with Image.open(tmp_path / "images" / name) as image:
+            assert image.width == script.WIDTH and image.mode == "P"  # README's width, 256 colours
         assert (tmp_path / "images" / name).stat().st_size < 400_000
     with pytest.raises(SystemExit, match="run the browser tests first"):
         script.main(["--artifacts", str(tmp_path / "nothing-here")])

@@ -124,7 +124,8 @@ class ChunkStore:
             return None
         path = self._chunk_path(start, end)
         try:
-            with np.load(path, allow_pickle=False) as data:
+            # our own handle: np.load leaves the file open when a damaged zip makes it raise
+            with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in ("rows", "embeddings", "bad_rows", "bad_paths", "bad_reasons", "range",
                                                "sha256")}
         except Exception as exc:  # noqa: BLE001  (truncated, zeroed, not a zip, a key missing: all damage)

@@ -70,6 +70,7 @@ def load_rgb(value: Any, row: int) -> Image.Image:
         BadImageError: the cell cannot be decoded; names ``row`` and the path.
         TypeError: the cell is not an image-like value at all; names ``row``.
     """
+    image = None
     try:
         image = _open(value)
         image.load()
@@ -77,6 +78,8 @@ def load_rgb(value: Any, row: int) -> Image.Image:
     except TypeError as exc:
         raise TypeError(f"row {row}: {exc}") from None
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        if image is not None:  # a file it failed to decode stays open until closed (PIL keeps the handle)
+            image.close()
         raise BadImageError(row, cell_path(value), f"{type(exc).__name__}: {exc}") from None
 
 
