@@ -419,7 +419,7 @@ def test_probe_under_torchrun_equals_one_process(clip_dir, tmp_path):
 
     common = ["run", "professions", "--model", str(clip_dir), "--dataset", "synthetic:professions", "--dtype", "float32",
               "--set", "bootstrap=100", "--set", "n_permutations=200", "--cache-dir", str(tmp_path / "cache")]
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29519",
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                "-m", "vlfair", *common, "--out", str(tmp_path / "two")]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]

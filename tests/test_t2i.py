@@ -214,7 +214,7 @@ SHARDED = textwrap.dedent("""
 
 def test_generation_is_split_across_processes(tmp_path):
     (tmp_path / "run.py").write_text(SHARDED)
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29521",
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                str(tmp_path / "run.py"), str(tmp_path / "cache"), str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
