@@ -126,7 +126,7 @@ class ImageCache:
         world = current_world()
         if world.size > 1 and self.directory is None:
             raise ValueError("generating under several processes needs an image cache directory to share the images")
-        mine = missing[world.rank::world.size]
+        mine = world.split(missing)  # Accelerate's split_between_processes, as embedding shares its rows
         # generation is the long step: a bar with its ETA (the main process's share: every process
         # gets an equal share, and one bar is what a person reads), images saved as each batch is done
         batch = max(1, int(getattr(self.generator, "batch_size", 8)))
