@@ -136,8 +136,7 @@ def test_register_probe_in_python_shows_the_probe_everywhere(tmp_path, monkeypat
     from vlfair.probes.reference import reference
     from vlfair.space import session
 
-    sys.path.insert(0, str(tmp_path))
-    monkeypatch.setattr(sys, "path", sys.path)
+    monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "vlfair_toy_inline.py").write_text(TOY_MODULE.replace('name = "toy"', 'name = "toy-inline"'))
     (tmp_path / "vlfair_toy_inline.yaml").write_text(TOY_YAML)
     import importlib
@@ -149,7 +148,8 @@ def test_register_probe_in_python_shows_the_probe_everywhere(tmp_path, monkeypat
     assert vlfair.register_probe(module.ToyProbe) is module.ToyProbe
     assert probes.probe_names()[-1] == "toy-inline" and probes.probe_class("toy-inline").needs_dataset
     assert session.data_choices("toy-inline", hub=False) == [session.WORLD_DATA]  # no uploads declared
-    assert "## `toy-inline`" in reference() and "| `person` | `str` | `\"doctor\"` |" in reference()
+    assert "## `toy-inline`" not in reference()  # docs/PROBES.md is vlfair's own probes
+    assert "## `toy-inline`" in reference(plugins=True) and "| `person` | `str` | `\"doctor\"` |" in reference(True)
     with pytest.raises(ValueError, match="two probes are named 'traits'"):
         vlfair.register_probe(type("Impostor", (module.ToyProbe,), {"name": "traits"}))
 
@@ -179,7 +179,9 @@ def test_every_probe_yaml_holds_valid_settings():
     ("traits", "confidence", 1.5, "setting confidence = 1.5: Input should be less than 1"),
     ("traits", "prompt", "a {trait} {person}", "must hold the placeholder {trait} and no other (it has {person}, "
                                               "{trait})"),
-    ("multilingual", "prompt_set", "mine", "prompt_set 'mine' is not one of ['study', 'vlfair']"),
+    ("multilingual", "prompt_set", "mine", "setting prompt_set = 'mine': is not one of ['study', 'vlfair'] (prompt_set: "),
+    ("word-influence", "groups", {"a": "x", "b": "y"}, "target_group = 'male': is not one of the groups ['a', 'b']"),
+    ("word-influence", "generator", {"spec": "sd", "stepz": 3}, "setting generator.stepz: not a key of generator"),
     ("multilingual", "independent_captions", "some", "Input should be 'first' or 'all'"),
     ("public-figures", "name_prompt", "a picture", "must hold the placeholder {} and no other (it has none)"),
     ("word-influence", "words", "nouns", "setting words = 'nouns': Input should be 'all' or 'content'"),
@@ -190,14 +192,14 @@ def test_a_bad_setting_names_the_key_the_value_and_what_is_allowed(probe, key, v
 
     with pytest.raises(ProbeError) as raised:
         probe_class(probe)({key: value})
-    assert str(raised.value).startswith(f"{probe}: ") and message in str(raised.value)
+    text = str(raised.value)
+    assert text.startswith(f"{probe}: ") and message in text and len(text) < 400  # one sentence, not a dump
 
 
 def test_a_bad_yaml_names_its_file(tmp_path, monkeypatch):
     import importlib
 
-    sys.path.insert(0, str(tmp_path))
-    monkeypatch.setattr(sys, "path", sys.path)
+    monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "vlfair_toy_bad.py").write_text(TOY_MODULE)
     (tmp_path / "vlfair_toy_bad.yaml").write_text(textwrap.dedent(TOY_YAML).replace("version: 1", "version: one"))
     module = importlib.import_module("vlfair_toy_bad")
@@ -205,3 +207,89 @@ def test_a_bad_yaml_names_its_file(tmp_path, monkeypatch):
 
     with pytest.raises(ProbeError, match=r"toy: vlfair_toy_bad.yaml version = 'one': Input should be a valid integer"):
         module.ToyProbe()
+
+
+def test_numpy_numbers_from_a_script_are_settings_but_flags_are_not_numbers():
+    import numpy as np
+
+    from vlfair.probes import ProbeError, probe_class
+
+    settings = probe_class("traits")({"bootstrap": np.int64(100), "confidence": np.float64(0.9), "seed": np.int32(3),
+                                      "per_cell": np.int64(50)}).settings
+    assert settings.resampling == {"bootstrap": 100, "confidence": 0.9, "seed": 3} and settings.per_cell == 50
+    assert type(settings.bootstrap) is int
+    for flag in (True, np.bool_(True)):
+        with pytest.raises(ProbeError, match="setting bootstrap = True: Input should be a valid integer"):
+            probe_class("traits")({"bootstrap": flag})
+
+
+def test_a_probe_that_makes_its_data_without_describing_it_still_writes_valid_results(tmp_path, clip_encoder):
+    import vlfair
+    from vlfair.outputs import Metric
+    from vlfair.probes.base import Output, Probe
+
+    class Counting(Probe):
+        name = "counting"
+        needs_dataset = False
+
+        @classmethod
+        def default_settings(cls):
+            return {"version": 1}
+
+        def run(self, ctx, schema):
+            return Output(metrics=[Metric("count", {"what": "nothing"}, 0.0)])
+
+    import vlfair.probes as probes
+
+    probes.probe_names()
+    original, registered = dict(probes.PROBES), list(probes._REGISTERED)
+    try:
+        vlfair.register_probe(Counting)
+        results = vlfair.run_probe("counting", clip_encoder, None, tmp_path)
+    finally:
+        probes.PROBES.clear()
+        probes.PROBES.update(original)
+        probes._REGISTERED[:] = registered
+    assert results["dataset"]["name"] == "made by the counting probe" and results["dataset"]["num_rows"] == 0
+    assert len(results["dataset"]["fingerprint"]) == 16 and (tmp_path / "report.html").exists()
+    assert "Intervals: 95% confidence intervals." in (tmp_path / "report.html").read_text()
+
+
+def test_a_plugin_option_that_clashes_leaves_that_probe_out_and_every_command_working(plugin, tmp_path):
+    clash = tmp_path / "clash"
+    clash.mkdir()
+    (clash / "vlfair_clash.py").write_text(TOY_MODULE.replace('name = "toy"', 'name = "clash"').replace(
+        'Option("--person", "person"', 'Option("--limit", "person"').replace("class ToyProbe", "class ClashProbe"))
+    (clash / "vlfair_clash.yaml").write_text(TOY_YAML)
+    info = clash / "vlfair_clash-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vlfair-clash\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[vlfair.probes]\nclash = vlfair_clash:ClashProbe\n")
+    demo = _vlfair(Path(f"{clash}{os.pathsep}{plugin}"), "demo", "--help")
+    assert demo.returncode == 0 and "vlfair run clash: left out, its option(s) ['--limit'] are vlfair run's own" \
+        in demo.stderr
+    listed = _vlfair(Path(f"{clash}{os.pathsep}{plugin}"), "run", "--help")
+    assert listed.returncode == 0 and "toy" in listed.stdout and "clash" not in listed.stdout
+
+
+def test_word_influence_says_its_intervals_are_hoeffding_bounds():
+    from vlfair.probes import probe_class
+
+    note = probe_class("word-influence")({"confidence": 0.9}).intervals_note()
+    assert note.startswith("Intervals: 90% Hoeffding bounds on each influence") and "Clopper-Pearson" in note
+
+
+def test_two_classes_of_one_name_are_refused_but_one_class_imported_twice_is_one_probe(monkeypatch):
+    import vlfair.probes as probes
+    from vlfair.probes.base import Probe
+
+    probes.probe_names()
+    monkeypatch.setattr(probes, "PROBES", dict(probes.PROBES))
+    monkeypatch.setattr(probes, "_REGISTERED", list(probes._REGISTERED))
+    first = type("Twin", (Probe,), {"name": "twin", "__module__": "plugin_a", "run": lambda self, ctx, schema: None})
+    again = type("Twin", (Probe,), {"name": "twin", "__module__": "plugin_a", "run": lambda self, ctx, schema: None})
+    other = type("Twin", (Probe,), {"name": "twin", "__module__": "plugin_b", "run": lambda self, ctx, schema: None})
+    probes.register(first)
+    probes.register(again)  # the same module's class, defined again (a module imported twice)
+    with pytest.raises(ValueError, match="two probes are named 'twin': plugin_a.Twin and plugin_b.Twin"):
+        probes.register(other)

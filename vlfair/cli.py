@@ -135,6 +135,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     probes = parser.add_subparsers(dest="probe", required=True, metavar="PROBE")
     for name in probe_names():
         probe = probe_class(name)
+        clashes = _clashing_options(probe)
+        if clashes:  # a plugin's flag that vlfair run already has: that probe is left out, every command still works
+            log.warning(f"vlfair run {name}: left out, its option(s) {clashes} are vlfair run's own")
+            continue
         command = probes.add_parser(name, help=probe.help, description=probe.description)
         _add_run_options(command, probe)
         if probe.options:
@@ -143,6 +147,19 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                 option.add_to(group)
         _add_output_options(command, argparse.SUPPRESS)
         command.set_defaults(handler=_run)
+
+
+def _clashing_options(probe: Any) -> list[str]:
+    """The probe's flags that ``vlfair run`` already defines, or that it declares twice."""
+    common = argparse.ArgumentParser(add_help=True)
+    _add_run_options(common, probe)
+    _add_output_options(common, argparse.SUPPRESS)
+    taken, clashes = set(common._option_string_actions), []
+    for option in probe.options:
+        if option.flag in taken:
+            clashes.append(option.flag)
+        taken.add(option.flag)
+    return clashes
 
 
 def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:

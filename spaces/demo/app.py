@@ -14,7 +14,6 @@ import pandas as pd
 import tqdm
 
 from vlfair.logging import get_logger
-from vlfair.probes import probe_names
 from vlfair.space import session
 from vlfair.space.limits import Limits, SpaceInputError, run_with_time_limit
 from vlfair.space.uploads import UPLOAD_HELP, UPLOADS, label_template, read_labels_csv
@@ -94,7 +93,7 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
             encoder = gr.Dropdown(session.encoder_choices(hub), value=session.WORLD_BIASED, label="encoder")
             other = gr.Textbox(label="or another Hub model id", placeholder="owner/name[@revision]",
                                visible=allow_other)
-            probe = gr.Dropdown(probe_names(), value="professions", label="probe")
+            probe = gr.Dropdown(session.probe_choices(hub), value="professions", label="probe")
             data = gr.Dropdown(session.data_choices("professions", hub), value=session.WORLD_DATA, label="data")
         per_group = gr.Slider(2, limits.max_sample_per_group, value=10, step=1, label="sample: images per group",
                               visible=False)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from vlfair import measures, stats
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE
 from vlfair.demo import datasets as world_data
 from vlfair.demo.shipped import SHIPPED_DIR, WORLDS, display_name, encoder_path
 from vlfair.demo.train import read_record
@@ -28,7 +29,6 @@ from vlfair.t2i.classifier import GroupClassifier
 from vlfair.t2i.transmuters import LexiconTransmuter
 
 logger = get_logger(__name__)
-CONFIDENCE = 0.95
 WORD_EFFECTS = {"nurse": 0.4}  # planted: "nurse" raises the share of women by 0.4; "hospital" by nothing
 WI_PROMPT = "a nurse at the hospital"
 GENDER_PROMPTS = {"male": "a photo of a male", "female": "a photo of a female"}
@@ -89,7 +89,7 @@ def _professions(enc, name, data, cache, biased: bool) -> tuple[list[dict], Prob
     for profession, direction, sign in (("doctor", "< 1 (women score lower)", -1),
                                         ("nurse", "> 1 (women score higher)", 1)):
         value = float(relative(stats.group_means(scores, codes, len(cells)), profession))
-        ci = stats.bootstrap_interval(resampled(profession), codes, 1000, CONFIDENCE)
+        ci = stats.bootstrap_interval(resampled(profession), codes, BOOTSTRAP, CONFIDENCE)
         entries.append(_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
                               {"profession": profession}, name, direction if biased else "1 (none)", value, ci,
                               _excludes(ci, 1.0), 1.0, sign if biased else 0))
@@ -152,7 +152,7 @@ def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[dict], P
         means = stats.group_means(correct[idx], codes, 2)
         return means[:, 1] - means[:, 0]
 
-    ci = stats.bootstrap_interval(frequent_minus_rare, codes, 1000, CONFIDENCE)
+    ci = stats.bootstrap_interval(frequent_minus_rare, codes, BOOTSTRAP, CONFIDENCE)
     entries.append(_entry("public-figures", "retention text score (frequent - rare names)",
                           {"names": "frequent vs rare"}, name,
                           "> 0 (frequent names seen far more often)" if biased else "0 (none)", difference, ci,

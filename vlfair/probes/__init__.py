@@ -10,7 +10,9 @@ group ``vlfair.probes`` (``name = "package.module:ProbeClass"``), found on first
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
+import json
 import pkgutil
 from importlib import metadata
 from pathlib import Path
@@ -35,7 +37,8 @@ def register(probe: type[Probe]) -> type[Probe]:
     if not isinstance(name, str) or not name:
         raise TypeError(f"{probe.__qualname__} declares no name (a class attribute: name = 'my-probe')")
     known = PROBES.get(name)
-    if known is not None and known is not probe and known.__qualname__ != probe.__qualname__:
+    same = known is not None and (known.__module__, known.__qualname__) == (probe.__module__, probe.__qualname__)
+    if known is not None and known is not probe and not same:  # (a module imported twice defines its class again)
         raise ValueError(f"two probes are named {name!r}: {known.__module__}.{known.__qualname__} and "
                          f"{probe.__module__}.{probe.__qualname__}")
     PROBES[name] = probe
@@ -61,8 +64,9 @@ def _found() -> list[type[Probe]]:
         for entry in metadata.entry_points(group=ENTRY_POINTS):
             try:
                 loaded = entry.load()
-                if isinstance(loaded, type):
-                    found.append(register(loaded))
+                if not isinstance(loaded, type):
+                    raise TypeError(f"it names {type(loaded).__name__} {loaded!r}, not a Probe subclass")
+                found.append(register(loaded))
             except Exception as exc:  # noqa: BLE001  (a third party's module: any error is theirs)
                 log.warning(f"probe plugin {entry.name} ({entry.value}) was not loaded: {type(exc).__name__}: {exc}")
         _FOUND = found
@@ -178,9 +182,15 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
 
         published = attach(output, probe.directory(), probe.published_file,
                            output.published_model or encoder.spec)
-    measured = ctx.dataset  # a probe may narrow it (multilingual keeps one caption pair per image): described as read
-    described = output.dataset or {"name": str(dataset_name), "split": split, "subset": subset,
-                                   "fingerprint": measured._fingerprint, "num_rows": measured.num_rows}
+    if output.dataset is not None:  # a probe that makes its own data says what it made
+        described = output.dataset
+    elif data is None:  # what it made follows from its settings
+        made = json.dumps(probe.settings.model_dump(mode="json"), sort_keys=True)
+        described = {"name": f"made by the {name} probe", "split": None, "subset": None,
+                     "fingerprint": hashlib.sha256(made.encode()).hexdigest()[:16], "num_rows": 0}
+    else:  # a probe may narrow it (multilingual keeps one caption pair per image): described as read
+        described = {"name": str(dataset_name), "split": split, "subset": subset,
+                     "fingerprint": ctx.dataset._fingerprint, "num_rows": ctx.dataset.num_rows}
     results = build_results(name, probe.version, encoder, described, output.metrics, ctx.skipped_rows,
                             {**output.settings, "schema": schema, "limit": limit}, output.warnings, published)
     validate_results(results)

@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from vlfair.outputs import Metric, metric_from, metrics_per
 from vlfair.probes import register
@@ -43,17 +43,20 @@ class MultilingualSettings(ProbeSettings, Bootstrap):
     independent_captions: Literal["first", "all"] = Field(
         description="the independent portion's caption pairs: first (one per image, the study's) or all five")
     pivot: str = Field(description="the language every other is compared with")
-    prompt_set: str = Field(description="which of prompt_sets the zero-shot tasks use: study or vlfair")
+    # prompt_sets before prompt_set: the check of prompt_set reads them
     prompt_sets: dict[str, PromptSet] = Field(description="zero-shot prompts: set -> task -> class -> language -> text")
+    prompt_set: str = Field(description="which of prompt_sets the zero-shot tasks use: study or vlfair")
     group_gaps: list[GroupGap] = Field(default_factory=list, description="the study's group gaps (task, between, "
                                                                          "within, amplification, difference)")
     rate_gaps: list[RateGap] = Field(default_factory=list, description="vlfair's extra gaps (task, groups)")
 
-    @model_validator(mode="after")
-    def _known_prompt_set(self) -> MultilingualSettings:
-        if self.prompt_set not in self.prompt_sets:
-            raise ValueError(f"prompt_set {self.prompt_set!r} is not one of {sorted(self.prompt_sets)}")
-        return self
+    @field_validator("prompt_set")
+    @classmethod
+    def _known_prompt_set(cls, value: str, info: ValidationInfo) -> str:
+        sets = info.data.get("prompt_sets")
+        if sets is not None and value not in sets:
+            raise ValueError(f"is not one of {sorted(sets)}")
+        return value
 
 
 @register

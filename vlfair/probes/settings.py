@@ -13,14 +13,22 @@ import string
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
+
+
+def _python_number(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds: np.int64(100) from a script is 100 (np.bool_
+    stays a bool, which a number setting refuses)."""
+    return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
+
 
 # Scalars are strict: YAML's `true` is not the integer 1, "3" is not 3 (a typo must not pass as a number);
-# a float setting still takes an integer (temperature: 1).
-Int = Annotated[int, Strict()]
-Count = Annotated[int, Strict(), Field(ge=1)]
-Float = Annotated[float, Strict()]
-Flag = Annotated[bool, Strict()]
+# a float setting still takes an integer (temperature: 1), and any number setting a numpy scalar.
+Int = Annotated[int, Strict(), BeforeValidator(_python_number)]
+Count = Annotated[int, Strict(), Field(ge=1), BeforeValidator(_python_number)]
+NonNegative = Annotated[int, Strict(), Field(ge=0), BeforeValidator(_python_number)]
+Float = Annotated[float, Strict(), BeforeValidator(_python_number)]
+Flag = Annotated[bool, Strict(), BeforeValidator(_python_number)]
 
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED  # noqa: E402  (shared with vlfair.measures)
 
@@ -61,12 +69,12 @@ class ProbeSettings(Settings):
 class Confidence(BaseModel):
     confidence: Float = Field(CONFIDENCE, gt=0, lt=1,
                               description="the confidence level of every interval, a number in (0, 1)")
-    seed: Annotated[int, Strict(), Field(ge=0)] | None = Field(
+    seed: NonNegative | None = Field(
         SEED, description="the random seed of every resampling and sample, a whole number >= 0 or null")
 
 
 class Bootstrap(Confidence):
-    bootstrap: Annotated[int, Strict(), Field(ge=0)] = Field(
+    bootstrap: NonNegative = Field(
         BOOTSTRAP, description="bootstrap resamples of every interval, a whole number >= 0; 0 turns intervals off")
 
     @property
@@ -76,7 +84,7 @@ class Bootstrap(Confidence):
 
 
 class Permutations(BaseModel):
-    n_permutations: Annotated[int, Strict(), Field(ge=0)] = Field(
+    n_permutations: NonNegative = Field(
         PERMUTATIONS, description="relabellings of each permutation test, a whole number >= 0; 0 turns p-values off")
 
 
@@ -107,11 +115,12 @@ def describe_errors(model: type[BaseModel], error: ValidationError, source: Call
         field = model.model_fields.get(top)
         described = field is not None and field.description and len(location) == 1
         takes = f" ({top}: {field.description})" if described and field is not None else ""
-        given = "missing" if item["type"] == "missing" else f"= {item['input']!r}"
+        # a check of the whole record (no key) would otherwise print every setting as its value
+        given = "missing" if item["type"] == "missing" else f"= {item['input']!r}" if location else ""
         named = f"{where} {given} (setting {path})" if where.startswith("-") else f"{where} {path} {given}"
         problems.append(f"{named}: {message}{takes}")
     return "; ".join(problems)
 
 
 __all__ = ["BOOTSTRAP", "CONFIDENCE", "PERMUTATIONS", "SEED", "Bootstrap", "Confidence", "Count", "Flag", "Float",
-           "Int", "Permutations", "ProbeSettings", "Settings", "describe_errors", "keys", "placeholders"]
+           "Int", "NonNegative", "Permutations", "ProbeSettings", "Settings", "describe_errors", "keys", "placeholders"]

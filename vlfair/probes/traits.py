@@ -6,12 +6,22 @@ from collections import Counter
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import AfterValidator, Field, Strict
+from pydantic import AfterValidator, Field
 
 from vlfair.outputs import Table, metric_from, metrics_per
 from vlfair.probes import register
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec
-from vlfair.probes.settings import SEED, Bootstrap, Count, Flag, Float, ProbeSettings, Settings, placeholders
+from vlfair.probes.settings import (
+    SEED,
+    Bootstrap,
+    Count,
+    Flag,
+    Float,
+    NonNegative,
+    ProbeSettings,
+    Settings,
+    placeholders,
+)
 
 
 def _pair(value: str) -> str:
@@ -40,7 +50,7 @@ class TraitsSettings(ProbeSettings, Bootstrap):
                                                "every row")
     allow_short: Flag = Field(description="take every row of a cell with fewer than per_cell rows instead of stopping")
     gradcam: GradCam | None = Field(description="Grad-CAM overlays (pair, group, k, min_confidence); null: none")
-    seed: Annotated[int, Strict(), Field(ge=0)] = Field(
+    seed: NonNegative = Field(
         SEED, description="the random seed of the per-cell sample and of every resampling, a whole number >= 0 "
                           "(not null: a run must draw the same sample again)")
 

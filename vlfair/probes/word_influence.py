@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, Strict
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from vlfair.outputs import Metric
 from vlfair.probes import register
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
-from vlfair.probes.settings import SEED, Confidence, Count, Flag, Float, ProbeSettings, Settings
+from vlfair.probes.settings import SEED, Confidence, Count, Flag, Float, NonNegative, ProbeSettings, Settings
 
 
 class Generator(Settings):
@@ -51,17 +51,26 @@ class WordInfluenceSettings(ProbeSettings, Confidence):
     transmuter: Transmuter = Field(description="{name: mlm, model: ID} or {name: lexicon}")
     words: Literal["all", "content"] = Field(description="all: every word is scored; content: not articles and "
                                                          "prepositions")
-    target_group: str = Field(description="influence = P_target(original) - P_target(word replaced)")
     groups: dict[str, str] | None = Field(description="group -> classifier text; null: the study's male / female")
+    target_group: str = Field(description="influence = P_target(original) - P_target(word replaced); one of the "
+                                          "groups")
     no_person: str | None = Field(description="with groups: a text that marks an image without a person")
     candidates: Count = Field(description="transmuted prompts per replaced word")
     images_per_prompt: Count = Field(description="images per transmuted prompt")
     original_images: Count = Field(description="images of the original prompt")
     max_level: Count | None = Field(description="the highest level scored; null: every level and the Shapley value")
     max_images: Count = Field(description="refuse configurations that would generate more images per prompt")
-    seed: Annotated[int, Strict(), Field(ge=0)] = Field(
+    seed: NonNegative = Field(
         SEED, description="the random seed of the generated images and of every resampling, a whole number >= 0 "
                           "(not null: a run must draw the same images again)")
+
+    @field_validator("target_group")
+    @classmethod
+    def _a_known_group(cls, value: str, info: ValidationInfo) -> str:
+        groups = info.data.get("groups")  # null: the classifier's own (the study's), checked when it loads
+        if groups is not None and value not in groups:
+            raise ValueError(f"is not one of the groups {list(groups)}")
+        return value
 
 
 @register
@@ -90,7 +99,7 @@ class WordInfluenceProbe(Probe):
     options_title = "word-influence (--model is the group classifier's encoder)"
     settings: WordInfluenceSettings
 
-    def intervals_note(self) -> str:
+    def intervals_note(self) -> str:  # no resampling: Hoeffding's bound and exact binomial intervals
         return (f"Intervals: {self.settings.confidence:.0%} Hoeffding bounds on each influence (the least-sampled "
                 "variant's image count); shares have exact Clopper-Pearson intervals.")
 

@@ -149,6 +149,14 @@ def data_choices(probe: str, hub: bool) -> list[str]:
     return [*world, *samples, *([UPLOAD] if probe in UPLOADS else [])]
 
 
+def probe_choices(hub: bool) -> list[str]:
+    """The probes the Space offers: every registered probe with at least one data choice here (a
+    plugin whose schema has no world data, Hub sample or upload spec is left out, not offered empty)."""
+    from vlfair.probes import probe_names
+
+    return [probe for probe in probe_names() if data_choices(probe, hub)]
+
+
 def _world_dataset(probe: str):
     from vlfair.demo.datasets import BY_SCHEMA
     from vlfair.probes import probe_class

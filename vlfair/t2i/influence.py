@@ -10,6 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from vlfair import measures
+from vlfair.defaults import CONFIDENCE
 from vlfair.logging import get_logger
 from vlfair.t2i.classifier import NO_PERSON
 from vlfair.t2i.generators import ImageCache
@@ -85,7 +86,7 @@ def cost(variants: Sequence[Variant], images_per_prompt: int, original_images: i
 def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify: Callable[[Sequence[Any]], list[str]],
                target: str, *, positions: Sequence[int] | Literal["all", "content"] | None = None,
                max_level: int | None = None, candidates: int = 3, images_per_prompt: int = 4,
-               original_images: int | None = None, confidence: float = 0.95, max_images: int = 2000,
+               original_images: int | None = None, confidence: float = CONFIDENCE, max_images: int = 2000,
                log: Callable[[str], None] | None = None, keep_images: int = 4) -> PromptInfluence:
     """Influence of the words of ``prompt`` (``positions``, see :func:`plan_variants`) on the share
     of ``target`` images: ``images_per_prompt`` images of each of up to ``candidates`` transmuted
