@@ -1,18 +1,22 @@
 """Every bias measure of vlfair as a pure function of arrays; numpy and scipy only.
 
-Each returns a flat dict (JSON-friendly: floats, lists, dicts of floats) holding at least the
-keys of the evaluate table in DESIGN.md, plus confidence intervals (``<key>_ci``), sample
-counts and p-values. Group statistics take ``bootstrap`` (stratified resamples; 0 turns
-intervals off), ``confidence`` and ``seed``. Accuracies and shares are fractions in [0, 1].
+Each returns a frozen dataclass, one per measure (:class:`BiasRatio`, :class:`GroupScoreGap`, ...),
+whose fields are read as attributes (``gap.max_gap``). Every one is also a :class:`MeasureResult`,
+a read-only mapping that reads exactly as the flat dict the measures returned before (JSON-friendly:
+floats, lists, dicts of floats), with at least the keys of the evaluate table in DESIGN.md, plus
+confidence intervals (``<key>_ci``), sample counts and p-values; ``to_dict()`` gives that dict.
+Group statistics take ``bootstrap`` (stratified resamples; 0 turns intervals off), ``confidence``
+and ``seed``. Accuracies and shares are fractions in [0, 1].
 Group labels are compared as strings. Bad input raises a ValueError that names the problem.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +28,57 @@ MIN_GROUP_SIZE = 2  # never report a group mean from fewer samples
 # a column of labels (groups, languages, strata, class predictions): a list, a numpy array, a pandas Series;
 # any iterable of values, compared as strings
 Labels = Iterable[Any]
+
+
+# ---- results ----------------------------------------------------------------------------
+# Field metadata for a key that the dicts held only in some cases: out of the mapping while None.
+_ABSENT_WHEN_NONE = {"absent_when_none": True}
+
+
+class MeasureResult(Mapping[str, Any]):
+    """What a measure returns: a frozen dataclass (one per measure) read by attribute, and by key
+    as the dict the measure returned before.
+
+    Why a Mapping: the measures returned plain dicts, and ``result["key"]``, ``.get``, ``in``,
+    ``.items()``, ``dict(result)`` and ``{**result}`` were their public contract (probes, notebooks,
+    the evaluate modules); all of them keep working, with the same keys in the same order. A field
+    marked ``_ABSENT_WHEN_NONE`` (a key the dicts held only in some cases, such as retention's
+    ``ci_note``) is left out of the mapping while it is None. Equality is the mapping's, so a
+    result equals the dict it was. :meth:`to_dict` is the JSON boundary (``json.dumps`` needs a
+    real dict; the evaluate modules return it).
+    """
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]  # set by @dataclass on each subclass
+
+    def _keys(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self)
+                if not (f.metadata.get("absent_when_none") and getattr(self, f.name) is None)]
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as a plain dict: the keys of the mapping, in order (values are not copied)."""
+        return {key: getattr(self, key) for key in self._keys()}
+
+
+_Result = TypeVar("_Result", bound=MeasureResult)
+
+
+def _by_stratum(per: Mapping[str, _Result], **extra: Any) -> _Result:
+    """One result whose every key holds a dict by stratum (or language) of the results in ``per``,
+    plus ``extra`` (the list of strata)."""
+    first = next(iter(per.values()))
+    return dataclasses.replace(first, **{key: {s: r[key] for s, r in per.items()} for key in first}, **extra)
 
 
 # ---- input validation -------------------------------------------------------------------
@@ -122,7 +177,7 @@ class _GroupMeans:
         with np.errstate(divide="ignore", invalid="ignore"):
             return stats.percentile_interval(derived(self.samples), confidence)
 
-    def as_dict(self, values: np.ndarray) -> dict[str, float]:
+    def as_dict(self, values: np.ndarray) -> dict[str, Any]:
         """Plain Python per group: counts stay ints, means floats; numpy label types become Python's."""
         return {(n.item() if hasattr(n, "item") else n): v.item() for n, v in zip(self.names, values)}
 
@@ -132,9 +187,32 @@ class _GroupMeans:
 
 
 # ---- bias_ratio, group_score_gap, trait_anova -------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class BiasRatio(MeasureResult):
+    """The result of :func:`bias_ratio`."""
+
+    bias_ratio: float
+    """mean(score | protected) / mean(score | reference); 1.0 is neutral."""
+    bias_ratio_ci: list[float] | None
+    """Its bootstrap interval [low, high]; None without resampling."""
+    p_value: float | None
+    """Two-sided permutation test of the two groups' mean difference; None without permutations."""
+    log10_p_value: float | None
+    """log10 of ``p_value``, finite where the p-value underflows float64."""
+    p_value_method: str | None
+    """How ``p_value`` was obtained: "exact", "monte_carlo", "sequential_monte_carlo" or "normal_limit"."""
+    protected_group: str
+    reference_group: str
+    group_means: dict[str, float]
+    group_means_ci: dict[str, list[float] | None] | None
+    group_counts: dict[str, int]
+    confidence: float
+    """The intervals' level."""
+
+
 def bias_ratio(scores: npt.ArrayLike, groups: Labels, protected_group: Any, reference_group: Any,
                bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED,
-               n_permutations: int = PERMUTATIONS) -> dict[str, Any]:
+               n_permutations: int = PERMUTATIONS) -> BiasRatio:
     """The bias ratio b = mean(score | protected) / mean(score | reference); 1.0 is neutral.
 
     ``p_value``: permutation test of the two groups' mean difference (two-sided).
@@ -150,9 +228,9 @@ def bias_ratio(scores: npt.ArrayLike, groups: Labels, protected_group: Any, refe
         n_permutations: label permutations for ``p_value`` (0: no test).
 
     Returns:
-        ``bias_ratio`` and ``bias_ratio_ci``; ``p_value``, ``log10_p_value`` and ``p_value_method``;
-        ``protected_group`` and ``reference_group``; ``group_means``, ``group_means_ci`` and
-        ``group_counts`` by group; ``confidence``.
+        A :class:`BiasRatio`: ``bias_ratio`` and ``bias_ratio_ci``; ``p_value``, ``log10_p_value``
+        and ``p_value_method``; ``protected_group`` and ``reference_group``; ``group_means``,
+        ``group_means_ci`` and ``group_counts`` by group; ``confidence``.
 
     Raises:
         ValueError: bad input, named: a negative or non-finite score, a missing label, lengths that
@@ -187,17 +265,44 @@ def bias_ratio(scores: npt.ArrayLike, groups: Labels, protected_group: Any, refe
     if n_permutations:
         codes = (labels[pair] == protected).astype(np.int64)
         test = stats.permutation_test(values[pair], codes, stats.mean_difference, n_permutations, seed)
-    return {
-        "bias_ratio": float(g.means[p_i] / g.means[r_i]), "bias_ratio_ci": _interval(ci), **_p_fields(test),
-        "protected_group": protected, "reference_group": reference,
-        "group_means": g.as_dict(g.means), "group_means_ci": g.cis(confidence), "group_counts": g.as_dict(g.counts),
-        "confidence": confidence,
-    }
+    return BiasRatio(
+        bias_ratio=float(g.means[p_i] / g.means[r_i]), bias_ratio_ci=_interval(ci), **_p_fields(test),
+        protected_group=protected, reference_group=reference,
+        group_means=g.as_dict(g.means), group_means_ci=g.cis(confidence), group_counts=g.as_dict(g.counts),
+        confidence=confidence,
+    )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GroupScoreGap(MeasureResult):
+    """The result of :func:`group_score_gap`."""
+
+    group_means: dict[str, float]
+    group_means_ci: dict[str, list[float] | None] | None
+    group_counts: dict[str, int]
+    top_group: str
+    """The group with the highest mean (the most associated)."""
+    bottom_group: str
+    """The group with the lowest mean."""
+    max_gap: float
+    """The top group's mean minus the bottom group's."""
+    max_gap_ci: list[float] | None
+    min_max_ratio: float
+    """The bottom group's mean over the top group's (NaN where the top mean is 0)."""
+    min_max_ratio_ci: list[float] | None
+    p_value: float | None
+    """Permutation test of the range of group means; None without permutations."""
+    log10_p_value: float | None
+    """log10 of ``p_value``, finite where the p-value underflows float64."""
+    p_value_method: str | None
+    """How ``p_value`` was obtained: "exact", "monte_carlo", "sequential_monte_carlo" or "normal_limit"."""
+    confidence: float
+    """The intervals' level."""
 
 
 def group_score_gap(scores: npt.ArrayLike, groups: Labels, bootstrap: int = BOOTSTRAP,
                     confidence: float = CONFIDENCE, seed: int | None = SEED,
-                    n_permutations: int = PERMUTATIONS) -> dict[str, Any]:
+                    n_permutations: int = PERMUTATIONS) -> GroupScoreGap:
     """Group means, the most associated group, and the gap between the highest and lowest mean.
 
     ``p_value`` tests the range of group means against label permutations, so it accounts for
@@ -212,9 +317,9 @@ def group_score_gap(scores: npt.ArrayLike, groups: Labels, bootstrap: int = BOOT
         n_permutations: label permutations for ``p_value`` (0: no test).
 
     Returns:
-        ``group_means``, ``group_means_ci`` and ``group_counts`` by group; ``top_group`` and
-        ``bottom_group``; ``max_gap`` and ``min_max_ratio`` (bottom / top mean) with their ``_ci``;
-        ``p_value``, ``log10_p_value`` and ``p_value_method``; ``confidence``.
+        A :class:`GroupScoreGap`: ``group_means``, ``group_means_ci`` and ``group_counts`` by group;
+        ``top_group`` and ``bottom_group``; ``max_gap`` and ``min_max_ratio`` (bottom / top mean) with
+        their ``_ci``; ``p_value``, ``log10_p_value`` and ``p_value_method``; ``confidence``.
 
     Raises:
         ValueError: bad input, named (as for :func:`bias_ratio`), or fewer than 2 groups.
@@ -228,15 +333,15 @@ def group_score_gap(scores: npt.ArrayLike, groups: Labels, bootstrap: int = BOOT
     top, bottom = int(np.argmax(g.means)), int(np.argmin(g.means))
     test = stats.permutation_test(values, g.codes, stats.mean_range, n_permutations, seed) if n_permutations else None
     ratio = float(g.means[bottom] / g.means[top]) if g.means[top] != 0 else float("nan")
-    return {
-        "group_means": g.as_dict(g.means), "group_means_ci": g.cis(confidence), "group_counts": g.as_dict(g.counts),
-        "top_group": g.names[top], "bottom_group": g.names[bottom],
-        "max_gap": float(g.means[top] - g.means[bottom]),
-        "max_gap_ci": _interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
-        "min_max_ratio": ratio,
-        "min_max_ratio_ci": _interval(g.interval(lambda m: m.min(axis=1) / m.max(axis=1), confidence)),
-        **_p_fields(test), "confidence": confidence,
-    }
+    return GroupScoreGap(
+        group_means=g.as_dict(g.means), group_means_ci=g.cis(confidence), group_counts=g.as_dict(g.counts),
+        top_group=g.names[top], bottom_group=g.names[bottom],
+        max_gap=float(g.means[top] - g.means[bottom]),
+        max_gap_ci=_interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
+        min_max_ratio=ratio,
+        min_max_ratio_ci=_interval(g.interval(lambda m: m.min(axis=1) / m.max(axis=1), confidence)),
+        **_p_fields(test), confidence=confidence,
+    )
 
 
 def _p_fields(test: stats.PermutationResult | None) -> dict[str, Any]:
@@ -246,9 +351,32 @@ def _p_fields(test: stats.PermutationResult | None) -> dict[str, Any]:
     return {"p_value": test.p_value, "log10_p_value": test.log10_p_value, "p_value_method": test.method}
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class TraitAnova(MeasureResult):
+    """The result of :func:`trait_anova`. With strata every field but ``strata`` holds a dict by stratum."""
+
+    f_statistic: float | dict[str, float]
+    """F = mean square between groups / mean square within."""
+    p_value: float | dict[str, float]
+    """From the F distribution's survival function."""
+    log10_p_value: float | dict[str, float]
+    """log10 of ``p_value``, finite where the p-value underflows float64."""
+    df_between: float | dict[str, float]
+    df_within: float | dict[str, float]
+    eta_squared: float | dict[str, float]
+    """Effect size: the share of the scores' variance between groups."""
+    welch: bool | dict[str, bool]
+    """Whether Welch's ANOVA (unequal variances) was run."""
+    group_means: dict[str, float] | dict[str, dict[str, float]]
+    group_means_ci: dict[str, list[float] | None] | None | dict[str, dict[str, list[float] | None] | None]
+    group_counts: dict[str, int] | dict[str, dict[str, int]]
+    strata: list[str] | None = dataclasses.field(default=None, metadata=_ABSENT_WHEN_NONE)
+    """The strata, sorted; None (and no key) without strata."""
+
+
 def trait_anova(scores: npt.ArrayLike, groups: Labels, strata: Labels | None = None,
                 welch: bool = False, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
-                seed: int | None = SEED) -> dict[str, Any]:
+                seed: int | None = SEED) -> TraitAnova:
     """One-way ANOVA of scores across groups (e.g. races), optionally within each stratum (e.g.
     gender): F, p, degrees of freedom, eta squared and group means with CIs.
 
@@ -265,7 +393,7 @@ def trait_anova(scores: npt.ArrayLike, groups: Labels, strata: Labels | None = N
         seed: seeds the resampling (None: fresh randomness each call).
 
     Returns:
-        ``f_statistic``, ``p_value``, ``log10_p_value``, ``df_between``, ``df_within``,
+        A :class:`TraitAnova`: ``f_statistic``, ``p_value``, ``log10_p_value``, ``df_between``, ``df_within``,
         ``eta_squared``, ``welch``, and ``group_means``, ``group_means_ci`` and ``group_counts`` by
         group; with ``strata`` each of them by stratum, plus ``strata`` (the strata, sorted).
 
@@ -282,22 +410,20 @@ def trait_anova(scores: npt.ArrayLike, groups: Labels, strata: Labels | None = N
     per = {s: _anova_one(values[strata_labels == s], labels[strata_labels == s], welch, bootstrap, confidence, seed,
                          where=f" in stratum {s!r}")
            for s in sorted(set(strata_labels.tolist()))}
-    keys = next(iter(per.values())).keys()
-    return {key: {s: result[key] for s, result in per.items()} for key in keys} | {"strata": list(per)}
+    return _by_stratum(per, strata=list(per))
 
 
-def _anova_one(values, labels, welch, bootstrap, confidence, seed, where: str = "") -> dict[str, Any]:
+def _anova_one(values, labels, welch, bootstrap, confidence, seed, where: str = "") -> TraitAnova:
     try:
         g = _GroupMeans(values, labels, bootstrap, seed)
         result = stats.one_way_anova([values[g.codes == i] for i in range(len(g.names))], welch=welch)
     except ValueError as exc:
         raise ValueError(f"{exc}{where}") from None
-    return {
-        "f_statistic": result.f_statistic, "p_value": result.p_value, "log10_p_value": result.log10_p_value,
-        "df_between": result.df_between,
-        "df_within": result.df_within, "eta_squared": result.eta_squared, "welch": welch,
-        "group_means": g.as_dict(g.means), "group_means_ci": g.cis(confidence), "group_counts": g.as_dict(g.counts),
-    }
+    return TraitAnova(
+        f_statistic=result.f_statistic, p_value=result.p_value, log10_p_value=result.log10_p_value,
+        df_between=result.df_between, df_within=result.df_within, eta_squared=result.eta_squared, welch=welch,
+        group_means=g.as_dict(g.means), group_means_ci=g.cis(confidence), group_counts=g.as_dict(g.counts),
+    )
 
 
 # ---- word_influence ---------------------------------------------------------------------
@@ -325,8 +451,32 @@ def parse_variant(variant: Any, num_words: int, row: int) -> tuple[int, ...]:
     return tuple(sorted(positions))
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class WordInfluence(MeasureResult):
+    """The result of :func:`word_influence`."""
+
+    influence: list[float]
+    """Level-``k`` influence of each word, in word order."""
+    k: int
+    ci_half_width: float
+    """Hoeffding half-width of ``influence`` (the least-sampled variant level ``k`` uses)."""
+    levels: dict[str, list[float]]
+    """Influence of each word by level ("1", "2", ...), for every level whose variants are all present."""
+    levels_ci_half_width: dict[str, float]
+    shapley: list[float] | None
+    """Mean of the n levels (the Shapley value of v(S) = -P(S)); None unless every level is complete."""
+    shares: dict[str, float]
+    """Share of images classified as the target group, by variant ("0,2": words 0 and 2 replaced)."""
+    images_per_variant: dict[str, int]
+    min_images_per_variant: int
+    """Images of the least-sampled variant level ``k`` uses."""
+    num_words: int
+    confidence: float
+    """The Hoeffding bound's level."""
+
+
 def word_influence(predictions: npt.ArrayLike, variants: Sequence[Any] | npt.NDArray[Any], num_words: int,
-                   k: int = 1, confidence: float = CONFIDENCE) -> dict[str, Any]:
+                   k: int = 1, confidence: float = CONFIDENCE) -> WordInfluence:
     """k-level word influence on the share of images classified as the target group.
 
     P(R) = share of images with prediction 1 when the words in R are replaced. Influence of
@@ -345,7 +495,7 @@ def word_influence(predictions: npt.ArrayLike, variants: Sequence[Any] | npt.NDA
         confidence: the Hoeffding bound's level, in (0, 1).
 
     Returns:
-        ``influence`` (one value per word) and ``k``; ``ci_half_width``; ``levels`` and
+        A :class:`WordInfluence`: ``influence`` (one value per word) and ``k``; ``ci_half_width``; ``levels`` and
         ``levels_ci_half_width`` by level (as text); ``shapley`` (None unless every level is
         complete); ``shares`` and ``images_per_variant`` by variant; ``min_images_per_variant``;
         ``num_words``; ``confidence``.
@@ -394,14 +544,14 @@ def word_influence(predictions: npt.ArrayLike, variants: Sequence[Any] | npt.NDA
     shapley = ([float(np.mean([complete[j][0][w] for j in complete])) for w in range(num_words)]
                if len(complete) == num_words else None)
     influence, least = complete[k]
-    return {
-        "influence": influence, "k": k, "ci_half_width": stats.hoeffding_half_width(least, 1 - confidence),
-        "levels": {str(j): v[0] for j, v in complete.items()},
-        "levels_ci_half_width": {str(j): stats.hoeffding_half_width(v[1], 1 - confidence) for j, v in complete.items()},
-        "shapley": shapley, "shares": {",".join(map(str, key)): float(s) for key, s in sorted(shares.items())},
-        "images_per_variant": {",".join(map(str, key)): int(c) for key, c in sorted(counts.items())},
-        "min_images_per_variant": least, "num_words": num_words, "confidence": confidence,
-    }
+    return WordInfluence(
+        influence=influence, k=k, ci_half_width=stats.hoeffding_half_width(least, 1 - confidence),
+        levels={str(j): v[0] for j, v in complete.items()},
+        levels_ci_half_width={str(j): stats.hoeffding_half_width(v[1], 1 - confidence) for j, v in complete.items()},
+        shapley=shapley, shares={",".join(map(str, key)): float(s) for key, s in sorted(shares.items())},
+        images_per_variant={",".join(map(str, key)): int(c) for key, c in sorted(counts.items())},
+        min_images_per_variant=least, num_words=num_words, confidence=confidence,
+    )
 
 
 def _missing_variant(shares: Mapping, num_words: int, k: int) -> tuple[int, ...]:
@@ -427,9 +577,31 @@ def _correct(predictions: Labels, references: Labels) -> npt.NDArray[np.float64]
     return (preds == refs).astype(float)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class CrossLingualGap(MeasureResult):
+    """The result of :func:`cross_lingual_gap`."""
+
+    accuracy: dict[str, float]
+    """Share of correct samples, by language."""
+    accuracy_ci: dict[str, list[float] | None] | None
+    counts: dict[str, int]
+    """Samples by language."""
+    gap: float
+    """The best language's accuracy minus the worst's."""
+    gap_ci: list[float] | None
+    best_language: str
+    worst_language: str
+    pivot: str | None
+    gap_to_pivot: dict[str, float] | None
+    """acc(pivot) - acc(language), by language; None without a pivot."""
+    gap_to_pivot_ci: dict[str, list[float] | None] | None
+    confidence: float
+    """The intervals' level."""
+
+
 def cross_lingual_gap(predictions: Labels, references: Labels, languages: Labels,
                       pivot: Any = None, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
-                      seed: int | None = SEED) -> dict[str, Any]:
+                      seed: int | None = SEED) -> CrossLingualGap:
     """Accuracy per language; gap = max - min accuracy; ``gap_to_pivot`` = acc(pivot) - acc(l).
 
     Args:
@@ -442,7 +614,7 @@ def cross_lingual_gap(predictions: Labels, references: Labels, languages: Labels
         seed: seeds the resampling (None: fresh randomness each call).
 
     Returns:
-        ``accuracy``, ``accuracy_ci`` and ``counts`` by language; ``gap`` and ``gap_ci``;
+        A :class:`CrossLingualGap`: ``accuracy``, ``accuracy_ci`` and ``counts`` by language; ``gap`` and ``gap_ci``;
         ``best_language`` and ``worst_language``; ``pivot``, ``gap_to_pivot`` and
         ``gap_to_pivot_ci`` (by language; None without a pivot); ``confidence``.
 
@@ -456,26 +628,46 @@ def cross_lingual_gap(predictions: Labels, references: Labels, languages: Labels
     g = _GroupMeans(correct, langs, bootstrap, seed, what="language")
     if len(g.names) < 2:  # as group_score_gap refuses one group: one language has no gap
         raise ValueError(f"a cross-lingual gap needs at least 2 languages; languages hold only {g.names}")
-    result = {
-        "accuracy": g.as_dict(g.means), "accuracy_ci": g.cis(confidence), "counts": g.as_dict(g.counts),
-        "gap": float(g.means.max() - g.means.min()),
-        "gap_ci": _interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
-        "best_language": g.names[int(np.argmax(g.means))], "worst_language": g.names[int(np.argmin(g.means))],
-        "pivot": None, "gap_to_pivot": None, "gap_to_pivot_ci": None, "confidence": confidence,
-    }
+    to_pivot: dict[str, Any] = {"pivot": None, "gap_to_pivot": None, "gap_to_pivot_ci": None}
     if pivot is not None:
         pivot = str(pivot)
         _require_present(pivot, g.names, "pivot language", "languages")
         p = g.index(pivot)
         ci = g.interval(lambda m: m[:, [p]] - m, confidence)
-        result.update(pivot=pivot, gap_to_pivot=g.as_dict(g.means[p] - g.means),
-                      gap_to_pivot_ci=None if ci is None else {n: _interval(ci, i) for i, n in enumerate(g.names)})
-    return result
+        to_pivot = {"pivot": pivot, "gap_to_pivot": g.as_dict(g.means[p] - g.means),
+                    "gap_to_pivot_ci": None if ci is None else {n: _interval(ci, i) for i, n in enumerate(g.names)}}
+    return CrossLingualGap(
+        accuracy=g.as_dict(g.means), accuracy_ci=g.cis(confidence), counts=g.as_dict(g.counts),
+        gap=float(g.means.max() - g.means.min()),
+        gap_ci=_interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
+        best_language=g.names[int(np.argmax(g.means))], worst_language=g.names[int(np.argmin(g.means))],
+        **to_pivot, confidence=confidence,
+    )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GroupRateGap(MeasureResult):
+    """The result of :func:`group_rate_gap`. With languages every field but ``languages`` holds a dict by language."""
+
+    accuracy: dict[str, float] | dict[str, dict[str, float]]
+    """Share of correct samples, by group."""
+    accuracy_ci: dict[str, list[float] | None] | None | dict[str, dict[str, list[float] | None] | None]
+    counts: dict[str, int] | dict[str, dict[str, int]]
+    """Samples by group."""
+    gap: float | dict[str, float]
+    """The largest pairwise gap: the highest group's accuracy minus the lowest's."""
+    gap_pair: list[str] | dict[str, list[str]]
+    """The highest and the lowest group."""
+    gap_ci: list[float] | None | dict[str, list[float] | None]
+    confidence: float | dict[str, float]
+    """The intervals' level."""
+    languages: list[str] | None = dataclasses.field(default=None, metadata=_ABSENT_WHEN_NONE)
+    """The languages, sorted; None (and no key) without languages."""
 
 
 def group_rate_gap(predictions: Labels, references: Labels, groups: Labels, languages: Labels | None = None,
                    bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
-                   seed: int | None = SEED) -> dict[str, Any]:
+                   seed: int | None = SEED) -> GroupRateGap:
     """Accuracy per group and the largest pairwise gap |acc(g1) - acc(g2)|, per language if given.
 
     Without languages every key holds one value; with languages every key holds a dict by language.
@@ -490,9 +682,9 @@ def group_rate_gap(predictions: Labels, references: Labels, groups: Labels, lang
         seed: seeds the resampling (None: fresh randomness each call).
 
     Returns:
-        ``accuracy``, ``accuracy_ci`` and ``counts`` by group; ``gap``, ``gap_pair`` (the highest
-        and lowest group) and ``gap_ci``; ``confidence``; with ``languages`` each of them by
-        language, plus ``languages`` (sorted).
+        A :class:`GroupRateGap`: ``accuracy``, ``accuracy_ci`` and ``counts`` by group; ``gap``,
+        ``gap_pair`` (the highest and lowest group) and ``gap_ci``; ``confidence``; with
+        ``languages`` each of them by language, plus ``languages`` (sorted).
 
     Raises:
         ValueError: bad input, named (the language too, where one language's groups are too small).
@@ -508,11 +700,10 @@ def group_rate_gap(predictions: Labels, references: Labels, groups: Labels, lang
     per = {lang: _rate_gap_one(correct[langs == lang], group_labels[langs == lang], bootstrap, confidence, seed,
                                where=f" in language {lang!r}")
            for lang in sorted(set(langs.tolist()))}
-    keys = next(iter(per.values())).keys()
-    return {key: {lang: r[key] for lang, r in per.items()} for key in keys} | {"languages": list(per)}
+    return _by_stratum(per, languages=list(per))
 
 
-def _rate_gap_one(correct, labels, bootstrap, confidence, seed, where: str = "") -> dict[str, Any]:
+def _rate_gap_one(correct, labels, bootstrap, confidence, seed, where: str = "") -> GroupRateGap:
     try:
         g = _GroupMeans(correct, labels, bootstrap, seed)
     except ValueError as exc:
@@ -520,17 +711,43 @@ def _rate_gap_one(correct, labels, bootstrap, confidence, seed, where: str = "")
     if len(g.names) < 2:
         raise ValueError(f"a gap needs at least 2 groups; groups{where} hold only {g.names}")
     top, bottom = int(np.argmax(g.means)), int(np.argmin(g.means))
-    return {
-        "accuracy": g.as_dict(g.means), "accuracy_ci": g.cis(confidence), "counts": g.as_dict(g.counts),
-        "gap": float(g.means[top] - g.means[bottom]), "gap_pair": [g.names[top], g.names[bottom]],
-        "gap_ci": _interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
-        "confidence": confidence,
-    }
+    return GroupRateGap(
+        accuracy=g.as_dict(g.means), accuracy_ci=g.cis(confidence), counts=g.as_dict(g.counts),
+        gap=float(g.means[top] - g.means[bottom]), gap_pair=[g.names[top], g.names[bottom]],
+        gap_ci=_interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
+        confidence=confidence,
+    )
 
 
 # ---- individual_fairness ----------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class IndividualFairness(MeasureResult):
+    """The result of :func:`individual_fairness`."""
+
+    epsilon: float
+    """The largest ratio |cos(v, t_a) - cos(v, t_b)| / ||t_a - t_b||."""
+    epsilon_row: int
+    """The row (image) of ``epsilon``."""
+    mean_ratio: float
+    median_ratio: float
+    bound_holds: bool
+    """Whether every ratio is within its Dunkl-Williams bound 2 / (||t_a|| + ||t_b||), up to the tolerance."""
+    num_bound_violations: int
+    max_bound: float
+    """The largest bound over the pairs."""
+    num_pairs: int
+    """Pairs with a ratio (identical text features left out)."""
+    num_identical_pairs: int
+    """Pairs left out: their two captions have identical text features."""
+    ratios: list[float]
+    similarity_gaps: list[float]
+    """|cos(v, t_a) - cos(v, t_b)| per pair."""
+    text_distances: list[float]
+    """||t_a - t_b|| per pair."""
+
+
 def individual_fairness(image_embeddings: npt.ArrayLike, text_embeddings_a: npt.ArrayLike,
-                        text_embeddings_b: npt.ArrayLike, tolerance: float = 1e-6) -> dict[str, Any]:
+                        text_embeddings_b: npt.ArrayLike, tolerance: float = 1e-6) -> IndividualFairness:
     """Individual fairness across two languages' captions of the same images.
 
     ratio = |cos(v, t_a) - cos(v, t_b)| / ||t_a - t_b|| on unnormalised text features;
@@ -545,9 +762,10 @@ def individual_fairness(image_embeddings: npt.ArrayLike, text_embeddings_a: npt.
         tolerance: relative and absolute slack of the bound check (float rounding).
 
     Returns:
-        ``epsilon`` and ``epsilon_row``; ``mean_ratio`` and ``median_ratio``; ``bound_holds``,
-        ``num_bound_violations`` and ``max_bound``; ``num_pairs`` and ``num_identical_pairs``; per
-        pair (identical ones left out) ``ratios``, ``similarity_gaps`` and ``text_distances``.
+        An :class:`IndividualFairness`: ``epsilon`` and ``epsilon_row``; ``mean_ratio`` and
+        ``median_ratio``; ``bound_holds``, ``num_bound_violations`` and ``max_bound``; ``num_pairs``
+        and ``num_identical_pairs``; per pair (identical ones left out) ``ratios``,
+        ``similarity_gaps`` and ``text_distances``.
 
     Raises:
         ValueError: bad input, named: shapes, non-finite values, a zero vector, or every pair identical.
@@ -572,13 +790,13 @@ def individual_fairness(image_embeddings: npt.ArrayLike, text_embeddings_a: npt.
     ratio = gap[usable] / distance[usable]
     violations = ratio > bound[usable] * (1 + tolerance) + tolerance
     rows = np.flatnonzero(usable)
-    return {
-        "epsilon": float(ratio.max()), "epsilon_row": int(rows[int(np.argmax(ratio))]),
-        "mean_ratio": float(ratio.mean()), "median_ratio": float(np.median(ratio)),
-        "bound_holds": bool(not violations.any()), "num_bound_violations": int(violations.sum()),
-        "max_bound": float(bound.max()), "num_pairs": int(usable.sum()), "num_identical_pairs": int((~usable).sum()),
-        "ratios": ratio.tolist(), "similarity_gaps": gap[usable].tolist(), "text_distances": distance[usable].tolist(),
-    }
+    return IndividualFairness(
+        epsilon=float(ratio.max()), epsilon_row=int(rows[int(np.argmax(ratio))]),
+        mean_ratio=float(ratio.mean()), median_ratio=float(np.median(ratio)),
+        bound_holds=bool(not violations.any()), num_bound_violations=int(violations.sum()),
+        max_bound=float(bound.max()), num_pairs=int(usable.sum()), num_identical_pairs=int((~usable).sum()),
+        ratios=ratio.tolist(), similarity_gaps=gap[usable].tolist(), text_distances=distance[usable].tolist(),
+    )
 
 
 def _matrix(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
@@ -589,8 +807,29 @@ def _matrix(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
 
 
 # ---- retention --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class Retention(MeasureResult):
+    """The result of :func:`retention`."""
+
+    text_score: float
+    """Share of images whose best-scoring name is their own."""
+    image_score: float
+    """Share of names (with at least one image) whose best-scoring image is one of theirs."""
+    text_score_ci: list[float] | None
+    image_score_ci: list[float] | None
+    num_images: int
+    num_names: int
+    """Names with at least one image."""
+    num_candidates: int
+    """Candidate names each image was scored against."""
+    confidence: float
+    """The intervals' level."""
+    ci_note: str | None = dataclasses.field(default=None, metadata=_ABSENT_WHEN_NONE)
+    """Why the intervals are None though resampling was asked for; None (and no key) otherwise."""
+
+
 def retention(scores: npt.ArrayLike, references: npt.ArrayLike, bootstrap: int = BOOTSTRAP,
-              confidence: float = CONFIDENCE, seed: int | None = SEED) -> dict[str, Any]:
+              confidence: float = CONFIDENCE, seed: int | None = SEED) -> Retention:
     """Name retention of public figures.
 
     ``scores[i, j]``: similarity of image i to candidate name j; ``references[i]``: the index
@@ -607,7 +846,7 @@ def retention(scores: npt.ArrayLike, references: npt.ArrayLike, bootstrap: int =
         seed: seeds the resampling (None: fresh randomness each call).
 
     Returns:
-        ``text_score`` and ``image_score`` with their ``_ci``; ``num_images``, ``num_names`` and
+        A :class:`Retention`: ``text_score`` and ``image_score`` with their ``_ci``; ``num_images``, ``num_names`` and
         ``num_candidates``; ``confidence``; ``ci_note`` where the intervals are None for want of
         variation.
 
@@ -632,24 +871,53 @@ def retention(scores: npt.ArrayLike, references: npt.ArrayLike, bootstrap: int =
         return text, image
 
     text_score, image_score = scores_of(np.arange(refs.size))
-    result: dict[str, Any] = {
-        "text_score": text_score, "image_score": image_score, "text_score_ci": None, "image_score_ci": None,
-        "num_images": int(refs.size), "num_names": int(names.size), "num_candidates": int(matrix.shape[1]),
-        "confidence": confidence}
+    text_ci = image_ci = note = None
     if bootstrap and np.bincount(refs).max() < 2:  # one image per name: every resample is the data itself
-        result["ci_note"] = ("no interval: every name has one image, so resampling images within names cannot vary "
-                             "(a zero-width interval would claim a certainty the data does not have)")
+        note = ("no interval: every name has one image, so resampling images within names cannot vary "
+                "(a zero-width interval would claim a certainty the data does not have)")
     elif bootstrap:
         samples = stats.bootstrap_samples(lambda idx: np.array([scores_of(rows) for rows in idx]), refs, bootstrap,
                                           seed)
         ci = stats.percentile_interval(samples, confidence)
-        result.update(text_score_ci=_interval(ci, 0), image_score_ci=_interval(ci, 1))
-    return result
+        text_ci, image_ci = _interval(ci, 0), _interval(ci, 1)
+    return Retention(
+        text_score=text_score, image_score=image_score, text_score_ci=text_ci, image_score_ci=image_ci,
+        num_images=int(refs.size), num_names=int(names.size), num_candidates=int(matrix.shape[1]),
+        confidence=confidence, ci_note=note,
+    )
 
 
 # ---- ranking_skew -----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class RankingSkew(MeasureResult):
+    """The result of :func:`ranking_skew`: means over queries, then each query's values."""
+
+    max_skew: float
+    """MaxSkew@k: the largest Skew@k(a) = ln(p_k(a) / p*(a)) over groups."""
+    min_skew: float
+    """MinSkew@k: the smallest Skew@k over groups."""
+    ndkl: float
+    """Normalised discounted KL divergence of the top-k prefixes from the target (0: every prefix matches)."""
+    bias_at_k: float | None
+    """Bias@k = (n_a - n_b) / k for ``bias_pair``; None without a pair."""
+    skew: dict[str, float]
+    """Skew@k by group."""
+    max_skew_per_query: list[float]
+    min_skew_per_query: list[float]
+    ndkl_per_query: list[float]
+    bias_at_k_per_query: list[float] | None
+    target: dict[str, float]
+    """The target distribution p*, by group."""
+    bias_pair: list[str] | None
+    """The two groups (a, b) of Bias@k."""
+    k: int
+    num_queries: int
+    smoothing: float
+    """The count added to every group for Skew."""
+
+
 def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str | Mapping[str, float] = "uniform",
-                 smoothing: float = 0.5, bias_pair: Sequence[Any] | None = None) -> dict[str, Any]:
+                 smoothing: float = 0.5, bias_pair: Sequence[Any] | None = None) -> RankingSkew:
     """Skew of the top-k items a text query retrieves, averaged over queries.
 
     ``scores``: (queries, items) or one query's (items,). Items are ranked by score, ties by
@@ -671,7 +939,7 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
         bias_pair: the two groups (a, b) of Bias@k; None: the two groups present, if there are two.
 
     Returns:
-        Means over queries: ``max_skew``, ``min_skew``, ``ndkl``, ``bias_at_k`` (None without a
+        A :class:`RankingSkew`; means over queries: ``max_skew``, ``min_skew``, ``ndkl``, ``bias_at_k`` (None without a
         pair) and ``skew`` by group; per query: ``max_skew_per_query``, ``min_skew_per_query``,
         ``ndkl_per_query``, ``bias_at_k_per_query``; ``target`` (p* by group), ``bias_pair``,
         ``k``, ``num_queries``, ``smoothing``.
@@ -714,15 +982,15 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
         for group in pair:
             _require_present(group, names, "bias_pair group", "item_groups")
         bias = (counts_k[:, names.index(pair[0])] - counts_k[:, names.index(pair[1])]) / k
-    return {
-        "max_skew": float(skew.max(axis=1).mean()), "min_skew": float(skew.min(axis=1).mean()),
-        "ndkl": float(ndkl.mean()), "bias_at_k": None if bias is None else float(bias.mean()),
-        "skew": {n: float(skew[:, i].mean()) for i, n in enumerate(names)},
-        "max_skew_per_query": skew.max(axis=1).tolist(), "min_skew_per_query": skew.min(axis=1).tolist(),
-        "ndkl_per_query": ndkl.tolist(), "bias_at_k_per_query": None if bias is None else bias.tolist(),
-        "target": {n: float(p) for n, p in zip(names, p_star)}, "bias_pair": pair, "k": int(k),
-        "num_queries": int(matrix.shape[0]), "smoothing": smoothing,
-    }
+    return RankingSkew(
+        max_skew=float(skew.max(axis=1).mean()), min_skew=float(skew.min(axis=1).mean()),
+        ndkl=float(ndkl.mean()), bias_at_k=None if bias is None else float(bias.mean()),
+        skew={n: float(skew[:, i].mean()) for i, n in enumerate(names)},
+        max_skew_per_query=skew.max(axis=1).tolist(), min_skew_per_query=skew.min(axis=1).tolist(),
+        ndkl_per_query=ndkl.tolist(), bias_at_k_per_query=None if bias is None else bias.tolist(),
+        target={n: float(p) for n, p in zip(names, p_star)}, bias_pair=pair, k=int(k),
+        num_queries=int(matrix.shape[0]), smoothing=smoothing,
+    )
 
 
 def _target(target: str | Mapping[str, float], names: list[str],

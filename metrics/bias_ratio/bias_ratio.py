@@ -71,6 +71,7 @@ class BiasRatio(evaluate.Metric):
                  bootstrap=vlfair.measures.BOOTSTRAP, confidence=vlfair.measures.CONFIDENCE,
                  seed=vlfair.measures.SEED, n_permutations=vlfair.measures.PERMUTATIONS, **shared):
         vlfair.evaluate_support.ignore_shared("bias_ratio", shared)  # options of other modules (evaluate.combine)
+        # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.bias_ratio(predictions, references, protected_group, reference_group,
                                           bootstrap=bootstrap, confidence=confidence, seed=seed,
-                                          n_permutations=n_permutations)
+                                          n_permutations=n_permutations).to_dict()

@@ -66,5 +66,6 @@ class CrossLingualGap(evaluate.Metric):
                  confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
         # options of other modules (evaluate.combine)
         vlfair.evaluate_support.ignore_shared("cross_lingual_gap", shared)
+        # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.cross_lingual_gap(predictions, references, languages, pivot=pivot, bootstrap=bootstrap,
-                                                 confidence=confidence, seed=seed)
+                                                 confidence=confidence, seed=seed).to_dict()

@@ -82,5 +82,6 @@ class GroupRateGap(evaluate.Metric):
                  confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
         vlfair.evaluate_support.ignore_shared("group_rate_gap", shared)  # options of other modules (evaluate.combine)
         languages = None if all(language == "" for language in languages) else languages
+        # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.group_rate_gap(predictions, references, groups, languages=languages,
-                                              bootstrap=bootstrap, confidence=confidence, seed=seed)
+                                              bootstrap=bootstrap, confidence=confidence, seed=seed).to_dict()

@@ -67,5 +67,6 @@ class GroupScoreGap(evaluate.Metric):
                  confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED,
                  n_permutations=vlfair.measures.PERMUTATIONS, **shared):
         vlfair.evaluate_support.ignore_shared("group_score_gap", shared)  # options of other modules (evaluate.combine)
+        # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.group_score_gap(predictions, references, bootstrap=bootstrap, confidence=confidence,
-                                               seed=seed, n_permutations=n_permutations)
+                                               seed=seed, n_permutations=n_permutations).to_dict()

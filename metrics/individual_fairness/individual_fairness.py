@@ -66,5 +66,6 @@ class IndividualFairness(evaluate.Measurement):
     def _compute(self, image_embeddings, text_embeddings_a, text_embeddings_b, tolerance=1e-6, **shared):
         # options of other modules (evaluate.combine)
         vlfair.evaluate_support.ignore_shared("individual_fairness", shared)
+        # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.individual_fairness(image_embeddings, text_embeddings_a, text_embeddings_b,
-                                                   tolerance=tolerance)
+                                                   tolerance=tolerance).to_dict()

@@ -67,5 +67,6 @@ class RankingSkew(evaluate.Measurement):
         vlfair.evaluate_support.ignore_shared("ranking_skew", shared)  # options of other modules (evaluate.combine)
         if item_groups is None or k is None:
             raise ValueError("item_groups and k are required: the group of every item and the size of the top list")
+        # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.ranking_skew(predictions, item_groups, k, target=target, smoothing=smoothing,
-                                            bias_pair=bias_pair)
+                                            bias_pair=bias_pair).to_dict()

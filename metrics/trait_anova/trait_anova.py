@@ -86,5 +86,6 @@ class TraitAnova(evaluate.Metric):
                  confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
         vlfair.evaluate_support.ignore_shared("trait_anova", shared)  # options of other modules (evaluate.combine)
         strata = None if all(s == "" for s in strata) else strata
+        # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.trait_anova(predictions, references, strata=strata, welch=welch, bootstrap=bootstrap,
-                                           confidence=confidence, seed=seed)
+                                           confidence=confidence, seed=seed).to_dict()

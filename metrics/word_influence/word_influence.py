@@ -71,4 +71,5 @@ class WordInfluence(evaluate.Measurement):
         vlfair.evaluate_support.ignore_shared("word_influence", shared)  # options of other modules (evaluate.combine)
         if num_words is None:
             raise ValueError("num_words is required: the number of replaceable words in the prompt")
-        return vlfair.measures.word_influence(predictions, variants, num_words, k=k, confidence=confidence)
+        # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
+        return vlfair.measures.word_influence(predictions, variants, num_words, k=k, confidence=confidence).to_dict()
