@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
@@ -13,6 +13,9 @@ from vlfair.outputs import Metric, metric_from, metrics_per
 from vlfair.probes import register
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
 from vlfair.probes.settings import Bootstrap, Flag, ProbeSettings, Settings
+
+if TYPE_CHECKING:  # the probe imports its measures when it runs
+    from vlfair import measures
 
 Task = Literal["gender", "race", "age_group"]
 # a zero-shot task's classes: class -> language -> prompt
@@ -164,7 +167,7 @@ class MultilingualProbe(Probe):
                 ctx.dataset = data.select(keep)
         return dict(sorted(Counter(ctx.dataset["portion"]).items()))
 
-    def _retrieval(self, images, files, raw, direction: str) -> dict:
+    def _retrieval(self, images, files, raw, direction: str) -> measures.CrossLingualGap:
         """Top-1 matching per language; an image may own several captions (independent portion)."""
         from vlfair import measures
 

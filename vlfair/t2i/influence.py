@@ -43,7 +43,7 @@ class PromptInfluence:
     counts: dict[str, int]  # images classified into a group, per variant
     no_person: dict[str, int]
     group_counts: dict[str, dict[str, int]]  # images per variant and group (no person left out)
-    result: dict[str, Any]  # the word_influence measure's output (all levels)
+    result: measures.WordInfluence  # the word_influence measure's output (all levels)
     images: dict[str, list]  # a few images per variant, for the grids
     generator_calls: int
     images_used: int
