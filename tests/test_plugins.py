@@ -181,7 +181,10 @@ def test_every_probe_yaml_holds_valid_settings():
                                               "{trait})"),
     ("multilingual", "prompt_set", "mine", "setting prompt_set = 'mine': is not one of ['study', 'vlfair'] (prompt_set: "),
     ("word-influence", "groups", {"a": "x", "b": "y"}, "target_group = 'male': is not one of the groups ['a', 'b']"),
-    ("word-influence", "generator", {"spec": "sd", "stepz": 3}, "setting generator.stepz: not a key of generator"),
+    ("word-influence", "generator", {"spec": "sd", "stepz": 3}, "setting generator.stepz: not a key of generator; "
+                                                                "keys: ['spec', 'steps', 'guidance', 'size',"),
+    ("multilingual", "group_gaps", [{"task": "gender", "between": "race", "whithin": "race"}],
+     "setting group_gaps.0.whithin: not a key of group_gaps.0; keys: ['task', 'between', 'within',"),
     ("multilingual", "independent_captions", "some", "Input should be 'first' or 'all'"),
     ("public-figures", "name_prompt", "a picture", "must hold the placeholder {} and no other (it has none)"),
     ("word-influence", "words", "nouns", "setting words = 'nouns': Input should be 'all' or 'content'"),

@@ -10,8 +10,9 @@ An error names the key, the value given and what is allowed (:func:`describe_err
 from __future__ import annotations
 
 import string
+import types
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
 
@@ -98,6 +99,36 @@ def keys(model: type[BaseModel]) -> list[str]:
     return own + [key for key in SHARED if key in model.model_fields]
 
 
+def _record_at(model: type[BaseModel], location: list[str]) -> type[BaseModel] | None:
+    """The settings record (a model) that ``location`` (keys, dict keys, list indices) points into,
+    or None where the path leads to no record."""
+    current: Any = model
+    for part in location:
+        if isinstance(current, type) and issubclass(current, BaseModel) and part in current.model_fields:
+            current = current.model_fields[part].annotation
+        else:  # a dict key or a list index: the container's values
+            current = _values_of(current)
+        current = _record_in(current) or current
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _values_of(annotation: Any) -> Any:
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return args[-1] if args else None  # list[X] -> X, dict[K, X] -> X
+
+
+def _record_in(annotation: Any) -> type[BaseModel] | None:
+    """The model inside Annotated / Optional (``GradCam | None``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) in (Annotated, Union, types.UnionType):
+        for arg in get_args(annotation):
+            found = _record_in(arg)
+            if found is not None:
+                return found
+    return None
+
+
 def describe_errors(model: type[BaseModel], error: ValidationError, source: Callable[[str], str]) -> str:
     """One sentence per problem: where the key was set (``source(path)``: "setting", a flag such as
     "--per-cell", "professions.yaml"), the key, the value given, what is wrong and what the key takes."""
@@ -108,8 +139,10 @@ def describe_errors(model: type[BaseModel], error: ValidationError, source: Call
         path = ".".join(location)
         where = source(path)
         if item["type"] == "extra_forbidden":
+            record = _record_at(model, location[:-1])
+            takes = f"; keys: {list(record.model_fields)}" if record is not None else ""
             problems.append(f"{where} {path!r} is not a settings key of this probe; keys: {keys(model)}"
-                            if len(location) == 1 else f"{where} {path}: not a key of {top}")
+                            if len(location) == 1 else f"{where} {path}: not a key of {'.'.join(location[:-1])}{takes}")
             continue
         message = item["msg"].removeprefix("Value error, ")
         field = model.model_fields.get(top)
