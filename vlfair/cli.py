@@ -133,9 +133,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                             description="Run one study probe end to end: results.json, tables, plots and report.html. "
                                         "'vlfair run PROBE --help' lists the probe's own options.")
     probes = parser.add_subparsers(dest="probe", required=True, metavar="PROBE")
+    taken = _run_flags()
     for name in probe_names():
         probe = probe_class(name)
-        clashes = _clashing_options(probe)
+        clashes = _clashing_options(probe, taken)
         if clashes:  # a plugin's flag that vlfair run already has: that probe is left out, every command still works
             log.warning(f"vlfair run {name}: left out, its option(s) {clashes} are vlfair run's own")
             continue
@@ -149,12 +150,19 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         command.set_defaults(handler=_run)
 
 
-def _clashing_options(probe: Any) -> list[str]:
-    """The probe's flags that ``vlfair run`` already defines, or that it declares twice."""
+def _run_flags() -> set[str]:
+    """The flags every ``vlfair run PROBE`` has (``--dataset`` included: a probe may not take it)."""
+    from vlfair.probes.base import Probe
+
     common = argparse.ArgumentParser(add_help=True)
-    _add_run_options(common, probe)
+    _add_run_options(common, Probe)
     _add_output_options(common, argparse.SUPPRESS)
-    taken, clashes = set(common._option_string_actions), []
+    return set(common._option_string_actions)
+
+
+def _clashing_options(probe: Any, common: set[str]) -> list[str]:
+    """The probe's flags that ``vlfair run`` already defines (``common``), or that it declares twice."""
+    taken, clashes = set(common), []
     for option in probe.options:
         if option.flag in taken:
             clashes.append(option.flag)

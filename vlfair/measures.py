@@ -42,8 +42,8 @@ class MeasureResult(Mapping[str, Any]):
     Why a Mapping: the measures returned plain dicts, and ``result["key"]``, ``.get``, ``in``,
     ``.items()``, ``dict(result)`` and ``{**result}`` were their public contract (probes, notebooks,
     the evaluate modules); all of them keep working, with the same keys in the same order. A field
-    marked ``_ABSENT_WHEN_NONE`` (a key the dicts held only in some cases, such as retention's
-    ``ci_note``) is left out of the mapping while it is None. Equality is the mapping's, so a
+    whose metadata says ``absent_when_none`` (a key the dicts held only in some cases, such as
+    retention's ``ci_note``) is left out of the mapping while it is None. Equality is the mapping's, so a
     result equals the dict it was. :meth:`to_dict` is the JSON boundary (``json.dumps`` needs a
     real dict; the evaluate modules return it).
     """
@@ -56,9 +56,11 @@ class MeasureResult(Mapping[str, Any]):
                 if not (f.metadata.get("absent_when_none") and getattr(self, f.name) is None)]
 
     def __getitem__(self, key: str) -> Any:
-        if key not in self._keys():
+        field = self.__dataclass_fields__.get(key)  # one lookup: probes read results key by key
+        value = getattr(self, key) if field is not None else None
+        if field is None or (value is None and field.metadata.get("absent_when_none")):
             raise KeyError(key)
-        return getattr(self, key)
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._keys())

@@ -200,6 +200,7 @@ class Probe(abc.ABC):
         given); a nested field is merged into the YAML's record."""
         settings: dict[str, Any] = {}
         sources: dict[str, str] = {}
+        defaults = cls.default_settings() if any("." in option.setting for option in cls.options) else {}
         for option in cls.options:
             value = values.get(option.dest)
             if value is None or value is False or value == []:
@@ -207,7 +208,7 @@ class Probe(abc.ABC):
             value = option.convert(value) if option.convert else value
             key, _, field = option.setting.partition(".")
             if field:
-                record = settings.setdefault(key, dict(cls.default_settings().get(key) or {}))
+                record = settings.setdefault(key, dict(defaults.get(key) or {}))
                 record[field] = value
             else:
                 settings[key] = value
