@@ -7,5 +7,8 @@ BOOTSTRAP = 1000  # bootstrap resamples of an interval (0: no interval)
 CONFIDENCE = 0.95  # confidence level of every interval
 SEED = 0  # seed of every resampling and permutation
 PERMUTATIONS = 10_000  # relabellings of a permutation test (0: no p-value)
+# the settings that change only intervals and p-values, never a measured value: runs that differ
+# in them alone are of one family (comparable), and vlfair rescore may change them
+INTERVAL_SETTINGS = ("bootstrap", "confidence", "n_permutations")
 
-__all__ = ["BOOTSTRAP", "CONFIDENCE", "PERMUTATIONS", "SEED"]
+__all__ = ["BOOTSTRAP", "CONFIDENCE", "INTERVAL_SETTINGS", "PERMUTATIONS", "SEED"]

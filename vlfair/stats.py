@@ -7,6 +7,9 @@
   enumeration when it is small enough, Monte Carlo otherwise).
 - ``hoeffding_half_width``: the word-influence bound P(|I^ - I| >= eps) <= 4 exp(-m eps^2 / 2).
 - ``paired_bootstrap``: one measure on two models over the same images, difference with CI.
+- ``sign_flip_test``: the paired permutation test of two models on the same rows (each row's
+  two results swapped or not), exact or Monte Carlo by the same rule as ``permutation_test``.
+- ``holm``: Holm's step-down adjustment of a family of p-values.
 
 p-values come from survival functions (``sf``), never ``1 - cdf``, so a p of 1e-238 is
 reported as such instead of being rounded to 0.
@@ -536,6 +539,80 @@ def paired_bootstrap(measure: Callable[[npt.NDArray[np.float64], npt.NDArray[np.
     finite = samples[np.isfinite(samples)]
     p = min(1.0, 2 * min((finite <= 0).mean(), (finite >= 0).mean())) if finite.size else float("nan")
     return PairedComparison(value_a, value_b, value_a - value_b, (float(lo), float(hi)), float(p))
+
+
+def sign_flip_test(statistic: Callable[[npt.NDArray[np.bool_]], npt.ArrayLike], num_rows: int,
+                   n_permutations: int = PERMUTATIONS, seed: int | None = SEED,
+                   sequential: bool = True) -> PermutationResult:
+    """Two-sided paired permutation test: under "the two models do not differ", each row's two
+    results are exchangeable, so swapping them in any set of rows leaves the distribution alone.
+
+    ``statistic(swaps)`` takes a (b, num_rows) boolean block (True: that row's two results are
+    swapped) and returns the (b,) signed statistics (e.g. measure(A') - measure(B')); the p-value
+    counts relabellings whose absolute statistic is at least the observed one (no swap). As
+    :func:`permutation_test`: exact over all 2^N swaps when they number at most
+    ``n_permutations``, else Monte Carlo (1 + #{|T*| >= |T|}) / (1 + B), stopped early once
+    :data:`SEQUENTIAL_EXCEEDANCES` were as extreme. It is ``scipy.stats.permutation_test`` with
+    ``permutation_type="samples"`` and a two-sided alternative, for statistics of whole samples.
+
+    Args:
+        statistic: (b, N) swap masks -> (b,) statistics.
+        num_rows: N, the rows both models were measured on.
+        n_permutations: the enumeration limit and the Monte Carlo draws (at least 1).
+        seed: seeds the Monte Carlo draws (None: fresh randomness each call).
+        sequential: stop the Monte Carlo draws early once the p-value is settled.
+
+    Returns:
+        The p-value, its log10, "exact" / "monte_carlo" / "sequential_monte_carlo" and the count
+        of relabellings (None where the observed statistic is undefined: p is nan).
+    """
+    if n_permutations < 1:
+        raise ValueError(f"a paired permutation test needs at least 1 relabelling, got {n_permutations}")
+    observed = abs(float(np.asarray(statistic(np.zeros((1, num_rows), dtype=bool)))[0]))
+    if not np.isfinite(observed):
+        return PermutationResult(float("nan"), float("nan"), "undefined", None)
+    tolerance = 1e-12 * max(1.0, observed)  # ties up to float noise count as extreme
+
+    def extreme(swaps: np.ndarray) -> np.ndarray:
+        values = np.abs(np.asarray(statistic(swaps), dtype=float))
+        return ~(values < observed - tolerance)  # an undefined relabelling (nan) counts against the data
+
+    if num_rows <= 62 and 2**num_rows <= n_permutations:
+        total, hits = 2**num_rows, 0
+        bits = np.arange(num_rows, dtype=np.int64)
+        block = max(1, _BLOCK_ENTRIES // max(num_rows, 1))
+        for first in range(0, total, block):
+            codes = np.arange(first, min(first + block, total), dtype=np.int64)
+            hits += int(extreme(((codes[:, None] >> bits) & 1).astype(bool)).sum())
+        return _result(hits / total, "exact", total)
+    rng = np.random.default_rng(seed)
+    cap = max(1, _BLOCK_ENTRIES // max(num_rows, 1))
+    hits, done, block = 0, 0, min(100, cap) if sequential else cap
+    while done < n_permutations:
+        b = min(block, n_permutations - done)
+        found = extreme(rng.random((b, num_rows)) < 0.5)
+        if sequential and hits + int(found.sum()) >= SEQUENTIAL_EXCEEDANCES:  # settled: p = h / L
+            last = int(np.flatnonzero(np.cumsum(found) + hits >= SEQUENTIAL_EXCEEDANCES)[0])
+            return _result(SEQUENTIAL_EXCEEDANCES / (done + last + 1), "sequential_monte_carlo", done + last + 1)
+        hits += int(found.sum())
+        done += b
+        block = min(2 * block, cap)
+    return _result((1 + hits) / (1 + n_permutations), "monte_carlo", n_permutations)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error), in the order given; a nan p stays
+    nan and is not counted in the family."""
+    values = np.asarray(p_values, dtype=float)
+    adjusted = np.full(values.shape, np.nan)
+    finite = np.flatnonzero(~np.isnan(values))
+    order = finite[np.argsort(values[finite], kind="stable")]
+    m = order.size
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * values[index]))
+        adjusted[index] = running
+    return adjusted.tolist()
 
 
 def proportion_interval(successes: int, trials: int, confidence: float = CONFIDENCE) -> list[float] | None:

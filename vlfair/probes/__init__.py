@@ -192,7 +192,8 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
         described = {"name": str(dataset_name), "split": split, "subset": subset,
                      "fingerprint": ctx.dataset._fingerprint, "num_rows": ctx.dataset.num_rows}
     results = build_results(name, probe.version, encoder, described, output.metrics, ctx.skipped_rows,
-                            {**output.settings, "schema": schema, "limit": limit}, output.warnings, published)
+                            {**output.settings, "schema": schema, "limit": limit}, output.warnings, published,
+                            probe.settings.model_dump(mode="json", exclude={"notes"}))
     validate_results(results)
     return ProbeRun(name, results, output)
 

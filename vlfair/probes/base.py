@@ -143,6 +143,8 @@ class Probe(abc.ABC):
     options_title: ClassVar[str | None] = None            # their heading in --help (default: the name)
     upload: ClassVar[UploadSpec | None] = None            # how the demo Space takes uploads, if it does
     published_file: ClassVar[str | None] = None           # the study's published tables (published/<file>)
+    neutral: ClassVar[dict[str, float]] = {}              # its own bias measures' neutral values (beyond
+                                                          # vlfair.outputs.NEUTRAL): "less biased" = closer
     _registered: ClassVar[bool] = False                   # set by vlfair.probes.register
     position: ClassVar[float] = float("inf")              # where listings put it (the studies in their order;
                                                           # others after them, by name)

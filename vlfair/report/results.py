@@ -34,16 +34,36 @@ def jsonable(value: Any) -> Any:
 
 def build_results(probe: str, probe_version: int, encoder: Any, dataset: dict[str, Any], metrics: list[Metric],
                   skipped_rows: list[int], settings: dict[str, Any], warnings: list[str],
-                  published: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                  published: list[dict[str, Any]] | None = None,
+                  probe_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     identity = encoder.identity()
-    return jsonable({
+    results = {
         "schema": SCHEMA, "vlfair_version": __version__, "probe": probe, "probe_version": probe_version,
         "model": {"spec": identity["spec"], "name": getattr(encoder, "display_name", None) or identity["spec"],
                   "revision": identity["revision"], "dtype": identity["dtype"]},
         "dataset": dataset, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "settings": settings, "metrics": [dataclasses.asdict(m) for m in metrics],
         "skipped_rows": [int(r) for r in skipped_rows], "warnings": warnings, "published": published or [],
-    })
+    }
+    if probe_settings is not None:
+        results["probe_settings"] = probe_settings
+        results["family"] = family_of(probe, probe_version, dataset, probe_settings)
+    return jsonable(results)
+
+
+def family_of(probe: str, probe_version: int, dataset: dict[str, Any], probe_settings: dict[str, Any]) -> str:
+    """A 16-hex-digit name of what makes runs comparable: the probe and its version, the dataset
+    (name, fingerprint, split, subset) and every setting but those of the intervals
+    (:data:`vlfair.defaults.INTERVAL_SETTINGS`)."""
+    import hashlib
+
+    from vlfair.defaults import INTERVAL_SETTINGS
+
+    key = {"probe": probe, "probe_version": probe_version,
+           "dataset": {k: dataset.get(k) for k in ("name", "fingerprint", "split", "subset")},
+           "settings": {k: v for k, v in probe_settings.items() if k not in INTERVAL_SETTINGS and k != "notes"}}
+    text = json.dumps(jsonable(key), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def validate_results(results: dict[str, Any]) -> None:
