@@ -124,3 +124,17 @@ def _cell_digest(cell: Any, row: int, where: str) -> bytes:
     if isinstance(cell, np.ndarray) and cell.dtype == np.uint8:
         return hashlib.sha256(str(cell.shape).encode() + cell.tobytes()).digest()
     raise ValueError(f"{where} row {row} holds a {type(cell).__name__}, expected {_IMAGE_VALUE}")
+
+
+def row_digests(dataset: Any, rows: Any, image_column: str = "image") -> list[str]:
+    """A stable key per row of ``rows``: 16 hex digits of its image's content (of a file's path, size
+    and modification time where the cell is a path), ``#2``, ``#3`` appended to repeats (an image
+    with several captions), so two runs over the same images can be paired row by row."""
+    source = image_source(dataset, image_column)
+    keys, seen = [], {}
+    for row in rows:
+        key = hashlib.sha256(_cell_digest(source.cell(int(row)), int(row), source.name)).hexdigest()[:16]
+        seen[key] = seen.get(key, 0) + 1
+        keys.append(key if seen[key] == 1 else f"{key}#{seen[key]}")
+    return keys
+

@@ -564,40 +564,62 @@ def sign_flip_test(statistic: Callable[[npt.NDArray[np.bool_]], npt.ArrayLike], 
 
     Returns:
         The p-value, its log10, "exact" / "monte_carlo" / "sequential_monte_carlo" and the count
-        of relabellings (None where the observed statistic is undefined: p is nan).
+        of relabellings ("undefined" and a nan p where the observed statistic is nan).
     """
+    return sign_flip_tests(lambda swaps: np.asarray(statistic(swaps), dtype=float)[:, None], num_rows, 1,
+                           n_permutations, seed, sequential)[0]
+
+
+def sign_flip_tests(statistic: Callable[[npt.NDArray[np.bool_]], npt.ArrayLike], num_rows: int, num_statistics: int,
+                    n_permutations: int = PERMUTATIONS, seed: int | None = SEED,
+                    sequential: bool = True) -> list[PermutationResult]:
+    """:func:`sign_flip_test` of ``num_statistics`` statistics of the same rows at once, on the same
+    swaps: ``statistic(swaps (b, N)) -> (b, M)``. Each statistic's p-value is what
+    :func:`sign_flip_test` gives it alone (a statistic settles once it has
+    :data:`SEQUENTIAL_EXCEEDANCES` extreme relabellings; the draws go on while any has not)."""
     if n_permutations < 1:
         raise ValueError(f"a paired permutation test needs at least 1 relabelling, got {n_permutations}")
-    observed = abs(float(np.asarray(statistic(np.zeros((1, num_rows), dtype=bool)))[0]))
-    if not np.isfinite(observed):
-        return PermutationResult(float("nan"), float("nan"), "undefined", None)
-    tolerance = 1e-12 * max(1.0, observed)  # ties up to float noise count as extreme
+    observed = np.abs(np.asarray(statistic(np.zeros((1, num_rows), dtype=bool)), dtype=float).reshape(1, -1)[0])
+    defined = np.isfinite(observed)
+    tolerance = 1e-12 * np.maximum(1.0, np.where(defined, observed, 0.0))  # float-noise ties count as extreme
 
-    def extreme(swaps: np.ndarray) -> np.ndarray:
-        values = np.abs(np.asarray(statistic(swaps), dtype=float))
-        return ~(values < observed - tolerance)  # an undefined relabelling (nan) counts against the data
+    def extreme(swaps: np.ndarray) -> np.ndarray:  # (b, M); an undefined relabelling (nan) counts against the data
+        values = np.abs(np.asarray(statistic(swaps), dtype=float).reshape(swaps.shape[0], -1))
+        return ~(values < observed - tolerance)
+
+    def results(p: np.ndarray, methods: list[str], counts: list[int | None]) -> list[PermutationResult]:
+        return [_result(float(p[j]), methods[j], counts[j]) if defined[j]
+                else PermutationResult(float("nan"), float("nan"), "undefined", None) for j in range(num_statistics)]
 
     if num_rows <= 62 and 2**num_rows <= n_permutations:
-        total, hits = 2**num_rows, 0
+        total, hits = 2**num_rows, np.zeros(num_statistics, dtype=np.int64)
         bits = np.arange(num_rows, dtype=np.int64)
         block = max(1, _BLOCK_ENTRIES // max(num_rows, 1))
         for first in range(0, total, block):
             codes = np.arange(first, min(first + block, total), dtype=np.int64)
-            hits += int(extreme(((codes[:, None] >> bits) & 1).astype(bool)).sum())
-        return _result(hits / total, "exact", total)
+            hits += extreme(((codes[:, None] >> bits) & 1).astype(bool)).sum(axis=0)
+        return results(hits / total, ["exact"] * num_statistics, [total] * num_statistics)
     rng = np.random.default_rng(seed)
     cap = max(1, _BLOCK_ENTRIES // max(num_rows, 1))
-    hits, done, block = 0, 0, min(100, cap) if sequential else cap
-    while done < n_permutations:
+    hits = np.zeros(num_statistics, dtype=np.int64)
+    settled_at = np.zeros(num_statistics, dtype=np.int64)  # the draw that brought the 50th extreme one (0: not yet)
+    done, block = 0, min(100, cap) if sequential else cap
+    while done < n_permutations and not (sequential and (settled_at[defined] > 0).all()):
         b = min(block, n_permutations - done)
-        found = extreme(rng.random((b, num_rows)) < 0.5)
-        if sequential and hits + int(found.sum()) >= SEQUENTIAL_EXCEEDANCES:  # settled: p = h / L
-            last = int(np.flatnonzero(np.cumsum(found) + hits >= SEQUENTIAL_EXCEEDANCES)[0])
-            return _result(SEQUENTIAL_EXCEEDANCES / (done + last + 1), "sequential_monte_carlo", done + last + 1)
-        hits += int(found.sum())
+        found = extreme(rng.integers(0, 2, size=(b, num_rows), dtype=np.uint8).astype(bool))
+        if sequential:
+            running = np.cumsum(found, axis=0) + hits
+            reach = (running >= SEQUENTIAL_EXCEEDANCES) & (settled_at == 0)
+            first = np.where(reach.any(axis=0), reach.argmax(axis=0) + 1 + done, 0)
+            settled_at = np.where(settled_at == 0, first, settled_at)
+        hits += found.sum(axis=0)
         done += b
         block = min(2 * block, cap)
-    return _result((1 + hits) / (1 + n_permutations), "monte_carlo", n_permutations)
+    sequential_hit = settled_at > 0
+    p = np.where(sequential_hit, SEQUENTIAL_EXCEEDANCES / np.maximum(settled_at, 1), (1 + hits) / (1 + done))
+    methods = ["sequential_monte_carlo" if settled else "monte_carlo" for settled in sequential_hit]
+    counts: list[int | None] = [int(settled_at[j]) if sequential_hit[j] else done for j in range(num_statistics)]
+    return results(p, methods, counts)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

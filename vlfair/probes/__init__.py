@@ -36,6 +36,9 @@ def register(probe: type[Probe]) -> type[Probe]:
     name = getattr(probe, "name", None)
     if not isinstance(name, str) or not name:
         raise TypeError(f"{probe.__qualname__} declares no name (a class attribute: name = 'my-probe')")
+    if probe.run is Probe.run and not probe.keeps_samples():
+        raise TypeError(f"{probe.__qualname__} defines neither run(ctx, schema) nor score(ctx, schema) and "
+                        "analyze(samples)")
     known = PROBES.get(name)
     same = known is not None and (known.__module__, known.__qualname__) == (probe.__module__, probe.__qualname__)
     if known is not None and known is not probe and not same:  # (a module imported twice defines its class again)
@@ -139,13 +142,20 @@ class ProbeRun:
     output: Output
 
     def write(self, out_dir: str | Path) -> Path:
-        """results.json, tables, plots and report.html into ``out_dir`` (the main process only
-        writes: under torchrun or accelerate launch there is one writer); returns report.html."""
+        """results.json, samples.parquet (where the probe keeps samples), tables, plots and
+        report.html into ``out_dir`` (the main process only writes: under torchrun or accelerate
+        launch there is one writer); returns report.html."""
         from vlfair.distributed import current_world
+        from vlfair.report.results import validate_results
         from vlfair.report.writer import write_outputs
+        from vlfair.samples import SAMPLES_FILE, write_samples
 
         out = Path(out_dir)
         if current_world().is_main:
+            if self.output.samples is not None:
+                header = {k: v for k, v in self.results.items() if k not in ("metrics", "published", "samples")}
+                self.results["samples"] = write_samples(self.output.samples, out / SAMPLES_FILE, header)
+                validate_results(self.results)
             write_outputs(out, self.results, self.output.tables, self.output.figures, self.output.notes,
                           f"vlfair {self.name} probe")
         return out / "report.html"
@@ -158,7 +168,6 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
     """Run probe ``name`` and keep what it measured and drew, without writing anything (the demo
     draws a biased and a control run on shared scales before writing both); see :func:`run_probe`."""
     from vlfair.models import load_encoder
-    from vlfair.report.results import build_results, validate_results
 
     probe = probe_class(name)(settings, components)
     encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
@@ -175,13 +184,6 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
         data = None
     ctx = Context(encoder, data, batch_size=batch_size, cache_dir=cache_dir)
     output = probe.run(ctx, schema)
-    output.notes.append(probe.intervals_note())
-    published = []
-    if probe.published_file:
-        from vlfair.probes.published import attach
-
-        published = attach(output, probe.directory(), probe.published_file,
-                           output.published_model or encoder.spec)
     if output.dataset is not None:  # a probe that makes its own data says what it made
         described = output.dataset
     elif data is None:  # what it made follows from its settings
@@ -191,11 +193,30 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
     else:  # a probe may narrow it (multilingual keeps one caption pair per image): described as read
         described = {"name": str(dataset_name), "split": split, "subset": subset,
                      "fingerprint": ctx.dataset._fingerprint, "num_rows": ctx.dataset.num_rows}
-    results = build_results(name, probe.version, encoder, described, output.metrics, ctx.skipped_rows,
-                            {**output.settings, "schema": schema, "limit": limit}, output.warnings, published,
+    from vlfair.report.results import model_record
+
+    return finish_run(probe, output, model_record(encoder), described, ctx.skipped_rows,
+                      {"schema": schema, "limit": limit})
+
+
+def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dict[str, Any], skipped_rows: list[int],
+               run_settings: dict[str, Any]) -> ProbeRun:
+    """A probe's output as a run: the intervals' note, the study's published numbers beside the
+    measured ones, and results.json (validated). ``run_settings``: how the data was read (schema,
+    limit), reported among the settings."""
+    from vlfair.report.results import build_results, validate_results
+
+    output.notes.append(probe.intervals_note())
+    published = []
+    if probe.published_file:
+        from vlfair.probes.published import attach
+
+        published = attach(output, probe.directory(), probe.published_file, output.published_model or model["spec"])
+    results = build_results(probe.name, probe.version, model, dataset, output.metrics, skipped_rows,
+                            {**output.settings, **run_settings}, output.warnings, published,
                             probe.settings.model_dump(mode="json", exclude={"notes"}))
     validate_results(results)
-    return ProbeRun(name, results, output)
+    return ProbeRun(probe.name, results, output)
 
 
 def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path | None = "out", **options: Any
@@ -224,4 +245,4 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
 
 
 __all__ = ["ENTRY_POINTS", "PROBES", "Context", "Option", "Output", "Probe", "ProbeError", "ProbeRun", "UploadSpec",
-           "measure_probe", "probe_class", "probe_names", "register", "register_probe", "run_probe"]
+           "finish_run", "measure_probe", "probe_class", "probe_names", "register", "register_probe", "run_probe"]

@@ -25,12 +25,15 @@ import yaml
 from pydantic import ValidationError
 
 from vlfair.outputs import Metric, Table
+from vlfair.samples import Samples
 from vlfair.probes.settings import CONFIDENCE, Bootstrap, ProbeSettings, describe_errors
 
 if TYPE_CHECKING:
     import argparse
 
     import pandas as pd
+
+    from vlfair.paired import RowSet
 
 
 class ProbeError(ValueError):
@@ -114,6 +117,15 @@ class Context:
         values = self.dataset[name]
         return np.asarray([values[int(r)] for r in rows])
 
+    def identity(self, rows: np.ndarray, source_rows: list[int] | None = None) -> dict[str, Any]:
+        """The identity columns of samples.parquet for ``rows`` of the dataset: ``row`` (the index in
+        the data as given; ``source_rows`` maps a drawn sample's rows back to it) and ``id`` (from
+        the image's content, so another run's rows can be matched)."""
+        from vlfair.sources import row_digests
+
+        given = [int(source_rows[int(r)]) if source_rows is not None else int(r) for r in rows]
+        return {"row": np.asarray(given, dtype=np.int64), "id": row_digests(self.dataset, rows)}
+
 
 @dataclasses.dataclass
 class Output:
@@ -125,6 +137,8 @@ class Output:
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     dataset: dict[str, Any] | None = None  # set by probes that generate their data
     published_model: str | None = None  # the model the study's published numbers are matched on (default: the encoder)
+    samples: Samples | None = None  # the per-sample results the metrics aggregate (samples.parquet)
+    redrawn: bool = True  # False: figures drawn from the images themselves are missing (vlfair rescore)
 
 
 class Probe(abc.ABC):
@@ -239,9 +253,14 @@ class Probe(abc.ABC):
             raise ProbeError(f"probe {self.name!r} needs columns {missing} ({schema} schema); the dataset has "
                              f"{dataset.column_names}")
 
-    @abc.abstractmethod
+    # ---- measuring: score (needs the model) -> analyze (the samples alone) ----------------
     def run(self, ctx: Context, schema: str | None) -> Output:
         """Compute the probe's metrics, tables and figures from ``ctx``.
+
+        A probe defines :meth:`score` and :meth:`analyze` (and :meth:`illustrate` for figures made
+        of the images themselves): the run then keeps its per-sample results, which ``vlfair
+        rescore`` and ``vlfair compare`` read. A probe may instead override ``run`` alone; its
+        runs then have no samples.
 
         Args:
             ctx: the run's encoder, dataset (None for a probe that makes its own data), cached
@@ -251,6 +270,34 @@ class Probe(abc.ABC):
         Returns:
             The metrics, tables, figures, notes and warnings of the run.
         """
+        samples = self.score(ctx, schema)
+        out = self.analyze(samples)
+        self.illustrate(ctx, samples, out)
+        out.samples = samples
+        return out
+
+    def score(self, ctx: Context, schema: str | None) -> Samples:
+        """The model's part: every sample's quantities (one row per sample, with ``ctx.identity``'s
+        columns first), the run's facts and the warnings scoring raised."""
+        raise NotImplementedError(f"probe {self.name!r} defines neither run nor score and analyze")
+
+    def analyze(self, samples: Samples) -> Output:
+        """The metrics, tables and figures from the samples alone (no model, no dataset)."""
+        raise NotImplementedError(f"probe {self.name!r} defines score but not analyze")
+
+    def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
+        """Figures drawn from the images or the model themselves (median images, Grad-CAM): added
+        to a run's report, absent from a rescored one."""
+
+    def comparisons(self, samples: Samples) -> list[RowSet]:
+        """The metrics as functions of per-sample values (:mod:`vlfair.paired`), for ``vlfair
+        compare``: each must equal the run's metric of the same name and subset."""
+        return []
+
+    @classmethod
+    def keeps_samples(cls) -> bool:
+        """Whether the probe's runs write samples.parquet (it defines score and analyze)."""
+        return cls.score is not Probe.score and cls.analyze is not Probe.analyze
 
 
 @functools.cache

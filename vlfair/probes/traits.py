@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
 from pydantic import AfterValidator, Field
 
-from vlfair.outputs import Table, metric_from, metrics_per
+from vlfair.outputs import Table, metric_from, metrics_per, neutral_value
 from vlfair.probes import register
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec
+from vlfair.samples import Samples
 from vlfair.probes.settings import (
     SEED,
     Bootstrap,
@@ -22,6 +23,9 @@ from vlfair.probes.settings import (
     Settings,
     placeholders,
 )
+
+if TYPE_CHECKING:
+    from vlfair.paired import RowSet
 
 
 def _pair(value: str) -> str:
@@ -79,33 +83,47 @@ class TraitsProbe(Probe):
     def default_subsets(self, schema: str) -> list[str | None]:
         return ["adults"]  # the study's adults aged 20-60
 
-    def run(self, ctx: Context, schema: str | None) -> Output:
+    def score(self, ctx: Context, schema: str | None) -> Samples:
+        import pandas as pd
+
+        s = self.settings
+        sampling, source_rows = self._sample(ctx)  # before embedding: only the drawn rows are embedded
+        images, rows = ctx.images()
+        tau = float(ctx.encoder.logit_scale if s.temperature is None else s.temperature)
+        if not tau > 0:  # tau = 0 makes every confidence 0.5: nothing would be measured
+            raise ProbeError(f"traits: temperature must be > 0 (the softmax scale; 1 is the study's literal formula), "
+                             f"got {tau:g}")
+        columns = {**ctx.identity(rows, source_rows), "race": ctx.column("race", rows),
+                   "gender": ctx.column("gender", rows)}
+        for positive, negative in s.pairs:
+            text = ctx.texts([s.prompt.format(trait=positive), s.prompt.format(trait=negative)])
+            columns[_confidence_column(positive, negative)] = 1.0 / (1.0 + np.exp(-tau * (images @ (text[0] - text[1]))))
+        warnings = []
+        if sampling and sampling["short_cells"]:
+            warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
+                            + _listed(sampling["short_cells"]))
+        self._scored = (images, rows, source_rows)  # for Grad-CAM's pictures (illustrate)
+        return Samples(pd.DataFrame(columns), {"temperature": tau, "temperature_source": "logit_scale"
+                                               if s.temperature is None else "settings", "prompt": s.prompt,
+                                               "sampling": sampling}, warnings)
+
+    def analyze(self, samples: Samples) -> Output:
         import pandas as pd
 
         from vlfair import measures
         from vlfair.report import plots
 
         s = self.settings
-        sampling, source_rows = self._sample(ctx)  # before embedding: only the drawn rows are embedded
-        images, rows = ctx.images()
-        races, genders = ctx.column("race", rows), ctx.column("gender", rows)
-        tau = float(ctx.encoder.logit_scale if s.temperature is None else s.temperature)
-        if not tau > 0:  # tau = 0 makes every confidence 0.5: nothing would be measured
-            raise ProbeError(f"traits: temperature must be > 0 (the softmax scale; 1 is the study's literal formula), "
-                             f"got {tau:g}")
-        out = Output(settings={"temperature": tau, "temperature_source": "logit_scale" if s.temperature is None
-                               else "settings", "prompt": s.prompt, "sampling": sampling},
-                     notes=list(s.notes))
-        if sampling and sampling["short_cells"]:
-            out.warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
-                                + _listed(sampling["short_cells"]))
+        races, genders = samples.column("race"), samples.column("gender")
+        tau = samples.facts["temperature"]
+        out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
         out.notes.append(f"confidence = softmax({tau:g} * [cos(x, pos), cos(x, neg)])[0]"
-                         + (" (the model's logit scale)" if s.temperature is None else ""))
+                         + (" (the model's logit scale)" if samples.facts["temperature_source"] == "logit_scale"
+                            else ""))
         f_rows = []
         for positive, negative in s.pairs:
             pair = f"{positive}/{negative}"
-            text = ctx.texts([s.prompt.format(trait=positive), s.prompt.format(trait=negative)])
-            confidence = 1.0 / (1.0 + np.exp(-tau * (images @ (text[0] - text[1]))))
+            confidence = samples.column(_confidence_column(positive, negative))
             for group, strata, label in ((races, genders, "gender"), (genders, races, "race")):
                 try:
                     anova = measures.trait_anova(confidence, group, strata=strata, **s.resampling)
@@ -140,9 +158,39 @@ class TraitsProbe(Probe):
         out.tables["f_tests"] = Table(pd.DataFrame(f_rows), footnotes=[  # 0/0: said under the table, not a bare NaN
             f"F and p are NaN for {', '.join(undefined)}: every confidence there is the same (zero variance within "
             "and between the groups), so F = 0/0 and there is no test."] if undefined else [])
-        if s.gradcam:
-            self._gradcam(ctx, rows, races, genders, images, tau, source_rows, out)
         return out
+
+    def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
+        if self.settings.gradcam:
+            images, rows, source_rows = self._scored
+            self._gradcam(ctx, rows, samples.column("race"), samples.column("gender"), images,
+                          samples.facts["temperature"], source_rows, out)
+
+    def comparisons(self, samples: Samples) -> list[RowSet]:
+        """Per pair: F across races within each gender (with its cells' mean confidences) and F
+        across genders within each race, each resampled within its groups as trait_anova is."""
+        from vlfair import paired, stats
+
+        columns = tuple(_confidence_column(p, n) for p, n in self.settings.pairs)
+        pairs = [f"{p}/{n}" for p, n in self.settings.pairs]
+        races, genders = samples.column("race"), samples.column("gender")
+        row_sets = []
+        for within, across, label in ((genders, races, "gender"), (races, genders, "race")):
+            for stratum in sorted(set(within.tolist()), key=str):
+                rows = np.flatnonzero(within == stratum)
+                names, codes = stats.encode_groups(across[rows].tolist(), "groups")
+                if len(names) < 2:
+                    continue
+                statistics = []
+                for j, pair in enumerate(pairs):
+                    statistics.append(paired.Statistic("trait_anova", {"trait": pair, label: stratum},
+                                                       paired.f_statistic(j), neutral_value("trait_anova")))
+                    if label == "gender":
+                        statistics += [paired.Statistic("trait_confidence", {"trait": pair, "race": race,
+                                                                             "gender": stratum},
+                                                        paired.group_mean(g, j)) for g, race in enumerate(names)]
+                row_sets.append(paired.RowSet(rows, columns, codes, tuple(statistics)))
+        return row_sets
 
     def _sample(self, ctx: Context) -> tuple[dict | None, list[int] | None]:
         """Draw ``per_cell`` rows from every race x gender cell (the study's n = 2000); the record
@@ -211,6 +259,11 @@ class TraitsProbe(Probe):
         out.figures["gradcam"] = overlay_figure(
             ctx.encoder, pictures, maps, [f"row {r}: {confidence[i]:.1%}" for r, i in zip(original, chosen)],
             f"Grad-CAM of '{positive}' over '{negative}' ({group}; random, confidence > {threshold:g})")
+
+
+def _confidence_column(positive: str, negative: str) -> str:
+    """samples.parquet's column of each image's confidence in ``positive`` over ``negative``."""
+    return f"confidence {positive}/{negative}"
 
 
 def _listed(short_cells: list[dict]) -> str:

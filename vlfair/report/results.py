@@ -32,15 +32,20 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def build_results(probe: str, probe_version: int, encoder: Any, dataset: dict[str, Any], metrics: list[Metric],
-                  skipped_rows: list[int], settings: dict[str, Any], warnings: list[str],
+def model_record(encoder: Any) -> dict[str, Any]:
+    """results.json's ``model``: the encoder's spec, its name for people, revision and dtype."""
+    identity = encoder.identity()
+    return {"spec": identity["spec"], "name": getattr(encoder, "display_name", None) or identity["spec"],
+            "revision": identity["revision"], "dtype": identity["dtype"]}
+
+
+def build_results(probe: str, probe_version: int, model: dict[str, Any], dataset: dict[str, Any],
+                  metrics: list[Metric], skipped_rows: list[int], settings: dict[str, Any], warnings: list[str],
                   published: list[dict[str, Any]] | None = None,
                   probe_settings: dict[str, Any] | None = None) -> dict[str, Any]:
-    identity = encoder.identity()
     results = {
         "schema": SCHEMA, "vlfair_version": __version__, "probe": probe, "probe_version": probe_version,
-        "model": {"spec": identity["spec"], "name": getattr(encoder, "display_name", None) or identity["spec"],
-                  "revision": identity["revision"], "dtype": identity["dtype"]},
+        "model": model,
         "dataset": dataset, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "settings": settings, "metrics": [dataclasses.asdict(m) for m in metrics],
         "skipped_rows": [int(r) for r in skipped_rows], "warnings": warnings, "published": published or [],

@@ -1,0 +1,61 @@
+"""``vlfair rescore``: every metric, table and report of a run again, from its samples alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vlfair.compare.runs import RunError, load_run
+from vlfair.defaults import INTERVAL_SETTINGS
+
+# What a rescore may change: the intervals' settings, and the seed of every resampling. Any other
+# setting changes what the model scored (a prompt, a temperature, a class list): that needs a new run.
+RESCORE_SETTINGS = (*INTERVAL_SETTINGS, "seed")
+
+
+def rescore(run_dir: str | Path, out_dir: str | Path | None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Recompute the run in ``run_dir`` from its samples.parquet, with ``overrides`` of
+    :data:`RESCORE_SETTINGS`, and write it (results.json, samples.parquet, tables, report) into
+    ``out_dir`` (None: write nothing). Under the run's own settings every number is the run's.
+
+    Returns:
+        The new results.json content.
+
+    Raises:
+        RunError: the run cannot be read, its probe's version changed, or an override is not
+            one a rescore can apply.
+    """
+    from vlfair.probes import ProbeError, finish_run, probe_class
+
+    run = load_run(run_dir)
+    results = run.results
+    name = results["probe"]
+    unknown = sorted(set(overrides or {}) - set(RESCORE_SETTINGS))
+    if unknown:
+        raise RunError(f"setting(s) {unknown} change what the model scored; a rescore changes only "
+                       f"{list(RESCORE_SETTINGS)} (run the probe again for the others)")
+    try:
+        probe_type = probe_class(name)
+    except ProbeError as exc:
+        raise RunError(f"{run.path}: {exc} (is the plugin that made it installed?)") from None
+    if not probe_type.keeps_samples():
+        raise RunError(f"{run.path}: probe {name!r} cannot analyse samples (it defines run, not score and analyze)")
+    recorded = dict(results.get("probe_settings") or {})
+    current = probe_type.validate_settings().version
+    if recorded.get("version", results["probe_version"]) != current:
+        raise RunError(f"{run.path}: made by {name} version {results['probe_version']}, this vlfair's {name} is "
+                       f"version {current}: its analysis may differ; run the probe again")
+    probe = probe_type({**recorded, **(overrides or {})})
+    output = probe.analyze(run.samples)
+    output.samples = run.samples
+    output.notes.append("Rescored from samples.parquet (vlfair rescore): figures drawn from the images or the model "
+                        "themselves (median images, Grad-CAM, generated images) are in the original run's report.")
+    run_settings = {key: results["settings"].get(key) for key in ("schema", "limit")}
+    finished = finish_run(probe, output, results["model"], results["dataset"], results.get("skipped_rows", []),
+                          run_settings)
+    if out_dir is not None:
+        finished.write(out_dir)
+    return finished.results
+
+
+__all__ = ["RESCORE_SETTINGS", "rescore"]

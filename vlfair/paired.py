@@ -1,0 +1,277 @@
+"""Two models measured on the same rows: each metric's difference with a paired bootstrap
+interval and a paired permutation test (numpy and scipy only).
+
+A probe describes its metrics as functions of per-sample values (:class:`RowSet`): the rows a
+group of metrics reads, the value columns, each row's group and resampling stratum, and one
+function per metric. Most metrics of the studies (group means, gaps, ratios of means,
+F-statistics, rates) are functions of each group's count, sum and sum of squares, so a
+:class:`RowSet` hands its statistics :class:`Moments`. The moments of a bootstrap resample are
+one matrix product (multiplicities x values), and those of a relabelling that swaps the two
+models' results in some rows are the observed moments plus one matrix product (swaps x
+differences): thousands of resamples and relabellings of 14,000 rows cost a few matrix
+products, never a loop over resamples. A metric that is not a function of moments (a maximum
+over rows) sets ``values=True`` and receives the (b, n, k) resampled values instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from vlfair import stats
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+
+
+@dataclasses.dataclass(frozen=True)
+class Moments:
+    """Per group and value column: the (weighted) row count, and the sum and sum of squares of
+    the values minus ``shift`` (each column's overall mean: sums of squares keep their digits)."""
+
+    count: npt.NDArray[np.float64]    # (b, G)
+    total: npt.NDArray[np.float64]    # (b, G, k)
+    squares: npt.NDArray[np.float64]  # (b, G, k)
+    shift: npt.NDArray[np.float64]    # (k,)
+
+    @property
+    def means(self) -> npt.NDArray[np.float64]:
+        """(b, G, k) group means (nan for an empty group)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.total / self.count[:, :, None] + self.shift
+
+    @property
+    def within(self) -> npt.NDArray[np.float64]:
+        """(b, G, k) sums of squared deviations from each group's mean."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.maximum(self.squares - self.total**2 / self.count[:, :, None], 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Statistic:
+    """One metric of a :class:`RowSet`: ``function`` maps the row set's :class:`Moments` (or,
+    with ``RowSet.values``, its (b, n, k) values) to (b,) values of the metric."""
+
+    name: str
+    subset: dict[str, Any]
+    function: Callable[[Any], npt.NDArray[np.float64]]
+    neutral: float | None = None  # the value of "no bias" (None: a level, such as a mean score)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowSet:
+    """Metrics read from the same rows: ``rows`` (positions in the samples table), the value
+    ``columns`` read per model, each row's ``groups`` code (0..G-1) and its resampling stratum
+    (``strata``; None: the groups, as the measures' own intervals resample)."""
+
+    rows: npt.NDArray[np.int64]
+    columns: tuple[str, ...]
+    groups: npt.NDArray[np.int64]
+    statistics: tuple[Statistic, ...]
+    strata: npt.NDArray[np.int64] | None = None
+    values: bool = False  # the statistics take (b, n, k) values, not moments
+
+    @property
+    def resampling_strata(self) -> npt.NDArray[np.int64]:
+        return self.groups if self.strata is None else self.strata
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """A metric of two models on the same rows: both values, A - B with its paired bootstrap
+    interval, A / B for a ratio metric (neutral 1), the difference of their distances to the
+    neutral value (negative: A is closer, less biased) and the paired permutation test."""
+
+    name: str
+    subset: dict[str, Any]
+    neutral: float | None
+    value_a: float
+    value_b: float
+    difference: float
+    difference_ci: list[float] | None
+    ratio: float | None
+    ratio_ci: list[float] | None
+    distance_difference: float | None
+    distance_difference_ci: list[float] | None
+    p_value: float
+    log10_p_value: float
+    p_method: str
+    permutations: int | None
+
+
+def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP,
+            confidence: float = CONFIDENCE, seed: int | None = SEED,
+            n_permutations: int = PERMUTATIONS) -> list[Difference]:
+    """Every statistic of ``row_set`` for models A and B, whose (n, k) values of the row set's
+    columns are ``values_a`` and ``values_b`` (the same rows in the same order).
+
+    The bootstrap draws rows within each stratum and evaluates both models on the same draws;
+    the permutation test swaps the two models' values within randomly chosen rows
+    (:func:`vlfair.stats.sign_flip_tests`: exact for up to log2(n_permutations) rows).
+    """
+    a = np.asarray(values_a, dtype=float).reshape(len(row_set.rows), -1)
+    b = np.asarray(values_b, dtype=float).reshape(len(row_set.rows), -1)
+    engine = _Engine(row_set, a, b)
+    point_a, point_b = engine.point()
+    count = len(row_set.statistics)
+    samples_a = np.empty((0, count))
+    samples_b = np.empty((0, count))
+    if bootstrap:
+        blocks = [engine.resampled(indices) for indices in
+                  stats.stratified_resamples(row_set.resampling_strata, bootstrap, seed)]
+        samples_a = np.concatenate([block[0] for block in blocks])
+        samples_b = np.concatenate([block[1] for block in blocks])
+    if n_permutations:
+        tests = stats.sign_flip_tests(engine.swapped_difference, len(row_set.rows), count, n_permutations, seed)
+    else:
+        tests = [stats.PermutationResult(float("nan"), float("nan"), "none", None)] * count
+    differences = []
+    for j, statistic in enumerate(row_set.statistics):
+        differences.append(_difference(statistic, point_a[j], point_b[j], samples_a[:, j], samples_b[:, j],
+                                       confidence, tests[j]))
+    return differences
+
+
+def _difference(statistic: Statistic, value_a: float, value_b: float, samples_a: np.ndarray, samples_b: np.ndarray,
+                confidence: float, test: stats.PermutationResult) -> Difference:
+    def interval(samples: np.ndarray) -> list[float] | None:
+        if samples.size == 0 or not np.isfinite(samples).any():
+            return None
+        low, high = stats.percentile_interval(samples, confidence)
+        return [float(low), float(high)]
+
+    neutral = statistic.neutral
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = ratio_ci = None
+        if neutral == 1.0:
+            ratio = float(value_a / value_b) if value_b else float("nan")
+            ratio_ci = interval(samples_a / samples_b)
+        distance = distance_ci = None
+        if neutral is not None:
+            distance = float(abs(value_a - neutral) - abs(value_b - neutral))
+            distance_ci = interval(np.abs(samples_a - neutral) - np.abs(samples_b - neutral))
+    return Difference(statistic.name, statistic.subset, neutral, float(value_a), float(value_b),
+                      float(value_a - value_b), interval(samples_a - samples_b), ratio, ratio_ci, distance,
+                      distance_ci, test.p_value, test.log10_p_value, test.method, test.permutations)
+
+
+class _Engine:
+    """The statistics of one row set for both models: at the data, on resampled rows and on
+    relabellings that swap the models' values in some rows."""
+
+    def __init__(self, row_set: RowSet, a: np.ndarray, b: np.ndarray):
+        self.row_set, self.a, self.b = row_set, a, b
+        self.num_groups = int(row_set.groups.max()) + 1 if row_set.groups.size else 0
+        if not row_set.values:
+            self.shift = np.nanmean(np.concatenate([a, b]), axis=0) if a.size else np.zeros(a.shape[1])
+            self.onehot = np.eye(self.num_groups)[row_set.groups]  # (n, G)
+            self.centred_a, self.centred_b = a - self.shift, b - self.shift
+            self.first_a = self._spread(self.centred_a)       # (n, G*k): each row's value in its group's slot
+            self.second_a = self._spread(self.centred_a**2)
+            difference = self.centred_b - self.centred_a
+            self.first_swap = self._spread(difference)        # what swapping a row adds to A's sums
+            self.second_swap = self._spread(self.centred_b**2 - self.centred_a**2)
+            self.first_b = self._spread(self.centred_b)
+            self.second_b = self._spread(self.centred_b**2)
+
+    def _spread(self, values: np.ndarray) -> np.ndarray:
+        return (self.onehot[:, :, None] * values[:, None, :]).reshape(len(values), -1)
+
+    def _moments(self, count: np.ndarray, first: np.ndarray, second: np.ndarray) -> Moments:
+        b, k = first.shape[0], self.a.shape[1]
+        return Moments(count, first.reshape(b, self.num_groups, k), second.reshape(b, self.num_groups, k), self.shift)
+
+    def _evaluate(self, data: Any) -> np.ndarray:
+        """(b, M) values of every statistic."""
+        return np.stack([np.asarray(s.function(data), dtype=float) for s in self.row_set.statistics], axis=1)
+
+    def point(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.row_set.values:
+            return self._evaluate(self.a[None])[0], self._evaluate(self.b[None])[0]
+        count = self.onehot.sum(axis=0)[None]
+        moments_a = self._moments(count, self.first_a.sum(axis=0)[None], self.second_a.sum(axis=0)[None])
+        moments_b = self._moments(count, self.first_b.sum(axis=0)[None], self.second_b.sum(axis=0)[None])
+        return self._evaluate(moments_a)[0], self._evaluate(moments_b)[0]
+
+    def resampled(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(b, M) statistics of A and of B on the same b resamples of rows."""
+        if self.row_set.values:
+            return self._evaluate(self.a[indices]), self._evaluate(self.b[indices])
+        b, n = indices.shape
+        weights = np.bincount((indices + np.arange(b)[:, None] * n).ravel(), minlength=b * n).reshape(b, n)
+        weights = weights.astype(float)
+        count = weights @ self.onehot
+        return (self._evaluate(self._moments(count, weights @ self.first_a, weights @ self.second_a)),
+                self._evaluate(self._moments(count, weights @ self.first_b, weights @ self.second_b)))
+
+    def swapped_difference(self, swaps: np.ndarray) -> np.ndarray:
+        """(b, M) statistic(A') - statistic(B') where A' takes B's values in the swapped rows."""
+        if self.row_set.values:
+            mask = swaps[:, :, None]
+            return (self._evaluate(np.where(mask, self.b[None], self.a[None]))
+                    - self._evaluate(np.where(mask, self.a[None], self.b[None])))
+        s = swaps.astype(float)
+        count = np.broadcast_to(self.onehot.sum(axis=0), (len(s), self.num_groups))
+        first_a = self.first_a.sum(axis=0) + s @ self.first_swap
+        second_a = self.second_a.sum(axis=0) + s @ self.second_swap
+        first_b = self.first_a.sum(axis=0) + self.first_b.sum(axis=0) - first_a
+        second_b = self.second_a.sum(axis=0) + self.second_b.sum(axis=0) - second_a
+        return (self._evaluate(self._moments(count, first_a, second_a))
+                - self._evaluate(self._moments(count, first_b, second_b)))
+
+
+# ---- statistics of moments the studies use ---------------------------------------------------
+def group_mean(group: int, column: int = 0) -> Callable[[Moments], np.ndarray]:
+    """One group's mean of one column."""
+    return lambda m: m.means[:, group, column]
+
+
+def mean_range(column: int = 0) -> Callable[[Moments], np.ndarray]:
+    """The largest minus the smallest group mean (a max gap)."""
+    def statistic(m: Moments) -> np.ndarray:
+        means = m.means[:, :, column]
+        return np.nanmax(means, axis=1) - np.nanmin(means, axis=1)
+    return statistic
+
+
+def mean_ratio(numerator: int, denominator: int, column: int = 0) -> Callable[[Moments], np.ndarray]:
+    """One group's mean over another's (a bias ratio)."""
+    def statistic(m: Moments) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return m.means[:, numerator, column] / m.means[:, denominator, column]
+    return statistic
+
+
+def f_statistic(column: int = 0) -> Callable[[Moments], np.ndarray]:
+    """The one-way ANOVA F across the groups (as ``stats.one_way_anova``: nan where 0/0)."""
+    def statistic(m: Moments) -> np.ndarray:
+        count = m.count
+        present = count > 0
+        k = present.sum(axis=1)
+        n = count.sum(axis=1)
+        total = m.total[:, :, column]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            grand = total.sum(axis=1) / n
+            means = np.where(present, total / count, 0.0)
+            between = (count * (means - grand[:, None]) ** 2).sum(axis=1)
+            within = np.where(present, m.within[:, :, column], 0.0).sum(axis=1)
+            df_between, df_within = k - 1.0, n - k
+            numerator, denominator = between / df_between, within / df_within
+            return np.where(denominator > 0, numerator / denominator, np.where(numerator > 0, np.inf, np.nan))
+    return statistic
+
+
+def iter_columns(row_sets: list[RowSet]) -> Iterator[str]:
+    """Every value column the row sets read, once."""
+    seen: set[str] = set()
+    for row_set in row_sets:
+        for column in row_set.columns:
+            if column not in seen:
+                seen.add(column)
+                yield column
+
+
+__all__ = ["Difference", "Moments", "RowSet", "Statistic", "compare", "f_statistic", "group_mean", "iter_columns",
+           "mean_range", "mean_ratio"]

@@ -1,0 +1,103 @@
+"""Per-sample results: what a probe's metrics aggregate, one row per sample, kept beside results.json.
+
+A probe run writes ``samples.parquet``: each row's identity in the dataset (``row``, its index in
+the data as given, and ``id``, a stable key from the image's content), its group columns and one
+column per per-sample quantity (a CLIPScore, a trait confidence per pair, a prediction per
+language). The file's metadata holds what the analysis needs besides the rows (the run's
+``facts``: a temperature, a sampling record; its scoring ``warnings``) and the run's header
+(probe, settings, model, dataset): ``vlfair rescore`` recomputes every metric from it with no
+model and no dataset, and ``vlfair compare`` pairs two runs' rows by ``id``. It is plain
+Parquet: ``datasets.load_dataset("parquet", data_files=...)`` and pandas read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SAMPLES_FILE = "samples.parquet"
+METADATA_KEY = b"vlfair"
+IDENTITY = ("row", "id")  # the columns that name a sample in its dataset
+
+
+class SamplesError(ValueError):
+    """A samples file that cannot be used: missing, altered, or not vlfair's."""
+
+
+@dataclasses.dataclass
+class Samples:
+    """A probe's per-sample results: ``frame`` (one row per sample, starting with :data:`IDENTITY`),
+    ``facts`` (the run-level values the analysis reads, reported as results.json's settings) and
+    ``warnings`` (what scoring found: short cells, a sigmoid model)."""
+
+    frame: pd.DataFrame
+    facts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def column(self, name: str) -> Any:
+        """A column as a numpy array (object for text)."""
+        return self.frame[name].to_numpy()
+
+
+def sha256_of(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_samples(samples: Samples, path: str | Path, header: dict[str, Any]) -> dict[str, Any]:
+    """Write ``samples`` as Parquet (zstd) with ``header`` (results.json without its metrics) in
+    its metadata; returns results.json's ``samples`` entry: file name, SHA-256 and row count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from vlfair.cache import atomic_write
+
+    path = Path(path)
+    table = pa.Table.from_pandas(samples.frame, preserve_index=False)
+    meta = {"header": header, "facts": samples.facts, "warnings": samples.warnings}
+    text = json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False, default=_plain)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), METADATA_KEY: text.encode()})
+    atomic_write(path, lambda handle: pq.write_table(table, handle, compression="zstd"))
+    return {"file": path.name, "sha256": sha256_of(path), "rows": int(table.num_rows)}
+
+
+def read_samples(path: str | Path, sha256: str | None = None) -> tuple[Samples, dict[str, Any]]:
+    """(samples, header) from a file :func:`write_samples` wrote; with ``sha256`` (results.json's),
+    a file whose content changed since is refused."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise SamplesError(f"{path}: no such samples file")
+    if sha256 is not None and sha256_of(path) != sha256:
+        raise SamplesError(f"{path}: its SHA-256 is not the one results.json records: the file was changed or "
+                           "replaced after the run (re-run the probe, or restore the file)")
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001  (pyarrow raises several types for a file that is not Parquet)
+        raise SamplesError(f"{path}: not a Parquet file ({exc})") from None
+    raw = (table.schema.metadata or {}).get(METADATA_KEY)
+    if raw is None:
+        raise SamplesError(f"{path}: a Parquet file without vlfair's metadata (not written by a vlfair run)")
+    meta = json.loads(raw)
+    frame = table.to_pandas()
+    return Samples(frame, meta.get("facts") or {}, list(meta.get("warnings") or [])), meta.get("header") or {}
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays in the metadata's JSON."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+__all__ = ["IDENTITY", "SAMPLES_FILE", "Samples", "SamplesError", "read_samples", "sha256_of", "write_samples"]
