@@ -159,6 +159,8 @@ class Probe(abc.ABC):
     published_file: ClassVar[str | None] = None           # the study's published tables (published/<file>)
     neutral: ClassVar[dict[str, float]] = {}              # its own bias measures' neutral values (beyond
                                                           # vlfair.outputs.NEUTRAL): "less biased" = closer
+    uncompared: ClassVar[dict[str, str]] = {}             # metrics comparisons() leaves out -> why (said
+                                                          # by vlfair compare)
     _registered: ClassVar[bool] = False                   # set by vlfair.probes.register
     position: ClassVar[float] = float("inf")              # where listings put it (the studies in their order;
                                                           # others after them, by name)
