@@ -56,17 +56,10 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import yaml
-
     from vlfair.probes import probe_class, run_probe
 
     probe = probe_class(args.probe)
-    settings = {}
-    for item in args.set or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UserError(f"--set takes KEY=VALUE, got {item!r}")
-        settings[key] = yaml.safe_load(value)
+    settings = _parse_sets(args.set)
     _at_least_one(("--limit", args.limit), ("--batch-size", args.batch_size))
     from_options, sources = probe.overrides_from(vars(args))
     settings.update(from_options)
@@ -243,6 +236,87 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_leaderboard)
 
 
+def _parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` options as settings (each value read as YAML)."""
+    import yaml
+
+    settings = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UserError(f"--set takes KEY=VALUE, got {item!r}")
+        settings[key] = yaml.safe_load(value)
+    return settings
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    from vlfair.compare import rescore
+
+    out = Path(args.out)
+    if out.resolve() == Path(args.run).resolve():
+        raise UserError(f"--out {out} is the run's own folder: its results would be replaced; give another folder")
+    _check_out_dir(out)
+    results = rescore(args.run, out, _parse_sets(args.set))
+    log.info(f"{results['probe']}: {len(results['metrics'])} metrics recomputed from "
+             f"{Path(args.run) / results['samples']['file']} -> {out}/results.json, {out}/report.html")
+    return 0
+
+
+def _add_rescore(sub: argparse._SubParsersAction) -> None:
+    from vlfair.compare.rescore import RESCORE_SETTINGS
+
+    parser = sub.add_parser("rescore", help="recompute a run's metrics from its samples.parquet (no model, no data)",
+                            description="Recompute every metric, table and report of a run from its samples.parquet "
+                                        "alone: no model and no dataset are loaded. Under the run's own settings the "
+                                        "numbers are the run's; --set changes how intervals and p-values are made.")
+    parser.add_argument("run", help="a run's folder (vlfair run --out)")
+    parser.add_argument("--out", required=True, help="folder for the rescored run (not the run's own)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help=f"change one of {', '.join(RESCORE_SETTINGS)} (repeatable)")
+    parser.set_defaults(handler=_rescore)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from vlfair.compare import compare_runs
+    from vlfair.compare.render import summary, write_comparison
+
+    for flag, value in (("--bootstrap", args.bootstrap), ("--permutations", args.permutations)):
+        if value < 0:
+            raise UserError(f"{flag} must be at least 0, got {value}")
+    _check_out_dir(Path(args.out))
+    comparison = compare_runs(args.runs, on_common_rows=args.on_common_rows, bootstrap=args.bootstrap,
+                              confidence=args.confidence, seed=args.seed, n_permutations=args.permutations)
+    report = write_comparison(comparison, args.out)
+    content = comparison.content
+    log.info(f"{content['probe']}: {len(content['runs'])} runs, {content['rows']['compared']} paired samples, "
+             f"{len(content['differences'])} differences"
+             + (" (on the rows every run holds)" if content["rows"]["on_common_rows"] else ""))
+    log.info(summary(comparison))
+    log.info(f"-> {Path(args.out) / 'comparison.json'}, {report}")
+    return 0
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+
+    parser = sub.add_parser("compare", help="paired differences between runs of one probe on the same rows",
+                            description="Compare two or more runs of one probe on the same rows (their samples."
+                                        "parquet): each metric's difference A - B with a paired bootstrap interval, "
+                                        "a paired permutation test and, with more than two runs, Holm-adjusted "
+                                        "p-values; runs that differ in data, probe version or settings are refused.")
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders (vlfair run --out), two or more")
+    parser.add_argument("--out", required=True, help="folder for comparison.json, differences.csv and comparison.html")
+    parser.add_argument("--on-common-rows", action="store_true",
+                        help="compare runs that hold different rows on the rows they all hold")
+    parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP, help=f"paired resamples (default {BOOTSTRAP})")
+    parser.add_argument("--confidence", type=float, default=CONFIDENCE,
+                        help=f"the intervals' level (default {CONFIDENCE})")
+    parser.add_argument("--seed", type=int, default=SEED, help=f"seed of resamples and relabellings (default {SEED})")
+    parser.add_argument("--permutations", type=int, default=PERMUTATIONS,
+                        help=f"relabellings of the paired test at most (default {PERMUTATIONS}; 0: no p-values)")
+    parser.set_defaults(handler=_compare)
+
+
 def _card_results(args: argparse.Namespace) -> int:
     from vlfair.report.leaderboard import card_results, read_results
 
@@ -288,7 +362,7 @@ def _add_install_metrics(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_install_metrics)
 
 
-SUBCOMMANDS = [_add_demo, _add_run, _add_prepare, _add_leaderboard, _add_card_results, _add_publish_metrics,
+SUBCOMMANDS = [_add_demo, _add_run, _add_rescore, _add_compare, _add_prepare, _add_leaderboard, _add_card_results, _add_publish_metrics,
                _add_install_metrics]
 
 

@@ -2,7 +2,8 @@
 samples.parquet, under other interval settings) and ``compare`` (two or more runs on the same
 rows: paired differences, intervals and tests)."""
 
+from vlfair.compare.comparison import Comparison, ComparisonError, compare_runs
 from vlfair.compare.rescore import rescore
 from vlfair.compare.runs import Run, RunError, load_run
 
-__all__ = ["Run", "RunError", "load_run", "rescore"]
+__all__ = ["Comparison", "ComparisonError", "Run", "RunError", "compare_runs", "load_run", "rescore"]

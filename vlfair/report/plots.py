@@ -109,10 +109,12 @@ def scatter_with_bound(x: Sequence[float], y: Sequence[float], slope: float, lab
     return figure
 
 
-def forest(rows: pd.DataFrame, title: str, xlabel: str, neutral: float | None = None, log: bool = False) -> Figure:
+def forest(rows: pd.DataFrame, title: str, xlabel: str, neutral: float | None = None, log: bool = False,
+           colours: dict[str, str] | None = None, neutral_label: str | None = None) -> Figure:
     """Point estimates with their intervals, one line per ``label``; a ``series`` column (biased,
-    control) draws each series in its own colour on the same axis. ``rows`` has columns label,
-    value, low, high (NaN where there is no interval) and optionally series."""
+    control) draws each series in its own colour on the same axis (``colours``: series -> colour;
+    default the colour cycle, in order of appearance). ``rows`` has columns label, value, low,
+    high (NaN where there is no interval) and optionally series."""
     rows = rows.assign(series=rows["series"] if "series" in rows else "")
     labels = list(dict.fromkeys(rows["label"]))
     series = list(dict.fromkeys(rows["series"]))
@@ -124,9 +126,11 @@ def forest(rows: pd.DataFrame, title: str, xlabel: str, neutral: float | None = 
         values = part["value"].to_numpy(dtype=float)
         low, high = part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float)
         spans = np.where(np.isfinite(low), [values - low, high - values], 0.0)
-        axis.errorbar(values, y, xerr=np.abs(spans), fmt="o", markersize=4, capsize=3, label=name or None)
+        axis.errorbar(values, y, xerr=np.abs(spans), fmt="o", markersize=4, capsize=3, label=name or None,
+                      color=(colours or {}).get(name))
     if neutral is not None:
-        axis.axvline(neutral, color="0.3", linewidth=0.8, linestyle="--", label=f"no bias ({neutral:g})")
+        axis.axvline(neutral, color="0.3", linewidth=0.8, linestyle="--",
+                     label=neutral_label or f"no bias ({neutral:g})")
     if log:
         axis.set_xscale("log")
     axis.set_yticks(range(len(labels)), labels, fontsize=8)

@@ -1,0 +1,277 @@
+"""``vlfair compare``: two or more runs of one probe on the same rows, metric by metric.
+
+For each pair of runs (A, B) and each metric the probe can express per sample
+(``Probe.comparisons``): A, B, A - B with a paired bootstrap interval (the same resampled rows
+for both models, stratified as the metric's own interval), A / B for a ratio, and a paired
+permutation test (each row's two results swapped or not). With more than two runs every pair is
+compared and each metric's p-values are Holm-adjusted across the pairs (the family: one metric
+and subset, all pairs of runs). Runs that did not measure the same rows the same way are refused,
+every difference named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vlfair.compare.runs import Run, RunError, load_run
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, INTERVAL_SETTINGS, PERMUTATIONS, SEED
+
+SCHEMA = "vlfair.comparison/1"
+FAMILY = "each metric and subset across every pair of runs compared (Holm)"
+# Settings that never change a measured value: intervals, and the seed (a seed that draws another
+# sample changes the rows, which the rows' ids show)
+NOT_COMPARED_SETTINGS = (*INTERVAL_SETTINGS, "seed", "notes")
+
+
+class ComparisonError(RunError):
+    """Runs that cannot be compared; the message lists every reason."""
+
+
+@dataclasses.dataclass
+class Comparison:
+    """What ``compare_runs`` found: comparison.json's content, and what the report draws."""
+
+    content: dict[str, Any]
+    runs: list[Run]
+
+
+def compare_runs(paths: list[str | Path], *, on_common_rows: bool = False, bootstrap: int = BOOTSTRAP,
+                 confidence: float = CONFIDENCE, seed: int | None = SEED,
+                 n_permutations: int = PERMUTATIONS) -> Comparison:
+    """Compare the runs in ``paths`` (run folders), every pair, every comparable metric.
+
+    Args:
+        paths: two or more run folders (``vlfair run --out``) of one probe.
+        on_common_rows: compare runs that share only some rows on the rows they share (said in
+            the output); otherwise runs must hold the same rows.
+        bootstrap: paired bootstrap resamples (0: no intervals).
+        confidence: the intervals' level, in (0, 1).
+        seed: seeds the resampling and the relabellings.
+        n_permutations: relabellings of the paired permutation test (0: no p-values).
+
+    Returns:
+        The comparison (comparison.json's content and the runs).
+
+    Raises:
+        RunError: a run cannot be read (no results.json, no samples, a changed samples file).
+        ComparisonError: fewer than two runs, a run given twice, or runs that differ in what
+            makes numbers comparable (every difference listed).
+    """
+    from vlfair.measures import check_options
+    from vlfair.probes import probe_class
+
+    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
+    if n_permutations < 0:
+        raise ComparisonError(f"n_permutations must be >= 0, got {n_permutations}")
+    if len(paths) < 2:
+        raise ComparisonError(f"compare needs at least two runs, got {len(paths)}")
+    runs = [load_run(path) for path in paths]
+    _refuse_duplicates(runs)
+    problems = _incomparable(runs, on_common_rows)
+    if problems:
+        raise ComparisonError("the runs are not comparable: " + "; ".join(problems))
+    probe = probe_class(runs[0].results["probe"])(runs[0].results["probe_settings"])
+    common, counts = _common_ids(runs)
+    if not len(common):
+        raise ComparisonError("the runs share no rows (no sample id is in all of them)")
+    frames = [run.samples.frame.set_index("id").loc[common].reset_index() for run in runs]
+    reference = dataclasses.replace(runs[0].samples, frame=frames[0])
+    row_sets = probe.comparisons(reference)
+    if not row_sets:
+        raise ComparisonError(f"probe {probe.name!r} gives no per-sample form of its metrics to compare")
+    _check_groups(runs, frames, row_sets)
+    pairs = list(itertools.combinations(range(len(runs)), 2))
+    differences = []
+    for a, b in pairs:
+        for row_set in row_sets:
+            from vlfair import paired
+
+            columns = list(row_set.columns)
+            values_a = frames[a].loc[row_set.rows, columns].to_numpy(float)
+            values_b = frames[b].loc[row_set.rows, columns].to_numpy(float)
+            for found in paired.compare(row_set, values_a, values_b, bootstrap=bootstrap, confidence=confidence,
+                                        seed=seed, n_permutations=n_permutations):
+                differences.append({"a": a, "b": b, **_entry(found)})
+    _adjust(differences)
+    for entry in differences:
+        entry["verdict"] = verdict(entry, 1 - confidence)
+    content = {
+        "schema": SCHEMA, "vlfair_version": _version(), "probe": probe.name,
+        "probe_version": runs[0].results["probe_version"],
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "runs": [_describe(run) for run in runs],
+        "rows": {"compared": int(len(common)), "per_run": counts, "on_common_rows": bool(on_common_rows)},
+        "settings": {"bootstrap": bootstrap, "confidence": confidence, "seed": seed, "n_permutations": n_permutations},
+        "multiple_testing": {"method": "holm" if len(pairs) > 1 else "none", "family": FAMILY,
+                             "pairs": len(pairs)},
+        "differences": differences,
+        "uncompared": [{"metric": name, "reason": why} for name, why in sorted(probe.uncompared.items())],
+    }
+    from vlfair.report.results import jsonable
+
+    content = jsonable(content)
+    validate_comparison(content)
+    return Comparison(content, runs)
+
+
+def _version() -> str:
+    from vlfair._version import __version__
+
+    return __version__
+
+
+def _refuse_duplicates(runs: list[Run]) -> None:
+    seen: dict[str, Path] = {}
+    for run in runs:
+        key = run.results["samples"]["sha256"]
+        folder = run.path.resolve()
+        for other_key, other in seen.items():
+            if other == folder or other_key == key:
+                raise ComparisonError(f"{run.path} is given twice (the same run as {other}): compare two different "
+                                      "runs")
+        seen[key] = folder
+
+
+def _settings(run: Run) -> dict[str, Any]:
+    return {k: v for k, v in (run.results.get("probe_settings") or {}).items() if k not in NOT_COMPARED_SETTINGS}
+
+
+def _incomparable(runs: list[Run], on_common_rows: bool) -> list[str]:
+    """Every reason the runs' numbers cannot be set side by side."""
+    first, problems = runs[0], []
+
+    def differ(what: str, get: Any) -> None:
+        values = [get(run) for run in runs]
+        if any(value != values[0] for value in values[1:]):
+            shown = ", ".join(f"{run.path.name or run.path}: {value!r}" for run, value in zip(runs, values))
+            problems.append(f"{what} differs ({shown})")
+
+    differ("probe", lambda run: run.results["probe"])
+    if problems:
+        return problems  # another probe measures other things: nothing else is worth listing
+    differ("probe version", lambda run: run.results["probe_version"])
+    differ("dataset", lambda run: run.results["dataset"]["name"])
+    differ("split", lambda run: run.results["dataset"].get("split"))
+    differ("subset", lambda run: run.results["dataset"].get("subset"))
+    settings = [_settings(run) for run in runs]
+    keys = sorted({key for s in settings for key in s})
+    for key in keys:
+        values = [s.get(key) for s in settings]
+        if any(value != values[0] for value in values[1:]):
+            shown = ", ".join(f"{run.path.name or run.path}: {json.dumps(v, default=str)[:80]}"
+                              for run, v in zip(runs, values))
+            problems.append(f"setting {key} differs ({shown})")
+    if not on_common_rows:
+        differ("dataset fingerprint", lambda run: run.results["dataset"]["fingerprint"])
+        ids = [list(run.samples.frame["id"]) for run in runs]
+        if any(set(other) != set(ids[0]) for other in ids[1:]):
+            shared = set(ids[0]).intersection(*map(set, ids[1:]))
+            problems.append(f"the runs hold different rows ({', '.join(str(len(i)) for i in ids)} rows, {len(shared)} "
+                            "in all of them): compare them on the rows they share with --on-common-rows")
+    del first
+    return problems
+
+
+def _common_ids(runs: list[Run]) -> tuple[list[str], list[int]]:
+    """The ids in every run, in the first run's order, and each run's row count."""
+    others = [set(run.samples.frame["id"]) for run in runs[1:]]
+    common = [i for i in runs[0].samples.frame["id"] if all(i in other for other in others)]
+    return common, [len(run.samples.frame) for run in runs]
+
+
+def _check_groups(runs: list[Run], frames: list[Any], row_sets: list[Any]) -> None:
+    """Two runs of the same rows label them alike; a difference means different data."""
+    identity = {"row", "id"}
+    values = {c for row_set in row_sets for c in row_set.columns}
+    shared = [c for c in frames[0].columns if c not in identity | values and all(c in f.columns for f in frames)]
+    for k, frame in enumerate(frames[1:], start=1):
+        for column in shared:
+            if not frames[0][column].equals(frame[column]):
+                bad = int(np.flatnonzero(frames[0][column].astype(str).to_numpy()
+                                         != frame[column].astype(str).to_numpy())[0])
+                raise ComparisonError(f"column {column!r} differs for the sample {frames[0]['id'].iloc[bad]} between "
+                                      f"{runs[0].path} and {runs[k].path}: not the same data")
+
+
+def _entry(found: Any) -> dict[str, Any]:
+    return {"metric": found.name, "subset": found.subset, "neutral": found.neutral, "value_a": found.value_a,
+            "value_b": found.value_b, "difference": found.difference, "difference_ci": found.difference_ci,
+            "unpaired_ci": found.unpaired_ci, "ratio": found.ratio, "ratio_ci": found.ratio_ci,
+            "distance_difference": found.distance_difference, "distance_difference_ci": found.distance_difference_ci,
+            "p_value": found.p_value, "log10_p_value": found.log10_p_value, "p_method": found.p_method,
+            "permutations": found.permutations}
+
+
+def _adjust(differences: list[dict[str, Any]]) -> None:
+    """Holm across the pairs of runs, per metric and subset."""
+    from vlfair import stats
+
+    families: dict[str, list[dict[str, Any]]] = {}
+    for entry in differences:
+        families.setdefault(entry["metric"] + json.dumps(entry["subset"], sort_keys=True), []).append(entry)
+    for members in families.values():
+        for entry, adjusted in zip(members, stats.holm([m["p_value"] for m in members])):
+            entry["p_adjusted"] = adjusted
+
+
+def verdict(entry: dict[str, Any], alpha: float) -> str:
+    """"a_less_biased" / "b_less_biased" (A's value is closer to the neutral value than B's, or
+    farther), "differ" (the values differ, neither is shown closer), "a_higher" / "b_higher" (a
+    level, such as a mean score: no neutral value) or "no_difference".
+
+    A difference is detected when the Holm-adjusted permutation p is below ``alpha`` and the
+    paired interval of A - B excludes 0: the permutation test's null hypothesis is that the two
+    runs' results are exchangeable within rows, which two models whose scores differ in scale
+    also break when the metric itself does not differ; the interval speaks to the metric."""
+    p = entry.get("p_adjusted")
+    interval = entry["difference_ci"]
+    if p is None or np.isnan(p) or p >= alpha or (interval is not None and interval[0] <= 0 <= interval[1]):
+        return "no_difference"
+    if entry["neutral"] is None:
+        return "a_higher" if entry["difference"] > 0 else "b_higher"
+    distance = entry["distance_difference_ci"]
+    if distance and distance[1] < 0:
+        return "a_less_biased"
+    if distance and distance[0] > 0:
+        return "b_less_biased"
+    return "differ"
+
+
+def verdict_text(entry: dict[str, Any], labels: list[str]) -> str:
+    """The verdict for a person, naming the models."""
+    a, b = labels[entry["a"]], labels[entry["b"]]
+    return {"a_less_biased": f"{a} less biased", "b_less_biased": f"{b} less biased",
+            "a_higher": f"{a} higher", "b_higher": f"{b} higher",
+            "differ": "differ; neither closer to no bias", "no_difference": "no difference detected"}[entry["verdict"]]
+
+
+def _describe(run: Run) -> dict[str, Any]:
+    text = (run.path / "results.json").read_bytes()
+    return {"label": run.label, "path": str(run.path), "model": run.results["model"],
+            "dataset": run.results["dataset"], "created": run.results["created"],
+            "results_sha256": hashlib.sha256(text).hexdigest(), "samples_sha256": run.results["samples"]["sha256"]}
+
+
+def comparison_schema() -> dict[str, Any]:
+    from importlib import resources
+
+    return json.loads(resources.files("vlfair.compare").joinpath("comparison.schema.json").read_text())
+
+
+def validate_comparison(content: dict[str, Any]) -> None:
+    """Check against comparison.schema.json (raises jsonschema.ValidationError)."""
+    import jsonschema
+
+    jsonschema.validate(content, comparison_schema(), format_checker=jsonschema.FormatChecker())
+
+
+__all__ = ["FAMILY", "SCHEMA", "Comparison", "ComparisonError", "compare_runs", "validate_comparison", "verdict",
+           "verdict_text"]

@@ -1,0 +1,154 @@
+"""A comparison as people read it: comparison.json, a table of the differences (CSV, Markdown),
+comparison.html with a forest plot per metric and pair, and the terminal's short table."""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from vlfair.compare.comparison import Comparison, verdict_text
+from vlfair.outputs import Table
+
+# A is drawn in the first colour of the report's cycle, B in the second, as a report draws its
+# first and second series (the demo's biased and control encoders); nothing detected: grey.
+COLOURS = {"a": "C0", "b": "C1", "none": "0.55"}
+FOREST_ROWS = 40  # a forest with more rows shows the 40 smallest p-values (the table has them all)
+
+
+def letters(count: int) -> list[str]:
+    """A, B, C, ... (AA, AB after Z): how tables name the runs."""
+    alphabet = string.ascii_uppercase
+    return [alphabet[k] if k < 26 else alphabet[k // 26 - 1] + alphabet[k % 26] for k in range(count)]
+
+
+def labels(comparison: Comparison) -> list[str]:
+    return [run["label"] for run in comparison.content["runs"]]
+
+
+def differences_frame(comparison: Comparison, readable: bool = False) -> pd.DataFrame:
+    """One row per difference: the pair, metric, subset, both values, A - B with its interval, the
+    ratio, p and its Holm adjustment, the verdict (in words where ``readable``)."""
+    from vlfair.report.numbers import format_interval, format_p, format_subset, format_value
+
+    names = labels(comparison)
+    rows = []
+    for entry in comparison.content["differences"]:
+        ci = entry["difference_ci"] or [None, None]
+        row: dict[str, Any] = {"A": names[entry["a"]], "B": names[entry["b"]], "metric": entry["metric"],
+                               "subset": format_subset(entry["subset"]) if readable else
+                               json.dumps(entry["subset"], sort_keys=True, ensure_ascii=False)}
+        if readable:
+            row.update({"value A": format_value(entry["value_a"]), "value B": format_value(entry["value_b"]),
+                        "A - B": format_value(entry["difference"]), "CI": format_interval(*ci),
+                        "p": format_p(entry["p_value"], entry["log10_p_value"]),
+                        "p (Holm)": format_p(entry["p_adjusted"]), "verdict": verdict_text(entry, names)})
+        else:
+            row.update({"value_a": entry["value_a"], "value_b": entry["value_b"], "difference": entry["difference"],
+                        "ci_low": ci[0], "ci_high": ci[1], "ratio": entry["ratio"], "p_value": entry["p_value"],
+                        "log10_p_value": entry["log10_p_value"], "p_adjusted": entry["p_adjusted"],
+                        "neutral": entry["neutral"], "verdict": entry["verdict"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def forests(comparison: Comparison) -> dict[str, Any]:
+    """A forest plot of A - B per pair of runs and metric: the zero line, each difference with its
+    paired interval, coloured by the run found less biased (or higher), grey where nothing was."""
+    from vlfair.report import plots
+    from vlfair.report.numbers import format_subset
+
+    names = labels(comparison)
+    content = comparison.content
+    figures = {}
+    frame = pd.DataFrame(content["differences"])
+    if frame.empty:
+        return figures
+    for (a, b, metric), part in frame.groupby(["a", "b", "metric"], sort=False):
+        if len(part) > FOREST_ROWS:
+            part = part.sort_values("p_value", kind="stable").head(FOREST_ROWS)
+        side = {"a_less_biased": names[a], "a_higher": names[a], "b_less_biased": names[b], "b_higher": names[b]}
+        series = [f"{side[v]} less biased" if v.endswith("less_biased") else f"{side[v]} higher" if v in side
+                  else "no difference detected" for v in part["verdict"]]
+        colours = {}
+        for verdict_name, label in zip(part["verdict"], series):
+            colours[label] = COLOURS["a" if verdict_name.startswith("a_") else "b" if verdict_name.startswith("b_")
+                                     else "none"]
+        ci = [c if c else [float("nan")] * 2 for c in part["difference_ci"]]
+        rows = pd.DataFrame({"label": [format_subset(s) or "(all)" for s in part["subset"]],
+                             "value": part["difference"].astype(float), "low": [c[0] for c in ci],
+                             "high": [c[1] for c in ci], "series": series})
+        title = f"{metric}: {names[a]} - {names[b]}"
+        figures[f"{metric} ({letters(len(names))[a]} - {letters(len(names))[b]})"] = plots.forest(
+            rows, title, f"{metric}, A - B ({comparison.content['settings']['confidence']:.0%} paired CI)",
+            neutral=0.0, colours=colours, neutral_label="no difference (0)")
+    return figures
+
+
+def notes(comparison: Comparison) -> list[str]:
+    content = comparison.content
+    settings, rows = content["settings"], content["rows"]
+    said = [f"Probe {content['probe']} (version {content['probe_version']}); {rows['compared']} samples paired by id"
+            + (" (only the rows every run holds: --on-common-rows)" if rows["on_common_rows"] else "") + ".",
+            f"Intervals: {settings['confidence']:.0%} paired bootstrap ({settings['bootstrap']} resamples of the rows, "
+            f"the same rows for every run, stratified as each metric's own interval; seed {settings['seed']}).",
+            f"p: paired permutation test, each row's results swapped between the two runs or not "
+            f"({settings['n_permutations']} relabellings at most; exact when all can be enumerated); "
+            + (f"Holm-adjusted over {content['multiple_testing']['family']}."
+               if content["multiple_testing"]["method"] == "holm" else "two runs: no adjustment."),
+            "Verdict: a difference is detected when p (adjusted) is below "
+            f"{1 - settings['confidence']:.2g} and the interval of A - B excludes 0; for a bias measure the run "
+            "whose value is closer to the measure's neutral value (1 for a ratio, 0 for a gap or an F) is less "
+            "biased when the interval of the two distances excludes 0; a level (a mean score, an accuracy) is "
+            "only higher or lower."]
+    said += [f"Not compared: {u['metric']} ({u['reason']})" for u in content["uncompared"]]
+    return said
+
+
+def write_comparison(comparison: Comparison, out_dir: str | Path) -> Path:
+    """comparison.json, differences.csv / .md and comparison.html into ``out_dir``; returns the page."""
+    from vlfair.report.pages import figure_png, png_data, render
+    from vlfair.report.tables import grid
+    from vlfair.report.writer import TABLE_FILES
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "comparison.json").write_text(json.dumps(comparison.content, indent=2, allow_nan=False, ensure_ascii=False))
+    table = Table(differences_frame(comparison))
+    for suffix, write in TABLE_FILES.items():
+        write(table, out / f"differences.{suffix}")
+    figures = forests(comparison)
+    runs = [{**run, "letter": letter} for run, letter in zip(comparison.content["runs"],
+                                                            letters(len(comparison.content["runs"])))]
+    names = labels(comparison)
+    title = f"vlfair comparison: {' vs '.join(names)} ({comparison.content['probe']})"
+    page = render("comparison.html.j2", title=title, runs=runs, rows=comparison.content["rows"],
+                  notes=notes(comparison), figures=[(name, png_data(figure_png(f, dpi=110))) for name, f in
+                                                    figures.items()],
+                  tables=[("differences", grid(Table(differences_frame(comparison, readable=True))))])
+    report = out / "comparison.html"
+    report.write_text(page)
+    return report
+
+
+def summary(comparison: Comparison, limit: int = 30) -> str:
+    """The terminal's table: the bias measures' differences first (metric, subset, A, B, A - B
+    [CI], p, verdict), then how many levels were compared; at most ``limit`` lines."""
+    frame = differences_frame(comparison, readable=True)
+    neutral = [entry["neutral"] is not None for entry in comparison.content["differences"]]
+    bias = frame[neutral]
+    shown = bias if len(bias) else frame
+    columns = ["A", "B", "metric", "subset", "value A", "value B", "A - B", "CI", "p (Holm)", "verdict"]
+    if len(comparison.content["runs"]) == 2:
+        columns = columns[2:]
+    text = shown[columns].head(limit).to_string(index=False)
+    left = len(frame) - min(len(shown), limit)
+    if left:
+        text += f"\n... and {left} more differences (levels such as mean scores among them): see differences.csv"
+    return text
+
+
+__all__ = ["COLOURS", "differences_frame", "forests", "letters", "notes", "summary", "write_comparison"]
