@@ -1,0 +1,264 @@
+"""vlfair compare: paired statistics checked against brute force and scipy, comparisons of real
+runs, and a refusal for every pair of runs that is not comparable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats as sps
+
+from vlfair import paired, stats
+from vlfair.cli import main
+from vlfair.compare import ComparisonError, RunError, compare_runs
+from vlfair.samples import read_samples, write_samples
+
+
+# ---- the statistics ----------------------------------------------------------------------
+def _two_models(n: int = 240, groups: int = 4, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, groups, n)
+    a = rng.normal(size=(n, 2)) + 0.1 * codes[:, None]
+    b = a + rng.normal(0, 0.4, (n, 2)) + 0.2 * (codes[:, None] == 1)
+    return codes, a, b
+
+
+def test_paired_interval_is_a_brute_force_paired_bootstrap():
+    """The moments engine gives, resample for resample, what recomputing each metric with scipy on
+    the same resampled rows gives."""
+    codes, a, b = _two_models()
+    row_set = paired.RowSet(np.arange(len(codes)), ("x", "y"), codes, (
+        paired.Statistic("F", {}, paired.f_statistic(0), 0.0),
+        paired.Statistic("mean", {}, paired.group_mean(1, 1)),
+        paired.Statistic("gap", {}, paired.mean_range(1), 0.0),
+        paired.Statistic("ratio", {}, paired.mean_ratio(1, 0, 0), 1.0)))
+    found = paired.compare(row_set, a, b, bootstrap=300, seed=5, n_permutations=0)
+
+    def brute(values: np.ndarray) -> list[float]:
+        groups = [values[codes == g] for g in range(4)]
+        means = [g.mean(axis=0) for g in groups]
+        return [sps.f_oneway(*[g[:, 0] for g in groups]).statistic, means[1][1],
+                max(m[1] for m in means) - min(m[1] for m in means), means[1][0] / means[0][0]]
+
+    resamples = np.concatenate(list(stats.stratified_resamples(codes, 300, 5)))
+    differences = np.array([np.subtract(brute(a[rows]), brute(b[rows])) for rows in resamples])
+    expected = np.quantile(differences, [0.025, 0.975], axis=0)
+    for j, difference in enumerate(found):
+        np.testing.assert_allclose(difference.difference_ci, expected[:, j], rtol=1e-9)
+        np.testing.assert_allclose([difference.value_a, difference.value_b], [brute(a)[j], brute(b)[j]], rtol=1e-9)
+
+
+@pytest.mark.parametrize("rows", [6, 9, 12])
+def test_paired_test_is_scipy_s_paired_permutation_test(rows):
+    """Exact for up to log2(n_permutations) rows: the same p as scipy.stats.permutation_test with
+    permutation_type="samples" (each row's two values swapped or not), two-sided."""
+    codes, a, b = _two_models(rows, groups=2, seed=rows)
+    codes[:2] = [0, 1]  # both groups present
+    row_set = paired.RowSet(np.arange(rows), ("x",), codes, (paired.Statistic("gap", {}, paired.mean_range(0), 0.0),
+                                                             paired.Statistic("mean", {}, paired.group_mean(0, 0))))
+    found = paired.compare(row_set, a[:, :1], b[:, :1], bootstrap=0, n_permutations=10_000)
+
+    def gap(x, y, axis):
+        def one(v):
+            means = np.stack([v[..., codes == g].mean(axis=-1) for g in (0, 1)], axis=-1)
+            return means.max(axis=-1) - means.min(axis=-1)
+        return one(x) - one(y)
+
+    def mean(x, y, axis):
+        return x[..., codes == 0].mean(axis=-1) - y[..., codes == 0].mean(axis=-1)
+
+    for difference, statistic in zip(found, (gap, mean)):
+        reference = sps.permutation_test((a[:, 0], b[:, 0]), statistic, permutation_type="samples", vectorized=True,
+                                         n_resamples=10_000, alternative="two-sided")
+        assert difference.p_method == "exact"
+        assert difference.p_value == pytest.approx(reference.pvalue, rel=1e-12)
+
+
+def test_holm_is_the_step_down_procedure():
+    p = [0.01, 0.04, 0.03, float("nan"), 0.005, 0.5]
+    finite = [(value, k) for k, value in enumerate(p) if value == value]
+    order = sorted(finite)
+    expected = {}
+    running = 0.0
+    for rank, (value, k) in enumerate(order):  # brute force: the definition, step by step
+        running = max(running, min(1.0, (len(order) - rank) * value))
+        expected[k] = running
+    adjusted = stats.holm(p)
+    assert np.isnan(adjusted[3])
+    assert [adjusted[k] for k in sorted(expected)] == pytest.approx([expected[k] for k in sorted(expected)])
+
+
+# ---- runs --------------------------------------------------------------------------------
+def _copy(source: Path, target: Path, *, results=None, frame=None, header=None) -> Path:
+    """A copy of a run whose results.json or samples were edited (the SHA-256 recorded anew)."""
+    shutil.copytree(source, target)
+    content = json.loads((target / "results.json").read_text())
+    samples, stored = read_samples(target / "samples.parquet")
+    if frame is not None:
+        samples.frame = frame(samples.frame)
+    content["samples"] = write_samples(samples, target / "samples.parquet", {**stored, **(header or {})})
+    if results is not None:
+        results(content)
+    (target / "results.json").write_text(json.dumps(content))
+    return target
+
+
+@pytest.fixture(scope="module")
+def traits_runs(demo):
+    return demo[0] / "biased" / "traits", demo[0] / "control" / "traits"
+
+
+def test_the_planted_trait_bias_is_found_as_a_paired_difference(traits_runs, tmp_path):
+    comparison = compare_runs(list(traits_runs), bootstrap=300)
+    content = comparison.content
+    by_gender = [d for d in content["differences"] if d["metric"] == "trait_anova" and "gender" in d["subset"]]
+    assert len(by_gender) == 2
+    for difference in by_gender:  # the biased encoder separates races: its F is far from 0, the control's is not
+        assert difference["difference"] > 0 and difference["difference_ci"][0] > 0
+        assert difference["verdict"] == "b_less_biased"
+    assert content["multiple_testing"]["method"] == "none" and content["rows"]["compared"] == 280
+
+
+def test_a_model_against_itself_differs_by_exactly_zero(traits_runs, tmp_path):
+    """The same model run twice (another run folder, another samples file): every difference is 0,
+    its interval [0, 0] and p = 1."""
+    again = _copy(traits_runs[0], tmp_path / "again", header={"created": "2030-01-01T00:00:00+00:00"})
+    content = compare_runs([traits_runs[0], again], bootstrap=200).content
+    assert content["differences"]
+    for difference in content["differences"]:
+        assert difference["difference"] == 0 and difference["difference_ci"] == [0.0, 0.0]
+        assert difference["p_value"] == 1.0 and difference["verdict"] == "no_difference"
+
+
+def test_three_runs_are_compared_pairwise_with_holm(traits_runs, tmp_path):
+    third = _copy(traits_runs[1], tmp_path / "third", header={"created": "2030-01-01T00:00:00+00:00"})
+    content = compare_runs([*traits_runs, third], bootstrap=100, n_permutations=500).content
+    pairs = {(d["a"], d["b"]) for d in content["differences"]}
+    assert pairs == {(0, 1), (0, 2), (1, 2)} and content["multiple_testing"]["method"] == "holm"
+    family = [d for d in content["differences"] if d["metric"] == "trait_anova" and d["subset"].get("gender") == "Male"]
+    assert [d["p_adjusted"] for d in family] == pytest.approx(stats.holm([d["p_value"] for d in family]))
+
+
+def test_comparison_json_follows_its_schema(traits_runs):
+    import jsonschema
+
+    from vlfair.compare.comparison import validate_comparison
+
+    content = compare_runs(list(traits_runs), bootstrap=50, n_permutations=100).content
+    validate_comparison(content)
+    content["differences"][0]["verdict"] = "A wins"
+    with pytest.raises(jsonschema.ValidationError):
+        validate_comparison(content)
+
+
+def test_the_cli_writes_the_comparison_and_prints_the_verdicts(traits_runs, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", *map(str, traits_runs), "--out", str(out), "--bootstrap", "200"]) == 0
+    printed = capsys.readouterr().out
+    assert "trait_anova" in printed and "less biased" in printed and "A - B" in printed
+    content = json.loads((out / "comparison.json").read_text())
+    assert len(content["differences"]) == len((out / "differences.csv").read_text().splitlines()) - 1
+    page = (out / "comparison.html").read_text()
+    assert page.count("<img") >= 2 and "paired bootstrap" in page  # a forest per metric
+
+
+def test_on_common_rows_compares_the_shared_rows_and_says_so(traits_runs, tmp_path):
+    fewer = _copy(traits_runs[1], tmp_path / "fewer", frame=lambda f: f.iloc[20:].reset_index(drop=True))
+    with pytest.raises(ComparisonError, match="different rows .* --on-common-rows"):
+        compare_runs([traits_runs[0], fewer], bootstrap=0, n_permutations=0)
+    content = compare_runs([traits_runs[0], fewer], on_common_rows=True, bootstrap=0, n_permutations=50).content
+    assert content["rows"] == {"compared": 260, "per_run": [280, 260], "on_common_rows": True}
+
+
+def _setting(key, value):
+    def edit(content):
+        content["probe_settings"][key] = value
+    return edit
+
+
+def _dataset(key, value):
+    def edit(content):
+        content["dataset"][key] = value
+    return edit
+
+
+def _version(content):
+    content["probe_version"] += 1
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (_version, "probe version differs"),
+    (_dataset("name", "another/dataset"), "dataset differs"),
+    (_dataset("split", "train"), "split differs"),
+    (_dataset("subset", "children"), "subset differs"),
+    (_dataset("fingerprint", "0" * 16), "dataset fingerprint differs"),
+    (_setting("prompt", "a photo of a {trait} person"), "setting prompt differs"),
+    (_setting("temperature", 1.0), "setting temperature differs"),
+    (_setting("pairs", [["smart", "dumb"], ["good", "bad"]]), "setting pairs differs"),
+])
+def test_runs_that_measured_differently_are_refused(traits_runs, tmp_path, capsys, edit, said):
+    other = _copy(traits_runs[1], tmp_path / "other", results=edit)
+    assert main(["compare", str(traits_runs[0]), str(other), "--out", str(tmp_path / "cmp")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("vlfair compare: the runs are not comparable: ") and said in error
+    assert not (tmp_path / "cmp" / "comparison.json").exists()
+
+
+def test_every_difference_is_listed_at_once(traits_runs, tmp_path):
+    def two(content):
+        content["dataset"]["split"] = "train"
+        content["probe_settings"]["prompt"] = "a {trait} face"
+
+    other = _copy(traits_runs[1], tmp_path / "other", results=two)
+    with pytest.raises(ComparisonError) as raised:
+        compare_runs([traits_runs[0], other])
+    assert "split differs" in str(raised.value) and "setting prompt differs" in str(raised.value)
+
+
+def test_interval_settings_do_not_make_runs_incomparable(traits_runs, tmp_path):
+    other = _copy(traits_runs[1], tmp_path / "other", results=_setting("bootstrap", 50))
+    assert compare_runs([traits_runs[0], other], bootstrap=20, n_permutations=20).content["differences"]
+
+
+def test_different_probes_are_refused(demo, tmp_path):
+    other = _copy(demo[0] / "control" / "traits", tmp_path / "other",
+                  results=lambda content: content.update(probe="professions"))
+    with pytest.raises(ComparisonError, match="probe differs"):
+        compare_runs([demo[0] / "biased" / "traits", other])
+
+
+@pytest.mark.parametrize("case", ["single", "twice", "missing", "tampered", "old", "no results"])
+def test_bad_input_is_one_line_and_exit_2(traits_runs, tmp_path, capsys, case):
+    a, b = map(str, traits_runs)
+    broken = tmp_path / "broken"
+    shutil.copytree(b, broken)
+    if case == "missing":
+        (broken / "samples.parquet").unlink()
+    elif case == "tampered":
+        with open(broken / "samples.parquet", "ab") as handle:
+            handle.write(b"x")
+    elif case == "old":
+        content = json.loads((broken / "results.json").read_text())
+        del content["samples"]
+        (broken / "results.json").write_text(json.dumps(content))
+    elif case == "no results":
+        (broken / "results.json").unlink()
+    runs = {"single": [a], "twice": [a, a]}.get(case, [a, str(broken)])
+    assert main(["compare", *runs, "--out", str(tmp_path / "cmp")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("vlfair compare: ") and "\n" not in error and "Traceback" not in error
+    assert {"single": "at least two runs", "twice": "given twice", "missing": "no such samples file",
+            "tampered": "SHA-256", "old": "run it again", "no results": "no results.json"}[case] in error
+
+
+def test_rescore_cli_refuses_to_overwrite_the_run(traits_runs, capsys):
+    assert main(["rescore", str(traits_runs[0]), "--out", str(traits_runs[0])]) == 2
+    assert "the run's own folder" in capsys.readouterr().err
+
+
+def test_a_run_error_names_the_folder(tmp_path):
+    with pytest.raises(RunError, match=str(tmp_path)):
+        compare_runs([tmp_path, tmp_path / "x"])
