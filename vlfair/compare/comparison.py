@@ -158,7 +158,14 @@ def _incomparable(runs: list[Run], on_common_rows: bool) -> list[str]:
     if problems:
         return problems  # another probe measures other things: nothing else is worth listing
     differ("probe version", lambda run: run.results["probe_version"])
-    differ("dataset", lambda run: run.results["dataset"]["name"])
+    from vlfair.probes import probe_class
+
+    # A probe that makes its own data (word-influence generates images) makes other data with each
+    # model: its rows are paired by what made them (prompt, variant, seed), not by the data's name
+    # or fingerprint, which name the generator.
+    made = not probe_class(first.results["probe"]).needs_dataset
+    if not made:
+        differ("dataset", lambda run: run.results["dataset"]["name"])
     differ("split", lambda run: run.results["dataset"].get("split"))
     differ("subset", lambda run: run.results["dataset"].get("subset"))
     settings = [_settings(run) for run in runs]
@@ -170,13 +177,13 @@ def _incomparable(runs: list[Run], on_common_rows: bool) -> list[str]:
                               for run, v in zip(runs, values))
             problems.append(f"setting {key} differs ({shown})")
     if not on_common_rows:
-        differ("dataset fingerprint", lambda run: run.results["dataset"]["fingerprint"])
+        if not made:
+            differ("dataset fingerprint", lambda run: run.results["dataset"]["fingerprint"])
         ids = [list(run.samples.frame["id"]) for run in runs]
         if any(set(other) != set(ids[0]) for other in ids[1:]):
             shared = set(ids[0]).intersection(*map(set, ids[1:]))
             problems.append(f"the runs hold different rows ({', '.join(str(len(i)) for i in ids)} rows, {len(shared)} "
                             "in all of them): compare them on the rows they share with --on-common-rows")
-    del first
     return problems
 
 
