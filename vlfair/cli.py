@@ -320,13 +320,40 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 def _card_results(args: argparse.Namespace) -> int:
     from vlfair.report.leaderboard import card_results, read_results
 
-    print(card_results(read_results(args.results)))
+    if args.out is None and (args.benchmark_repo or args.source_url):
+        raise UserError("--benchmark-repo and --source-url go with --out DIR (where the files are written)")
+    if args.out is not None and not args.benchmark_repo:
+        raise UserError("--out needs --benchmark-repo ORG/NAME: the Hub dataset the .eval_results entries name")
+    from vlfair.report.eval_results import RECORDS_DIR, write_card_results
+
+    results = read_results(args.results)
+    # the files first: a mistake in them stops the command before anything is printed
+    written = [] if args.out is None else write_card_results(results, args.out, args.benchmark_repo, args.source_url)
+    print(card_results(results))
+    if args.out is not None:
+        # "# " lines: stdout stays the YAML it was (vlfair card-results ... > card.yaml)
+        for path in written:
+            log.info(f"# wrote {path}")
+        if args.source_url is None:
+            log.info(f"# each entry's source url is its record's path relative to {args.out} ({RECORDS_DIR}/...): "
+                     "give --source-url with {record} for where the records will be online")
     return 0
 
 
 def _add_card_results(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("card-results", help="print model-index eval results for a model card")
-    parser.add_argument("results", nargs="+")
+    parser = sub.add_parser("card-results", help="print model-index eval results for a model card",
+                            description="Print model-index YAML for model cards; with --out also write the Hub's "
+                                        ".eval_results entries per model and one Every Eval Ever record per run "
+                                        "(the intervals and p-values an entry has no place for).")
+    parser.add_argument("results", nargs="+", help="results.json files or the directories holding them")
+    parser.add_argument("--out", metavar="DIR",
+                        help="write DIR/<model>/.eval_results/vlfair-<probe>.yaml and DIR/every_eval_ever/<run>.json")
+    parser.add_argument("--benchmark-repo", metavar="ORG/NAME",
+                        help="the Hub benchmark dataset the entries belong to (with --out)")
+    parser.add_argument("--source-url", metavar="TEMPLATE",
+                        help="where the records will be online, {record} for a record's file name, e.g. "
+                             "https://huggingface.co/datasets/ORG/NAME/blob/main/every_eval_ever/{record} "
+                             "(default: the path relative to --out)")
     parser.set_defaults(handler=_card_results)
 
 

@@ -1,0 +1,261 @@
+"""The Hub's eval results for vlfair runs: .eval_results entries, the benchmark's eval.yaml, and one
+Every Eval Ever record per run carrying what an entry cannot (the interval, its level, the p-value)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from huggingface_hub import eval_result_entries_to_yaml, parse_eval_result_entries
+
+from vlfair.cli import main
+from vlfair.report import eval_results
+from vlfair.report.eval_results import (
+    benchmark_eval_yaml,
+    eval_result_entries,
+    eval_results_yaml,
+    every_eval_ever_record,
+    every_eval_ever_schema,
+    model_repo_id,
+    model_slug,
+    record_name,
+    task_id,
+    validate_record,
+    write_card_results,
+)
+
+BENCHMARK = "acme/vlfair-bias"
+TEMPLATE = "https://huggingface.co/datasets/acme/vlfair-bias/blob/main/every_eval_ever/{record}"
+
+
+@pytest.fixture(scope="module")
+def runs(demo_cache, tmp_path_factory) -> dict[str, Path]:
+    """Traits on the demo world's biased and control encoders, professions on the biased one: real
+    runs (a few seconds), with a small bootstrap so every interval has its resample count."""
+    from vlfair.demo import datasets as world_data
+    from vlfair.demo.shipped import WORLDS, display_name, world_encoder
+    from vlfair.probes import run_probe
+
+    base = tmp_path_factory.mktemp("eval-results-runs")
+    encoders = {name: world_encoder(WORLDS[name], demo_cache, name=display_name(name))
+                for name in ("biased", "control")}
+    traits = {"pairs": [["smart", "dumb"]], "per_cell": None, "gradcam": None, "bootstrap": 200}
+    faces = world_data.fairface()
+    for name, encoder in encoders.items():
+        run_probe("traits", encoder, faces, base / f"{name}-traits", cache_dir=None, settings=traits)
+    run_probe("professions", encoders["biased"], world_data.professions(), base / "biased-professions", cache_dir=None,
+              settings={"bootstrap": 200, "n_permutations": 200})
+    return {path.name: path for path in base.iterdir()}
+
+
+def _results(path: Path) -> dict:
+    return json.loads((path / "results.json").read_text())
+
+
+def test_the_vendored_schema_is_every_eval_ever_0_3_0_as_copied():
+    path = Path(eval_results.__file__).with_name(eval_results.SCHEMA_FILE)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert digest in eval_results.__doc__  # the docstring says where the copy came from: still true
+    assert every_eval_ever_schema()["version"] == eval_results.SCHEMA_VERSION == "0.3.0"
+    jsonschema.Draft7Validator.check_schema(every_eval_ever_schema())
+    import tomllib  # the wheel ships it: vlfair.report's package data takes its JSON files
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert "*.json" in pyproject["tool"]["setuptools"]["package-data"]["vlfair.report"]
+
+
+def test_a_record_holds_every_metric_with_its_interval_and_validates(runs):
+    results = _results(runs["biased-traits"])
+    record = every_eval_ever_record(results)
+    validate_record(record)
+    assert record["eval_library"]["name"] == "vlfair" and record["eval_library"]["version"] == results["vlfair_version"]
+    assert record["source_metadata"]["source_type"] == "evaluation_run"
+    assert record["model_info"]["name"] == "demo-world biased"
+    assert record["model_info"]["additional_details"]["revision"] == results["model"]["revision"]
+    by_id = {r["evaluation_result_id"]: r for r in record["evaluation_results"]}
+    assert len(by_id) == len(results["metrics"])
+    for m in results["metrics"]:
+        result = by_id[task_id("traits", m["name"], m["subset"])]
+        assert result["score_details"]["score"] == m["value"]
+        assert result["metric_config"]["metric_parameters"] == m["subset"]
+        assert result["source_data"]["additional_details"]["fingerprint"] == results["dataset"]["fingerprint"]
+        uncertainty = result["score_details"].get("uncertainty")
+        if m["ci"] is None:  # trait_anova: an F and its p-value, no interval
+            assert uncertainty is None and float(result["score_details"]["details"]["p_value"]) == m["p_value"]
+        else:
+            assert uncertainty["confidence_interval"] == {"lower": m["ci"][0], "upper": m["ci"][1],
+                                                          "confidence_level": 0.95, "method": "stratified bootstrap"}
+            assert uncertainty["num_bootstrap_samples"] == 200
+    anova = next(r for r in record["evaluation_results"] if r["metric_config"]["metric_name"] == "trait_anova")
+    assert anova["metric_config"]["lower_is_better"] is True and anova["metric_config"]["max_score"] == "Infinity"
+    level = next(r for r in record["evaluation_results"] if r["metric_config"]["metric_name"] == "trait_confidence")
+    assert level["metric_config"]["lower_is_better"] is False
+    assert "neither higher nor lower" in level["metric_config"]["additional_details"]["direction"]
+
+
+def test_a_broken_record_fails_validation(runs):
+    record = every_eval_ever_record(_results(runs["biased-traits"]))
+    for breaks in (lambda r: r.pop("model_info"),
+                   lambda r: r["evaluation_results"][0]["score_details"].__setitem__("score", "high"),
+                   lambda r: r["source_metadata"].__setitem__("evaluator_relationship", "self"),
+                   lambda r: r["eval_library"]["additional_details"].__setitem__("probe_version", 8)):
+        broken = copy.deepcopy(record)
+        breaks(broken)
+        with pytest.raises(jsonschema.ValidationError):
+            validate_record(broken)
+
+
+def test_entries_parse_back_with_huggingface_hub_to_the_same_values(runs):
+    results = _results(runs["biased-professions"])
+    name = record_name(results)
+    text = eval_results_yaml(eval_result_entries(results, BENCHMARK, TEMPLATE.format(record=name)))
+    parsed = parse_eval_result_entries(yaml.safe_load(text))
+    metrics = [m for m in results["metrics"] if m["value"] is not None]
+    assert len(parsed) == len(metrics)
+    for entry, m in zip(parsed, metrics):
+        assert entry.dataset_id == BENCHMARK and entry.task_id == task_id("professions", m["name"], m["subset"])
+        assert entry.value == m["value"]  # the float itself, not a rounding of it
+        assert entry.date == results["created"] and entry.source_url.endswith(f"/every_eval_ever/{name}")
+        assert "95% confidence interval [" in entry.notes and "200 resamples" in entry.notes
+        assert ("p-value " in entry.notes) == (m["p_value"] is not None)
+
+
+def test_the_yaml_written_by_hand_matches_huggingface_hubs():
+    from huggingface_hub import EvalResultEntry
+
+    entries = [{"dataset_id": BENCHMARK, "task_id": "traits/trait_anova", "value": 1.5,
+                "date": "2026-01-02T00:00:00+00:00", "source_url": "every_eval_ever/x.json",
+                "source_name": "vlfair traits run", "notes": "no p-value"},
+               {"dataset_id": BENCHMARK, "task_id": "traits/trait_anova", "value": 2.0, "date": None,
+                "source_url": None, "source_name": None, "notes": None}]
+    assert eval_results._yaml_data_by_hand(entries) == eval_result_entries_to_yaml(
+        [EvalResultEntry(**e) for e in entries])
+
+
+def test_eval_yaml_tasks_are_the_entries_task_ids(runs):
+    results = [_results(path) for path in runs.values()]
+    document = yaml.safe_load(benchmark_eval_yaml(results, BENCHMARK))
+    assert set(document) == {"name", "description", "evaluation_framework", "tasks"}
+    assert document["evaluation_framework"] == "vlfair" and "traits" in document["description"]
+    ids = [t["id"] for t in document["tasks"]]
+    assert ids == sorted(set(ids))
+    assert all(t == {"id": t["id"], "config": "default", "split": "train"} for t in document["tasks"])
+    entries = {e["task_id"] for r in results for e in eval_result_entries(r, BENCHMARK, "x")}
+    assert set(ids) == entries
+    assert "traits/trait_anova/gender-female.trait-smart_dumb" in ids
+    with pytest.raises(ValueError, match="must be a Hub dataset id ORG/NAME, got 'vlfair-bias'"):
+        benchmark_eval_yaml(results, "vlfair-bias")
+
+
+def test_task_ids_are_readable_stable_and_never_shared():
+    assert task_id("word-influence", "word_influence", {"word": "doctor", "level": 1, "prompt": "a Doctor, at work"}) \
+        == "word-influence/word_influence/level-1.prompt-a_doctor_at_work.word-doctor"
+    assert task_id("traits", "trait_anova", {"trait": "smart/dumb", "gender": "Male"}) \
+        == task_id("traits", "trait_anova", {"gender": "Male", "trait": "smart/dumb"})
+    assert task_id("multilingual", "accuracy", {"language": "Français"}) == "multilingual/accuracy/language-francais"
+    assert task_id("multilingual", "accuracy", {}) == "multilingual/accuracy"
+    assert task_id("m", "a", {"language": "中文"}) != task_id("m", "a", {"language": "日本語"})  # hashed, not dropped
+    clash = {"probe": "traits", "vlfair_version": "0", "dataset": {"name": "d"},
+             "metrics": [{"name": "trait_anova", "subset": {"trait": "smart/dumb"}, "value": 1.0},
+                         {"name": "trait_anova", "subset": {"trait": "Smart-Dumb"}, "value": 2.0}]}
+    with pytest.raises(ValueError, match="two numbers share the task id 'traits/trait_anova/trait-smart_dumb'"):
+        benchmark_eval_yaml([clash], BENCHMARK)
+
+
+def test_a_metric_without_a_value_or_an_interval(runs):
+    results = _results(runs["biased-traits"])
+    confidence = [m for m in results["metrics"] if m["name"] == "trait_confidence"]
+    confidence[0]["value"] = None   # a group too small to measure
+    confidence[1]["ci"] = None      # no interval
+    confidence[2]["ci"] = [None, 0.5]  # a bound the resamples could not give
+    record = every_eval_ever_record(results)
+    ids = {r["evaluation_result_id"]: r for r in record["evaluation_results"]}
+    assert task_id("traits", "trait_confidence", confidence[0]["subset"]) not in ids
+    assert "trait_confidence on" in record["source_metadata"]["additional_details"]["metrics_without_a_value"]
+    for m in confidence[1:3]:
+        assert "uncertainty" not in ids[task_id("traits", "trait_confidence", m["subset"])]["score_details"]
+    entries = {e["task_id"]: e for e in eval_result_entries(results, BENCHMARK, "x")}
+    assert len(entries) == len(results["metrics"]) - 1
+    assert entries[task_id("traits", "trait_confidence", confidence[1]["subset"])]["notes"].endswith(
+        "no confidence interval; no p-value")
+    assert task_id("traits", "trait_confidence", confidence[0]["subset"]) not in yaml.safe_load(
+        benchmark_eval_yaml([results], BENCHMARK))["tasks"]
+
+
+def test_a_hub_model_is_named_by_its_repository(runs):
+    results = _results(runs["biased-traits"])
+    results["model"] = {"spec": "hf:acme/clip-vit@0123abc", "name": "hf:acme/clip-vit@0123abc",
+                        "revision": "0123abc", "dtype": "float32"}
+    assert model_repo_id(results["model"]) == "acme/clip-vit" and model_slug(results["model"]) == "acme--clip-vit"
+    record = every_eval_ever_record(results)
+    assert record["model_info"]["id"] == "acme/clip-vit" and record["model_info"]["developer"] == "acme"
+    assert record["model_info"]["additional_details"]["model_availability"] == "open_weights"
+    assert record["evaluation_id"].startswith("vlfair.traits/acme/clip-vit/")
+    local = _results(runs["biased-traits"])["model"]
+    assert model_repo_id(local) is None and model_slug(local) == "demo-world_biased"
+
+
+def test_card_results_writes_entries_and_records_beside_the_model_index(runs, tmp_path, capsys):
+    out = tmp_path / "card"
+    argv = ["card-results", *map(str, runs.values()), "--out", str(out), "--benchmark-repo", BENCHMARK,
+            "--source-url", TEMPLATE]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    cards = [doc for doc in yaml.safe_load_all(printed) if doc]  # the "# wrote" lines are YAML comments
+    assert sorted(Path(c["model-index"][0]["name"]).name for c in cards) == ["biased", "control"]  # as before
+    records = sorted((out / "every_eval_ever").glob("*.json"))
+    assert len(records) == 3 and all(f"# wrote {path}" in printed for path in records)
+    for path in records:
+        validate_record(json.loads(path.read_text()))
+    biased = out / "demo-world_biased" / ".eval_results"
+    assert sorted(p.name for p in biased.iterdir()) == ["vlfair-professions.yaml", "vlfair-traits.yaml"]
+    assert sorted(p.name for p in (out / "demo-world_control" / ".eval_results").iterdir()) == ["vlfair-traits.yaml"]
+    results = _results(runs["control-traits"])
+    entries = parse_eval_result_entries(yaml.safe_load((out / "demo-world_control/.eval_results/vlfair-traits.yaml")
+                                                       .read_text()))
+    assert [e.value for e in entries] == [m["value"] for m in results["metrics"]]
+    assert {e.source_url for e in entries} == {TEMPLATE.format(record=record_name(results))}
+    record = json.loads((out / "every_eval_ever" / record_name(results)).read_text())
+    assert {e.task_id for e in entries} == {r["evaluation_result_id"] for r in record["evaluation_results"]}
+    assert record["source_metadata"]["source_organization_name"] == "acme"
+
+
+def test_without_a_template_the_source_is_the_records_path_under_out(runs, tmp_path, capsys):
+    argv = ["card-results", str(runs["biased-traits"]), "--out", str(tmp_path), "--benchmark-repo", BENCHMARK]
+    assert main(argv) == 0
+    assert "give --source-url with {record}" in capsys.readouterr().out
+    entry = yaml.safe_load((tmp_path / "demo-world_biased/.eval_results/vlfair-traits.yaml").read_text())[0]
+    assert (tmp_path / entry["source"]["url"]).is_file()
+
+
+def test_two_runs_of_one_model_on_one_task_are_refused_before_anything_is_written(runs, tmp_path):
+    first = _results(runs["biased-traits"])
+    again = {**copy.deepcopy(first), "created": "2027-01-01T00:00:00+00:00"}
+    with pytest.raises(ValueError, match="two runs give demo-world_biased the task traits/trait_anova/"):
+        write_card_results([first, again], tmp_path, BENCHMARK)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ([], "cannot read {missing}/results.json: No such file or directory"),
+    (["--out", "{tmp}"], "--out needs --benchmark-repo ORG/NAME"),
+    (["--benchmark-repo", BENCHMARK], "--benchmark-repo and --source-url go with --out DIR"),
+    (["--out", "{tmp}", "--benchmark-repo", "acme"], "--benchmark-repo must be a Hub dataset id ORG/NAME, got 'acme'"),
+    (["--out", "{tmp}", "--benchmark-repo", BENCHMARK, "--source-url", "https://x/{run}"],
+     "--source-url must hold {record}"),
+])
+def test_a_mistake_is_one_line_and_exit_2(runs, tmp_path, capsys, extra, message):
+    missing = tmp_path / "no-run"  # a folder without a results.json
+    missing.mkdir()
+    given = str(missing) if "cannot read" in message else str(runs["biased-traits"])
+    extra = [e.replace("{tmp}", str(tmp_path / "out")) for e in extra]
+    assert main(["card-results", given, *extra]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("vlfair card-results: " + message.replace("{missing}", str(missing)))
+    assert captured.err.count("\n") == 1 and captured.out == ""
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,495 @@
+"""The Hub's own evaluation results for vlfair runs, with their intervals in Every Eval Ever records.
+
+The Hub shows results natively (hub-docs ``docs/hub/eval-results.md``): a benchmark dataset carries
+an ``eval.yaml`` (:func:`benchmark_eval_yaml`) and a model repository ``.eval_results/*.yaml``
+entries (:func:`eval_result_entries`), each one scalar on one task of the benchmark. An entry has
+no place for an interval, so every run also becomes one Every Eval Ever record
+(:func:`every_eval_ever_record`: each metric with its confidence interval, level, resample count
+and p-value), and each entry's ``source.url`` links to its run's record.
+
+Task ids (one per measured number; the same in the entries and in eval.yaml):
+``<probe>/<metric>[/<key>-<value>.<key>-<value>...]``, the subset's keys sorted, every key and
+value lower case with each run of other characters as ``_`` (``traits/trait_anova/gender-female.
+trait-smart_dumb``); see :func:`task_id`.
+
+``every_eval_ever.schema.json`` beside this module is Every Eval Ever's aggregate schema, version
+0.3.0, copied unchanged from https://github.com/evaleval/every_eval_ever, file
+``every_eval_ever/schemas/eval.schema.json`` at commit 9bce4136e789ec006c62582f5f9d107d20f8b398
+(last changed in 805ef1eb4859207dddf3ea0933644dfc8586b11d; sha256 of the copy:
+215f04c9a0d7a13f83c49ccd85f97018f39ad1e49af7a3a561841418e9ee08c9). It is under the MIT License:
+
+    Copyright (c) 2026 EvalEval
+
+    Permission is hereby granted, free of charge, to any person obtaining a copy of this software
+    and associated documentation files (the "Software"), to deal in the Software without
+    restriction, including without limitation the rights to use, copy, modify, merge, publish,
+    distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
+    Software is furnished to do so, subject to the following conditions:
+
+    The above copyright notice and this permission notice shall be included in all copies or
+    substantial portions of the Software.
+
+    THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING
+    BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND
+    NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM,
+    DAMAGES OR OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+    OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import re
+import string
+import unicodedata
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from vlfair.outputs import neutral_value
+from vlfair.report.numbers import format_interval, format_p, format_subset
+
+SCHEMA_FILE = "every_eval_ever.schema.json"
+SCHEMA_VERSION = "0.3.0"
+FRAMEWORK = "vlfair"  # eval.yaml's evaluation_framework
+# Where a task's numbers are in the benchmark repository: `vlfair push-results` adds each run as
+# runs/<probe>/<family>/<model>--<hash>/results.json, paths that name no split: the default config's
+# "train" split. (The repository's card should say so, configs: default, train: runs/**/results.json;
+# without it the datasets library's file patterns take the root eval.yaml, "eval*", for a test split.)
+RESULTS_CONFIG, RESULTS_SPLIT = "default", "train"
+RECORDS_DIR = "every_eval_ever"  # under card-results' --out; the default source url is relative to --out
+
+# What vlfair knows of its own measures' ranges. Every Eval Ever asks a continuous metric for
+# min_score and max_score; None writes null, "not provided" (a plugin's measure, or no bound known).
+_RANGES: dict[str, tuple[float | None, float | None]] = {
+    **dict.fromkeys(("accuracy", "retrieval_accuracy", "trait_confidence", "target_share", "group_share",
+                     "retention_text_score", "retention_image_score",
+                     "group_rate_gap", "cross_lingual_gap"), (0.0, 1.0)),  # fractions, gaps of fractions
+    **dict.fromkeys(("mean_clipscore", "class_score"), (0.0, 100.0)),      # CLIPScore; softmax score x100
+    **dict.fromkeys(("trait_anova", "bias_ratio"), (0.0, math.inf)),       # F; a ratio of positive means
+    **dict.fromkeys(("group_score_gap", "individual_fairness", "text_distance"), (0.0, None)),
+    **dict.fromkeys(("word_influence", "word_influence_shapley", "mean_word_influence",
+                     "gap_amplification"), (-1.0, 1.0)),                    # differences of fractions
+}
+_GLOBAL_METRIC_IDS = {"accuracy": "accuracy"}  # Every Eval Ever's canonical ids; the rest are vlfair's own
+_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+
+
+# ---- names ----------------------------------------------------------------------------------------
+
+def _slug(value: Any) -> str:
+    """Lower-case ASCII letters, digits and ``_`` (accents dropped: "Français" -> "francais"); a
+    value with none of those (a name in another script) is named by a short hash of itself."""
+    text = unicodedata.normalize("NFKD", str(value)).encode("ascii", "ignore").decode().lower()
+    slug = re.sub(r"[^a-z0-9]+", "_", text).strip("_")
+    return slug or "h" + hashlib.sha256(str(value).encode()).hexdigest()[:8]
+
+
+def _probe_slug(probe: str) -> str:
+    return _slug(probe).replace("_", "-")  # probes are named with "-" (word-influence), measures with "_"
+
+
+def task_id(probe: str, metric: str, subset: dict[str, Any]) -> str:
+    """The benchmark task of one number: ``<probe>/<metric>`` and, for a subset, ``/<key>-<value>``
+    pairs joined by ``.`` in the keys' sorted order (a probe reordering its subset keeps its ids).
+    A slug holds only ``[a-z0-9_]``, so ``-``, ``.`` and ``/`` always separate; two subsets that
+    differ only in case or punctuation name one task, which :func:`task_ids` refuses."""
+    head = f"{_probe_slug(probe)}/{_slug(metric)}"
+    pairs = ".".join(f"{_slug(k)}-{_slug(v)}" for k, v in sorted(subset.items()))
+    return f"{head}/{pairs}" if pairs else head
+
+
+def task_ids(results: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str, dict[str, Any]]]:
+    """Every task id of the metrics with a value -> (probe, metric, subset), in first-seen order.
+
+    Raises:
+        ValueError: two different numbers would share a task id.
+    """
+    seen: dict[str, tuple[str, str, dict[str, Any]]] = {}
+    for r in results:
+        for m in r["metrics"]:
+            if m["value"] is None:
+                continue
+            key = (r["probe"], m["name"], m["subset"])
+            other = seen.setdefault(task_id(*key), key)
+            if other[:2] != key[:2] or _subset_key(other[2]) != _subset_key(key[2]):
+                raise ValueError(f"two numbers share the task id {task_id(*key)!r}: {other[1]} on "
+                                 f"{format_subset(other[2])!r} and {key[1]} on {format_subset(key[2])!r}")
+    return seen
+
+
+def _subset_key(subset: dict[str, Any]) -> str:
+    return json.dumps(subset, sort_keys=True, ensure_ascii=False)
+
+
+def model_repo_id(model: dict[str, Any]) -> str | None:
+    """The Hub model repository a run measured (``hf:ID[@REV]`` or a bare id), None for a local
+    directory (its revision is ``local-<fingerprint>``) or another backend's spec (``mclip:``)."""
+    spec = model["spec"]
+    if (model.get("revision") or "").startswith("local-"):
+        return None
+    ref = spec.removeprefix("hf:").split("@", 1)[0]
+    return ref if _HUB_ID.match(ref) else None
+
+
+def model_slug(model: dict[str, Any]) -> str:
+    """A folder name for a model: its Hub id with ``/`` as ``--``, else its name for people."""
+    name = model_repo_id(model) or model.get("name") or model["spec"]
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name.replace("/", "--")).strip("._-") or _slug(name)
+
+
+def record_name(results: dict[str, Any]) -> str:
+    """The file name of a run's Every Eval Ever record: ``<model-slug>.<probe>.<created, UTC>.json``."""
+    created = _created(results).strftime("%Y%m%dT%H%M%SZ")
+    return f"{model_slug(results['model'])}.{_probe_slug(results['probe'])}.{created}.json"
+
+
+def _created(results: dict[str, Any]) -> datetime.datetime:
+    created = datetime.datetime.fromisoformat(results["created"].replace("Z", "+00:00"))
+    if created.tzinfo is None:  # vlfair writes UTC; a naive time must not take this machine's zone
+        created = created.replace(tzinfo=datetime.timezone.utc)
+    return created.astimezone(datetime.timezone.utc)
+
+
+def check_repo_id(repo_id: str, what: str = "the benchmark repository") -> str:
+    """``repo_id`` if it is a Hub ``ORG/NAME``; else a ValueError naming ``what`` and the value."""
+    if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id) or ".." in repo_id or "--" in repo_id:
+        raise ValueError(f"{what} must be a Hub dataset id ORG/NAME, got {repo_id!r}")
+    return repo_id
+
+
+# ---- Every Eval Ever ------------------------------------------------------------------------------
+
+def every_eval_ever_schema() -> dict[str, Any]:
+    """The vendored Every Eval Ever aggregate schema (version :data:`SCHEMA_VERSION`)."""
+    return json.loads(resources.files("vlfair.report").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+
+
+def validate_record(record: dict[str, Any]) -> None:
+    """Check a record against the vendored schema (raises jsonschema.ValidationError)."""
+    import jsonschema
+
+    jsonschema.Draft7Validator(every_eval_ever_schema()).validate(record)
+
+
+def _strings(mapping: dict[str, Any]) -> dict[str, str]:
+    """The schema's additional_details take strings only: text as it is, everything else as JSON;
+    None (nothing recorded) is left out."""
+    return {k: v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True)
+            for k, v in mapping.items() if v is not None}
+
+
+def _bound(value: float | None) -> float | str | None:
+    if value is None or math.isfinite(value):
+        return value
+    return "Infinity" if value > 0 else "-Infinity"  # the schema's spelling of an unbounded side
+
+
+def _interval(results: dict[str, Any], metric: dict[str, Any]) -> tuple[str | None, int | None]:
+    """How the metric's interval was computed, and the resamples of a bootstrap: a measure that says
+    (word influence: "hoeffding") is taken at its word; else the run's bootstrap setting, when it
+    resampled (vlfair's group statistics resample within each group)."""
+    method = metric["details"].get("method")
+    if isinstance(method, str):
+        return method, None
+    resamples = (results.get("probe_settings") or {}).get("bootstrap")
+    if isinstance(resamples, int) and not isinstance(resamples, bool) and resamples > 0:
+        return "stratified bootstrap", resamples
+    return None, None
+
+
+def _confidence(results: dict[str, Any]) -> float | None:
+    level = (results.get("probe_settings") or {}).get("confidence")
+    return float(level) if isinstance(level, (int, float)) and not isinstance(level, bool) else None
+
+
+def _metric_config(results: dict[str, Any], metric: dict[str, Any]) -> dict[str, Any]:
+    name = metric["name"]
+    low, high = _RANGES.get(name, (None, None))
+    neutral = neutral_value(name)
+    # The schema asks for a direction; vlfair's is "closer to the neutral value is less biased".
+    # Lower is that only for a bias measure that is never below its neutral 0 (F, a gap, epsilon).
+    lower_is_better = neutral == 0.0 and low == 0.0
+    if lower_is_better:
+        direction = "lower is less biased: 0 is no difference between the groups"
+    elif neutral is not None:
+        direction = (f"closer to {neutral:g} (no difference between the groups) is less biased; neither higher "
+                     "nor lower is better: lower_is_better is false only because the schema asks for a direction")
+    else:
+        direction = ("a level, not a bias measure: neither higher nor lower is better; lower_is_better is "
+                     "false only because the schema asks for a direction")
+    subset = format_subset(metric["subset"])
+    return {
+        "evaluation_description": f"{name}{f' on {subset}' if subset else ''} (vlfair's {results['probe']} probe)",
+        "metric_id": _GLOBAL_METRIC_IDS.get(name, f"vlfair.{name}"), "metric_name": name,
+        "metric_parameters": metric["subset"],  # what the number was computed on (a trait, a group, a language)
+        "lower_is_better": lower_is_better, "score_type": "continuous",
+        "min_score": _bound(low), "max_score": _bound(high),
+        "additional_details": _strings({"neutral_value": neutral, "direction": direction}),
+    }
+
+
+def _score_details(results: dict[str, Any], metric: dict[str, Any]) -> dict[str, Any]:
+    scored: dict[str, Any] = {"score": metric["value"],
+                              "details": _strings({"p_value": metric["p_value"], **metric["details"]})}
+    ci = metric["ci"]
+    if ci is not None and None not in ci:  # a bound the resamples could not give is no interval
+        method, resamples = _interval(results, metric)
+        interval: dict[str, Any] = {"lower": ci[0], "upper": ci[1]}
+        level = _confidence(results)
+        if level is not None:
+            interval["confidence_level"] = level
+        if method is not None:
+            interval["method"] = method
+        scored["uncertainty"] = {"confidence_interval": interval}
+        if resamples is not None:
+            scored["uncertainty"]["num_bootstrap_samples"] = resamples
+    return scored
+
+
+def _model_info(model: dict[str, Any]) -> dict[str, Any]:
+    repo = model_repo_id(model)
+    name = model.get("name") or model["spec"]
+    info: dict[str, Any] = {"name": name, "id": repo or name}
+    if repo and "/" in repo:
+        info["developer"] = repo.split("/", 1)[0]
+    info["additional_details"] = {
+        "deployment_type": "self_deployed",  # vlfair loads the weights into its own process
+        # a Hub repository's weights can be downloaded; a local directory's may be anyone's
+        "model_availability": "open_weights" if repo else "unknown",
+        **_strings({"spec": model["spec"], "revision": model.get("revision"), "dtype": model.get("dtype")}),
+    }
+    return info
+
+
+def _source_data(dataset: dict[str, Any]) -> dict[str, Any]:
+    # results.json's dataset name is the spec the run was given: a Hub id, a prepared folder
+    # ("out/fairface", which reads like a Hub id) or "synthetic:NAME"; nothing tells them apart,
+    # so the record claims no Hub repository and keeps the name and the fingerprint.
+    return {"dataset_name": dataset["name"], "source_type": "other",
+            "additional_details": _strings({k: dataset.get(k) for k in ("fingerprint", "num_rows", "split", "subset")})}
+
+
+def every_eval_ever_record(results: dict[str, Any], *, organization: str | None = None,
+                           evaluator_relationship: str = "third_party",
+                           retrieved: datetime.datetime | None = None) -> dict[str, Any]:
+    """One results.json as one Every Eval Ever record (schema 0.3.0), validated.
+
+    Every metric with a value is one evaluation result: its value as the score, its interval as
+    ``uncertainty.confidence_interval`` with the run's confidence level and method, the bootstrap's
+    resamples (``probe_settings.bootstrap``) as ``num_bootstrap_samples``, its subset as
+    ``metric_parameters``, its p-value and details as strings in ``score_details.details``, and
+    ``evaluation_result_id`` its :func:`task_id` (the join key with the .eval_results entries).
+
+    Args:
+        results: a results.json's content (as :func:`vlfair.report.leaderboard.read_results` reads it).
+        organization: who publishes the record (``source_organization_name``); default "unknown".
+        evaluator_relationship: who ran vlfair relative to the model's developer; vlfair measures
+            models others trained, so "third_party"; a developer measuring their own passes "first_party".
+        retrieved: when the record is made (default now); the run's time is ``created``.
+
+    Raises:
+        jsonschema.ValidationError: the record breaks the schema (a vlfair bug).
+    """
+    created = _created(results)
+    retrieved = retrieved or datetime.datetime.now(datetime.timezone.utc)
+    model_info = _model_info(results["model"])
+    source_data = _source_data(results["dataset"])
+    left_out = [f"{m['name']} on {format_subset(m['subset']) or 'everything'}"
+                for m in results["metrics"] if m["value"] is None]
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        # keyed on the run's time, not on now: the same run always makes the same record
+        "evaluation_id": f"vlfair.{results['probe']}/{model_info['id']}/{int(created.timestamp())}",
+        "evaluation_timestamp": str(int(created.timestamp())),
+        "retrieved_timestamp": str(retrieved.timestamp()),
+        "source_metadata": {
+            "source_name": "vlfair", "source_type": "evaluation_run",  # the run itself, not a report of it
+            "source_organization_name": organization or "unknown",
+            **({"source_organization_url": f"https://huggingface.co/{organization}"} if organization else {}),
+            "evaluator_relationship": evaluator_relationship,
+            "additional_details": _strings({
+                "results_schema": results["schema"], "created": results["created"], "family": results.get("family"),
+                "samples": results.get("samples"), "warnings": results.get("warnings") or None,
+                "skipped_rows": len(results["skipped_rows"]) or None,
+                "metrics_without_a_value": left_out or None}),
+        },
+        "eval_library": {"name": "vlfair", "version": results["vlfair_version"],
+                         "additional_details": _strings({
+                             "probe": results["probe"], "probe_version": results["probe_version"],
+                             "probe_settings": results.get("probe_settings"), "settings": results.get("settings")})},
+        "model_info": model_info,
+        "evaluation_results": [
+            {"evaluation_result_id": task_id(results["probe"], m["name"], m["subset"]),
+             "evaluation_name": f"vlfair.{results['probe']}", "source_data": source_data,
+             "metric_config": _metric_config(results, m), "score_details": _score_details(results, m)}
+            for m in results["metrics"] if m["value"] is not None],
+    }
+    validate_record(record)
+    return record
+
+
+# ---- .eval_results entries ------------------------------------------------------------------------
+
+def _notes(results: dict[str, Any], metric: dict[str, Any]) -> str:
+    """The subset, the interval with its level and method, and the p-value, as a sentence each."""
+    parts = [format_subset(metric["subset"])] if metric["subset"] else []
+    ci = metric["ci"]
+    if ci is not None and None not in ci:
+        level, (method, resamples) = _confidence(results), _interval(results, metric)
+        how = f"{method}, {resamples} resamples" if resamples else method
+        parts.append(f"{f'{level:.0%} ' if level is not None else ''}confidence interval "
+                     f"{format_interval(*ci)}{f' ({how})' if how else ''}")
+    else:
+        parts.append("no confidence interval")
+    if metric["p_value"] is None:
+        parts.append("no p-value")
+    else:
+        method = metric["details"].get("p_value_method")
+        parts.append(f"p-value {format_p(metric['p_value'], metric['details'].get('log10_p_value'))}"
+                     + (f" ({method.replace('_', ' ')})" if isinstance(method, str) else ""))
+    return "; ".join(parts)
+
+
+def source_url(template: str | None, record: str) -> str:
+    """Where an entry's Every Eval Ever record is: ``template`` with ``{record}`` (the record's file
+    name) filled in, or without a template the record's path relative to card-results' --out.
+
+    Raises:
+        ValueError: the template has no ``{record}``, or another placeholder.
+    """
+    if template is None:
+        return f"{RECORDS_DIR}/{record}"
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"--source-url {template!r} is not a template: {exc}") from None
+    if fields != {"record"}:
+        raise ValueError(f"--source-url must hold {{record}} (the record's file name) and no other placeholder, got "
+                         f"{template!r}; e.g. https://huggingface.co/datasets/ORG/NAME/blob/main/{RECORDS_DIR}/{{record}}")
+    return template.format(record=record)
+
+
+def eval_result_entries(results: dict[str, Any], benchmark_repo: str, source: str) -> list[dict[str, Any]]:
+    """One run's ``.eval_results`` entries as the keyword arguments of huggingface_hub's
+    ``EvalResultEntry``: one per metric with a value, on task :func:`task_id` of ``benchmark_repo``,
+    dated with the run's ``created``, its source ``source`` (the run's record), its notes the
+    interval and p-value (:func:`eval_results_yaml` writes them)."""
+    check_repo_id(benchmark_repo)
+    return [{"dataset_id": benchmark_repo, "task_id": task_id(results["probe"], m["name"], m["subset"]),
+             "value": m["value"], "date": results["created"], "source_url": source,
+             "source_name": f"vlfair {results['probe']} run (Every Eval Ever record)", "notes": _notes(results, m)}
+            for m in results["metrics"] if m["value"] is not None]
+
+
+def _yaml_data_by_hand(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """eval_result_entries_to_yaml's layout, for a huggingface_hub without it (before .eval_results)."""
+    data = []
+    for e in entries:
+        item: dict[str, Any] = {"dataset": {"id": e["dataset_id"], "task_id": e["task_id"]}, "value": e["value"]}
+        item |= {"date": e["date"]} if e.get("date") is not None else {}
+        if e.get("source_url") is not None:
+            item["source"] = {"url": e["source_url"], **({"name": e["source_name"]} if e.get("source_name") else {})}
+        item |= {"notes": e["notes"]} if e.get("notes") is not None else {}
+        data.append(item)
+    return data
+
+
+def eval_results_yaml(entries: list[dict[str, Any]]) -> str:
+    """A ``.eval_results/*.yaml`` file, written by huggingface_hub's ``eval_result_entries_to_yaml``."""
+    import yaml
+
+    try:
+        from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
+    except ImportError:
+        data = _yaml_data_by_hand(entries)
+    else:
+        data = eval_result_entries_to_yaml([EvalResultEntry(**e) for e in entries])
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
+
+
+# ---- the benchmark's eval.yaml --------------------------------------------------------------------
+
+def benchmark_eval_yaml(results: list[dict[str, Any]], repo_id: str) -> str:
+    """The ``eval.yaml`` of the benchmark dataset ``repo_id`` that holds these runs' results: its
+    name, a description, ``evaluation_framework: vlfair`` and one task per measured number, with
+    the ids of :func:`eval_result_entries` (sorted), each in the repository's ``default`` config,
+    ``train`` split (where the Hub finds the results.json files ``vlfair push-results`` adds).
+
+    Raises:
+        ValueError: ``repo_id`` is not ORG/NAME, there are no numbers, or two would share a task id.
+    """
+    import yaml
+
+    check_repo_id(repo_id)
+    tasks = task_ids(results)
+    if not tasks:
+        raise ValueError(f"no metric with a value among the {len(results)} results: {repo_id} would have no tasks")
+    probes = sorted({f"{r['probe']} ({r['dataset']['name']})" for r in results})
+    versions = sorted({r["vlfair_version"] for r in results})
+    description = (
+        f"Social bias in vision-language models, measured with vlfair {', '.join(versions)}: "
+        f"{'; '.join(probes)}. Each task is one measure of one probe on one subset "
+        "(<probe>/<metric>/<key>-<value>...). A bias measure is best at its neutral value (no difference between "
+        "groups), not at its highest or lowest; intervals and p-values are in each result's notes and in the "
+        "Every Eval Ever record its source links to.")
+    document = {"name": f"vlfair: {repo_id.split('/', 1)[1]}", "description": description,
+                "evaluation_framework": FRAMEWORK,
+                "tasks": [{"id": t, "config": RESULTS_CONFIG, "split": RESULTS_SPLIT} for t in sorted(tasks)]}
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+
+
+# ---- card-results --out ---------------------------------------------------------------------------
+
+def write_card_results(results: list[dict[str, Any]], out_dir: str | Path, benchmark_repo: str,
+                       source_template: str | None = None) -> list[Path]:
+    """Write ``out_dir/every_eval_ever/<run>.json`` (:func:`record_name`) for every run and
+    ``out_dir/<model-slug>/.eval_results/vlfair-<probe>.yaml`` for every model and probe; returns
+    the files written, records first. Everything is checked before anything is written.
+
+    Raises:
+        ValueError: a bad ``benchmark_repo`` or ``source_template``, two runs with one record name,
+            or two runs of one model giving one task (the Hub shows one number per model and task).
+    """
+    check_repo_id(benchmark_repo, "--benchmark-repo")
+    task_ids(results)  # two numbers on one task id: refused before anything is written
+    organization = benchmark_repo.split("/", 1)[0]
+    records: dict[str, dict[str, Any]] = {}
+    files: dict[Path, list[dict[str, Any]]] = {}
+    owner: dict[tuple[str, str], dict[str, Any]] = {}  # (model folder, task) -> the run that gave it
+    for r in results:
+        name = record_name(r)
+        if name in records:
+            raise ValueError(f"two runs make the record {name} (one model, probe and second): give one of them")
+        records[name] = every_eval_ever_record(r, organization=organization)
+        folder = model_slug(r["model"])
+        for entry in eval_result_entries(r, benchmark_repo, source_url(source_template, name)):
+            first = owner.setdefault((folder, entry["task_id"]), r)
+            if first is not r:
+                raise ValueError(f"two runs give {folder} the task {entry['task_id']} (created {first['created']} "
+                                 f"and {r['created']}): the Hub shows one number per model and task; give one run")
+            file = Path(folder) / ".eval_results" / f"vlfair-{_probe_slug(r['probe'])}.yaml"
+            files.setdefault(file, []).append(entry)
+    out = Path(out_dir)
+    written = []
+    for name, record in records.items():
+        path = out / RECORDS_DIR / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(path)
+    for relative, entries in files.items():
+        path = out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(eval_results_yaml(entries), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+__all__ = ["benchmark_eval_yaml", "check_repo_id", "eval_result_entries", "eval_results_yaml",
+           "every_eval_ever_record", "every_eval_ever_schema", "model_repo_id", "model_slug", "record_name",
+           "source_url", "task_id", "task_ids", "validate_record", "write_card_results"]
