@@ -94,7 +94,7 @@ def read_samples(path: str | Path, sha256: str | None = None) -> tuple[Samples, 
 
 
 def _plain(value: Any) -> Any:
-    """numpy scalars and arrays in the metadata's JSON."""
+    """Numpy scalars and arrays as JSON (the metadata's facts hold them)."""
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"{type(value).__name__} is not JSON")

@@ -131,7 +131,8 @@ def row_digests(dataset: Any, rows: Any, image_column: str = "image") -> list[st
     and modification time where the cell is a path), ``#2``, ``#3`` appended to repeats (an image
     with several captions), so two runs over the same images can be paired row by row."""
     source = image_source(dataset, image_column)
-    keys, seen = [], {}
+    keys: list[str] = []
+    seen: dict[str, int] = {}
     for row in rows:
         key = hashlib.sha256(_cell_digest(source.cell(int(row)), int(row), source.name)).hexdigest()[:16]
         seen[key] = seen.get(key, 0) + 1

@@ -610,8 +610,8 @@ def sign_flip_tests(statistic: Callable[[npt.NDArray[np.bool_]], npt.ArrayLike],
         if sequential:
             running = np.cumsum(found, axis=0) + hits
             reach = (running >= SEQUENTIAL_EXCEEDANCES) & (settled_at == 0)
-            first = np.where(reach.any(axis=0), reach.argmax(axis=0) + 1 + done, 0)
-            settled_at = np.where(settled_at == 0, first, settled_at)
+            reached = np.where(reach.any(axis=0), reach.argmax(axis=0) + 1 + done, 0)
+            settled_at = np.where(settled_at == 0, reached, settled_at)
         hits += found.sum(axis=0)
         done += b
         block = min(2 * block, cap)

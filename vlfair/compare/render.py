@@ -63,7 +63,7 @@ def forests(comparison: Comparison) -> dict[str, Any]:
 
     names = labels(comparison)
     content = comparison.content
-    figures = {}
+    figures: dict[str, Any] = {}
     frame = pd.DataFrame(content["differences"])
     if frame.empty:
         return figures

@@ -25,8 +25,8 @@ import yaml
 from pydantic import ValidationError
 
 from vlfair.outputs import Metric, Table
-from vlfair.samples import Samples
 from vlfair.probes.settings import CONFIDENCE, Bootstrap, ProbeSettings, describe_errors
+from vlfair.samples import Samples
 
 if TYPE_CHECKING:
     import argparse
@@ -287,7 +287,7 @@ class Probe(abc.ABC):
         """The metrics, tables and figures from the samples alone (no model, no dataset)."""
         raise NotImplementedError(f"probe {self.name!r} defines score but not analyze")
 
-    def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
+    def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:  # noqa: B027  (optional: most draw none)
         """Figures drawn from the images or the model themselves (median images, Grad-CAM): added
         to a run's report, absent from a rescored one."""
 

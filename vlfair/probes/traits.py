@@ -11,7 +11,6 @@ from pydantic import AfterValidator, Field
 from vlfair.outputs import Table, metric_from, metrics_per, neutral_value
 from vlfair.probes import register
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec
-from vlfair.samples import Samples
 from vlfair.probes.settings import (
     SEED,
     Bootstrap,
@@ -23,6 +22,7 @@ from vlfair.probes.settings import (
     Settings,
     placeholders,
 )
+from vlfair.samples import Samples
 
 if TYPE_CHECKING:
     from vlfair.paired import RowSet
@@ -97,7 +97,8 @@ class TraitsProbe(Probe):
                    "gender": ctx.column("gender", rows)}
         for positive, negative in s.pairs:
             text = ctx.texts([s.prompt.format(trait=positive), s.prompt.format(trait=negative)])
-            columns[_confidence_column(positive, negative)] = 1.0 / (1.0 + np.exp(-tau * (images @ (text[0] - text[1]))))
+            logits = -tau * (images @ (text[0] - text[1]))
+            columns[_confidence_column(positive, negative)] = 1.0 / (1.0 + np.exp(logits))
         warnings = []
         if sampling and sampling["short_cells"]:
             warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
