@@ -70,7 +70,8 @@ def fresh_user(tmp_path_factory) -> dict:
 
 def test_the_literal_string_loads_offline_after_install_metrics(fresh_user, capsys):
     assert "Couldn't find a module script" in fresh_user["before"]  # evaluate's own error: nothing was there
-    assert fresh_user["install_exit"] == 0 and "9 module(s) installed" in fresh_user["install_printed"]
+    assert fresh_user["install_exit"] == 0
+    assert f"{len(available_metrics())} module(s) installed" in fresh_user["install_printed"]
     assert fresh_user["modules"] == available_metrics() and fresh_user["ratio"] == 0.8568112400733048
     assert fresh_user["again_exit"] == 0 and "1 module(s) installed" in fresh_user["again_printed"]
     assert fresh_user["again_unchanged"]  # installing again writes nothing new
@@ -143,6 +144,8 @@ def test_shared_names_are_every_modules_inputs_and_options():
     names = set()
     for name in available_metrics():
         module = load_metric(name)
+        if module.module_type == "comparison":  # two models' columns: not combined, takes explicit options only
+            continue
         names |= set(module._feature_names())
         names |= {p for p in inspect.signature(module._compute).parameters if p not in ("self", "shared")}
     assert names == SHARED_NAMES

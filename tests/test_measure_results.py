@@ -31,13 +31,17 @@ CASES = {
                                                    "text_embeddings_b": [[0.0, 2.0], [1.0, 0.5]]}),
     "retention": (M.Retention, {"scores": [[1.0, 0.0], [0.0, 1.0]], "references": [0, 1], "bootstrap": 20}),
     "ranking_skew": (M.RankingSkew, {"scores": [[0.9, 0.8, 0.7, 0.1]], "item_groups": ["m", "m", "w", "w"], "k": 2}),
+    "bias_difference": (M.BiasDifference, {"scores_a": [0.2, 0.4, 0.3, 0.9], "scores_b": [0.3, 0.4, 0.3, 0.8],
+                                           "groups": list("aabb"), "protected_group": "a", "reference_group": "b",
+                                           "bootstrap": 20}),
 }
 
 
 def _evaluate(name: str, arguments: dict) -> dict:
-    """The evaluate module's output; its columns are predictions and references where the measure's are scores and
-    groups (group_rate_gap's groups are a column of their own)."""
-    names = {"scores": "predictions"} | ({} if "references" in arguments else {"groups": "references"})
+    """The evaluate module's output; its columns are predictions (predictions1 and 2) and references where the
+    measure's are scores (scores_a and _b) and groups (group_rate_gap's groups are a column of their own)."""
+    names = ({"scores": "predictions", "scores_a": "predictions1", "scores_b": "predictions2"}
+             | ({} if "references" in arguments else {"groups": "references"}))
     return vlfair.load_metric(name).compute(**{names.get(k, k): v for k, v in arguments.items()})
 
 

@@ -9,6 +9,7 @@ import inspect
 import re
 from pathlib import Path
 
+import evaluate
 import pytest
 import yaml
 
@@ -55,10 +56,18 @@ def test_module_contract(folder):
     info = cls()._info()
     assert info.features is not None and info.citation.strip().startswith("@")
     parameters = inspect.signature(cls._compute).parameters.values()
-    # the only **kwargs is the other modules' options under evaluate.combine, checked by ignore_shared
-    assert [p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD] == ["shared"]
+    variadic = [p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD]
     source = (folder / f"{folder.name}.py").read_text()
-    assert f'vlfair.evaluate_support.ignore_shared("{folder.name}", shared)' in source
+    if info.module_type == "comparison":  # two models' columns: no evaluate.combine, so explicit options only
+        assert issubclass(cls, evaluate.Comparison) and variadic == []
+    else:  # the only **kwargs is the other modules' options under evaluate.combine, checked by ignore_shared
+        assert variadic == ["shared"]
+        assert f'vlfair.evaluate_support.ignore_shared("{folder.name}", shared)' in source
+    # evaluate checks the loaded class against the module_type a user asks for
+    assert {"metric": evaluate.Metric, "measurement": evaluate.Measurement,
+            "comparison": evaluate.Comparison}[info.module_type] in cls.__mro__
+    card_type = yaml.safe_load(re.match(r"^---\n(.*?)\n---\n", (folder / "README.md").read_text(), re.S).group(1))
+    assert info.module_type in card_type["tags"], "the card's tags name the module type"
     assert f"vlfair.measures.{folder.name}(" in source, "_compute must call the measure of the same name"
     # evaluate finds requirements by parsing imports: one plain `import x` per line, nothing heavier
     imports = {alias.name for node in ast.parse(source).body if isinstance(node, ast.Import) for alias in node.names}

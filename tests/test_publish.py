@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_load_metric_unknown_name_lists_the_modules():
-    with pytest.raises(ValueError, match="unknown vlfair metric 'accuracy'; available: vlfair/bias_ratio, vlfair/cross_lingual_gap"):
+    with pytest.raises(ValueError, match="unknown vlfair metric 'accuracy'; available: vlfair/bias_difference, "
+                                         "vlfair/bias_ratio, vlfair/cross_lingual_gap"):
         vlfair.load_metric("accuracy")
 
 

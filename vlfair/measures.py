@@ -1013,8 +1013,187 @@ def _target(target: str | Mapping[str, float], names: list[str],
     return p
 
 
+# ---- bias_difference: two models on the same rows ----------------------------------------
+# What a verdict says (``*_verdict``); "less biased" = closer to the measure's neutral value.
+A_LESS_BIASED = "A less biased"
+B_LESS_BIASED = "B less biased"
+NEITHER_CLOSER = "differ; neither closer to no bias"
+NO_DIFFERENCE = "no difference detected"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BiasDifference(MeasureResult):
+    """The result of :func:`bias_difference`: model A (``predictions1``) against model B
+    (``predictions2``) on the same rows."""
+
+    bias_ratio_a: float
+    """A's bias ratio, mean(protected) / mean(reference), as :func:`bias_ratio` computes it."""
+    bias_ratio_b: float
+    bias_ratio_difference: float
+    """A's ratio minus B's."""
+    bias_ratio_difference_ci: list[float] | None
+    """Its paired bootstrap interval (both models on the same resampled rows); None without resampling."""
+    bias_ratio_distance_difference: float
+    """|A's ratio - 1| - |B's ratio - 1|: negative where A is closer to the neutral 1."""
+    bias_ratio_distance_difference_ci: list[float] | None
+    bias_ratio_p_value: float | None
+    """Paired permutation (sign-flip) test of "the two models' ratios do not differ"; None without permutations."""
+    bias_ratio_log10_p_value: float | None
+    bias_ratio_p_value_method: str | None
+    """"exact", "monte_carlo" or "sequential_monte_carlo"."""
+    bias_ratio_verdict: str | None
+    """"A less biased", "B less biased", "differ; neither closer to no bias" or "no difference detected"
+    (:func:`bias_difference` gives the rule); None without resampling."""
+    max_gap_a: float
+    """A's largest minus smallest group mean, as :func:`group_score_gap` computes it (neutral 0)."""
+    max_gap_b: float
+    max_gap_difference: float
+    """A's gap minus B's (also the difference of their distances to the neutral 0)."""
+    max_gap_difference_ci: list[float] | None
+    max_gap_p_value: float | None
+    max_gap_log10_p_value: float | None
+    max_gap_p_value_method: str | None
+    max_gap_verdict: str | None
+    protected_group: str
+    reference_group: str
+    group_counts: dict[str, int]
+    confidence: float
+    """The intervals' level; a verdict's p-value must also be below 1 - confidence."""
+
+
+def bias_difference(scores_a: npt.ArrayLike, scores_b: npt.ArrayLike, groups: Labels, protected_group: Any,
+                    reference_group: Any, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+                    seed: int | None = SEED, n_permutations: int = PERMUTATIONS) -> BiasDifference:
+    """Two models scored on the same rows: the difference of their bias ratios and of their largest
+    group gaps, each with a paired bootstrap interval and a paired permutation test.
+
+    The bootstrap draws rows within each group (stratified, as the measures' own intervals) and
+    evaluates both models on the same drawn rows (:func:`vlfair.stats.stratified_resamples`, so it
+    is :func:`vlfair.stats.paired_bootstrap` vectorised). The test swaps the two models' scores in
+    random sets of rows (:func:`vlfair.stats.sign_flip_tests`: exact over all 2^N swaps when they
+    number at most ``n_permutations``).
+
+    The verdict of each measure: "no difference detected" unless the interval of A - B excludes 0
+    and (when computed) the p-value is below 1 - ``confidence``; then "A less biased" where the
+    interval of |A - neutral| - |B - neutral| lies below 0, "B less biased" where it lies above 0,
+    else "differ; neither closer to no bias" (e.g. ratios 0.9 and 1.08). Neutral: 1 for the ratio,
+    0 for the gap. None without an interval (``bootstrap=0``).
+
+    Args:
+        scores_a: model A's score >= 0 per row (the module's ``predictions1``).
+        scores_b: model B's score >= 0 per row, the same rows in the same order (``predictions2``).
+        groups: each row's group label (``references``).
+        protected_group: the group whose mean is the ratio's numerator.
+        reference_group: the group whose mean is the ratio's denominator.
+        bootstrap: paired stratified resamples for the intervals (0: no intervals, no verdicts).
+        confidence: the intervals' level, in (0, 1).
+        seed: seeds the resampling and the swaps (None: fresh randomness each call).
+        n_permutations: swaps for the p-values (0: no test).
+
+    Returns:
+        A :class:`BiasDifference`: ``bias_ratio_*`` and ``max_gap_*`` (A, B, difference with its
+        interval, p-value, its log10 and method, verdict), the ratio's distance difference,
+        ``protected_group``, ``reference_group``, ``group_counts`` and ``confidence``.
+
+    Raises:
+        ValueError: bad input, named by its column or option: lengths that differ, a negative or
+            non-finite score, a missing label, an absent group or one with fewer than 2 rows, a model
+            whose reference group's mean is 0.
+    """
+    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
+    a, b = _floats(scores_a, "predictions1"), _floats(scores_b, "predictions2")
+    labels = _labels(groups, "references")
+    _same_length(predictions1=a, predictions2=b, references=labels)
+    for option, value in (("protected_group", protected_group), ("reference_group", reference_group)):
+        if value is None:
+            raise ValueError(f"{option} is required: name the group to put in the "
+                             + ("numerator" if option == "protected_group" else "denominator"))
+    protected, reference = str(protected_group), str(reference_group)
+    names, codes = stats.encode_groups(labels)
+    _require_present(protected, names, "protected_group")
+    _require_present(reference, names, "reference_group")
+    if protected == reference:
+        raise ValueError(f"protected_group and reference_group are the same group ({protected!r})")
+    counts = np.bincount(codes, minlength=len(names))
+    _require_sizes(names, counts)
+    p_i, r_i, num_groups = names.index(protected), names.index(reference), len(names)
+    means = []
+    for column, values in (("predictions1", a), ("predictions2", b)):
+        negative = np.flatnonzero(values < 0)
+        if negative.size:  # as bias_ratio: a ratio of means needs scores that cannot cancel
+            raise ValueError(f"{column} must be >= 0 for a ratio of means (e.g. CLIP scores, probabilities); row "
+                             f"{int(negative[0])} is {values[negative[0]]:g}")
+        means.append(stats.group_means(values, codes, num_groups))
+        if means[-1][r_i] == 0:
+            raise ValueError(f"{column}: the mean score of reference_group {reference!r} is 0: the ratio is undefined")
+    neutral = np.array([1.0, 0.0])  # of the ratio and the gap
+
+    def measured(group_means: np.ndarray) -> np.ndarray:
+        """(b, G) group means -> (b, 2) the bias ratio and the largest gap (the same arithmetic as
+        bias_ratio and group_score_gap, so the point values equal theirs)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.stack([group_means[:, p_i] / group_means[:, r_i],
+                             group_means.max(axis=1) - group_means.min(axis=1)], axis=1)
+
+    point_a, point_b = measured(means[0][None])[0], measured(means[1][None])[0]
+    difference_ci = distance_ci = None
+    if bootstrap:
+        # every slot of a stratified resample keeps its group, so the codes hold for the resampled rows
+        blocks = [(measured(stats.group_means(a[rows], codes, num_groups)),
+                   measured(stats.group_means(b[rows], codes, num_groups)))
+                  for rows in stats.stratified_resamples(codes, bootstrap, seed)]
+        samples_a = np.concatenate([block[0] for block in blocks])
+        samples_b = np.concatenate([block[1] for block in blocks])
+        with np.errstate(invalid="ignore"):  # inf - inf where a resample's reference mean is 0
+            difference_ci = stats.percentile_interval(samples_a - samples_b, confidence)
+            distance_ci = stats.percentile_interval(np.abs(samples_a - neutral) - np.abs(samples_b - neutral),
+                                                    confidence)
+    tests: list[stats.PermutationResult | None] = [None, None]
+    if n_permutations:
+        # swapping row i moves A's mean of its group by (b_i - a_i) / n_g and B's by the opposite:
+        # a block of swaps is one matrix product, never a pass over the rows per relabelling
+        moves = np.eye(num_groups)[codes] * ((b - a) / counts[codes])[:, None]
+
+        def swapped(swaps: np.ndarray) -> np.ndarray:
+            shift = swaps.astype(float) @ moves
+            return measured(means[0] + shift) - measured(means[1] - shift)
+
+        tests = list(stats.sign_flip_tests(swapped, a.size, 2, n_permutations, seed))
+    fields: dict[str, Any] = {}
+    for j, key in enumerate(("bias_ratio", "max_gap")):
+        interval = _interval(difference_ci, j)
+        p = _p_fields(tests[j])
+        fields |= {f"{key}_a": float(point_a[j]), f"{key}_b": float(point_b[j]),
+                   f"{key}_difference": float(point_a[j] - point_b[j]), f"{key}_difference_ci": interval}
+        if key == "bias_ratio":
+            fields |= {"bias_ratio_distance_difference": float(abs(point_a[j] - 1.0) - abs(point_b[j] - 1.0)),
+                       "bias_ratio_distance_difference_ci": _interval(distance_ci, j)}
+        fields |= {f"{key}_{name}": value for name, value in p.items()}
+        fields[f"{key}_verdict"] = _verdict(interval, _interval(distance_ci, j), p["p_value"], 1 - confidence)
+    return BiasDifference(**fields, protected_group=protected, reference_group=reference,
+                          group_counts={n: int(c) for n, c in zip(names, counts)}, confidence=confidence)
+
+
+def _verdict(difference_ci: list[float] | None, distance_ci: list[float] | None, p_value: float | None,
+             alpha: float) -> str | None:
+    """Which model is less biased, by :func:`bias_difference`'s rule (the rule of ``vlfair compare``
+    for two runs): a difference needs the interval of A - B to exclude 0 and the p-value (when
+    computed) below ``alpha``; the side is decided by the interval of the distances' difference."""
+    if difference_ci is None or distance_ci is None:
+        return None
+    low, high = difference_ci
+    if not (low > 0 or high < 0) or (p_value is not None and not p_value < alpha):  # a nan interval: no difference
+        return NO_DIFFERENCE
+    if distance_ci[1] < 0:
+        return A_LESS_BIASED
+    if distance_ci[0] > 0:
+        return B_LESS_BIASED
+    return NEITHER_CLOSER
+
+
 MEASURES = {
     "bias_ratio": bias_ratio, "group_score_gap": group_score_gap, "trait_anova": trait_anova,
     "word_influence": word_influence, "cross_lingual_gap": cross_lingual_gap, "group_rate_gap": group_rate_gap,
     "individual_fairness": individual_fairness, "retention": retention, "ranking_skew": ranking_skew,
+    "bias_difference": bias_difference,
 }
