@@ -1,21 +1,29 @@
 """The multilingual-fairness study: (a) Multi30K individual fairness and retrieval per language,
-(b) FairFace zero-shot classification in eight languages with cross-lingual and group gaps."""
+(b) FairFace zero-shot classification in eight languages with cross-lingual and group gaps.
+
+samples.parquet: (a) one row per caption pair (portion, image file; the pair's similarity gap,
+text distance and bound; whether top-1 retrieval is right per direction and language); (b) one row
+per image (gender, race, age group; whether each task's zero-shot prediction is right per language).
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
-from vlfair.outputs import Metric, metric_from, metrics_per
+from vlfair.outputs import Metric, metric_from, metrics_per, neutral_value
 from vlfair.probes import register
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
 from vlfair.probes.settings import Bootstrap, Flag, ProbeSettings, Settings
+from vlfair.samples import Samples
 
 if TYPE_CHECKING:  # the probe imports its measures when it runs
-    from vlfair import measures
+    from vlfair import measures, paired
+    from vlfair.paired import RowSet
 
 Task = Literal["gender", "race", "age_group"]
 # a zero-shot task's classes: class -> language -> prompt
@@ -82,35 +90,80 @@ class MultilingualProbe(Probe):
     def default_subsets(self, schema: str) -> list[str | None]:
         return ["translation", "independent"] if schema == "multi30k" else [None]
 
-    def run(self, ctx: Context, schema: str | None) -> Output:
-        return self._multi30k(ctx) if schema == "multi30k" else self._fairface(ctx)
+    def score(self, ctx: Context, schema: str | None) -> Samples:
+        return self._score_multi30k(ctx) if schema == "multi30k" else self._score_fairface(ctx)
+
+    def analyze(self, samples: Samples) -> Output:
+        return self._multi30k(samples) if _schema_of(samples) == "multi30k" else self._fairface(samples)
+
+    def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
+        if _schema_of(samples) == "fairface":  # the study's two image towers: which one this model is
+            import pandas as pd
+
+            tower = getattr(getattr(ctx.encoder, "image_encoder", None), "spec", ctx.encoder.spec)
+            out.tables["image_towers"] = pd.DataFrame(
+                {"model": [tower, "CLIP ResNet-50"],
+                 "status": ["this run", "not available: transformers has no CLIP ResNet image tower"]},
+                index=pd.Index(["Vision Transformer", "ResNet-50"], name="the study's image towers"))
+
+    def comparisons(self, samples: Samples) -> list[RowSet]:
+        """Multi30K, per portion: epsilon (a maximum over the caption pairs: the pairs' values) and
+        the mean text distance; per direction both languages' retrieval accuracies and their gap
+        (the same images, or captions, for both languages). FairFace: per task the accuracies per
+        language and their gap; per group gap and rate gap the group accuracies per language, each
+        language's gap and its amplification over the pivot's, resampled within the groups."""
+        return (self._multi30k_row_sets(samples) if _schema_of(samples) == "multi30k"
+                else self._fairface_row_sets(samples))
 
     # ---- (a) Multi30K ---------------------------------------------------------------------
-    def _multi30k(self, ctx: Context) -> Output:
+    def _score_multi30k(self, ctx: Context) -> Samples:
         import pandas as pd
-
-        from vlfair import measures, stats
-        from vlfair.figures import subplots
-        from vlfair.report import plots
-        from vlfair.report.numbers import format_value
 
         s = self.settings
         lang_a, lang_b = s.languages
-        pairs = self._select_pairs(ctx)  # before embedding: only the pairs used are embedded
+        pairs, source_rows = self._select_pairs(ctx)  # before embedding: only the pairs used are embedded
         images, rows = ctx.images()
         portions = ctx.column("portion", rows)
         files = ctx.column("image_file", rows)
         captions = {lang: [str(c) for c in ctx.column(lang, rows)] for lang in (lang_a, lang_b)}
         raw = {lang: ctx.texts(captions[lang], normalize=False) for lang in (lang_a, lang_b)}
-        out = Output(settings={"languages": [lang_a, lang_b], "independent_captions": s.independent_captions,
-                               "pairs": pairs}, notes=list(s.notes))
+        columns: dict[str, Any] = {**ctx.identity(rows, source_rows), "portion": portions, "image_file": files}
+        terms = {name: np.zeros(len(rows)) for name in ("similarity_gap", "text_distance", "bound")}
+        retrieved = {_retrieval_column(direction, lang): np.zeros(len(rows), dtype=bool)
+                     for direction in DIRECTIONS for lang in (lang_a, lang_b)}
+        for portion in sorted(set(portions.tolist())):
+            mask = portions == portion
+            gap, distance, bound = _pair_terms(images[mask], raw[lang_a][mask], raw[lang_b][mask])
+            terms["similarity_gap"][mask], terms["text_distance"][mask], terms["bound"][mask] = gap, distance, bound
+            for direction in DIRECTIONS:
+                for lang in (lang_a, lang_b):
+                    retrieved[_retrieval_column(direction, lang)][mask] = _retrieval(images[mask], files[mask],
+                                                                                     raw[lang][mask], direction)
+        frame = pd.DataFrame({**columns, **terms, **retrieved})
+        return Samples(frame, {"languages": [lang_a, lang_b], "independent_captions": s.independent_captions,
+                               "pairs": pairs})
+
+    def _multi30k(self, samples: Samples) -> Output:
+        import pandas as pd
+
+        from vlfair import stats
+        from vlfair.figures import subplots
+        from vlfair.report import plots
+        from vlfair.report.numbers import format_value
+
+        s = self.settings
+        lang_a, lang_b = samples.facts["languages"]
+        portions = samples.column("portion")
+        files = samples.column("image_file")
+        out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
         summary: dict[str, dict] = {}
         scatter: dict[str, list] = {"x": [], "y": [], "label": []}
         slope = 0.0
         ratio_figure, ratio_axis = subplots(figsize=(5, 3.2))
         for portion in sorted(set(portions.tolist())):
             mask = portions == portion
-            fairness = measures.individual_fairness(images[mask], raw[lang_a][mask], raw[lang_b][mask])
+            fairness = _individual_fairness(*(samples.column(name)[mask]
+                                              for name in ("similarity_gap", "text_distance", "bound")))
             pair = {"portion": portion, "languages": f"{lang_a}-{lang_b}"}
             out.metrics.append(metric_from("individual_fairness", pair, fairness, "epsilon", details=(
                                                "mean_ratio", "median_ratio", "bound_holds", "num_bound_violations",
@@ -133,9 +186,10 @@ class MultilingualProbe(Probe):
             row = {"pairs": fairness["num_pairs"], f"mean distance {lang_a}-{lang_b}": float(distances.mean()),
                    "epsilon": fairness["epsilon"], "mean ratio": fairness["mean_ratio"],
                    "bound holds": fairness["bound_holds"]}
-            for direction in ("image_to_text", "text_to_image"):
-                features = {lang: raw[lang][mask] for lang in (lang_a, lang_b)}
-                gap = self._retrieval(images[mask], files[mask], features, direction)
+            for direction in DIRECTIONS:
+                rows = _retrieval_rows(files, mask, direction)
+                correct = {lang: samples.column(_retrieval_column(direction, lang))[rows] for lang in (lang_a, lang_b)}
+                gap = _cross_lingual_gap(correct, None, s.resampling)
                 out.metrics.append(metric_from("cross_lingual_gap", {"portion": portion, "direction": direction}, gap,
                                                "gap", "gap_ci", details=("accuracy", "counts")))
                 out.metrics += metrics_per("retrieval_accuracy", {"portion": portion, "direction": direction}, gap,
@@ -156,67 +210,83 @@ class MultilingualProbe(Probe):
                          "under its own bound")
         return out
 
-    def _select_pairs(self, ctx: Context) -> dict[str, int]:
-        """Keep the independent portion's first (en, de) caption pair per image (the study), or all."""
+    def _multi30k_row_sets(self, samples: Samples) -> list[RowSet]:
+        from vlfair import paired
+
+        lang_a, lang_b = samples.facts["languages"]
+        portions, files = samples.column("portion"), samples.column("image_file")
+        distances = samples.column("text_distance")
+        parts: list[_Part] = []
+        row_sets = []
+        for portion in sorted(set(portions.tolist())):
+            mask = portions == portion
+            rows = np.flatnonzero(mask & (distances > 0))  # the pairs with a ratio (identical ones left out)
+            pair = {"portion": portion, "languages": f"{lang_a}-{lang_b}"}
+            if rows.size:  # (bound: a per-pair quantity too, read so that vlfair compare pairs it, not checks it)
+                parts.append(_Part(rows, None, ("text_distance", "bound"),
+                                   [("text_distance", pair, _mean_of(0, "text_distance"))]))
+                epsilon = paired.Statistic("individual_fairness", pair, _epsilon, neutral_value("individual_fairness"))
+                row_sets.append(paired.RowSet(rows, ("similarity_gap", "text_distance"),
+                                              np.zeros(rows.size, dtype=np.int64), (epsilon,), values=True))
+            for direction in DIRECTIONS:
+                subset = {"portion": portion, "direction": direction}
+                columns = tuple(_retrieval_column(direction, lang) for lang in (lang_a, lang_b))
+                # sorted: the same rows as text_to_image's where each image has one caption (one row set)
+                parts.append(_Part(np.sort(_retrieval_rows(files, mask, direction)), None, columns, [
+                    ("cross_lingual_gap", subset, _range_of(columns)),
+                    *(("retrieval_accuracy", {**subset, "language": lang}, _mean_of(0, column))
+                      for lang, column in zip((lang_a, lang_b), columns))]))
+        return _merged(parts) + row_sets
+
+    def _select_pairs(self, ctx: Context) -> tuple[dict[str, int], list[int] | None]:
+        """Keep the independent portion's first (en, de) caption pair per image (the study), or all;
+        also returns the kept rows' indices in the data as given (None: every row kept)."""
         choice = self.settings.independent_captions
         data = ctx.dataset
+        source_rows = None
         if choice == "first" and "caption_index" in data.column_names:
             keep = [i for i, (portion, index) in enumerate(zip(data["portion"], data["caption_index"]))
                     if portion != "independent" or index == 1]
             if len(keep) < data.num_rows:
                 ctx.dataset = data.select(keep)
-        return dict(sorted(Counter(ctx.dataset["portion"]).items()))
-
-    def _retrieval(self, images, files, raw, direction: str) -> measures.CrossLingualGap:
-        """Top-1 matching per language; an image may own several captions (independent portion)."""
-        from vlfair import measures
-
-        unique, image_index = np.unique(files, return_inverse=True)
-        first = np.array([np.flatnonzero(image_index == i)[0] for i in range(unique.size)])
-        pictures = images[first]
-        predictions, references, languages = [], [], []
-        for lang, features in raw.items():
-            texts = features / np.linalg.norm(features, axis=1, keepdims=True)
-            similarity = pictures @ texts.T  # (images, captions)
-            if direction == "image_to_text":
-                predictions += image_index[similarity.argmax(axis=1)].astype(str).tolist()
-                references += np.arange(unique.size).astype(str).tolist()
-                languages += [lang] * unique.size
-            else:
-                predictions += similarity.argmax(axis=0).astype(str).tolist()
-                references += image_index.astype(str).tolist()
-                languages += [lang] * image_index.size
-        return measures.cross_lingual_gap(predictions, references, languages, **self.settings.resampling)
+                source_rows = keep
+        return dict(sorted(Counter(ctx.dataset["portion"]).items())), source_rows
 
     # ---- (b) FairFace in eight languages --------------------------------------------------
-    def _fairface(self, ctx: Context) -> Output:
+    def _score_fairface(self, ctx: Context) -> Samples:
         import pandas as pd
 
-        from vlfair import measures
         from vlfair.data.schemas import AGE_GROUP_OF_BIN
-        from vlfair.report import plots
 
         s = self.settings
         images, rows = ctx.images()
         truth = {"gender": ctx.column("gender", rows), "race": ctx.column("race", rows),
                  "age_group": np.array([AGE_GROUP_OF_BIN[a] for a in ctx.column("age", rows)])}
-        out = Output(settings={"pivot": s.pivot, "prompt_set": s.prompt_set}, notes=list(s.notes))
-        predicted: dict[str, dict[str, np.ndarray]] = {}
-        accuracy_table = {}
+        columns: dict[str, Any] = {**ctx.identity(rows), **truth}
         for task, classes in s.prompt_sets[s.prompt_set].items():
             if task not in truth:
                 raise ProbeError(f"multilingual: zero-shot task {task!r} has no label column; tasks: {sorted(truth)}")
             names = list(classes)
-            languages = sorted(set.intersection(*(set(v) for v in classes.values())))
-            predicted[task] = {}
-            for lang in languages:
+            for lang in _languages(classes):
                 text = ctx.texts([classes[c][lang] for c in names])
-                predicted[task][lang] = np.asarray(names)[(images @ text.T).argmax(axis=1)]
-            stacked_pred = np.concatenate([predicted[task][lang] for lang in languages])
-            stacked_truth = np.tile(truth[task], len(languages))
-            stacked_lang = np.repeat(languages, len(rows))
-            gap = measures.cross_lingual_gap(stacked_pred, stacked_truth, stacked_lang,
-                                             pivot=s.pivot if s.pivot in languages else None, **s.resampling)
+                predicted = np.asarray(names)[(images @ text.T).argmax(axis=1)]
+                columns[_correct_column(task, lang)] = predicted == truth[task]
+        return Samples(pd.DataFrame(columns), {"pivot": s.pivot, "prompt_set": s.prompt_set})
+
+    def _fairface(self, samples: Samples) -> Output:
+        import pandas as pd
+
+        from vlfair.report import plots
+
+        s = self.settings
+        out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
+        correct: dict[str, dict[str, np.ndarray]] = {}
+        truth = {task: samples.column(task) for task in TASKS}
+        accuracy_table = {}
+        for task, classes in s.prompt_sets[s.prompt_set].items():
+            languages = _languages(classes)
+            correct[task] = {lang: samples.column(_correct_column(task, lang)) for lang in languages}
+            gap = _cross_lingual_gap(correct[task], s.pivot if s.pivot in languages else None, s.resampling)
             out.metrics.append(metric_from("cross_lingual_gap", {"task": task}, gap, "gap", "gap_ci",
                                            details=("accuracy", "gap_to_pivot")))
             out.metrics += metrics_per("accuracy", {"task": task}, gap, "accuracy", "accuracy_ci", by="language")
@@ -226,17 +296,12 @@ class MultilingualProbe(Probe):
         out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language",
                                                                  "accuracy", ylim=(0, 1), legend_title="task")
         for group_gap in s.group_gaps:
-            self._group_gaps(out, group_gap, predicted, truth)
+            self._group_gaps(out, group_gap, correct, truth)
         for rate_gap in s.rate_gaps:  # vlfair's extras
-            self._rate_gap(out, rate_gap, predicted, truth)
-        tower = getattr(getattr(ctx.encoder, "image_encoder", None), "spec", ctx.encoder.spec)
-        out.tables["image_towers"] = pd.DataFrame(
-            {"model": [tower, "CLIP ResNet-50"],
-             "status": ["this run", "not available: transformers has no CLIP ResNet image tower"]},
-            index=pd.Index(["Vision Transformer", "ResNet-50"], name="the study's image towers"))
+            self._rate_gap(out, rate_gap, correct, truth)
         return out
 
-    def _group_gaps(self, out: Output, spec: GroupGap, predicted: dict, truth: dict) -> None:
+    def _group_gaps(self, out: Output, spec: GroupGap, correct: dict, truth: dict) -> None:
         """The study's Eq. 5: accuracy of ``task`` between the groups of ``between``, within each
         value of ``within`` (or over all images), per language; with ``amplification``, each gap
         minus the pivot language's."""
@@ -247,10 +312,10 @@ class MultilingualProbe(Probe):
 
         s = self.settings
         task, between, within = spec.task, spec.between, spec.within
-        if task not in predicted:
-            raise ProbeError(f"multilingual: group_gaps task {task!r} is not a zero-shot task ({sorted(predicted)})")
-        languages = sorted(predicted[task])
-        correct = np.stack([predicted[task][lang] == truth[task] for lang in languages], axis=1)  # (rows, languages)
+        if task not in correct:
+            raise ProbeError(f"multilingual: group_gaps task {task!r} is not a zero-shot task ({sorted(correct)})")
+        languages = sorted(correct[task])
+        hits = np.stack([correct[task][lang] for lang in languages], axis=1)  # (rows, languages)
         values = sorted(set(truth[within].tolist()), key=str) if within else [None]
         minuend, subtrahend = spec.difference or (None, None)  # the signed difference plotted (Fig. 3-4)
         signed, accuracy, amplification = {}, {}, {}
@@ -258,8 +323,7 @@ class MultilingualProbe(Probe):
             mask = truth[within] == value if within else np.ones(len(truth[task]), dtype=bool)
             subset: dict[str, Any] = {"task": task, "groups": between, **({within: value} if within else {})}
             try:
-                result = measures.group_rate_gap(np.concatenate([predicted[task][lang][mask] for lang in languages]),
-                                                 np.tile(truth[task][mask], len(languages)),
+                result = measures.group_rate_gap(*_as_labels(hits[mask].T.ravel()),
                                                  np.tile(truth[between][mask], len(languages)),
                                                  languages=np.repeat(languages, int(mask.sum())), **s.resampling)
             except ValueError as exc:
@@ -278,7 +342,7 @@ class MultilingualProbe(Probe):
                 if minuend in result["accuracy"][lang] and subtrahend in result["accuracy"][lang]:
                     signed[(label, lang)] = result["accuracy"][lang][minuend] - result["accuracy"][lang][subtrahend]
             if spec.amplification and s.pivot in languages:
-                amplification[label] = self._amplification(out, subset, correct[mask], truth[between][mask], languages)
+                amplification[label] = self._amplification(out, subset, hits[mask], truth[between][mask], languages)
         if not accuracy:
             return
         wide = pd.Series(accuracy).unstack(level=2)
@@ -320,17 +384,17 @@ class MultilingualProbe(Probe):
             result[lang] = float(value[k])
         return result
 
-    def _rate_gap(self, out: Output, spec: RateGap, predicted: dict, truth: dict) -> None:
+    def _rate_gap(self, out: Output, spec: RateGap, correct: dict, truth: dict) -> None:
         import pandas as pd
 
         from vlfair import measures
         from vlfair.report import plots
 
         task, column = spec.task, spec.groups
-        languages = sorted(predicted[task])
+        languages = sorted(correct[task])
         try:
-            gaps = measures.group_rate_gap(np.concatenate([predicted[task][lang] for lang in languages]),
-                                           np.tile(truth[task], len(languages)), np.tile(truth[column], len(languages)),
+            gaps = measures.group_rate_gap(*_as_labels(np.concatenate([correct[task][lang] for lang in languages])),
+                                           np.tile(truth[column], len(languages)),
                                            languages=np.repeat(languages, len(truth[task])),
                                            **self.settings.resampling)
         except ValueError as exc:
@@ -344,3 +408,237 @@ class MultilingualProbe(Probe):
         out.figures[f"{task}_accuracy_by_{column}"] = plots.grouped_bars(
             by_group, None, f"{task} accuracy by {column}, per language (vlfair's extra)", "accuracy", ylim=(0, 1),
             legend_title="language")
+
+    def _fairface_row_sets(self, samples: Samples) -> list[RowSet]:
+        s = self.settings
+        truth = {task: samples.column(task) for task in TASKS}
+        everything = np.arange(len(samples.frame))
+        parts: list[_Part] = []
+        languages_of = {}
+        for task, classes in s.prompt_sets[s.prompt_set].items():
+            languages_of[task] = languages = _languages(classes)
+            columns = _correct_columns(task, languages)
+            parts.append(_Part(everything, None, columns, [
+                ("cross_lingual_gap", {"task": task}, _range_of(columns)),
+                *(("accuracy", {"task": task, "language": lang}, _mean_of(0, column))
+                  for lang, column in zip(languages, columns))]))
+        for spec in s.group_gaps:
+            task, between, within = spec.task, spec.between, spec.within
+            languages = sorted(languages_of[task])
+            columns = _correct_columns(task, languages)
+            # one row set per value of `within` (one over all cells would cost a matrix product per cell)
+            for value in sorted(set(truth[within].tolist()), key=str) if within else [None]:
+                rows = np.flatnonzero(truth[within] == value) if within else everything
+                groups = _gap_groups(truth[between][rows])
+                if groups is None:  # the measure refused these rows (the run's warning says why)
+                    continue
+                subset: dict[str, Any] = {"task": task, "groups": between, **({within: value} if within else {})}
+                statistics: list[tuple[str, dict[str, Any], Callable[[dict[str, int]], Callable]]] = []
+                for lang, column in zip(languages, columns):
+                    statistics.append(("group_rate_gap", {**subset, "language": lang}, _gap_of(column)))
+                    statistics += [("accuracy", {"task": task, "language": lang, between: name,
+                                                 **({within: value} if within else {})}, _mean_of(g, column))
+                                   for g, name in enumerate(groups[0])]
+                if spec.amplification and s.pivot in languages:
+                    pivot = _correct_column(task, s.pivot)
+                    statistics += [("gap_amplification", {**subset, "language": lang, "pivot": s.pivot},
+                                    _amplification_of(column, pivot))
+                                   for lang, column in zip(languages, columns) if lang != s.pivot]
+                parts.append(_Part(rows, groups[1], columns, statistics))
+        for rate_gap in s.rate_gaps:
+            task, column = rate_gap.task, rate_gap.groups
+            languages = sorted(languages_of[task])
+            groups = _gap_groups(truth[column])
+            if groups is not None:
+                parts.append(_Part(everything, groups[1], _correct_columns(task, languages), [
+                    ("group_rate_gap", {"task": task, "groups": column, "language": lang}, _gap_of(correct))
+                    for lang, correct in zip(languages, _correct_columns(task, languages))]))
+        return _merged(parts)
+
+
+# ---- samples.parquet's columns, and the measures on them -------------------------------------
+DIRECTIONS = ("image_to_text", "text_to_image")
+TASKS = ("gender", "race", "age_group")  # FairFace's label columns a zero-shot task predicts
+
+
+def _schema_of(samples: Samples) -> str:
+    """multi30k's samples are caption pairs (a portion each), fairface's images."""
+    return "multi30k" if "portion" in samples.frame.columns else "fairface"
+
+
+def _retrieval_column(direction: str, lang: str) -> str:
+    """Whether top-1 retrieval in ``direction`` with ``lang``'s captions is right: per caption for
+    text_to_image; for image_to_text the image's own result, the same on each of its captions."""
+    return f"{direction} correct {lang}"
+
+
+def _correct_column(task: str, lang: str) -> str:
+    """Whether the zero-shot prediction of ``task`` with ``lang``'s prompts is the true label."""
+    return f"{task} correct {lang}"
+
+
+def _correct_columns(task: str, languages: list[str]) -> tuple[str, ...]:
+    return tuple(_correct_column(task, lang) for lang in languages)
+
+
+def _languages(classes: dict[str, dict[str, str]]) -> list[str]:
+    """A task's languages: those every class has a prompt in, sorted."""
+    return sorted(set.intersection(*(set(v) for v in classes.values())))
+
+
+def _pair_terms(images: np.ndarray, text_a: np.ndarray, text_b: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per caption pair: the similarity gap |cos(v, t_a) - cos(v, t_b)|, the text distance
+    ||t_a - t_b|| and the bound 2 / (||t_a|| + ||t_b||), computed as ``measures.individual_fairness``
+    computes them (which also checks the inputs)."""
+    from vlfair import measures
+
+    measures.individual_fairness(images, text_a, text_b)  # its errors: shapes, non-finite values, zero vectors
+    v, a, b = (np.asarray(x, dtype=float) for x in (images, text_a, text_b))
+    norm_v, norm_a, norm_b = (np.linalg.norm(x, axis=1) for x in (v, a, b))
+    v = v / norm_v[:, None]
+    gap = np.abs((v * a).sum(axis=1) / norm_a - (v * b).sum(axis=1) / norm_b)
+    return gap, np.linalg.norm(a - b, axis=1), 2.0 / (norm_a + norm_b)
+
+
+def _individual_fairness(gap: np.ndarray, distance: np.ndarray, bound: np.ndarray,
+                         tolerance: float = 1e-6) -> measures.IndividualFairness:
+    """``measures.individual_fairness``'s result from the pairs' terms (:func:`_pair_terms`)."""
+    from vlfair import measures
+
+    usable = distance > 0
+    ratio = gap[usable] / distance[usable]
+    violations = ratio > bound[usable] * (1 + tolerance) + tolerance
+    rows = np.flatnonzero(usable)
+    return measures.IndividualFairness(
+        epsilon=float(ratio.max()), epsilon_row=int(rows[int(np.argmax(ratio))]),
+        mean_ratio=float(ratio.mean()), median_ratio=float(np.median(ratio)),
+        bound_holds=bool(not violations.any()), num_bound_violations=int(violations.sum()),
+        max_bound=float(bound.max()), num_pairs=int(usable.sum()), num_identical_pairs=int((~usable).sum()),
+        ratios=ratio.tolist(), similarity_gaps=gap[usable].tolist(), text_distances=distance[usable].tolist(),
+    )
+
+
+def _retrieval(images: np.ndarray, files: np.ndarray, raw: np.ndarray, direction: str) -> np.ndarray:
+    """Top-1 matching with one language's captions, right or wrong per caption (an image may own
+    several captions, as in the independent portion; image_to_text: each image's result on its
+    captions)."""
+    unique, image_index = np.unique(files, return_inverse=True)
+    first = np.array([np.flatnonzero(image_index == i)[0] for i in range(unique.size)])
+    pictures = images[first]
+    texts = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    similarity = pictures @ texts.T  # (images, captions)
+    if direction == "image_to_text":
+        return (image_index[similarity.argmax(axis=1)] == np.arange(unique.size))[image_index]
+    return similarity.argmax(axis=0) == image_index
+
+
+def _retrieval_rows(files: np.ndarray, mask: np.ndarray, direction: str) -> np.ndarray:
+    """The frame's rows a retrieval accuracy counts, in the measure's order: the captions of
+    ``mask`` (text_to_image), or each image's first caption, images by file name (image_to_text)."""
+    rows = np.flatnonzero(mask)
+    if direction == "image_to_text":
+        return rows[np.unique(files[rows], return_index=True)[1]]
+    return rows
+
+
+def _as_labels(correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(predictions, references) whose matches are ``correct``: what the accuracy measures take."""
+    return np.where(correct, "right", "wrong"), np.full(len(correct), "right")
+
+
+def _cross_lingual_gap(correct: dict[str, np.ndarray], pivot: str | None,
+                       resampling: dict[str, Any]) -> measures.CrossLingualGap:
+    """``measures.cross_lingual_gap`` of each language's right/wrong samples (stacked in order)."""
+    from vlfair import measures
+
+    hits = np.concatenate([correct[lang] for lang in correct])
+    languages = np.concatenate([[lang] * len(correct[lang]) for lang in correct])
+    return measures.cross_lingual_gap(*_as_labels(hits), languages, pivot=pivot, **resampling)
+
+
+def _gap_groups(labels: np.ndarray) -> tuple[list[str], np.ndarray] | None:
+    """The groups a group rate gap compares (names, each row's code), or None where the measure
+    refuses them (fewer than 2 groups, a group too small for a mean)."""
+    from vlfair import measures, stats
+
+    names, codes = stats.encode_groups(labels.tolist(), "groups")
+    counts = np.bincount(codes, minlength=len(names))
+    if len(names) < 2 or (counts < measures.MIN_GROUP_SIZE).any():
+        return None
+    return names, codes
+
+
+# ---- paired statistics (vlfair compare) --------------------------------------------------------
+class _Part(NamedTuple):
+    """Statistics of some rows, grouped by ``codes`` (None: one group), each as (metric, subset,
+    its function given the row set's column index); :func:`_merged` joins parts of the same rows."""
+
+    rows: np.ndarray
+    codes: np.ndarray | None
+    columns: tuple[str, ...]
+    statistics: list[tuple[str, dict[str, Any], Callable[[dict[str, int]], Callable]]]
+
+
+def _merged(parts: list[_Part]) -> list[RowSet]:
+    """One row set per distinct rows and groups: its statistics share the resamples and the
+    relabellings (their cost is per row, not per column)."""
+    from vlfair import paired
+
+    merged: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, dict[str, int], list]] = {}
+    for part in parts:
+        codes = np.zeros(part.rows.size, dtype=np.int64) if part.codes is None else part.codes
+        _, _, at, statistics = merged.setdefault((part.rows.tobytes(), codes.tobytes()), (part.rows, codes, {}, []))
+        for column in part.columns:
+            at.setdefault(column, len(at))
+        statistics += part.statistics
+    return [paired.RowSet(rows, tuple(at), codes, tuple(paired.Statistic(name, subset, make(at), neutral_value(name))
+                                                         for name, subset, make in statistics))
+            for rows, codes, at, statistics in merged.values()]
+
+
+def _mean_of(group: int, column: str) -> Callable[[dict[str, int]], Callable]:
+    """One group's mean of ``column`` (an accuracy)."""
+    from vlfair import paired
+
+    return lambda at: paired.group_mean(group, at[column])
+
+
+def _gap_of(column: str) -> Callable[[dict[str, int]], Callable]:
+    """The largest minus the smallest group mean of ``column`` (a group rate gap)."""
+    from vlfair import paired
+
+    return lambda at: paired.mean_range(at[column])
+
+
+def _range_of(columns: tuple[str, ...]) -> Callable[[dict[str, int]], Callable]:
+    """The largest minus the smallest mean of ``columns`` in the one group (a cross-lingual gap)."""
+    def make(at: dict[str, int]) -> Callable[[paired.Moments], np.ndarray]:
+        picked = [at[column] for column in columns]
+
+        def statistic(m: paired.Moments) -> np.ndarray:
+            means = m.means[:, 0, picked]
+            return means.max(axis=1) - means.min(axis=1)
+        return statistic
+    return make
+
+
+def _amplification_of(column: str, pivot: str) -> Callable[[dict[str, int]], Callable]:
+    """The gap between the groups in ``column`` minus the same gap in the pivot language's column."""
+    def make(at: dict[str, int]) -> Callable[[paired.Moments], np.ndarray]:
+        picked = [at[column], at[pivot]]
+
+        def statistic(m: paired.Moments) -> np.ndarray:
+            means = m.means[:, :, picked]  # (b, groups, [language, pivot])
+            gaps = np.nanmax(means, axis=1) - np.nanmin(means, axis=1)
+            return gaps[:, 0] - gaps[:, 1]
+        return statistic
+    return make
+
+
+def _epsilon(values: np.ndarray) -> np.ndarray:
+    """Epsilon from the pairs' (b, n, [similarity gap, text distance]): the largest ratio."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = values[:, :, 0] / values[:, :, 1]
+    ratio = np.where(values[:, :, 1] > 0, ratio, np.nan)  # another model's identical pair has no ratio
+    return np.nanmax(ratio, axis=1)
