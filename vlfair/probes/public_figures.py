@@ -1,16 +1,31 @@
-"""The P-FI study: capability at three category levels, the gender bias ratio, name retention."""
+"""The P-FI study: capability at three category levels, the gender bias ratio, name retention.
+
+samples.parquet holds one row per image: its folder (``category``), ``gender`` and ``name``; per
+folder group and level, its probability of each class (``probability GROUP level L: CLASS``), its
+right class (``right class GROUP level L``) and whether its top class is that one (``correct
+GROUP level L``: 1.0, 0.0, null without a right class), null in the rows of other groups; per
+folder with two names or more, its similarity to each of the folder's names in sorted order
+(``name score J``, null past the folder's number of names) and whether its own name scores
+highest (``own name first``). Facts: the two prompts and the score (softmax or sigmoid).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field
 
-from vlfair.outputs import Metric, metric_from
+from vlfair.outputs import Metric, metric_from, neutral_value
 from vlfair.probes import register
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
 from vlfair.probes.settings import Bootstrap, Flag, ProbeSettings, Settings, placeholders
+from vlfair.samples import Samples
+
+if TYPE_CHECKING:
+    from vlfair.paired import Moments, RowSet
 
 Prompt = Annotated[str, AfterValidator(placeholders(""))]
 
@@ -51,6 +66,7 @@ class PublicFiguresSettings(ProbeSettings, Bootstrap):
 
 
 @register
+@register
 class PublicFiguresProbe(Probe):
     name = "public-figures"
     Settings = PublicFiguresSettings
@@ -62,56 +78,115 @@ class PublicFiguresProbe(Probe):
     schemas = ("pfi",)
     required_columns = {"pfi": ("image", "name", "category", "gender")}
     upload = UploadSpec("pfi", ("name", "category", "gender"), ("gender",))
+    uncompared = {"retention_image_score": (
+        "a top-1 down each name's column of the folder's images x names score matrix: no per-image value, and a "
+        "paired resample of the whole matrix costs images x names values per resample and relabelling (minutes and "
+        "gigabytes for a folder of 400 representatives); compare retention_text_score (each image's own name "
+        "first or not), or set the runs' image scores side by side")}
     settings: PublicFiguresSettings
 
-    def run(self, ctx: Context, schema: str | None) -> Output:
+    # ---- the model's part ------------------------------------------------------------------
+    def score(self, ctx: Context, schema: str | None) -> Samples:
+        """Per image: its folder (category), gender and name; per folder group and level, its
+        probability of every class, its right class and whether the top class is it (rows of
+        other groups: null); per folder with 2 names or more, its similarity to each of the
+        folder's names (sorted; ``name score j``) and whether its own name scores highest."""
+        import pandas as pd
+
+        s = self.settings
+        images, rows = ctx.images()
+        categories, genders = ctx.column("category", rows), ctx.column("gender", rows)
+        names = ctx.column("name", rows)
+        self._check_folders(categories)
+        n = len(rows)
+        columns: dict[str, Any] = {**ctx.identity(rows), "category": categories, "gender": genders, "name": names}
+        for group, spec, in_group, _views in self._folder_groups(categories):
+            for level, level_spec in sorted(spec.levels.items()):
+                classes = level_spec.classes
+                if len(set(classes)) < len(classes):
+                    raise ProbeError(f"public-figures: level {level} of {group} names a class twice ({classes})")
+                text = ctx.texts([s.prompt.format(c) for c in classes])
+                probabilities = ctx.encoder.probabilities(images[in_group], text)
+                for j, label in enumerate(classes):
+                    columns[_probability_column(group, level, label)] = _spread(probabilities[:, j], in_group, n)
+                truth = self._truth(ctx, rows[in_group], level_spec.truth, classes, categories[in_group])
+                known = np.array([t is not None for t in truth], dtype=bool)
+                correct = np.full(len(truth), np.nan)
+                predicted = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
+                correct[known] = (predicted[known] == truth[known]).astype(float)
+                columns[_truth_column(group, level)] = _spread(truth, in_group, n)
+                columns[_correct_column(group, level)] = _spread(correct, in_group, n)
+        name_scores: list[np.ndarray] = []
+        own_first = np.full(n, np.nan)
+        for folder in self._retention_folders(categories):
+            mask = categories == folder
+            candidates = sorted(set(names[mask].tolist()))
+            if len(candidates) < 2:
+                continue  # analyze warns
+            text = ctx.texts([s.name_prompt.format(name) for name in candidates])
+            matrix = images[mask] @ text.T
+            references = np.array([candidates.index(name) for name in names[mask]])
+            own_first[mask] = (matrix.argmax(axis=1) == references).astype(float)
+            while len(name_scores) < len(candidates):
+                name_scores.append(np.full(n, np.nan, dtype=matrix.dtype))
+            for j in range(len(candidates)):
+                name_scores[j][mask] = matrix[:, j]
+        if name_scores:
+            columns[OWN_NAME_FIRST] = own_first
+            columns.update({_name_score_column(j): values for j, values in enumerate(name_scores)})
+        warnings = []
+        if ctx.encoder.loss == "sigmoid":
+            warnings.append("a sigmoid model: class scores are independent probabilities x100, rows do not sum to 100")
+        facts = {"prompt": s.prompt, "name_prompt": s.name_prompt,
+                 "score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax"}
+        return Samples(pd.DataFrame(columns), facts, warnings)
+
+    @staticmethod
+    def _truth(ctx: Context, rows: np.ndarray, truth: str | Truth, classes: list[str], categories: np.ndarray
+               ) -> np.ndarray:
+        """Each row's right class (None where the data does not name one of ``classes``)."""
+        if isinstance(truth, str):
+            return np.full(len(rows), truth, dtype=object)
+        column = truth.column
+        if column not in ctx.dataset.column_names:
+            return np.full(len(rows), None, dtype=object)
+        values = categories if column == "category" else ctx.column(column, rows)
+        mapping = {str(k).lower(): v for k, v in truth.map.items()}
+        mapping.update({c.lower(): c for c in classes})
+        return np.asarray([None if v is None else mapping.get(str(v).strip().lower()) for v in values], dtype=object)
+
+    # ---- the samples' part -----------------------------------------------------------------
+    def analyze(self, samples: Samples) -> Output:
         import pandas as pd
 
         from vlfair.report import plots
 
         s = self.settings
-        images, rows = ctx.images()
-        categories, genders = ctx.column("category", rows), ctx.column("gender", rows)
-        out = Output(settings={"prompt": s.prompt, "name_prompt": s.name_prompt,
-                               "score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax"},
-                     notes=list(s.notes))
-        if ctx.encoder.loss == "sigmoid":
-            out.warnings.append("a sigmoid model: class scores are independent probabilities x100, rows do not "
-                                "sum to 100")
-        summary, ratios, present = {}, {}, set(categories.tolist())
-        for group, spec in s.groups.items():
-            folders = [f for f in spec.folders if f in present]
-            if not folders:
-                continue
-            in_group = np.isin(categories, folders)
-            pooled = {spec.pooled: in_group} if spec.pooled and len(folders) > 1 else {}
-            views = {**{f: categories == f for f in folders}, **pooled}
+        categories, genders = _texts(samples.column("category")), _texts(samples.column("gender"))
+        self._check_folders(categories)
+        out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
+        summary, ratios = {}, {}
+        for group, spec, _in_group, views in self._folder_groups(categories):
             own = " (vlfair's own classes)" if spec.own else ""
             for level, level_spec in sorted(spec.levels.items()):
                 classes = level_spec.classes
-                text = ctx.texts([s.prompt.format(c) for c in classes])
-                probabilities = ctx.encoder.probabilities(images[in_group], text)
-                truth = self._truth(ctx, rows[in_group], level_spec.truth, classes, categories[in_group])
+                probabilities = _floats(samples, [_probability_column(group, level, c) for c in classes])
+                truth = _texts(samples.column(_truth_column(group, level)))
                 table = {}
                 for folder, mask in views.items():
-                    selected = mask[in_group]
-                    table.update(self._class_scores(out, folder, level, classes, probabilities[selected],
-                                                    genders[in_group][selected]))
-                    summary[(folder, level)] = self._top1(out, folder, level, classes, probabilities[selected],
-                                                          truth[selected], genders[in_group][selected])
+                    selected = np.ascontiguousarray(probabilities[mask])
+                    table.update(self._class_scores(out, folder, level, classes, selected, genders[mask]))
+                    summary[(folder, level)] = self._top1(out, folder, level, classes, selected, truth[mask],
+                                                          genders[mask])
                     if level == 2 and group in s.bias_ratio.classes:
                         target = classes.index(s.bias_ratio.classes[group])
-                        scores = probabilities[selected][:, target]
-                        ratios[folder] = self._bias_ratio(out, folder, classes[target], scores,
-                                                          genders[in_group][selected])
+                        ratios[folder] = self._bias_ratio(out, folder, classes[target], selected[:, target],
+                                                          genders[mask])
                 frame = pd.DataFrame.from_dict(table, orient="index", columns=classes)
                 frame.index = pd.MultiIndex.from_tuples(frame.index, names=["folder", "gender"])
                 out.tables[f"capability_{group}_level{level}"] = frame
                 if own:
                     out.notes.append(f"capability {group} level {level}: classes {classes}{own}")
-        if not summary:
-            raise ProbeError(f"public-figures: no row's category is in the settings' folder groups "
-                             f"({sorted(f for g in s.groups.values() for f in g.folders)}); found {sorted(present)}")
         ratios = {folder: row for folder, row in ratios.items() if row}
         if ratios:
             out.tables["bias_ratio"] = frame = pd.DataFrame.from_dict(ratios, orient="index").rename_axis("folder")
@@ -128,22 +203,8 @@ class PublicFiguresProbe(Probe):
         out.figures["capability"] = plots.grouped_bars(right, None, "Mean score (softmax x100) of the right class "
                                                        "per folder and level", "score x100",
                                                        ylim=(0, 100), legend_title="class level")
-        self._retention(ctx, out, images, categories, ctx.column("name", rows))
+        self._retention(samples, out, categories, _texts(samples.column("name")))
         return out
-
-    @staticmethod
-    def _truth(ctx: Context, rows: np.ndarray, truth: str | Truth, classes: list[str], categories: np.ndarray
-               ) -> np.ndarray:
-        """Each row's right class (None where the data does not name one of ``classes``)."""
-        if isinstance(truth, str):
-            return np.full(len(rows), truth, dtype=object)
-        column = truth.column
-        if column not in ctx.dataset.column_names:
-            return np.full(len(rows), None, dtype=object)
-        values = categories if column == "category" else ctx.column(column, rows)
-        mapping = {str(k).lower(): v for k, v in truth.map.items()}
-        mapping.update({c.lower(): c for c in classes})
-        return np.asarray([None if v is None else mapping.get(str(v).strip().lower()) for v in values], dtype=object)
 
     def _class_scores(self, out: Output, folder: str, level: int, classes: list[str], probabilities: np.ndarray,
                       genders: np.ndarray) -> dict[tuple[str, str], list[float]]:
@@ -218,7 +279,7 @@ class PublicFiguresProbe(Probe):
         return {"class": label, "b = s_w / s_m": ratio["bias_ratio"], "CI low": ci[0], "CI high": ci[1],
                 "p": ratio["p_value"]}
 
-    def _retention(self, ctx: Context, out: Output, images, categories, names) -> None:
+    def _retention(self, samples: Samples, out: Output, categories: np.ndarray, names: np.ndarray) -> None:
         """The study's Table 2 (its three politician folders; athletes and actors are vlfair's extra)."""
         import pandas as pd
 
@@ -227,17 +288,15 @@ class PublicFiguresProbe(Probe):
 
         s = self.settings
         table = {}
-        study_order = [f for group in s.groups.values() for f in group.folders]
-        present = set(categories.tolist())
-        for folder in [f for f in study_order if f in present] + sorted(present - set(study_order)):
+        for folder in self._retention_folders(categories):
             mask = categories == folder
             candidates = sorted(set(names[mask].tolist()))
             if len(candidates) < 2:
                 out.warnings.append(f"retention of {folder}: only {len(candidates)} name(s)")
                 continue
-            text = ctx.texts([s.name_prompt.format(n) for n in candidates])
+            matrix = _floats(samples, [_name_score_column(j) for j in range(len(candidates))])[mask]
             references = np.array([candidates.index(n) for n in names[mask]])
-            result = measures.retention(images[mask] @ text.T, references, **s.resampling)
+            result = measures.retention(matrix, references, **s.resampling)
             if "ci_note" in result:
                 out.warnings.append(f"retention of {folder}: {result['ci_note']}")
             for score in ("text_score", "image_score"):
@@ -256,3 +315,201 @@ class PublicFiguresProbe(Probe):
                                  "high": [100 * m.ci[1] if m.ci else np.nan for m in scores]})
             out.figures["retention"] = plots.forest(points, "Retention of names: text and image scores per folder",
                                                     "score (%)")
+
+    # ---- vlfair compare ----------------------------------------------------------------------
+    def comparisons(self, samples: Samples) -> list[RowSet]:
+        """Per folder of each group (and its pooled folders): every level's class scores by gender
+        and the bias ratio, resampled within genders as their intervals are; per folder and level,
+        top-1 accuracy and its gap between genders on the images with a right class (each image
+        right or not); per folder, the retention text score (each image's own name first or not,
+        resampled within names as its interval is). The retention image score is not compared
+        (:attr:`uncompared` says why)."""
+        from vlfair import paired, stats
+
+        s = self.settings
+        categories, genders = _texts(samples.column("category")), _texts(samples.column("gender"))
+        row_sets = []
+        for group, spec, _in_group, views in self._folder_groups(categories):
+            levels = sorted(spec.levels.items())
+            columns = tuple(_probability_column(group, level, c) for level, level_spec in levels
+                            for c in level_spec.classes)
+            for folder, mask in views.items():
+                rows = np.flatnonzero(mask)
+                names, codes = stats.encode_groups(genders[rows].tolist(), "gender")
+                statistics = []
+                offset = 0
+                for level, level_spec in levels:
+                    for j, label in enumerate(level_spec.classes):
+                        statistics += [paired.Statistic("class_score", {"folder": folder, "level": level,
+                                                                        "class": label, "gender": gender},
+                                                        _percent_mean(g, offset + j), neutral_value("class_score"))
+                                       for g, gender in enumerate(names)]
+                    if level == 2 and group in s.bias_ratio.classes:
+                        label = s.bias_ratio.classes[group]
+                        column = offset + level_spec.classes.index(label)
+                        if self._ratio_defined(samples.column(columns[column])[rows], genders[rows]):
+                            ratio = _mean_ratio(names.index(s.bias_ratio.protected_group),
+                                                names.index(s.bias_ratio.reference_group), column)
+                            statistics.append(paired.Statistic("bias_ratio", {"folder": folder, "class": label}, ratio,
+                                                               neutral_value("bias_ratio")))
+                    offset += len(level_spec.classes)
+                row_sets.append(paired.RowSet(rows, columns, codes, tuple(statistics)))
+            for level, _level_spec in levels:
+                correct = samples.column(_correct_column(group, level)).astype(float)
+                for folder, mask in views.items():
+                    rows = np.flatnonzero(mask & ~np.isnan(correct))
+                    if not rows.size:
+                        continue  # no image with a right class: no accuracy
+                    _names, codes = stats.encode_groups(genders[rows].tolist(), "gender")
+                    subset = {"folder": folder, "level": level}
+                    statistics = [paired.Statistic("accuracy", subset, _pooled_mean(0), neutral_value("accuracy"))]
+                    if _gap_defined(correct[rows], genders[rows]):
+                        statistics.append(paired.Statistic("group_rate_gap", {**subset, "groups": "gender"},
+                                                           paired.mean_range(0), neutral_value("group_rate_gap")))
+                    row_sets.append(paired.RowSet(rows, (_correct_column(group, level),), codes, tuple(statistics)))
+        if OWN_NAME_FIRST in samples.frame.columns:
+            first = samples.column(OWN_NAME_FIRST).astype(float)
+            people = _texts(samples.column("name"))
+            for folder in self._retention_folders(categories):
+                rows = np.flatnonzero((categories == folder) & ~np.isnan(first))
+                if not rows.size:
+                    continue  # fewer than 2 names: no retention
+                _candidates, references = stats.encode_groups(people[rows].tolist(), "name")
+                # resampled within names, as the metric's interval is; where every name has one
+                # image that interval is none (nothing varies), and the paired one resamples the
+                # folder's images rather than claim a zero-width certainty
+                strata = references if np.bincount(references).max() > 1 else np.zeros(rows.size, dtype=np.int64)
+                # the folder's name scores ride along: they are the model's values (vlfair compare
+                # checks that every other column is the same data in both runs)
+                width = 0
+                while _name_score_column(width) in samples.frame.columns and np.isfinite(
+                        samples.frame[_name_score_column(width)].iloc[rows[0]]):
+                    width += 1
+                statistic = paired.Statistic("retention_text_score", {"folder": folder}, paired.group_mean(0, 0),
+                                             neutral_value("retention_text_score"))
+                row_sets.append(paired.RowSet(rows, (OWN_NAME_FIRST, *map(_name_score_column, range(width))),
+                                              np.zeros(rows.size, dtype=np.int64), (statistic,), strata=strata))
+        return row_sets
+
+    def _ratio_defined(self, scores: np.ndarray, genders: np.ndarray) -> bool:
+        """Whether analyze reports the bias ratio of these scores (the measure accepts them)."""
+        from vlfair import measures
+
+        ratio = self.settings.bias_ratio
+        try:
+            measures.bias_ratio(scores.astype(float), genders, ratio.protected_group, ratio.reference_group,
+                                bootstrap=0, n_permutations=0)
+        except ValueError:
+            return False
+        return True
+
+    # ---- what score, analyze and comparisons share ----------------------------------------------
+    def _folder_groups(self, categories: np.ndarray) -> list[tuple[str, FolderGroup, np.ndarray,
+                                                                   dict[str, np.ndarray]]]:
+        """Each folder group with a folder in the data: (name, spec, its rows (a mask), its views:
+        each present folder and the pooled folders -> a mask of their rows)."""
+        present = set(categories.tolist())
+        found = []
+        for group, spec in self.settings.groups.items():
+            folders = [f for f in spec.folders if f in present]
+            if not folders:
+                continue
+            in_group = np.isin(categories, folders)
+            pooled = {spec.pooled: in_group} if spec.pooled and len(folders) > 1 else {}
+            found.append((group, spec, in_group, {**{f: categories == f for f in folders}, **pooled}))
+        return found
+
+    def _check_folders(self, categories: np.ndarray) -> None:
+        if not self._folder_groups(categories):
+            groups = self.settings.groups.values()
+            raise ProbeError(f"public-figures: no row's category is in the settings' folder groups "
+                             f"({sorted(f for g in groups for f in g.folders)}); found "
+                             f"{sorted(set(categories.tolist()))}")
+
+    def _retention_folders(self, categories: np.ndarray) -> list[str]:
+        """The folders present, in the settings' order, then the others alphabetically."""
+        study_order = [f for group in self.settings.groups.values() for f in group.folders]
+        present = set(categories.tolist())
+        return [f for f in study_order if f in present] + sorted(present - set(study_order))
+
+
+# ---- samples.parquet's columns -----------------------------------------------------------------
+OWN_NAME_FIRST = "own name first"  # 1.0 where the image's own name scores highest among its folder's names
+
+
+def _probability_column(group: str, level: int, label: str) -> str:
+    """The image's probability of class ``label`` at ``level`` of folder group ``group``."""
+    return f"probability {group} level {level}: {label}"
+
+
+def _truth_column(group: str, level: int) -> str:
+    """The image's right class at ``level`` of ``group`` (null: none of the level's classes)."""
+    return f"right class {group} level {level}"
+
+
+def _correct_column(group: str, level: int) -> str:
+    """1.0 where the image's top class at ``level`` of ``group`` is its right class, 0.0 where
+    not, null where it has no right class."""
+    return f"correct {group} level {level}"
+
+
+def _name_score_column(j: int) -> str:
+    """The image's similarity to the j-th of its folder's names (sorted); null past their number."""
+    return f"name score {j}"
+
+
+def _spread(values: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:
+    """``values`` of the rows in ``mask`` as a column of all ``n`` rows (null elsewhere)."""
+    full = np.full(n, None, dtype=object) if values.dtype == object else np.full(n, np.nan, dtype=values.dtype)
+    full[mask] = values
+    return full
+
+
+def _texts(values: np.ndarray) -> np.ndarray:
+    """A text column as an object array, None where missing (Parquet's nulls read back as NaN)."""
+    return np.asarray([None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values],
+                      dtype=object)
+
+
+def _floats(samples: Samples, columns: list[str]) -> np.ndarray:
+    """(rows, columns) float64 in C order: run and rescore sum them in the same order."""
+    return np.ascontiguousarray(samples.frame[columns].to_numpy(dtype=np.float64))
+
+
+def _mean(m: Moments, group: int, column: int) -> np.ndarray:
+    """(b,) means of one group and column: ``m.means[:, group, column]`` without computing every
+    group's and column's (a row set holds some 40 statistics of 21 columns)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return m.total[:, group, column] / m.count[:, group] + m.shift[column]
+
+
+def _percent_mean(group: int, column: int) -> Callable[[Moments], np.ndarray]:
+    """One gender's mean probability x100 (a class score)."""
+    return lambda m: 100.0 * _mean(m, group, column)
+
+
+def _mean_ratio(numerator: int, denominator: int, column: int) -> Callable[[Moments], np.ndarray]:
+    """One gender's mean over another's (the bias ratio; ``paired.mean_ratio`` on one column)."""
+    def statistic(m: Moments) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return _mean(m, numerator, column) / _mean(m, denominator, column)
+    return statistic
+
+
+def _pooled_mean(column: int) -> Callable[[Moments], np.ndarray]:
+    """The mean over all rows, whatever their group (an accuracy)."""
+    def statistic(m: Moments) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return m.total[:, :, column].sum(axis=1) / m.count.sum(axis=1) + m.shift[column]
+    return statistic
+
+
+def _gap_defined(correct: np.ndarray, genders: np.ndarray) -> bool:
+    """Whether analyze reports the accuracy gap between these genders (the measure accepts them)."""
+    from vlfair import measures
+
+    try:
+        measures.group_rate_gap(correct, np.ones_like(correct), genders, bootstrap=0)
+    except ValueError:
+        return False
+    return True
