@@ -262,3 +262,14 @@ def test_rescore_cli_refuses_to_overwrite_the_run(traits_runs, capsys):
 def test_a_run_error_names_the_folder(tmp_path):
     with pytest.raises(RunError, match=str(tmp_path)):
         compare_runs([tmp_path, tmp_path / "x"])
+
+
+def test_the_same_samples_labelled_otherwise_are_refused(traits_runs, tmp_path):
+    def relabel(frame):
+        frame = frame.copy()
+        frame.loc[0, "race"] = "Indian" if frame.loc[0, "race"] != "Indian" else "White"
+        return frame
+
+    other = _copy(traits_runs[1], tmp_path / "relabelled", frame=relabel)
+    with pytest.raises(ComparisonError, match="label or group them differently"):
+        compare_runs([traits_runs[0], other], bootstrap=0, n_permutations=0)

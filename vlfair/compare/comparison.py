@@ -87,7 +87,7 @@ def compare_runs(paths: list[str | Path], *, on_common_rows: bool = False, boots
     row_sets = probe.comparisons(reference)
     if not row_sets:
         raise ComparisonError(f"probe {probe.name!r} gives no per-sample form of its metrics to compare")
-    _check_groups(runs, frames, row_sets)
+    _check_groups(probe, runs, frames, row_sets)
     pairs = list(itertools.combinations(range(len(runs)), 2))
     differences = []
     for a, b in pairs:
@@ -194,18 +194,22 @@ def _common_ids(runs: list[Run]) -> tuple[list[str], list[int]]:
     return common, [len(run.samples.frame) for run in runs]
 
 
-def _check_groups(runs: list[Run], frames: list[Any], row_sets: list[Any]) -> None:
-    """Two runs of the same rows label them alike; a difference means different data."""
-    identity = {"row", "id"}
-    values = {c for row_set in row_sets for c in row_set.columns}
-    shared = [c for c in frames[0].columns if c not in identity | values and all(c in f.columns for f in frames)]
-    for k, frame in enumerate(frames[1:], start=1):
-        for column in shared:
-            if not frames[0][column].equals(frame[column]):
-                bad = int(np.flatnonzero(frames[0][column].astype(str).to_numpy()
-                                         != frame[column].astype(str).to_numpy())[0])
-                raise ComparisonError(f"column {column!r} differs for the sample {frames[0]['id'].iloc[bad]} between "
-                                      f"{runs[0].path} and {runs[k].path}: not the same data")
+def _check_groups(probe: Any, runs: list[Run], frames: list[Any], row_sets: list[Any]) -> None:
+    """Runs of the same rows must read them alike: each run's row sets (built from its own samples)
+    take the same rows, groups and strata as the first run's; a difference means different data
+    (other labels for the same images). Columns no row set reads (a model's predicted labels) may
+    differ."""
+    for k in range(1, len(runs)):
+        own = probe.comparisons(dataclasses.replace(runs[k].samples, frame=frames[k]))
+        same = len(own) == len(row_sets) and all(
+            np.array_equal(a.rows, b.rows) and np.array_equal(a.groups, b.groups)
+            and np.array_equal(a.resampling_strata, b.resampling_strata)
+            and [s.name for s in a.statistics] == [s.name for s in b.statistics]
+            and [s.subset for s in a.statistics] == [s.subset for s in b.statistics]
+            for a, b in zip(row_sets, own))
+        if not same:
+            raise ComparisonError(f"{runs[0].path} and {runs[k].path} hold the same samples but label or group them "
+                                  "differently: not the same data")
 
 
 def _entry(found: Any) -> dict[str, Any]:
