@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import runpy
 import socket
 from pathlib import Path
@@ -74,11 +75,110 @@ def test_leaderboard_served_and_called_through_gradio_client(results_dir):
         client = Client(_serve(app), verbose=False)
         table, _chart, explanation, _detail = client.predict("public-figures", "bias_ratio", "", "(all)", "value", True,
                                                              api_name="/filter")
-        assert table["headers"] == ["metric", "subset", "value", "CI", "p", "model", "probe", "dataset"]
+        assert table["headers"] == ["metric", "subset", "value", "CI", "p", "rank", "no bias at", "model", "probe",
+                                    "dataset", "family"]
         assert len(table["data"]) == 6 and {row[0] for row in table["data"]} == {"bias_ratio"}
         assert "bias_ratio" in explanation
     finally:
         app.close()
+
+
+# ---- leaderboard Space: families, ranks, a Hub dataset, text from results files ---------------
+@pytest.fixture
+def family_runs(tmp_path) -> Path:
+    """Two models in one family, a third model in another (another prompt), made by hand."""
+    from test_push_results import BIASED, FAIR, make_results, write_run
+
+    root = tmp_path / "runs"
+    write_run(root / "biased", make_results("org/clip-b", BIASED))
+    write_run(root / "fair", make_results("org/siglip", FAIR))
+    write_run(root / "other", make_results("org/other", FAIR, settings={"prompt": "a {profession} at work"}))
+    return root
+
+
+def test_the_leaderboard_space_chooses_a_family_and_ranks_within_it(family_runs):
+    from test_push_results import make_results
+
+    app = _load("leaderboard")
+    board = app.load_board(str(family_runs))
+    family = make_results("x", {})["family"]
+    other = make_results("x", {}, settings={"prompt": "a {profession} at work"})["family"]
+    labels = dict((value, label) for label, value in app.family_choices(board))
+    assert list(labels) == [app.ALL, family, other]  # the family with more models first
+    # what sets each apart from the probe's other families: the prompt, and how many models it ranks
+    assert labels[family] == f"professions v3 · professions (test) · prompt=a photo of a {{profession}} · 2 models · " \
+                             f"{family[:8]}"
+    assert "prompt=a {profession} at work · 1 model" in labels[other]
+    detail = dict(app.family_detail(board, family).values)
+    assert detail["setting: prompt"] == "a photo of a {profession}" and detail["models"] == "org/clip-b, org/siglip"
+    assert "setting: bootstrap" not in detail  # the intervals' settings do not make a family
+    rows = app.filter_board(board, family=family, sort_by="rank", descending=False)
+    assert set(rows["family"]) == {family}
+    shown = app.display(rows).set_index(["metric", "model"])
+    assert shown.loc[("bias_ratio", "org/siglip"), "rank"] == "1" and shown.loc[("bias_ratio", "org/clip-b"), "rank"] \
+        == "2"  # |0.9 - 1| < |1.2 - 1|
+    assert shown.loc[("group_rate_gap", "org/siglip"), "rank"] == "1"  # |-0.1| < |0.3|
+    assert shown.loc[("accuracy", "org/siglip"), "rank"] == "" and shown.loc[("accuracy", "org/siglip"),
+                                                                              "no bias at"] == ""  # a level
+    assert shown.loc[("bias_ratio", "org/siglip"), "no bias at"] == "1"
+    ratios = rows[rows["metric"] == "bias_ratio"]
+    assert ratios["rank"].tolist() == [1.0, 2.0]  # sorted best first
+    assert app.filter_board(board, family=other)["rank"].isna().all()  # alone in its family: not ranked
+
+
+def test_the_leaderboard_space_reads_a_hub_dataset_fed_by_pushes(family_runs, tmp_path, monkeypatch):
+    from test_push_results import REPO, StandInHub
+
+    from vlfair.cli import main
+
+    hub = StandInHub(tmp_path).install(monkeypatch)
+    hub.add_repo(REPO, files={"runs/someone/else/results.json": b"{truncated"})
+    for run in ("biased", "fair", "other"):
+        assert main(["push-results", str(family_runs / run), "--repo", REPO]) == 0
+    app = _load("leaderboard")
+    local = app.load_board(str(family_runs))
+    for source in (f"hf://datasets/{REPO}", REPO):  # a bare id, as VLFAIR_RESULTS took it before
+        board = app.load_board(source)
+        order = ["run", "metric", "subset"]
+        pd.testing.assert_frame_equal(board.sort_values(order).reset_index(drop=True),
+                                      local.sort_values(order).reset_index(drop=True))
+        assert board.attrs["skipped"] == [f"hf://datasets/{REPO}/runs/someone/else/results.json: Expecting property "
+                                          "name enclosed in double quotes: line 1 column 2 (char 1)"]
+    assert app.hub_source(f" {REPO} ") == f"hf://datasets/{REPO}"
+    source, board, problem = app.visitor_board(f" {REPO} ")
+    assert problem is None and len(board) == len(local)
+    assert hub.tokens[-1] is False and hub.tokens[0] is None  # a visitor reads without the Space's token
+    for path in (str(family_runs), "/etc", "../runs"):  # a visitor never reads the server's files
+        with pytest.raises(Exception, match="give a Hub dataset"):
+            app.hub_source(path)
+    _, problem = app.read_source("hf://datasets/acme/missing")
+    assert "no dataset repository acme/missing" in problem
+
+
+def test_the_leaderboard_space_shows_text_from_results_files_as_text(tmp_path):
+    from test_push_results import BIASED, make_results, write_run
+
+    hostile = "<img src=x onerror=alert(1)>"
+    root = tmp_path / "runs"
+    write_run(root / "a", make_results(hostile, {**BIASED, ("[click](javascript:alert(1))", "**x**"): 1.0}))
+    write_run(root / "b", make_results("org/fine", BIASED))
+    (root / "<b>broken").mkdir()
+    (root / "<b>broken" / "results.json").write_text("{")
+    app = _load("leaderboard")
+    board = app.load_board(str(root))
+    text = app.summary(board, str(root), None)
+    assert "<b>" not in text and r"\<b\>broken/results.json" in text
+    assert not re.search(r"(?<!\\)<", app.summary(board, hostile, "ValueError: <script>"))  # every tag escaped
+    explained = app.explain("[click](javascript:alert(1))")
+    assert "](" not in explained and r"\[click\]\(javascript:alert\(1\)\)" in explained
+    around = f"../{metrics_dir().name}/bias_ratio"  # a metric name that is a path to a card: not read
+    assert (metrics_dir() / around / "README.md").exists() and "bias ratio compares" not in app.explain(around)
+    assert hostile in app.display(app.filter_board(board))["model"].tolist()  # a table cell: text, as it is
+    figure = app.metric_chart(app.filter_board(board, metric="bias_ratio"), "bias_ratio")
+    figure.canvas.draw()  # a "$" in a name would start mathtext; none here, but the labels are drawn as given
+    app_blocks = app.build_app(str(root))
+    tabs = [b.label for b in app_blocks.blocks.values() if type(b).__name__ == "Tab"]
+    assert tabs == ["leaderboard", "compare"]  # the compare tab is there, for a paired comparison of two runs
 
 
 # ---- demo Space ------------------------------------------------------------------------------

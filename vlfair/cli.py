@@ -211,29 +211,76 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from vlfair.report.leaderboard import push_table, read_results, tidy, write_table
+    from vlfair.probes import probe_class, probe_names
+    from vlfair.report.leaderboard import read_board, write_table
 
+    if args.push_to_hub:  # it replaced the whole table on the Hub: a second person's push erased the first's
+        raise UserError(f"--push-to-hub is gone (it replaced the board others fed): add each run with `vlfair "
+                        f"push-results RUN_DIR --repo {args.push_to_hub}`, read them all with `vlfair leaderboard "
+                        f"hf://datasets/{args.push_to_hub} --out FILE`")
     skipped: list[str] = []
-    results = read_results(args.results, skipped)
+    neutral = {name: probe_class(name).neutral for name in probe_names()}  # plugins' bias measures too
+    frame = read_board(args.results, skipped, token=args.token, neutral=neutral)
     for problem in skipped:
         log.warning(f"vlfair leaderboard: skipped {problem}")
-    if not results:  # the reasons are part of the error: --quiet hides the warnings above
+    if frame.empty and not frame.attrs["runs"]:  # the reasons are part of the error: --quiet hides the warnings
         raise UserError("no readable results.json among the files given"
                         + (f" ({'; '.join(skipped[:3])}{'; ...' if len(skipped) > 3 else ''})" if skipped else ""))
-    frame = tidy(results)
     write_table(frame, args.out)
-    if args.push_to_hub:
-        push_table(frame, args.push_to_hub)
-    log.info(f"{len(frame)} rows from {len(results)} results -> {args.out}")
+    duplicates = frame.attrs["duplicates"]
+    log.info(f"{len(frame)} rows from {frame.attrs['runs']} runs in {len(frame.attrs['families'])} families"
+             + (f" ({duplicates} identical cop{'ies' if duplicates > 1 else 'y'} left out)" if duplicates else "")
+             + f" -> {args.out}")
     return 0
 
 
 def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("leaderboard", help="one tidy table over many results.json")
-    parser.add_argument("results", nargs="+", help="results.json files or the directories holding them")
+    parser = sub.add_parser("leaderboard", help="one table over many runs, ranked within families of comparable runs",
+                            description="One table over many runs: a row per model, probe, metric and subset, with "
+                                        "the run's family (runs of one probe version on the same data with the same "
+                                        "settings) and its rank in the family: 1 is the value closest to the metric's "
+                                        "neutral value (the least biased; a level such as an accuracy is not ranked). "
+                                        "Identical runs found twice count once.")
+    parser.add_argument("results", nargs="+", metavar="SOURCE",
+                        help="a results.json, a run's folder, a folder of runs (searched recursively) or a Hub "
+                             "dataset fed by push-results: hf://datasets/ORG/NAME[@REVISION]")
     parser.add_argument("--out", required=True, help="FILE.parquet or FILE.csv")
-    parser.add_argument("--push-to-hub", metavar="REPO")
+    parser.add_argument("--token", help="Hub token for a private dataset (default: the logged-in one)")
+    parser.add_argument("--push-to-hub", metavar="REPO", help=argparse.SUPPRESS)  # gone: says what replaces it
     parser.set_defaults(handler=_leaderboard)
+
+
+def _push_results(args: argparse.Namespace) -> int:
+    from vlfair.report.eval_results import benchmark_eval_yaml
+    from vlfair.report.hub import push_run
+
+    pushed = push_run(args.run, args.repo, token=args.token, benchmark=benchmark_eval_yaml if args.benchmark else None)
+    for warning in pushed.warnings:
+        log.warning(f"vlfair push-results: {warning}")
+    if not pushed.added:
+        log.info(f"already in datasets/{pushed.repo_id}: {pushed.folder} (the same run, pushed before); nothing added")
+    else:
+        log.info(f"added to datasets/{pushed.repo_id} in one commit: " + ", ".join(pushed.added)
+                 + (f" ({pushed.commit_url})" if pushed.commit_url else ""))
+    return 0
+
+
+def _add_push_results(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "push-results", help="add one run to a Hub dataset that many people feed (the shared leaderboard)",
+        description="Add one run (its results.json and the samples file it names, the SHA-256 checked) to a Hub "
+                    "dataset repository as new files in one commit, under runs/PROBE/FAMILY/MODEL--HASH/: nothing "
+                    "there is deleted or overwritten, and the same run pushed twice is added once. A results.json "
+                    "that names no samples file (a probe that writes none, an older run) is pushed alone with a "
+                    "warning: the board ranks results.json alone, only a paired comparison needs the samples. One "
+                    "without a family (an older vlfair) is refused: nothing says what it may be ranked against.")
+    parser.add_argument("run", metavar="RUN_DIR", help="a run's folder (vlfair run --out), holding results.json")
+    parser.add_argument("--repo", required=True, metavar="ORG/NAME", help="an existing Hub dataset repository")
+    parser.add_argument("--token", help="Hub token with write access (default: the logged-in one)")
+    parser.add_argument("--benchmark", action="store_true",
+                        help="also write the repository's eval.yaml (the Hub's benchmark declaration) from every run "
+                             "in it, in the same commit")
+    parser.set_defaults(handler=_push_results)
 
 
 def _parse_sets(items: list[str] | None) -> dict[str, Any]:
@@ -389,8 +436,8 @@ def _add_install_metrics(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_install_metrics)
 
 
-SUBCOMMANDS = [_add_demo, _add_run, _add_rescore, _add_compare, _add_prepare, _add_leaderboard, _add_card_results, _add_publish_metrics,
-               _add_install_metrics]
+SUBCOMMANDS = [_add_demo, _add_run, _add_rescore, _add_compare, _add_prepare, _add_leaderboard, _add_push_results,
+               _add_card_results, _add_publish_metrics, _add_install_metrics]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,9 +1,13 @@
-"""vlfair leaderboard Space: many probe runs in one table, by model, probe, metric and subset.
+"""vlfair leaderboard Space: many people's probe runs, ranked only against comparable runs.
 
-Results come from VLFAIR_RESULTS: a directory of results.json files, a table written by
-`vlfair leaderboard --out FILE`, or a Hub dataset pushed with `--push-to-hub` (split "results").
+Results come from VLFAIR_RESULTS, set by whoever runs the Space: a Hub dataset fed by
+`vlfair push-results` (hf://datasets/ORG/NAME, or ORG/NAME), a directory of runs, or a table written
+by `vlfair leaderboard --out FILE`. A visitor may load another Hub dataset in the page (never a path
+on the server). Every text in a results.json is data: it is shown through components that render
+text (tables, dropdowns), and escaped where Markdown shows it.
 """
 
+import json
 import os
 import re
 from pathlib import Path
@@ -13,49 +17,131 @@ import pandas as pd
 
 from vlfair.figures import subplots
 from vlfair.metrics import metrics_dir
-from vlfair.report.leaderboard import COLUMNS, read_results, read_table, readable, tidy
-from vlfair.report.numbers import format_subset
+from vlfair.report.leaderboard import (
+    COLUMNS,
+    download_runs,
+    hub_repo,
+    is_repo_id,
+    neutral_value,
+    normalise,
+    read_board,
+    read_table,
+    readable,
+)
+from vlfair.report.numbers import format_subset, format_value
 from vlfair.report.plots import forest
 
 ALL = "(all)"
-SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "dataset", "created"]
+SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value", "dataset",
+         "created", "rank", "neutral", "family"]
+SORTS = ["value", "rank", "p_value", "model", "metric"]
+LEGACY = "data/results-*.parquet"  # the table an older `vlfair leaderboard --push-to-hub` replaced on each push
+WIDTHS = {"metric": "150px", "subset": "260px", "value": "80px", "CI": "130px", "p": "80px", "rank": "60px",
+          "no bias at": "90px", "model": "220px", "probe": "120px", "dataset": "120px", "family": "160px"}
 
 
-def load_board(source: str) -> pd.DataFrame:
-    """A results.json directory, a table file, or a dataset pushed by `vlfair leaderboard --push-to-hub`
-    (a Hub id, or a local clone of that dataset repository: data/results-*.parquet)."""
+def load_board(source: str, token: str | bool | None = None) -> pd.DataFrame:
+    """A Hub dataset of runs (hf://datasets/ORG/NAME, or ORG/NAME where no such local path exists),
+    a directory of runs, a table file, or a board an older vlfair pushed (data/results-*.parquet).
+    ``token`` reads the Hub (None: the Space's HF_TOKEN; False: none)."""
     path = Path(source)
+    if hub_repo(source) is None and not path.exists() and is_repo_id(source):
+        source = f"hf://datasets/{source}"  # a bare Hub id, as VLFAIR_RESULTS took it before
+    if hub_repo(source) is not None:
+        return _board_in(download_runs(source, token, patterns=("runs/**/results.json", LEGACY)), source)
     if path.is_file():
         return read_table(path)
-    if path.is_dir() and not list(path.glob("data/results-*.parquet")):
-        files = sorted(path.rglob("results.json"))
-        if not files:
-            raise FileNotFoundError(f"no results.json under {path}, and it is not a leaderboard dataset "
-                                    "(data/results-*.parquet)")
-        skipped: list[str] = []  # one malformed file must not hide the board: listed, by name
-        board = tidy(read_results(files, skipped))
-        board.attrs["skipped"] = [problem.replace(f"{path}/", "", 1) for problem in skipped]
-        return board
-    import datasets
-
-    return datasets.load_dataset(source, split="results").to_pandas()
+    return _board_in(path, None)
 
 
+def _board_in(path: Path, source: str | None) -> pd.DataFrame:
+    """The runs under ``path`` (or its older pushed table); files are named relative to it (or to
+    the Hub ``source`` it was downloaded from), never by the server's folders."""
+    tables = sorted(path.glob(LEGACY))
+    if path.is_dir() and tables and not list(path.rglob("results.json")):
+        return normalise(pd.concat([pd.read_parquet(t) for t in tables], ignore_index=True))
+    if not path.is_dir() or not list(path.rglob("results.json")):
+        raise FileNotFoundError(f"no results.json under {source or path}, and it is not a leaderboard dataset "
+                                f"({LEGACY})")
+    skipped: list[str] = []  # one malformed file must not hide the board: listed, by name
+    board = read_board([path], skipped)
+    board.attrs["skipped"] = [problem.replace(f"{path}/", f"{source}/" if source else "", 1) for problem in skipped]
+    return board
+
+
+# ---- families --------------------------------------------------------------------------------
+def family_entries(board: pd.DataFrame) -> list[dict]:
+    """Each family of the board (``report.leaderboard.families``); for a table file, which keeps
+    no settings, what its rows say."""
+    if board.attrs.get("families") is not None:
+        return board.attrs["families"]
+    entries = []
+    for family, rows in board[board["family"].notna()].groupby("family", sort=False):
+        first = rows.iloc[0]
+        entries.append({"family": family, "probe": first["probe"], "probe_version": int(first["probe_version"]),
+                        "dataset": first["dataset"], "fingerprint": None, "split": first["split"], "subset": None,
+                        "settings": {}, "models": list(dict.fromkeys(rows["model"])), "runs": rows["run"].nunique()})
+    return entries
+
+
+def family_choices(board: pd.DataFrame) -> list[tuple[str, str]]:
+    """The family selector: (label, family); the label names the probe and its version, the
+    dataset, the split and subset, the settings that set it apart from the probe's other
+    families, and how many models it ranks."""
+    entries = family_entries(board)
+    choices = [("(all families)", ALL)]
+    for entry in entries:
+        siblings = [e for e in entries if e["probe"] == entry["probe"] and e is not entry]
+        differ = sorted({k for e in siblings for k in {*e["settings"], *entry["settings"]}
+                         if e["settings"].get(k) != entry["settings"].get(k)})
+        data = entry["dataset"] + (f"/{entry['subset']}" if entry["subset"] else "") + (
+            f" ({entry['split']})" if entry["split"] else "")
+        settings = ", ".join(f"{k}={_short(entry['settings'].get(k))}" for k in differ)
+        parts = (f"{entry['probe']} v{entry['probe_version']}", data, settings, _count(len(entry["models"]), "model"),
+                 entry["family"][:8])
+        label = " · ".join(part for part in parts if part)
+        choices.append((label, entry["family"]))
+    return choices
+
+
+def _short(value, limit: int = 40) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def family_detail(board: pd.DataFrame, family: str) -> pd.DataFrame:
+    """What the runs of ``family`` share, one field a row (text): probe, dataset, settings."""
+    entry = next((e for e in family_entries(board) if e["family"] == family), None)
+    if entry is None:
+        return pd.DataFrame(columns=["field", "value"])
+    fields = [("family", entry["family"]), ("probe", f"{entry['probe']} (version {entry['probe_version']})"),
+              ("dataset", entry["dataset"]), ("fingerprint", entry["fingerprint"]), ("split", entry["split"]),
+              ("subset", entry["subset"]),
+              *((f"setting: {k}", v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+                for k, v in entry["settings"].items()),
+              ("models", ", ".join(entry["models"])), ("runs", entry["runs"])]
+    return pd.DataFrame([(k, "" if v is None else str(v)) for k, v in fields], columns=["field", "value"])
+
+
+# ---- the table -------------------------------------------------------------------------------
 def choices(board: pd.DataFrame, column: str) -> list[str]:
     return [ALL, *sorted(board[column].dropna().unique().tolist())]
 
 
 def filter_board(board: pd.DataFrame, probe: str = ALL, metric: str = ALL, subset: str = "", model: str = ALL,
-                 sort_by: str = "value", descending: bool = True) -> pd.DataFrame:
-    """Rows matching every filter; ``subset`` is a case-insensitive text search in the subset."""
-    rows = board
-    for column, value in (("probe", probe), ("metric", metric), ("model", model)):
+                 sort_by: str = "value", descending: bool = True, family: str = ALL) -> pd.DataFrame:
+    """Rows matching every filter; ``subset`` is a case-insensitive text search in the subset.
+    Values and ranks sort within their metric (and subset, for ranks): an F never ranks against a
+    CLIPScore."""
+    rows = board.reindex(columns=list(dict.fromkeys([*board.columns, *SHOWN])))  # an old table lacks rank
+    for column, value in (("probe", probe), ("metric", metric), ("model", model), ("family", family)):
         if value and value != ALL:
             rows = rows[rows[column] == value]
     if subset:
         rows = rows[rows["subset"].str.contains(re.escape(subset), case=False)]
-    if sort_by in rows.columns:  # values sort within their metric: an F never ranks against a CLIPScore
-        keys = ["metric", sort_by] if sort_by in ("value", "p_value") else [sort_by]
+    if sort_by in rows.columns:
+        keys = {"value": ["metric", "value"], "p_value": ["metric", "p_value"],
+                "rank": ["family", "metric", "subset", "rank"]}.get(sort_by, [sort_by])
         rows = rows.sort_values(keys, ascending=[True] * (len(keys) - 1) + [not descending], na_position="last")
     return rows[SHOWN].reset_index(drop=True)
 
@@ -63,12 +149,10 @@ def filter_board(board: pd.DataFrame, probe: str = ALL, metric: str = ALL, subse
 def display(rows: pd.DataFrame) -> pd.DataFrame:
     """The table a person reads (``report.leaderboard.readable``). The numbers come before the
     model, whose name can be a long local path: they stay in view."""
-    return readable(rows, extra=("model", "probe", "dataset"))
-
-
-# the value that means "no bias" for the measures that have one: ratios 1, gaps and influences 0
-NEUTRAL = {"bias_ratio": 1.0, "group_score_gap": 0.0, "group_rate_gap": 0.0, "cross_lingual_gap": 0.0,
-           "word_influence": 0.0, "gap_amplification": 0.0}
+    shown = readable(rows, extra=("model", "probe", "dataset", "family"))
+    shown.insert(5, "rank", rows["rank"].map(lambda r: "" if pd.isna(r) else f"{r:.0f}").to_numpy())
+    shown.insert(6, "no bias at", rows["neutral"].map(format_value).to_numpy())
+    return shown
 
 
 def metric_chart(rows: pd.DataFrame, metric: str):
@@ -81,14 +165,21 @@ def metric_chart(rows: pd.DataFrame, metric: str):
         axis.axis("off")
         return figure
     several = rows["model"].nunique() > 1
-    points = pd.DataFrame({"label": [format_subset(s) for s in rows["subset"]],
-                           "series": [short_model_name(m) for m in rows["model"]] if several else "",
+    points = pd.DataFrame({"label": [_plain(format_subset(s)) for s in rows["subset"]],
+                           "series": [_plain(short_model_name(m)) for m in rows["model"]] if several else "",
                            "value": rows["value"].to_numpy(float), "low": rows["ci_low"].to_numpy(float),
                            "high": rows["ci_high"].to_numpy(float)})
     title = f"{metric} with confidence intervals" + ("" if several else f" ({short_model_name(rows['model'].iloc[0])})")
-    figure = forest(points, title, metric, neutral=NEUTRAL.get(metric))
+    neutral = rows["neutral"].dropna() if "neutral" in rows else pd.Series(dtype=float)
+    figure = forest(points, _plain(title), _plain(metric),
+                    neutral=float(neutral.iloc[0]) if len(neutral) else neutral_value(metric))
     figure.tight_layout()
     return figure
+
+
+def _plain(text: str) -> str:
+    """Text matplotlib draws as it is: a "$" would start mathtext."""
+    return text.replace("$", r"\$")
 
 
 def short_model_name(model: str) -> str:
@@ -97,61 +188,133 @@ def short_model_name(model: str) -> str:
 
 
 def model_detail(board: pd.DataFrame, model: str) -> pd.DataFrame:
-    rows = board[board["model"] == model] if model and model != ALL else board.head(0)
+    rows = filter_board(board, model=model, sort_by="metric") if model and model != ALL else filter_board(board.head(0))
     return display(rows).drop(columns=["model"]).reset_index(drop=True)
+
+
+def escape_markdown(text: str) -> str:
+    """``text`` shown as it is in Markdown: no tag, link, emphasis or code from a results file."""
+    return re.sub(r"([\\`*_{}\[\]()#+!|<>&~])", r"\\\1", str(text))
 
 
 def explain(metric: str) -> str:
     """The metric's Description from its evaluate card, where vlfair has a module of that name."""
+    if metric == ALL:
+        return ""
     card = metrics_dir() / metric / "README.md"
-    if metric == ALL or not card.exists():
-        return f"**{metric}**: reported by a probe; see the probe's report for its definition." if metric != ALL else ""
-    text = card.read_text()
-    match = re.search(r"## Description\n(.*?)\n## ", text, re.S)
+    if not re.fullmatch(r"[A-Za-z0-9_]+", metric) or not card.exists():  # a name, never a path
+        return f"**{escape_markdown(metric)}**: reported by a probe; see the probe's report for its definition."
+    match = re.search(r"## Description\n(.*?)\n## ", card.read_text(), re.S)
     return f"### {metric}\n" + (match.group(1).strip() if match else "")
 
 
-def build_app(source: str) -> gr.Blocks:
+def _count(number: int, noun: str, plural: str | None = None) -> str:
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def summary(board: pd.DataFrame, source: str, problem: str | None) -> str:
+    if problem:
+        return (f"# vlfair leaderboard\nNo results: {escape_markdown(repr(source))} could not be read "
+                f"({escape_markdown(problem)}). Set VLFAIR_RESULTS to a Hub dataset fed by `vlfair push-results` "
+                "(hf://datasets/ORG/NAME), a directory of runs or a table written by `vlfair leaderboard`, and "
+                "restart the Space, or load a Hub dataset above.")
+    skipped = board.attrs.get("skipped", [])
+    duplicates = board.attrs.get("duplicates", 0)
+    return (f"# vlfair leaderboard\n{_count(len(board), 'result')} from {_count(board['model'].nunique(), 'model')} "
+            f"and {_count(board['probe'].nunique(), 'probe')}, in "
+            f"{_count(len(family_entries(board)), 'family', 'families')} of comparable runs: rank 1 is the value "
+            "closest to its measure's neutral value (no bias), among the runs of one family only; a level (an "
+            "accuracy, a mean score) has no rank."
+            + (f" {_count(duplicates, 'identical copy', 'identical copies')} of runs left out." if duplicates else "")
+            + ("\n\nSkipped (unreadable): " + "; ".join(escape_markdown(s) for s in skipped) if skipped else ""))
+
+
+def read_source(source: str, token: str | bool | None = None) -> tuple[pd.DataFrame, str | None]:
+    """The board of ``source`` and None, or an empty board and what went wrong (a Space starts
+    whatever its data source does)."""
     try:
-        board, problem = load_board(source), None
-    except Exception as exc:  # noqa: BLE001  (a Space starts whatever its data source does)
-        board, problem = pd.DataFrame(columns=COLUMNS), f"{type(exc).__name__}: {exc}"
+        return load_board(source, token), None
+    except Exception as exc:  # noqa: BLE001
+        return normalise(pd.DataFrame(columns=COLUMNS)), f"{type(exc).__name__}: {exc}"
+
+
+def hub_source(text: str) -> str:
+    """A visitor's source: a Hub dataset only, never a path on the server."""
+    text = text.strip()
+    if hub_repo(text) is None and not is_repo_id(text):
+        raise gr.Error("give a Hub dataset: hf://datasets/ORG/NAME or ORG/NAME")
+    return text if hub_repo(text) is not None else f"hf://datasets/{text}"
+
+
+def visitor_board(text: str) -> tuple[str, pd.DataFrame, str | None]:
+    """The board of the Hub dataset a visitor names, read without the Space's token: a visitor
+    sees only what anyone may read, never a private dataset the Space's HF_TOKEN can."""
+    source = hub_source(text)
+    return (source, *read_source(source, token=False))
+
+
+def build_app(source: str) -> gr.Blocks:
+    board, problem = read_source(source)
     with gr.Blocks(title="vlfair leaderboard") as app:
-        skipped = board.attrs.get("skipped", [])
-        if problem:
-            summary = (f"# vlfair leaderboard\nNo results: {source!r} could not be read ({problem}). Set "
-                       "VLFAIR_RESULTS to a directory of results.json files, a table written by `vlfair leaderboard`, "
-                       "or a Hub dataset it pushed, and restart the Space.")
-        else:
-            summary = (f"# vlfair leaderboard\n{len(board)} results from {board['model'].nunique()} models "
-                       f"and {board['probe'].nunique()} probes."
-                       + ("\n\nSkipped (unreadable): " + "; ".join(f"`{s}`" for s in skipped) if skipped else ""))
-        gr.Markdown(summary, elem_id="summary")
+        state = gr.State(board)
+        heading = gr.Markdown(summary(board, source, problem), elem_id="summary")
         with gr.Row():
-            probe = gr.Dropdown(choices(board, "probe"), value=ALL, label="probe")
-            metric = gr.Dropdown(choices(board, "metric"), value=ALL, label="metric")
-            model = gr.Dropdown(choices(board, "model"), value=ALL, label="model")
-            subset = gr.Textbox(label="subset contains", placeholder="e.g. nurse")
-        with gr.Row():
-            sort_by = gr.Dropdown(["value", "p_value", "model", "metric"], value="value", label="sort by")
-            descending = gr.Checkbox(value=True, label="descending")
-        table = gr.Dataframe(display(filter_board(board)), label="results", interactive=False, elem_id="results-table",
-                             wrap=True)
-        chart = gr.Plot(label="metric with CIs", elem_id="chart")
-        explanation = gr.Markdown(elem_id="explanation")
-        # shown once a model is chosen: an empty table would show placeholder headers
-        detail = gr.Dataframe(label="model detail", interactive=False, elem_id="model-detail", wrap=True, visible=False)
+            hub = gr.Textbox(label="Hub dataset", placeholder="hf://datasets/ORG/NAME", scale=4, elem_id="source")
+            load = gr.Button("load", scale=1)
+        with gr.Tab("leaderboard"):
+            family = gr.Dropdown(family_choices(board), value=ALL, label="family (what may be ranked together)",
+                                 elem_id="family")
+            detail_of_family = gr.Dataframe(label="the family's runs share", interactive=False, visible=False,
+                                            elem_id="family-detail", wrap=True)
+            with gr.Row():
+                probe = gr.Dropdown(choices(board, "probe"), value=ALL, label="probe")
+                metric = gr.Dropdown(choices(board, "metric"), value=ALL, label="metric")
+                model = gr.Dropdown(choices(board, "model"), value=ALL, label="model")
+                subset = gr.Textbox(label="subset contains", placeholder="e.g. nurse")
+            with gr.Row():
+                sort_by = gr.Dropdown(SORTS, value="value", label="sort by")
+                descending = gr.Checkbox(value=True, label="descending")
+            shown = display(filter_board(board))
+            table = gr.Dataframe(shown, label="results", interactive=False, elem_id="results-table", wrap=True,
+                                 show_search="filter", column_widths=[WIDTHS[c] for c in shown.columns])
+            chart = gr.Plot(label="metric with CIs", elem_id="chart")
+            explanation = gr.Markdown(elem_id="explanation")
+            # shown once a model is chosen: an empty table would show placeholder headers
+            detail = gr.Dataframe(label="model detail", interactive=False, elem_id="model-detail", wrap=True,
+                                  visible=False, show_search="filter",
+                                  column_widths=[WIDTHS[c] for c in shown.columns if c != "model"])
+        with gr.Tab("compare", elem_id="compare"):
+            # a paired comparison of two runs of one family (vlfair compare on their samples) goes here
+            gr.Markdown("Two runs of one family, compared sample by sample: not yet in this Space. "
+                        "`vlfair compare RUN_A RUN_B --out DIR` does it on your machine.")
 
-        def update(p, m, s, mo, sb, d):
-            rows = filter_board(board, p, m, s, mo, sb, d)
+        def update(p, m, s, mo, sb, d, f, b):
+            rows = filter_board(b, p, m, s, mo, sb, d, f)
             return (display(rows), metric_chart(rows, m), explain(m),
-                    gr.update(value=model_detail(board, mo), visible=bool(mo) and mo != ALL))
+                    gr.update(value=model_detail(b, mo), visible=bool(mo) and mo != ALL))
 
-        inputs = [probe, metric, subset, model, sort_by, descending]
+        inputs = [probe, metric, subset, model, sort_by, descending, family, state]
         outputs = [table, chart, explanation, detail]
-        for control in inputs:  # every control updates at once: no apply button
+        for control in inputs[:-1]:  # every control updates at once: no apply button
             control.change(update, inputs, outputs, api_name=False)
         subset.submit(update, inputs, outputs, api_name="filter")  # also the API's endpoint
+
+        def choose_family(f, b):  # a family's table reads best by rank: closest to no bias first
+            chosen = bool(f) and f != ALL
+            return (gr.update(value=family_detail(b, f), visible=chosen),
+                    gr.update(value="rank") if chosen else gr.update(),
+                    gr.update(value=False) if chosen else gr.update())
+
+        family.change(choose_family, [family, state], [detail_of_family, sort_by, descending], api_name=False)
+
+        def reload(text):
+            wanted, new, trouble = visitor_board(text)
+            return (new, summary(new, wanted, trouble), gr.update(choices=family_choices(new), value=ALL),
+                    *(gr.update(choices=choices(new, c), value=ALL) for c in ("probe", "metric", "model")),
+                    display(filter_board(new)))
+
+        for trigger in (load.click, hub.submit):
+            trigger(reload, [hub], [state, heading, family, probe, metric, model, table], api_name=False)
     return app
 
 

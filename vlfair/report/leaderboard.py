@@ -1,17 +1,28 @@
-"""One tidy table over many results.json (model x probe x metric x subset), and model-card results."""
+"""One tidy table over many results.json (model x probe x metric x subset), ranked within
+families of comparable runs, and model-card results."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from vlfair.outputs import neutral_value
+from vlfair.report.hub import content_hash, dedupe, download_runs, hub_repo, is_repo_id  # noqa: F401  (the Space's)
+
 COLUMNS = ["model", "revision", "dtype", "probe", "probe_version", "dataset", "split", "metric", "subset", "value",
-           "ci_low", "ci_high", "p_value", "log10_p_value", "created", "vlfair_version"]
-NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "p_value": float, "log10_p_value": float}
+           "ci_low", "ci_high", "p_value", "log10_p_value", "created", "vlfair_version",
+           # what may be ranked against what: the run's family, the run (its content hash), the metric's
+           # neutral value (NaN: a level, not a bias) and the rank within family, metric and subset
+           "family", "run", "neutral", "rank"]
+NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "p_value": float, "log10_p_value": float,
+           "neutral": float, "rank": float}
+HEX = {"family": str, "run": str}  # hex digits that a CSV reader would otherwise take for numbers
+# a probe's own neutral values (Probe.neutral) by probe name, beyond vlfair.outputs.NEUTRAL
+Neutrals = Mapping[str, Mapping[str, float]]
 
 
 def _reject_constant(name: str) -> float:
@@ -49,18 +60,21 @@ def read_results(paths: Iterable[str | Path], skipped: list[str] | None = None) 
     return loaded
 
 
-def tidy(results: list[dict[str, Any]]) -> pd.DataFrame:
+def tidy(results: list[dict[str, Any]], neutral: Neutrals | None = None) -> pd.DataFrame:
     """One row per metric of every results.json (as :func:`read_results` returns them), in :data:`COLUMNS`.
 
     Args:
         results: parsed results.json contents.
+        neutral: each probe's own neutral values (``Probe.neutral`` by probe name).
 
     Returns:
         The leaderboard's rows: the model, probe, dataset and metric, the subset as sorted JSON,
-        the value with its CI and p-value (NaN where there is none), the run's date and version.
+        the value with its CI and p-value (NaN where there is none), the run's date and version,
+        its family and content hash, the metric's neutral value and the rank (:func:`rank`).
     """
     rows = []
     for r in results:
+        run, own = content_hash(r), (neutral or {}).get(r["probe"])
         for m in r["metrics"]:
             ci = m["ci"] or [None, None]
             rows.append({"model": r["model"].get("name") or r["model"]["spec"], "revision": r["model"]["revision"],
@@ -71,8 +85,111 @@ def tidy(results: list[dict[str, Any]]) -> pd.DataFrame:
                          "ci_low": ci[0], "ci_high": ci[1], "p_value": m["p_value"],
                          # the p-value's log10 where the measure gives one: a p below 1e-308 keeps its size
                          "log10_p_value": (m.get("details") or {}).get("log10_p_value"), "created": r["created"],
-                         "vlfair_version": r["vlfair_version"]})
-    return pd.DataFrame(rows, columns=COLUMNS).astype(NUMBERS)
+                         "vlfair_version": r["vlfair_version"], "family": r.get("family"), "run": run,
+                         "neutral": neutral_value(m["name"], own)})
+    frame = _texts(pd.DataFrame(rows, columns=COLUMNS).astype(NUMBERS))
+    frame["rank"] = rank(frame)
+    return frame
+
+
+def _texts(frame: pd.DataFrame) -> pd.DataFrame:
+    """The text columns that may be missing hold None (as Python objects): the same table whether
+    it was made here or read back from CSV, which turns a missing string into NaN."""
+    for column in ("revision", "split", "family", "run"):
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    return frame
+
+
+def rank(frame: pd.DataFrame) -> pd.Series:
+    """Each row's rank among the rows of its family, metric and subset: 1 is the value closest to
+    the metric's neutral value (the least biased: a bias ratio of 0.9 before 1.2, a gap of -0.1
+    before 0.3), ties share the better rank. NaN where ranking means nothing: a metric without a
+    neutral value (a level, such as an accuracy), a run without a family, a missing value, or
+    fewer than two models with a value in the group."""
+    distance = (frame["value"] - frame["neutral"]).abs()
+    keys = [frame["family"], frame["metric"], frame["subset"]]
+    ranks = distance.groupby(keys, dropna=True).rank(method="min")
+    models = frame["model"].where(distance.notna()).groupby(keys, dropna=True).transform("nunique")
+    return ranks.where(models >= 2).astype(float)
+
+
+def result_files(sources: Iterable[str | Path], skipped: list[str] | None = None,
+                 token: str | None = None) -> tuple[list[Path], dict[str, str]]:
+    """The results.json files the ``sources`` name, and how to name a downloaded one for people.
+
+    A source is a results.json, a directory (every results.json in its tree), or a Hub dataset
+    ``hf://datasets/ORG/NAME[@REVISION]`` (its runs, downloaded). A directory without any is
+    described in ``skipped`` (an error without it); a Hub source that cannot be read is an error.
+
+    Returns:
+        The files, and each downloaded copy's folder -> the source it came from.
+    """
+    files: list[Path] = []
+    names: dict[str, str] = {}
+    for source in map(str, sources):
+        if hub_repo(source) is not None:
+            root = download_runs(source, token)
+            names[str(root)] = source.split("@")[0].rstrip("/")
+            found = sorted(root.rglob("results.json"))
+            if not found:
+                _skip(skipped, f"{source}: no runs in it yet (runs/.../results.json)")
+        elif Path(source).is_dir():
+            found = sorted(Path(source).rglob("results.json"))
+            if not found:
+                _skip(skipped, f"{source}: no results.json in it or below")
+        else:
+            found = [Path(source)]  # read_results names it if it is missing
+        files.extend(found)
+    return files, names
+
+
+def _skip(skipped: list[str] | None, problem: str) -> None:
+    if skipped is None:
+        raise ValueError(f"cannot read {problem}")
+    skipped.append(problem)
+
+
+def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, token: str | None = None,
+               neutral: Neutrals | None = None) -> pd.DataFrame:
+    """:func:`tidy` over every run the ``sources`` name (:func:`result_files`), one copy of each
+    (by content hash: the same run found twice is counted once).
+
+    ``attrs`` of the table: ``runs`` (how many distinct runs), ``duplicates`` (copies left out),
+    ``families`` (:func:`families`)."""
+    files, names = result_files(sources, skipped, token)
+    problems: list[str] = []
+    runs, duplicates = dedupe(read_results(files, problems if skipped is not None else None))
+    for problem in problems:  # a downloaded file is named by its repository, not by the cache's folder
+        for root, source in names.items():
+            problem = problem.replace(root, source, 1) if problem.startswith(root) else problem
+        _skip(skipped, problem)
+    board = tidy(runs, neutral)
+    board.attrs.update(runs=len(runs), duplicates=duplicates, families=families(runs))
+    return board
+
+
+def families(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What each family of the runs measured, for people: one entry per family, with its probe and
+    version, dataset (name, fingerprint, split, subset), the settings that make it (every one but
+    the intervals'), its models and runs."""
+    from vlfair.defaults import INTERVAL_SETTINGS
+
+    found: dict[str, dict[str, Any]] = {}
+    for r in results:
+        if not r.get("family"):
+            continue
+        entry = found.setdefault(r["family"], {
+            "family": r["family"], "probe": r["probe"], "probe_version": r["probe_version"],
+            "dataset": r["dataset"]["name"], "fingerprint": r["dataset"]["fingerprint"],
+            "split": r["dataset"].get("split"), "subset": r["dataset"].get("subset"),
+            "settings": {k: v for k, v in (r.get("probe_settings") or {}).items()
+                         if k not in INTERVAL_SETTINGS and k not in ("notes", "version")},
+            "models": [], "runs": 0})
+        entry["runs"] += 1
+        model = r["model"].get("name") or r["model"]["spec"]
+        if model not in entry["models"]:
+            entry["models"].append(model)
+    return sorted(found.values(), key=lambda e: (e["probe"], e["dataset"], -len(e["models"]), e["family"]))
 
 
 def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
@@ -97,22 +214,24 @@ def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
 def read_table(path: str | Path) -> pd.DataFrame:
     """A table :func:`write_table` wrote (.csv, else Parquet), with its column types restored."""
     path = Path(path)
-    frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    return normalise(pd.read_csv(path, dtype=HEX) if path.suffix == ".csv" else pd.read_parquet(path))
+
+
+def normalise(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table as :func:`tidy` makes it, from one an older vlfair wrote: a column it did not keep
+    is added (a missing neutral value from vlfair's own; no family, so no rank)."""
     if "log10_p_value" not in frame:  # a table written before vlfair kept it
         position = frame.columns.get_loc("p_value")
         assert isinstance(position, int), "a results table's columns are unique"
         frame.insert(position + 1, "log10_p_value", float("nan"))
-    frame = frame.astype(NUMBERS)
-    for column in ("revision", "split"):  # CSV turns a missing string into NaN: back to None
-        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
-    return frame
-
-
-def push_table(frame: pd.DataFrame, repo_id: str) -> None:
-    """Upload a :func:`tidy` table to the Hub dataset ``repo_id`` as its "results" split."""
-    import datasets
-
-    datasets.Dataset.from_pandas(frame, preserve_index=False).push_to_hub(repo_id, split="results")
+    for column in ("family", "run"):
+        if column not in frame:
+            frame[column] = None
+    if "neutral" not in frame:
+        frame["neutral"] = [neutral_value(metric) for metric in frame["metric"]]
+    if "rank" not in frame:
+        frame["rank"] = float("nan")
+    return _texts(frame.astype(NUMBERS))
 
 
 def card_results(results: list[dict[str, Any]]) -> str:

@@ -1,0 +1,302 @@
+"""A leaderboard many people feed: each run is added to a Hub dataset repository as new files in
+one commit (``vlfair push-results``), and boards read every run back (``vlfair leaderboard
+hf://datasets/ORG/NAME``, the leaderboard Space).
+
+Layout of the repository, one folder per run, never rewritten::
+
+    runs/<probe>/<family>/<model>--<content hash>/results.json
+                                                 /samples.parquet   (the file results.json names)
+
+The folder is named by what the run measured (its family: see :func:`vlfair.report.results.family_of`)
+and by its content hash (:func:`content_hash`), so two people's runs never share a path, and the
+same run pushed twice lands on a path that is already there and is not added again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HUB_PREFIX = "hf://datasets/"
+RUNS = "runs"
+RESULTS_PATTERN = "runs/**/results.json"
+EVAL_FILE = "eval.yaml"
+ATTEMPTS = 3  # a push looks again when another person's commit landed between its look and its commit
+
+
+class HubError(ValueError):
+    """A run that cannot be pushed, or a repository that cannot be read, in one line."""
+
+
+def content_hash(results: dict[str, Any]) -> str:
+    """SHA-256 of a run's canonical JSON (sorted keys, no spaces) without what differs between two
+    runs of the same numbers: its ``created`` time, and its samples file's SHA-256 (the samples
+    file records the time too, so a re-run's bytes differ while every number is the same)."""
+    content = {key: value for key, value in results.items() if key != "created"}
+    if isinstance(content.get("samples"), dict):
+        content["samples"] = {key: value for key, value in content["samples"].items() if key != "sha256"}
+    text = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def dedupe(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The runs with one copy of each content hash (the first given), and how many were left out."""
+    seen: set[str] = set()
+    unique = []
+    for results in runs:
+        digest = content_hash(results)
+        if digest not in seen:
+            seen.add(digest)
+            unique.append(results)
+    return unique, len(runs) - len(unique)
+
+
+def slug(text: str, limit: int = 60) -> str:
+    """A path component from a name a person chose: letters, digits, '.', '_' and '-' kept, any
+    other run of characters one '-' (a model's Hub id "org/name" becomes "org-name")."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:limit].strip("-.")
+    return cleaned or "run"
+
+
+def run_folder(results: dict[str, Any]) -> str:
+    """Where a run lives in the repository (module docstring)."""
+    model = results["model"].get("name") or results["model"]["spec"]
+    return f"{RUNS}/{slug(results['probe'])}/{results['family']}/{slug(model)}--{content_hash(results)}"
+
+
+def is_repo_id(text: str) -> bool:
+    """``text`` is a Hub ORG/NAME: each part starts with a letter or digit, no ".." (never a path)."""
+    return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*", text)) and ".." not in text
+
+
+def hub_repo(source: str) -> tuple[str, str | None] | None:
+    """``(repo_id, revision)`` of ``hf://datasets/ORG/NAME[@REVISION]``; None for anything else."""
+    if not source.startswith(HUB_PREFIX):
+        return None
+    repo, _, revision = source[len(HUB_PREFIX):].strip("/").partition("@")
+    if not is_repo_id(repo):
+        raise HubError(f"{source}: a Hub dataset is hf://datasets/ORG/NAME[@REVISION]")
+    return repo, revision or None
+
+
+def repo_id_of(text: str) -> str:
+    """ORG/NAME, given as it is or as hf://datasets/ORG/NAME."""
+    found = hub_repo(text) if text.startswith(HUB_PREFIX) else (text.strip("/"), None)
+    assert found is not None
+    repo, revision = found
+    if revision or not is_repo_id(repo):
+        raise HubError(f"--repo {text}: a dataset repository is ORG/NAME (or hf://datasets/ORG/NAME), no revision")
+    return repo
+
+
+# ---- push ------------------------------------------------------------------------------------
+@dataclass
+class LocalRun:
+    """A finished run on disk, checked: its results, and the files to upload (name -> bytes or path)."""
+
+    results: dict[str, Any]
+    files: dict[str, bytes | Path]
+    warnings: list[str] = field(default_factory=list)
+
+
+def local_run(run_dir: str | Path) -> LocalRun:
+    """RUN_DIR's results.json (schema-checked) and the samples file it names (its SHA-256 checked).
+
+    A results.json without a family (written before vlfair recorded one) is refused: nothing says
+    which runs it may be ranked against. One without samples is pushed alone, with a warning: a
+    probe may write none (a plugin's, an older run), and the board ranks results.json alone; only a
+    paired comparison of two runs needs the samples."""
+    from vlfair.report.leaderboard import read_results
+
+    given = Path(run_dir)
+    path = given / "results.json" if given.is_dir() else given
+    if not path.is_file():
+        raise HubError(f"no results.json in {given}" if given.is_dir() or not given.suffix else f"no file {given}")
+    data = path.read_bytes()  # uploaded as it is: the bytes checked are the bytes pushed
+    results = read_results([path])[0]
+    if json.loads(data) != results:
+        raise HubError(f"{path} changed while it was read; push again")
+    if "family" not in results:
+        raise HubError(f"{path} has no family (written by an older vlfair): nothing says which runs it may be "
+                       "ranked against; run it again with this vlfair")
+    files: dict[str, bytes | Path] = {"results.json": data}
+    samples = results.get("samples")
+    if not samples:
+        return LocalRun(results, files, [f"{path} names no samples file: only results.json is pushed, and a paired "
+                                         "comparison with this run will not be possible"])
+    sample_path = path.parent / samples["file"]
+    if not sample_path.is_file():
+        raise HubError(f"{sample_path} is missing (results.json names it as the run's samples)")
+    digest = _file_sha256(sample_path)
+    if digest != samples["sha256"]:
+        raise HubError(f"{sample_path} is not the file the run wrote: its SHA-256 is {digest[:12]}..., results.json "
+                       f"records {samples['sha256'][:12]}...")
+    files[samples["file"]] = sample_path
+    return LocalRun(results, files)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class Pushed:
+    """What a push did: the run's folder, the paths it added (none: the run was already there)."""
+
+    repo_id: str
+    folder: str
+    added: list[str]
+    commit_url: str | None
+    warnings: list[str]
+
+
+def push_run(run_dir: str | Path, repo: str, token: str | None = None,
+             benchmark: Callable[[list[dict[str, Any]], str], str] | None = None) -> Pushed:
+    """Add the run in ``run_dir`` to the Hub dataset ``repo`` as new files in one commit.
+
+    Nothing in the repository is deleted or overwritten: the files are added only where their
+    paths are free, and the commit names the revision they were checked against
+    (``parent_commit``), so a commit another person made in between is not overwritten: the push
+    looks again. With ``benchmark`` (``eval_results.benchmark_eval_yaml``), the commit also writes
+    the repository's eval.yaml from every run in it, this one included.
+
+    Raises:
+        HubError: the run is not complete (above), or the repository is missing, not a dataset, or
+            not writable with the token.
+    """
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    repo_id = repo_id_of(repo)
+    run = local_run(run_dir)
+    folder = run_folder(run.results)
+    api = HfApi(token=token)
+    for attempt in range(ATTEMPTS):
+        head = _dataset_head(api, repo_id)
+        # asked path by path at the commit the push builds on: a board of many runs is not listed
+        paths = [f"{folder}/{name}" for name in run.files] + ([EVAL_FILE] if benchmark else [])
+        present = {path for path in paths if api.file_exists(repo_id, path, repo_type="dataset", revision=head)}
+        operations = [CommitOperationAdd(f"{folder}/{name}", content)
+                      for name, content in run.files.items() if f"{folder}/{name}" not in present]
+        warnings = list(run.warnings)
+        if benchmark is not None:
+            eval_yaml = _benchmark_file(api, repo_id, head, EVAL_FILE in present, run.results, benchmark, warnings)
+            if eval_yaml is not None:
+                operations.append(CommitOperationAdd(EVAL_FILE, eval_yaml))
+        if not operations:
+            return Pushed(repo_id, folder, [], None, warnings)
+        try:
+            commit = api.create_commit(repo_id, operations, commit_message=_message(run.results),
+                                       repo_type="dataset", parent_commit=head)
+        except HfHubHTTPError as exc:
+            status = exc.response.status_code if exc.response is not None else None
+            if status == 412 and attempt < ATTEMPTS - 1:  # someone committed since we looked: look again
+                continue
+            raise HubError(_refused(repo_id, status, exc)) from None
+        return Pushed(repo_id, folder, [op.path_in_repo for op in operations], getattr(commit, "commit_url", None),
+                      warnings)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _message(results: dict[str, Any]) -> str:
+    model = results["model"].get("name") or results["model"]["spec"]
+    return f"vlfair push-results: {results['probe']} of {model}"[:200]
+
+
+def _dataset_head(api: Any, repo_id: str) -> str:
+    """The commit the dataset repository ``repo_id`` is at; a one-line error where there is none."""
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        return api.repo_info(repo_id, repo_type="dataset").sha
+    except RepositoryNotFoundError:
+        pass
+    except HfHubHTTPError as exc:
+        raise HubError(_refused(repo_id, exc.response.status_code if exc.response is not None else None, exc)) from None
+    for kind in ("model", "space"):
+        if api.repo_exists(repo_id, repo_type=kind):
+            raise HubError(f"{repo_id} is a {kind} repository, not a dataset: runs go to a dataset repository "
+                           f"(hf repos create ORG/NAME --repo-type dataset)")
+    raise HubError(f"no dataset repository {repo_id} on the Hub, or the token cannot see it "
+                   f"(create it with: hf repos create {repo_id} --repo-type dataset)")
+
+
+def _refused(repo_id: str, status: int | None, exc: Exception) -> str:
+    if status == 401:
+        return f"the Hub wants a token to write to datasets/{repo_id}: hf auth login, or --token"
+    if status == 403:
+        return f"no write access to datasets/{repo_id} with this token (HTTP 403)"
+    if status == 412:
+        return f"datasets/{repo_id} kept changing while this run was being added ({ATTEMPTS} tries); push again"
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"the Hub refused the commit to datasets/{repo_id}: {first_line}"
+
+
+def _benchmark_file(api: Any, repo_id: str, head: str, exists: bool, results: dict[str, Any],
+                    benchmark: Callable[[list[dict[str, Any]], str], str], warnings: list[str]) -> bytes | None:
+    """eval.yaml made from every run at ``head`` and this one; None when it would not change. A
+    file in the repository that is not a readable results.json is left out and named in ``warnings``."""
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    from vlfair.report.leaderboard import read_results
+
+    root = Path(snapshot_download(repo_id, repo_type="dataset", revision=head, allow_patterns=RESULTS_PATTERN,
+                                  token=api.token))
+    problems: list[str] = []
+    runs, _ = dedupe([*read_results(sorted(root.rglob("results.json")), problems), results])
+    warnings.extend(f"eval.yaml leaves out {problem.replace(str(root), f'datasets/{repo_id}', 1)}"
+                    for problem in problems)
+    text = benchmark(runs, repo_id).encode("utf-8")
+    if exists:
+        current = Path(hf_hub_download(repo_id, EVAL_FILE, repo_type="dataset", revision=head, token=api.token))
+        if current.read_bytes() == text:
+            return None
+    return text
+
+
+# ---- read ------------------------------------------------------------------------------------
+def download_runs(source: str, token: str | bool | None = None,
+                  patterns: tuple[str, ...] = (RESULTS_PATTERN,)) -> Path:
+    """A local copy of every run's results.json in the Hub dataset ``source``
+    (hf://datasets/ORG/NAME[@REVISION]); the Hub's cache keeps it between calls. ``token``:
+    huggingface_hub's (None: the logged-in one; False: none, as anyone reads it)."""
+    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    found = hub_repo(source)
+    if found is None:
+        raise HubError(f"{source}: not a Hub dataset (hf://datasets/ORG/NAME)")
+    repo_id, revision = found
+    try:
+        return Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=list(patterns),
+                                      token=token))
+    except RepositoryNotFoundError:
+        api = HfApi(token=token)
+        kind = next((k for k in ("model", "space") if api.repo_exists(repo_id, repo_type=k)), None)
+        raise HubError(f"{source}: {repo_id} is a {kind} repository, not a dataset" if kind else
+                       f"{source}: no dataset repository {repo_id} on the Hub, or the token cannot see it") from None
+    except RevisionNotFoundError:
+        raise HubError(f"{source}: the repository has no revision {revision!r}") from None
+    except LocalEntryNotFoundError:
+        raise HubError(f"{source}: the Hub cannot be reached and no copy is in the cache") from None
+    except HfHubHTTPError as exc:
+        raise HubError(f"{source}: the Hub answered {exc.response.status_code if exc.response is not None else exc}"
+                       ) from None
+
+
+__all__ = ["HUB_PREFIX", "HubError", "LocalRun", "Pushed", "content_hash", "dedupe", "download_runs", "hub_repo",
+           "is_repo_id", "local_run", "push_run", "repo_id_of", "run_folder", "slug"]
