@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
-from vlfair.outputs import Metric
+from vlfair.outputs import Metric, neutral_value
 from vlfair.probes import register
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
 from vlfair.probes.settings import SEED, Confidence, Count, Flag, Float, NonNegative, ProbeSettings, Settings
+from vlfair.samples import Samples
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from vlfair.paired import Moments, RowSet
+    from vlfair.t2i.influence import PromptInfluence
 
 
 class Generator(Settings):
@@ -103,7 +112,10 @@ class WordInfluenceProbe(Probe):
         return (f"Intervals: {self.settings.confidence:.0%} Hoeffding bounds on each influence (the least-sampled "
                 "variant's image count); shares have exact Clopper-Pearson intervals.")
 
-    def run(self, ctx: Context, schema: str | None) -> Output:
+    def score(self, ctx: Context, schema: str | None) -> Samples:
+        """Generate every prompt's images (original and transmuted) and classify them: one sample per
+        image, with its prompt, variant, transmuted prompt, sample index and seed, and the group the
+        classifier gave (one indicator column per group, and ``no person``)."""
         from vlfair.t2i.classifier import GroupClassifier
         from vlfair.t2i.generators import DiffusersGenerator, ImageCache
         from vlfair.t2i.influence import large_scale_prompts, run_prompt
@@ -114,49 +126,193 @@ class WordInfluenceProbe(Probe):
         transmuter = self.components.get("transmuter") or make_transmuter(**s.transmuter.model_dump(exclude_none=True))
         classify = self.components.get("classifier") or GroupClassifier(ctx.encoder, s.groups, s.no_person)
         groups = getattr(classify, "groups", None)
-        self._known_groups = list(groups) if groups is not None else None
         if groups is not None and s.target_group not in groups:
             raise ProbeError(f"word-influence: target_group {s.target_group!r} is not one of the groups {list(groups)}")
-        cache = ImageCache(generator, ctx.cache_dir, base_seed=s.seed)
         prompts = large_scale_prompts() if s.large_scale else list(s.prompts)
-        out = Output(settings={"generator": generator.identity(), "transmuter": transmuter.identity(),
-                               "target_group": s.target_group, "words": s.words, "candidates": s.candidates,
-                               "images_per_prompt": s.images_per_prompt, "original_images": s.original_images,
-                               "groups": groups, "large_scale": s.large_scale},
-                     notes=list(s.notes))
+        repeated = sorted({p for p in prompts if prompts.count(p) > 1})
+        if repeated:  # a prompt's samples are its images: a repeat would measure the same images twice
+            raise ProbeError(f"word-influence: prompt(s) {repeated} given more than once; give each prompt once")
+        cache = ImageCache(generator, ctx.cache_dir, base_seed=s.seed)
+        results = [run_prompt(prompt, transmuter, cache, classify, s.target_group, positions=s.words,
+                              max_level=s.max_level, candidates=s.candidates, images_per_prompt=s.images_per_prompt,
+                              original_images=s.original_images, confidence=s.confidence, max_images=s.max_images)
+                   for prompt in prompts]
+        facts = {"generator": generator.identity(), "transmuter": transmuter.identity(),
+                 "target_group": s.target_group, "words": s.words, "candidates": s.candidates,
+                 "images_per_prompt": s.images_per_prompt, "original_images": s.original_images,
+                 "groups": groups, "large_scale": s.large_scale, "generator_calls": cache.calls,
+                 "images_used": sum(r.images_used for r in results),
+                 "no_person_images": sum(sum(r.no_person.values()) for r in results)}
+        identity = generator.identity()  # a readable name: the pipeline, or the callable's name, never a dict
+        self._scored = (results, identity.get("pipeline") or identity.get("callable") or type(generator).__name__)
+        known = list(groups) if groups is not None else None
+        return Samples(_frame(results, known, s.target_group, s.seed), facts)
+
+    def analyze(self, samples: Samples) -> Output:
+        s = self.settings
+        facts = samples.facts
+        out = Output(settings=dict(facts), notes=list(s.notes), warnings=list(samples.warnings))
         # the published Table 1 is Stable Diffusion's: compare by the generator, not the classifier
-        out.published_model = generator.identity().get("pipeline")
-        results = []
-        for prompt in prompts:
-            r = run_prompt(prompt, transmuter, cache, classify, s.target_group, positions=s.words,
-                           max_level=s.max_level, candidates=s.candidates, images_per_prompt=s.images_per_prompt,
-                           original_images=s.original_images, confidence=s.confidence, max_images=s.max_images)
-            results.append(r)
-            self._report_prompt(r, out, len(prompts) == 1 or not s.large_scale)
-        out.settings["generator_calls"] = cache.calls
-        out.settings["images_used"] = sum(r.images_used for r in results)
-        removed = sum(sum(r.no_person.values()) for r in results)
-        out.settings["no_person_images"] = removed
-        out.notes.append(f"{cache.calls} images generated, {out.settings['images_used'] - cache.calls} read from the "
-                         "image cache. " + (f"vlfair's no-person class removed {removed} image(s) from the shares."
-                                            if getattr(classify, "no_person", None) or removed else
-                                            "Every image was assigned to a group (no no-person class), as in the "
-                                            "study."))
+        out.published_model = facts["generator"].get("pipeline")
+        known = _known_groups(samples)
+        results = [r for _, r in self._prompts(samples)]
+        for r in results:
+            self._report_prompt(r, out, known, len(results) == 1 or not s.large_scale)
+        removed = facts["no_person_images"]
+        calls, used = facts["generator_calls"], facts["images_used"]
+        # the classifier's no-person class: its text (the settings' no_person; the study's classifier has none)
+        out.notes.append(f"{calls} images generated, {used - calls} read from the image cache. "
+                         + (f"vlfair's no-person class removed {removed} image(s) from the shares."
+                            if s.no_person or removed else
+                            "Every image was assigned to a group (no no-person class), as in the study."))
         out.notes.append(f"Influence for {s.target_group}: P_{s.target_group}(original) - P_{s.target_group}"
                          "(word replaced); positive = the word pushes the images toward the target group. The study's "
                          "Table 1: 'doctor' +0.373 for male, its share of female images rising from 0.160 to 0.533 "
                          "without it.")
         if s.large_scale:
             self._large_scale(results, out)
-        identity = generator.identity()  # a readable name: the pipeline, or the callable's name, never a dict
-        source = identity.get("pipeline") or identity.get("callable") or type(generator).__name__
+        # what was generated, from the facts (a rescore keeps the run's own description of it)
+        scored = getattr(self, "_scored", None)
+        source = (facts["generator"].get("pipeline") or facts["generator"].get("callable")
+                  or (scored[1] if scored else "generator"))
+        prompts = [r.prompt for r in results]
         out.dataset = {"name": f"generated:{source}",
-                       "split": None, "subset": None, "num_rows": out.settings["images_used"],
-                       "fingerprint": hashlib.sha256(json.dumps([prompts, generator.identity(), transmuter.identity()],
+                       "split": None, "subset": None, "num_rows": used,
+                       "fingerprint": hashlib.sha256(json.dumps([prompts, facts["generator"], facts["transmuter"]],
                                                                 sort_keys=True, default=str).encode()).hexdigest()[:16]}
         return out
 
-    def _report_prompt(self, r, out: Output, detailed: bool) -> None:
+    def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
+        """The generated images of each detailed prompt's original and single-word variants, each
+        mosaic after its prompt's level plot."""
+        results, _ = self._scored
+        if not (len(results) == 1 or not self.settings.large_scale):
+            return
+        mosaics = {f"images_{_slug(r.prompt)}": self._grid(r) for r in results}
+        figures: dict = {}
+        for name, figure in out.figures.items():
+            figures[name] = figure
+            if name.startswith("levels_"):
+                mosaic = "images_" + name.removeprefix("levels_")
+                if mosaic in mosaics:
+                    figures[mosaic] = mosaics.pop(mosaic)
+        out.figures = {**figures, **mosaics}
+
+    def comparisons(self, samples: Samples) -> list[RowSet]:
+        """Per prompt, one row set over its images grouped by variant (each resampled within its
+        variant): every variant's share of each group among its images of a person, and the word
+        influences (differences of target shares, every level scored) and Shapley values made of
+        them. With the study's 150 prompts, the mean influence of each word over the prompts that
+        contain it, over all the images."""
+        from vlfair import paired
+
+        s = self.settings
+        known = _known_groups(samples)
+        target = s.target_group
+        row_sets = []
+        prompts = self._prompts(samples)
+        for rows, r in prompts:
+            shown = self._groups(r, known)
+            groups = [target] + [g for g in shown if g != target]
+            columns = (*(_group_column(g) for g in groups), NO_PERSON_COLUMN)
+            shares = _VariantShares(len(groups))
+            keys = [_key(v.replaced) for v in r.variants]
+            codes = np.asarray([keys.index(k) for k in samples.frame["replaced"].iloc[rows]], dtype=np.int64)
+            names = [_variant_name(v.replaced, r.words) for v in r.variants]
+            statistics = []
+            levels: dict[str, list[Callable]] = {}
+            for level in r.result["levels"]:
+                levels[level] = []
+                for i, word in enumerate(r.words):
+                    function = _influence(shares, int(level), i, len(r.words), keys)
+                    levels[level].append(function)
+                    statistics.append(paired.Statistic(
+                        "word_influence", {"prompt": r.prompt, "word": word, "level": int(level), "group": target},
+                        function, neutral_value("word_influence", self.neutral)))
+            if r.result["shapley"] is not None:
+                for i, word in enumerate(r.words):
+                    statistics.append(paired.Statistic(
+                        "word_influence_shapley", {"prompt": r.prompt, "word": word},
+                        _mean_of([levels[level][i] for level in r.result["levels"]]),
+                        neutral_value("word_influence_shapley", self.neutral)))
+            for v, name in enumerate(names):
+                statistics.append(paired.Statistic("target_share", {"prompt": r.prompt, "variant": name},
+                                                   _share(shares, v, 0), neutral_value("target_share", self.neutral)))
+                statistics += [paired.Statistic("group_share", {"prompt": r.prompt, "variant": name, "group": g},
+                                                _share(shares, v, groups.index(g)),
+                                                neutral_value("group_share", self.neutral)) for g in shown]
+            row_sets.append(paired.RowSet(rows, columns, codes, tuple(statistics)))
+        if s.large_scale:
+            row_sets += self._mean_comparisons(samples, prompts)
+        return row_sets
+
+    def _mean_comparisons(self, samples: Samples, prompts: list[tuple[np.ndarray, PromptInfluence]]) -> list[RowSet]:
+        """mean_word_influence: per word, one row set of the images of the prompts that contain it,
+        their original's and the word's level-1 variant's (each resampled within its prompt and
+        variant, as the per-prompt row sets): the mean over those prompts of the difference of the
+        two target shares."""
+        from vlfair import paired
+        from vlfair.t2i.influence import ADJECTIVES, PERSONS, PLACES
+
+        pairs: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # word -> (original's rows, variant's rows)
+        replaced = samples.frame["replaced"].to_numpy()
+        for rows, r in prompts:
+            original = rows[replaced[rows] == ""]
+            for i, word in enumerate(r.words):
+                pairs.setdefault(word, []).append((original, rows[replaced[rows] == _key((i,))]))
+        columns = (_group_column(self.settings.target_group), NO_PERSON_COLUMN)
+        row_sets = []
+        for kind, vocabulary in (("adjective", ADJECTIVES), ("person", PERSONS), ("place", PLACES)):
+            for word in vocabulary:
+                if word not in pairs:
+                    continue
+                cells: dict[int, int] = {}  # a cell's first row -> its code (an original may serve two pairs)
+                chosen: list[np.ndarray] = []
+                codes: list[np.ndarray] = []
+                left: list[int] = []
+                right: list[int] = []
+                for original, variant in pairs[word]:
+                    for cell, side in ((original, left), (variant, right)):
+                        if int(cell[0]) not in cells:
+                            cells[int(cell[0])] = len(cells)
+                            chosen.append(cell)
+                            codes.append(np.full(len(cell), cells[int(cell[0])], dtype=np.int64))
+                        side.append(cells[int(cell[0])])
+                shares = _VariantShares(1)
+                statistic = paired.Statistic("mean_word_influence", {"word": word, "kind": kind},
+                                             _mean_difference(shares, left, right),
+                                             neutral_value("mean_word_influence", self.neutral))
+                row_sets.append(paired.RowSet(np.concatenate(chosen), columns, np.concatenate(codes), (statistic,)))
+        return row_sets
+
+    def _prompts(self, samples: Samples) -> list[tuple[np.ndarray, PromptInfluence]]:
+        """Each prompt's rows (positions in the frame, in order) and its influence, recomputed from
+        the samples alone exactly as the run computed it."""
+        from vlfair.t2i.influence import Request, Variant, tally
+
+        frame = samples.frame
+        prompts = frame["prompt"].to_numpy()
+        replaced, candidate, variant = (frame[c].to_numpy() for c in ("replaced", "candidate", "variant"))
+        texts, index, labels = frame["variant_prompt"].to_numpy(), frame["image_index"].to_numpy(), _labels(samples)
+        found = []
+        for prompt in dict.fromkeys(prompts.tolist()):
+            rows = np.flatnonzero(prompts == prompt)
+            texts_of: dict[str, dict[int, str]] = {}
+            names: dict[str, str] = {}
+            requests = []
+            for row in rows:
+                key, k = str(replaced[row]), int(candidate[row])
+                texts_of.setdefault(key, {})[k] = str(texts[row])
+                names.setdefault(key, str(variant[row]))
+                requests.append(Request(_positions(key), k, str(texts[row]), int(index[row])))
+            variants = [Variant(_positions(key), [by[k] for k in sorted(by)]) for key, by in texts_of.items()]
+            words = [names[str(i)] for i in range(sum(1 for key in texts_of if key and "," not in key))]
+            r = tally(str(prompt), words, variants, requests, [str(labels[row]) for row in rows],
+                      self.settings.target_group, confidence=self.settings.confidence)
+            found.append((rows, r))
+        return found
+
+    def _report_prompt(self, r: PromptInfluence, out: Output, known: list[str] | None, detailed: bool) -> None:
         import pandas as pd
 
         from vlfair import stats
@@ -178,19 +334,20 @@ class WordInfluenceProbe(Probe):
         rows = []
         for variant in r.variants:
             key = ",".join(map(str, variant.replaced))
-            replaced = "(original)" if not variant.replaced else " + ".join(r.words[i] for i in variant.replaced)
+            replaced = _variant_name(variant.replaced, r.words)
             influence = (result["levels"]["1"][variant.replaced[0]] if len(variant.replaced) == 1 else None)
             counted, by_group = r.counts.get(key, 0), r.group_counts.get(key, {})
             rows.append({"variant": replaced, "example prompt": variant.prompts[0], "prompts": len(variant.prompts),
                          "images": counted, "no person": r.no_person.get(key, 0),
-                         **{f"share {g}": (by_group.get(g, 0) / counted if counted else None) for g in self._groups(r)},
+                         **{f"share {g}": (by_group.get(g, 0) / counted if counted else None)
+                            for g in self._groups(r, known)},
                          "influence (level 1)": influence})
             out.metrics.append(Metric("target_share", {"prompt": r.prompt, "variant": replaced}, r.shares.get(key),
                                       stats.proportion_interval(by_group.get(target, 0), counted,
                                                                 self.settings.confidence),
                                       None, {"images": counted, "no_person": r.no_person.get(key, 0),
                                              "prompts": variant.prompts, "group": target}))
-            for group in self._groups(r):  # every group's share, as the study's Table 1 prints the female one
+            for group in self._groups(r, known):  # every group's share, as the study's Table 1 prints the female one
                 out.metrics.append(Metric("group_share", {"prompt": r.prompt, "variant": replaced, "group": group},
                                           by_group.get(group, 0) / counted if counted else None,
                                           stats.proportion_interval(by_group.get(group, 0), counted,
@@ -198,14 +355,13 @@ class WordInfluenceProbe(Probe):
                                           None, {"images": counted, "count": by_group.get(group, 0)}))
         if not detailed:
             return
-        slug = "_".join(r.prompt.split())[:40]
+        slug = _slug(r.prompt)
         out.tables[f"variants_{slug}"] = pd.DataFrame(rows).set_index("variant")
         out.figures[f"levels_{slug}"] = self._level_plot(r)
-        out.figures[f"images_{slug}"] = self._grid(r)
 
-    def _groups(self, r) -> list[str]:
+    def _groups(self, r: PromptInfluence, known: list[str] | None) -> list[str]:
         """The classifier's groups (its ``groups``, else those seen), the target first."""
-        known = self._known_groups or sorted({g for counts in r.group_counts.values() for g in counts})
+        known = known or sorted({g for counts in r.group_counts.values() for g in counts})
         target = self.settings.target_group
         return [target] + [g for g in known if g != target] if target in known else list(known)
 
@@ -265,3 +421,150 @@ class WordInfluenceProbe(Probe):
         axis.set_ylabel(f"mean influence on share {self.settings.target_group}")
         axis.set_title("Mean influence of each word over the prompts that contain it", fontsize=10)
         out.figures["mean_word_influence"] = figure
+
+
+# ---- samples.parquet: one row per generated image -------------------------------------------
+GROUP_PREFIX = "is "              # a group's indicator column: "is female" (the image was classified female)
+NO_PERSON_COLUMN = "no person"    # the classifier found no person (left out of the shares)
+
+
+def _group_column(group: str) -> str:
+    return f"{GROUP_PREFIX}{group}"
+
+
+def _key(replaced: tuple[int, ...]) -> str:
+    """A variant's key as the word_influence measure takes it: the replaced word indices, "0,2"."""
+    return ",".join(map(str, replaced))
+
+
+def _positions(key: str) -> tuple[int, ...]:
+    return tuple(int(i) for i in key.split(",")) if key else ()
+
+
+def _variant_name(replaced: tuple[int, ...], words: list[str]) -> str:
+    """A variant as the report names it: "(original)", "doctor", "doctor + hospital"."""
+    return "(original)" if not replaced else " + ".join(words[i] for i in replaced)
+
+
+def _slug(prompt: str) -> str:
+    return "_".join(prompt.split())[:40]
+
+
+def _sample_id(prompt: str, key: str, candidate: int, text: str, index: int, seed: int) -> str:
+    """A generated image's stable key: what it was generated from (the prompt, the variant and its
+    transmuted prompt, the sample index and seed), not the generator, so that two generators (or
+    two classifiers) run with the same settings pair image by image."""
+    record = json.dumps([prompt, key, candidate, text, index, seed], ensure_ascii=False)
+    return hashlib.sha256(record.encode()).hexdigest()[:16]
+
+
+def _frame(results: list[PromptInfluence], known: list[str] | None, target: str, base_seed: int) -> pd.DataFrame:
+    """The samples of a run: identity, what each image was generated from, and its group as one
+    indicator column per group (the classifier's groups in its order, then any other label seen,
+    and the target) and ``no person``."""
+    import pandas as pd
+
+    from vlfair.t2i.classifier import NO_PERSON
+    from vlfair.t2i.generators import sample_seed
+
+    records: dict[str, list[Any]] = {name: [] for name in ("prompt", "variant", "replaced", "candidate",
+                                                           "variant_prompt", "image_index", "seed")}
+    labels: list[str] = []
+    for r in results:
+        for request, label in zip(r.requests, r.labels):
+            records["prompt"].append(r.prompt)
+            records["variant"].append(_variant_name(request.replaced, r.words))
+            records["replaced"].append(_key(request.replaced))
+            records["candidate"].append(request.candidate)
+            records["variant_prompt"].append(request.prompt)
+            records["image_index"].append(request.index)
+            records["seed"].append(sample_seed(request.prompt, request.index, base_seed))
+            labels.append(str(label))
+    ids = [_sample_id(*values) for values in zip(records["prompt"], records["replaced"], records["candidate"],
+                                                 records["variant_prompt"], records["image_index"], records["seed"])]
+    given = list(known or [])
+    groups = given + sorted({label for label in labels if label != NO_PERSON}.union([target]) - set(given))
+    assigned = np.asarray(labels, dtype=object)
+    return pd.DataFrame({"row": np.arange(len(labels), dtype=np.int64), "id": ids, **records,
+                         **{_group_column(g): assigned == g for g in groups},
+                         NO_PERSON_COLUMN: assigned == NO_PERSON}).astype({"candidate": np.int64,
+                                                                           "image_index": np.int64,
+                                                                           "seed": np.int64})
+
+
+def _group_names(samples: Samples) -> list[str]:
+    """The groups with an indicator column, in the frame's order."""
+    return [c[len(GROUP_PREFIX):] for c in samples.frame.columns if c.startswith(GROUP_PREFIX)]
+
+
+def _known_groups(samples: Samples) -> list[str] | None:
+    """The classifier's own groups in its order (None: it names none, the groups are those seen)."""
+    given = samples.facts.get("groups")
+    return None if given is None else [g for g in _group_names(samples) if g in given]
+
+
+def _labels(samples: Samples) -> np.ndarray:
+    """Each image's label as the classifier gave it: its group, or NO_PERSON."""
+    from vlfair.t2i.classifier import NO_PERSON
+
+    names = _group_names(samples)
+    indicators = samples.frame[[_group_column(g) for g in names]].to_numpy(bool)
+    labels = np.asarray(names, dtype=object)[indicators.argmax(axis=1)] if names else np.full(len(indicators), "")
+    return np.where(samples.frame[NO_PERSON_COLUMN].to_numpy(bool), NO_PERSON, labels)
+
+
+# ---- the metrics as functions of per-image values (vlfair compare) ----------------------------
+class _VariantShares:
+    """(b, G, k) shares: each variant's share of each group column among its images of a person
+    (the last column: no person). The counts are whole numbers, rounded off the moments' float
+    noise, so a share is the run's own quotient (nan where no image shows a person). Computed once
+    per moments: every statistic of a row set reads the same ones."""
+
+    def __init__(self, person: int):
+        self.person = person
+        self._last: tuple[Moments, np.ndarray] | None = None
+
+    def __call__(self, m: Moments) -> np.ndarray:
+        if self._last is not None and self._last[0] is m:
+            return self._last[1]
+        count = m.count[:, :, None]
+        sums = np.rint(m.total + count * m.shift)
+        persons = count - sums[:, :, self.person:]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shares = np.where(persons > 0, sums[:, :, :self.person] / persons, np.nan)
+        self._last = (m, shares)
+        return shares
+
+
+def _share(shares: _VariantShares, variant: int, column: int) -> Callable[[Moments], np.ndarray]:
+    return lambda m: shares(m)[:, variant, column]
+
+
+def _influence(shares: _VariantShares, level: int, word: int, num_words: int,
+               keys: list[str]) -> Callable[[Moments], np.ndarray]:
+    """Word ``word``'s influence at ``level``, as the word_influence measure: the mean over subsets
+    R of the other words, |R| = level - 1, of P_target(R) - P_target(R + word) (column 0: the target)."""
+    others = [w for w in range(num_words) if w != word]
+    left, right = [], []
+    for subset in itertools.combinations(others, level - 1):
+        left.append(keys.index(_key(subset)))
+        right.append(keys.index(_key(tuple(sorted(subset + (word,))))))
+
+    def statistic(m: Moments) -> np.ndarray:
+        target = shares(m)[:, :, 0]
+        return (target[:, left] - target[:, right]).mean(axis=1)
+    return statistic
+
+
+def _mean_of(functions: list[Callable[[Moments], np.ndarray]]) -> Callable[[Moments], np.ndarray]:
+    """The mean of statistics (the Shapley value: the mean of every level)."""
+    return lambda m: np.mean([f(m) for f in functions], axis=0)
+
+
+def _mean_difference(shares: _VariantShares, left: list[int], right: list[int]) -> Callable[[Moments], np.ndarray]:
+    """The mean of the target share differences of the cells ``left`` and ``right``, pair by pair
+    (a word's mean influence: each prompt's original minus its variant without the word)."""
+    def statistic(m: Moments) -> np.ndarray:
+        target = shares(m)[:, :, 0]
+        return (target[:, left] - target[:, right]).mean(axis=1)
+    return statistic

@@ -34,6 +34,18 @@ class Variant:
     prompts: list[str]
 
 
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One image of a prompt's variants: the variant (its replaced word indices), the index of its
+    transmuted prompt among the variant's (0 for the original), that prompt and the image's sample
+    index (its seed follows from prompt, index and the base seed: ``generators.sample_seed``)."""
+
+    replaced: tuple[int, ...]
+    candidate: int
+    prompt: str
+    index: int
+
+
 @dataclasses.dataclass
 class PromptInfluence:
     prompt: str
@@ -47,6 +59,8 @@ class PromptInfluence:
     images: dict[str, list]  # a few images per variant, for the grids
     generator_calls: int
     images_used: int
+    requests: list[Request] = dataclasses.field(default_factory=list)  # every image, in the order classified
+    labels: list[str] = dataclasses.field(default_factory=list)  # each image's group (or NO_PERSON)
 
 
 def plan_variants(prompt: str, transmuter: Transmuter, positions: Sequence[int] | Literal["all", "content"] | None,
@@ -103,23 +117,33 @@ def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify:
     if needed > max_images:
         raise ValueError(f"{prompt!r} needs {needed} images, more than max_images={max_images}; raise --max-images "
                          "or lower the candidates, images per prompt or maximum level")
-    requests = [(prompt, j) for j in range(original_images)]
-    owners: list[tuple[int, ...]] = [()] * original_images
+    requests = [Request((), 0, prompt, j) for j in range(original_images)]
     for variant in variants[1:]:
-        for text in variant.prompts:
-            for j in range(images_per_prompt):
-                requests.append((text, j))
-                owners.append(variant.replaced)
+        for candidate, text in enumerate(variant.prompts):
+            requests.extend(Request(variant.replaced, candidate, text, j) for j in range(images_per_prompt))
     calls_before = cache.calls
-    images = cache.images(requests)
+    images = cache.images([(r.prompt, r.index) for r in requests])
     labels = classify(images)
+    return tally(prompt, words, variants, requests, labels, target, confidence=confidence, images=images,
+                 keep_images=keep_images, generator_calls=cache.calls - calls_before)
+
+
+def tally(prompt: str, words: list[str], variants: list[Variant], requests: Sequence[Request], labels: Sequence[str],
+          target: str, *, confidence: float = CONFIDENCE, images: Sequence[Any] | None = None, keep_images: int = 4,
+          generator_calls: int = 0) -> PromptInfluence:
+    """The influence of ``prompt``'s ``words`` from each requested image's group (``labels``, one
+    per request; ``NO_PERSON`` images are counted apart and left out of the shares): what
+    :func:`run_prompt` computes once its images are classified, and what a probe recomputes from
+    its samples alone (``images``: the images themselves, of which the first ``keep_images`` per
+    variant are kept for the grids; None keeps none)."""
     predictions: list[int] = []
     variant_ids: list[str] = []
     kept: dict[str, list[Any]] = {}  # variant -> its first images (PIL)
     no_person: dict[str, int] = {}
     group_counts: dict[str, dict[str, int]] = {}
-    for owner, label, image in zip(owners, labels, images):
-        key = ",".join(map(str, owner))
+    shown = images if images is not None else [None] * len(requests)
+    for request, label, image in zip(requests, labels, shown):
+        key = ",".join(map(str, request.replaced))
         if label == NO_PERSON:
             no_person[key] = no_person.get(key, 0) + 1
             continue
@@ -128,14 +152,14 @@ def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify:
         predictions.append(int(label == target))
         variant_ids.append(key)
         kept.setdefault(key, [])
-        if len(kept[key]) < keep_images:
+        if image is not None and len(kept[key]) < keep_images:
             kept[key].append(image)
     if not predictions:
         raise ValueError(f"{prompt!r}: no generated image was classified into a group (all show no person)")
     result = measures.word_influence(predictions, variant_ids, len(words), k=1, confidence=confidence)
     return PromptInfluence(prompt, words, variants, result["shares"], result["images_per_variant"],
                            {v: no_person.get(v, 0) for v in result["shares"]}, group_counts, result, kept,
-                           cache.calls - calls_before, len(requests))
+                           generator_calls, len(requests), list(requests), list(labels))
 
 
 def mean_word_influence(results: Sequence[PromptInfluence], key: str = "1") -> dict[str, float]:
@@ -150,5 +174,5 @@ def mean_word_influence(results: Sequence[PromptInfluence], key: str = "1") -> d
     return {w: float(np.mean(v)) for w, v in collected.items()}
 
 
-__all__ = ["ADJECTIVES", "PERSONS", "PLACES", "PromptInfluence", "cost", "large_scale_prompts", "mean_word_influence",
-           "plan_variants", "run_prompt"]
+__all__ = ["ADJECTIVES", "PERSONS", "PLACES", "PromptInfluence", "Request", "cost", "large_scale_prompts",
+           "mean_word_influence", "plan_variants", "run_prompt", "tally"]
