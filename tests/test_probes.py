@@ -430,15 +430,6 @@ def test_probe_under_torchrun_equals_one_process(clip_dir, tmp_path):
     assert_metrics_close(two, one, rtol=1e-4)
 
 
-def test_leaderboard_push_to_hub(runs, tmp_path, monkeypatch):
-    import datasets
-
-    pushed = []
-    monkeypatch.setattr(datasets.Dataset, "push_to_hub", lambda self, repo, split: pushed.append((repo, split, self.num_rows)))
-    assert main(["leaderboard", str(runs["traits"]), "--out", str(tmp_path / "b.csv"), "--push-to-hub", "acme/board"]) == 0
-    assert pushed == [("acme/board", "results", len(pd.read_csv(tmp_path / "b.csv")))]
-
-
 def test_a_probe_registered_first_does_not_hide_the_builtin_ones(monkeypatch):
     import vlfair.probes as probes
     from vlfair.probes.base import Probe
