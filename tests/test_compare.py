@@ -273,3 +273,27 @@ def test_the_same_samples_labelled_otherwise_are_refused(traits_runs, tmp_path):
     other = _copy(traits_runs[1], tmp_path / "relabelled", frame=relabel)
     with pytest.raises(ComparisonError, match="label or group them differently"):
         compare_runs([traits_runs[0], other], bootstrap=0, n_permutations=0)
+
+
+def test_two_generators_are_compared_as_two_models(demo, tmp_path):
+    """word-influence measures a text-to-image model chosen by its generator setting: runs that
+    differ in it (and so in the data they made) are one family and are compared; other settings
+    still refuse."""
+    from vlfair.report.results import family_of
+
+    folder = demo[0] / "biased" / "word-influence"
+    content = json.loads((folder / "results.json").read_text())
+    settings = content["probe_settings"]
+    other = {**settings, "generator": {**settings["generator"], "spec": "stabilityai/stable-diffusion-2-1"}}
+    dataset = content["dataset"]
+    assert family_of("word-influence", 4, dataset, settings, ("generator",)) == \
+        family_of("word-influence", 4, {**dataset, "fingerprint": "0" * 16, "name": "generated:other"}, other,
+                  ("generator",))
+    assert family_of("traits", 8, dataset, settings) != family_of("traits", 8, dataset, other)
+    changed = _copy(demo[0] / "control" / "word-influence", tmp_path / "sd2",
+                    results=lambda c: c["probe_settings"].update(generator=other["generator"]))
+    assert compare_runs([folder, changed], bootstrap=20, n_permutations=20).content["differences"]
+    steps = _copy(demo[0] / "control" / "word-influence", tmp_path / "words",
+                  results=lambda c: c["probe_settings"].update(candidates=7))
+    with pytest.raises(ComparisonError, match="setting candidates differs"):
+        compare_runs([folder, steps])

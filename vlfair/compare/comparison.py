@@ -140,8 +140,11 @@ def _refuse_duplicates(runs: list[Run]) -> None:
         seen[key] = folder
 
 
-def _settings(run: Run) -> dict[str, Any]:
-    return {k: v for k, v in (run.results.get("probe_settings") or {}).items() if k not in NOT_COMPARED_SETTINGS}
+def _settings(run: Run, model_settings: tuple[str, ...]) -> dict[str, Any]:
+    """The settings that decide how a run measured (not those of its intervals, nor those that
+    choose the model it measured)."""
+    left_out = {*NOT_COMPARED_SETTINGS, *model_settings}
+    return {k: v for k, v in (run.results.get("probe_settings") or {}).items() if k not in left_out}
 
 
 def _incomparable(runs: list[Run], on_common_rows: bool) -> list[str]:
@@ -163,12 +166,13 @@ def _incomparable(runs: list[Run], on_common_rows: bool) -> list[str]:
     # A probe that makes its own data (word-influence generates images) makes other data with each
     # model: its rows are paired by what made them (prompt, variant, seed), not by the data's name
     # or fingerprint, which name the generator.
-    made = not probe_class(first.results["probe"]).needs_dataset
+    probe_type = probe_class(first.results["probe"])
+    made = not probe_type.needs_dataset
     if not made:
         differ("dataset", lambda run: run.results["dataset"]["name"])
     differ("split", lambda run: run.results["dataset"].get("split"))
     differ("subset", lambda run: run.results["dataset"].get("subset"))
-    settings = [_settings(run) for run in runs]
+    settings = [_settings(run, probe_type.model_settings) for run in runs]
     keys = sorted({key for s in settings for key in s})
     for key in keys:
         values = [s.get(key) for s in settings]

@@ -13,6 +13,7 @@ import numpy as np
 from vlfair import measures, stats
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE
 from vlfair.demo import datasets as world_data
+from vlfair.demo.paired import compare_world
 from vlfair.demo.shipped import SHIPPED_DIR, WORLDS, display_name, encoder_path
 from vlfair.demo.train import read_record
 from vlfair.demo.world import PROFESSIONS, Planting
@@ -234,8 +235,10 @@ def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", pl
         encoder.display_name = display_name(name)  # its results name it, not its cache path
     entries = measure(encoders, out, cache_dir, log=log)
     (out / "summary.json").write_text(json.dumps(entries, indent=2))
-    (out / "report.html").write_text(_report(entries, plantings, paths, out, time.perf_counter() - start))
     log(summary_table(entries))
+    paired = compare_world(out, [probe for probe, _ in PROBES], log)  # biased vs control, row by row
+    (out / "paired.json").write_text(json.dumps(paired, indent=2))
+    (out / "report.html").write_text(_report(entries, plantings, paths, out, time.perf_counter() - start, paired))
     log(f"demo finished in {time.perf_counter() - start:.0f} s: {out / 'summary.json'}, {out / 'report.html'}")
     return entries
 
@@ -318,8 +321,25 @@ def _probe_section(probe: str, entries: list[dict], out: Path) -> dict[str, Any]
             "figures": figures}
 
 
+def _paired_section(paired: dict[str, Any]) -> dict[str, Any]:
+    """The demo report's paired comparison: each planted bias as a difference biased - control."""
+    import pandas as pd
+
+    rows = [(e["probe"], e["metric"], format_subset(e["subset"]), format_value(e["biased"]), format_value(e["control"]),
+             format_value(e["difference"]), format_interval(*(e["ci"] or [None, None])),
+             format_interval(*(e["unpaired_ci"] or [None, None])), format_p(e["p"]),
+             "yes" if e["found"] else "no") for e in paired["planted"]]
+    columns = ["probe", "metric", "subset", "biased", "control", "biased - control", "paired 95 % CI",
+               "unpaired 95 % CI", "p", "found (control less biased)"]
+    return {"found": sum(e["found"] for e in paired["planted"]), "planted": len(paired["planted"]),
+            "ratio": format_value(paired["median_width_ratio"]), "differences": paired["differences"],
+            "table": grid(Table(pd.DataFrame(rows, columns=columns, dtype=object))),
+            "links": [{"href": href, "text": probe} for probe, href in paired["comparisons"].items()],
+            "not_a_probe_metric": paired["not_a_probe_metric"]}
+
+
 def _report(entries: list[dict], plantings: dict[str, Planting], paths: dict[str, Path], out: Path,
-            seconds: float) -> str:
+            seconds: float, paired: dict[str, Any]) -> str:
     """The demo's report.html (templates/demo.html.j2, autoescaped: every label is text)."""
     planted = [e for e in entries if e["encoder"] == "biased" and e["planted_sign"] != 0]
     control = [e for e in entries if e["encoder"] == "control"]
@@ -327,6 +347,6 @@ def _report(entries: list[dict], plantings: dict[str, Planting], paths: dict[str
                   false_alarms=sum(not valid(e) for e in control), controls=len(control),
                   planting=plantings["biased"].describe(), nurse_effect=WORD_EFFECTS["nurse"],
                   encoders=[_encoder(name, path) for name, path in paths.items()], seconds=seconds,
-                  probes=[probe for probe, _ in PROBES],
+                  probes=[probe for probe, _ in PROBES], paired=_paired_section(paired),
                   sections=[_probe_section(probe, [e for e in entries if e["probe"] == probe], out)
                             for probe, _ in PROBES])

@@ -159,6 +159,9 @@ class Probe(abc.ABC):
     published_file: ClassVar[str | None] = None           # the study's published tables (published/<file>)
     neutral: ClassVar[dict[str, float]] = {}              # its own bias measures' neutral values (beyond
                                                           # vlfair.outputs.NEUTRAL): "less biased" = closer
+    model_settings: ClassVar[tuple[str, ...]] = ()        # settings that choose the model measured (word-
+                                                          # influence's generator): runs that differ in them
+                                                          # are of one family, compared and ranked together
     uncompared: ClassVar[dict[str, str]] = {}             # metrics comparisons() leaves out -> why (said
                                                           # by vlfair compare)
     _registered: ClassVar[bool] = False                   # set by vlfair.probes.register

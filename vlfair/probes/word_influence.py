@@ -93,6 +93,7 @@ class WordInfluenceProbe(Probe):
                    "group with --model, and reports each word's influence on the share of the target group (the "
                    "word-influence study's Table 1). No dataset: it makes its own images.")
     needs_dataset = False
+    model_settings = ("generator",)  # the text-to-image model measured, as --model is for the other probes
     options = (
         Option("--generator", "generator.spec", "text-to-image pipeline id or directory (default "
                                                 "CompVis/stable-diffusion-v1-4)"),
