@@ -302,3 +302,18 @@ def test_cached_encoder_is_retrained_when_the_world_code_changes(tmp_path, monke
     after = trained_encoder(Planting.control(), tmp_path, TINY, progress=False, log=lambda _: None)
     assert after != before and read_record(after)["config_hash"] == read_record(before)["config_hash"]
     assert read_record(after)["training_data_hash"] != read_record(before)["training_data_hash"]
+
+
+def test_the_demo_finds_every_planted_bias_as_a_paired_difference(demo):
+    """vlfair demo compares its biased and control runs (vlfair compare): each planted bias is a
+    difference whose paired interval excludes 0 with the control less biased; the width ratio of
+    paired to unpaired intervals is reported."""
+    out, _ = demo
+    paired = json.loads((out / "paired.json").read_text())
+    assert len(paired["planted"]) == 7 and all(entry["found"] for entry in paired["planted"]), paired["planted"]
+    assert all(entry["ci"][0] > 0 or entry["ci"][1] < 0 for entry in paired["planted"])
+    assert 0 < paired["median_width_ratio"] <= 1.05 and paired["differences"] > 100
+    for probe, href in paired["comparisons"].items():
+        assert (out / href).exists() and (out / href).with_name("comparison.json").exists(), probe
+    page = (out / "report.html").read_text()
+    assert "7/7 planted biases found as paired differences" in page
