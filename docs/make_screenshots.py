@@ -13,6 +13,7 @@ Needs playwright and a chromium, as the browser tests do (``vlfair.browser`` fin
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import tempfile
@@ -68,11 +69,37 @@ def demo_report_and_leaderboard(demo: Path, work: Path, browser) -> None:
         expect(page.locator("#results-table")).not_to_contain_text("group_score_gap", timeout=30_000)
         expect(page.locator("#chart img")).to_be_visible(timeout=30_000)
         page.screenshot(path=str(work / "leaderboard.png"), full_page=True)
+        compare_view(page, work / "leaderboard-compare.png")
+        page.close()
+        page = browser.new_page(viewport={"width": 1200, "height": MAX_HEIGHT})
+        page.goto((demo / "compare" / "traits" / "comparison.html").as_uri())
+        page.screenshot(path=str(work / "comparison.png"))
         page.close()
     finally:
         app.close()
     _save(Image.open(work / "report.png"), IMAGES / "demo-report.png")
     _save(Image.open(work / "leaderboard.png"), IMAGES / "leaderboard-space.png")
+    _save(Image.open(work / "comparison.png"), IMAGES / "comparison.png")
+    _save(Image.open(work / "leaderboard-compare.png"), IMAGES / "leaderboard-compare.png")
+
+
+def compare_view(page, path: Path) -> None:
+    """The leaderboard Space's compare tab: the traits family, both demo encoders, compared."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("tab", name="compare").click()
+    page.get_by_role("combobox", name="family").click()
+    page.get_by_role("option", name=re.compile(r"^traits ")).first.click()
+    runs = page.get_by_role("combobox", name=re.compile(r"^runs"))
+    for model in ("demo-world biased", "demo-world control"):
+        runs.click()
+        page.get_by_role("option", name=re.compile(f"^{model} ")).first.click()
+    page.locator("#compare-go").click()
+    expect(page.locator("#compare-table")).to_contain_text("trait_anova", timeout=60_000)
+    expect(page.locator("#compare-forest img")).to_be_visible(timeout=30_000)
+    page.keyboard.press("Escape")
+    page.wait_for_timeout(1500)  # Gradio fades a new plot in
+    page.screenshot(path=str(path), full_page=True)
 
 
 def main(argv: list[str] | None = None) -> int:

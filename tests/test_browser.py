@@ -210,9 +210,10 @@ def test_metric_widgets_render_and_compute(page, artifacts, name, key):
 
 
 def test_docs_screenshots_are_made_from_a_demo(browser, demo, tmp_path, monkeypatch):
-    """docs/make_screenshots.py, which refreshes README's images: the demo report and a leaderboard
-    of the demo's results, written small enough to commit (from the session's demo run; the script
-    itself runs a fresh one)."""
+    """docs/make_screenshots.py, which refreshes README's images: the demo report, a leaderboard of
+    the demo's results, the demo's traits comparison.html and the leaderboard's compare view (two
+    runs picked and compared in the browser), written small enough to commit (from the session's
+    demo run; the script itself runs a fresh one)."""
     import importlib.util
 
     from PIL import Image
@@ -223,7 +224,7 @@ def test_docs_screenshots_are_made_from_a_demo(browser, demo, tmp_path, monkeypa
     monkeypatch.setattr(script, "IMAGES", tmp_path / "images")
     (tmp_path / "images").mkdir()
     script.demo_report_and_leaderboard(demo[0], tmp_path / "work", browser)
-    for name in ("demo-report.png", "leaderboard-space.png"):
+    for name in ("demo-report.png", "leaderboard-space.png", "comparison.png", "leaderboard-compare.png"):
         with Image.open(tmp_path / "images" / name) as image:
             assert image.width == script.WIDTH and image.mode == "P"  # README's width, 256 colours
         assert (tmp_path / "images" / name).stat().st_size < 400_000

@@ -30,6 +30,7 @@ from vlfair.report.leaderboard import (
 )
 from vlfair.report.numbers import format_subset, format_value
 from vlfair.report.plots import forest
+from vlfair.space.compare import MAX_RUNS, compare_chosen, run_choices, view
 
 ALL = "(all)"
 SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value", "dataset",
@@ -257,6 +258,7 @@ def build_app(source: str) -> gr.Blocks:
     board, problem = read_source(source)
     with gr.Blocks(title="vlfair leaderboard") as app:
         state = gr.State(board)
+        source_state = gr.State((source, None))  # where the board came from, and the token to read it with
         heading = gr.Markdown(summary(board, source, problem), elem_id="summary")
         with gr.Row():
             hub = gr.Textbox(label="Hub dataset", placeholder="hf://datasets/ORG/NAME", scale=4, elem_id="source")
@@ -284,9 +286,44 @@ def build_app(source: str) -> gr.Blocks:
                                   visible=False, show_search="filter",
                                   column_widths=[WIDTHS[c] for c in shown.columns if c != "model"])
         with gr.Tab("compare", elem_id="compare"):
-            # a paired comparison of two runs of one family (vlfair compare on their samples) goes here
-            gr.Markdown("Two runs of one family, compared sample by sample: not yet in this Space. "
-                        "`vlfair compare RUN_A RUN_B --out DIR` does it on your machine.")
+            gr.Markdown("Pick 2 to 4 runs of one family: `vlfair compare` sets them side by side on the same "
+                        "samples (their samples.parquet): each metric's difference A - B with a paired bootstrap "
+                        "interval (the same resampled rows for both), a paired permutation test (Holm-adjusted "
+                        "across pairs) and which run is less biased, closer to the metric's neutral value.")
+            with gr.Row():
+                compare_family = gr.Dropdown(family_choices(board)[1:], value=None, label="family",
+                                             elem_id="compare-family", scale=3)
+                chosen = gr.Dropdown([], value=[], multiselect=True, label=f"runs (2 to {MAX_RUNS})",
+                                     elem_id="compare-runs", scale=3)
+                go = gr.Button("compare", elem_id="compare-go", scale=1)
+            compare_notes = gr.Markdown(elem_id="compare-notes")
+            forest_choice = gr.Dropdown([], label="forest plot", elem_id="compare-forest-choice", visible=False)
+            forest_plot = gr.Image(label="A - B with its paired interval", elem_id="compare-forest", visible=False,
+                                   type="pil", interactive=False)
+            compare_table = gr.Dataframe(label="differences", interactive=False, wrap=True, visible=False,
+                                         elem_id="compare-table", show_search="filter")
+            figures = gr.State({})
+
+        def pick_family(f, b):
+            return gr.update(choices=run_choices(b, f), value=[])
+
+        compare_family.change(pick_family, [compare_family, state], [chosen], api_name=False)
+
+        def run_comparison(runs, where):
+            try:
+                shown = view(compare_chosen(where[0], list(runs or []), token=where[1]))
+            except ValueError as exc:  # a refusal, a run without samples: said, as text
+                return ({}, f"**Cannot compare:** {escape_markdown(exc)}", gr.update(visible=False),
+                        gr.update(visible=False), gr.update(visible=False))
+            names = list(shown["figures"])
+            return (shown["figures"], "\n".join(f"- {escape_markdown(note)}" for note in shown["notes"]),
+                    gr.update(choices=names, value=names[0] if names else None, visible=bool(names)),
+                    gr.update(value=shown["figures"][names[0]] if names else None, visible=bool(names)),
+                    gr.update(value=shown["table"], visible=True))
+
+        go.click(run_comparison, [chosen, source_state], [figures, compare_notes, forest_choice, forest_plot,
+                                                          compare_table], api_name="compare")
+        forest_choice.change(lambda name, f: f.get(name), [forest_choice, figures], [forest_plot], api_name=False)
 
         def update(p, m, s, mo, sb, d, f, b):
             rows = filter_board(b, p, m, s, mo, sb, d, f)
@@ -309,12 +346,15 @@ def build_app(source: str) -> gr.Blocks:
 
         def reload(text):
             wanted, new, trouble = visitor_board(text)
-            return (new, summary(new, wanted, trouble), gr.update(choices=family_choices(new), value=ALL),
+            families = family_choices(new)
+            return (new, (wanted, False), summary(new, wanted, trouble), gr.update(choices=families, value=ALL),
                     *(gr.update(choices=choices(new, c), value=ALL) for c in ("probe", "metric", "model")),
-                    display(filter_board(new)))
+                    display(filter_board(new)), gr.update(choices=families[1:], value=None),
+                    gr.update(choices=[], value=[]))
 
         for trigger in (load.click, hub.submit):
-            trigger(reload, [hub], [state, heading, family, probe, metric, model, table], api_name=False)
+            trigger(reload, [hub], [state, source_state, heading, family, probe, metric, model, table, compare_family,
+                                    chosen], api_name=False)
     return app
 
 

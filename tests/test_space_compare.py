@@ -1,0 +1,63 @@
+"""The leaderboard Space's compare view (vlfair.space.compare): runs of a family found, compared, refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vlfair.space.compare import compare_chosen, run_choices, run_folders, view
+from vlfair.space.limits import SpaceInputError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def app():
+    spec = importlib.util.spec_from_file_location("leaderboard_app_compare", REPO / "spaces" / "leaderboard" / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def board(app, demo):
+    return app.load_board(str(demo[0]))
+
+
+def _traits(app, board):
+    return next(family for label, family in app.family_choices(board)[1:] if label.startswith("traits "))
+
+
+def test_a_family_s_runs_are_offered_by_model_and_compared(app, board, demo):
+    choices = run_choices(board, _traits(app, board))
+    assert [label.split(" · ")[0] for label, _ in choices] == ["demo-world biased", "demo-world control"]
+    runs = [run for _, run in choices]
+    folders = run_folders(str(demo[0]), runs)
+    assert [f.relative_to(demo[0]).as_posix() for f in folders] == ["biased/traits", "control/traits"]
+    shown = view(compare_chosen(str(demo[0]), runs, bootstrap=100))
+    assert list(shown["table"].columns[:5]) == ["metric", "subset", "A - B", "CI", "verdict"]
+    assert "demo-world control less biased" in set(shown["table"]["verdict"])
+    assert shown["figures"] and all(image.width > 300 for image in shown["figures"].values())
+    assert any("paired bootstrap" in note for note in shown["notes"])
+    assert run_choices(board, None) == [] and run_choices(board, "0" * 16) == []
+
+
+def test_the_view_refuses_what_it_cannot_compare(app, board, demo, tmp_path):
+    runs = [run for _, run in run_choices(board, _traits(app, board))]
+    with pytest.raises(SpaceInputError, match="pick 2 to 4 runs"):
+        compare_chosen(str(demo[0]), runs[:1])
+    with pytest.raises(SpaceInputError, match="not in .* any more"):
+        compare_chosen(str(demo[0]), [runs[0], "f" * 64])
+    table = tmp_path / "board.csv"
+    table.write_text("model\n")
+    with pytest.raises(SpaceInputError, match="keeps no samples"):
+        compare_chosen(str(table), runs)
+    copy = tmp_path / "runs"
+    shutil.copytree(demo[0] / "biased" / "traits", copy / "a")
+    shutil.copytree(demo[0] / "control" / "traits", copy / "b")
+    (copy / "b" / "samples.parquet").unlink()
+    with pytest.raises(ValueError, match="no such samples file"):
+        compare_chosen(str(copy), runs)

@@ -1,0 +1,85 @@
+"""The leaderboard Space's compare view: runs of one family, picked by a visitor, compared row by
+row with ``vlfair compare`` on their samples (a directory of runs, or a Hub dataset fed by
+``vlfair push-results``, whose chosen runs are downloaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from vlfair.compare import Comparison, compare_runs
+from vlfair.compare.render import differences_frame, forests, notes
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE
+from vlfair.space.limits import SpaceInputError
+
+MAX_RUNS = 4  # every pair is compared: 4 runs are 6 pairs
+
+
+def run_choices(board: pd.DataFrame, family: str | None) -> list[tuple[str, str]]:
+    """(label, run) for every run of ``family`` on the board: the model, when it ran, its id."""
+    if not family or "run" not in board:
+        return []
+    rows = board[board["family"] == family].drop_duplicates("run")
+    return [(f"{model} · {str(created)[:16]} · {run[:8]}", run)
+            for model, created, run in zip(rows["model"], rows["created"], rows["run"])]
+
+
+def run_folders(source: str, runs: list[str], token: str | bool | None = False) -> list[Path]:
+    """The folder of each run (by its content hash) under the directory ``source``, or downloaded
+    (results.json and samples) from the Hub dataset ``source``."""
+    from vlfair.report.hub import content_hash, hub_repo, is_repo_id
+    from vlfair.report.leaderboard import download_runs, read_results
+
+    if hub_repo(source) is None and not Path(source).exists() and is_repo_id(source):
+        source = f"hf://datasets/{source}"  # a bare Hub id, as the board reads it
+    if Path(source).is_file():
+        raise SpaceInputError(f"the board was read from a table ({Path(source).name}), which keeps no samples: "
+                              "comparisons need the runs (a folder of runs or a Hub dataset fed by vlfair push-results)")
+    if hub_repo(source) is not None:
+        root = download_runs(source, token, patterns=tuple(f"runs/**/*--{run}/*" for run in runs))
+    else:
+        root = Path(source)
+    found: dict[str, Path] = {}
+    for path in sorted(root.rglob("results.json")):
+        try:
+            results = read_results([path])[0]
+        except ValueError:
+            continue  # a broken file is the board's to report; it cannot be one of the runs chosen
+        found.setdefault(content_hash(results), path.parent)
+    missing = [run[:8] for run in runs if run not in found]
+    if missing:
+        raise SpaceInputError(f"run(s) {', '.join(missing)} are not in {source} any more; reload the board")
+    return [found[run] for run in runs]
+
+
+def compare_chosen(source: str, runs: list[str], token: str | bool | None = False,
+                   bootstrap: int = BOOTSTRAP) -> Comparison:
+    """``vlfair compare`` of the chosen runs (2 to :data:`MAX_RUNS`)."""
+    if not 2 <= len(runs) <= MAX_RUNS:
+        raise SpaceInputError(f"pick 2 to {MAX_RUNS} runs of one family to compare (picked {len(runs)})")
+    return compare_runs(run_folders(source, runs, token), bootstrap=bootstrap, confidence=CONFIDENCE)
+
+
+def view(comparison: Comparison) -> dict[str, Any]:
+    """What the view shows: the differences (formatted), a forest plot per metric and pair (an
+    image), the notes."""
+    table = differences_frame(comparison, readable=True)
+    # what a person reads first: the difference, its interval and the verdict; the values after
+    first = ["metric", "subset", "A - B", "CI", "verdict", "p (Holm)", "value A", "value B", "p"]
+    pair = ["A", "B"] if len(comparison.content["runs"]) > 2 else []
+    table = table[pair + first] if len(table) else table
+    # PNGs cut to what is drawn (tick labels and the legend sit outside the axes, which a plot
+    # component's own rendering crops)
+    from io import BytesIO
+
+    from PIL import Image
+
+    from vlfair.report.pages import figure_png
+
+    figures = {name: Image.open(BytesIO(figure_png(figure, dpi=110))) for name, figure in forests(comparison).items()}
+    return {"table": table, "figures": figures, "notes": notes(comparison)}
+
+
+__all__ = ["MAX_RUNS", "compare_chosen", "run_choices", "run_folders", "view"]
