@@ -61,3 +61,30 @@ def test_the_view_refuses_what_it_cannot_compare(app, board, demo, tmp_path):
     (copy / "b" / "samples.parquet").unlink()
     with pytest.raises(ValueError, match="no such samples file"):
         compare_chosen(str(copy), runs)
+
+
+def test_runs_of_a_hub_dataset_are_downloaded_with_their_samples(app, board, demo, tmp_path, monkeypatch):
+    """From a Hub dataset fed by vlfair push-results, only the chosen runs' folders are fetched
+    (results.json and samples.parquet), then compared."""
+    import json
+
+    import huggingface_hub
+
+    from vlfair.report.hub import run_folder
+
+    repo = tmp_path / "repo"
+    for encoder in ("biased", "control"):
+        source = demo[0] / encoder / "traits"
+        target = repo / run_folder(json.loads((source / "results.json").read_text()))
+        shutil.copytree(source, target)
+    asked = []
+
+    def snapshot_download(repo_id, repo_type, revision, allow_patterns, token):
+        asked.append((repo_id, repo_type, token, list(allow_patterns)))
+        return str(repo)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    runs = [run for _, run in run_choices(board, _traits(app, board))]
+    comparison = compare_chosen("hf://datasets/acme/board", runs, token=False, bootstrap=50)
+    assert asked == [("acme/board", "dataset", False, [f"runs/**/*--{run}/*" for run in runs])]
+    assert len(comparison.content["runs"]) == 2 and comparison.content["differences"]
