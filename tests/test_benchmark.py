@@ -32,3 +32,16 @@ def test_stats_scaling_benchmark_prints_its_ratios():
     rows = {line.split()[0]: line.split() for line in lines if line.strip().startswith(("1e+03", "2e+04"))}
     assert rows["1e+03"][4] in ("exact", "sequential_monte_carlo", "monte_carlo") and rows["2e+04"][4] == "normal_limit"
     assert rows["1e+03"][5] != "not" and rows["2e+04"][5] == "not"  # fairlearn timed at 1e3 only in a quick run
+
+
+def test_compare_benchmark_prints_its_ratios():
+    """benchmarks/compare_speed.py --quick: the traits probe on a small world run twice (the re-run
+    from cached embeddings), rescored and compared, and its contract line."""
+    script = SCRIPT.parent / "compare_speed.py"
+    result = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert re.fullmatch(r"compare_seconds=[\d.]+ rescore_seconds=[\d.]+ compare_vs_rerun=[\d.]+ "
+                        r"rescore_vs_rerun=[\d.]+ samples_bytes=\d+", lines[-1]), lines[-1]
+    for label in ("(a) re-run from cached embeddings", "(b) rescore", "(c) compare: ", "138 differences on 280"):
+        assert label in result.stdout
