@@ -43,7 +43,8 @@ def test_paired_interval_is_a_brute_force_paired_bootstrap():
         return [sps.f_oneway(*[g[:, 0] for g in groups]).statistic, means[1][1],
                 max(m[1] for m in means) - min(m[1] for m in means), means[1][0] / means[0][0]]
 
-    resamples = np.concatenate(list(stats.stratified_resamples(codes, 300, 5)))
+    # paired.compare draws its resamples from the first of three streams spawned from the seed
+    resamples = np.concatenate(list(stats.stratified_resamples(codes, 300, np.random.SeedSequence(5).spawn(3)[0])))
     differences = np.array([np.subtract(brute(a[rows]), brute(b[rows])) for rows in resamples])
     expected = np.quantile(differences, [0.025, 0.975], axis=0)
     for j, difference in enumerate(found):
@@ -77,18 +78,61 @@ def test_paired_test_is_scipy_s_paired_permutation_test(rows):
         assert difference.p_value == pytest.approx(reference.pvalue, rel=1e-12)
 
 
-def test_holm_is_the_step_down_procedure():
-    p = [0.01, 0.04, 0.03, float("nan"), 0.005, 0.5]
-    finite = [(value, k) for k, value in enumerate(p) if value == value]
-    order = sorted(finite)
-    expected = {}
-    running = 0.0
-    for rank, (value, k) in enumerate(order):  # brute force: the definition, step by step
-        running = max(running, min(1.0, (len(order) - rank) * value))
-        expected[k] = running
-    adjusted = stats.holm(p)
+def test_holm_matches_r_s_p_adjust():
+    """R: p.adjust(c(0.01, 0.04, 0.03, 0.005, 0.5), "holm") = 0.04 0.09 0.09 0.025 0.5; a nan is left
+    out of the family and stays nan."""
+    adjusted = stats.holm([0.01, 0.04, 0.03, float("nan"), 0.005, 0.5])
     assert np.isnan(adjusted[3])
-    assert [adjusted[k] for k in sorted(expected)] == pytest.approx([expected[k] for k in sorted(expected)])
+    assert [adjusted[k] for k in (0, 1, 2, 4, 5)] == pytest.approx([0.04, 0.09, 0.09, 0.025, 0.5])
+
+
+def test_monte_carlo_sign_flips_agree_with_scipy():
+    """Beyond exact enumeration (60 rows): Monte Carlo p within a few standard errors of scipy's
+    own Monte Carlo paired permutation test, and several statistics at once give each the p it
+    gets alone (the same draws, each settled on its own)."""
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=60)
+    b = a + rng.normal(0.15, 1.0, 60)
+
+    def mean_difference(swaps):
+        return np.where(swaps, b, a).mean(axis=1) - np.where(swaps, a, b).mean(axis=1)
+
+    def median_difference(swaps):
+        return np.median(np.where(swaps, b, a), axis=1) - np.median(np.where(swaps, a, b), axis=1)
+
+    ours = stats.sign_flip_test(mean_difference, 60, n_permutations=20_000, sequential=False)
+    reference = sps.permutation_test((a, b), lambda x, y, axis: x.mean(axis) - y.mean(axis),
+                                     permutation_type="samples", vectorized=True, n_resamples=20_000,
+                                     random_state=1).pvalue
+    assert ours.method == "monte_carlo" and 0.05 < reference < 0.6
+    assert abs(ours.p_value - reference) < 4 * np.sqrt(reference * (1 - reference) / 20_000) * np.sqrt(2)
+    both = stats.sign_flip_tests(lambda swaps: np.stack([mean_difference(swaps), median_difference(swaps)], 1), 60,
+                                 2, n_permutations=5_000, seed=7)
+    alone = [stats.sign_flip_test(f, 60, n_permutations=5_000, seed=7) for f in (mean_difference, median_difference)]
+    assert both == alone
+
+
+@pytest.mark.parametrize(("bootstrap", "permutations", "expected"), [
+    (200, 0, {"b_less_biased"}),        # no test: the interval alone decides
+    (0, 200, {"not_assessed"}),         # no interval: no verdict
+    (200, 200, {"b_less_biased"}),
+])
+def test_the_verdict_without_a_test_or_without_an_interval(traits_runs, bootstrap, permutations, expected):
+    content = compare_runs(list(traits_runs), bootstrap=bootstrap, n_permutations=permutations).content
+    by_gender = {d["verdict"] for d in content["differences"]
+                 if d["metric"] == "trait_anova" and "gender" in d["subset"]}
+    assert by_gender == expected
+
+
+def test_the_paired_verdict_rule():
+    verdict = stats.paired_verdict
+    assert verdict(0.5, [0.2, 0.8], [0.1, 0.3], 0.01, 0.05, 0.0) == "b_less_biased"
+    assert verdict(-0.5, [-0.8, -0.2], [-0.3, -0.1], 0.01, 0.05, 1.0) == "a_less_biased"
+    assert verdict(0.5, [0.2, 0.8], [-0.1, 0.3], 0.01, 0.05, 1.0) == "differ"  # e.g. 0.8 vs 1.1: neither closer
+    assert verdict(0.5, [-0.2, 0.8], [0.1, 0.3], 0.01, 0.05, 0.0) == "no_difference"  # the interval holds 0
+    assert verdict(0.5, [0.2, 0.8], [0.1, 0.3], 0.2, 0.05, 0.0) == "no_difference"  # the test does not reject
+    assert verdict(0.5, [0.2, 0.8], None, float("nan"), 0.05, None) == "a_higher"  # a level, no test
+    assert verdict(0.5, None, None, 0.001, 0.05, 0.0) == "not_assessed"
 
 
 # ---- runs --------------------------------------------------------------------------------
@@ -138,8 +182,15 @@ def test_three_runs_are_compared_pairwise_with_holm(traits_runs, tmp_path):
     content = compare_runs([*traits_runs, third], bootstrap=100, n_permutations=500).content
     pairs = {(d["a"], d["b"]) for d in content["differences"]}
     assert pairs == {(0, 1), (0, 2), (1, 2)} and content["multiple_testing"]["method"] == "holm"
-    family = [d for d in content["differences"] if d["metric"] == "trait_anova" and d["subset"].get("gender") == "Male"]
-    assert [d["p_adjusted"] for d in family] == pytest.approx(stats.holm([d["p_value"] for d in family]))
+    families: dict = {}
+    for d in content["differences"]:  # the family: one metric and subset, every pair of runs
+        families.setdefault((d["metric"], json.dumps(d["subset"], sort_keys=True)), []).append(d)
+    assert len(families) == len(content["differences"]) / 3 and all(len(f) == 3 for f in families.values())
+    for members in families.values():
+        assert [d["p_adjusted"] for d in members] == pytest.approx(stats.holm([d["p_value"] for d in members]),
+                                                                  nan_ok=True)
+    same = [d for d in content["differences"] if (d["a"], d["b"]) == (1, 2)]  # control vs its own copy
+    assert all(d["difference"] == 0 and d["p_adjusted"] == 1 for d in same)
 
 
 def test_comparison_json_follows_its_schema(traits_runs):
@@ -191,7 +242,6 @@ def _version(content):
 
 @pytest.mark.parametrize(("edit", "said"), [
     (_version, "probe version differs"),
-    (_dataset("name", "another/dataset"), "dataset differs"),
     (_dataset("split", "train"), "split differs"),
     (_dataset("subset", "children"), "subset differs"),
     (_dataset("fingerprint", "0" * 16), "dataset fingerprint differs"),
@@ -216,6 +266,13 @@ def test_every_difference_is_listed_at_once(traits_runs, tmp_path):
     with pytest.raises(ComparisonError) as raised:
         compare_runs([traits_runs[0], other])
     assert "split differs" in str(raised.value) and "setting prompt differs" in str(raised.value)
+
+
+def test_the_same_data_under_another_name_is_compared(traits_runs, tmp_path):
+    """A dataset is known by its fingerprint and its rows' ids, not by the name it was given (a
+    path on one machine, a Hub id on another)."""
+    other = _copy(traits_runs[1], tmp_path / "other", results=_dataset("name", "/elsewhere/fairface"))
+    assert compare_runs([traits_runs[0], other], bootstrap=20, n_permutations=20).content["differences"]
 
 
 def test_interval_settings_do_not_make_runs_incomparable(traits_runs, tmp_path):
@@ -279,17 +336,18 @@ def test_two_generators_are_compared_as_two_models(demo, tmp_path):
     """word-influence measures a text-to-image model chosen by its generator setting: runs that
     differ in it (and so in the data they made) are one family and are compared; other settings
     still refuse."""
-    from vlfair.report.results import family_of
+    from vlfair.probes import probe_class
 
     folder = demo[0] / "biased" / "word-influence"
     content = json.loads((folder / "results.json").read_text())
     settings = content["probe_settings"]
     other = {**settings, "generator": {**settings["generator"], "spec": "stabilityai/stable-diffusion-2-1"}}
     dataset = content["dataset"]
-    assert family_of("word-influence", 4, dataset, settings, ("generator",)) == \
-        family_of("word-influence", 4, {**dataset, "fingerprint": "0" * 16, "name": "generated:other"}, other,
-                  ("generator",))
-    assert family_of("traits", 8, dataset, settings) != family_of("traits", 8, dataset, other)
+    probe = probe_class("word-influence")
+    made_elsewhere = {**dataset, "fingerprint": "0" * 16, "name": "generated:other"}
+    assert probe(settings).family_key(dataset) == probe(other).family_key(made_elsewhere)
+    assert probe(settings).family_key(dataset) != probe({**settings, "seed": 5}).family_key(dataset)  # other images
+    assert probe(settings).family_key(dataset) != probe({**settings, "candidates": 7}).family_key(dataset)
     changed = _copy(demo[0] / "control" / "word-influence", tmp_path / "sd2",
                     results=lambda c: c["probe_settings"].update(generator=other["generator"]))
     assert compare_runs([folder, changed], bootstrap=20, n_permutations=20).content["differences"]
@@ -297,3 +355,16 @@ def test_two_generators_are_compared_as_two_models(demo, tmp_path):
                   results=lambda c: c["probe_settings"].update(candidates=7))
     with pytest.raises(ComparisonError, match="setting candidates differs"):
         compare_runs([folder, steps])
+
+
+def test_a_seed_that_only_resamples_leaves_the_family_alone(demo):
+    """Professions' seed draws only the intervals' resamples: another seed, the same family; traits'
+    seed draws its per-cell sample (when it draws one): another seed, another family."""
+    from vlfair.probes import probe_class
+
+    dataset = {"name": "x", "fingerprint": "f" * 16, "split": None, "subset": None}
+    professions = probe_class("professions")
+    assert professions().family_key(dataset) == professions({"seed": 9, "bootstrap": 10}).family_key(dataset)
+    traits = probe_class("traits")
+    assert traits({"per_cell": 10}).family_key(dataset) != traits({"per_cell": 10, "seed": 9}).family_key(dataset)
+    assert traits({"per_cell": None}).family_key(dataset) == traits({"per_cell": None, "seed": 9}).family_key(dataset)

@@ -259,3 +259,23 @@ def test_a_mistake_is_one_line_and_exit_2(runs, tmp_path, capsys, extra, message
     assert captured.err.startswith("vlfair card-results: " + message.replace("{missing}", str(missing)))
     assert captured.err.count("\n") == 1 and captured.out == ""
     assert not (tmp_path / "out").exists()
+
+
+def test_a_second_card_results_into_one_folder_keeps_the_first_s_entries(runs, tmp_path):
+    """The same model and probe written twice (here: a run whose subsets differ, as on other data):
+    the first call's entries on other tasks stay, those on the same task are replaced."""
+    first = _results(runs["biased-traits"])
+    other = copy.deepcopy(first)
+    other["created"] = "2027-01-01T00:00:00+00:00"
+    for metric in other["metrics"]:
+        metric["subset"] = {**metric["subset"], "trait": "kind/cruel"}
+    write_card_results([first], tmp_path, BENCHMARK)
+    path = tmp_path / "demo-world_biased" / ".eval_results" / "vlfair-traits.yaml"
+    before = yaml.safe_load(path.read_text())
+    write_card_results([other], tmp_path, BENCHMARK)
+    after = yaml.safe_load(path.read_text())
+    tasks = [item["dataset"]["task_id"] for item in after]
+    assert len(tasks) == len(set(tasks)) == 2 * len(before)
+    assert {item["dataset"]["task_id"] for item in before} <= set(tasks)
+    write_card_results([other], tmp_path, BENCHMARK)  # the same run again: nothing doubles
+    assert len(yaml.safe_load(path.read_text())) == len(after)

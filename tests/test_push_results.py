@@ -36,7 +36,7 @@ def make_results(model: str, metrics: dict[tuple[str, str], float | None], probe
         "schema": "vlfair.results/1", "vlfair_version": "0.1.0", "probe": probe, "probe_version": 3,
         "model": {"spec": f"hf:{model}", "name": model, "revision": "abc", "dtype": "float32"},
         "dataset": dataset, "created": created, "settings": {}, "probe_settings": probe_settings,
-        "family": family_of(probe, 3, dataset, probe_settings),
+        "family": family_of({"probe": probe, "probe_version": 3, "dataset": dataset, "settings": probe_settings}),
         "metrics": [{"name": name, "subset": {"profession": subset}, "value": value,
                      "ci": None if value is None else [value - 0.05, value + 0.05], "p_value": 0.5, "details": {}}
                     for (name, subset), value in metrics.items()],

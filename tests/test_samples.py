@@ -114,6 +114,9 @@ def test_rescore_changes_only_interval_settings(demo, tmp_path):
     assert rescore(folder, None, {"bootstrap": 50, "confidence": 0.9})["family"] == original["family"]
     with pytest.raises(RunError, match=r"\['prompt'\] change what the model scored"):
         rescore(folder, None, {"prompt": "a {trait} face"})
+    generated = demo[0] / "biased" / "word-influence"  # its seed drew the images: a rescore keeps them
+    with pytest.raises(RunError, match="seed also drew its samples"):
+        rescore(generated, None, {"seed": 4})
 
 
 def test_samples_stay_small_at_the_study_size(tmp_path):
@@ -125,7 +128,8 @@ def test_samples_stay_small_at_the_study_size(tmp_path):
     rng = np.random.default_rng(0)
     n = 14_000
     frame = pd.DataFrame({"row": np.arange(n), "id": [f"{rng.integers(2**63):016x}" for _ in range(n)],
-                          "race": rng.choice(["White", "Black", "Indian"], n), "gender": rng.choice(["Male", "Female"], n),
+                          "race": rng.choice(["White", "Black", "Indian"], n),
+                          "gender": rng.choice(["Male", "Female"], n),
                           **{f"confidence pair{j}": rng.random(n) for j in range(6)}})
     entry = write_samples(Samples(frame), tmp_path / "samples.parquet", {"probe": "traits"})
     size = Path(tmp_path / "samples.parquet").stat().st_size

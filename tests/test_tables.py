@@ -183,7 +183,12 @@ def test_the_demo_report_keeps_every_label_text(tmp_path):
              "planted": MARKUP, "planted_sign": 1, "measured": 1.23456, "ci": [1.1, 1.3], "detected": True,
              "neutral": 1.0}
     planting = types.SimpleNamespace(describe=lambda: [f"planted {MARKUP}"])
-    text = run._report([entry], {"biased": planting}, {"biased": tmp_path / MARKUP}, tmp_path, 3.0)
+    paired = {"planted": [{"probe": "traits", "metric": f"m {MARKUP}", "subset": {"trait": MARKUP}, "biased": 2.0,
+                           "control": 1.0, "difference": 1.0, "ci": [0.5, 1.5], "unpaired_ci": [0.4, 1.6], "p": 0.01,
+                           "found": True}],
+              "median_width_ratio": 0.9, "differences": 1, "comparisons": {f"t{MARKUP}": "compare/x.html"},
+              "not_a_probe_metric": [f"n {MARKUP}"]}
+    text = run._report([entry], {"biased": planting}, {"biased": tmp_path / MARKUP}, tmp_path, 3.0, paired)
     assert MARKUP not in text and "<script" not in text
     assert "&lt;img onerror=x&gt;" in text.split("<h2>What was planted</h2>")[1].split("</ul>")[0]
     assert f"trained on this machine ({tmp_path}/&lt;img onerror=x&gt;)" in text

@@ -299,13 +299,14 @@ def _parse_sets(items: list[str] | None) -> dict[str, Any]:
 def _rescore(args: argparse.Namespace) -> int:
     from vlfair.compare import rescore
 
-    out = Path(args.out)
-    if out.resolve() == Path(args.run).resolve():
+    out, run = Path(args.out), Path(args.run)
+    run = run.parent if run.name == "results.json" else run  # the run's folder, however it was named
+    if out.resolve() == run.resolve():
         raise UserError(f"--out {out} is the run's own folder: its results would be replaced; give another folder")
     _check_out_dir(out)
-    results = rescore(args.run, out, _parse_sets(args.set))
+    results = rescore(run, out, _parse_sets(args.set))
     log.info(f"{results['probe']}: {len(results['metrics'])} metrics recomputed from "
-             f"{Path(args.run) / results['samples']['file']} -> {out}/results.json, {out}/report.html")
+             f"{run / results['samples']['file']} -> {out}/results.json, {out}/report.html")
     return 0
 
 

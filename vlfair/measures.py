@@ -1169,26 +1169,19 @@ def bias_difference(scores_a: npt.ArrayLike, scores_b: npt.ArrayLike, groups: La
             fields |= {"bias_ratio_distance_difference": float(abs(point_a[j] - 1.0) - abs(point_b[j] - 1.0)),
                        "bias_ratio_distance_difference_ci": _interval(distance_ci, j)}
         fields |= {f"{key}_{name}": value for name, value in p.items()}
-        fields[f"{key}_verdict"] = _verdict(interval, _interval(distance_ci, j), p["p_value"], 1 - confidence)
+        fields[f"{key}_verdict"] = _verdict(float(point_a[j] - point_b[j]), interval, _interval(distance_ci, j),
+                                            p["p_value"], 1 - confidence, 1.0 if key == "bias_ratio" else 0.0)
     return BiasDifference(**fields, protected_group=protected, reference_group=reference,
                           group_counts={n: int(c) for n, c in zip(names, counts)}, confidence=confidence)
 
 
-def _verdict(difference_ci: list[float] | None, distance_ci: list[float] | None, p_value: float | None,
-             alpha: float) -> str | None:
-    """Which model is less biased, by :func:`bias_difference`'s rule (the rule of ``vlfair compare``
-    for two runs): a difference needs the interval of A - B to exclude 0 and the p-value (when
-    computed) below ``alpha``; the side is decided by the interval of the distances' difference."""
-    if difference_ci is None or distance_ci is None:
-        return None
-    low, high = difference_ci
-    if not (low > 0 or high < 0) or (p_value is not None and not p_value < alpha):  # a nan interval: no difference
-        return NO_DIFFERENCE
-    if distance_ci[1] < 0:
-        return A_LESS_BIASED
-    if distance_ci[0] > 0:
-        return B_LESS_BIASED
-    return NEITHER_CLOSER
+def _verdict(difference: float, difference_ci: list[float] | None, distance_ci: list[float] | None,
+             p_value: float | None, alpha: float, neutral: float) -> str | None:
+    """Which model is less biased, by ``stats.paired_verdict`` (the rule of ``vlfair compare``);
+    None without an interval (bootstrap=0)."""
+    found = stats.paired_verdict(difference, difference_ci, distance_ci, p_value, alpha, neutral)
+    return {"not_assessed": None, "no_difference": NO_DIFFERENCE, "a_less_biased": A_LESS_BIASED,
+            "b_less_biased": B_LESS_BIASED, "differ": NEITHER_CLOSER}[found]
 
 
 MEASURES = {

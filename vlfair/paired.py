@@ -119,16 +119,18 @@ def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *
     count = len(row_set.statistics)
     samples_a = np.empty((0, count))
     samples_b = np.empty((0, count))
+    # independent streams for the resamples, the unpaired contrast and the relabellings
+    streams = np.random.SeedSequence(seed).spawn(3)
     if bootstrap:
         blocks = [engine.resampled(indices) for indices in
-                  stats.stratified_resamples(row_set.resampling_strata, bootstrap, seed)]
+                  stats.stratified_resamples(row_set.resampling_strata, bootstrap, streams[0])]
         samples_a = np.concatenate([block[0] for block in blocks])
         samples_b = np.concatenate([block[1] for block in blocks])
     # B's resamples in another order: each A resample meets an independent B resample, the
     # interval an unpaired analysis would give (what pairing gains is the ratio of the widths)
-    apart = np.random.default_rng(seed).permutation(len(samples_b))
+    apart = np.random.default_rng(streams[1]).permutation(len(samples_b))
     if n_permutations:
-        tests = stats.sign_flip_tests(engine.swapped_difference, len(row_set.rows), count, n_permutations, seed)
+        tests = stats.sign_flip_tests(engine.swapped_difference, len(row_set.rows), count, n_permutations, streams[2])
     else:
         tests = [stats.PermutationResult(float("nan"), float("nan"), "none", None)] * count
     differences = []

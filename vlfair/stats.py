@@ -9,7 +9,8 @@
 - ``paired_bootstrap``: one measure on two models over the same images, difference with CI.
 - ``sign_flip_test``: the paired permutation test of two models on the same rows (each row's
   two results swapped or not), exact or Monte Carlo by the same rule as ``permutation_test``.
-- ``holm``: Holm's step-down adjustment of a family of p-values.
+- ``holm``: Holm's step-down adjustment of a family of p-values; ``paired_verdict``: what a
+  paired comparison found.
 
 p-values come from survival functions (``sf``), never ``1 - cdf``, so a p of 1e-238 is
 reported as such instead of being rounded to 0.
@@ -124,7 +125,7 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 # ---- bootstrap --------------------------------------------------------------------------
 def stratified_resamples(codes: npt.NDArray[np.integer], n_resamples: int,
-                         seed: int | None) -> Iterator[npt.NDArray[np.int64]]:
+                         seed: int | np.random.SeedSequence | None) -> Iterator[npt.NDArray[np.int64]]:
     """Yield (b, N) blocks of row indices; row j of a resample is drawn from row j's stratum.
 
     Because every slot keeps its stratum, group labels are unchanged by resampling: a
@@ -571,7 +572,7 @@ def sign_flip_test(statistic: Callable[[npt.NDArray[np.bool_]], npt.ArrayLike], 
 
 
 def sign_flip_tests(statistic: Callable[[npt.NDArray[np.bool_]], npt.ArrayLike], num_rows: int, num_statistics: int,
-                    n_permutations: int = PERMUTATIONS, seed: int | None = SEED,
+                    n_permutations: int = PERMUTATIONS, seed: int | np.random.SeedSequence | None = SEED,
                     sequential: bool = True) -> list[PermutationResult]:
     """:func:`sign_flip_test` of ``num_statistics`` statistics of the same rows at once, on the same
     swaps: ``statistic(swaps (b, N)) -> (b, M)``. Each statistic's p-value is what
@@ -620,6 +621,33 @@ def sign_flip_tests(statistic: Callable[[npt.NDArray[np.bool_]], npt.ArrayLike],
     methods = ["sequential_monte_carlo" if settled else "monte_carlo" for settled in sequential_hit]
     counts: list[int | None] = [int(settled_at[j]) if sequential_hit[j] else done for j in range(num_statistics)]
     return results(p, methods, counts)
+
+
+def paired_verdict(difference: float, difference_ci: Sequence[float] | None, distance_ci: Sequence[float] | None,
+                   p_value: float | None, alpha: float, neutral: float | None) -> str:
+    """What a paired comparison of A and B found, one rule for ``vlfair compare`` and the
+    ``bias_difference`` module: "a_less_biased" / "b_less_biased", "differ" (detected, neither
+    shown closer to the neutral value), "a_higher" / "b_higher" (a level: no neutral value),
+    "no_difference", or "not_assessed" (no interval: bootstrap=0).
+
+    A difference is detected when the paired interval of A - B excludes 0 and, where a permutation
+    p was computed, p < ``alpha``: the permutation test's null hypothesis is that the two runs'
+    results are exchangeable within rows, which two models whose scores differ in scale break
+    while the metric does not differ; the interval speaks to the metric. Which run is less biased
+    is read from the interval of |A - neutral| - |B - neutral|.
+    """
+    if difference_ci is None or not np.isfinite(difference_ci).all():
+        return "not_assessed"
+    untested_or_rejected = p_value is None or bool(np.isnan(p_value)) or p_value < alpha
+    if difference_ci[0] <= 0 <= difference_ci[1] or not untested_or_rejected:
+        return "no_difference"
+    if neutral is None:
+        return "a_higher" if difference > 0 else "b_higher"
+    if distance_ci is not None and distance_ci[1] < 0:
+        return "a_less_biased"
+    if distance_ci is not None and distance_ci[0] > 0:
+        return "b_less_biased"
+    return "differ"
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

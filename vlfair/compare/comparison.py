@@ -16,19 +16,17 @@ import datetime
 import hashlib
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vlfair.compare.runs import Run, RunError, load_run
-from vlfair.defaults import BOOTSTRAP, CONFIDENCE, INTERVAL_SETTINGS, PERMUTATIONS, SEED
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
 
 SCHEMA = "vlfair.comparison/1"
 FAMILY = "each metric and subset across every pair of runs compared (Holm)"
-# Settings that never change a measured value: intervals, and the seed (a seed that draws another
-# sample changes the rows, which the rows' ids show)
-NOT_COMPARED_SETTINGS = (*INTERVAL_SETTINGS, "seed", "notes")
 
 
 class ComparisonError(RunError):
@@ -43,7 +41,7 @@ class Comparison:
     runs: list[Run]
 
 
-def compare_runs(paths: list[str | Path], *, on_common_rows: bool = False, bootstrap: int = BOOTSTRAP,
+def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, bootstrap: int = BOOTSTRAP,
                  confidence: float = CONFIDENCE, seed: int | None = SEED,
                  n_permutations: int = PERMUTATIONS) -> Comparison:
     """Compare the runs in ``paths`` (run folders), every pair, every comparable metric.
@@ -90,13 +88,13 @@ def compare_runs(paths: list[str | Path], *, on_common_rows: bool = False, boots
     _check_groups(probe, runs, frames, row_sets)
     pairs = list(itertools.combinations(range(len(runs)), 2))
     differences = []
+    from vlfair import paired
+
     for a, b in pairs:
         for row_set in row_sets:
-            from vlfair import paired
-
-            columns = list(row_set.columns)
-            values_a = frames[a].loc[row_set.rows, columns].to_numpy(float)
-            values_b = frames[b].loc[row_set.rows, columns].to_numpy(float)
+            columns = [frames[a].columns.get_loc(c) for c in row_set.columns]  # rows are positions
+            values_a = frames[a].iloc[row_set.rows, columns].to_numpy(float)
+            values_b = frames[b].iloc[row_set.rows, columns].to_numpy(float)
             for found in paired.compare(row_set, values_a, values_b, bootstrap=bootstrap, confidence=confidence,
                                         seed=seed, n_permutations=n_permutations):
                 differences.append({"a": a, "b": b, **_entry(found)})
@@ -140,13 +138,6 @@ def _refuse_duplicates(runs: list[Run]) -> None:
         seen[key] = folder
 
 
-def _settings(run: Run, model_settings: tuple[str, ...]) -> dict[str, Any]:
-    """The settings that decide how a run measured (not those of its intervals, nor those that
-    choose the model it measured)."""
-    left_out = {*NOT_COMPARED_SETTINGS, *model_settings}
-    return {k: v for k, v in (run.results.get("probe_settings") or {}).items() if k not in left_out}
-
-
 def _incomparable(runs: list[Run], on_common_rows: bool) -> list[str]:
     """Every reason the runs' numbers cannot be set side by side."""
     first, problems = runs[0], []
@@ -167,12 +158,13 @@ def _incomparable(runs: list[Run], on_common_rows: bool) -> list[str]:
     # model: its rows are paired by what made them (prompt, variant, seed), not by the data's name
     # or fingerprint, which name the generator.
     probe_type = probe_class(first.results["probe"])
+    # the data is known by its fingerprint and its rows' ids, not by the name it was given (a path
+    # on one machine, a Hub id on another); a probe that makes its own data with each model (word-
+    # influence generates images) pairs its rows by what made them (prompt, variant, seed)
     made = not probe_type.needs_dataset
-    if not made:
-        differ("dataset", lambda run: run.results["dataset"]["name"])
     differ("split", lambda run: run.results["dataset"].get("split"))
     differ("subset", lambda run: run.results["dataset"].get("subset"))
-    settings = [_settings(run, probe_type.model_settings) for run in runs]
+    settings = [probe_type.measuring_settings(run.results.get("probe_settings") or {}) for run in runs]
     keys = sorted({key for s in settings for key in s})
     for key in keys:
         values = [s.get(key) for s in settings]
@@ -238,26 +230,11 @@ def _adjust(differences: list[dict[str, Any]]) -> None:
 
 
 def verdict(entry: dict[str, Any], alpha: float) -> str:
-    """"a_less_biased" / "b_less_biased" (A's value is closer to the neutral value than B's, or
-    farther), "differ" (the values differ, neither is shown closer), "a_higher" / "b_higher" (a
-    level, such as a mean score: no neutral value) or "no_difference".
+    """The verdict of one difference (``stats.paired_verdict``) from its Holm-adjusted p."""
+    from vlfair import stats
 
-    A difference is detected when the Holm-adjusted permutation p is below ``alpha`` and the
-    paired interval of A - B excludes 0: the permutation test's null hypothesis is that the two
-    runs' results are exchangeable within rows, which two models whose scores differ in scale
-    also break when the metric itself does not differ; the interval speaks to the metric."""
-    p = entry.get("p_adjusted")
-    interval = entry["difference_ci"]
-    if p is None or np.isnan(p) or p >= alpha or (interval is not None and interval[0] <= 0 <= interval[1]):
-        return "no_difference"
-    if entry["neutral"] is None:
-        return "a_higher" if entry["difference"] > 0 else "b_higher"
-    distance = entry["distance_difference_ci"]
-    if distance and distance[1] < 0:
-        return "a_less_biased"
-    if distance and distance[0] > 0:
-        return "b_less_biased"
-    return "differ"
+    return stats.paired_verdict(entry["difference"], entry["difference_ci"], entry["distance_difference_ci"],
+                                entry["p_adjusted"], alpha, entry["neutral"])
 
 
 def verdict_text(entry: dict[str, Any], labels: list[str]) -> str:
@@ -265,7 +242,8 @@ def verdict_text(entry: dict[str, Any], labels: list[str]) -> str:
     a, b = labels[entry["a"]], labels[entry["b"]]
     return {"a_less_biased": f"{a} less biased", "b_less_biased": f"{b} less biased",
             "a_higher": f"{a} higher", "b_higher": f"{b} higher",
-            "differ": "differ; neither closer to no bias", "no_difference": "no difference detected"}[entry["verdict"]]
+            "differ": "differ; neither closer to no bias", "no_difference": "no difference detected",
+            "not_assessed": "not assessed (no interval: bootstrap 0)"}[entry["verdict"]]
 
 
 def _describe(run: Run) -> dict[str, Any]:

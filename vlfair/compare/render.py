@@ -15,7 +15,7 @@ from vlfair.outputs import Table
 
 # A is drawn in the first colour of the report's cycle, B in the second, as a report draws its
 # first and second series (the demo's biased and control encoders); nothing detected: grey.
-COLOURS = {"a": "C0", "b": "C1", "none": "0.55"}
+COLOURS = {"a": "C0", "b": "C1", "differ": "C4", "none": "0.55"}
 FOREST_ROWS = 40  # a forest with more rows shows the 40 smallest p-values (the table has them all)
 
 
@@ -70,13 +70,8 @@ def forests(comparison: Comparison) -> dict[str, Any]:
     for (a, b, metric), part in frame.groupby(["a", "b", "metric"], sort=False):
         if len(part) > FOREST_ROWS:
             part = part.sort_values("p_value", kind="stable").head(FOREST_ROWS)
-        side = {"a_less_biased": names[a], "a_higher": names[a], "b_less_biased": names[b], "b_higher": names[b]}
-        series = [f"{side[v]} less biased" if v.endswith("less_biased") else f"{side[v]} higher" if v in side
-                  else "no difference detected" for v in part["verdict"]]
-        colours = {}
-        for verdict_name, label in zip(part["verdict"], series):
-            colours[label] = COLOURS["a" if verdict_name.startswith("a_") else "b" if verdict_name.startswith("b_")
-                                     else "none"]
+        series = [_series(v, names[a], names[b]) for v in part["verdict"]]
+        colours = {label: COLOURS[_side(v)] for v, label in zip(part["verdict"], series)}
         ci = [c if c else [float("nan")] * 2 for c in part["difference_ci"]]
         rows = pd.DataFrame({"label": [format_subset(s) or "(all)" for s in part["subset"]],
                              "value": part["difference"].astype(float), "low": [c[0] for c in ci],
@@ -86,6 +81,19 @@ def forests(comparison: Comparison) -> dict[str, Any]:
             rows, title, f"{metric}, A - B ({comparison.content['settings']['confidence']:.0%} paired CI)",
             neutral=0.0, colours=colours, neutral_label="no difference (0)")
     return figures
+
+
+def _side(verdict_name: str) -> str:
+    """Whose colour a difference takes: A's, B's, the colour of "they differ" or grey."""
+    return {"a_less_biased": "a", "a_higher": "a", "b_less_biased": "b", "b_higher": "b",
+            "differ": "differ"}.get(verdict_name, "none")
+
+
+def _series(verdict_name: str, a: str, b: str) -> str:
+    """A forest's legend entry for a verdict, naming the runs."""
+    return {"a_less_biased": f"{a} less biased", "b_less_biased": f"{b} less biased", "a_higher": f"{a} higher",
+            "b_higher": f"{b} higher", "differ": "differ; neither closer to no bias",
+            "not_assessed": "not assessed"}.get(verdict_name, "no difference detected")
 
 
 def notes(comparison: Comparison) -> list[str]:
@@ -99,11 +107,11 @@ def notes(comparison: Comparison) -> list[str]:
             f"({settings['n_permutations']} relabellings at most; exact when all can be enumerated); "
             + (f"Holm-adjusted over {content['multiple_testing']['family']}."
                if content["multiple_testing"]["method"] == "holm" else "two runs: no adjustment."),
-            "Verdict: a difference is detected when p (adjusted) is below "
-            f"{1 - settings['confidence']:.2g} and the interval of A - B excludes 0; for a bias measure the run "
-            "whose value is closer to the measure's neutral value (1 for a ratio, 0 for a gap or an F) is less "
-            "biased when the interval of the two distances excludes 0; a level (a mean score, an accuracy) is "
-            "only higher or lower."]
+            "Verdict: a difference is detected when the interval of A - B excludes 0 and p (adjusted, where "
+            f"computed) is below {1 - settings['confidence']:.2g}; for a bias measure the run whose value is closer "
+            "to the measure's neutral value (1 for a ratio, 0 for a gap or an F) is less biased when the interval "
+            "of the two distances excludes 0; a level (a mean score, an accuracy) is only higher or lower. p-values "
+            "are not adjusted across metrics: with many metrics, some differences are found by chance."]
     said += [f"Not compared: {u['metric']} ({u['reason']})" for u in content["uncompared"]]
     return said
 

@@ -45,7 +45,11 @@ def rescore(run_dir: str | Path, out_dir: str | Path | None, overrides: dict[str
     if recorded.get("version", results["probe_version"]) != current:
         raise RunError(f"{run.path}: made by {name} version {results['probe_version']}, this vlfair's {name} is "
                        f"version {current}: its analysis may differ; run the probe again")
-    probe = probe_type({**recorded, **(overrides or {})})
+    overrides = dict(overrides or {})
+    probe = probe_type({**recorded, **overrides})
+    if "seed" in overrides and overrides["seed"] != recorded.get("seed") and probe.draws_with_seed():
+        raise RunError(f"{run.path}: {name}'s seed also drew its samples (the per-cell sample, the generated images); "
+                       "a rescore keeps them, so it cannot change the seed: run the probe again with --set seed=...")
     output = probe.analyze(run.samples)
     output.samples = run.samples
     output.notes.append("Rescored from samples.parquet (vlfair rescore): figures drawn from the images or the model "

@@ -214,7 +214,7 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
         published = attach(output, probe.directory(), probe.published_file, output.published_model or model["spec"])
     results = build_results(probe.name, probe.version, model, dataset, output.metrics, skipped_rows,
                             {**output.settings, **run_settings}, output.warnings, published,
-                            probe.settings.model_dump(mode="json", exclude={"notes"}), probe.model_settings)
+                            probe.settings.model_dump(mode="json", exclude={"notes"}), probe.family_key(dataset))
     validate_results(results)
     return ProbeRun(probe.name, results, output)
 

@@ -138,7 +138,6 @@ class Output:
     dataset: dict[str, Any] | None = None  # set by probes that generate their data
     published_model: str | None = None  # the model the study's published numbers are matched on (default: the encoder)
     samples: Samples | None = None  # the per-sample results the metrics aggregate (samples.parquet)
-    redrawn: bool = True  # False: figures drawn from the images themselves are missing (vlfair rescore)
 
 
 class Probe(abc.ABC):
@@ -298,6 +297,36 @@ class Probe(abc.ABC):
         """The metrics as functions of per-sample values (:mod:`vlfair.paired`), for ``vlfair
         compare``: each must equal the run's metric of the same name and subset."""
         return []
+
+    # ---- comparability -------------------------------------------------------------------
+    def draws_with_seed(self) -> bool:
+        """Whether the seed draws the samples themselves (a per-cell sample, generated images), not
+        only the intervals' resamples: runs with other seeds then measured other samples."""
+        return False
+
+    @classmethod
+    def measuring_settings(cls, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings (as results.json's ``probe_settings``) that decide what a run measures: all
+        but the intervals' (``defaults.INTERVAL_SETTINGS``), the seed (which draws samples only
+        where the samples' ids show it), those choosing the model (:attr:`model_settings`) and the
+        notes. Runs that differ in these are not compared."""
+        from vlfair.defaults import INTERVAL_SETTINGS
+
+        left_out = {*INTERVAL_SETTINGS, *cls.model_settings, "seed", "notes"}
+        return {key: value for key, value in settings.items() if key not in left_out}
+
+    def family_key(self, dataset: Mapping[str, Any]) -> dict[str, Any]:
+        """What runs must share to be ranked against each other (results.json's ``family`` is its
+        hash): the probe and its version, the data (fingerprint, split, subset; for a probe that
+        makes its own data with the model, split and subset alone), the measuring settings and, where
+        it draws the samples, the seed."""
+        settings = self.settings.model_dump(mode="json")
+        key = self.measuring_settings(settings)
+        if self.draws_with_seed():
+            key["seed"] = settings.get("seed")
+        described = ("fingerprint", "split", "subset") if self.needs_dataset else ("split", "subset")
+        return {"probe": self.name, "probe_version": self.version,
+                "dataset": {field: dataset.get(field) for field in described}, "settings": key}
 
     @classmethod
     def keeps_samples(cls) -> bool:

@@ -83,6 +83,9 @@ class TraitsProbe(Probe):
     def default_subsets(self, schema: str) -> list[str | None]:
         return ["adults"]  # the study's adults aged 20-60
 
+    def draws_with_seed(self) -> bool:
+        return self.settings.per_cell is not None  # the seed draws the per-cell sample
+
     def score(self, ctx: Context, schema: str | None) -> Samples:
         import pandas as pd
 

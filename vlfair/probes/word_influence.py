@@ -109,6 +109,9 @@ class WordInfluenceProbe(Probe):
     options_title = "word-influence (--model is the group classifier's encoder)"
     settings: WordInfluenceSettings
 
+    def draws_with_seed(self) -> bool:
+        return True  # the seed draws every generated image
+
     def intervals_note(self) -> str:  # no resampling: Hoeffding's bound and exact binomial intervals
         return (f"Intervals: {self.settings.confidence:.0%} Hoeffding bounds on each influence (the least-sampled "
                 "variant's image count); shares have exact Clopper-Pearson intervals.")

@@ -485,9 +485,32 @@ def write_card_results(results: list[dict[str, Any]], out_dir: str | Path, bench
     for relative, entries in files.items():
         path = out / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(eval_results_yaml(entries), encoding="utf-8")
+        path.write_text(_merged(path, eval_results_yaml(entries)), encoding="utf-8")
         written.append(path)
     return written
+
+
+def _merged(path: Path, text: str) -> str:
+    """``text``'s entries, then those of the file already at ``path`` on other tasks (an earlier
+    card-results of the same model and probe on other data): nothing written before is lost; an
+    entry on the same task is replaced."""
+    import yaml
+
+    if not path.exists():
+        return text
+    new = yaml.safe_load(text) or []
+
+    def key(item: Any) -> tuple[Any, Any]:
+        dataset = item.get("dataset") if isinstance(item, dict) else None
+        return (dataset.get("id"), dataset.get("task_id")) if isinstance(dataset, dict) else (None, None)
+
+    given = {key(item) for item in new}
+    try:
+        old = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not the YAML of .eval_results entries ({exc}); move it away first") from None
+    kept = [item for item in old if isinstance(item, dict) and key(item) not in given] if isinstance(old, list) else []
+    return yaml.safe_dump(new + kept, sort_keys=False, allow_unicode=True, width=1000) if kept else text
 
 
 __all__ = ["benchmark_eval_yaml", "check_repo_id", "eval_result_entries", "eval_results_yaml",

@@ -41,8 +41,9 @@ def model_record(encoder: Any) -> dict[str, Any]:
 
 def build_results(probe: str, probe_version: int, model: dict[str, Any], dataset: dict[str, Any],
                   metrics: list[Metric], skipped_rows: list[int], settings: dict[str, Any], warnings: list[str],
-                  published: list[dict[str, Any]] | None = None,
-                  probe_settings: dict[str, Any] | None = None, model_settings: tuple[str, ...] = ()) -> dict[str, Any]:
+                  published: list[dict[str, Any]] | None = None, probe_settings: dict[str, Any] | None = None,
+                  family_key: dict[str, Any] | None = None) -> dict[str, Any]:
+    """results.json's content; ``family_key`` (``Probe.family_key``) names its family."""
     results = {
         "schema": SCHEMA, "vlfair_version": __version__, "probe": probe, "probe_version": probe_version,
         "model": model,
@@ -52,25 +53,16 @@ def build_results(probe: str, probe_version: int, model: dict[str, Any], dataset
     }
     if probe_settings is not None:
         results["probe_settings"] = probe_settings
-        results["family"] = family_of(probe, probe_version, dataset, probe_settings, model_settings)
+    if family_key is not None:
+        results["family"] = family_of(family_key)
     return jsonable(results)
 
 
-def family_of(probe: str, probe_version: int, dataset: dict[str, Any], probe_settings: dict[str, Any],
-              model_settings: tuple[str, ...] = ()) -> str:
-    """A 16-hex-digit name of what makes runs comparable: the probe and its version, the dataset
-    (name, fingerprint, split, subset) and every setting but those of the intervals
-    (:data:`vlfair.defaults.INTERVAL_SETTINGS`) and those that choose the model measured
-    (``model_settings``: word-influence's generator). A probe that makes its own data with the
-    model (``model_settings``) makes other data with each: its dataset is named by its settings."""
+def family_of(key: dict[str, Any]) -> str:
+    """16 hex digits of a run's family key (``Probe.family_key``: the probe, its version, the data
+    and the settings that decide what it measures): runs of one family may be ranked together."""
     import hashlib
 
-    from vlfair.defaults import INTERVAL_SETTINGS
-
-    described = ("split", "subset") if model_settings else ("name", "fingerprint", "split", "subset")
-    left_out = {*INTERVAL_SETTINGS, *model_settings, "notes"}
-    key = {"probe": probe, "probe_version": probe_version, "dataset": {k: dataset.get(k) for k in described},
-           "settings": {k: v for k, v in probe_settings.items() if k not in left_out}}
     text = json.dumps(jsonable(key), sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

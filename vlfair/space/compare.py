@@ -36,7 +36,8 @@ def run_folders(source: str, runs: list[str], token: str | bool | None = False) 
         source = f"hf://datasets/{source}"  # a bare Hub id, as the board reads it
     if Path(source).is_file():
         raise SpaceInputError(f"the board was read from a table ({Path(source).name}), which keeps no samples: "
-                              "comparisons need the runs (a folder of runs or a Hub dataset fed by vlfair push-results)")
+                              "comparisons need the runs (a folder of runs or a Hub dataset fed by vlfair "
+                              "push-results)")
     if hub_repo(source) is not None:
         root = download_runs(source, token, patterns=tuple(f"runs/**/*--{run}/*" for run in runs))
     else:
