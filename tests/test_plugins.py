@@ -296,3 +296,33 @@ def test_two_classes_of_one_name_are_refused_but_one_class_imported_twice_is_one
     probes.register(again)  # the same module's class, defined again (a module imported twice)
     with pytest.raises(ValueError, match="two probes are named 'twin': plugin_a.Twin and plugin_b.Twin"):
         probes.register(other)
+
+
+def test_a_probe_must_define_run_or_score_and_analyze():
+    """register refuses a class that can measure nothing; a class used without registering says
+    what it lacks, and a probe with score but no analyze has no samples path."""
+    from vlfair.probes import register
+    from vlfair.probes.base import Probe, ProbeError
+
+    import vlfair.probes.traits as traits_module
+
+    class Nothing(Probe):
+        name = "nothing-defined"
+        settings_file = "traits.yaml"
+        Settings = traits_module.TraitsSettings
+
+    class ScoreOnly(Nothing):
+        name = "score-only"
+
+        def score(self, ctx, schema):
+            return None
+
+    Nothing.__module__ = ScoreOnly.__module__ = traits_module.__name__  # read traits.yaml as its settings
+    for probe in (Nothing, ScoreOnly):
+        with pytest.raises(TypeError, match="defines neither run"):
+            register(probe)
+    assert not ScoreOnly.keeps_samples()
+    with pytest.raises(ProbeError, match="defines neither run nor score and analyze"):
+        Nothing().run(None, None)
+    with pytest.raises(ProbeError, match="defines score but not analyze"):
+        ScoreOnly().run(None, None)

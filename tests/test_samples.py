@@ -4,7 +4,6 @@ run's numbers, and each probe's paired statistics are its metrics."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ import pytest
 from vlfair.compare import load_run, rescore
 from vlfair.probes import probe_class
 from vlfair.samples import IDENTITY, sha256_of
+from vlfair.testing import assert_statistics_are_metrics
 
 RUNS = [f"{encoder}/{probe}" for encoder in ("biased", "control")
         for probe in ("professions", "traits", "word-influence", "multilingual", "public-figures")]
@@ -49,27 +49,9 @@ def test_each_paired_statistic_is_the_run_s_metric(demo, run):
     """What vlfair compare differences is what the run reported: each statistic of the probe's row
     sets, on the run's own rows, equals the metric of that name and subset; every metric with a
     value is compared."""
-    from vlfair import paired
-
     loaded = load_run(demo[0] / run)
     probe = probe_class(loaded.results["probe"])(loaded.results["probe_settings"])
-    reported = {(m["name"], json.dumps(m["subset"], sort_keys=True)): m["value"] for m in loaded.results["metrics"]}
-    seen = set()
-    for row_set in probe.comparisons(loaded.samples):
-        values = loaded.samples.frame.loc[row_set.rows, list(row_set.columns)].to_numpy(float)
-        for difference in paired.compare(row_set, values, values, bootstrap=0, n_permutations=0):
-            key = (difference.name, json.dumps(difference.subset, sort_keys=True))
-            assert key in reported, key
-            expected = reported[key]
-            if expected is None:
-                assert math.isnan(difference.value_a), key
-            else:
-                np.testing.assert_allclose(difference.value_a, expected, rtol=1e-9, atol=1e-12, err_msg=str(key))
-            seen.add(key)
-    left_out = set(probe.uncompared)  # metric names the probe says it cannot compare, each with its reason
-    assert all(probe.uncompared.values())
-    missing = {key for key, value in reported.items() if value is not None and key[0] not in left_out} - seen
-    assert not missing, sorted(missing)[:5]
+    assert_statistics_are_metrics(probe, loaded.samples, loaded.results["metrics"])
 
 
 def test_a_changed_samples_file_is_refused(demo, tmp_path):

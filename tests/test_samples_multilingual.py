@@ -5,36 +5,18 @@ their identity, and two models of the demo world differ the way the world plante
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import vlfair
-from vlfair import paired
 from vlfair.compare import load_run, rescore
 from vlfair.probes import probe_class, run_probe
 from vlfair.samples import IDENTITY, Samples
+from vlfair.testing import assert_statistics_are_metrics
 
 FAST = {"bootstrap": 200, "seed": 1}  # as tests/test_probes.py runs the probes
-
-
-def _assert_every_metric_is_a_paired_statistic(probe, samples: Samples, metrics: list[dict]) -> None:
-    reported = {(m["name"], json.dumps(m["subset"], sort_keys=True)): m["value"] for m in metrics}
-    seen = set()
-    for row_set in probe.comparisons(samples):
-        values = samples.frame.loc[row_set.rows, list(row_set.columns)].to_numpy(float)
-        for difference in paired.compare(row_set, values, values, bootstrap=0, n_permutations=0):
-            key = (difference.name, json.dumps(difference.subset, sort_keys=True))
-            assert key in reported, key
-            if reported[key] is None:
-                assert math.isnan(difference.value_a), key
-            else:
-                np.testing.assert_allclose(difference.value_a, reported[key], rtol=1e-9, atol=1e-12, err_msg=str(key))
-            seen.add(key)
-    missing = {key for key, value in reported.items() if value is not None and key[0] not in probe.uncompared} - seen
-    assert not missing, sorted(missing)[:5]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +44,7 @@ def test_fairface_samples_rescore_exactly_and_every_metric_is_compared(fairface_
     assert not (tmp_path / "again" / "image_towers.csv").exists()  # it names the run's model: the run's own
     run = load_run(fairface_run)
     probe = probe_class("multilingual")(run.results["probe_settings"])
-    _assert_every_metric_is_a_paired_statistic(probe, run.samples, original["metrics"])
+    assert_statistics_are_metrics(probe, run.samples, original["metrics"])
     assert {m["name"] for m in original["metrics"]} >= {"gap_amplification", "group_rate_gap", "cross_lingual_gap"}
 
 
@@ -83,7 +65,7 @@ def test_a_group_the_measure_refuses_is_a_warning_and_no_statistic():
     assert any("of race Indian" in warning for warning in out.warnings)
     metrics = [{"name": m.name, "subset": m.subset, "value": m.value} for m in out.metrics]
     assert not any(m["subset"].get("race") == "Indian" for m in metrics if m["name"] == "group_rate_gap")
-    _assert_every_metric_is_a_paired_statistic(probe, samples, metrics)
+    assert_statistics_are_metrics(probe, samples, metrics)
 
 
 def test_multi30k_rows_are_identified_stably(clip_dir, tmp_path):

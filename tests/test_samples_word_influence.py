@@ -5,16 +5,16 @@ differences between two models with the planted sign."""
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
 from PIL import Image
+from test_t2i import by_colour
 
-from vlfair import paired
 from vlfair.compare import compare_runs, load_run, rescore
 from vlfair.probes import ProbeError, probe_class, run_probe
 from vlfair.t2i.generators import CallableGenerator, sample_seed
+from vlfair.testing import assert_statistics_are_metrics
 
 
 def _planted(effects: dict[str, float], no_person=lambda prompt: False):
@@ -31,14 +31,6 @@ def _planted(effects: dict[str, float], no_person=lambda prompt: False):
     return generate
 
 
-def _by_colour(images):
-    labels = []
-    for image in images:
-        r, g, b = image.getpixel((0, 0))[:3]
-        labels.append("no_person" if g > 100 else "female" if r > b else "male")
-    return labels
-
-
 SETTINGS = {"prompts": ["a nurse at the hospital"], "transmuter": {"name": "lexicon"}, "words": "content",
             "candidates": 3, "images_per_prompt": 20, "original_images": 60, "target_group": "female",
             "max_level": None}
@@ -46,27 +38,19 @@ SETTINGS = {"prompts": ["a nurse at the hospital"], "transmuter": {"name": "lexi
 
 def _run(encoder, folder, effects, settings=None, **generator):
     components = {"generator": CallableGenerator(_planted(effects, **generator), f"planted {sorted(effects.items())}"),
-                  "classifier": _by_colour}
+                  "classifier": by_colour}
     return run_probe("word-influence", encoder, None, folder, cache_dir=None, settings={**SETTINGS, **(settings or {})},
                      components=components)
 
 
 def _assert_statistics_are_metrics(folder):
-    """Each paired statistic on the run's own rows is the run's metric; every metric is compared."""
+    """Each paired statistic on the run's own rows is the run's metric; every metric is compared,
+    those without a value too (as nan)."""
     loaded = load_run(folder)
     probe = probe_class("word-influence")(loaded.results["probe_settings"])
-    reported = {(m["name"], json.dumps(m["subset"], sort_keys=True)): m["value"] for m in loaded.results["metrics"]}
-    seen = set()
-    for row_set in probe.comparisons(loaded.samples):
-        values = loaded.samples.frame.loc[row_set.rows, list(row_set.columns)].to_numpy(float)
-        for found in paired.compare(row_set, values, values, bootstrap=0, n_permutations=0):
-            key = (found.name, json.dumps(found.subset, sort_keys=True))
-            if reported[key] is None:
-                assert math.isnan(found.value_a), key
-            else:
-                np.testing.assert_allclose(found.value_a, reported[key], rtol=1e-9, atol=1e-12, err_msg=str(key))
-            seen.add(key)
-    assert seen == set(reported) and not probe.uncompared
+    seen = assert_statistics_are_metrics(probe, loaded.samples, loaded.results["metrics"])
+    assert seen == {(m["name"], json.dumps(m["subset"], sort_keys=True)) for m in loaded.results["metrics"]}
+    assert not probe.uncompared
     return loaded
 
 

@@ -12,7 +12,8 @@ import numpy as np
 from vlfair.tiny import *  # noqa: F403  (the names tests have always taken from here)
 from vlfair.tiny import __all__ as _TINY
 
-__all__ = [*_TINY, "NUMBERS_KEYS", "assert_metrics_close", "assert_same_numbers", "comparable_results"]
+__all__ = [*_TINY, "NUMBERS_KEYS", "assert_metrics_close", "assert_same_numbers", "assert_statistics_are_metrics",
+           "comparable_results"]
 
 
 def assert_metrics_close(actual: list[dict[str, Any]], expected: list[dict[str, Any]], rtol: float = 1e-5,
@@ -61,3 +62,33 @@ def assert_same_numbers(actual: Any, expected: Any, where: str = "", rtol: float
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=where)
     else:
         assert actual == expected, f"{where}: {actual!r} vs {expected!r}"
+
+
+def assert_statistics_are_metrics(probe: Any, samples: Any, metrics: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """Each statistic of ``probe.comparisons(samples)``, on the samples' own values (both "runs"
+    the same), is the metric of that name and subset in ``metrics`` (results.json's; a metric
+    without a value gives nan), and every metric with a value is compared unless the probe lists
+    it in ``uncompared``. Returns the (name, subset JSON) keys compared."""
+    import json
+    import math
+
+    from vlfair import paired
+
+    reported = {(m["name"], json.dumps(m["subset"], sort_keys=True)): m["value"] for m in metrics}
+    frame = samples.frame
+    seen = set()
+    for row_set in probe.comparisons(samples):
+        values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
+        for found in paired.compare(row_set, values, values, bootstrap=0, n_permutations=0):
+            key = (found.name, json.dumps(found.subset, sort_keys=True))
+            assert key in reported, key
+            if reported[key] is None:
+                assert math.isnan(found.value_a), key
+            else:
+                np.testing.assert_allclose(found.value_a, reported[key], rtol=1e-9, atol=1e-12, err_msg=str(key))
+            seen.add(key)
+    assert all(probe.uncompared.values())  # each metric left out says why
+    missing = {key for key, value in reported.items() if value is not None and key[0] not in probe.uncompared} - seen
+    assert not missing, sorted(missing)[:5]
+    return seen
+

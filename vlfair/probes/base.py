@@ -283,11 +283,12 @@ class Probe(abc.ABC):
     def score(self, ctx: Context, schema: str | None) -> Samples:
         """The model's part: every sample's quantities (one row per sample, with ``ctx.identity``'s
         columns first), the run's facts and the warnings scoring raised."""
-        raise NotImplementedError(f"probe {self.name!r} defines neither run nor score and analyze")
+        raise ProbeError(f"probe {self.name!r} defines neither run nor score and analyze (register refuses such a "
+                         "class; this one was used without it)")
 
     def analyze(self, samples: Samples) -> Output:
         """The metrics, tables and figures from the samples alone (no model, no dataset)."""
-        raise NotImplementedError(f"probe {self.name!r} defines score but not analyze")
+        raise ProbeError(f"probe {self.name!r} defines score but not analyze: it cannot be measured from samples")
 
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:  # noqa: B027  (optional: most draw none)
         """Figures drawn from the images or the model themselves (median images, Grad-CAM): added

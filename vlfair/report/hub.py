@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vlfair.samples import sha256_of
+
 HUB_PREFIX = "hf://datasets/"
 RUNS = "runs"
 RESULTS_PATTERN = "runs/**/results.json"
@@ -132,20 +134,12 @@ def local_run(run_dir: str | Path) -> LocalRun:
     sample_path = path.parent / samples["file"]
     if not sample_path.is_file():
         raise HubError(f"{sample_path} is missing (results.json names it as the run's samples)")
-    digest = _file_sha256(sample_path)
+    digest = sha256_of(sample_path)
     if digest != samples["sha256"]:
         raise HubError(f"{sample_path} is not the file the run wrote: its SHA-256 is {digest[:12]}..., results.json "
                        f"records {samples['sha256'][:12]}...")
     files[samples["file"]] = sample_path
     return LocalRun(results, files)
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass
