@@ -22,8 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from vlfair import paired
+from vlfair._version import __version__
 from vlfair.compare.runs import Run, RunError, load_run
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+from vlfair.report.results import jsonable
 
 SCHEMA = "vlfair.comparison/1"
 FAMILY = "each metric and subset across every pair of runs compared (Holm)"
@@ -87,22 +90,20 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         raise ComparisonError(f"probe {probe.name!r} gives no per-sample form of its metrics to compare")
     _check_groups(probe, runs, frames, row_sets)
     pairs = list(itertools.combinations(range(len(runs)), 2))
+    # each run's values of each row set, read once (rows are positions in the aligned frames)
+    values = [[frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
+               for row_set in row_sets] for frame in frames]
     differences = []
-    from vlfair import paired
-
     for a, b in pairs:
-        for row_set in row_sets:
-            columns = [frames[a].columns.get_loc(c) for c in row_set.columns]  # rows are positions
-            values_a = frames[a].iloc[row_set.rows, columns].to_numpy(float)
-            values_b = frames[b].iloc[row_set.rows, columns].to_numpy(float)
-            for found in paired.compare(row_set, values_a, values_b, bootstrap=bootstrap, confidence=confidence,
-                                        seed=seed, n_permutations=n_permutations):
+        for k, row_set in enumerate(row_sets):
+            for found in paired.compare(row_set, values[a][k], values[b][k], bootstrap=bootstrap,
+                                        confidence=confidence, seed=seed, n_permutations=n_permutations):
                 differences.append({"a": a, "b": b, **_entry(found)})
     _adjust(differences)
     for entry in differences:
         entry["verdict"] = verdict(entry, 1 - confidence)
     content = {
-        "schema": SCHEMA, "vlfair_version": _version(), "probe": probe.name,
+        "schema": SCHEMA, "vlfair_version": __version__, "probe": probe.name,
         "probe_version": runs[0].results["probe_version"],
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "runs": [_describe(run) for run in runs],
@@ -113,29 +114,20 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         "differences": differences,
         "uncompared": [{"metric": name, "reason": why} for name, why in sorted(probe.uncompared.items())],
     }
-    from vlfair.report.results import jsonable
-
     content = jsonable(content)
     validate_comparison(content)
     return Comparison(content, runs)
 
 
-def _version() -> str:
-    from vlfair._version import __version__
-
-    return __version__
-
-
 def _refuse_duplicates(runs: list[Run]) -> None:
-    seen: dict[str, Path] = {}
+    """A run given twice (its folder, or a copy of its samples file) compares with nothing."""
+    seen: dict[Any, Path] = {}
     for run in runs:
-        key = run.results["samples"]["sha256"]
-        folder = run.path.resolve()
-        for other_key, other in seen.items():
-            if other == folder or other_key == key:
-                raise ComparisonError(f"{run.path} is given twice (the same run as {other}): compare two different "
-                                      "runs")
-        seen[key] = folder
+        for key in (run.path.resolve(), run.results["samples"]["sha256"]):
+            if key in seen:
+                raise ComparisonError(f"{run.path} is given twice (the same run as {seen[key]}): compare two "
+                                      "different runs")
+        seen.update({run.path.resolve(): run.path, run.results["samples"]["sha256"]: run.path})
 
 
 def _incomparable(runs: list[Run], on_common_rows: bool) -> list[str]:
