@@ -12,11 +12,30 @@ import os
 from typing import Any
 
 import numpy as np
-from PIL import Image
+from PIL import ExifTags, Image, ImageOps
+
+# Encoders scale an image's short side to their input size (224-448 pixels), so a long thin image
+# grows to input size x aspect ratio: a 2,000,000 x 1 strip of 2 KB would need 10^11 pixels. Real
+# photographs, panoramas included, stay far below this ratio.
+MAX_ASPECT_RATIO = 100
+_TYPICAL_INPUT = 224  # the example in the message
+# Greyscale modes PIL converts to 8 bits by clipping, not scaling (16-bit would come out white):
+# vlfair scales them itself (to_rgb)
+_WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+
+
+class UnusableImage(ValueError):
+    """An image that decodes but cannot be embedded faithfully; ``problem`` says why, phrased to
+    follow "the image is" ("too elongated (...)", "in mode LAB, which ...")."""
+
+    def __init__(self, problem: str):
+        self.problem = problem
+        super().__init__(problem)
 
 
 class BadImageError(ValueError):
-    """An image that cannot be decoded (unreadable, truncated, not an image)."""
+    """An image that cannot be decoded (unreadable, truncated, not an image) or embedded (too elongated,
+    a mode that cannot be converted to RGB)."""
 
     def __init__(self, row: int, path: str | None, reason: str):
         self.row = row
@@ -35,13 +54,72 @@ def cell_path(value: Any) -> str | None:
     return getattr(value, "filename", None) or None
 
 
+def shape_problem(width: int, height: int) -> str | None:
+    """Why an image of ``width`` x ``height`` cannot be embedded (no pixels, or so elongated that the
+    encoder's resize would exhaust memory), or None. Checked from the header, before decoding."""
+    short, long = sorted((width, height))
+    if short < 1:
+        return f"without pixels ({width}x{height})"
+    if long > MAX_ASPECT_RATIO * short:
+        grown = _TYPICAL_INPUT * long // short
+        return (f"too elongated ({width}x{height} pixels, aspect ratio {long / short:,.0f}:1; at most "
+                f"{MAX_ASPECT_RATIO}:1): an encoder scales the short side to its input size, so at "
+                f"{_TYPICAL_INPUT} pixels it would become {grown:,}x{_TYPICAL_INPUT} pixels")
+    return None
+
+
+def upright(image: Image.Image) -> Image.Image:
+    """The picture as it is meant to be seen: its EXIF orientation applied, as ``datasets``' Image
+    feature decodes it (and as every viewer shows it), so vlfair embeds the picture datasets shows."""
+    if image.getexif().get(ExifTags.Base.Orientation) is not None:
+        return ImageOps.exif_transpose(image)
+    return image
+
+
 def to_rgb(image: Image.Image) -> Image.Image:
-    """RGB with transparency composited onto white, as transformers' image processors do."""
-    if "A" in image.getbands() or image.info.get("transparency") is not None:
-        rgba = image.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(background, rgba).convert("RGB")
-    return image if image.mode == "RGB" else image.convert("RGB")
+    """RGB with transparency composited onto white, as transformers' image processors do.
+
+    16-bit greyscale (``I;16``, ``I;16B``, ...) is scaled by its bit depth (65535 -> 255); 32-bit
+    integer (``I``) and float (``F``) images, which declare no range, have their own range (min to
+    max) scaled to 0-255. PIL (and so transformers) would clip those to 0-255: 16-bit pictures
+    came out white, float ones black.
+
+    Raises:
+        UnusableImage: a float image with NaN or infinite pixels, or a mode PIL cannot convert.
+    """
+    if image.mode in _WIDE_MODES:
+        image = _to_8bit(image)
+    elif image.mode == "La":  # premultiplied grey + alpha (in-memory only): PIL converts it to LA alone
+        image = image.convert("LA")
+    try:
+        if image.has_transparency_data:  # an alpha band, a palette with alpha, or a transparent colour
+            rgba = image.convert("RGBA")
+            background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+            return Image.alpha_composite(background, rgba).convert("RGB")
+        return image if image.mode == "RGB" else image.convert("RGB")
+    except ValueError:
+        raise UnusableImage(f"in mode {image.mode}, which vlfair cannot convert to RGB") from None
+
+
+def _to_8bit(image: Image.Image) -> Image.Image:
+    """A 16-bit, 32-bit or float greyscale image as 8-bit "L" (or "LA" where one value is transparent)."""
+    pixels = np.asarray(image)
+    if image.mode.startswith("I;16"):  # the bit depth: 0-65535 -> 0-255, rounded
+        grey = ((pixels.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+    else:
+        values = pixels.astype(np.float32)
+        if not np.isfinite(values).all():
+            raise UnusableImage(f"a float image (mode {image.mode}) with NaN or infinite pixels")
+        low, high = float(values.min()), float(values.max())
+        if high == low:  # one value, no range to scale: PIL's own reading of it
+            return image.convert("L")
+        grey = np.rint((values - low) * (255 / (high - low))).astype(np.uint8)
+    converted = Image.fromarray(grey)
+    transparent = image.info.get("transparency")
+    if isinstance(transparent, (int, float)):  # PNG's tRNS: one grey value, at the image's own depth
+        alpha = Image.fromarray(np.where(pixels == transparent, 0, 255).astype(np.uint8))
+        converted = Image.merge("LA", (converted, alpha))
+    return converted
 
 
 def _open(value: Any) -> Image.Image:
@@ -63,34 +141,53 @@ def _open(value: Any) -> Image.Image:
     )
 
 
-def load_rgb(value: Any, row: int) -> Image.Image:
-    """Decode one cell fully (so truncation is detected here, not later) and convert to RGB.
+def decode(image: Image.Image) -> Image.Image:
+    """An opened image as the RGB picture it shows: its size checked from the header
+    (:func:`shape_problem`), decoded fully (so truncation is detected here, not later), EXIF
+    orientation applied, converted faithfully (:func:`to_rgb`). The one decode path of runs,
+    ``prepare`` (:func:`image_problem`) and the Space's upload check.
 
     Raises:
-        BadImageError: the cell cannot be decoded; names ``row`` and the path.
+        UnusableImage: too elongated, a mode that cannot be converted, NaN pixels.
+        OSError, ValueError, SyntaxError, Image.DecompressionBombError: PIL cannot decode it.
+    """
+    if problem := shape_problem(*image.size):
+        raise UnusableImage(problem)
+    image.load()
+    return to_rgb(upright(image))
+
+
+def load_rgb(value: Any, row: int) -> Image.Image:
+    """Decode one cell (:func:`decode`) to RGB.
+
+    Raises:
+        BadImageError: the cell cannot be decoded or embedded; names ``row`` and the path.
         TypeError: the cell is not an image-like value at all; names ``row``.
     """
     image = None
     try:
         image = _open(value)
-        image.load()
-        return to_rgb(image)
+        return decode(image)
     except TypeError as exc:
         raise TypeError(f"row {row}: {exc}") from None
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-        if image is not None:  # a file it failed to decode stays open until closed (PIL keeps the handle)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:  # UnusableImage too
+        if image is not None and image is not value:  # a file it opened stays open until closed (PIL keeps it)
             image.close()
-        raise BadImageError(row, cell_path(value), f"{type(exc).__name__}: {exc}") from None
+        reason = exc.problem if isinstance(exc, UnusableImage) else f"{type(exc).__name__}: {exc}"
+        raise BadImageError(row, cell_path(value), reason) from None
 
 
 def image_problem(data: bytes) -> str | None:
     """What is wrong with ``data`` as an image ("empty (0 bytes)", "not a readable image (...)",
-    "a decompression bomb (...)" over PIL's pixel limit), or None. Decodes it fully, as embedding will."""
+    "a decompression bomb (...)" over PIL's pixel limit, "too elongated (...)", a mode it cannot
+    convert), or None. Decodes it fully, as embedding will (:func:`decode`)."""
     if not data:
         return "empty (0 bytes)"
     try:
         with Image.open(io.BytesIO(data)) as image:
-            image.load()
+            decode(image)
+    except UnusableImage as exc:
+        return exc.problem
     except Image.DecompressionBombError as exc:
         return f"a decompression bomb ({exc})"
     except (OSError, ValueError, SyntaxError) as exc:

@@ -85,7 +85,29 @@ def _hf_source(dataset: Any, column: str) -> ImageSource:
             "expected an Image feature, file path strings or {'bytes', 'path'} structs"
         )
     # Index the column once per row: dataset[row][column] would read every column.
-    return ImageSource(_HFColumn(dataset, column), dataset._fingerprint, column)
+    return ImageSource(_HFColumn(dataset, column), _hf_fingerprint(dataset, column), column)
+
+
+def _hf_fingerprint(dataset: Any, column: str) -> str:
+    """The table's fingerprint (``Dataset._fingerprint``) and, for each cell that names a file instead
+    of holding its bytes (a path string, an image struct whose bytes are null), that file's digest,
+    as a list of paths is keyed (``_cell_digest``: path, size, mtime). The table's fingerprint covers
+    only the path strings, so a file replaced under its name would be served its old embeddings."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    digest = hashlib.sha256(dataset._fingerprint.encode())
+    table = dataset.data.column(column)  # every row of the files, whatever a selection keeps: cheap to ask
+    kind = table.type
+    if pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0 and \
+            pc.struct_field(table, "bytes").null_count == 0:
+        return digest.hexdigest()  # every image is in the table: its fingerprint covers them
+    rows = dataset.select_columns([column]).with_format("arrow")
+    for start in range(0, len(rows), 1024):
+        for offset, cell in enumerate(rows[start:start + 1024][column].to_pylist()):
+            if isinstance(cell, str) or (isinstance(cell, Mapping) and cell.get("bytes") is None):
+                digest.update(_cell_digest(cell, start + offset, column))
+    return digest.hexdigest()
 
 
 class _HFColumn:

@@ -6,14 +6,13 @@ Adding a backend is one module with a ``load_<name>(ref, **options)`` function p
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import torch
 
 from vlfair.models.base import Encoder
 from vlfair.models.hf import HFEncoder, load_hf
-from vlfair.models.hub import ModelNotFoundError
+from vlfair.models.hub import ModelNotFoundError, is_local_directory
 from vlfair.models.mclip import MCLIPEncoder, load_mclip
 from vlfair.models.preprocessing import ImagePreprocessing, UnsupportedPreprocessing
 
@@ -42,9 +41,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
     """``"mclip:ID"`` -> ``("mclip", "ID")``; bare ids and directories go to the ``hf`` backend."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"a model spec must be a non-empty string, got {spec!r}")
-    from vlfair.models.hub import hub_only_active
-
-    if os.path.isdir(spec) and not hub_only_active():  # a Space's visitor never names a server folder
+    if is_local_directory(spec):  # never under hub_only: a Space's visitor never names a server folder
         return DEFAULT_BACKEND, spec
     prefix, sep, ref = spec.partition(":")
     if not sep:

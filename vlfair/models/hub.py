@@ -36,7 +36,7 @@ class ResolvedModel:
 
 def split_revision(ref: str, revision: str | None = None) -> tuple[str, str | None]:
     """``"org/name@abc123"`` -> ``("org/name", "abc123")``; conflicting revisions are an error."""
-    if "@" in ref and not os.path.isdir(ref):
+    if "@" in ref and not is_local_directory(ref):  # a folder named "x@y" is that folder
         ref, _, pinned = ref.rpartition("@")
         if revision is not None and revision != pinned:
             raise ValueError(f"revision given twice and differently: {pinned!r} in the spec and {revision!r}")
@@ -72,6 +72,34 @@ def hub_only_active() -> bool:
     return _HUB_ONLY.get()
 
 
+def is_local_directory(ref: str) -> bool:
+    """Whether ``ref`` loads from a folder of this machine: any existing directory, also one named like
+    a Hub id (transformers loads ``openai/clip-vit-base-patch32`` from the working directory when such
+    a folder is there), except within :func:`hub_only`."""
+    return not hub_only_active() and os.path.isdir(ref)
+
+
+def is_hub_id(ref: str) -> bool:
+    """``owner/name`` with no path syntax (no leading ``.``, ``/`` or ``~``, no empty, ``.`` or ``..`` part)."""
+    parts = ref.split("/")
+    return not ref.startswith((".", "/", "~")) and len(parts) == 2 and all(p not in ("", ".", "..") for p in parts)
+
+
+def hub_reference(ref: str, revision: str | None = None) -> tuple[str, str | None] | None:
+    """``(owner/name, revision)`` when ``ref`` (``ID``, ``ID@REV``) loads the Hub model of that id, None
+    when it loads something else: a local directory (whatever its name looks like) or a path. The
+    one rule for "this is the Hub model X": :func:`resolve_model` loads by it, and the studies'
+    published numbers are compared only with the models it names.
+
+    Raises:
+        ValueError: two different revisions (one in ``ref``, one given).
+    """
+    ref, revision = split_revision(ref, revision)
+    if is_local_directory(ref) or not is_hub_id(ref):
+        return None
+    return ref, revision
+
+
 def hub_offline() -> bool:
     from huggingface_hub import constants
 
@@ -90,11 +118,9 @@ def resolve_model(ref: str, revision: str | None = None, *, use_safetensors: boo
             offline or unreachable; or the repository or revision does not exist.
     """
     ref, revision = split_revision(ref, revision)
-    if hub_only_active():
-        if ref.startswith((".", "/", "~")) or ref.count("/") != 1 \
-                or any(part in ("", ".", "..") for part in ref.split("/")):
-            raise ModelNotFoundError(f"{ref!r} is not a Hub model id (owner/name)")
-    elif os.path.isdir(ref):
+    if hub_only_active() and not is_hub_id(ref):
+        raise ModelNotFoundError(f"{ref!r} is not a Hub model id (owner/name)")
+    if is_local_directory(ref):
         if revision is not None:
             raise ValueError(f"{ref!r} is a local directory; a revision ({revision!r}) applies only to Hub ids")
         return ResolvedModel(ref, os.path.abspath(ref), directory_fingerprint(ref))

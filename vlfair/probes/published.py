@@ -86,9 +86,18 @@ def _table_cells(table: dict[str, Any], labels: dict[str, str], models: dict[str
 
 
 def hub_id(spec: str) -> str | None:
-    """The model a spec names, as the published files write it: ``hf:ORG/NAME@REV`` -> ``org/name``;
-    ``mclip:TEXT[+IMAGE]`` -> ``mclip:text+image`` (the default image tower filled in); else None."""
+    """The model a spec loads, as the published files write it: ``hf:ORG/NAME@REV`` -> ``org/name``;
+    ``mclip:TEXT[+IMAGE]`` -> ``mclip:text+image`` (the default image tower filled in); None for
+    anything else, and for a spec any part of which loads from a local directory, whatever its
+    name (``./openai/clip-vit-base-patch32``, or ``openai/clip-vit-base-patch32`` where such a
+    folder is in the working directory): the studies' numbers are about the Hub's model, and a
+    folder's weights may be anything (``hub.hub_reference`` decides, by the rule loading follows)."""
     from vlfair.models import parse_spec
+    from vlfair.models.hub import hub_reference
+
+    def hub(ref: str) -> str | None:
+        found = hub_reference(ref)
+        return found[0].lower() if found else None
 
     try:
         prefix, ref = parse_spec(spec)
@@ -98,13 +107,9 @@ def hub_id(spec: str) -> str | None:
         from vlfair.models.mclip import IMAGE_TOWERS
 
         text, _, image = ref.partition("+")
-        text, image = text.partition("@")[0], image.partition("@")[0]
-        tower = image or IMAGE_TOWERS.get(text)
-        return f"mclip:{text}+{tower}".lower() if tower else None
-    ref = ref.partition("@")[0]
-    if prefix != "hf" or ref.count("/") != 1 or ref.startswith((".", "/")):
-        return None
-    return ref.lower()
+        text_id, image_id = hub(text), hub(image or IMAGE_TOWERS.get(text.partition("@")[0], ""))
+        return f"mclip:{text_id}+{image_id}" if text_id and image_id else None
+    return hub(ref) if prefix == "hf" else None
 
 
 def _key(subset: dict[str, Any]) -> tuple:

@@ -11,6 +11,7 @@ from PIL import Image, UnidentifiedImageError
 
 from vlfair.data.schemas import SCHEMAS, normalize_label
 from vlfair.data.synthetic import columns_to_dataset
+from vlfair.imageio import UnusableImage, decode
 from vlfair.probes.base import UploadSpec
 from vlfair.space.limits import MB, Limits, SpaceInputError
 
@@ -82,7 +83,9 @@ def _check_image(path: Path, limits: Limits) -> None:
             if image.width * image.height > limits.max_pixels:
                 raise SpaceInputError(f"{path.name} has {image.width}x{image.height} pixels; the limit is "
                                       f"{limits.max_pixels / 1e6:g} megapixels")
-            image.load()  # a full decode: a truncated or corrupt file fails here, not in the middle of a run
+            decode(image)  # as a run decodes it: a truncated, corrupt or unusable file fails here, not mid-run
+    except UnusableImage as exc:  # decodes, but not to a picture a model can be shown
+        raise SpaceInputError(f"{path.name} is {exc.problem}") from None
     except UnidentifiedImageError:
         raise SpaceInputError(f"{path.name} is not an image (accepted types: {', '.join(IMAGE_FORMATS)})") from None
     except Image.DecompressionBombError:  # PIL refuses to even open it: far over this Space's limit
