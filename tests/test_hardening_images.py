@@ -262,6 +262,17 @@ def test_an_image_feature_dataset_embeds_the_picture_datasets_shows(clip_encoder
                                clip_encoder.encode_images([np.asarray(image) for image in shown]), atol=1e-6)
 
 
+def test_embeddings_cached_under_other_decoding_rules_are_not_served(clip_encoder, tmp_path, counted, monkeypatch):
+    """A cache written before orientation was applied holds embeddings of another picture."""
+    from vlfair import imageio
+
+    rotated = [{"bytes": _oriented_jpeg(6), "path": None}]
+    vlfair.embed_images(clip_encoder, rotated, cache_dir=tmp_path, progress=False)
+    monkeypatch.setattr(imageio, "DECODING", imageio.DECODING - 1)  # as the earlier rules wrote it
+    vlfair.embed_images(clip_encoder, rotated, cache_dir=tmp_path, progress=False)
+    assert counted["images"] == 2
+
+
 # ---- 24: an image too elongated for the encoder's resize is refused up front, with its row ------
 ELONGATED = {"2,000,000x1": (2_000_000, 1), "1x2,000,000": (1, 2_000_000), "30,000x200": (30_000, 200)}
 

@@ -22,6 +22,7 @@ import numpy.typing as npt
 import torch
 from tqdm.auto import tqdm
 
+from vlfair import imageio
 from vlfair._cpu import available_cpus
 from vlfair.cache import DEFAULT, BadRow, Chunk, ChunkStore
 from vlfair.distributed import World, current_world
@@ -163,7 +164,8 @@ def embed_images(
         raise ValueError(f"batch_size and chunk_size must be positive, got {batch_size} and {chunk_size}")
     source = image_source(dataset, image_column)
     components = {"kind": "images", "encoder": {k: v for k, v in encoder.identity().items() if k != "text"},
-                  "dataset": source.fingerprint, "image_column": source.name, "num_rows": len(source)}
+                  "dataset": source.fingerprint, "image_column": source.name, "num_rows": len(source),
+                  "decoding": imageio.DECODING}
     world = current_world()
     # Every process must plan the same chunks: adopt the main process's key (a file's mtime, part
     # of a list-of-paths fingerprint, can differ between the nodes of a cluster).

@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 from PIL import ExifTags, Image, ImageOps
 
+# What decoding does to a file, part of every image cache key: embeddings cached under other rules
+# are of other pictures. 2: EXIF orientation applied; 16-bit, 32-bit and float greyscale scaled, not clipped.
+DECODING = 2
 # Encoders scale an image's short side to their input size (224-448 pixels), so a long thin image
 # grows to input size x aspect ratio: a 2,000,000 x 1 strip of 2 KB would need 10^11 pixels. Real
 # photographs, panoramas included, stay far below this ratio.
