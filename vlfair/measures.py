@@ -7,16 +7,22 @@ floats, lists, dicts of floats), with at least the keys of the evaluate table in
 confidence intervals (``<key>_ci``), sample counts and p-values; ``to_dict()`` gives that dict.
 Group statistics take ``bootstrap`` (stratified resamples; 0 turns intervals off), ``confidence``
 and ``seed``. Accuracies and shares are fractions in [0, 1].
-Group labels are compared as strings. Bad input raises a ValueError that names the problem.
+Group labels are read by one rule (:func:`vlfair.stats.label_column`): compared as text, a number by its
+value (1 and 1.0 are one group), a missing label (None, NaN, NaT, pandas' NA) an error naming its row.
+Numbers are read by one rule (:func:`float_column`), options by one table (:data:`OPTIONS`), and a result
+holding a number that no finite input can give (an overflow) is refused where it is assembled. Bad input
+raises a ValueError that names the problem.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +39,11 @@ Labels = Iterable[Any]
 # ---- results ----------------------------------------------------------------------------
 # Field metadata for a key that the dicts held only in some cases: out of the mapping while None.
 _ABSENT_WHEN_NONE = {"absent_when_none": True}
+# Field metadata for a number that may be infinite or NaN by its definition (its docstring says when:
+# an F without variance within groups, a ratio over a zero mean, the skew of an absent group without
+# smoothing). Every other number of a result is finite for finite inputs: one that is not means float64
+# overflowed on the way, and the result is refused (MeasureResult.__post_init__).
+_MAY_BE_UNDEFINED = {"may_be_undefined": True}
 
 
 class MeasureResult(Mapping[str, Any]):
@@ -72,6 +83,28 @@ class MeasureResult(Mapping[str, Any]):
         """The result as a plain dict: the keys of the mapping, in order (values are not copied)."""
         return {key: getattr(self, key) for key in self._keys()}
 
+    def __post_init__(self) -> None:
+        """Refuse a number no finite input can give: the one check, where every measure assembles its
+        result, that no sum, square or ratio overflowed on the way (a bias ratio of inf, a p of 0)."""
+        for field in dataclasses.fields(self):
+            if not field.metadata.get("may_be_undefined"):
+                found = _not_finite(getattr(self, field.name), field.name)
+                if found is not None:
+                    raise stats.not_finite(*found)
+
+
+def _not_finite(value: Any, path: str) -> tuple[str, float] | None:
+    """The first number inside ``value`` (a number, or lists and dicts of them) that is not finite, with
+    its path (``group_means['a']``); None where every one is."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, value)
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _not_finite(item, f"{path}[{key!r}]")
+        if found is not None:
+            return found
+    return None
+
 
 _Result = TypeVar("_Result", bound=MeasureResult)
 
@@ -84,50 +117,158 @@ def _by_stratum(per: Mapping[str, _Result], **extra: Any) -> _Result:
 
 
 # ---- input validation -------------------------------------------------------------------
-def _floats(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
+_SHAPES = {1: "one number per row (a list of numbers)", 2: "one list of numbers per row (a 2-D array)"}
+
+
+def float_column(values: npt.ArrayLike, name: str, ndim: int | tuple[int, ...] = 1,
+                 first_row: int = 0) -> npt.NDArray[np.float64]:
+    """The one number path of the measures and the evaluate modules: ``values`` as a float array of
+    ``ndim`` dimensions (or one of them), finite, not empty. Bad input is a ValueError naming ``name``
+    and the row (counted from ``first_row``): text, a number too large for float64 (a 400-digit int),
+    NaN or infinity, rows of different lengths, a single number or the wrong number of dimensions."""
+    if isinstance(values, (str, bytes, Mapping)):
+        raise ValueError(f"{name} must be {_shapes(ndim)}; got {type(values).__name__}")
     try:
         array = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be numbers") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(_not_numbers(values, name, first_row)) from None
+    if array.ndim not in ((ndim,) if isinstance(ndim, int) else ndim):
+        got = f"a single number ({values!r})" if array.ndim == 0 else f"shape {array.shape}"
+        raise ValueError(f"{name} must be {_shapes(ndim)}; got {got}")
     if array.size == 0:
         raise ValueError(f"{name} is empty")
-    bad: npt.NDArray[np.intp] | list[int] = []  # the rows holding a NaN or an infinity
-    if array.ndim:
-        bad = np.flatnonzero(~np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1))
+    rows = array.reshape(array.shape[0], -1)
+    bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))  # the rows holding a NaN or an infinity
     if len(bad):
-        kind = "NaN" if np.isnan(array.reshape(array.shape[0], -1)[bad[0]]).any() else "an infinite value"
+        kind = "NaN" if np.isnan(rows[bad[0]]).any() else "an infinite value"
         more = f" (and {len(bad) - 1} more rows)" if len(bad) > 1 else ""
-        raise ValueError(f"{name} has {kind} at row {int(bad[0])}" + more)
+        raise ValueError(f"{name} has {kind} at row {first_row + int(bad[0])}" + more)
     return array
 
 
+def whole_column(values: npt.ArrayLike, name: str, first_row: int = 0) -> npt.NDArray[np.int64]:
+    """:func:`float_column` of whole numbers, as integers: 1.0 is 1, 0.7 is refused by row (never
+    truncated to 0)."""
+    array = float_column(values, name, first_row=first_row)
+    fractional = np.flatnonzero(array != np.round(array))
+    if fractional.size:
+        raise ValueError(f"{name} must be whole numbers; row {first_row + int(fractional[0])} is "
+                         f"{array[fractional[0]]:g}")
+    return array.astype(np.int64)
+
+
+def _shapes(ndim: int | tuple[int, ...]) -> str:
+    return " or ".join(_SHAPES[n] for n in ((ndim,) if isinstance(ndim, int) else ndim))
+
+
+def _not_numbers(values: Any, name: str, first_row: int) -> str:
+    """Why ``values`` are not an array of numbers, by row: a value that is no number, one too large
+    for float64, or rows of different lengths."""
+    rows = list(values) if isinstance(values, Iterable) else [values]
+    lengths = {}
+    for row, value in enumerate(rows):
+        try:
+            lengths[np.asarray(value, dtype=float).shape] = row
+        except OverflowError:
+            return (f"{name} row {first_row + row} holds a number too large for float64 "
+                    f"(largest {np.finfo(np.float64).max:.3g}): {stats.shown(value)}; rescale the values")
+        except (TypeError, ValueError):
+            return f"{name} row {first_row + row} is {stats.shown(value)}, not a number"
+    if len(lengths) > 1:  # rows of different lengths
+        (shape_a, row_a), (shape_b, row_b) = sorted(lengths.items(), key=lambda item: item[1])[:2]
+        return (f"{name} rows differ in length: row {first_row + row_a} has shape {shape_a}, row {first_row + row_b} "
+                f"has shape {shape_b}")
+    return f"{name} must be numbers"
+
+
 def _labels(values: Labels, name: str) -> npt.NDArray[np.str_]:
-    """Labels as text; a missing one (None, NaN) is an error naming its rows, never a group "None"."""
-    values = list(values)
-    missing = [row for row, v in enumerate(values) if v is None or (isinstance(v, float) and math.isnan(v))]
-    if missing:
-        raise ValueError(f"{name} is missing (None or NaN) at row {missing[0]}"
-                         + (f" and {len(missing) - 1} more rows" if len(missing) > 1 else "")
-                         + "; drop those rows or give them a label")
-    labels = np.asarray([str(v) for v in values])
-    if labels.size == 0:
-        raise ValueError(f"{name} is empty")
-    return labels
+    """Labels as text, by the one label rule (:func:`vlfair.stats.label_column`): a missing label is an
+    error naming its rows, never a group "None", "nan" or "<NA>"; 1 and 1.0 are one group."""
+    return stats.label_column(values, name)
+
+
+# ---- options: one table of every measure's options, each with its type and range ------------
+class _Rule(NamedTuple):
+    accepts: Callable[[Any], bool]
+    valid: str
+    """What a valid value is: the message reads "<option> must be <valid>, got <value>"."""
+
+
+def _whole(low: int) -> Callable[[Any], bool]:
+    """Whole numbers >= ``low``; a bool is not a number here (True would be 1 silently)."""
+    return lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and bool(v >= low)
+
+
+def _finite_at_least_0(v: Any) -> bool:
+    return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+            and math.isfinite(v) and bool(v >= 0))
+
+
+def _one_label(v: Any) -> bool:
+    return not stats.is_missing(v) and not isinstance(v, (list, tuple, dict, set, np.ndarray))
+
+
+def _two_groups(v: Any) -> bool:
+    return (isinstance(v, (list, tuple, np.ndarray)) and len(v) == 2 and all(_one_label(g) for g in v)
+            and stats.label_text(v[0]) != stats.label_text(v[1]))
+
+
+OPTIONS: dict[str, _Rule] = {
+    "bootstrap": _Rule(_whole(0), "a whole number >= 0 (0 turns it off)"),
+    "n_permutations": _Rule(_whole(0), "a whole number >= 0 (0 turns it off)"),
+    "confidence": _Rule(lambda v: _finite_at_least_0(v) and 0 < v < 1, "a number in (0, 1), e.g. 0.95"),
+    "seed": _Rule(lambda v: v is None or _whole(0)(v),
+                  "a whole number or None (a whole number >= 0; None: fresh randomness each call)"),
+    "welch": _Rule(lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
+    "k": _Rule(_whole(1), "a whole number >= 1"),
+    "num_words": _Rule(_whole(1), "a whole number >= 1"),
+    "smoothing": _Rule(_finite_at_least_0, "a finite number >= 0 (0: no smoothing)"),
+    "tolerance": _Rule(_finite_at_least_0, "a finite number >= 0"),
+    "target": _Rule(lambda v: v in ("uniform", "dataset") if isinstance(v, str) else isinstance(v, Mapping),
+                    "'uniform', 'dataset' or a dict of each group's share"),
+    "pivot": _Rule(lambda v: v is None or _one_label(v), "None or one language label"),
+    "bias_pair": _Rule(lambda v: v is None or _two_groups(v), "None or two different groups, e.g. ('women', 'men')"),
+}
+"""Every option of every measure (a keyword argument that is neither data nor a group the data must
+hold) with its type and range; :func:`_checked` validates them before a measure runs. Ranges that
+depend on the data (k <= the number of items or words, a pivot that occurs) the measure checks."""
 
 
 def check_options(**options: Any) -> None:
-    """Validate the options every measure shares, naming the option and its valid range:
-    ``bootstrap`` and ``n_permutations`` whole numbers >= 0 (0: off), ``confidence`` in (0, 1),
-    ``seed`` None or a whole number."""
+    """Validate options by :data:`OPTIONS`, naming the option and what a valid value is.
+
+    Raises:
+        ValueError: a value of the wrong type or outside its range.
+        TypeError: an option that :data:`OPTIONS` does not know (a programming error).
+    """
     for name, value in options.items():
-        whole = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-        if name in ("bootstrap", "n_permutations") and not (whole and value >= 0):
-            raise ValueError(f"{name} must be a whole number >= 0 (0 turns it off), got {value!r}")
-        if name == "confidence" and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                         and 0 < value < 1):
-            raise ValueError(f"confidence must be a number in (0, 1), e.g. 0.95, got {value!r}")
-        if name == "seed" and value is not None and not whole:
-            raise ValueError(f"seed must be a whole number or None, got {value!r}")
+        if name not in OPTIONS:
+            raise TypeError(f"check_options: no rule for option {name!r}; known: {sorted(OPTIONS)}")
+        try:
+            accepted = bool(OPTIONS[name].accepts(value))
+        except (TypeError, ValueError, OverflowError):  # cannot even be compared (an array, a 400-digit int)
+            accepted = False
+        if not accepted:
+            raise ValueError(f"{name} must be {OPTIONS[name].valid}, got {stats.shown(value)}")
+
+
+_Measure = TypeVar("_Measure", bound=Callable[..., Any])
+
+
+def _checked(measure: _Measure) -> _Measure:
+    """``measure`` with its options (those of its parameters that :data:`OPTIONS` names) validated
+    before it runs: one place for every option of every measure, so none is forgotten."""
+    signature = inspect.signature(measure)
+    names = [name for name in signature.parameters if name in OPTIONS]
+
+    @functools.wraps(measure)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        check_options(**{name: bound.arguments[name] for name in names})
+        return measure(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
 
 
 def _same_length(**arrays: Any) -> None:
@@ -195,8 +336,9 @@ class BiasRatio(MeasureResult):
 
     bias_ratio: float
     """mean(score | protected) / mean(score | reference); 1.0 is neutral."""
-    bias_ratio_ci: list[float] | None
-    """Its bootstrap interval [low, high]; None without resampling."""
+    bias_ratio_ci: list[float] | None = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
+    """Its bootstrap interval [low, high]; None without resampling (a bound is inf where resamples of the
+    reference group's mean reach 0)."""
     p_value: float | None
     """Two-sided permutation test of the two groups' mean difference; None without permutations."""
     log10_p_value: float | None
@@ -212,6 +354,7 @@ class BiasRatio(MeasureResult):
     """The intervals' level."""
 
 
+@_checked
 def bias_ratio(scores: npt.ArrayLike, groups: Labels, protected_group: Any, reference_group: Any,
                bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED,
                n_permutations: int = PERMUTATIONS) -> BiasRatio:
@@ -238,8 +381,7 @@ def bias_ratio(scores: npt.ArrayLike, groups: Labels, protected_group: Any, refe
         ValueError: bad input, named: a negative or non-finite score, a missing label, lengths that
             differ, a group that is absent or has fewer than 2 samples, a reference mean of 0.
     """
-    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
-    values, labels = _floats(scores, "predictions"), _labels(groups, "references")
+    values, labels = float_column(scores, "predictions"), _labels(groups, "references")
     _same_length(predictions=values, references=labels)
     negative = np.flatnonzero(values < 0)
     if negative.size:  # a ratio of means says nothing when scores can cancel or flip its sign
@@ -251,7 +393,7 @@ def bias_ratio(scores: npt.ArrayLike, groups: Labels, protected_group: Any, refe
         if value is None:
             raise ValueError(f"{option} is required: name the group to put in the "
                              + ("numerator" if option == "protected_group" else "denominator"))
-    protected, reference = str(protected_group), str(reference_group)
+    protected, reference = stats.label_text(protected_group), stats.label_text(reference_group)
     names = sorted(set(labels.tolist()))
     _require_present(protected, names, "protected_group")
     _require_present(reference, names, "reference_group")
@@ -289,9 +431,9 @@ class GroupScoreGap(MeasureResult):
     max_gap: float
     """The top group's mean minus the bottom group's."""
     max_gap_ci: list[float] | None
-    min_max_ratio: float
+    min_max_ratio: float = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
     """The bottom group's mean over the top group's (NaN where the top mean is 0)."""
-    min_max_ratio_ci: list[float] | None
+    min_max_ratio_ci: list[float] | None = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
     p_value: float | None
     """Permutation test of the range of group means; None without permutations."""
     log10_p_value: float | None
@@ -302,6 +444,7 @@ class GroupScoreGap(MeasureResult):
     """The intervals' level."""
 
 
+@_checked
 def group_score_gap(scores: npt.ArrayLike, groups: Labels, bootstrap: int = BOOTSTRAP,
                     confidence: float = CONFIDENCE, seed: int | None = SEED,
                     n_permutations: int = PERMUTATIONS) -> GroupScoreGap:
@@ -326,8 +469,7 @@ def group_score_gap(scores: npt.ArrayLike, groups: Labels, bootstrap: int = BOOT
     Raises:
         ValueError: bad input, named (as for :func:`bias_ratio`), or fewer than 2 groups.
     """
-    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
-    values, labels = _floats(scores, "predictions"), _labels(groups, "references")
+    values, labels = float_column(scores, "predictions"), _labels(groups, "references")
     _same_length(predictions=values, references=labels)
     g = _GroupMeans(values, labels, bootstrap, seed)
     if len(g.names) < 2:
@@ -357,16 +499,17 @@ def _p_fields(test: stats.PermutationResult | None) -> dict[str, Any]:
 class TraitAnova(MeasureResult):
     """The result of :func:`trait_anova`. With strata every field but ``strata`` holds a dict by stratum."""
 
-    f_statistic: float | dict[str, float]
-    """F = mean square between groups / mean square within."""
-    p_value: float | dict[str, float]
-    """From the F distribution's survival function."""
-    log10_p_value: float | dict[str, float]
-    """log10 of ``p_value``, finite where the p-value underflows float64."""
+    f_statistic: float | dict[str, float] = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
+    """F = mean square between groups / mean square within (inf without variance within groups, NaN
+    without any variance)."""
+    p_value: float | dict[str, float] = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
+    """From the F distribution's survival function (NaN where F is)."""
+    log10_p_value: float | dict[str, float] = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
+    """log10 of ``p_value``, finite where the p-value underflows float64 (-inf where F is inf)."""
     df_between: float | dict[str, float]
     df_within: float | dict[str, float]
-    eta_squared: float | dict[str, float]
-    """Effect size: the share of the scores' variance between groups."""
+    eta_squared: float | dict[str, float] = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
+    """Effect size: the share of the scores' variance between groups (NaN where every score is equal)."""
     welch: bool | dict[str, bool]
     """Whether Welch's ANOVA (unequal variances) was run."""
     group_means: dict[str, float] | dict[str, dict[str, float]]
@@ -376,6 +519,7 @@ class TraitAnova(MeasureResult):
     """The strata, sorted; None (and no key) without strata."""
 
 
+@_checked
 def trait_anova(scores: npt.ArrayLike, groups: Labels, strata: Labels | None = None,
                 welch: bool = False, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
                 seed: int | None = SEED) -> TraitAnova:
@@ -402,8 +546,7 @@ def trait_anova(scores: npt.ArrayLike, groups: Labels, strata: Labels | None = N
     Raises:
         ValueError: bad input, named; the stratum is named where a stratum's groups are too small.
     """
-    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
-    values, labels = _floats(scores, "predictions"), _labels(groups, "references")
+    values, labels = float_column(scores, "predictions"), _labels(groups, "references")
     _same_length(predictions=values, references=labels)
     if strata is None:
         return _anova_one(values, labels, welch, bootstrap, confidence, seed)
@@ -430,7 +573,16 @@ def _anova_one(values, labels, welch, bootstrap, confidence, seed, where: str = 
 
 # ---- word_influence ---------------------------------------------------------------------
 def parse_variant(variant: Any, num_words: int, row: int) -> tuple[int, ...]:
-    """``"0,2"`` / ``(0, 2)`` / ``""`` -> sorted word positions; positions must be < num_words."""
+    """``"0,2"`` / ``(0, 2)`` / ``""`` -> sorted word positions; positions must be < num_words. A
+    single whole number is one position; a missing variant (None, NaN) is an error naming its row."""
+    if stats.is_missing(variant):
+        raise ValueError(f"variants row {row} is missing (None or NaN): give the replaced word positions, "
+                         '"" (or ()) for the original prompt')
+    if isinstance(variant, (int, float, np.integer, np.floating)):
+        variant = (variant,)  # one position, checked as every position is
+    elif not isinstance(variant, (str, Iterable)):
+        raise ValueError(f"variants row {row}: {stats.shown(variant)} is not a list of word positions "
+                         '(e.g. "0,2" or (0, 2))')
     if isinstance(variant, str):
         parts = [p.strip() for p in variant.split(",") if p.strip()]
         try:
@@ -477,6 +629,7 @@ class WordInfluence(MeasureResult):
     """The Hoeffding bound's level."""
 
 
+@_checked
 def word_influence(predictions: npt.ArrayLike, variants: Sequence[Any] | npt.NDArray[Any], num_words: int,
                    k: int = 1, confidence: float = CONFIDENCE) -> WordInfluence:
     """k-level word influence on the share of images classified as the target group.
@@ -506,12 +659,11 @@ def word_influence(predictions: npt.ArrayLike, variants: Sequence[Any] | npt.NDA
         ValueError: bad input, named: a prediction other than 0/1, a malformed variant, or a
             variant level k needs that has no images.
     """
-    check_options(confidence=confidence)
-    if not isinstance(num_words, (int, np.integer)) or num_words < 1:
-        raise ValueError(f"num_words must be a positive integer, got {num_words!r}")
-    if not 1 <= k <= num_words:
+    if k > num_words:
         raise ValueError(f"k must be in 1..num_words={num_words}, got {k}")
-    values = _floats(predictions, "predictions")
+    if isinstance(variants, (str, bytes, Mapping)) or not isinstance(variants, Iterable):
+        raise ValueError(f"variants must be a sequence with one variant per row, got {type(variants).__name__}")
+    values = float_column(predictions, "predictions")
     if not np.isin(values, (0.0, 1.0)).all():
         row = int(np.flatnonzero(~np.isin(values, (0.0, 1.0)))[0])
         raise ValueError(f"predictions must be 0 or 1 (1 = classified as the target group); row {row} is {values[row]}")
@@ -601,6 +753,7 @@ class CrossLingualGap(MeasureResult):
     """The intervals' level."""
 
 
+@_checked
 def cross_lingual_gap(predictions: Labels, references: Labels, languages: Labels,
                       pivot: Any = None, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
                       seed: int | None = SEED) -> CrossLingualGap:
@@ -623,7 +776,6 @@ def cross_lingual_gap(predictions: Labels, references: Labels, languages: Labels
     Raises:
         ValueError: bad input, named, fewer than 2 languages, or a pivot that does not occur.
     """
-    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     correct = _correct(predictions, references)
     langs = _labels(languages, "languages")
     _same_length(predictions=correct, languages=langs)
@@ -632,7 +784,7 @@ def cross_lingual_gap(predictions: Labels, references: Labels, languages: Labels
         raise ValueError(f"a cross-lingual gap needs at least 2 languages; languages hold only {g.names}")
     to_pivot: dict[str, Any] = {"pivot": None, "gap_to_pivot": None, "gap_to_pivot_ci": None}
     if pivot is not None:
-        pivot = str(pivot)
+        pivot = stats.label_text(pivot)
         _require_present(pivot, g.names, "pivot language", "languages")
         p = g.index(pivot)
         ci = g.interval(lambda m: m[:, [p]] - m, confidence)
@@ -667,6 +819,7 @@ class GroupRateGap(MeasureResult):
     """The languages, sorted; None (and no key) without languages."""
 
 
+@_checked
 def group_rate_gap(predictions: Labels, references: Labels, groups: Labels, languages: Labels | None = None,
                    bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
                    seed: int | None = SEED) -> GroupRateGap:
@@ -691,7 +844,6 @@ def group_rate_gap(predictions: Labels, references: Labels, groups: Labels, lang
     Raises:
         ValueError: bad input, named (the language too, where one language's groups are too small).
     """
-    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
     correct = _correct(predictions, references)
     group_labels = _labels(groups, "groups")
     _same_length(predictions=correct, groups=group_labels)
@@ -748,6 +900,7 @@ class IndividualFairness(MeasureResult):
     """||t_a - t_b|| per pair."""
 
 
+@_checked
 def individual_fairness(image_embeddings: npt.ArrayLike, text_embeddings_a: npt.ArrayLike,
                         text_embeddings_b: npt.ArrayLike, tolerance: float = 1e-6) -> IndividualFairness:
     """Individual fairness across two languages' captions of the same images.
@@ -772,19 +925,25 @@ def individual_fairness(image_embeddings: npt.ArrayLike, text_embeddings_a: npt.
     Raises:
         ValueError: bad input, named: shapes, non-finite values, a zero vector, or every pair identical.
     """
-    images = _matrix(image_embeddings, "image_embeddings")
-    a, b = _matrix(text_embeddings_a, "text_embeddings_a"), _matrix(text_embeddings_b, "text_embeddings_b")
+    images = float_column(image_embeddings, "image_embeddings", ndim=2)
+    a = float_column(text_embeddings_a, "text_embeddings_a", ndim=2)
+    b = float_column(text_embeddings_b, "text_embeddings_b", ndim=2)
     _same_length(image_embeddings=images, text_embeddings_a=a, text_embeddings_b=b)
     if not images.shape[1] == a.shape[1] == b.shape[1]:
         raise ValueError(f"embedding sizes differ: images {images.shape[1]}, a {a.shape[1]}, b {b.shape[1]}")
     norm_v, norm_a, norm_b = (np.linalg.norm(x, axis=1) for x in (images, a, b))
-    for name, norms in (("image_embeddings", norm_v), ("text_embeddings_a", norm_a), ("text_embeddings_b", norm_b)):
-        if (norms == 0).any():
-            raise ValueError(f"{name} has a zero vector at row {int(np.flatnonzero(norms == 0)[0])}: "
+    distance = np.linalg.norm(a - b, axis=1)
+    norms = {"image_embeddings": norm_v, "text_embeddings_a": norm_a, "text_embeddings_b": norm_b}
+    for name, values in {**norms, "text_embeddings_a - text_embeddings_b": distance}.items():
+        if not np.isfinite(values).all():  # an overflowed norm would make every cosine 0, and epsilon 0
+            row = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise stats.not_finite(f"the norm of {name} at row {row}", values[row])
+    for name, values in norms.items():
+        if (values == 0).any():
+            raise ValueError(f"{name} has a zero vector at row {int(np.flatnonzero(values == 0)[0])}: "
                              "its cosine is undefined")
     v = images / norm_v[:, None]
     gap = np.abs((v * a).sum(axis=1) / norm_a - (v * b).sum(axis=1) / norm_b)
-    distance = np.linalg.norm(a - b, axis=1)
     bound = 2.0 / (norm_a + norm_b)
     usable = distance > 0
     if not usable.any():
@@ -799,13 +958,6 @@ def individual_fairness(image_embeddings: npt.ArrayLike, text_embeddings_a: npt.
         max_bound=float(bound.max()), num_pairs=int(usable.sum()), num_identical_pairs=int((~usable).sum()),
         ratios=ratio.tolist(), similarity_gaps=gap[usable].tolist(), text_distances=distance[usable].tolist(),
     )
-
-
-def _matrix(values: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
-    array = _floats(values, name)
-    if array.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (one vector per row), got shape {array.shape}")
-    return array
 
 
 # ---- retention --------------------------------------------------------------------------
@@ -830,6 +982,7 @@ class Retention(MeasureResult):
     """Why the intervals are None though resampling was asked for; None (and no key) otherwise."""
 
 
+@_checked
 def retention(scores: npt.ArrayLike, references: npt.ArrayLike, bootstrap: int = BOOTSTRAP,
               confidence: float = CONFIDENCE, seed: int | None = SEED) -> Retention:
     """Name retention of public figures.
@@ -855,12 +1008,9 @@ def retention(scores: npt.ArrayLike, references: npt.ArrayLike, bootstrap: int =
     Raises:
         ValueError: bad input, named: shapes, non-finite scores, a reference that is not an index.
     """
-    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
-    matrix = _matrix(scores, "predictions")
-    refs = np.asarray(references)
+    matrix = float_column(scores, "predictions", ndim=2)
+    refs = whole_column(references, "references")  # name indices: 1.0 is 1, 0.7 an error (never name 0)
     _same_length(predictions=matrix, references=refs)
-    if not np.issubdtype(refs.dtype, np.integer):
-        raise ValueError(f"references must be integer name indices, got {refs.dtype}")
     outside = np.flatnonzero((refs < 0) | (refs >= matrix.shape[1]))
     if outside.size:
         raise ValueError(f"references row {int(outside[0])} is {int(refs[outside[0]])}, outside the "
@@ -894,18 +1044,18 @@ def retention(scores: npt.ArrayLike, references: npt.ArrayLike, bootstrap: int =
 class RankingSkew(MeasureResult):
     """The result of :func:`ranking_skew`: means over queries, then each query's values."""
 
-    max_skew: float
-    """MaxSkew@k: the largest Skew@k(a) = ln(p_k(a) / p*(a)) over groups."""
-    min_skew: float
+    max_skew: float = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
+    """MaxSkew@k: the largest Skew@k(a) = ln(p_k(a) / p*(a)) over groups (-inf: see ``smoothing``)."""
+    min_skew: float = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
     """MinSkew@k: the smallest Skew@k over groups."""
     ndkl: float
     """Normalised discounted KL divergence of the top-k prefixes from the target (0: every prefix matches)."""
     bias_at_k: float | None
     """Bias@k = (n_a - n_b) / k for ``bias_pair``; None without a pair."""
-    skew: dict[str, float]
+    skew: dict[str, float] = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
     """Skew@k by group."""
-    max_skew_per_query: list[float]
-    min_skew_per_query: list[float]
+    max_skew_per_query: list[float] = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
+    min_skew_per_query: list[float] = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
     ndkl_per_query: list[float]
     bias_at_k_per_query: list[float] | None
     target: dict[str, float]
@@ -915,9 +1065,10 @@ class RankingSkew(MeasureResult):
     k: int
     num_queries: int
     smoothing: float
-    """The count added to every group for Skew."""
+    """The count added to every group for Skew (0: a group absent from the top k has Skew -inf)."""
 
 
+@_checked
 def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str | Mapping[str, float] = "uniform",
                  smoothing: float = 0.5, bias_pair: Sequence[Any] | None = None) -> RankingSkew:
     """Skew of the top-k items a text query retrieves, averaged over queries.
@@ -949,20 +1100,16 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     Raises:
         ValueError: bad input, named: shapes, k outside 1..items, a bad target or bias_pair.
     """
-    matrix = _floats(scores, "predictions")
+    matrix = float_column(scores, "predictions", ndim=(1, 2))
     matrix = matrix[None, :] if matrix.ndim == 1 else matrix
-    if matrix.ndim != 2:
-        raise ValueError(f"predictions must be one score per item, per query; got shape {matrix.shape}")
     groups = _labels(item_groups, "item_groups")
     if groups.size != matrix.shape[1]:
         raise ValueError(f"item_groups has {groups.size} entries but each query scores {matrix.shape[1]} items")
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
     if k > groups.size:
         raise ValueError(f"k={k} is larger than the number of items ({groups.size})")
-    if smoothing < 0:
-        raise ValueError(f"smoothing must be >= 0, got {smoothing}")
     names, codes = stats.encode_groups(groups)
+    if len(names) < 2:  # one group has every share: its skew is 0 whatever the ranking
+        raise ValueError(f"a skew needs at least 2 groups; item_groups hold only {names}")
     p_star = _target(target, names, codes)
     order = np.argsort(-matrix, axis=1, kind="stable")[:, :k]
     ranked = codes[order]  # (Q, k)
@@ -977,10 +1124,9 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     discount = 1 / np.log2(positions + 1)
     ndkl = (kl * discount).sum(axis=1) / discount.sum()
     bias = None
-    pair = [str(g) for g in bias_pair] if bias_pair is not None else (names if len(names) == 2 else None)
+    pair = ([stats.label_text(g) for g in bias_pair] if bias_pair is not None  # two different groups (OPTIONS)
+            else (names if len(names) == 2 else None))
     if pair is not None:
-        if len(pair) != 2:
-            raise ValueError(f"bias_pair must name two groups, got {pair}")
         for group in pair:
             _require_present(group, names, "bias_pair group", "item_groups")
         bias = (counts_k[:, names.index(pair[0])] - counts_k[:, names.index(pair[1])]) / k
@@ -1003,7 +1149,11 @@ def _target(target: str | Mapping[str, float], names: list[str],
         if target == "dataset":
             return np.bincount(codes, minlength=len(names)) / codes.size
         raise ValueError(f"target must be 'uniform', 'dataset' or a dict of group shares, got {target!r}")
-    shares = {str(g): float(p) for g, p in target.items()}
+    shares = {}
+    for group, share in target.items():
+        if not (_finite_at_least_0(share) and share > 0):
+            raise ValueError(f"target share of group {group!r} must be a number > 0, got {stats.shown(share)}")
+        shares[stats.label_text(group)] = float(share)
     missing = [n for n in names if n not in shares]
     if missing:
         raise ValueError(f"target gives no share for groups {missing}")
@@ -1031,11 +1181,12 @@ class BiasDifference(MeasureResult):
     bias_ratio_b: float
     bias_ratio_difference: float
     """A's ratio minus B's."""
-    bias_ratio_difference_ci: list[float] | None
-    """Its paired bootstrap interval (both models on the same resampled rows); None without resampling."""
+    bias_ratio_difference_ci: list[float] | None = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
+    """Its paired bootstrap interval (both models on the same resampled rows); None without resampling (a
+    bound is infinite where resamples of a reference mean reach 0)."""
     bias_ratio_distance_difference: float
     """|A's ratio - 1| - |B's ratio - 1|: negative where A is closer to the neutral 1."""
-    bias_ratio_distance_difference_ci: list[float] | None
+    bias_ratio_distance_difference_ci: list[float] | None = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
     bias_ratio_p_value: float | None
     """Paired permutation (sign-flip) test of "the two models' ratios do not differ"; None without permutations."""
     bias_ratio_log10_p_value: float | None
@@ -1061,6 +1212,7 @@ class BiasDifference(MeasureResult):
     """The intervals' level; a verdict's p-value must also be below 1 - confidence."""
 
 
+@_checked
 def bias_difference(scores_a: npt.ArrayLike, scores_b: npt.ArrayLike, groups: Labels, protected_group: Any,
                     reference_group: Any, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
                     seed: int | None = SEED, n_permutations: int = PERMUTATIONS) -> BiasDifference:
@@ -1100,15 +1252,14 @@ def bias_difference(scores_a: npt.ArrayLike, scores_b: npt.ArrayLike, groups: La
             non-finite score, a missing label, an absent group or one with fewer than 2 rows, a model
             whose reference group's mean is 0.
     """
-    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
-    a, b = _floats(scores_a, "predictions1"), _floats(scores_b, "predictions2")
+    a, b = float_column(scores_a, "predictions1"), float_column(scores_b, "predictions2")
     labels = _labels(groups, "references")
     _same_length(predictions1=a, predictions2=b, references=labels)
     for option, value in (("protected_group", protected_group), ("reference_group", reference_group)):
         if value is None:
             raise ValueError(f"{option} is required: name the group to put in the "
                              + ("numerator" if option == "protected_group" else "denominator"))
-    protected, reference = str(protected_group), str(reference_group)
+    protected, reference = stats.label_text(protected_group), stats.label_text(reference_group)
     names, codes = stats.encode_groups(labels)
     _require_present(protected, names, "protected_group")
     _require_present(reference, names, "reference_group")

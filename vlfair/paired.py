@@ -175,6 +175,9 @@ class _Engine:
             self.shift = np.nanmean(np.concatenate([a, b]), axis=0) if a.size else np.zeros(a.shape[1])
             self.onehot = np.eye(self.num_groups)[row_set.groups]  # (n, G)
             self.centred_a, self.centred_b = a - self.shift, b - self.shift
+            with np.errstate(over="ignore"):  # refused just below, naming the column
+                for centred in (self.centred_a, self.centred_b):
+                    self._refuse_overflow(centred**2, "a row's square")
             self.first_a = self._spread(self.centred_a)       # (n, G*k): each row's value in its group's slot
             self.second_a = self._spread(self.centred_a**2)
             difference = self.centred_b - self.centred_a
@@ -187,8 +190,22 @@ class _Engine:
         return (self.onehot[:, :, None] * values[:, None, :]).reshape(len(values), -1)
 
     def _moments(self, count: np.ndarray, first: np.ndarray, second: np.ndarray) -> Moments:
+        """The moments every statistic is computed from (at the data, resampled, relabelled): an
+        infinite sum or sum of squares is an overflow, refused naming its column (a statistic of it
+        would read as "undefined" or as an infinite gap). A missing value (NaN) stays NaN."""
         b, k = first.shape[0], self.a.shape[1]
-        return Moments(count, first.reshape(b, self.num_groups, k), second.reshape(b, self.num_groups, k), self.shift)
+        total, squares = first.reshape(b, self.num_groups, k), second.reshape(b, self.num_groups, k)
+        self._refuse_overflow(total, "a group's sum")
+        self._refuse_overflow(squares, "a group's sum of squares")
+        return Moments(count, total, squares, self.shift)
+
+    def _refuse_overflow(self, values: np.ndarray, what: str) -> None:
+        """Raise where ``values`` (last axis: the value columns) hold an infinity: float64 overflowed
+        (a missing value stays NaN and is not refused)."""
+        infinite = np.isinf(values)
+        if infinite.any():
+            column = self.row_set.columns[int(np.argwhere(infinite)[0][-1])]
+            raise stats.not_finite(f"{what} of column {column!r} (centred on its mean)", float(values[infinite][0]))
 
     def _evaluate(self, data: Any) -> np.ndarray:
         """(b, M) values of every statistic."""

@@ -11,6 +11,8 @@
   two results swapped or not), exact or Monte Carlo by the same rule as ``permutation_test``.
 - ``holm``: Holm's step-down adjustment of a family of p-values; ``paired_verdict``: what a
   paired comparison found.
+- ``label_column``: the one rule by which every measure, probe and evaluate module reads a column
+  of group labels (missing labels refused, numbers by their value: 1 and 1.0 are one group).
 
 p-values come from survival functions (``sf``), never ``1 - cdf``, so a p of 1e-238 is
 reported as such instead of being rounded to 0.
@@ -21,8 +23,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import numbers
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,17 +39,145 @@ _BLOCK_ENTRIES = 5_000_000
 _CACHED_BLOCK_ENTRIES = 2**18  # the group-mean bootstrap's blocks: indices and values fit in L2 cache
 
 
+# ---- labels -----------------------------------------------------------------------------
+def label_text(value: Any) -> str:
+    """The text a label is compared by: a number by its value (``1``, ``1.0``, ``np.int64(1)`` and
+    ``np.float32(1)`` are all "1"; ``0.2`` is "0.2"), a bool as "True" / "False", anything else as ``str``.
+
+    Why numbers by value: a column of ids turns into floats wherever a value was missing (pandas,
+    Parquet) or a tool casts it, and ClassLabel ids arrive as ints; "1" and "1.0" would be two groups
+    of one id, and a float id cast to int would merge 0.2 and 0.8.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Number):
+        try:
+            if value == int(value):  # type: ignore[call-overload]
+                return str(int(value))  # type: ignore[call-overload]
+        except (TypeError, ValueError, OverflowError):  # complex, infinity
+            pass
+    return str(value)
+
+
+def label_kind(value: Any) -> str:
+    """"number", "text", "bool" or the type's name: a column of labels holds one kind."""
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, numbers.Number):
+        return "number"
+    return "text" if isinstance(value, str) else type(value).__name__
+
+
+def is_missing(value: Any) -> bool:
+    """None, NaN (float, numpy, Decimal), NaT (numpy, pandas) and pandas' NA, without importing pandas:
+    a missing value is one that is not equal to itself, or whose comparison with itself is itself (NA)."""
+    if value is None:
+        return True
+    if isinstance(value, (str, bytes, list, tuple, dict, set, np.ndarray)):
+        return False
+    try:
+        unequal = value != value
+    except Exception:  # noqa: BLE001 - an object that cannot compare with itself is not a missing marker
+        return False
+    if unequal is value:  # pandas' NA: NA != NA is NA
+        return True
+    try:
+        return bool(unequal)
+    except (TypeError, ValueError):
+        return False
+
+
+_CONTAINERS = (list, tuple, dict, set, np.ndarray)
+
+
+def label_column(values: Iterable[Any], name: str = "groups", first_row: int = 0) -> npt.NDArray[np.str_]:
+    """One column of labels as the texts groups are compared by (:func:`label_text`): the one label
+    rule of every measure, of :func:`encode_groups` and of the evaluate modules.
+
+    Refused, naming ``name`` and the row (counted from ``first_row``): a missing label (:func:`is_missing`:
+    None, NaN, NaT, pandas' NA, never a group "nan" or "<NA>"); a column mixing kinds (numbers and
+    text, as ClassLabel ids beside names); a row holding a list instead of one label; two spellings
+    of one number in text ("1" and "1.0"); no rows at all.
+    """
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise ValueError(f"{name} must be a sequence of labels, one per row; got {type(values).__name__}")
+    if isinstance(values, np.ndarray) and values.ndim != 1:
+        raise ValueError(f"{name} must be one label per row (1-D), got shape {values.shape}")
+    if isinstance(values, np.ndarray) and values.dtype.kind in "biufU":  # one kind, no None: by unique value
+        missing: Sequence[int] | npt.NDArray[np.intp] = []
+        if values.dtype.kind == "f":
+            missing = np.flatnonzero(np.isnan(values))
+        _refuse_missing(name, missing, values, first_row)
+        uniques, inverse = np.unique(values, return_inverse=True)
+        texts = np.asarray([label_text(u) for u in uniques], dtype=str)[inverse.reshape(-1)]
+        written_as_text = values.dtype.kind == "U"
+    else:
+        rows = list(values)
+        _refuse_missing(name, [r for r, v in enumerate(rows) if is_missing(v)], rows, first_row)
+        kinds: dict[str, int] = {}
+        for row, value in enumerate(rows):
+            if isinstance(value, _CONTAINERS):
+                raise ValueError(f"{name} row {first_row + row} is a {type(value).__name__} ({shown(value)}): "
+                                 "a label is one text or number per row")
+            kinds.setdefault(label_kind(value), row)
+        if len(kinds) > 1:
+            (kind_a, row_a), (kind_b, row_b) = list(kinds.items())[:2]
+            raise ValueError(f"{name} mixes kinds of label: {kind_a} (row {first_row + row_a}: {shown(rows[row_a])}) "
+                             f"and {kind_b} (row {first_row + row_b}: {shown(rows[row_b])}); give every row the "
+                             "same kind (e.g. all ClassLabel ids or all names)")
+        texts = np.asarray([label_text(v) for v in rows], dtype=str)
+        written_as_text = "text" in kinds
+    if texts.size == 0:
+        raise ValueError(f"{name} is empty")
+    if written_as_text:  # numbers are spelled one way by label_text; text as it was written
+        _one_spelling_per_number(texts, name, first_row)
+    return texts
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """A value for an error message: its repr cut to ``limit`` characters; a huge integer by its size
+    (a 400-digit number would fill the screen)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _refuse_missing(name: str, missing: Sequence[int] | npt.NDArray[np.intp], rows: Any, first_row: int) -> None:
+    if len(missing):
+        first = int(missing[0])
+        raise ValueError(f"{name} is missing (None or NaN) at row {first_row + first} ({shown(rows[first])})"
+                         + (f" and {len(missing) - 1} more rows" if len(missing) > 1 else "")
+                         + "; drop those rows or give them a label")
+
+
+def _one_spelling_per_number(texts: npt.NDArray[np.str_], name: str, first_row: int) -> None:
+    """Refuse text labels that spell one number two ways ("1" and "1.0", " 2" and "2"): they would
+    be two groups of what reads as one."""
+    seen: dict[float, str] = {}
+    for text in np.unique(texts).tolist():
+        try:
+            number = float(text)
+        except ValueError:
+            continue
+        if number in seen:  # NaN is never in seen: "nan" and "NaN" are not a number to merge
+            rows = [first_row + int(np.flatnonzero(texts == t)[0]) for t in (seen[number], text)]
+            raise ValueError(f"{name} spells one number two ways: {seen[number]!r} (row {rows[0]}) and {text!r} "
+                             f"(row {rows[1]}); write each group's label one way")
+        seen[number] = text
+
+
 def encode_groups(groups: Iterable[Any], name: str = "groups") -> tuple[list[str], npt.NDArray[np.int64]]:
-    """Sorted unique labels and each row's label index; labels are compared as strings.
+    """Sorted unique labels and each row's label index; labels are read by :func:`label_column`
+    (compared as their :func:`label_text`).
 
     Raises:
-        ValueError: ``groups`` is empty (the message calls it ``name``).
+        ValueError: ``groups`` is empty or holds a missing or mixed label (the message calls it ``name``).
     """
-    labels = np.asarray([str(g) for g in groups])
-    if labels.size == 0:
-        raise ValueError(f"{name} is empty")
-    names, codes = np.unique(labels, return_inverse=True)
-    return names.tolist(), codes.astype(np.int64)
+    names, codes = np.unique(label_column(groups, name), return_inverse=True)
+    return names.tolist(), codes.reshape(-1).astype(np.int64)
 
 
 def group_means(values: npt.NDArray[Any], codes: npt.NDArray[np.integer], num_groups: int) -> npt.NDArray[np.float64]:
@@ -57,6 +188,15 @@ def group_means(values: npt.NDArray[Any], codes: npt.NDArray[np.integer], num_gr
     onehot = np.zeros((codes.size, num_groups))
     onehot[np.arange(codes.size), codes] = 1.0
     return (values @ onehot) / counts
+
+
+# ---- overflow ---------------------------------------------------------------------------
+def not_finite(what: str, value: Any) -> ValueError:
+    """The error for an intermediate result that is not finite although it must be (a mean, a sum
+    of squares, a norm, a measure's number): a sum, square or ratio of the inputs overflowed float64."""
+    return ValueError(f"{what} is {value}: the inputs are too large for float64 arithmetic (a sum, square or "
+                      f"ratio of them passed {np.finfo(np.float64).max:.3g}, or an input is not finite); "
+                      "rescale them, e.g. divide them by a power of 10")
 
 
 # ---- ANOVA ------------------------------------------------------------------------------
@@ -85,7 +225,8 @@ def one_way_anova(samples: Sequence[npt.ArrayLike], welch: bool = False) -> Anov
         F, its p-value (and log10, finite where p underflows), the degrees of freedom and eta squared.
 
     Raises:
-        ValueError: fewer than 2 groups, or a group with fewer than 2 values.
+        ValueError: fewer than 2 groups, a group with fewer than 2 values, or sums of squares that
+            overflow float64.
     """
     arrays = [np.asarray(s, dtype=float) for s in samples]
     if len(arrays) < 2:
@@ -97,6 +238,10 @@ def one_way_anova(samples: Sequence[npt.ArrayLike], welch: bool = False) -> Anov
     grand = np.concatenate(arrays).mean()
     ss_between = float((sizes * (means - grand) ** 2).sum())
     ss_within = float(sum(((s - m) ** 2).sum() for s, m in zip(arrays, means)))
+    for what, value in (("the sum of squares between groups", ss_between), ("the sum of squares within groups",
+                                                                           ss_within)):
+        if not math.isfinite(value):  # else F would read as "no variance" (inf or nan) and p as 0
+            raise not_finite(what, value)
     total = ss_between + ss_within
     eta_squared = ss_between / total if total > 0 else float("nan")
     k, n = len(arrays), sizes.sum()
@@ -268,7 +413,7 @@ class PermutationResult:
 
     p_value: float
     log10_p_value: float
-    method: str  # "exact", "monte_carlo", "sequential_monte_carlo" or "normal_limit"
+    method: str  # "exact", "monte_carlo", "sequential_monte_carlo", "normal_limit" or "undefined"
     permutations: int | None  # relabellings enumerated or drawn; None for the normal limit
 
 
@@ -299,10 +444,13 @@ def permutation_test(values: npt.ArrayLike, codes: npt.NDArray[np.integer],
         asymptotic: use the normal limit where it applies.
 
     Returns:
-        The p-value, its log10 and the method that gave it.
+        The p-value, its log10 and the method that gave it; "undefined" and a nan p where the observed
+        statistic is not finite (as :func:`sign_flip_tests`; never a p of 0 from an overflowed statistic).
     """
     array = np.asarray(values, dtype=float)
     observed = float(np.asarray(statistic(array, codes[None, :]))[0])
+    if not math.isfinite(observed):
+        return PermutationResult(float("nan"), float("nan"), "undefined", None)
     tolerance = 1e-12 * max(1.0, abs(observed))  # ties up to float noise count as extreme
     exact = _all_relabellings(codes, n_permutations)
     if exact is not None:
@@ -526,7 +674,7 @@ def paired_bootstrap(measure: Callable[[npt.NDArray[np.float64], npt.NDArray[np.
         ValueError: the three inputs differ in length.
     """
     a, b = np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float)
-    labels = np.asarray([str(g) for g in groups])
+    labels = label_column(groups, "groups")
     if not (a.size == b.size == labels.size):
         raise ValueError(f"scores_a, scores_b and groups differ in length: {a.size}, {b.size}, {labels.size}")
     _, codes = encode_groups(labels)

@@ -80,7 +80,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class BiasDifference(evaluate.Comparison):
+class BiasDifference(vlfair.evaluate_support.CheckedInputs, evaluate.Comparison):
     def _info(self):
         return evaluate.ComparisonInfo(
             module_type="comparison",

@@ -57,7 +57,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class BiasRatio(evaluate.Metric):
+class BiasRatio(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             module_type="metric",

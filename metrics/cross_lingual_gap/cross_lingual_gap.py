@@ -51,7 +51,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class CrossLingualGap(evaluate.Metric):
+class CrossLingualGap(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             module_type="metric",

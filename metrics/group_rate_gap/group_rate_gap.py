@@ -48,7 +48,9 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class GroupRateGap(evaluate.Metric):
+class GroupRateGap(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
+    OPTIONAL = ("languages",)  # may be left out: filled with "" (no split by language)
+
     def _info(self):
         return evaluate.MetricInfo(
             module_type="metric",
@@ -58,25 +60,6 @@ class GroupRateGap(evaluate.Metric):
             features=vlfair.evaluate_support.label_features({}, ["predictions", "references", "groups", "languages"]),
             reference_urls=["https://arxiv.org/abs/2106.06683"],
         )
-
-    # languages is optional: evaluate requires every declared column, so an omitted one is
-    # filled with "" (no split by language) before evaluate sees the inputs.
-    def add_batch(self, *, predictions=None, references=None, languages=None, **kwargs):
-        """Add a batch; ``languages`` may be omitted."""
-        if languages is None and predictions is not None:
-            languages = [""] * len(predictions)
-        return super().add_batch(predictions=predictions, references=references, languages=languages, **kwargs)
-
-    def add(self, *, prediction=None, reference=None, languages=None, **kwargs):
-        """Add one example; ``languages`` may be omitted."""
-        return super().add(prediction=prediction, reference=reference, languages="" if languages is None else languages,
-                           **kwargs)
-
-    def compute(self, *, predictions=None, references=None, languages=None, **kwargs):
-        """Compute the module; ``languages`` may be omitted."""
-        if languages is None and predictions is not None:
-            languages = [""] * len(predictions)
-        return super().compute(predictions=predictions, references=references, languages=languages, **kwargs)
 
     def _compute(self, predictions, references, groups, languages, bootstrap=vlfair.measures.BOOTSTRAP,
                  confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):

@@ -50,7 +50,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class IndividualFairness(evaluate.Measurement):
+class IndividualFairness(vlfair.evaluate_support.CheckedInputs, evaluate.Measurement):
     def _info(self):
         vector = datasets.Sequence(datasets.Value("float64"))
         return evaluate.MeasurementInfo(

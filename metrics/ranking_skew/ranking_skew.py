@@ -51,7 +51,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class RankingSkew(evaluate.Measurement):
+class RankingSkew(vlfair.evaluate_support.CheckedInputs, evaluate.Measurement):
     def _info(self):
         return evaluate.MeasurementInfo(
             module_type="measurement",

@@ -44,7 +44,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Retention(evaluate.Metric):
+class Retention(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             module_type="metric",

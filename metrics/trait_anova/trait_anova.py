@@ -51,7 +51,9 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class TraitAnova(evaluate.Metric):
+class TraitAnova(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
+    OPTIONAL = ("strata",)  # may be left out: filled with "" (no stratification)
+
     def _info(self):
         return evaluate.MetricInfo(
             module_type="metric",
@@ -62,25 +64,6 @@ class TraitAnova(evaluate.Metric):
                                                             ["references", "strata"]),
             reference_urls=["https://github.com/joojs/fairface"],
         )
-
-    # strata is optional: evaluate requires every declared column, so an omitted one is filled
-    # with "" (no stratification) before evaluate sees the inputs.
-    def add_batch(self, *, predictions=None, references=None, strata=None, **kwargs):
-        """Add a batch; ``strata`` may be omitted."""
-        if strata is None and predictions is not None:
-            strata = [""] * len(predictions)
-        return super().add_batch(predictions=predictions, references=references, strata=strata, **kwargs)
-
-    def add(self, *, prediction=None, reference=None, strata=None, **kwargs):
-        """Add one example; ``strata`` may be omitted."""
-        return super().add(prediction=prediction, reference=reference, strata="" if strata is None else strata,
-                           **kwargs)
-
-    def compute(self, *, predictions=None, references=None, strata=None, **kwargs):
-        """Compute the module; ``strata`` may be omitted."""
-        if strata is None and predictions is not None:
-            strata = [""] * len(predictions)
-        return super().compute(predictions=predictions, references=references, strata=strata, **kwargs)
 
     def _compute(self, predictions, references, strata, welch=False, bootstrap=vlfair.measures.BOOTSTRAP,
                  confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):

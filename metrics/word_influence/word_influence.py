@@ -56,7 +56,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class WordInfluence(evaluate.Measurement):
+class WordInfluence(vlfair.evaluate_support.CheckedInputs, evaluate.Measurement):
     def _info(self):
         return evaluate.MeasurementInfo(
             module_type="measurement",
