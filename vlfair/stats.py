@@ -105,35 +105,47 @@ def label_column(values: Iterable[Any], name: str = "groups", first_row: int = 0
         raise ValueError(f"{name} must be a sequence of labels, one per row; got {type(values).__name__}")
     if isinstance(values, np.ndarray) and values.ndim != 1:
         raise ValueError(f"{name} must be one label per row (1-D), got shape {values.shape}")
-    if isinstance(values, np.ndarray) and values.dtype.kind in "biufU":  # one kind, no None: by unique value
-        missing: Sequence[int] | npt.NDArray[np.intp] = []
-        if values.dtype.kind == "f":
-            missing = np.flatnonzero(np.isnan(values))
-        _refuse_missing(name, missing, values, first_row)
-        uniques, inverse = np.unique(values, return_inverse=True)
-        texts = np.asarray([label_text(u) for u in uniques], dtype=str)[inverse.reshape(-1)]
-        written_as_text = values.dtype.kind == "U"
+    if isinstance(values, np.ndarray) and values.dtype.kind == "U":  # text already: nothing to read row by row
+        texts, written_as_text = values, True
+    elif isinstance(values, np.ndarray) and values.dtype.kind in "biuf":  # numbers of one type, by unique value
+        texts, written_as_text = _number_texts(values, name, first_row), False
     else:
         rows = list(values)
-        _refuse_missing(name, [r for r, v in enumerate(rows) if is_missing(v)], rows, first_row)
-        kinds: dict[str, int] = {}
-        for row, value in enumerate(rows):
-            if isinstance(value, _CONTAINERS):
-                raise ValueError(f"{name} row {first_row + row} is a {type(value).__name__} ({shown(value)}): "
-                                 "a label is one text or number per row")
-            kinds.setdefault(label_kind(value), row)
-        if len(kinds) > 1:
-            (kind_a, row_a), (kind_b, row_b) = list(kinds.items())[:2]
-            raise ValueError(f"{name} mixes kinds of label: {kind_a} (row {first_row + row_a}: {shown(rows[row_a])}) "
-                             f"and {kind_b} (row {first_row + row_b}: {shown(rows[row_b])}); give every row the "
-                             "same kind (e.g. all ClassLabel ids or all names)")
-        texts = np.asarray([label_text(v) for v in rows], dtype=str)
-        written_as_text = "text" in kinds
+        if all(type(v) is str for v in rows):  # names, the common case
+            texts, written_as_text = np.asarray(rows, dtype=str), True
+        else:
+            texts, written_as_text = _row_texts(rows, name, first_row)
     if texts.size == 0:
         raise ValueError(f"{name} is empty")
     if written_as_text:  # numbers are spelled one way by label_text; text as it was written
         _one_spelling_per_number(texts, name, first_row)
     return texts
+
+
+def _number_texts(values: npt.NDArray[Any], name: str, first_row: int) -> npt.NDArray[np.str_]:
+    """The texts of a numeric array (NaN refused), computed once per distinct value."""
+    if values.dtype.kind == "f":
+        _refuse_missing(name, np.flatnonzero(np.isnan(values)), values, first_row)
+    uniques, inverse = np.unique(values, return_inverse=True)
+    return np.asarray([label_text(u) for u in uniques], dtype=str)[inverse.reshape(-1)]
+
+
+def _row_texts(rows: list[Any], name: str, first_row: int) -> tuple[npt.NDArray[np.str_], bool]:
+    """The texts of labels of any type, row by row (missing ones, containers and mixed kinds refused),
+    and whether they were written as text."""
+    _refuse_missing(name, [r for r, v in enumerate(rows) if is_missing(v)], rows, first_row)
+    kinds: dict[str, int] = {}
+    for row, value in enumerate(rows):
+        if isinstance(value, _CONTAINERS):
+            raise ValueError(f"{name} row {first_row + row} is a {type(value).__name__} ({shown(value)}): "
+                             "a label is one text or number per row")
+        kinds.setdefault(label_kind(value), row)
+    if len(kinds) > 1:
+        (kind_a, row_a), (kind_b, row_b) = list(kinds.items())[:2]
+        raise ValueError(f"{name} mixes kinds of label: {kind_a} (row {first_row + row_a}: {shown(rows[row_a])}) "
+                         f"and {kind_b} (row {first_row + row_b}: {shown(rows[row_b])}); give every row the "
+                         "same kind (e.g. all ClassLabel ids or all names)")
+    return np.asarray([label_text(v) for v in rows], dtype=str), "text" in kinds
 
 
 def shown(value: Any, limit: int = 40) -> str:
