@@ -13,6 +13,9 @@ Checked, not trusted: each chunk records its row range and a SHA-256 of its arra
 final array's shape, dtype and SHA-256. A file that fails to load or to match (another range's
 chunk, zeroed or truncated bytes, a wrong-shaped array) is deleted with a CacheWarning naming it,
 and what it held is recomputed.
+
+Optional, never in the way: a cache file that cannot be written (a full disk, no permission) is a
+CacheWarning naming it, and the run goes on without the cache; its results are not lost.
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from vlfair.atomic import atomic_write  # here too: the name other modules import from the cache
 
 FORMAT = 2  # 2: chunks and done.json carry checksums
 DEFAULT = "default"  # sentinel for cache_dir: $VLFAIR_CACHE or ~/.cache/vlfair
@@ -47,23 +51,9 @@ def cache_key(components: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
-    """Write through a temporary file in the same directory, then rename: all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class CacheWarning(UserWarning):
-    """A cache file was damaged or did not match; it is recomputed."""
+    """A cache file was damaged or did not match (it is recomputed), or could not be written (the
+    run goes on without the cache)."""
 
 
 def _digest(*arrays: np.ndarray) -> str:
@@ -100,7 +90,7 @@ class ChunkStore:
     def __init__(self, directory: Path | None, meta: dict[str, Any]):
         self.directory = directory
         if directory is not None and not (directory / "meta.json").exists():
-            atomic_write(directory / "meta.json", lambda h: h.write(json.dumps(meta, indent=2, default=str).encode()))
+            self._write(directory / "meta.json", lambda h: h.write(json.dumps(meta, indent=2, default=str).encode()))
 
     @classmethod
     def open(cls, cache_dir: str | os.PathLike | None, kind: str, components: dict[str, Any]) -> ChunkStore:
@@ -113,6 +103,19 @@ class ChunkStore:
     def _chunk_path(self, start: int, end: int) -> Path:
         assert self.directory is not None, "a store without a directory has no files"  # callers check first
         return self.directory / f"rows-{start:09d}-{end:09d}.npz"
+
+    def _write(self, path: Path, write: Callable[[Any], None]) -> bool:
+        """Write one cache file; False (after a CacheWarning naming it) when it cannot be written.
+        The store then writes nothing more: a cache is optional, the results it would keep are not."""
+        try:
+            atomic_write(path, write)
+            return True
+        except OSError as exc:
+            warnings.warn(f"vlfair cache: cannot write {exc.filename or path} ({exc.strerror or exc}); going on "
+                          "without the cache (what it would have kept is recomputed next time)", CacheWarning,
+                          stacklevel=3)
+            self.directory = None
+            return False
 
     def _discard(self, paths: list[Path], why: str) -> None:
         warnings.warn(f"vlfair cache: {paths[0]} {why}; recomputing what it held", CacheWarning, stacklevel=3)
@@ -156,9 +159,9 @@ class ChunkStore:
         bad_reasons = np.array([b.reason for b in chunk.bad], dtype=str)
         span, digest = np.array([start, end], dtype=np.int64), np.array(_digest(rows, embeddings, bad_rows))
         # the file's keys, in this order (named one by one: savez's own keywords cannot be shadowed)
-        atomic_write(self._chunk_path(start, end),
-                     lambda h: np.savez(h, rows=rows, embeddings=embeddings, bad_rows=bad_rows, bad_paths=bad_paths,
-                                        bad_reasons=bad_reasons, range=span, sha256=digest))
+        self._write(self._chunk_path(start, end),
+                    lambda h: np.savez(h, rows=rows, embeddings=embeddings, bad_rows=bad_rows, bad_paths=bad_paths,
+                                       bad_reasons=bad_reasons, range=span, sha256=digest))
 
     def read_final(self, expected_rows: int | None = None) -> tuple[np.ndarray, list[BadRow]] | None:
         """The final array and its bad rows; None (after a CacheWarning and deleting the files) when
@@ -188,10 +191,11 @@ class ChunkStore:
     def write_final(self, embeddings: np.ndarray, bad: list[BadRow]) -> None:
         if self.directory is None:
             return
-        embeddings = embeddings.astype(np.float32)
-        atomic_write(self.directory / "embeddings.npy", lambda h: np.save(h, embeddings))
+        directory, embeddings = self.directory, embeddings.astype(np.float32)
         done = {"shape": list(embeddings.shape), "dtype": "float32", "sha256": _digest(embeddings),
                 "bad": [b.as_dict() for b in bad]}
-        atomic_write(self.directory / "done.json", lambda h: h.write(json.dumps(done).encode()))
-        for chunk_file in self.directory.glob("rows-*.npz"):
+        if not (self._write(directory / "embeddings.npy", lambda h: np.save(h, embeddings))
+                and self._write(directory / "done.json", lambda h: h.write(json.dumps(done).encode()))):
+            return  # done.json is written last: without it the entry is incomplete, and read as such
+        for chunk_file in directory.glob("rows-*.npz"):
             chunk_file.unlink(missing_ok=True)

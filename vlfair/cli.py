@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,9 @@ log = get_logger(__name__)  # results and progress: stdout at info; warnings: st
 def _demo(args: argparse.Namespace) -> int:
     if args.selfcheck:
         return _selfcheck(args)
-    from vlfair.demo.run import run_demo
+    from vlfair.demo.run import DEMO_OUTPUT, run_demo
 
+    _check_out_dir(Path(args.out or "vlfair-demo"), DEMO_OUTPUT)
     entries = run_demo(args.out or "vlfair-demo", cache_dir=args.cache_dir or "default", retrain=args.retrain)
     return 0 if entries else 1
 
@@ -66,9 +66,10 @@ def _run(args: argparse.Namespace) -> int:
     probe.validate_settings(settings, sources)  # before any work: an error names the key (or flag) and the value
     _check_out_dir(Path(args.out))  # before any work: a bad --out must not waste a run
     dataset = getattr(args, "dataset", None)
-    if dataset and not dataset.startswith("synthetic:"):
-        from vlfair.data.loading import check_source
+    from vlfair.data.loading import check_source, split_parts
 
+    split_parts(args.split)  # a split named twice is said at once, before the model loads
+    if dataset and not dataset.startswith("synthetic:"):
         check_source(dataset)  # a missing local directory is said at once, before the model loads
     from vlfair.models import load_encoder
 
@@ -99,16 +100,17 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_out_dir(out: Path) -> None:
-    """``out`` is, or can become, a writable directory."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file, not a directory")
+def _check_out_dir(out: Path, kind: Any = None) -> None:
+    """``out`` can become the command's output folder (new, empty, or an earlier output of
+    ``kind``, a run's by default) and no other process is writing it: the lock is taken now, before
+    any work, and held until the command ends (``vlfair.atomic``)."""
+    from vlfair.atomic import OutputError, claim_output
+    from vlfair.report.writer import RUN_OUTPUT
+
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):  # a unique name: processes of one torchrun check at once
-            pass
-    except OSError as exc:
-        raise UserError(f"--out {out} is not writable ({exc.strerror or exc})") from None
+        claim_output(out, kind or RUN_OUTPUT)
+    except OutputError as exc:
+        raise UserError(f"--out {exc}") from None
 
 
 def _at_least_one(*flags: tuple[str, int | None]) -> None:
@@ -185,8 +187,9 @@ def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from vlfair.data.build import BuildError, prepare
+    from vlfair.data.build import PREPARED_OUTPUT, BuildError, prepare
 
+    _check_out_dir(Path(args.out), PREPARED_OUTPUT)  # before the build, which reads every image
     options = {"images": args.images} if args.images else {}
     try:
         out = prepare(args.dataset, args.source, args.out, push_to_hub=args.push_to_hub, skip_bad=args.skip_bad,
@@ -326,12 +329,12 @@ def _add_rescore(sub: argparse._SubParsersAction) -> None:
 
 def _compare(args: argparse.Namespace) -> int:
     from vlfair.compare import compare_runs
-    from vlfair.compare.render import summary, write_comparison
+    from vlfair.compare.render import COMPARISON_OUTPUT, summary, write_comparison
 
     for flag, value in (("--bootstrap", args.bootstrap), ("--permutations", args.permutations)):
         if value < 0:
             raise UserError(f"{flag} must be at least 0, got {value}")
-    _check_out_dir(Path(args.out))
+    _check_out_dir(Path(args.out), COMPARISON_OUTPUT)
     comparison = compare_runs(args.runs, on_common_rows=args.on_common_rows, bootstrap=args.bootstrap,
                               confidence=args.confidence, seed=args.seed, n_permutations=args.permutations)
     report = write_comparison(comparison, args.out)
@@ -505,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"vlfair {args.command}: {describe(exc)}", file=sys.stderr)
         return 2
+    finally:
+        from vlfair.atomic import release_claims
+
+        release_claims()  # the --out locks the command took
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from vlfair.atomic import OutputKind, atomic_output, final_path
 from vlfair.compare.comparison import Comparison, verdict_text
 from vlfair.outputs import Table
 
@@ -17,6 +18,10 @@ from vlfair.outputs import Table
 # first and second series (the demo's biased and control encoders); nothing detected: grey.
 COLOURS = {"a": "C0", "b": "C1", "differ": "C4", "none": "0.55"}
 FOREST_ROWS = 40  # a forest with more rows shows the 40 smallest p-values (the table has them all)
+COMPARISON_FILES = ("comparison.json", "comparison.html", "differences.csv", "differences.md")
+# a comparison's folder (vlfair compare --out): replaced as a whole, only when it holds nothing else
+COMPARISON_OUTPUT = OutputKind("comparison", lambda folder: (folder / "comparison.json").is_file(),
+                               lambda entry: entry.is_file() and entry.name in COMPARISON_FILES)
 
 
 def letters(count: int) -> list[str]:
@@ -117,14 +122,23 @@ def notes(comparison: Comparison) -> list[str]:
 
 
 def write_comparison(comparison: Comparison, out_dir: str | Path) -> Path:
-    """comparison.json, differences.csv / .md and comparison.html into ``out_dir``; returns the page."""
+    """comparison.json, differences.csv / .md and comparison.html into ``out_dir``, written as a
+    whole (``vlfair.atomic``: an earlier comparison there is replaced once every file is written);
+    returns the page."""
+    with atomic_output(out_dir, COMPARISON_OUTPUT) as out:
+        _write_comparison(comparison, out)
+    return Path(out_dir) / "comparison.html"
+
+
+def _write_comparison(comparison: Comparison, out: Path) -> None:
     from vlfair.report.pages import figure_png, png_data, render
     from vlfair.report.tables import grid
     from vlfair.report.writer import TABLE_FILES
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "comparison.json").write_text(json.dumps(comparison.content, indent=2, allow_nan=False, ensure_ascii=False))
+    # the runs where they will be: a demo compares its runs in its staging folder, swapped in later
+    content = {**comparison.content, "runs": [{**run, "path": str(final_path(run["path"]))}
+                                              for run in comparison.content["runs"]]}
+    (out / "comparison.json").write_text(json.dumps(content, indent=2, allow_nan=False, ensure_ascii=False))
     table = Table(differences_frame(comparison))
     for suffix, write in TABLE_FILES.items():
         write(table, out / f"differences.{suffix}")
@@ -137,9 +151,7 @@ def write_comparison(comparison: Comparison, out_dir: str | Path) -> Path:
                   notes=notes(comparison), figures=[(name, png_data(figure_png(f, dpi=110))) for name, f in
                                                     figures.items()],
                   tables=[("differences", grid(Table(differences_frame(comparison, readable=True))))])
-    report = out / "comparison.html"
-    report.write_text(page)
-    return report
+    (out / "comparison.html").write_text(page)
 
 
 def summary(comparison: Comparison, limit: int = 30) -> str:
@@ -159,4 +171,5 @@ def summary(comparison: Comparison, limit: int = 30) -> str:
     return text
 
 
-__all__ = ["COLOURS", "differences_frame", "forests", "letters", "notes", "summary", "write_comparison"]
+__all__ = ["COLOURS", "COMPARISON_OUTPUT", "differences_frame", "forests", "letters", "notes", "summary",
+           "write_comparison"]

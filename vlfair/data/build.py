@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-import yaml
 
 from vlfair._version import __version__
+from vlfair.atomic import OutputKind, atomic_output
 from vlfair.data.files import SourceFiles
 from vlfair.data.schemas import (
     ADULT_AGE_BINS,
@@ -29,10 +29,12 @@ from vlfair.data.schemas import (
     MULTI30K_LANGUAGES,
     PFI_CATEGORIES,
     SCHEMAS,
+    label_problem,
     normalize_label,
 )
 from vlfair.imageio import image_problem
 from vlfair.logging import library_progress_bars, progress_bars_enabled
+from vlfair.yamlfile import load_yaml, read_front_matter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +101,8 @@ class RowCollector:
         for name, value in labels.items():
             column = self.schema.column(name)
             value = normalize_label(value, column) if column is not None else value
-            if problem is None and column is not None and column.vocabulary and value not in column.vocabulary:
-                problem = f"column '{name}' has {value!r}, not one of {list(column.vocabulary)}"
+            if problem is None and column is not None and (wrong := label_problem(value, column)):
+                problem = f"column '{name}' {wrong}"
             out[name] = value
         if problem is not None:
             self.problems.append(Problem(where, problem))
@@ -303,8 +305,8 @@ def build_professions(source: str | Path, skip_bad: bool = False, metadata: str 
         where = "tree"
     collector = RowCollector("professions", files, where)
     records = [r for row, v in enumerate(_reading(rows, where))
-               if (r := collector.record(row, v["file"], {"gender": v["gender"]},
-                                         {"profession": v["profession"], "race": v["race"]})) is not None]
+               if (r := collector.record(row, v["file"], {"gender": v["gender"], "profession": v["profession"],
+                                                          "race": v["race"]})) is not None]
     return _finish("professions", {"default": {"test": _dataset(records, "professions")}}, collector.problems,
                    skip_bad, source)
 
@@ -350,9 +352,10 @@ def render_card(built: Built, files: dict[str, dict[str, str]], infos: dict[str,
     (configs pointing at ``files``, dataset_info, size and licence fields), and its body."""
     from huggingface_hub import DatasetCardData
 
-    template = (Path(str(resources.files("vlfair._cards"))) / f"{built.name}.md").read_text()
+    path = Path(str(resources.files("vlfair._cards"))) / f"{built.name}.md"
+    template = path.read_text()
     meta_end = template.index("\n---\n", 4)
-    front, body = yaml.safe_load(template[4:meta_end]), template[meta_end + 5:]
+    front, body = load_yaml(template[4:meta_end], str(path), first_line=2), template[meta_end + 5:]
     rows = sum(info.splits.total_num_examples for config, info in infos.items() if config == "default") or \
         sum(info.splits.total_num_examples for info in infos.values())
     card = DatasetCardData(**front, size_categories=[size_category(rows)])
@@ -375,11 +378,41 @@ def render_card(built: Built, files: dict[str, dict[str, str]], infos: dict[str,
     return f"---\n{card.to_yaml()}\n---\n{body}"
 
 
+def _is_prepared(folder: Path) -> bool:
+    """``folder`` holds an earlier ``vlfair prepare`` output: a card naming its vlfair schema."""
+    from vlfair.data.loading import prepared_schema
+
+    try:
+        return prepared_schema(folder) is not None
+    except ValueError:  # a card that cannot be read is not one prepare wrote
+        return False
+
+
+def _prepared_entry(entry: Path) -> bool:
+    """The card, or a config's folder of Parquet files."""
+    if entry.is_dir():
+        return all(path.is_dir() or path.suffix == ".parquet" for path in entry.rglob("*"))
+    return entry.name == "README.md"
+
+
+# a prepared dataset's folder (vlfair prepare --out): replaced as a whole, only when it holds nothing else
+PREPARED_OUTPUT = OutputKind("prepared dataset", _is_prepared, _prepared_entry)
+
+
 def write_prepared(built: Built, out: str | Path, push_to_hub: str | None = None) -> Path:
     """Parquet per config and split (labels as ClassLabel) and the card, laid out as a Hub dataset
-    repository: plain ``datasets.load_dataset(out[, config])`` reads it, and the Hub gets the same files."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    repository: plain ``datasets.load_dataset(out[, config])`` reads it, and the Hub gets the same files.
+
+    ``out`` is written as a whole (``vlfair.atomic``): built in a folder beside it and swapped in
+    when complete, so a prepare stopped midway leaves an earlier prepared dataset there whole."""
+    with atomic_output(out, PREPARED_OUTPUT) as staging:
+        _write_prepared(built, staging)
+    if push_to_hub:
+        push(out, push_to_hub)
+    return Path(out)
+
+
+def _write_prepared(built: Built, out: Path) -> None:
     files: dict[str, dict[str, str]] = {}
     infos: dict[str, datasets.DatasetInfo] = {}
     for config, splits in built.configs.items():
@@ -396,18 +429,14 @@ def write_prepared(built: Built, out: str | Path, push_to_hub: str | None = None
             features=features, splits=split_infos, dataset_size=sum(i.num_bytes for i in split_infos.values()),
             download_size=sum((out / path).stat().st_size for path in files[config].values()))
     (out / "README.md").write_text(render_card(built, files, infos))
-    if push_to_hub:
-        push(out, push_to_hub)
-    return out
 
 
 def push(directory: str | Path, repo_id: str) -> None:
     """Upload a prepared directory in one commit: its card and every file the card names."""
     from huggingface_hub import CommitOperationAdd, HfApi
-    from huggingface_hub.repocard import metadata_load
 
     directory = Path(directory)
-    card = metadata_load(directory / "README.md") or {}  # a prepared directory's card always has its configs
+    card = read_front_matter(directory / "README.md")  # a prepared directory's card always has its configs
     paths = [f["path"] for c in card["configs"] for f in c["data_files"]]
     operations = [CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(directory / path))
                   for path in ["README.md", *paths]]

@@ -6,7 +6,7 @@ from typing import Any
 
 import datasets
 
-from vlfair.data.schemas import Schema, normalize_label
+from vlfair.data.schemas import Schema, label_problem, normalize_label
 
 
 class DataError(ValueError):
@@ -55,13 +55,11 @@ def _replace_column(dataset: datasets.Dataset, name: str, values: list, feature:
 def _check_values(dataset: datasets.Dataset, schema: Schema, column, where: str) -> None:
     values = dataset[column.name]
     for row, value in enumerate(values):
+        problem = label_problem(value, column)
+        if problem:
+            raise DataError(f"{schema.name} column '{column.name}' row {row}{where} {problem}")
         if value is None:
-            if column.nullable:
-                continue
-            raise DataError(f"{schema.name} column '{column.name}' row {row}{where} is empty")
-        if column.vocabulary is not None and value not in column.vocabulary:
-            raise DataError(f"{schema.name} column '{column.name}' row {row}{where} has {value!r}, "
-                            f"not one of {list(column.vocabulary)}")
+            continue
         if column.kind == "bool" and not isinstance(value, bool):
             raise DataError(f"{schema.name} column '{column.name}' row {row}{where} has {value!r}, not a bool")
         if column.kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):

@@ -6,13 +6,28 @@ import posixpath
 import zipfile
 from pathlib import Path
 
+# An image file's size at most, as stored or as a zip member unpacks: read whole into memory (a
+# study's images are kilobytes; 40 megapixels of 16-bit RGBA, uncompressed, is 320 MB)
+MAX_FILE_BYTES = 512 * 2**20
+# A zip member that unpacks to more than this many times its packed size is refused (images are
+# compressed already: FairFace's JPEGs pack to about 1:1; a bomb of zeros packs to 1:1000)...
+MAX_RATIO = 100
+RATIO_FROM_BYTES = 2**20  # ...when it unpacks to more than 1 MiB (a tiny file may pack at any ratio)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:,.1f} MiB"
+
 
 class SourceFiles:
     """Files of a raw source, addressed by the relative paths its metadata uses.
 
     A path that is absolute or escapes the root (``..``) is refused: metadata is data, and a
     spreadsheet must not make the builder read ``/etc/passwd``. Images may also sit in a zip
-    next to the metadata (FairFace's release), under any common prefix.
+    next to the metadata (FairFace's release), under any common prefix. A file is read whole:
+    one larger than :data:`MAX_FILE_BYTES` (a zip member by the size it declares, before it is
+    unpacked) or a member that unpacks to more than :data:`MAX_RATIO` times its packed size is
+    refused, never read.
     """
 
     def __init__(self, root: str | Path, archive: str | Path | None = None):
@@ -45,6 +60,27 @@ class SourceFiles:
             return f"path {relative!r} is a link that leaves the source directory"
         if not self.exists(normal):
             return f"image {relative!r} is listed but missing"
+        return self._size_problem(normal)
+
+    def _size_problem(self, normal: str) -> str | None:
+        """Why the file is too large to read, or None; a zip member is judged by its declared
+        size and its compression ratio before a byte of it is unpacked."""
+        path = self.root / normal
+        if path.is_file():
+            size, packed = path.stat().st_size, None
+        else:
+            member = self._members.get(normal)
+            if self._zip is None or member is None:  # missing: check() says so, read() raises FileNotFoundError
+                return None
+            info = self._zip.getinfo(member)
+            size, packed = info.file_size, info.compress_size
+        if size > MAX_FILE_BYTES:
+            return (f"image {normal!r} is {_mib(size)}{' unpacked' if packed is not None else ''}, more than the "
+                    f"{_mib(MAX_FILE_BYTES)} an image may have")
+        if packed is not None and size > RATIO_FROM_BYTES and size > MAX_RATIO * max(packed, 1):
+            return (f"zip member {normal!r} unpacks to {size / max(packed, 1):,.0f} times its packed size "
+                    f"({_mib(size)} from {_mib(packed)}), more than {MAX_RATIO} times: a decompression bomb, not an "
+                    "image")
         return None
 
     def exists(self, relative: str) -> bool:
@@ -55,6 +91,8 @@ class SourceFiles:
 
     def read(self, relative: str) -> bytes:
         normal = self.key(relative)
+        if problem := self._size_problem(normal):  # checked again at the read itself
+            raise ValueError(problem)
         path = self.root / normal
         if path.is_file():
             if not path.resolve().is_relative_to(self.root):  # checked again at the read itself

@@ -13,6 +13,7 @@ import numpy as np
 
 from vlfair.data.conform import DataError, conform
 from vlfair.data.schemas import ADULT_AGE_BINS, AGE_GROUP_OF_BIN, PFI_CATEGORIES, SCHEMAS
+from vlfair.yamlfile import read_front_matter
 
 CARD = "README.md"  # a prepared directory's card: its YAML names the configs, files and vlfair schema
 SAMPLING_MARK = "vlfair.balanced_sample: "
@@ -45,6 +46,25 @@ DEFAULT_SUBSET = {"multi30k": "translation"}  # its two portions have different 
 
 
 # ---- sources ------------------------------------------------------------------------------
+def split_parts(split: str | None) -> list[str]:
+    """The splits ``split`` joins with '+' ("train+validation" reads both, as datasets does).
+
+    Raises:
+        DataError: an empty part, or a split named twice ("test+test" would count every row twice).
+    """
+    if split is None:
+        return []
+    parts = [part.strip() for part in split.split("+")]
+    if not all(parts):
+        raise DataError(f"split {split!r} has an empty part: name splits joined by '+', e.g. train+validation")
+    names = [part.split("[")[0].strip() for part in parts]  # "train[:10%]" is a part of the split train
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise DataError(f"split {split!r} names {', '.join(map(repr, twice))} more than once: its rows would be "
+                        "counted twice; name each split once")
+    return parts
+
+
 def _pick_split(splits: dict[str, Any], split: str | None, where: str) -> Any:
     if split is None:
         if len(splits) == 1:
@@ -57,33 +77,75 @@ def _pick_split(splits: dict[str, Any], split: str | None, where: str) -> Any:
 
 def prepared_schema(directory: str | os.PathLike) -> str | None:
     """The schema of a directory ``vlfair prepare`` wrote (its card's ``vlfair.schema``), else None."""
-    from huggingface_hub.repocard import metadata_load
-
     card = Path(directory) / CARD
     if not card.is_file():
         return None
-    return ((metadata_load(card) or {}).get("vlfair") or {}).get("schema")
+    return (read_front_matter(card).get("vlfair") or {}).get("schema")
 
 
 def read_prepared(directory: Path, config: str | None, split: str | None) -> datasets.Dataset:
     """A directory written by ``vlfair prepare``, read as the Hub would: through its card's configs."""
-    from huggingface_hub.repocard import metadata_load
-
-    card = metadata_load(directory / CARD) or {}  # never None here: prepared_schema() found its vlfair schema
+    card = read_front_matter(directory / CARD)  # prepared_schema() found its vlfair schema
+    if not isinstance(card.get("configs"), list) or not card["configs"]:
+        raise DataError(f"{directory / CARD} lists no configs (a card `vlfair prepare` wrote lists each config's "
+                        "files)")
     configs = {c["config_name"]: [f["split"] for f in c["data_files"]] for c in card["configs"]}
     name = config if config in configs else "default" if "default" in configs else next(iter(configs))
     where = f"{directory} (config {name!r})"
-    for part in (split.split("+") if split else []):  # "train+validation" reads both, as datasets does
+    for part in split_parts(split):
         _pick_split(dict.fromkeys(configs[name]), part, where)
     return read_hub(str(directory), name, split)
 
 
 def read_hub(source: str, config: str | None, split: str | None) -> datasets.Dataset:
-    """A Hub dataset id (or a directory laid out like a Hub repository)."""
+    """A Hub dataset id (or a directory laid out like a Hub repository: read only from inside itself)."""
+    if Path(source).is_dir():
+        check_inside(Path(source), config)
     loaded = datasets.load_dataset(source, config, split=split)
     if isinstance(loaded, datasets.DatasetDict):
         loaded = _pick_split(dict(loaded), None, source)
     return loaded
+
+
+def _outward(pattern: str) -> bool:
+    """A card's file pattern that points outside its folder: absolute, a URL, or through '..'."""
+    parts = pattern.replace("\\", "/").split("/")
+    return pattern.startswith(("/", "\\", "~")) or "://" in pattern or ":" in parts[0] or ".." in parts
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a card's ``data_files`` / ``data_dir`` value, however nested."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _strings(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def check_inside(directory: Path, config: str | None) -> None:
+    """A local dataset folder is read only from inside itself: no file its card names (a path
+    that is absolute, a URL or goes through '..') and no file datasets would read for ``config``
+    (a glob's matches, a link to a file or a folder) may lie outside it.
+
+    Raises:
+        DataError: naming the card's entry or the file, and where it leads.
+    """
+    root, card = directory.resolve(), directory / CARD
+    entries = read_front_matter(card).get("configs") if card.is_file() else None
+    for entry in entries if isinstance(entries, list) else []:
+        named = _strings(entry.get("data_files")) + _strings(entry.get("data_dir")) if isinstance(entry, dict) else []
+        for pattern in named:
+            if _outward(pattern):
+                raise DataError(f"{card}: config {entry.get('config_name')!r} names {pattern!r}, outside {directory}; "
+                                "a dataset folder's card may name only files inside it")
+    builder = datasets.load_dataset_builder(str(directory), config)
+    files = [file for listed in (builder.config.data_files or {}).values() for file in listed]
+    for file in [str(card), *files] if card.exists() else files:
+        if not Path(file).resolve().is_relative_to(root):
+            raise DataError(f"{directory}: {file} leads outside the folder (to {Path(file).resolve()}): a dataset "
+                            "folder is read only from inside itself")
 
 
 def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str | None = None,
@@ -106,10 +168,12 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
         an imagefolder's as its metadata gives them.
 
     Raises:
-        DataError: a source that is not there, a split that is not, or rows the schema refuses.
+        DataError: a source that is not there, a split that is not (or is named twice), a dataset
+            folder whose card names files outside it, or rows the schema refuses.
         ValueError: an unknown name or subset, or a missing source.
         TypeError: options the dataset does not take.
     """
+    split_parts(split)  # before any reading: a split named twice would count its rows twice
     if name.startswith("synthetic:"):
         from vlfair.data.synthetic import make_synthetic
 

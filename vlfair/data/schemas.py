@@ -96,6 +96,21 @@ register_schema(Schema("pfi", (
 ), "P-FI public-figure portraits with name, category and gender"))
 
 
+def label_problem(value: Any, column: Column) -> str | None:
+    """What is wrong with ``value`` in ``column`` (the end of a sentence naming the column), or
+    None: the one check of a label, for every source (``prepare``'s rows, a loaded dataset's).
+
+    A missing value where the column is not nullable; in a class-label column, a blank string
+    (it would become a group named '' or '  '); a value outside the vocabulary."""
+    if value is None:
+        return None if column.nullable else "is empty"
+    if (column.vocabulary is not None or column.label) and isinstance(value, str) and not value.strip():
+        return f"is blank ({value!r}): a label must name its group"
+    if column.vocabulary is not None and value not in column.vocabulary:
+        return f"has {value!r}, not one of {list(column.vocabulary)}"
+    return None
+
+
 def normalize_label(value: Any, column: Column) -> Any:
     """A label in the vocabulary's spelling (unchanged when there is no vocabulary or no alias)."""
     if column.vocabulary is None or value is None or value in column.vocabulary:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from vlfair import measures, stats
+from vlfair.atomic import OutputKind, atomic_output
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE
 from vlfair.demo import datasets as world_data
 from vlfair.demo.paired import compare_world
@@ -33,6 +34,10 @@ logger = get_logger(__name__)
 WORD_EFFECTS = {"nurse": 0.4}  # planted: "nurse" raises the share of women by 0.4; "hospital" by nothing
 WI_PROMPT = "a nurse at the hospital"
 GENDER_PROMPTS = {"male": "a photo of a male", "female": "a photo of a female"}
+DEMO_ENTRIES = ("summary.json", "paired.json", "report.html", "biased", "control", "compare")
+# the demo's folder (vlfair demo --out): replaced as a whole, only when it holds nothing else
+DEMO_OUTPUT = OutputKind("demo", lambda folder: (folder / "summary.json").is_file(),
+                         lambda entry: entry.name in DEMO_ENTRIES)
 
 
 def _entry(probe, measure, subset, encoder, planted, measured, ci, detected, neutral, sign: int) -> dict[str, Any]:
@@ -221,24 +226,26 @@ def measure(encoders: dict[str, Any], out: Path, cache_dir: Any = None, data: di
 def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", planting: Planting | None = None,
              retrain: bool = False, log: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
     """Load the shipped biased and control world encoders (or train them on this machine with
-    ``retrain`` or a ``planting`` vlfair does not ship), run every probe, write the summary."""
+    ``retrain`` or a ``planting`` vlfair does not ship), run every probe, write the summary.
+    ``out_dir`` is written as a whole (``vlfair.atomic``): an earlier demo there is replaced once
+    the new one is complete, a demo stopped midway leaves it as it was."""
     start = time.perf_counter()
+    with atomic_output(out_dir, DEMO_OUTPUT) as out:
+        plantings = {"biased": planting or WORLDS["biased"], "control": WORLDS["control"]}
+        paths = {name: encoder_path(p, cache_dir, retrain=retrain, name=display_name(name), log=log)
+                 for name, p in plantings.items()}
+        for name, path in paths.items():
+            log(f"{display_name(name)} encoder: {path}")
+        encoders = {name: load_encoder(str(path), dtype="float32") for name, path in paths.items()}
+        for name, encoder in encoders.items():
+            encoder.display_name = display_name(name)  # its results name it, not its cache path
+        entries = measure(encoders, out, cache_dir, log=log)
+        (out / "summary.json").write_text(json.dumps(entries, indent=2))
+        log(summary_table(entries))
+        paired = compare_world(out, [probe for probe, _ in PROBES], log)  # biased vs control, row by row
+        (out / "paired.json").write_text(json.dumps(paired, indent=2))
+        (out / "report.html").write_text(_report(entries, plantings, paths, out, time.perf_counter() - start, paired))
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    plantings = {"biased": planting or WORLDS["biased"], "control": WORLDS["control"]}
-    paths = {name: encoder_path(p, cache_dir, retrain=retrain, name=display_name(name), log=log)
-             for name, p in plantings.items()}
-    for name, path in paths.items():
-        log(f"{display_name(name)} encoder: {path}")
-    encoders = {name: load_encoder(str(path), dtype="float32") for name, path in paths.items()}
-    for name, encoder in encoders.items():
-        encoder.display_name = display_name(name)  # its results name it, not its cache path
-    entries = measure(encoders, out, cache_dir, log=log)
-    (out / "summary.json").write_text(json.dumps(entries, indent=2))
-    log(summary_table(entries))
-    paired = compare_world(out, [probe for probe, _ in PROBES], log)  # biased vs control, row by row
-    (out / "paired.json").write_text(json.dumps(paired, indent=2))
-    (out / "report.html").write_text(_report(entries, plantings, paths, out, time.perf_counter() - start, paired))
     log(f"demo finished in {time.perf_counter() - start:.0f} s: {out / 'summary.json'}, {out / 'report.html'}")
     return entries
 

@@ -144,21 +144,24 @@ class ProbeRun:
     def write(self, out_dir: str | Path) -> Path:
         """results.json, samples.parquet (where the probe keeps samples), tables, plots and
         report.html into ``out_dir`` (the main process only writes: under torchrun or accelerate
-        launch there is one writer); returns report.html."""
+        launch there is one writer); returns report.html. The folder is written as a whole
+        (``vlfair.atomic``): a run killed while writing leaves an earlier run there whole, and a
+        second process writing the same folder is refused."""
+        from vlfair.atomic import atomic_output
         from vlfair.distributed import current_world
         from vlfair.report.results import validate_results
-        from vlfair.report.writer import write_outputs
+        from vlfair.report.writer import RUN_OUTPUT, write_outputs
         from vlfair.samples import SAMPLES_FILE, write_samples
 
-        out = Path(out_dir)
         if current_world().is_main:
-            if self.output.samples is not None:
-                header = {k: v for k, v in self.results.items() if k not in ("metrics", "published", "samples")}
-                self.results["samples"] = write_samples(self.output.samples, out / SAMPLES_FILE, header)
-                validate_results(self.results)
-            write_outputs(out, self.results, self.output.tables, self.output.figures, self.output.notes,
-                          f"vlfair {self.name} probe")
-        return out / "report.html"
+            with atomic_output(out_dir, RUN_OUTPUT) as out:  # samples and the rest: one folder, swapped in at once
+                if self.output.samples is not None:
+                    header = {k: v for k, v in self.results.items() if k not in ("metrics", "published", "samples")}
+                    self.results["samples"] = write_samples(self.output.samples, out / SAMPLES_FILE, header)
+                    validate_results(self.results)
+                write_outputs(out, self.results, self.output.tables, self.output.figures, self.output.notes,
+                              f"vlfair {self.name} probe")
+        return Path(out_dir) / "report.html"
 
 
 @library_progress_bars("datasets.utils.logging")  # its bar for every filter, select and flatten: short steps

@@ -3,6 +3,9 @@
 Tables are rendered by ``vlfair.report.tables`` (one path for CSV, Markdown and HTML), the page by
 the Jinja2 template ``templates/report.html.j2`` (autoescaped). The names below that moved there
 (``markdown_table``, ``html_table``, ``csv_safe``, ``page``, ...) stay importable from here.
+
+A run's folder is written as a whole (``vlfair.atomic``): into a staging folder beside it, renamed
+into place when every file is there, so a run killed while writing leaves the earlier run whole.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from vlfair.atomic import OutputKind, atomic_output
 from vlfair.outputs import FOOTNOTES, MARK_COLUMN_MAX, Table
 from vlfair.report.pages import inline_figure, inline_png, page, png_data, render
 from vlfair.report.tables import column_maxima, csv_safe, grid, html_table, markdown_table, write_csv
@@ -26,14 +30,25 @@ def _write_markdown(table: Table | pd.DataFrame, path: Path) -> None:
 # every table is written once per entry: a new format is a renderer in tables.py and one line here
 # (a writer's return value, such as write_csv's path, is not used)
 TABLE_FILES: dict[str, Callable[[Table | pd.DataFrame, Path], object]] = {"csv": write_csv, "md": _write_markdown}
+RUN_FILES = ("results.json", "samples.parquet", "report.html")
+RUN_SUFFIXES = (*(f".{suffix}" for suffix in TABLE_FILES), ".png")  # tables and figures
+
+
+def _run_file(entry: Path) -> bool:
+    return entry.is_file() and (entry.name in RUN_FILES or entry.suffix in RUN_SUFFIXES)
+
+
+# a run's folder (vlfair run --out, rescore --out): replaced as a whole, only when it holds nothing else
+RUN_OUTPUT = OutputKind("run", lambda folder: (folder / "results.json").is_file(), _run_file)
 
 
 def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str, Table | pd.DataFrame],
                   figures: dict[str, Any], notes: list[str], title: str) -> Path:
-    """Everything into ``out_dir``; returns the path of report.html.
+    """Everything into ``out_dir``, written as a whole (a folder that holds an earlier run is
+    replaced once every file is written); returns the path of report.html.
 
     Args:
-        out_dir: the run's folder (made if missing).
+        out_dir: the run's folder: new, empty or an earlier run's (:data:`RUN_OUTPUT`).
         results: results.json's content.
         tables: name -> a Table, or a DataFrame whose attrs ask for marks and footnotes; each is
             written once per entry of :data:`TABLE_FILES` (``name.csv``, ``name.md``) and shown in
@@ -42,20 +57,18 @@ def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str
         notes: sentences listed at the top of report.html (with results' warnings).
         title: report.html's title.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False))
-    for name, table in tables.items():
-        for suffix, write in TABLE_FILES.items():
-            write(table, out / f"{name}.{suffix}")
-    pngs = {}
-    for name, figure in figures.items():
-        path = out / f"{name}.png"
-        figure.savefig(path, dpi=110, bbox_inches="tight")
-        pngs[name] = path
-    report = out / "report.html"
-    report.write_text(report_html(results, tables, pngs, notes, title))
-    return report
+    with atomic_output(out_dir, RUN_OUTPUT) as out:
+        (out / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False))
+        for name, table in tables.items():
+            for suffix, write in TABLE_FILES.items():
+                write(table, out / f"{name}.{suffix}")
+        pngs = {}
+        for name, figure in figures.items():
+            path = out / f"{name}.png"
+            figure.savefig(path, dpi=110, bbox_inches="tight")
+            pngs[name] = path
+        (out / "report.html").write_text(report_html(results, tables, pngs, notes, title))
+    return Path(out_dir) / "report.html"
 
 
 def report_html(results: dict[str, Any], tables: dict[str, Table | pd.DataFrame], pngs: dict[str, Path],
@@ -69,4 +82,4 @@ def report_html(results: dict[str, Any], tables: dict[str, Table | pd.DataFrame]
 
 
 __all__ = ["FOOTNOTES", "MARK_COLUMN_MAX", "column_maxima", "csv_safe", "html_table", "inline_figure", "inline_png",
-           "markdown_table", "page", "report_html", "TABLE_FILES", "write_outputs"]
+           "markdown_table", "page", "report_html", "RUN_OUTPUT", "TABLE_FILES", "write_outputs"]

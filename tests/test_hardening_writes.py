@@ -1,0 +1,553 @@
+"""Hardening, third round (issue 28): what vlfair reads from a folder and how it writes one.
+
+A prepared dataset is read only from inside its folder (3); an output folder (a run, a rescore, a
+comparison, a prepared dataset, the demo) is written as a whole, so a process killed while writing
+leaves the earlier output whole (4, 5), and one writer at a time (19); a split named twice (6), a
+blank label (12), a zip bomb (25), a full disk (30) and a card's unsafe YAML (31) are refused or
+said, naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+import vlfair
+from vlfair.cli import main
+from vlfair.compare import load_run
+from vlfair.data import DataError
+from vlfair.data.build import BuildError, Built, prepare, write_prepared
+
+# A child process running the real CLI, with a hook that kills it (SIGKILL, as kill -9) at one
+# moment of its write phase, or makes it wait there until the test lets it go.
+CHILD = textwrap.dedent("""
+    import os, signal, sys, time
+    from pathlib import Path
+
+    hook, argv = sys.argv[1], sys.argv[2:]
+
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    from vlfair.report import writer
+    table_writer = writer.TABLE_FILES["csv"]
+    if hook == "after-first-table":  # results.json and one table of the new run written
+        def write(table, path):
+            table_writer(table, path)
+            die()
+        writer.TABLE_FILES["csv"] = write
+    elif hook == "after-samples":  # samples.parquet of the new run written, nothing else
+        import vlfair.samples
+        write_samples = vlfair.samples.write_samples
+        def killing(*args, **kwargs):
+            write_samples(*args, **kwargs)
+            die()
+        vlfair.samples.write_samples = killing
+    elif hook == "in-report":  # every table and figure written, report.html about to be
+        def report_html(*args, **kwargs):
+            die()
+        writer.report_html = report_html
+    elif hook == "mid-parquet":  # a prepared dataset's first Parquet file half written
+        import datasets
+        def to_parquet(self, path, *args, **kwargs):
+            with open(path, "wb") as handle:
+                handle.write(b"PAR1 half a file")
+                handle.flush()
+            die()
+        datasets.Dataset.to_parquet = to_parquet
+    elif hook == "before-card":  # every Parquet file written, the card not yet
+        import vlfair.data.build
+        def render_card(*args, **kwargs):
+            die()
+        vlfair.data.build.render_card = render_card
+    elif hook == "wait":  # in the write phase until the test creates the file GO
+        def write(table, path):
+            Path(os.environ["READY"]).touch()
+            while not Path(os.environ["GO"]).exists():
+                time.sleep(0.05)
+            table_writer(table, path)
+        writer.TABLE_FILES["csv"] = write
+    from vlfair.cli import main
+    sys.exit(main(argv))
+""")
+
+
+def _child(tmp_path: Path, hook: str, *argv: str, env: dict | None = None, wait: bool = True):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    process = subprocess.Popen([sys.executable, str(script), hook, *argv, "-q"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    if wait:
+        process.communicate(timeout=300)
+    return process
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes: two equal snapshots are the same output."""
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file()}
+
+
+def _staged(folder: Path) -> list[str]:
+    """What writers left beside ``folder`` (staging folders, earlier outputs moved aside)."""
+    return sorted(e.name for e in folder.parent.iterdir()
+                  if e.name.startswith(f".{folder.name}.vlfair-") and not e.name.endswith("-lock"))
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err.strip()
+
+
+# ---- runs to write over ------------------------------------------------------------------------
+FAST = ["--set", "bootstrap=0", "--set", "n_permutations=0"]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+def _run(clip: Path, out: Path, cache: Path, *options: str) -> Path:
+    assert main(["run", "professions", "--model", str(clip), "--dataset", "synthetic:professions", "--out", str(out),
+                 "--cache-dir", str(cache), "-q", *FAST, *options]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def base_run(clip_dir, cache, tmp_path_factory) -> Path:
+    """A finished professions run (with samples.parquet: rescore and compare read it)."""
+    return _run(clip_dir, tmp_path_factory.mktemp("runs") / "clip", cache)
+
+
+@pytest.fixture(scope="module")
+def other_run(cache, tmp_path_factory) -> Path:
+    """The same probe on the same rows with another tiny model: a run to compare with."""
+    from vlfair import testing
+
+    models = tmp_path_factory.mktemp("other-model")
+    return _run(testing.tiny_clip(models / "clip-1", seed=1), tmp_path_factory.mktemp("runs") / "clip-1", cache)
+
+
+def _earlier(run: Path, out: Path) -> dict[str, bytes]:
+    shutil.copytree(run, out)
+    return _files(out)
+
+
+# ---- 5, 19: a run's folder is written as a whole, by one writer -------------------------------
+def test_a_run_killed_while_writing_leaves_the_earlier_run_whole(base_run, clip_dir, cache, tmp_path):
+    out = tmp_path / "out"
+    before = _earlier(base_run, out)
+    child = _child(tmp_path, "after-first-table", "run", "professions", "--model", str(clip_dir), "--dataset",
+                   "synthetic:professions", "--out", str(out), "--cache-dir", str(cache), "--set", "confidence=0.9",
+                   *FAST)
+    assert child.returncode == -9, child.stderr  # killed in its write phase, after results.json and a table
+    assert _files(out) == before  # every file of the earlier run, byte for byte, and nothing of the new one
+    assert main(["rescore", str(base_run), "--out", str(out), "-q"]) == 0  # the next write clears what was left
+    assert not _staged(out) and load_run(out).results["probe"] == "professions"
+
+
+@pytest.mark.parametrize("hook", ["after-samples", "after-first-table", "in-report"])
+def test_a_rescore_killed_at_any_moment_of_its_write_leaves_the_earlier_run_whole(base_run, tmp_path, hook):
+    out = tmp_path / "out"
+    before = _earlier(base_run, out)
+    child = _child(tmp_path, hook, "rescore", str(base_run), "--out", str(out), "--set", "confidence=0.9")
+    assert child.returncode == -9, child.stderr
+    assert _files(out) == before
+
+
+def test_a_comparison_killed_while_writing_leaves_the_earlier_one_whole(base_run, other_run, tmp_path):
+    out = tmp_path / "cmp"
+    options = ["--bootstrap", "20", "--permutations", "20"]
+    assert main(["compare", str(base_run), str(other_run), "--out", str(out), "-q", *options]) == 0
+    before = _files(out)
+    child = _child(tmp_path, "after-first-table", "compare", str(base_run), str(other_run), "--out", str(out),
+                   "--bootstrap", "30", "--permutations", "30")
+    assert child.returncode == -9, child.stderr
+    assert _files(out) == before
+
+
+def test_an_earlier_run_is_replaced_whole_not_merged(base_run, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(base_run, out)
+    (out / "gaps_by_age.csv").write_text("a table an earlier version wrote\n")  # a run's file, not this run's
+    (out / "gaps_by_age.md").write_text("| a |\n")
+    assert main(["rescore", str(base_run), "--out", str(out), "-q"]) == 0
+    assert main(["rescore", str(base_run), "--out", str(tmp_path / "fresh"), "-q"]) == 0
+    assert sorted(_files(out)) == sorted(_files(tmp_path / "fresh"))  # nothing of the earlier run stays beside it
+    assert not _staged(out)
+
+
+def test_a_second_writer_into_one_folder_is_refused_and_the_first_one_completes(base_run, tmp_path, capsys):
+    out = tmp_path / "out"
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    first = _child(tmp_path, "wait", "rescore", str(base_run), "--out", str(out), env={"READY": str(ready),
+                                                                                      "GO": str(go)}, wait=False)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():  # the first one is in its write phase
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.05)
+        code, err = _cli(capsys, "rescore", str(base_run), "--out", str(out), "--set", "confidence=0.9")
+    finally:
+        go.touch()
+        first.communicate(timeout=120)
+    lock = out.parent / ".out.vlfair-lock"
+    assert code == 2 and err == (f"vlfair rescore: --out {out} is being written by another vlfair command (it holds "
+                                 f"the lock {lock}); wait until it has finished, or give another folder")
+    assert first.returncode == 0
+    run = load_run(out)  # one complete run: its samples are the ones its results.json names
+    assert run.results["probe_settings"]["confidence"] == 0.95 and not _staged(out)  # the first one's
+
+
+def test_a_second_thread_writing_one_folder_is_refused(base_run, tmp_path, monkeypatch):
+    import pandas as pd
+
+    from vlfair.outputs import Table
+    from vlfair.report import writer
+
+    results = load_run(base_run).results
+    inside, go = threading.Event(), threading.Event()
+
+    def waiting(table, path):
+        inside.set()
+        go.wait(30)
+        path.write_text("table\n")
+
+    monkeypatch.setitem(writer.TABLE_FILES, "csv", waiting)
+    table = {"t": Table(pd.DataFrame({"a": [1]}))}
+    first = threading.Thread(target=writer.write_outputs, args=(tmp_path / "out", results, table, {}, [], "first"))
+    first.start()
+    assert inside.wait(30)
+    try:
+        with pytest.raises(ValueError, match="is being written by another vlfair command"):
+            writer.write_outputs(tmp_path / "out", results, table, {}, [], "second")
+    finally:
+        go.set()
+        first.join(30)
+    assert "first" in (tmp_path / "out" / "report.html").read_text()
+
+
+@pytest.mark.parametrize("fallback", [False, True], ids=["exchange", "two-renames"])
+def test_what_a_killed_swap_left_is_put_right_by_the_next_write(base_run, tmp_path, monkeypatch, fallback):
+    """Killed between the two renames of the fallback swap (no RENAME_EXCHANGE), the earlier run
+    sits beside its folder: the next write puts it back, or replaces it when it completes."""
+    import vlfair.report.writer
+
+    if fallback:
+        monkeypatch.setattr("vlfair.atomic._exchange", lambda first, second: False)
+    out = tmp_path / "out"
+    before = _earlier(base_run, out)
+    out.rename(tmp_path / ".out.vlfair-old-0000")  # moved aside, the new one not yet in place
+    (tmp_path / ".out.vlfair-new-1111").mkdir()  # a staging folder of the killed writer
+    (tmp_path / ".out.vlfair-new-1111" / "results.json").write_text("{")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setitem(vlfair.report.writer.TABLE_FILES, "csv", full)
+        assert main(["rescore", str(base_run), "--out", str(out), "-q"]) == 2
+    assert _files(out) == before and not _staged(out)  # the earlier run back in its place
+    assert main(["rescore", str(base_run), "--out", str(out), "-q"]) == 0
+    assert not _staged(out) and load_run(out)
+
+
+# ---- the folders vlfair writes into: never one holding other files -----------------------------
+@pytest.mark.parametrize("content", [
+    {"notes.txt": "my notes"},
+    {"results.json": "{}", "thesis.pdf": "%PDF"},  # a run's name among a user's files
+    {"data/README.md": "---\n---\n"},
+    {"README.md": "# a folder of mine\n"},  # a name a run writes, but no results.json
+], ids=["a-file", "a-file-beside-results", "a-folder", "markdown-only"])
+@pytest.mark.parametrize("command", ["run", "compare", "prepare", "demo"])
+def test_a_folder_holding_other_files_is_refused_before_any_work_and_left_alone(tmp_path, capsys, content,
+                                                                               command):
+    out = tmp_path / "mine"
+    for name, text in content.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    before = _files(out)
+    argv = {"run": ["run", "traits", "--model", "/never/loaded", "--dataset", "synthetic:fairface"],
+            "compare": ["compare", "/no/run/a", "/no/run/b"],
+            "prepare": ["prepare", "pfi", "--source", "/no/source"],
+            "demo": ["demo", "--cache-dir", str(tmp_path / "cache")]}[command]
+    code, err = _cli(capsys, *argv, "--out", str(out))
+    what = {"prepare": "prepared dataset"}.get(command, {"compare": "comparison"}.get(command, command))
+    assert code == 2 and err.startswith(f"vlfair {command}: --out {out} holds files that are not a vlfair {what}'s (")
+    assert "give another folder" in err and _files(out) == before
+
+
+def test_the_current_folder_is_not_an_output_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli(capsys, "run", "traits", "--model", "/never/loaded", "--dataset", "synthetic:fairface", "--out",
+                     ".")
+    assert code == 2 and err.startswith("vlfair run: --out . is, or holds, the current folder")
+
+
+# ---- 4: prepare builds beside and swaps ---------------------------------------------------------
+def _jpeg(color=(120, 80, 40)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), color).save(buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+def _professions(root: Path, rows: list[tuple[str, str, str, str]]) -> Path:
+    """A professions source: metadata.csv (file, profession, gender, race) and its images."""
+    root.mkdir(parents=True)
+    with open(root / "metadata.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["file", "profession", "gender", "race"])
+        writer.writerows(rows)
+    for index, (file, *_) in enumerate(rows):
+        (root / file).write_bytes(_jpeg((index * 40 % 255, 80, 40)))
+    return root
+
+
+ROWS = [(f"{i}.jpg", profession, gender, "Black") for i, (profession, gender) in
+        enumerate([("doctor", "Female"), ("doctor", "Male"), ("nurse", "Female"), ("nurse", "Male")])]
+
+
+@pytest.mark.parametrize("hook", ["mid-parquet", "before-card"])
+def test_a_prepare_killed_while_writing_leaves_the_earlier_dataset_whole(tmp_path, hook):
+    out = tmp_path / "prepared"
+    prepare("professions", _professions(tmp_path / "first", ROWS), out)
+    before = _files(out)
+    second = _professions(tmp_path / "second", ROWS + [("9.jpg", "lawyer", "Male", "White")])
+    child = _child(tmp_path, hook, "prepare", "professions", "--source", str(second), "--out", str(out))
+    assert child.returncode == -9, child.stderr
+    assert _files(out) == before
+    assert vlfair.load_dataset("professions", source=out).num_rows == 4  # and it still loads
+    assert main(["prepare", "professions", "--source", str(second), "--out", str(out), "-q"]) == 0
+    assert vlfair.load_dataset("professions", source=out).num_rows == 5 and not _staged(out)
+
+
+# ---- 3: a dataset folder is read only from inside itself ---------------------------------------
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> tuple[Path, Path]:
+    """A prepared FairFace folder, and another one outside it with the same rows (so that a card
+    pointing there reads without a size mismatch: only the guard can tell)."""
+    faces = vlfair.load_dataset("synthetic:fairface").select(range(20))
+    root = tmp_path_factory.mktemp("prepared")
+    built = Built("fairface", {"default": {"validation": faces}}, [], "test")
+    return write_prepared(built, root / "faces"), write_prepared(built, root / "outside")
+
+
+PARQUET = "default/validation-00000-of-00001.parquet"
+
+
+def _escape(folder: Path, outside: Path, how: str) -> None:
+    """Make ``folder``'s card (or its files) lead to ``outside``'s data."""
+    card = folder / "README.md"
+    path = {"dotdot": f"../outside/{PARQUET}", "absolute": str(outside / PARQUET),
+            "glob": f"../outsid*/{PARQUET}", "deep-glob": "../**/outside/default/*.parquet",
+            "url": "https://example.com/x.parquet", "home": f"~/{PARQUET}"}.get(how)
+    if path is not None:
+        card.write_text(card.read_text().replace(f"path: {PARQUET}", f"path: {path}"))
+    elif how == "linked-file":
+        (folder / PARQUET).unlink()
+        (folder / PARQUET).symlink_to(outside / PARQUET)
+    elif how == "linked-folder":
+        shutil.rmtree(folder / "default")
+        (folder / "default").symlink_to(outside / "default")
+    elif how == "linked-card":
+        card.unlink()
+        card.symlink_to(outside / "README.md")
+
+
+ESCAPES = ["dotdot", "absolute", "glob", "deep-glob", "url", "home", "linked-file", "linked-folder", "linked-card"]
+
+
+@pytest.mark.parametrize("how", ESCAPES)
+def test_a_dataset_folder_is_read_only_from_inside_itself(prepared, tmp_path, how):
+    folder, outside = tmp_path / "faces", tmp_path / "outside"
+    shutil.copytree(prepared[0], folder)
+    shutil.copytree(prepared[1], outside)
+    _escape(folder, outside, how)
+    with pytest.raises(DataError, match="outside") as info:
+        vlfair.load_dataset("fairface", source=folder, split="validation")
+    assert str(folder) in str(info.value)
+
+
+def test_a_card_pointing_outside_is_said_by_the_cli(prepared, tmp_path, clip_dir, capsys):
+    folder = tmp_path / "faces"
+    shutil.copytree(prepared[0], folder)
+    shutil.copytree(prepared[1], tmp_path / "outside")
+    _escape(folder, tmp_path / "outside", "dotdot")
+    code, err = _cli(capsys, "run", "traits", "--model", str(clip_dir), "--dataset", str(folder), "--split",
+                     "validation", "--out", str(tmp_path / "out"))
+    assert code == 2 and err.splitlines()[-1] == (
+        f"vlfair run: {folder}/README.md: config 'default' names '../outside/{PARQUET}', outside {folder}; a dataset "
+        "folder's card may name only files inside it")
+
+
+# ---- 6: a split named twice ---------------------------------------------------------------------
+@pytest.mark.parametrize("split", ["validation+validation", "validation + validation", "validation+validation[:5]",
+                                   "validation[:5]+validation[5:]", "validation+"])
+def test_a_split_named_twice_is_refused(prepared, split):
+    assert vlfair.load_dataset("fairface", source=prepared[0], split="validation").num_rows == 20  # named once
+    with pytest.raises(DataError, match="more than once: its rows would be counted twice|has an empty part"):
+        vlfair.load_dataset("fairface", source=prepared[0], split=split)
+
+
+def test_a_split_named_twice_is_refused_before_the_model_loads(capsys, tmp_path):
+    code, err = _cli(capsys, "run", "traits", "--model", "/never/loaded", "--dataset", "synthetic:fairface",
+                     "--split", "test+test", "--out", str(tmp_path / "out"))
+    assert code == 2 and err == ("vlfair run: split 'test+test' names 'test' more than once: its rows would be "
+                                 "counted twice; name each split once")
+
+
+# ---- 12: blank labels ---------------------------------------------------------------------------
+@pytest.mark.parametrize("column, value", [("race", ""), ("race", "  "), ("profession", "  "), ("profession", "\t"),
+                                           ("gender", " ")])
+def test_a_blank_label_is_a_bad_row_naming_its_row_and_column(tmp_path, column, value):
+    rows = [list(row) for row in ROWS]
+    rows[2][{"profession": 1, "gender": 2, "race": 3}[column]] = value
+    source = _professions(tmp_path / "raw", [tuple(row) for row in rows])
+    with pytest.raises(BuildError) as info:
+        prepare("professions", source, tmp_path / "out")
+    assert f"metadata.csv row 2: column '{column}' is blank ({value!r}): a label must name its group" in str(info.value)
+    prepare("professions", source, tmp_path / "out", skip_bad=True)  # left out, and listed in the card
+    assert vlfair.load_dataset("professions", source=tmp_path / "out").num_rows == 3
+
+
+def test_a_blank_label_in_loaded_data_is_refused():
+    from vlfair.data.conform import conform
+    from vlfair.data.schemas import SCHEMAS
+
+    rows = vlfair.load_dataset("synthetic:professions").select(range(4))
+    blank = rows.map(lambda row, index: {"race": " " if index == 1 else row["race"]}, with_indices=True)
+    with pytest.raises(DataError, match=r"professions column 'race' row 1 in test is blank \(' '\)"):
+        conform(blank, SCHEMAS["professions"], "test")
+
+
+# ---- 25: a zip member is judged by its declared size before it is read -------------------------
+def _fairface_zip(root: Path, member: bytes, compression: int) -> Path:
+    root.mkdir()
+    with open(root / "fairface_label_val.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["file", "age", "gender", "race", "service_test"])
+        writer.writerow(["val/1.jpg", "20-29", "Male", "White", "False"])
+        writer.writerow(["val/2.jpg", "20-29", "Female", "White", "False"])
+    with zipfile.ZipFile(root / "fairface-img-margin025-trainval.zip", "w") as archive:
+        archive.writestr("val/1.jpg", _jpeg())
+        archive.writestr(zipfile.ZipInfo("val/2.jpg"), member, compress_type=compression)
+    return root
+
+
+@pytest.mark.parametrize("kind", ["bomb", "huge", "huge-stored"])
+def test_a_zip_member_too_large_to_read_is_a_bad_row_and_never_read(tmp_path, monkeypatch, kind):
+    import vlfair.data.files
+
+    if kind == "bomb":  # 4 MiB of zeros, packed a thousandfold
+        member, compression = bytes(4 * 2**20), zipfile.ZIP_DEFLATED
+    else:  # over the size limit (lowered here: a real one is half a gigabyte), at any packing
+        monkeypatch.setattr(vlfair.data.files, "MAX_FILE_BYTES", 2**20)
+        member = os.urandom(2 * 2**20)
+        compression = zipfile.ZIP_STORED if kind == "huge-stored" else zipfile.ZIP_DEFLATED
+    source = _fairface_zip(tmp_path / "raw", member, compression)
+    opened: list[str] = []
+    real_open = zipfile.ZipFile.open
+
+    def recording(self, name, *args, **kwargs):
+        opened.append(name if isinstance(name, str) else name.filename)
+        return real_open(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", recording)
+    with pytest.raises(BuildError) as info:
+        prepare("fairface", source, tmp_path / "out")
+    expected = ("zip member 'val/2.jpg' unpacks to" if kind == "bomb" else
+                "image 'val/2.jpg' is 2.0 MiB unpacked, more than the 1.0 MiB an image may have")
+    assert f"fairface_label_val.csv row 1: {expected}" in str(info.value)
+    assert "val/2.jpg" not in opened and "val/1.jpg" in opened
+
+
+def test_a_file_too_large_to_read_is_a_bad_row(tmp_path, monkeypatch):
+    import vlfair.data.files
+
+    monkeypatch.setattr(vlfair.data.files, "MAX_FILE_BYTES", 2**20)
+    rows = ROWS[:2]
+    source = _professions(tmp_path / "raw", rows)
+    (source / "1.jpg").write_bytes(os.urandom(2 * 2**20))
+    with pytest.raises(BuildError, match=r"metadata.csv row 1: image '1.jpg' is 2.0 MiB, more than the 1.0 MiB"):
+        prepare("professions", source, tmp_path / "out")
+
+
+# ---- 30: a full disk -----------------------------------------------------------------------------
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EDQUOT, errno.EIO])
+def test_a_full_disk_names_the_folder_and_leaves_the_earlier_run(base_run, tmp_path, capsys, monkeypatch, error):
+    from vlfair.report import writer
+
+    out = tmp_path / "out"
+    before = _earlier(base_run, out)
+
+    def full(*args, **kwargs):
+        raise OSError(error, os.strerror(error))  # as a write() fails: no file name
+
+    monkeypatch.setitem(writer.TABLE_FILES, "csv", full)
+    code, err = _cli(capsys, "rescore", str(base_run), "--out", str(out))
+    assert code == 2 and err == (f"vlfair rescore: {os.strerror(error)} (writing the run; the folder was left as it "
+                                 f"was): {out}")
+    assert _files(out) == before and not _staged(out)
+
+
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EACCES, errno.EROFS])
+def test_a_cache_that_cannot_be_written_is_a_warning_not_a_lost_run(clip_dir, tmp_path, monkeypatch, error):
+    import vlfair.cache
+
+    real = vlfair.cache.atomic_write
+
+    def full(path, write):  # the cache's disk is full (or read-only); the run's folder is not
+        if path.is_relative_to(tmp_path / "cache"):
+            raise OSError(error, os.strerror(error))
+        real(path, write)
+
+    monkeypatch.setattr(vlfair.cache, "atomic_write", full)
+    out = tmp_path / "out"
+    with pytest.warns(vlfair.cache.CacheWarning, match=rf"vlfair cache: cannot write {re.escape(str(tmp_path))}/cache/"
+                                                       rf".* \({os.strerror(error)}\); going on without the cache"):
+        _run(clip_dir, out, tmp_path / "cache")
+    assert load_run(out).results["metrics"]  # the run is written, whole
+
+
+# ---- 31: a card's YAML is read safely and named ---------------------------------------------------
+@pytest.mark.parametrize("line, problem", [
+    ("evil: !!python/object/apply:os.system ['echo pwned']",
+     "could not determine a constructor for the tag 'tag:yaml.org,2002:python/object/apply:os.system'"),
+    ("evil: !!python/name:os.system ''",
+     "could not determine a constructor for the tag 'tag:yaml.org,2002:python/name"),
+    ("evil: [unclosed", "expected ',' or ']', but got"),
+    ("evil: {a: 1", "expected ',' or '}', but got"),
+], ids=["object-apply", "python-name", "unclosed-list", "unclosed-mapping"])
+def test_a_card_s_bad_yaml_names_the_card_and_its_line(prepared, tmp_path, clip_dir, capsys, line, problem):
+    folder = tmp_path / "faces"
+    shutil.copytree(prepared[0], folder)
+    lines = (folder / "README.md").read_text().splitlines()
+    at = lines.index("vlfair:")  # a line of the YAML header
+    lines.insert(at, line)
+    (folder / "README.md").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError) as info:
+        vlfair.load_dataset("fairface", source=folder, split="validation")
+    message = str(info.value)
+    assert message.startswith(f"{folder / 'README.md'}, line ") and problem in message
+    number = int(message.split(", line ")[1].split(":")[0])
+    assert number in (at + 1, at + 2) and "<unicode string>" not in message  # the line of the file, 1-based
+    code, err = _cli(capsys, "run", "traits", "--model", str(clip_dir), "--dataset", str(folder), "--split",
+                     "validation", "--out", str(tmp_path / "out"))
+    assert code == 2 and err.splitlines()[-1] == f"vlfair run: {message}"

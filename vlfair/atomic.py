@@ -1,0 +1,271 @@
+"""Writing files and output folders all at once: a run, a comparison, a demo, a prepared dataset.
+
+:func:`atomic_write` writes one file through a temporary file beside it. :func:`atomic_output`
+writes a whole folder: its body fills a staging folder beside the target (``.NAME.vlfair-new-*``,
+on the same filesystem), which is renamed into place once every file is written (on Linux
+exchanged with an earlier output in one step). An earlier output is kept until then and removed
+after. A process killed midway (kill -9, a full disk) leaves the earlier output whole, never a mix
+of two runs; what it left beside it is cleared by the next write into that folder.
+
+One writer per folder: a lock (``filelock``) on ``.NAME.vlfair-lock`` beside the folder is held
+while it is written. A second writer is refused at once, naming the folder and the lock, rather
+than waiting to replace what the first one writes. The CLI takes the lock before any work
+(:func:`claim_output`), so a second ``vlfair run`` into the same ``--out`` stops before it loads a
+model.
+
+A folder is replaced only when it is empty or holds an earlier output of the same kind and
+nothing else: a folder with other files (a user's, another command's) is refused, never deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import errno
+import os
+import secrets
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+NEW, OLD, LOCK = ".vlfair-new-", ".vlfair-old-", ".vlfair-lock"  # names beside a folder: .NAME<suffix>
+SHOWN = 5  # entries named in a refusal
+
+
+class OutputError(ValueError):
+    """An output folder that cannot be written: a file, one holding other files, one another
+    process is writing. The message starts with the folder as it was given."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputKind:
+    """What a command writes into its output folder.
+
+    what: its name in messages ("run"); recognises: whether a folder holds an earlier output of
+    this kind (its results.json, its card); owns: whether an entry of such a folder is one this
+    kind writes. Only a folder it recognises, holding nothing it does not own, is replaced.
+    """
+
+    what: str
+    recognises: Callable[[Path], bool]
+    owns: Callable[[Path], bool]
+
+
+def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
+    """Write through a temporary file in the same directory, then rename: all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _leftover_of_atomic_write(entry: Path) -> bool:
+    """A temporary file :func:`atomic_write` left behind when it was killed (``.NAME.XXXX.tmp``)."""
+    return entry.name.startswith(".") and entry.name.endswith(".tmp")
+
+
+def output_problem(out: str | os.PathLike, kind: OutputKind) -> str | None:
+    """Why ``out`` cannot become an output of ``kind``, or None: it must be new, empty, or an
+    earlier output of that kind holding nothing else. The text starts with ``out`` as given."""
+    given, target = str(out), Path(out).resolve()
+    if target.exists() and not target.is_dir():
+        return f"{given} is a file, not a directory"
+    if not target.name:
+        return f"{given} is the root of the filesystem: give a folder for the {kind.what}"
+    if Path.cwd().resolve().is_relative_to(target):  # the swap would move the folder the process works in
+        return (f"{given} is, or holds, the current folder: vlfair replaces its output folder as a whole; give a "
+                f"folder for the {kind.what} (e.g. {Path(given) / kind.what})")
+    if not target.is_dir():
+        return None
+    entries = sorted(target.iterdir())
+    if not entries:
+        return None
+    foreign = [e for e in entries if not (kind.owns(e) or _leftover_of_atomic_write(e))]
+    if kind.recognises(target) and not foreign:
+        return None
+    shown = ", ".join(e.name + ("/" if e.is_dir() else "") for e in (foreign or entries)[:SHOWN])
+    more = f" and {len(foreign or entries) - SHOWN} more" if len(foreign or entries) > SHOWN else ""
+    return (f"{given} holds files that are not a vlfair {kind.what}'s ({shown}{more}): vlfair replaces its output "
+            f"folder as a whole, so it writes into a new or empty folder or an earlier {kind.what}'s only; give "
+            "another folder")
+
+
+def _beside(target: Path, suffix: str) -> Path:
+    return target.parent / f".{target.name}{suffix}"
+
+
+# ---- the lock --------------------------------------------------------------------------------
+_LOCKS: dict[Path, Any] = {}  # target -> its FileLock: one object per folder, so a process re-enters its own lock
+_CLAIMED: list[Any] = []  # locks claim_output took, released by release_claims
+
+
+def _acquire(target: Path, given: str) -> Any:
+    from filelock import FileLock, Timeout
+
+    lock = _LOCKS.setdefault(target, FileLock(str(_beside(target, LOCK)), timeout=0))
+    try:
+        lock.acquire()
+    except Timeout:
+        raise OutputError(f"{given} is being written by another vlfair command (it holds the lock "
+                          f"{_beside(target, LOCK)}); wait until it has finished, or give another folder") from None
+    return lock
+
+
+def claim_output(out: str | os.PathLike, kind: OutputKind) -> None:
+    """Before any work: ``out`` can become an output of ``kind`` (:func:`output_problem`), the
+    folder it goes in can be written, and this process holds its lock until
+    :func:`release_claims` (so a second writer stops now, not after its run)."""
+    problem = output_problem(out, kind)
+    if problem:
+        raise OutputError(problem)
+    target = Path(out).resolve()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=target.parent):  # the staging folder is made there
+            pass
+    except OSError as exc:
+        raise OutputError(f"{out} cannot be written: its folder {target.parent} is not writable "
+                          f"({exc.strerror or exc})") from None
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun / accelerate launch only the main process writes
+        _CLAIMED.append(_acquire(target, str(out)))
+
+
+def release_claims() -> None:
+    """Release every lock :func:`claim_output` took (the CLI, when a command ends)."""
+    while _CLAIMED:
+        _CLAIMED.pop().release()
+
+
+# ---- the write -------------------------------------------------------------------------------
+_STAGING: contextvars.ContextVar[tuple[Path, Path] | None] = contextvars.ContextVar("vlfair_staging", default=None)
+
+
+def final_path(path: str | os.PathLike) -> Path:
+    """Where ``path`` will be once the output being written is in place: a path inside the
+    staging folder names its place in the target (for paths an output records, such as the runs
+    a comparison read)."""
+    active, path = _STAGING.get(), Path(path)
+    if active is None:
+        return path
+    staging, out = active
+    absolute = path.resolve()
+    return out / absolute.relative_to(staging) if absolute.is_relative_to(staging) else path
+
+
+@contextlib.contextmanager
+def atomic_output(out: str | os.PathLike, kind: OutputKind) -> Iterator[Path]:
+    """A staging folder to write an output of ``kind`` into; it replaces ``out`` when the block
+    ends without an error (an error leaves ``out`` as it was).
+
+    Inside another output's staging folder (a demo writes its runs into its own), the folder is
+    written directly: the outer output is swapped in as a whole.
+
+    Raises:
+        OutputError: ``out`` is a file, holds other files, or another process is writing it.
+        OSError: the write failed (a full disk); it names ``out``, which is unchanged.
+    """
+    target = Path(out).resolve()
+    active = _STAGING.get()
+    if active is not None and target.is_relative_to(active[0]):
+        target.mkdir(parents=True, exist_ok=True)
+        yield target
+        return
+    problem = output_problem(out, kind)
+    if problem:
+        raise OutputError(problem)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = _acquire(target, str(out))
+    try:
+        _clear_leftovers(target)
+        staging = _beside(target, NEW + secrets.token_hex(4))
+        staging.mkdir()  # not mkdtemp: the folder keeps the user's usual permissions (umask), not 0700
+        token = _STAGING.set((staging, Path(out)))  # paths recorded inside name the folder as it was given
+        try:
+            yield staging
+            problem = output_problem(out, kind)  # again, under the lock: nothing was added to it meanwhile
+            if problem:
+                raise OutputError(problem)
+            _swap(staging, target)
+        except OSError as exc:
+            raise _naming(exc, out, kind) from exc
+        finally:
+            _STAGING.reset(token)
+            shutil.rmtree(staging, ignore_errors=True)  # gone after the swap; what a failed write left
+    finally:
+        lock.release()
+
+
+def _naming(exc: OSError, out: str | os.PathLike, kind: OutputKind) -> OSError:
+    """``exc`` naming the output folder where it names no file (a full disk: ``[Errno 28]`` alone)."""
+    if exc.filename:
+        return exc
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return OSError(exc.errno or errno.EIO, f"{reason} (writing the {kind.what}; the folder was left as it was)",
+                   str(out))
+
+
+def _swap(staging: Path, target: Path) -> None:
+    """Put ``staging`` in ``target``'s place. An earlier output is exchanged with it in one step
+    where the system can (Linux); elsewhere it is moved aside first and removed once the new one
+    is in place (killed between the two renames, the next write puts it back:
+    :func:`_clear_leftovers`). The caller removes ``staging``, which then holds the earlier output."""
+    if not target.exists():
+        os.rename(staging, target)
+        return
+    os.chmod(staging, stat.S_IMODE(target.stat().st_mode))  # a private folder stays private
+    if _exchange(staging, target):
+        return
+    old = _beside(target, OLD + secrets.token_hex(4))
+    os.rename(target, old)
+    os.rename(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two folders in one step (Linux's renameat2 with RENAME_EXCHANGE): a reader sees the
+    old folder or the new one, never none. False where the system or filesystem cannot."""
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # not Linux, or a C library without it
+        return False
+    at_cwd, rename_exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE from <fcntl.h> and <linux/fs.h>
+    if renameat2(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):  # an old kernel, a filesystem without it
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
+def _clear_leftovers(target: Path) -> None:
+    """What killed writers left beside ``target`` (called under its lock, so none is still
+    writing): their staging folders are removed; an earlier output moved aside is put back when
+    the target is missing, else removed."""
+    prefix = f".{target.name}"
+    left = [entry for entry in target.parent.iterdir() if entry.name.startswith(prefix) and entry.is_dir()]
+    for entry in left:
+        if entry.name.startswith(prefix + NEW):
+            shutil.rmtree(entry, ignore_errors=True)
+    moved_aside = [e for e in left if e.name.startswith(prefix + OLD)]
+    for entry in sorted(moved_aside, key=lambda e: e.stat().st_mtime, reverse=True):  # the newest first
+        if not target.exists():
+            os.rename(entry, target)
+        else:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+__all__ = ["OutputError", "OutputKind", "atomic_output", "atomic_write", "claim_output", "final_path",
+           "output_problem", "release_claims"]
