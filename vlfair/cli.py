@@ -287,16 +287,11 @@ def _add_push_results(sub: argparse._SubParsersAction) -> None:
 
 
 def _parse_sets(items: list[str] | None) -> dict[str, Any]:
-    """``--set KEY=VALUE`` options as settings (each value read as YAML)."""
-    import yaml
+    """``--set KEY=VALUE`` options as settings (each value read as YAML; one that is not YAML is an
+    error naming its key)."""
+    from vlfair.probes.settings import read_override
 
-    settings = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UserError(f"--set takes KEY=VALUE, got {item!r}")
-        settings[key] = yaml.safe_load(value)
-    return settings
+    return dict(read_override(item) for item in items or [])
 
 
 def _rescore(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import functools
 import sys
+import unicodedata
 from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
@@ -25,7 +26,7 @@ import yaml
 from pydantic import ValidationError
 
 from vlfair.outputs import Metric, Table
-from vlfair.probes.settings import CONFIDENCE, Bootstrap, ProbeSettings, describe_errors
+from vlfair.probes.settings import CONFIDENCE, Bootstrap, ProbeSettings, describe_errors, keys
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:
@@ -203,7 +204,7 @@ class Probe(abc.ABC):
         except ValidationError as exc:
             raise ProbeError(f"{cls.name}: {describe_errors(cls.Settings, exc, lambda path: cls.settings_path())}"
                              ) from None
-        overrides = dict(overrides or {})
+        overrides = cls._overrides(overrides)
         try:
             return cls.Settings.model_validate({**defaults, **overrides})
         except ValidationError as exc:
@@ -213,6 +214,20 @@ class Probe(abc.ABC):
                 return named.get(path) or named.get(path.partition(".")[0]) or "setting"
 
             raise ProbeError(f"{cls.name}: {describe_errors(cls.Settings, exc, source)}") from None
+
+    @classmethod
+    def _overrides(cls, overrides: Any) -> dict[str, Any]:
+        """``settings=`` / ``--set`` as a dict: a mapping whose keys are texts (else a sentence, not
+        dict()'s TypeError)."""
+        if overrides is None:
+            return {}
+        if not isinstance(overrides, Mapping):
+            raise ProbeError(f"{cls.name}: settings are a mapping of keys to values (e.g. {{'seed': 1}}), not "
+                             f"{type(overrides).__name__} {overrides!r}")
+        not_text = [key for key in overrides if not isinstance(key, str)]
+        if not_text:
+            raise ProbeError(f"{cls.name}: settings keys are texts, not {not_text!r}; keys: {keys(cls.Settings)}")
+        return dict(overrides)
 
     @classmethod
     def overrides_from(cls, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -342,6 +357,31 @@ def _read_yaml(directory: Any, file: str) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise ProbeError(f"{file}: a probe's settings file holds a mapping of keys to values")
     return loaded
+
+
+# 1 - cosine below which two texts' embeddings are one input up to rounding: the same input at two
+# places of a batch differs by ~1e-7 (float32) to ~1e-5 (bfloat16); different words, even close ones
+# (smart / clever), are more than 1e-2 apart in CLIP's text space
+INDISTINGUISHABLE = 1e-4
+
+
+def indistinguishable(texts: list[str], embeddings: np.ndarray) -> str | None:
+    """A sentence naming the first two texts the model cannot tell apart, or None. Such texts are
+    one input after its tokenizer (case, spaces, Unicode forms; words outside its vocabulary, read
+    as the same unknown token): a comparison of them measures rounding noise, not the model."""
+    vectors = np.asarray(embeddings, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a zero vector compares as nan: never "the same"
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cosine = unit @ unit.T
+    same = np.argwhere(np.triu(cosine > 1 - INDISTINGUISHABLE, k=1))
+    if not same.size:
+        return None
+    i, j = (int(k) for k in same[0])
+    a, b = texts[i], texts[j]
+    alike = unicodedata.normalize("NFKC", a) == unicodedata.normalize("NFKC", b)  # print what tells them apart
+    shown = f"{ascii(a)} and {ascii(b)}" if alike else f"{a!r} and {b!r}"
+    return (f"the model cannot tell {shown} apart (their text embeddings are the same up to rounding, cosine "
+            f"{cosine[i, j]:.7f}: its tokenizer reads them as one input)")
 
 
 def clip_score(image_embeddings: np.ndarray, text_embeddings: np.ndarray) -> np.ndarray:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 
 import numpy as np
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from vlfair.outputs import Metric, metric_from, metrics_per, neutral_value
 from vlfair.probes import register
-from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
-from vlfair.probes.settings import Bootstrap, Flag, ProbeSettings, Settings
+from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, indistinguishable
+from vlfair.probes.settings import Bootstrap, Flag, Name, ProbeSettings, Settings, distinct, refuse, same_text
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:  # the probe imports its measures when it runs
@@ -27,7 +27,9 @@ if TYPE_CHECKING:  # the probe imports its measures when it runs
 
 Task = Literal["gender", "race", "age_group"]
 # a zero-shot task's classes: class -> language -> prompt
-PromptSet = dict[str, dict[str, dict[str, str]]]
+PromptSet = dict[Name, dict[Name, dict[Name, Name]]]
+# two different values (languages, groups): the same one twice compares it with itself
+Two = Annotated[tuple[Name, Name], AfterValidator(distinct())]
 
 
 class GroupGap(Settings):
@@ -39,7 +41,14 @@ class GroupGap(Settings):
     between: Task
     within: Task | None = None
     amplification: Flag = False
-    difference: tuple[str, str] | None = None
+    difference: Two | None = None
+
+    @model_validator(mode="after")
+    def _within_is_not_between(self) -> GroupGap:
+        if self.within is not None and self.within == self.between:  # one group per stratum: no gap anywhere
+            refuse("GroupGap", ("within",), self.within, f"is the column of the groups compared (between: "
+                   f"{self.between}): each {self.within} holds one group; give another column or none")
+        return self
 
 
 class RateGap(Settings):
@@ -50,13 +59,13 @@ class RateGap(Settings):
 
 
 class MultilingualSettings(ProbeSettings, Bootstrap):
-    languages: tuple[str, str] = Field(description="the Multi30K caption languages compared, e.g. [en, de]")
+    languages: Two = Field(description="the Multi30K caption languages compared, e.g. [en, de]")
     independent_captions: Literal["first", "all"] = Field(
         description="the independent portion's caption pairs: first (one per image, the study's) or all five")
-    pivot: str = Field(description="the language every other is compared with")
+    pivot: Name = Field(description="the language every other is compared with")
     # prompt_sets before prompt_set: the check of prompt_set reads them
     prompt_sets: dict[str, PromptSet] = Field(description="zero-shot prompts: set -> task -> class -> language -> text")
-    prompt_set: str = Field(description="which of prompt_sets the zero-shot tasks use: study or vlfair")
+    prompt_set: Name = Field(description="which of prompt_sets the zero-shot tasks use: study or vlfair")
     group_gaps: list[GroupGap] = Field(default_factory=list, description="the study's group gaps (task, between, "
                                                                          "within, amplification, difference)")
     rate_gaps: list[RateGap] = Field(default_factory=list, description="vlfair's extra gaps (task, groups)")
@@ -68,6 +77,47 @@ class MultilingualSettings(ProbeSettings, Bootstrap):
         if sets is not None and value not in sets:
             raise ValueError(f"is not one of {sorted(sets)}")
         return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MultilingualSettings:
+        """Every prompt set well formed (:func:`_check_prompt_set`); in the set used, the pivot among
+        every task's languages and the gaps' tasks among its tasks."""
+        for name, tasks in self.prompt_sets.items():
+            _check_prompt_set(name, tasks)
+        used = self.prompt_sets[self.prompt_set]
+        for task, classes in used.items():
+            if self.pivot not in _languages(classes):
+                refuse("MultilingualSettings", ("pivot",), self.pivot, f"is not a language of task {task!r} in "
+                       f"prompt set {self.prompt_set!r} (its languages: {_languages(classes)})")
+        gaps = [*(("group_gaps", i, gap.task) for i, gap in enumerate(self.group_gaps)),
+                *(("rate_gaps", i, gap.task) for i, gap in enumerate(self.rate_gaps))]
+        for key, index, task in gaps:
+            if task not in used:
+                refuse("MultilingualSettings", (key, index, "task"), task,
+                       f"is not a zero-shot task of prompt set {self.prompt_set!r} ({list(used)})")
+        return self
+
+
+def _check_prompt_set(name: str, tasks: dict[str, dict[str, dict[str, str]]]) -> None:
+    """Tasks that are FairFace label columns, each with 2 classes or more whose prompts share 2
+    languages or more (a cross-lingual gap compares languages) and differ in each of them."""
+    for task, classes in tasks.items():
+        where = ("prompt_sets", name, task)
+        if task not in TASKS:
+            refuse("MultilingualSettings", where, task, f"is not a zero-shot task; tasks: {list(TASKS)} (FairFace's "
+                   "label columns)")
+        languages = _languages(classes) if classes else []
+        if len(classes) < 2 or len(languages) < 2:
+            refuse("MultilingualSettings", where, classes, "needs 2 classes or more with prompts in 2 languages or "
+                   f"more (it has {len(classes)} class(es), languages they share: {languages})")
+        for lang in languages:
+            seen: dict[str, str] = {}
+            for label, prompts in classes.items():
+                other = seen.setdefault(same_text(prompts[lang]), label)
+                if other != label:
+                    refuse("MultilingualSettings", (*where, label, lang), prompts[lang],
+                           f"is {other!r}'s prompt too (case and spaces aside): the model could not tell the two "
+                           "classes apart; give each class its own prompt")
 
 
 @register
@@ -121,6 +171,10 @@ class MultilingualProbe(Probe):
 
         s = self.settings
         lang_a, lang_b = s.languages
+        missing = [lang for lang in s.languages if lang not in ctx.dataset.column_names]
+        if missing:
+            raise ProbeError(f"multilingual: setting languages {list(s.languages)}: the data has no caption column "
+                             f"{missing}; its columns: {ctx.dataset.column_names}")
         pairs, source_rows = self._select_pairs(ctx)  # before embedding: only the pairs used are embedded
         images, rows = ctx.images()
         portions = ctx.column("portion", rows)
@@ -263,15 +317,21 @@ class MultilingualProbe(Probe):
         truth = {"gender": ctx.column("gender", rows), "race": ctx.column("race", rows),
                  "age_group": np.array([AGE_GROUP_OF_BIN[a] for a in ctx.column("age", rows)])}
         columns: dict[str, Any] = {**ctx.identity(rows), **truth}
+        warnings: list[str] = []
         for task, classes in s.prompt_sets[s.prompt_set].items():
             if task not in truth:
                 raise ProbeError(f"multilingual: zero-shot task {task!r} has no label column; tasks: {sorted(truth)}")
             names = list(classes)
             for lang in _languages(classes):
-                text = ctx.texts([classes[c][lang] for c in names])
+                prompts = [classes[c][lang] for c in names]
+                text = ctx.texts(prompts)
+                same = indistinguishable(prompts, text)
+                if same:  # e.g. words outside an English tokenizer's vocabulary: a finding, said, not refused
+                    warnings.append(f"{task} prompts in {lang}: {same}; its {lang} predictions pick between them "
+                                    "by rounding noise")
                 predicted = np.asarray(names)[(images @ text.T).argmax(axis=1)]
                 columns[_correct_column(task, lang)] = predicted == truth[task]
-        return Samples(pd.DataFrame(columns), {"pivot": s.pivot, "prompt_set": s.prompt_set})
+        return Samples(pd.DataFrame(columns), {"pivot": s.pivot, "prompt_set": s.prompt_set}, warnings)
 
     def _fairface(self, samples: Samples) -> Output:
         import pandas as pd

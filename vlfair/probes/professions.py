@@ -13,7 +13,17 @@ from pydantic import AfterValidator, Field
 from vlfair.outputs import Metric, Table, metric_from, metrics_per, neutral_value
 from vlfair.probes import register
 from vlfair.probes.base import Context, Output, Probe, UploadSpec, clip_score
-from vlfair.probes.settings import Bootstrap, Count, Permutations, ProbeSettings, Settings, placeholders
+from vlfair.probes.settings import (
+    Bootstrap,
+    Count,
+    Name,
+    Permutations,
+    ProbeSettings,
+    Settings,
+    Text,
+    distinct,
+    placeholders,
+)
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:
@@ -25,12 +35,20 @@ COLUMNS: tuple[Column, ...] = ("profession", "gender", "race")
 SCORE = "clipscore"  # samples.parquet's column of each image's CLIPScore with its own profession's prompt
 
 
+def _key(value: str) -> str:
+    return " ".join(str(value).replace("_", " ").replace("-", " ").lower().split())
+
+
+# a layout's labels, each once as the probe reads labels (case, '_' and '-' ignored)
+Labels = Annotated[list[Name], AfterValidator(distinct(_key, "case, '_' and '-' aside"))]
+
+
 class Layout(Settings):
     """The study's data: every profession x gender x race cell holds ``per_cell`` images."""
 
-    profession: list[str]
-    gender: list[str]
-    race: list[str]
+    profession: Labels
+    gender: Labels
+    race: Labels
     per_cell: Count
 
     def values(self, column: str) -> list[str]:
@@ -38,17 +56,13 @@ class Layout(Settings):
 
 
 class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations):
-    prompt: Annotated[str, AfterValidator(placeholders("profession"))] = Field(
+    prompt: Annotated[Text, AfterValidator(placeholders("profession"))] = Field(
         description="the CLIPScore prompt, with {profession}")
-    attributes: list[Attribute] = Field(min_length=1, description="the attributes compared within every "
-                                                                  "profession: race, gender or both")
+    attributes: Annotated[list[Attribute], AfterValidator(distinct())] = Field(
+        min_length=1, description="the attributes compared within every profession: race, gender or both")
     layout: Layout = Field(description="the study's professions, genders, races and images per cell")
-    aliases: dict[Column, dict[str, str] | None] = Field(
+    aliases: dict[Column, dict[Name, Name] | None] = Field(
         default_factory=dict, description="other spellings of the study's labels, per column")
-
-
-def _key(value: str) -> str:
-    return " ".join(str(value).replace("_", " ").replace("-", " ").lower().split())
 
 
 @register

@@ -16,53 +16,110 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-from pydantic import AfterValidator, ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from vlfair.outputs import Metric, metric_from, neutral_value
 from vlfair.probes import register
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
-from vlfair.probes.settings import Bootstrap, Flag, ProbeSettings, Settings, placeholders
+from vlfair.probes.settings import (
+    Bootstrap,
+    Flag,
+    Name,
+    ProbeSettings,
+    Settings,
+    Text,
+    distinct,
+    placeholders,
+    refuse,
+    same_text,
+)
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:
     from vlfair.paired import Moments, RowSet
 
-Prompt = Annotated[str, AfterValidator(placeholders(""))]
+Prompt = Annotated[Text, AfterValidator(placeholders(""))]
 
 
 class Truth(Settings):
     """Each image's right class read from a column (``map``: the column's values -> classes)."""
 
-    column: str
-    map: dict[str, str] = Field(default_factory=dict)
+    column: Name
+    map: dict[Name, Name] = Field(default_factory=dict)
 
 
 class Level(Settings):
-    classes: list[str] = Field(min_length=2)
-    truth: str | Truth  # one class for every image, or read from a column
+    # each class once (case and spaces aside: one prompt): a softmax over a class twice splits its score
+    classes: Annotated[list[Name], AfterValidator(distinct(same_text, "case and spaces aside"))] = Field(min_length=2)
+    truth: Name | Truth  # one class for every image, or read from a column
+
+    @model_validator(mode="after")
+    def _truth_is_a_class(self) -> Level:
+        """The right class is one of the level's classes (else top-1 accuracy has no column to read)."""
+        truth = self.truth
+        named = ([(("truth",), truth)] if isinstance(truth, str) else
+                 [(("truth", "map", value), label) for value, label in truth.map.items()])
+        for location, label in named:
+            if label not in self.classes:
+                refuse("Level", location, label, f"is not one of the level's classes {self.classes}")
+        return self
 
 
 class FolderGroup(Settings):
-    folders: list[str] = Field(min_length=1)
-    pooled: str | None = None  # also reported over all its folders under this name
+    folders: Annotated[list[Name], AfterValidator(distinct())] = Field(min_length=1)
+    pooled: Name | None = None  # also reported over all its folders under this name
     own: Flag = False  # the class lists are vlfair's own, not the study's
-    levels: dict[int, Level]
+    # a level's number: 1, 2, ... (not strict: results.json, read back by rescore and compare, holds "1")
+    levels: dict[Annotated[int, Field(ge=1)], Level] = Field(min_length=1)
 
 
 class BiasRatio(Settings):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    classes: dict[str, str] = Field(alias="class")  # folder group -> the class whose score is compared
-    protected_group: str
-    reference_group: str
+    classes: dict[Name, Name] = Field(alias="class")  # folder group -> the class whose score is compared
+    protected_group: Name
+    reference_group: Name
+
+    @model_validator(mode="after")
+    def _two_groups(self) -> BiasRatio:
+        if self.protected_group == self.reference_group:  # b = s / s = 1 whatever the model does
+            refuse("BiasRatio", ("reference_group",), self.reference_group,
+                   "is the protected_group too: the ratio would be 1 whatever the scores; give two groups")
+        return self
 
 
 class PublicFiguresSettings(ProbeSettings, Bootstrap):
     prompt: Prompt = Field(description="the class prompt, with {} for the class")
     name_prompt: Prompt = Field(description="the name-retention prompt, with {} for the name")
-    groups: dict[str, FolderGroup] = Field(description="folder groups: folders, pooled, own, levels of classes")
+    groups: dict[Name, FolderGroup] = Field(min_length=1, description="folder groups: folders, pooled, own, levels "
+                                                                    "of classes")
     bias_ratio: BiasRatio = Field(description="the bias ratio's class per group and its protected and reference "
                                               "genders")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PublicFiguresSettings:
+        """Each folder in one group and no pooled name that is a folder's (their rows would be one
+        table row); the bias ratio's class of each group is among that group's level-2 classes."""
+        seen: dict[str, str] = {}
+        for group, spec in self.groups.items():
+            for folder in spec.folders:
+                other = seen.setdefault(folder, group)
+                if other != group:
+                    refuse("PublicFiguresSettings", ("groups", group, "folders"), spec.folders,
+                           f"names folder {folder!r}, a folder of group {other!r} too: give each folder one group")
+        for group, spec in self.groups.items():
+            if spec.pooled is not None and spec.pooled in seen:
+                refuse("PublicFiguresSettings", ("groups", group, "pooled"), spec.pooled,
+                       "is a folder's name: the pooled rows would be reported as that folder's")
+        for group, label in self.bias_ratio.classes.items():
+            where = ("bias_ratio", "class", group)
+            if group not in self.groups:
+                refuse("PublicFiguresSettings", where, label, f"{group!r} is not a folder group ({list(self.groups)})")
+            level = self.groups[group].levels.get(2)
+            if level is None or label not in level.classes:
+                refuse("PublicFiguresSettings", where, label, f"is not a level-2 class of {group!r} "
+                       f"({level.classes if level else 'it has no level 2'})")
+        return self
 
 
 @register
@@ -103,8 +160,6 @@ class PublicFiguresProbe(Probe):
         for group, spec, in_group, _views in self._folder_groups(categories):
             for level, level_spec in sorted(spec.levels.items()):
                 classes = level_spec.classes
-                if len(set(classes)) < len(classes):
-                    raise ProbeError(f"public-figures: level {level} of {group} names a class twice ({classes})")
                 text = ctx.texts([s.prompt.format(c) for c in classes])
                 probabilities = ctx.encoder.probabilities(images[in_group], text)
                 for j, label in enumerate(classes):

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import string
 import types
-from collections.abc import Callable
-from typing import Annotated, Any, Union, get_args, get_origin
+from collections.abc import Callable, Hashable, Sequence
+from typing import Annotated, Any, NoReturn, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 
 def _python_number(value: Any) -> Any:
@@ -23,34 +24,93 @@ def _python_number(value: Any) -> Any:
     return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
 
 
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or blank")
+    return value
+
+
 # Scalars are strict: YAML's `true` is not the integer 1, "3" is not 3 (a typo must not pass as a number);
-# a float setting still takes an integer (temperature: 1), and any number setting a numpy scalar.
+# a float setting still takes an integer (temperature: 1), and any number setting a numpy scalar, but
+# never inf or nan (no setting means "infinitely"); text is a str (123, true and bytes are not text).
 Int = Annotated[int, Strict(), BeforeValidator(_python_number)]
 Count = Annotated[int, Strict(), Field(ge=1), BeforeValidator(_python_number)]
 NonNegative = Annotated[int, Strict(), Field(ge=0), BeforeValidator(_python_number)]
-Float = Annotated[float, Strict(), BeforeValidator(_python_number)]
+Float = Annotated[float, Strict(), Field(allow_inf_nan=False), BeforeValidator(_python_number)]
 Flag = Annotated[bool, Strict(), BeforeValidator(_python_number)]
+Text = Annotated[str, Strict()]
+Name = Annotated[str, Strict(), AfterValidator(_not_blank)]  # a word, label, class or language: not blank
 
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED  # noqa: E402  (shared with vlfair.measures)
 
 
 def placeholders(*fields: str) -> Callable[[str], str]:
     """A check that a prompt template's placeholders are exactly ``fields`` ("" for a positional
-    ``{}``): ``Annotated[str, AfterValidator(placeholders("trait"))]``."""
+    ``{}``), each plain (``{trait}``: no conversion ``!r``, format spec ``:.3`` or ``.attribute``, which
+    would change or break every prompt); literal braces are doubled (``{{`` ``}}``):
+    ``Annotated[str, AfterValidator(placeholders("trait"))]``."""
     wanted = set(fields)
-    example = " and ".join("{}" if f == "" else "{" + f + "}" for f in fields)
+    example = " and ".join(_shown(f) for f in fields)
 
     def check(value: str) -> str:
+        if not isinstance(value, str):  # a plugin's plain `str` field lets bytes through
+            raise ValueError(f"must be a text (a template with {example}), not {type(value).__name__}")
         try:
-            found = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+            parsed = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(value)
+                      if name is not None]
         except ValueError as exc:  # an unmatched brace
-            raise ValueError(f"is not a valid template ({exc})") from None
+            raise ValueError(f"is not a valid template ({exc}; write a literal brace as {{{{ or }}}})") from None
+        found = {name for name, _, _ in parsed}
         if found != wanted:
-            shown = ", ".join("{}" if f == "" else "{" + f + "}" for f in sorted(found)) or "none"
+            shown = ", ".join(_shown(f) for f in sorted(found)) or "none"
             raise ValueError(f"must hold the placeholder {example} and no other (it has {shown})")
+        decorated = [f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+                     for name, spec, conversion in parsed if spec or conversion]
+        if decorated:
+            raise ValueError(f"must hold the plain placeholder {example}: {', '.join(decorated)} has a conversion or "
+                             "format spec, which would change or break every prompt")
         return value
 
     return check
+
+
+def _shown(field: str) -> str:
+    return "{}" if field == "" else "{" + field + "}"
+
+
+def same_text(text: str) -> str:
+    """What a text is to a tokenizer that lower-cases and collapses spaces (CLIP's): two texts with
+    the same key are one prompt, whatever a setting calls them."""
+    return " ".join(text.casefold().split())
+
+
+T = TypeVar("T")
+
+
+def distinct(key: Callable[[Any], Hashable] = lambda value: value,
+             what: str = "") -> Callable[[Sequence[T]], Sequence[T]]:
+    """A check that a list names each item once (two items with one ``key`` are the same: e.g.
+    ``same_text``): a repeat would measure one thing twice and report it as two."""
+
+    def check(values: Sequence[T]) -> Sequence[T]:
+        seen: dict[Hashable, Any] = {}
+        for value in values:
+            known = key(value)
+            if known in seen:
+                first = seen[known]
+                raise ValueError(f"names {value!r} twice: give each once" if first == value else
+                                 f"names {first!r} and {value!r}, the same item ({what}): give each once")
+            seen[known] = value
+        return values
+
+    return check
+
+
+def refuse(record: str, location: tuple[str | int, ...], value: Any, message: str) -> NoReturn:
+    """Fail a check of several keys (a model validator) as an error of the key at ``location``, so
+    that the message names that key and its value (:func:`describe_errors`)."""
+    raise ValidationError.from_exception_data(record, [InitErrorDetails(
+        type=PydanticCustomError("vlfair_settings", message), loc=location, input=value)])
 
 
 class Settings(BaseModel):
@@ -64,7 +124,7 @@ class ProbeSettings(Settings):
     results) and ``notes`` (copied into the report)."""
 
     version: Int = Field(description="the settings' version: part of results.json, bumped when a change alters results")
-    notes: list[str] = Field(default_factory=list, description="sentences copied into the report")
+    notes: list[Text] = Field(default_factory=list, description="sentences copied into the report")
 
 
 class Confidence(BaseModel):
@@ -144,7 +204,7 @@ def describe_errors(model: type[BaseModel], error: ValidationError, source: Call
             problems.append(f"{where} {path!r} is not a settings key of this probe; keys: {keys(model)}"
                             if len(location) == 1 else f"{where} {path}: not a key of {'.'.join(location[:-1])}{takes}")
             continue
-        message = item["msg"].removeprefix("Value error, ")
+        message = item["msg"].removeprefix("Value error, ") + _quoting_hint(item)
         field = model.model_fields.get(top)
         described = field is not None and field.description and len(location) == 1
         takes = f" ({top}: {field.description})" if described and field is not None else ""
@@ -155,5 +215,31 @@ def describe_errors(model: type[BaseModel], error: ValidationError, source: Call
     return "; ".join(problems)
 
 
+def _quoting_hint(item: Any) -> str:
+    """``--set prompt={trait}`` is YAML's mapping {trait: null}, ``--set prompt=[x]`` its list: say to
+    quote a text that starts with a brace or a bracket."""
+    if item["type"] == "string_type" and isinstance(item["input"], (dict, list)):
+        return (" (--set reads a value as YAML, where {...} is a mapping and [...] a list: quote a text that "
+                "starts with one, e.g. --set \"prompt='{x} ...'\")")
+    return ""
+
+
+def read_override(item: str) -> tuple[str, Any]:
+    """One ``--set KEY=VALUE`` as (key, value), the value read as YAML; a value that is not YAML is
+    an error naming the key and the quoting that makes it a text."""
+    import yaml
+
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--set takes KEY=VALUE, got {item!r}")
+    try:
+        return key, yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ValueError(f"--set {key}: {text!r} is not a YAML value ({problem}); a text with braces, brackets or "
+                         f"a colon is quoted, e.g. --set \"{key}='{text}'\"") from None
+
+
 __all__ = ["BOOTSTRAP", "CONFIDENCE", "PERMUTATIONS", "SEED", "Bootstrap", "Confidence", "Count", "Flag", "Float",
-           "Int", "NonNegative", "Permutations", "ProbeSettings", "Settings", "describe_errors", "keys", "placeholders"]
+           "Int", "Name", "NonNegative", "Permutations", "ProbeSettings", "Settings", "Text", "describe_errors",
+           "distinct", "keys", "placeholders", "read_override", "refuse", "same_text"]

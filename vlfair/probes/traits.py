@@ -10,17 +10,21 @@ from pydantic import AfterValidator, Field
 
 from vlfair.outputs import Table, metric_from, metrics_per, neutral_value
 from vlfair.probes import register
-from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec
+from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec, indistinguishable
 from vlfair.probes.settings import (
     SEED,
     Bootstrap,
     Count,
     Flag,
     Float,
+    Name,
     NonNegative,
     ProbeSettings,
     Settings,
+    Text,
+    distinct,
     placeholders,
+    same_text,
 )
 from vlfair.samples import Samples
 
@@ -28,9 +32,34 @@ if TYPE_CHECKING:
     from vlfair.paired import RowSet
 
 
+def _trait(value: str) -> str:
+    if "/" in value:  # a pair is named positive/negative: smart/dumb
+        raise ValueError("must not hold '/' (a pair is named positive/negative, e.g. smart/dumb)")
+    return value
+
+
+Trait = Annotated[Name, AfterValidator(_trait)]
+
+
+def _opposed(pair: tuple[str, str]) -> tuple[str, str]:
+    """Two different traits: a pair whose prompts are one text has confidences of 0.5 up to rounding,
+    and its F-tests would test that noise."""
+    positive, negative = pair
+    if same_text(positive) == same_text(negative):
+        raise ValueError(f"names one trait twice ({positive!r} and {negative!r}, case and spaces aside): its two "
+                         "prompts are one text and its F-tests would measure rounding noise; give two different "
+                         "traits")
+    return pair
+
+
+Pair = Annotated[tuple[Trait, Trait], AfterValidator(_opposed)]
+
+
 def _pair(value: str) -> str:
-    if value.count("/") != 1 or not all(value.split("/")):
+    if value.count("/") != 1 or not all(word.strip() for word in value.split("/")):
         raise ValueError("must be two traits joined by '/', e.g. smart/dumb")
+    positive, negative = value.split("/")
+    _opposed((positive, negative))
     return value
 
 
@@ -38,16 +67,18 @@ class GradCam(Settings):
     """Grad-CAM overlays of the study's Figure 2: ``k`` random images of ``group`` whose confidence
     in the pair's positive trait exceeds ``min_confidence``."""
 
-    pair: Annotated[str, AfterValidator(_pair)]
-    group: dict[Literal["race", "gender"], str] = Field(default_factory=dict)
+    pair: Annotated[Text, AfterValidator(_pair)]
+    group: dict[Literal["race", "gender"], Name] = Field(default_factory=dict)
     k: Count = 5
     min_confidence: Float = Field(0.0, ge=0, le=1)
 
 
 class TraitsSettings(ProbeSettings, Bootstrap):
-    prompt: Annotated[str, AfterValidator(placeholders("trait"))] = Field(
+    prompt: Annotated[Text, AfterValidator(placeholders("trait"))] = Field(
         description="the trait prompt, with {trait}")
-    pairs: list[tuple[str, str]] = Field(min_length=1, description="(positive, negative) trait pairs")
+    pairs: Annotated[list[Pair], AfterValidator(distinct(lambda pair: tuple(map(same_text, pair)),
+                                                         "case and spaces aside"))] = Field(
+        min_length=1, description="(positive, negative) trait pairs")
     temperature: Float | None = Field(gt=0, description="the softmax scale, a number > 0; null: the model's logit "
                                                         "scale; 1: the study's literal formula")
     per_cell: Count | None = Field(description="rows drawn per race x gender cell, a whole number >= 1; null: "
@@ -99,7 +130,12 @@ class TraitsProbe(Probe):
         columns = {**ctx.identity(rows, source_rows), "race": ctx.column("race", rows),
                    "gender": ctx.column("gender", rows)}
         for positive, negative in s.pairs:
-            text = ctx.texts([s.prompt.format(trait=positive), s.prompt.format(trait=negative)])
+            prompts = [s.prompt.format(trait=positive), s.prompt.format(trait=negative)]
+            text = ctx.texts(prompts)
+            same = indistinguishable(prompts, text)
+            if same:  # its confidences would be 0.5 up to rounding, and its F-tests would test that noise
+                raise ProbeError(f"traits: pair {positive}/{negative}: {same}; its F-tests would measure rounding "
+                                 "noise: give two traits the model reads as different words")
             logits = -tau * (images @ (text[0] - text[1]))
             columns[_confidence_column(positive, negative)] = 1.0 / (1.0 + np.exp(logits))
         warnings = []

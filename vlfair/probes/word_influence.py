@@ -14,7 +14,18 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from vlfair.outputs import Metric, neutral_value
 from vlfair.probes import register
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
-from vlfair.probes.settings import SEED, Confidence, Count, Flag, Float, NonNegative, ProbeSettings, Settings
+from vlfair.probes.settings import (
+    SEED,
+    Confidence,
+    Count,
+    Flag,
+    Float,
+    Name,
+    NonNegative,
+    ProbeSettings,
+    Settings,
+    same_text,
+)
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:
@@ -27,13 +38,14 @@ if TYPE_CHECKING:
 class Generator(Settings):
     """The text-to-image pipeline (``vlfair.t2i.generators.DiffusersGenerator``'s arguments)."""
 
-    spec: str
+    spec: Name
     steps: Count = 50
     guidance: Float = 7.5
     size: Count | None = None
     batch_size: Count = 8
-    device: str = "auto"
-    dtype: str = "auto"
+    device: Name = "auto"
+    # what DiffusersGenerator honours on a GPU (CPUs run float32 whatever is asked)
+    dtype: Literal["auto", "bfloat16", "float16"] = "auto"
     use_safetensors: Flag = True
 
 
@@ -44,7 +56,7 @@ class Transmuter(Settings):
     model_config = ConfigDict(extra="allow")
 
     name: Literal["mlm", "lexicon"]
-    model: str | None = None
+    model: Name | None = None
 
 
 def _transmuter_option(value: str) -> dict[str, Any]:
@@ -54,16 +66,16 @@ def _transmuter_option(value: str) -> dict[str, Any]:
 
 
 class WordInfluenceSettings(ProbeSettings, Confidence):
-    prompts: list[str] = Field(min_length=1, description="the prompts whose words are scored")
+    prompts: list[Name] = Field(min_length=1, description="the prompts whose words are scored")
     large_scale: Flag = Field(description="the study's 150 prompts 'a [ADJECTIVE] [PERSON] at the [PLACE]' instead")
     generator: Generator = Field(description="the pipeline: spec, steps, guidance, size, batch_size")
     transmuter: Transmuter = Field(description="{name: mlm, model: ID} or {name: lexicon}")
     words: Literal["all", "content"] = Field(description="all: every word is scored; content: not articles and "
                                                          "prepositions")
-    groups: dict[str, str] | None = Field(description="group -> classifier text; null: the study's male / female")
-    target_group: str = Field(description="influence = P_target(original) - P_target(word replaced); one of the "
+    groups: dict[Name, Name] | None = Field(description="group -> classifier text; null: the study's male / female")
+    target_group: Name = Field(description="influence = P_target(original) - P_target(word replaced); one of the "
                                           "groups")
-    no_person: str | None = Field(description="with groups: a text that marks an image without a person")
+    no_person: Name | None = Field(description="with groups: a text that marks an image without a person")
     candidates: Count = Field(description="transmuted prompts per replaced word")
     images_per_prompt: Count = Field(description="images per transmuted prompt")
     original_images: Count = Field(description="images of the original prompt")
@@ -73,6 +85,26 @@ class WordInfluenceSettings(ProbeSettings, Confidence):
         SEED, description="the random seed of the generated images and of every resampling, a whole number >= 0 "
                           "(not null: a run must draw the same images again)")
 
+    @field_validator("groups")
+    @classmethod
+    def _distinct_texts(cls, groups: dict[str, str] | None) -> dict[str, str] | None:
+        """At least two groups, each with its own text: groups with one text (case and spaces aside)
+        split every image between them by rounding noise."""
+        if groups is None:
+            return groups
+        if len(groups) < 2:
+            raise ValueError(f"needs at least 2 groups to classify images into, got {list(groups)}")
+        _check_texts_differ(list(groups.items()))
+        return groups
+
+    @field_validator("no_person")
+    @classmethod
+    def _not_a_group_text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        groups = info.data.get("groups")
+        if value is not None and groups:
+            _check_texts_differ([*groups.items(), ("no person", value)])
+        return value
+
     @field_validator("target_group")
     @classmethod
     def _a_known_group(cls, value: str, info: ValidationInfo) -> str:
@@ -80,6 +112,16 @@ class WordInfluenceSettings(ProbeSettings, Confidence):
         if groups is not None and value not in groups:
             raise ValueError(f"is not one of the groups {list(groups)}")
         return value
+
+
+def _check_texts_differ(texts: list[tuple[str, str]]) -> None:
+    """(name, classifier text) pairs whose texts all differ (case and spaces aside)."""
+    seen: dict[str, str] = {}
+    for name, text in texts:
+        other = seen.setdefault(same_text(text), name)
+        if other != name:
+            raise ValueError(f"{other!r} and {name!r} have one classifier text ({text!r}, case and spaces aside): "
+                             "the classifier could not tell them apart; give each its own text")
 
 
 @register
