@@ -45,7 +45,10 @@ def test_the_leaderboard_space_starts_without_its_data(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     app = _load("leaderboard").build_app("acme/no-such-results")  # offline: the Hub cannot answer
     summary = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "summary")
-    assert "No results: 'acme/no-such-results' could not be read" in summary.value and "VLFAIR_RESULTS" in summary.value
+    from vlfair.report.markup import markdown_text
+
+    said = f"No results: {markdown_text(repr('acme/no-such-results'))} could not be read"  # a name from outside: text
+    assert said in summary.value and "VLFAIR_RESULTS" in summary.value
 
 
 def test_the_leaderboard_chart_marks_the_neutral_value():

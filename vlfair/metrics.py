@@ -32,6 +32,19 @@ def available_metrics() -> list[str]:
     return sorted(p.name for p in metrics_dir().iterdir() if (p / f"{p.name}.py").exists())
 
 
+def metric_card(name: str) -> Path | None:
+    """The card (README.md) of vlfair's own module ``name``, or None for any other name.
+
+    A name may come from a results file, which anyone can write: only a name in
+    :func:`available_metrics` is looked up, never a path (``..``, ``/etc``), and a card that
+    resolves outside :func:`metrics_dir` (a symlink) is not read."""
+    if name not in available_metrics():
+        return None
+    root = metrics_dir().resolve()
+    card = (root / name / "README.md").resolve()
+    return card if card.is_relative_to(root) and card.is_file() else None
+
+
 def _module_name(name: str) -> str:
     """``"bias_ratio"`` or ``"vlfair/bias_ratio"`` -> ``"bias_ratio"`` (anything else is an error)."""
     namespace, _, short = name.rpartition("/")
@@ -84,4 +97,4 @@ def load_metric(name: str, **kwargs: Any) -> Any:
     return evaluate.load(str(metrics_dir() / short), **kwargs)
 
 
-__all__ = ["MEASURES", "NAMESPACE", "available_metrics", "install_metrics", "load_metric", "metrics_dir"]
+__all__ = ["MEASURES", "NAMESPACE", "available_metrics", "install_metrics", "load_metric", "metric_card", "metrics_dir"]

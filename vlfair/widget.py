@@ -8,6 +8,8 @@ and the options as JSON, pre-filled with a worked example.
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import json
 import re
 import sys
@@ -16,10 +18,57 @@ from typing import Any
 
 import pandas as pd
 
+from vlfair.guards import (
+    LONGEST_TIME_LIMIT_S,
+    TIME_LIMIT_S,
+    TIME_LIMIT_VARIABLE,
+    TimeLimitExceeded,
+    call_with_time_limit,
+    env_number,
+)
 from vlfair.logging import get_logger
 from vlfair.report.results import jsonable
 
 FRONT_MATTER = re.compile(r"^---\n.*?\n---\n", re.S)
+# a compute's cost grows with these options (word_influence's with the square of its words): a
+# Space caps them, as the demo Space caps its uploads (bootstrap=1e9 asked for 15 GiB)
+OPTION_CAPS = {"bootstrap": 10_000, "n_permutations": 100_000, "num_words": 16}
+
+
+class OverCap(ValueError):
+    """A compute larger than a metric Space runs; the message names the cap."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WidgetLimits:
+    """What one compute of a metric Space may ask for, and how long it may run."""
+
+    max_rows: int = 10_000
+    max_values: int = 1_000_000  # the numbers in all list cells together (embeddings)
+    options: dict[str, int] = dataclasses.field(default_factory=lambda: dict(OPTION_CAPS))
+    time_limit_s: float = TIME_LIMIT_S
+
+    @classmethod
+    def from_env(cls) -> WidgetLimits:
+        """Defaults, with the demo Space's time limit (VLFAIR_SPACE_TIME_LIMIT_S; a bad value is a
+        ``guards.LimitSettingError`` naming it, when the Space starts)."""
+        return cls(time_limit_s=env_number(TIME_LIMIT_VARIABLE, TIME_LIMIT_S, maximum=LONGEST_TIME_LIMIT_S))
+
+
+def check_request(columns: dict[str, list], options: dict[str, Any], limits: WidgetLimits) -> None:
+    """Refuse a compute this Space will not run (:class:`OverCap`, naming the cap): more rows or
+    list values than it takes, or an option above its cap. (The module checks the options' types
+    and ranges.)"""
+    rows = max((len(values) for values in columns.values()), default=0)
+    if rows > limits.max_rows:
+        raise OverCap(f"{rows:,} rows; this Space computes at most {limits.max_rows:,}")
+    values = sum(len(cell) for column in columns.values() for cell in column if isinstance(cell, list))
+    if values > limits.max_values:
+        raise OverCap(f"{values:,} numbers in the list columns; this Space takes at most {limits.max_values:,}")
+    for option, cap in limits.options.items():
+        value = options.get(option)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > cap:
+            raise OverCap(f"option {option!r} is {value!r}; this Space allows at most {cap:,}")
 
 
 def column_kinds(module) -> dict[str, str]:
@@ -70,7 +119,7 @@ def _cell(cell: Any, kind: str, row: int, column: str) -> Any:
             return int(number)
         if kind == "json":
             return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested a thousand levels deep
         expected = {"float": "a number", "int": "a whole number"}.get(kind, "JSON, e.g. [0.1, 0.2]")
         raise ValueError(f"row {row + 1}, column {column!r}: {text!r} is not {expected}") from None
     return text.strip('"')
@@ -110,21 +159,35 @@ def readable_result(result: dict[str, Any] | None) -> str:
 
 
 def metric_widget(module, example: dict[str, list], options: dict[str, Any] | None = None,
-                  card: str | Path | None = None):
-    """A Blocks app: the example table, options, a compute button, the result and the module's card."""
+                  card: str | Path | None = None, limits: WidgetLimits | None = None):
+    """A Blocks app: the example table, options, a compute button, the result and the module's
+    card. Each compute is checked against ``limits`` (default :meth:`WidgetLimits.from_env`)."""
     import gradio as gr
 
+    limits = limits or WidgetLimits.from_env()
     kinds = column_kinds(module)
     card = Path(card) if card else Path(sys.argv[0]).resolve().parent / "README.md"
     article = FRONT_MATTER.sub("", card.read_text()) if card.exists() else ""
 
     def compute(table: pd.DataFrame, options_text: str) -> dict:
-        try:
+        def work() -> dict:
             columns, kwargs = parse_inputs(table, kinds, options_text)
+            check_request(columns, kwargs, limits)
             return jsonable(module.compute(**columns, **kwargs))
+
+        local = f"compute more with evaluate.load(\"vlfair/{module.name}\") on your own machine"
+        try:
+            return call_with_time_limit(work, limits.time_limit_s)
+        except TimeLimitExceeded:
+            problem = (f"the compute ran past this Space's time limit of {limits.time_limit_s:g} s and was stopped; "
+                       f"use fewer rows or smaller options, or {local}")
+        except OverCap as exc:
+            problem = f"{exc}; {local}"
         except (ValueError, TypeError) as exc:  # the person's input: one server line, not a traceback
-            get_logger(__name__).warning(f"metric Space {module.name}: refused: {exc}")
-            raise gr.Error(f"{module.name}: {exc}", print_exception=False) from None
+            problem = str(exc)
+        get_logger(__name__).warning(f"metric Space {module.name}: refused: {problem}")
+        # a toast renders HTML: a cell quoted in the message is text
+        raise gr.Error(html.escape(f"{module.name}: {problem}", quote=False), print_exception=False) from None
 
     with gr.Blocks(title=f"Metric: {module.name}") as app:
         gr.Markdown(f"# Metric: {module.name}\n{module.info.description.strip()}")

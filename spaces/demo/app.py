@@ -7,6 +7,7 @@ ids only when VLFAIR_SPACE_ALLOW_ANY_MODEL=1. Limits: VLFAIR_SPACE_MAX_FILES, VL
 VLFAIR_SPACE_MAX_TOTAL_MB, VLFAIR_SPACE_TIME_LIMIT_S.
 """
 
+import html
 import os
 
 import gradio as gr
@@ -15,7 +16,7 @@ import tqdm
 
 from vlfair.logging import get_logger
 from vlfair.space import session
-from vlfair.space.limits import Limits, SpaceInputError, run_with_time_limit
+from vlfair.space.limits import Limits, LimitSettingError, SpaceInputError, run_with_time_limit
 from vlfair.space.uploads import UPLOAD_HELP, UPLOADS, label_template, read_labels_csv
 
 INTRO = """# vlfair: measure social bias in a vision-language model
@@ -66,15 +67,12 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
             output = run_with_time_limit(work, limits.time_limit_s)
         except SpaceInputError as exc:  # the person's mistake: one server line, not a traceback
             log.warning(f"demo Space: refused a run: {exc}")
-            raise gr.Error(str(exc), duration=None, print_exception=False) from None
-        r = output.results
+            # a toast renders HTML: the message (file names, labels, a Hub model's error) is text
+            raise gr.Error(html.escape(str(exc), quote=False), duration=None, print_exception=False) from None
         shown = other.strip() if other and other.strip() else encoder
-        summary = (f"**{r['probe']}** on **{shown}** ({r['model']['dtype']}), "
-                   f"{r['dataset']['num_rows']} rows of {r['dataset']['name']}: {len(r['metrics'])} metrics"
-                   + (f"; skipped unreadable rows {r['skipped_rows']}" if r["skipped_rows"] else "")
-                   + "".join(f"\n- {w}" for w in r.get("warnings", [])))
-        return (summary, session.readable_metrics(output.metrics), [str(p) for p in output.plots],
-                _tables_markdown(output.tables), [str(output.results_path), str(output.report_path)])
+        return (session.run_summary(output.results, shown), session.readable_metrics(output.metrics),
+                [str(p) for p in output.plots], _tables_markdown(output.tables),
+                [str(output.results_path), str(output.report_path)])
 
     def on_probe(probe):
         choices = session.data_choices(probe, hub)
@@ -138,6 +136,9 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
 
 
 if __name__ == "__main__":
-    limits = Limits.from_env()
+    try:
+        limits = Limits.from_env()
+    except LimitSettingError as exc:  # the Space's own settings: said at start-up, not at the first request
+        raise SystemExit(f"vlfair demo Space: {exc}") from None
     build_app(limits=limits).launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                                     max_file_size=limits.max_file_bytes)

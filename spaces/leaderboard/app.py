@@ -16,12 +16,13 @@ import gradio as gr
 import pandas as pd
 
 from vlfair.figures import subplots
-from vlfair.metrics import metrics_dir
+from vlfair.metrics import metric_card
 from vlfair.report.leaderboard import (
     COLUMNS,
     download_runs,
     hub_repo,
     is_repo_id,
+    markdown_text,
     neutral_value,
     normalise,
     read_board,
@@ -193,18 +194,14 @@ def model_detail(board: pd.DataFrame, model: str) -> pd.DataFrame:
     return display(rows).drop(columns=["model"]).reset_index(drop=True)
 
 
-def escape_markdown(text: str) -> str:
-    """``text`` shown as it is in Markdown: no tag, link, emphasis or code from a results file."""
-    return re.sub(r"([\\`*_{}\[\]()#+!|<>&~])", r"\\\1", str(text))
-
-
 def explain(metric: str) -> str:
-    """The metric's Description from its evaluate card, where vlfair has a module of that name."""
+    """The metric's Description from its evaluate card, where it is one of vlfair's modules
+    (``metrics.metric_card``: a name from a results file is never a path)."""
     if metric == ALL:
         return ""
-    card = metrics_dir() / metric / "README.md"
-    if not re.fullmatch(r"[A-Za-z0-9_]+", metric) or not card.exists():  # a name, never a path
-        return f"**{escape_markdown(metric)}**: reported by a probe; see the probe's report for its definition."
+    card = metric_card(metric)
+    if card is None:
+        return f"**{markdown_text(metric)}**: reported by a probe; see the probe's report for its definition."
     match = re.search(r"## Description\n(.*?)\n## ", card.read_text(), re.S)
     return f"### {metric}\n" + (match.group(1).strip() if match else "")
 
@@ -215,19 +212,20 @@ def _count(number: int, noun: str, plural: str | None = None) -> str:
 
 def summary(board: pd.DataFrame, source: str, problem: str | None) -> str:
     if problem:
-        return (f"# vlfair leaderboard\nNo results: {escape_markdown(repr(source))} could not be read "
-                f"({escape_markdown(problem)}). Set VLFAIR_RESULTS to a Hub dataset fed by `vlfair push-results` "
+        return (f"# vlfair leaderboard\nNo results: {markdown_text(repr(source))} could not be read "
+                f"({markdown_text(problem)}). Set VLFAIR_RESULTS to a Hub dataset fed by `vlfair push-results` "
                 "(hf://datasets/ORG/NAME), a directory of runs or a table written by `vlfair leaderboard`, and "
                 "restart the Space, or load a Hub dataset above.")
     skipped = board.attrs.get("skipped", [])
-    duplicates = board.attrs.get("duplicates", 0)
+    duplicates, rows = board.attrs.get("duplicates", 0), board.attrs.get("duplicate_rows", 0)
     return (f"# vlfair leaderboard\n{_count(len(board), 'result')} from {_count(board['model'].nunique(), 'model')} "
             f"and {_count(board['probe'].nunique(), 'probe')}, in "
             f"{_count(len(family_entries(board)), 'family', 'families')} of comparable runs: rank 1 is the value "
             "closest to its measure's neutral value (no bias), among the runs of one family only; a level (an "
             "accuracy, a mean score) has no rank."
             + (f" {_count(duplicates, 'identical copy', 'identical copies')} of runs left out." if duplicates else "")
-            + ("\n\nSkipped (unreadable): " + "; ".join(escape_markdown(s) for s in skipped) if skipped else ""))
+            + (f" {_count(rows, 'identical row')} of the table left out." if rows else "")
+            + ("\n\nSkipped (unreadable): " + "; ".join(markdown_text(s) for s in skipped) if skipped else ""))
 
 
 def read_source(source: str, token: str | bool | None = None) -> tuple[pd.DataFrame, str | None]:
@@ -313,10 +311,10 @@ def build_app(source: str) -> gr.Blocks:
             try:
                 shown = view(compare_chosen(where[0], list(runs or []), token=where[1]))
             except ValueError as exc:  # a refusal, a run without samples: said, as text
-                return ({}, f"**Cannot compare:** {escape_markdown(exc)}", gr.update(visible=False),
+                return ({}, f"**Cannot compare:** {markdown_text(exc)}", gr.update(visible=False),
                         gr.update(visible=False), gr.update(visible=False))
             names = list(shown["figures"])
-            return (shown["figures"], "\n".join(f"- {escape_markdown(note)}" for note in shown["notes"]),
+            return (shown["figures"], "\n".join(f"- {markdown_text(note)}" for note in shown["notes"]),
                     gr.update(choices=names, value=names[0] if names else None, visible=bool(names)),
                     gr.update(value=shown["figures"][names[0]] if names else None, visible=bool(names)),
                     gr.update(value=shown["table"], visible=True))

@@ -4,6 +4,7 @@ families of comparable runs, and model-card results."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pandas as pd
 
 from vlfair.outputs import neutral_value
 from vlfair.report.hub import content_hash, dedupe, download_runs, hub_repo, is_repo_id  # noqa: F401  (the Space's)
+from vlfair.report.markup import markdown_text  # noqa: F401  (the Space's: text from results files)
 
 COLUMNS = ["model", "revision", "dtype", "probe", "probe_version", "dataset", "split", "metric", "subset", "value",
            "ci_low", "ci_high", "p_value", "log10_p_value", "created", "vlfair_version",
@@ -25,19 +27,65 @@ HEX = {"family": str, "run": str}  # hex digits that a CSV reader would otherwis
 Neutrals = Mapping[str, Mapping[str, float]]
 
 
+MAX_RESULTS_BYTES = 64 * 2**20  # a results.json is kilobytes; a board reads thousands, from anyone
+MAX_DEPTH = 64  # levels of nesting: a results.json has a few, and hashing or showing a deep one recurses
+MAX_REASON = 300  # characters of a reason a skipped file is named with (a schema error quotes the bad value)
+
+
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows (vlfair writes null there)")
 
 
-def read_results(paths: Iterable[str | Path], skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """results.json files (a directory means its results.json), each checked against the schema,
-    each read once however often it is given. A file that is missing, not JSON, holds NaN or
-    Infinity, or breaks the schema is an error naming it; with ``skipped`` (a list) it is left
-    out and described there instead, so one bad file does not hide the others."""
+def _json_int(text: str) -> int:
+    """A JSON integer that a float holds (the table's numbers are floats): never one of 400 digits."""
+    if len(text.lstrip("-")) > 308:
+        raise ValueError(f"a number of {len(text.lstrip('-'))} digits is beyond what a float holds")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    """A JSON number that is finite as a float: 1e400 would read as infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is beyond what a float holds")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (counted without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((inner, level + 1) for inner in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _load_results(path: Path) -> dict[str, Any]:
+    """One results.json, parsed and checked against the schema; ValueError with what is wrong."""
     import jsonschema
 
     from vlfair.report.results import validate_results
 
+    if path.stat().st_size > MAX_RESULTS_BYTES:
+        raise ValueError(f"{path.stat().st_size:,} bytes, larger than any results.json ({MAX_RESULTS_BYTES:,} at most)")
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant,
+                             parse_int=_json_int, parse_float=_json_float)
+    except RecursionError:  # json's own limit, near a thousand levels
+        raise ValueError(f"nested too deeply to be a results.json ({MAX_DEPTH} levels at most)") from None
+    if _depth(results) > MAX_DEPTH:  # before anything walks it
+        raise ValueError(f"nested {_depth(results)} levels deep, too deep to be a results.json ({MAX_DEPTH} at most)")
+    try:
+        validate_results(results)
+    except jsonschema.ValidationError as exc:
+        raise ValueError(exc.message) from None
+    return results
+
+
+def _read_all(paths: Iterable[str | Path], skipped: list[str] | None) -> list[tuple[Path, dict[str, Any]]]:
+    """(file, content) of each readable results.json (:func:`read_results`)."""
     loaded, seen = [], set()
     for given in paths:
         path = Path(given)
@@ -46,18 +94,26 @@ def read_results(paths: Iterable[str | Path], skipped: list[str] | None = None) 
             continue
         seen.add(path.resolve())
         try:
-            results = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
-            validate_results(results)
-        except (OSError, ValueError, jsonschema.ValidationError) as exc:
-            reason = exc.message if isinstance(exc, jsonschema.ValidationError) else (
-                exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
-            problem = f"{path}: {reason}"
-            if skipped is None:
-                raise ValueError(f"cannot read {problem}") from None
-            skipped.append(problem)
-            continue
-        loaded.append(results)
+            loaded.append((path, _load_results(path)))
+        except (OSError, ValueError) as exc:
+            _skip(skipped, f"{path}: {_reason(exc)}")
     return loaded
+
+
+def _reason(exc: Exception) -> str:
+    """What is wrong, in one line of at most :data:`MAX_REASON` characters."""
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
+
+
+def read_results(paths: Iterable[str | Path], skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """results.json files (a directory means its results.json), each checked against the schema,
+    each read once however often it is given. A file that is missing, not JSON, nested too deeply,
+    holds NaN, Infinity or a number beyond a float's range, is larger than any results.json or
+    breaks the schema is an error naming it; with ``skipped`` (a list) it is left out and
+    described there instead, so one bad file does not hide the others."""
+    return [results for _, results in _read_all(paths, skipped)]
 
 
 def tidy(results: list[dict[str, Any]], neutral: Neutrals | None = None) -> pd.DataFrame:
@@ -71,22 +127,37 @@ def tidy(results: list[dict[str, Any]], neutral: Neutrals | None = None) -> pd.D
         The leaderboard's rows: the model, probe, dataset and metric, the subset as sorted JSON,
         the value with its CI and p-value (NaN where there is none), the run's date and version,
         its family and content hash, the metric's neutral value and the rank (:func:`rank`).
+
+    Raises:
+        ValueError, TypeError: a run holds something no row can (a p-value's log10 that is text).
     """
+    return _frame([row for r in results for row in _rows(r, neutral)])
+
+
+def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
+    """The rows of one run; its numbers are made floats here, so that a bad one names its run."""
+    run, own = content_hash(r), (neutral or {}).get(r["probe"])
     rows = []
-    for r in results:
-        run, own = content_hash(r), (neutral or {}).get(r["probe"])
-        for m in r["metrics"]:
-            ci = m["ci"] or [None, None]
-            rows.append({"model": r["model"].get("name") or r["model"]["spec"], "revision": r["model"]["revision"],
-                         "dtype": r["model"]["dtype"],
-                         "probe": r["probe"], "probe_version": r["probe_version"], "dataset": r["dataset"]["name"],
-                         "split": r["dataset"]["split"], "metric": m["name"],
-                         "subset": json.dumps(m["subset"], sort_keys=True, ensure_ascii=False), "value": m["value"],
-                         "ci_low": ci[0], "ci_high": ci[1], "p_value": m["p_value"],
-                         # the p-value's log10 where the measure gives one: a p below 1e-308 keeps its size
-                         "log10_p_value": (m.get("details") or {}).get("log10_p_value"), "created": r["created"],
-                         "vlfair_version": r["vlfair_version"], "family": r.get("family"), "run": run,
-                         "neutral": neutral_value(m["name"], own)})
+    for m in r["metrics"]:
+        ci = m["ci"] or [None, None]
+        rows.append({"model": r["model"].get("name") or r["model"]["spec"], "revision": r["model"]["revision"],
+                     "dtype": r["model"]["dtype"],
+                     "probe": r["probe"], "probe_version": r["probe_version"], "dataset": r["dataset"]["name"],
+                     "split": r["dataset"]["split"], "metric": m["name"],
+                     "subset": json.dumps(m["subset"], sort_keys=True, ensure_ascii=False), "value": m["value"],
+                     "ci_low": ci[0], "ci_high": ci[1], "p_value": m["p_value"],
+                     # the p-value's log10 where the measure gives one: a p below 1e-308 keeps its size
+                     "log10_p_value": (m.get("details") or {}).get("log10_p_value"), "created": r["created"],
+                     "vlfair_version": r["vlfair_version"], "family": r.get("family"), "run": run,
+                     "neutral": neutral_value(m["name"], own)})
+    for row in rows:
+        for column in NUMBERS:
+            if column in row:
+                row[column] = math.nan if row[column] is None else float(row[column])
+    return rows
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = _texts(pd.DataFrame(rows, columns=COLUMNS).astype(NUMBERS))
     frame["rank"] = rank(frame)
     return frame
@@ -152,19 +223,32 @@ def _skip(skipped: list[str] | None, problem: str) -> None:
 def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, token: str | None = None,
                neutral: Neutrals | None = None) -> pd.DataFrame:
     """:func:`tidy` over every run the ``sources`` name (:func:`result_files`), one copy of each
-    (by content hash: the same run found twice is counted once).
+    (by content hash: the same run found twice is counted once). A file that cannot be read, or
+    whose run gives no rows (:func:`read_results`, :func:`tidy`), is named in ``skipped`` (an
+    error without it).
 
     ``attrs`` of the table: ``runs`` (how many distinct runs), ``duplicates`` (copies left out),
     ``families`` (:func:`families`)."""
     files, names = result_files(sources, skipped, token)
     problems: list[str] = []
-    runs, duplicates = dedupe(read_results(files, problems if skipped is not None else None))
+    report = problems if skipped is not None else None
+    loaded = _read_all(files, report)
+    runs, duplicates = dedupe([results for _, results in loaded])
+    where = {id(results): path for path, results in loaded}
+    kept, rows = [], []
+    for results in runs:
+        try:
+            rows.extend(_rows(results, neutral))
+        except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:  # whatever the schema let by
+            _skip(report, f"{where[id(results)]}: {_reason(exc)}")
+            continue
+        kept.append(results)
     for problem in problems:  # a downloaded file is named by its repository, not by the cache's folder
         for root, source in names.items():
             problem = problem.replace(root, source, 1) if problem.startswith(root) else problem
         _skip(skipped, problem)
-    board = tidy(runs, neutral)
-    board.attrs.update(runs=len(runs), duplicates=duplicates, families=families(runs))
+    board = _frame(rows)
+    board.attrs.update(runs=len(kept), duplicates=duplicates, families=families(kept))
     return board
 
 
@@ -219,7 +303,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     """A table as :func:`tidy` makes it, from one an older vlfair wrote: a column it did not keep
-    is added (a missing neutral value from vlfair's own; no family, so no rank)."""
+    is added (a missing neutral value from vlfair's own; no family, so no rank). A row found
+    twice (tables pasted together) is kept once; ``attrs["duplicate_rows"]`` counts those left out."""
     if "log10_p_value" not in frame:  # a table written before vlfair kept it
         position = frame.columns.get_loc("p_value")
         assert isinstance(position, int), "a results table's columns are unique"
@@ -231,7 +316,10 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
         frame["neutral"] = [neutral_value(metric) for metric in frame["metric"]]
     if "rank" not in frame:
         frame["rank"] = float("nan")
-    return _texts(frame.astype(NUMBERS))
+    frame = _texts(frame.astype(NUMBERS))
+    unique = frame.drop_duplicates(ignore_index=True)
+    unique.attrs["duplicate_rows"] = len(frame) - len(unique)
+    return unique
 
 
 def card_results(results: list[dict[str, Any]]) -> str:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import json
 import math
+import re
 from importlib import resources
 from typing import Any
 
@@ -67,8 +69,42 @@ def family_of(key: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def validate_results(results: dict[str, Any]) -> None:
-    """Check against results.schema.json (raises jsonschema.ValidationError)."""
+# RFC 3339's date-time, which JSON Schema's "date-time" format means: a date, "T", a time and an offset
+DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def is_date_time(value: object) -> bool:
+    """Whether ``value`` is an RFC 3339 date-time of a real day and time ("2026-01-02T03:04:05+00:00");
+    anything but a string passes (the schema's "type" checks those)."""
+    if not isinstance(value, str):
+        return True
+    if not DATE_TIME.fullmatch(value):
+        return False
+    try:
+        datetime.datetime.fromisoformat(value.upper())  # the calendar: no 30 February, no hour 24
+    except ValueError:
+        return False
+    return True
+
+
+@functools.cache
+def _validator() -> Any:
+    """results.schema.json's validator, built once (a board reads thousands of files). Its formats
+    are checked by vlfair itself: jsonschema checks "date-time" only where the optional package
+    rfc3339-validator happens to be installed, and lets every string pass where it is not."""
     import jsonschema
 
-    jsonschema.validate(results, results_schema(), format_checker=jsonschema.FormatChecker())
+    schema = results_schema()
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checks("date-time")(is_date_time)
+    return jsonschema.validators.validator_for(schema)(schema, format_checker=checker)
+
+
+def validate_results(results: dict[str, Any]) -> None:
+    """Check against results.schema.json, formats included (raises jsonschema.ValidationError:
+    the most relevant error, as ``jsonschema.validate`` picks it)."""
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(results))
+    if error is not None:
+        raise error

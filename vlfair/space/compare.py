@@ -75,11 +75,14 @@ def view(comparison: Comparison) -> dict[str, Any]:
     # component's own rendering crops)
     from io import BytesIO
 
+    import matplotlib
     from PIL import Image
 
     from vlfair.report.pages import figure_png
 
-    figures = {name: Image.open(BytesIO(figure_png(figure, dpi=110))) for name, figure in forests(comparison).items()}
+    with matplotlib.rc_context({"text.parse_math": False}):  # a "$" in a run's names is text, not mathtext
+        figures = {name: Image.open(BytesIO(figure_png(figure, dpi=110)))
+                   for name, figure in forests(comparison).items()}
     return {"table": table, "figures": figures, "notes": notes(comparison)}
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import os
-import threading
 from collections.abc import Callable
 from typing import TypeVar
+
+from vlfair.guards import (
+    LONGEST_TIME_LIMIT_S,
+    TIME_LIMIT_S,
+    TIME_LIMIT_VARIABLE,
+    LimitSettingError,
+    TimeLimitExceeded,
+    call_with_time_limit,
+    env_number,
+)
 
 T = TypeVar("T")
 MB = 2**20
@@ -17,61 +24,45 @@ class SpaceInputError(ValueError):
     """A request the Space refuses; the message is shown to the user as is."""
 
 
-class TimeLimitExceeded(Exception):
-    """Raised inside the worker thread when a request runs past its time limit."""
-
-
 @dataclasses.dataclass(frozen=True)
 class Limits:
     max_files: int = 200
     max_file_bytes: int = 10 * MB
     max_total_bytes: int = 100 * MB
     max_pixels: int = 40_000_000  # PIL's own decompression-bomb threshold is 89 M; a face photo needs far fewer
-    time_limit_s: float = 600.0
+    time_limit_s: float = TIME_LIMIT_S
     max_sample_per_group: int = 50  # rows per group cell when sampling a dataset
 
     @classmethod
     def from_env(cls) -> Limits:
-        """Defaults, overridden by VLFAIR_SPACE_MAX_FILES, _MAX_FILE_MB, _MAX_TOTAL_MB, _TIME_LIMIT_S."""
-        env = os.environ.get
-        return cls(max_files=int(env("VLFAIR_SPACE_MAX_FILES", cls.max_files)),
-                   max_file_bytes=int(float(env("VLFAIR_SPACE_MAX_FILE_MB", cls.max_file_bytes / MB)) * MB),
-                   max_total_bytes=int(float(env("VLFAIR_SPACE_MAX_TOTAL_MB", cls.max_total_bytes / MB)) * MB),
-                   time_limit_s=float(env("VLFAIR_SPACE_TIME_LIMIT_S", cls.time_limit_s)))
+        """Defaults, overridden by VLFAIR_SPACE_MAX_FILES, _MAX_FILE_MB, _MAX_TOTAL_MB, _TIME_LIMIT_S.
+
+        Raises:
+            LimitSettingError: a variable that is not a number above 0 (a whole one for the
+                count of files; a time limit of at most a day), named: the Space does not start.
+        """
+        return cls(max_files=int(env_number("VLFAIR_SPACE_MAX_FILES", cls.max_files, whole=True)),
+                   max_file_bytes=_megabytes("VLFAIR_SPACE_MAX_FILE_MB", cls.max_file_bytes),
+                   max_total_bytes=_megabytes("VLFAIR_SPACE_MAX_TOTAL_MB", cls.max_total_bytes),
+                   time_limit_s=env_number(TIME_LIMIT_VARIABLE, cls.time_limit_s, maximum=LONGEST_TIME_LIMIT_S))
 
 
-def run_with_time_limit(work: Callable[[], T], seconds: float) -> T:
-    """``work()`` in this thread, stopped with :class:`TimeLimitExceeded` after ``seconds``.
+def _megabytes(name: str, default: int) -> int:
+    """A size in MB (a fraction too) as bytes; at least one byte."""
+    return max(1, int(env_number(name, default / MB) * MB))
 
-    A watchdog thread raises the exception asynchronously in this thread. Python delivers it at
-    the next bytecode, so a long C call (one batch through the model) finishes first: the request
-    stops within one batch of the limit instead of running on in the background, which a plain
-    ``future.result(timeout=)`` would let it do while the next request waits. An exception that
-    lands in a finaliser or weakref callback is swallowed by Python, so the watchdog repeats it
-    until the work has really stopped.
-    """
-    target = ctypes.c_ulong(threading.get_ident())
-    lock = threading.Lock()
-    done = threading.Event()
 
-    def watchdog() -> None:
-        if done.wait(seconds):
-            return
-        while True:
-            with lock:
-                if done.is_set():
-                    return
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(TimeLimitExceeded))
-            done.wait(0.1)
+DEMO_ADVICE = "use fewer images, a smaller sample or a smaller model, or run vlfair locally"
 
-    threading.Thread(target=watchdog, daemon=True, name="vlfair-time-limit").start()
+
+def run_with_time_limit(work: Callable[[], T], seconds: float, advice: str = DEMO_ADVICE) -> T:
+    """``work()`` in this thread, stopped after ``seconds`` (``guards.call_with_time_limit``): a
+    :class:`SpaceInputError` that says so, with ``advice``."""
     try:
-        try:
-            return work()
-        finally:
-            with lock:
-                done.set()
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)  # drop one still pending
+        return call_with_time_limit(work, seconds)
     except TimeLimitExceeded:
         raise SpaceInputError(f"the request ran past this Space's time limit of {seconds:g} s and was stopped; "
-                              "use fewer images, a smaller sample or a smaller model, or run vlfair locally") from None
+                              f"{advice}") from None
+
+
+__all__ = ["MB", "LimitSettingError", "Limits", "SpaceInputError", "TimeLimitExceeded", "run_with_time_limit"]

@@ -218,6 +218,19 @@ def readable_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     return readable(frame)
 
 
+def run_summary(results: dict[str, Any], encoder: str) -> str:
+    """What a run measured, in Markdown. Every text in it (the encoder's name, the dataset's, the
+    warnings, which can quote labels of uploads or of a Hub dataset) is shown as text."""
+    from vlfair.report.markup import markdown_text
+
+    skipped = results["skipped_rows"]
+    return (f"**{markdown_text(results['probe'])}** on **{markdown_text(encoder)}** "
+            f"({markdown_text(results['model']['dtype'])}), {results['dataset']['num_rows']} rows of "
+            f"{markdown_text(results['dataset']['name'])}: {len(results['metrics'])} metrics"
+            + (f"; skipped unreadable rows {markdown_text(skipped)}" if skipped else "")
+            + "".join(f"\n- {markdown_text(warning)}" for warning in results.get("warnings", [])))
+
+
 def _word_influence_parts(encoder, choice: EncoderChoice, prompt: str) -> tuple[dict | None, dict | None]:
     """The demo's planted generator and gender classifier; Stable Diffusion is too slow for a CPU Space."""
     if choice.biased is None:
