@@ -219,8 +219,9 @@ def _quoting_hint(item: Any) -> str:
     """``--set prompt={trait}`` is YAML's mapping {trait: null}, ``--set prompt=[x]`` its list: say to
     quote a text that starts with a brace or a bracket."""
     if item["type"] == "string_type" and isinstance(item["input"], (dict, list)):
+        key = ".".join(str(part) for part in item["loc"]) or "KEY"
         return (" (--set reads a value as YAML, where {...} is a mapping and [...] a list: quote a text that "
-                "starts with one, e.g. --set \"prompt='{x} ...'\")")
+                f"starts with one, e.g. --set \"{key}='{{x}} ...'\")")
     return ""
 
 
