@@ -259,7 +259,7 @@ def test_created_must_be_an_rfc3339_date_time(created, tmp_path):
     from vlfair.report.leaderboard import read_board
 
     assert read_board([tmp_path], skipped)["model"].unique().tolist() == ["org/other"]
-    assert skipped == [f"{tmp_path / 'bad' / 'results.json'}: {created!r} is not a 'date-time'"]
+    assert skipped == [f"{tmp_path / 'bad' / 'results.json'}: created: {created!r} is not a 'date-time'"]
 
 
 def test_the_date_time_check_needs_no_optional_package():
@@ -310,7 +310,8 @@ CRAFTED = {"400-digit number": "a number of 401 digits is beyond what a float ho
            "5000-digit number": "a number of 5001 digits is beyond what a float holds",
            "1e400": "the number 1e400 is beyond what a float holds",
            "100,000 levels": "nested too deeply to be a results.json", "70 levels": "nested 74 levels deep",
-           "log10 text": "'oops' is not of type 'number', 'null'", "log10 boolean": "True is not of type",
+           "log10 text": "metrics[0].details.log10_p_value: 'oops' is not of type 'number', 'null'",
+           "log10 boolean": "metrics[0].details.log10_p_value: True is not of type",
            "not an object": "is not of type 'object'", "not UTF-8": "can't decode byte",
            "too large": "bytes, larger than any results.json (300,000 at most)"}
 

@@ -79,8 +79,9 @@ def _load_results(path: Path) -> dict[str, Any]:
         raise ValueError(f"nested {_depth(results)} levels deep, too deep to be a results.json ({MAX_DEPTH} at most)")
     try:
         validate_results(results)
-    except jsonschema.ValidationError as exc:
-        raise ValueError(exc.message) from None
+    except jsonschema.ValidationError as exc:  # named by where it is: "metrics[0].details.log10_p_value: ..."
+        where = "" if exc.json_path == "$" else exc.json_path.removeprefix("$.") + ": "
+        raise ValueError(where + exc.message) from None
     return results
 
 
