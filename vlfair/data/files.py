@@ -16,7 +16,7 @@ RATIO_FROM_BYTES = 2**20  # ...when it unpacks to more than 1 MiB (a tiny file m
 
 
 def _mib(size: int) -> str:
-    return f"{size / 2**20:,.1f} MiB"
+    return f"{size / 2**20:,.1f} MiB" if size >= 2**20 else f"{size / 2**10:,.1f} KiB"
 
 
 class SourceFiles:
