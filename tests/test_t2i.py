@@ -185,13 +185,13 @@ def test_diffusers_path_end_to_end_through_the_cli(tmp_path, clip_dir, capsys):
 
 def test_large_scale_mode(tmp_path, clip_encoder):
     assert len(large_scale_prompts()) == 150 and large_scale_prompts()[0] == "a confident doctor at the office"
-    results = run_probe("word-influence", clip_encoder, None, tmp_path, cache_dir=tmp_path / "cache",
+    results = run_probe("word-influence", clip_encoder, None, tmp_path / "run", cache_dir=tmp_path / "cache",
                         settings={"large_scale": True, "candidates": 1, "images_per_prompt": 4, "original_images": 4,
                                   "transmuter": {"name": "lexicon"}, "words": "content", "max_level": None,
                                   "target_group": "female"},
                         components={"generator": CallableGenerator(Planted(), "planted"), "classifier": by_colour})
     means = {m["subset"]["word"]: m["value"] for m in results["metrics"] if m["name"] == "mean_word_influence"}
-    assert len(means) == 16 and (tmp_path / "mean_word_influence.png").exists()
+    assert len(means) == 16 and (tmp_path / "run" / "mean_word_influence.png").exists()
     per_prompt = [m for m in results["metrics"] if m["name"] == "word_influence" and m["subset"]["level"] == 1
                   and m["subset"]["word"] == "nurse"]
     assert len(per_prompt) == 30 and means["nurse"] == pytest.approx(np.mean([m["value"] for m in per_prompt]))
