@@ -2,7 +2,9 @@
 
 Two encoders (the demo world's biased and control ones, shipped with vlfair) run the traits probe
 on FairFace-shaped data of the study's size: 7 races x 2 genders x 1,000 images = 14,000 rows,
-the study's 6 trait pairs. It measures in one run:
+6 trait pairs (the study's number; of its words the world's encoders read only "smart" and "dumb",
+and the probe leaves out a pair whose prompts a model reads as one, so the other five pairs are
+words of the world's vocabulary: the work is the study's, the words are not). It measures in one run:
 
   (a) re-running the probe from cached embeddings (the image embeddings are on disk: the second
       run of each encoder), the way to get the numbers again without samples.parquet
@@ -32,6 +34,10 @@ from vlfair.logging import disable_progress_bars
 from vlfair.probes import measure_probe
 
 
+# six pairs the world's encoders read as different words (see the docstring)
+PAIRS = [["smart", "dumb"], ["happy", "sad"], ["politician", "actor"], ["athlete", "politician"],
+         ["hospital", "gym"], ["actor", "athlete"]]
+
 def timed(function, *args, **kwargs):
     start = time.perf_counter()
     value = function(*args, **kwargs)
@@ -54,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         encoders = {}
         for name in ("biased", "control"):
             encoders[name] = world_encoder(WORLDS[name], root / "cache", name=display_name(name))
-        settings = {"per_cell": None, "gradcam": None, "bootstrap": bootstrap}  # the study's pairs and prompt
+        settings = {"per_cell": None, "gradcam": None, "bootstrap": bootstrap, "pairs": PAIRS}  # the study's prompt
         rerun = {}
         for name, encoder in encoders.items():
             measure_probe("traits", encoder, data, cache_dir=root / "cache", settings=settings)  # embeddings cached

@@ -60,6 +60,20 @@ def clip_encoder(clip_dir):
     return vlfair.load_encoder(str(clip_dir), dtype="float32")  # exact comparisons need float32
 
 
+@pytest.fixture
+def counted(clip_encoder, monkeypatch):
+    """Count the images that actually go through the vision tower."""
+    calls = {"images": 0}
+    original = type(clip_encoder).encode_pixels
+
+    def spy(self, batch, normalize=True):
+        calls["images"] += batch.shape[0]
+        return original(self, batch, normalize)
+
+    monkeypatch.setattr(type(clip_encoder), "encode_pixels", spy)
+    return calls
+
+
 @pytest.fixture(scope="session")
 def jpeg_paths(tmp_path_factory) -> list[Path]:
     """37 JPEGs of varying sizes (37: not a multiple of any batch or chunk size used)."""

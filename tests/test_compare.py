@@ -368,3 +368,34 @@ def test_a_seed_that_only_resamples_leaves_the_family_alone(demo):
     traits = probe_class("traits")
     assert traits({"per_cell": 10}).family_key(dataset) != traits({"per_cell": 10, "seed": 9}).family_key(dataset)
     assert traits({"per_cell": None}).family_key(dataset) == traits({"per_cell": None, "seed": 9}).family_key(dataset)
+
+
+def test_a_quantity_one_run_left_out_is_named_and_the_rest_compared(traits_runs, tmp_path):
+    """A run leaves out a trait pair its model reads as one text: the pair is compared in no run
+    (nothing to set it beside) and named in ``uncompared``; the other pairs are compared as before;
+    with nothing left in common the comparison is refused, naming what is missing."""
+    def two_pairs(content):
+        content["probe_settings"]["pairs"] = [["smart", "dumb"], ["happy", "sad"]]
+
+    def with_happy(frame):
+        return frame.assign(**{"confidence happy/sad": np.linspace(0.2, 0.8, len(frame))})
+
+    a = _copy(traits_runs[0], tmp_path / "a", results=two_pairs, frame=with_happy)
+    b = _copy(traits_runs[1], tmp_path / "b", results=two_pairs)
+    content = compare_runs([a, b], bootstrap=50, n_permutations=50).content
+    assert {d["subset"]["trait"] for d in content["differences"]} == {"smart/dumb"}
+    assert content["differences"] == compare_runs(list(traits_runs), bootstrap=50, n_permutations=50).content[
+        "differences"]
+    assert {"metric": "confidence happy/sad", "reason": "measured only in a (the other runs left it out: see their "
+                                                        "warnings)"} in content["uncompared"]
+
+    def happy_only(content):
+        content["probe_settings"]["pairs"] = [["happy", "sad"]]
+
+    a = _copy(traits_runs[0], tmp_path / "a2", results=happy_only, frame=lambda f: with_happy(f).drop(
+        columns="confidence smart/dumb"))
+    b = _copy(traits_runs[1], tmp_path / "b2", results=happy_only, frame=lambda f: f.drop(
+        columns="confidence smart/dumb"))
+    with pytest.raises(ComparisonError, match=r"no per-sample form of its metrics to compare in every run "
+                                              r"\(confidence happy/sad: measured only in a2"):
+        compare_runs([a, b], bootstrap=0, n_permutations=0)

@@ -25,20 +25,6 @@ from vlfair.embed import EmbeddingResult
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def counted(clip_encoder, monkeypatch):
-    """Count the images that actually go through the vision tower."""
-    calls = {"images": 0}
-    original = type(clip_encoder).encode_pixels
-
-    def spy(self, batch, normalize=True):
-        calls["images"] += batch.shape[0]
-        return original(self, batch, normalize)
-
-    monkeypatch.setattr(type(clip_encoder), "encode_pixels", spy)
-    return calls
-
-
 def _paths(jpeg_paths):
     return [str(p) for p in jpeg_paths]
 

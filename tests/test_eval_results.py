@@ -50,7 +50,7 @@ def runs(demo_cache, tmp_path_factory) -> dict[str, Path]:
         run_probe("traits", encoder, faces, base / f"{name}-traits", cache_dir=None, settings=traits)
     run_probe("professions", encoders["biased"], world_data.professions(), base / "biased-professions", cache_dir=None,
               settings={"bootstrap": 200, "n_permutations": 200})
-    return {path.name: path for path in base.iterdir()}
+    return {path.name: path for path in base.iterdir() if path.is_dir()}  # not the lock files beside the runs
 
 
 def _results(path: Path) -> dict:

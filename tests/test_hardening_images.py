@@ -99,19 +99,6 @@ def test_a_run_on_a_folder_named_like_the_study_model_gets_no_published_comparis
 
 
 # ---- 9: a dataset's files are keyed by their content, in every input form ----------------------
-@pytest.fixture
-def counted(clip_encoder, monkeypatch):
-    calls = {"images": 0}
-    original = type(clip_encoder).encode_pixels
-
-    def spy(self, batch, normalize=True):
-        calls["images"] += batch.shape[0]
-        return original(self, batch, normalize)
-
-    monkeypatch.setattr(type(clip_encoder), "encode_pixels", spy)
-    return calls
-
-
 def _dataset_forms(paths: list[str]) -> dict[str, datasets.Dataset]:
     strings = datasets.Dataset.from_dict({"image": paths})
     return {

@@ -84,10 +84,13 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     if not len(common):
         raise ComparisonError("the runs share no rows (no sample id is in all of them)")
     frames = [run.samples.frame.set_index("id").loc[common].reset_index() for run in runs]
+    frames, unshared = _shared_columns(runs, frames)
     reference = dataclasses.replace(runs[0].samples, frame=frames[0])
     row_sets = probe.comparisons(reference)
-    if not row_sets:
-        raise ComparisonError(f"probe {probe.name!r} gives no per-sample form of its metrics to compare")
+    if not any(row_set.statistics for row_set in row_sets):
+        raise ComparisonError(f"probe {probe.name!r} gives no per-sample form of its metrics to compare"
+                              + (f" in every run ({'; '.join(u['metric'] + ': ' + u['reason'] for u in unshared)})"
+                                 if unshared else ""))
     _check_groups(probe, runs, frames, row_sets)
     pairs = list(itertools.combinations(range(len(runs)), 2))
     # each run's values of each row set, read once (rows are positions in the aligned frames)
@@ -112,7 +115,7 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         "multiple_testing": {"method": "holm" if len(pairs) > 1 else "none", "family": FAMILY,
                              "pairs": len(pairs)},
         "differences": differences,
-        "uncompared": [{"metric": name, "reason": why} for name, why in sorted(probe.uncompared.items())],
+        "uncompared": [{"metric": name, "reason": why} for name, why in sorted(probe.uncompared.items())] + unshared,
     }
     content = jsonable(content)
     validate_comparison(content)
@@ -180,6 +183,19 @@ def _common_ids(runs: list[Run]) -> tuple[list[str], list[int]]:
     others = [set(run.samples.frame["id"]) for run in runs[1:]]
     common = [i for i in runs[0].samples.frame["id"] if all(i in other for other in others)]
     return common, [len(run.samples.frame) for run in runs]
+
+
+def _shared_columns(runs: list[Run], frames: list[Any]) -> tuple[list[Any], list[dict[str, str]]]:
+    """The frames with only the columns every run has, and an ``uncompared`` entry for each other
+    one: a run may leave a quantity out where its model cannot measure it (a trait pair whose two
+    prompts it reads as one), and what one run lacks has nothing to be compared with."""
+    shared = set.intersection(*(set(frame.columns) for frame in frames))
+    unshared = []
+    for column in dict.fromkeys(c for frame in frames for c in frame.columns if c not in shared):
+        holding = [run.path.name or str(run.path) for run, frame in zip(runs, frames) if column in frame.columns]
+        unshared.append({"metric": column, "reason": f"measured only in {', '.join(holding)} (the other runs left "
+                                                     "it out: see their warnings)"})
+    return [frame[[c for c in frame.columns if c in shared]] for frame in frames], unshared
 
 
 def _check_groups(probe: Any, runs: list[Run], frames: list[Any], row_sets: list[Any]) -> None:

@@ -129,16 +129,20 @@ class TraitsProbe(Probe):
                              f"got {tau:g}")
         columns = {**ctx.identity(rows, source_rows), "race": ctx.column("race", rows),
                    "gender": ctx.column("gender", rows)}
+        warnings, unread = [], []
         for positive, negative in s.pairs:
             prompts = [s.prompt.format(trait=positive), s.prompt.format(trait=negative)]
             text = ctx.texts(prompts)
             same = indistinguishable(prompts, text)
             if same:  # its confidences would be 0.5 up to rounding, and its F-tests would test that noise
-                raise ProbeError(f"traits: pair {positive}/{negative}: {same}; its F-tests would measure rounding "
-                                 "noise: give two traits the model reads as different words")
+                unread.append(f"pair {positive}/{negative}: {same}")
+                continue
             logits = -tau * (images @ (text[0] - text[1]))
             columns[_confidence_column(positive, negative)] = 1.0 / (1.0 + np.exp(logits))
-        warnings = []
+        if len(unread) == len(s.pairs):  # nothing left to measure: a run must not end with no number
+            raise ProbeError(f"traits: {'; '.join(unread)}; its F-tests would measure rounding noise: give two "
+                             "traits the model reads as different words")
+        warnings += [f"{reason}; left out (its F-tests would measure rounding noise)" for reason in unread]
         if sampling and sampling["short_cells"]:
             warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
                             + _listed(sampling["short_cells"]))
@@ -161,7 +165,7 @@ class TraitsProbe(Probe):
                          + (" (the model's logit scale)" if samples.facts["temperature_source"] == "logit_scale"
                             else ""))
         f_rows = []
-        for positive, negative in s.pairs:
+        for positive, negative in _measured_pairs(s.pairs, samples):
             pair = f"{positive}/{negative}"
             confidence = samples.column(_confidence_column(positive, negative))
             for group, strata, label in ((races, genders, "gender"), (genders, races, "race")):
@@ -211,8 +215,9 @@ class TraitsProbe(Probe):
         across genders within each race, each resampled within its groups as trait_anova is."""
         from vlfair import paired, stats
 
-        columns = tuple(_confidence_column(p, n) for p, n in self.settings.pairs)
-        pairs = [f"{p}/{n}" for p, n in self.settings.pairs]
+        measured = _measured_pairs(self.settings.pairs, samples)
+        columns = tuple(_confidence_column(p, n) for p, n in measured)
+        pairs = [f"{p}/{n}" for p, n in measured]
         races, genders = samples.column("race"), samples.column("gender")
         row_sets = []
         for within, across, label in ((genders, races, "gender"), (races, genders, "race")):
@@ -304,6 +309,12 @@ class TraitsProbe(Probe):
 def _confidence_column(positive: str, negative: str) -> str:
     """samples.parquet's column of each image's confidence in ``positive`` over ``negative``."""
     return f"confidence {positive}/{negative}"
+
+
+def _measured_pairs(pairs: list, samples: Samples) -> list:
+    """The pairs ``samples`` hold confidences for: a pair whose two prompts the model read as one
+    was left out when scoring (and said so in the run's warnings)."""
+    return [(p, n) for p, n in pairs if _confidence_column(p, n) in samples.frame.columns]
 
 
 def _listed(short_cells: list[dict]) -> str:
