@@ -319,8 +319,9 @@ CRAFTED = {"400-digit number": "a number of 401 digits is beyond what a float ho
 @pytest.mark.parametrize("kind", CRAFTED)
 def test_a_crafted_results_file_is_skipped_and_named(kind, tmp_path, monkeypatch, capsys):
     from vlfair.report import leaderboard
+    from vlfair.report import results as results_module
 
-    monkeypatch.setattr(leaderboard, "MAX_RESULTS_BYTES", 300_000, raising=False)  # 64 MiB: too many to write
+    monkeypatch.setattr(results_module, "MAX_RESULTS_BYTES", 300_000)  # 64 MiB: too many to write
     root = tmp_path / "runs"
     write_run(root / "good", make_results("org/good", FAIR), samples=None)
     (root / "bad").mkdir()
@@ -340,6 +341,22 @@ def test_a_crafted_results_file_is_skipped_and_named(kind, tmp_path, monkeypatch
     # a caller that asks for every file: an error naming it
     with pytest.raises(ValueError, match=f"cannot read {re.escape(str(bad))}: .*{re.escape(said)}"):
         leaderboard.read_board([root])
+
+
+@pytest.mark.parametrize("kind", CRAFTED)
+def test_a_crafted_results_file_is_refused_by_compare_naming_it(kind, tmp_path, monkeypatch, capsys):
+    """vlfair compare reads a run through the leaderboard's gate: the same file, the same reason."""
+    from vlfair.report import results as results_module
+
+    monkeypatch.setattr(results_module, "MAX_RESULTS_BYTES", 300_000)
+    (tmp_path / "bad").mkdir()
+    bad = tmp_path / "bad" / "results.json"
+    bad.write_bytes(_crafted(kind).encode("utf-8", "surrogateescape"))
+    write_run(tmp_path / "good", make_results("org/good", FAIR), samples=None)
+    assert main(["compare", str(tmp_path / "bad"), str(tmp_path / "good"), "--out", str(tmp_path / "cmp")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"vlfair compare: {bad}: not a vlfair results.json") and CRAFTED[kind] in error
+    assert "Traceback" not in error and not (tmp_path / "cmp").exists()
 
 
 # ---- 23: the metric Spaces' caps and time limit ------------------------------------------------

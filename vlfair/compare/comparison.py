@@ -271,7 +271,11 @@ def validate_comparison(content: dict[str, Any]) -> None:
     """Check against comparison.schema.json (raises jsonschema.ValidationError)."""
     import jsonschema
 
-    jsonschema.validate(content, comparison_schema(), format_checker=jsonschema.FormatChecker())
+    from vlfair.report.results import is_date_time
+
+    checker = jsonschema.FormatChecker(formats=())  # dates by vlfair's own check, as results.json's
+    checker.checks("date-time")(is_date_time)
+    jsonschema.validate(content, comparison_schema(), format_checker=checker)
 
 
 __all__ = ["FAMILY", "SCHEMA", "Comparison", "ComparisonError", "compare_runs", "validate_comparison", "verdict",

@@ -14,6 +14,7 @@ import pandas as pd
 from vlfair.outputs import neutral_value
 from vlfair.report.hub import content_hash, dedupe, download_runs, hub_repo, is_repo_id  # noqa: F401  (the Space's)
 from vlfair.report.markup import markdown_text  # noqa: F401  (the Space's: text from results files)
+from vlfair.report.results import load_results
 
 COLUMNS = ["model", "revision", "dtype", "probe", "probe_version", "dataset", "split", "metric", "subset", "value",
            "ci_low", "ci_high", "p_value", "log10_p_value", "created", "vlfair_version",
@@ -25,64 +26,7 @@ NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "p_value": float, 
 HEX = {"family": str, "run": str}  # hex digits that a CSV reader would otherwise take for numbers
 # a probe's own neutral values (Probe.neutral) by probe name, beyond vlfair.outputs.NEUTRAL
 Neutrals = Mapping[str, Mapping[str, float]]
-
-
-MAX_RESULTS_BYTES = 64 * 2**20  # a results.json is kilobytes; a board reads thousands, from anyone
-MAX_DEPTH = 64  # levels of nesting: a results.json has a few, and hashing or showing a deep one recurses
 MAX_REASON = 300  # characters of a reason a skipped file is named with (a schema error quotes the bad value)
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number JSON allows (vlfair writes null there)")
-
-
-def _json_int(text: str) -> int:
-    """A JSON integer that a float holds (the table's numbers are floats): never one of 400 digits."""
-    if len(text.lstrip("-")) > 308:
-        raise ValueError(f"a number of {len(text.lstrip('-'))} digits is beyond what a float holds")
-    return int(text)
-
-
-def _json_float(text: str) -> float:
-    """A JSON number that is finite as a float: 1e400 would read as infinity."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:40]} is beyond what a float holds")
-    return value
-
-
-def _depth(value: Any) -> int:
-    """How deeply lists and objects nest in ``value`` (counted without recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            stack.extend((inner, level + 1) for inner in (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
-def _load_results(path: Path) -> dict[str, Any]:
-    """One results.json, parsed and checked against the schema; ValueError with what is wrong."""
-    import jsonschema
-
-    from vlfair.report.results import validate_results
-
-    if path.stat().st_size > MAX_RESULTS_BYTES:
-        raise ValueError(f"{path.stat().st_size:,} bytes, larger than any results.json ({MAX_RESULTS_BYTES:,} at most)")
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant,
-                             parse_int=_json_int, parse_float=_json_float)
-    except RecursionError:  # json's own limit, near a thousand levels
-        raise ValueError(f"nested too deeply to be a results.json ({MAX_DEPTH} levels at most)") from None
-    if _depth(results) > MAX_DEPTH:  # before anything walks it
-        raise ValueError(f"nested {_depth(results)} levels deep, too deep to be a results.json ({MAX_DEPTH} at most)")
-    try:
-        validate_results(results)
-    except jsonschema.ValidationError as exc:  # named by where it is: "metrics[0].details.log10_p_value: ..."
-        where = "" if exc.json_path == "$" else exc.json_path.removeprefix("$.") + ": "
-        raise ValueError(where + exc.message) from None
-    return results
 
 
 def _read_all(paths: Iterable[str | Path], skipped: list[str] | None) -> list[tuple[Path, dict[str, Any]]]:
@@ -95,7 +39,7 @@ def _read_all(paths: Iterable[str | Path], skipped: list[str] | None) -> list[tu
             continue
         seen.add(path.resolve())
         try:
-            loaded.append((path, _load_results(path)))
+            loaded.append((path, load_results(path)))
         except (OSError, ValueError) as exc:
             _skip(skipped, f"{path}: {_reason(exc)}")
     return loaded

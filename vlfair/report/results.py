@@ -9,6 +9,7 @@ import json
 import math
 import re
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from vlfair._version import __version__
@@ -70,7 +71,7 @@ def family_of(key: dict[str, Any]) -> str:
 
 
 # RFC 3339's date-time, which JSON Schema's "date-time" format means: a date, "T", a time and an offset
-DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+DATE_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))")
 
 
 def is_date_time(value: object) -> bool:
@@ -78,13 +79,17 @@ def is_date_time(value: object) -> bool:
     anything but a string passes (the schema's "type" checks those)."""
     if not isinstance(value, str):
         return True
-    if not DATE_TIME.fullmatch(value):
+    match = DATE_TIME.fullmatch(value)
+    if not match:
         return False
+    # the calendar from the parts (no 30 February, no hour 24): datetime.fromisoformat takes
+    # neither "Z" nor every length of fraction before Python 3.11
+    year, month, day, hour, minute, second, *offset = match.groups()
     try:
-        datetime.datetime.fromisoformat(value.upper())  # the calendar: no 30 February, no hour 24
+        datetime.datetime(int(year), int(month), int(day), int(hour), int(minute), int(second))
     except ValueError:
         return False
-    return True
+    return offset[0] is None or (int(offset[0]) < 24 and int(offset[1]) < 60)
 
 
 @functools.cache
@@ -108,3 +113,59 @@ def validate_results(results: dict[str, Any]) -> None:
     error = best_match(_validator().iter_errors(results))
     if error is not None:
         raise error
+
+
+MAX_RESULTS_BYTES = 64 * 2**20  # a results.json is kilobytes; a board reads thousands, from anyone
+MAX_DEPTH = 64  # levels of nesting: a results.json has a few, and hashing or showing a deep one recurses
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows (vlfair writes null there)")
+
+
+def _json_int(text: str) -> int:
+    """A JSON integer that a float holds (the table's numbers are floats): never one of 400 digits."""
+    if len(text.lstrip("-")) > 308:
+        raise ValueError(f"a number of {len(text.lstrip('-'))} digits is beyond what a float holds")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    """A JSON number that is finite as a float: 1e400 would read as infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is beyond what a float holds")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (counted without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((inner, level + 1) for inner in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    """One results.json, parsed and checked against the schema; ValueError with what is wrong: the
+    one gate every reader (the leaderboard, compare) passes a file from anyone through."""
+    import jsonschema
+
+    if path.stat().st_size > MAX_RESULTS_BYTES:
+        raise ValueError(f"{path.stat().st_size:,} bytes, larger than any results.json ({MAX_RESULTS_BYTES:,} at most)")
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant,
+                             parse_int=_json_int, parse_float=_json_float)
+    except RecursionError:  # json's own limit, near a thousand levels
+        raise ValueError(f"nested too deeply to be a results.json ({MAX_DEPTH} levels at most)") from None
+    if _depth(results) > MAX_DEPTH:  # before anything walks it
+        raise ValueError(f"nested {_depth(results)} levels deep, too deep to be a results.json ({MAX_DEPTH} at most)")
+    try:
+        validate_results(results)
+    except jsonschema.ValidationError as exc:  # named by where it is: "metrics[0].details.log10_p_value: ..."
+        where = "" if exc.json_path == "$" else exc.json_path.removeprefix("$.") + ": "
+        raise ValueError(where + exc.message) from None
+    return results
