@@ -221,3 +221,24 @@ def test_generation_is_split_across_processes(tmp_path):
     ranks = [json.loads((tmp_path / f"{r}.json").read_text()) for r in (0, 1)]
     assert [r["calls"] for r in ranks] == [10, 10]  # 20 images, half each
     assert ranks[0]["first"] == ranks[1]["first"]  # every process reads the same images back
+
+
+@pytest.mark.parametrize("code", [28, 13, 30])  # no space left, permission denied, read-only filesystem
+def test_an_image_cache_that_cannot_be_written_is_a_warning_not_a_lost_run(tmp_path, monkeypatch, code):
+    """The generated images are kept in memory and returned; the cache is named in one warning and
+    not written again (the embedding cache does the same)."""
+    from vlfair import atomic
+    from vlfair.cache import CacheWarning
+
+    def full(path, write):
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(atomic, "atomic_write", full)
+    monkeypatch.setattr("vlfair.cache.atomic_write", full)
+    made = []
+    cache = ImageCache(CallableGenerator(lambda prompts, seeds: made.extend(seeds) or [
+        Image.new("RGB", (4, 4), (s % 256, 0, 0)) for s in seeds], "full"), tmp_path / "images")
+    with pytest.warns(CacheWarning, match=f"vlfair cache: cannot write .*{os.strerror(code)}.*going on without the cache"):
+        images = cache.images([("a doctor", i) for i in range(3)])
+    assert len(images) == 3 and len(made) == 3 and cache.directory is None
+    assert sorted(image.getpixel((0, 0))[0] for image in images) == sorted(s % 256 for s in made)

@@ -56,6 +56,19 @@ class CacheWarning(UserWarning):
     run goes on without the cache)."""
 
 
+def write_or_warn(path: Path, write: Callable[[Any], None]) -> bool:
+    """Write one cache file (all or nothing); False, after a CacheWarning naming it, when it cannot
+    be written (a full disk, no permission): a cache is optional, the results it would keep are not."""
+    try:
+        atomic_write(path, write)
+        return True
+    except OSError as exc:
+        warnings.warn(f"vlfair cache: cannot write {exc.filename or path} ({exc.strerror or exc}); going on "
+                      "without the cache (what it would have kept is recomputed next time)", CacheWarning,
+                      stacklevel=3)
+        return False
+
+
 def _digest(*arrays: np.ndarray) -> str:
     sha = hashlib.sha256()
     for array in arrays:
@@ -107,15 +120,10 @@ class ChunkStore:
     def _write(self, path: Path, write: Callable[[Any], None]) -> bool:
         """Write one cache file; False (after a CacheWarning naming it) when it cannot be written.
         The store then writes nothing more: a cache is optional, the results it would keep are not."""
-        try:
-            atomic_write(path, write)
+        if write_or_warn(path, write):
             return True
-        except OSError as exc:
-            warnings.warn(f"vlfair cache: cannot write {exc.filename or path} ({exc.strerror or exc}); going on "
-                          "without the cache (what it would have kept is recomputed next time)", CacheWarning,
-                          stacklevel=3)
-            self.directory = None
-            return False
+        self.directory = None
+        return False
 
     def _discard(self, paths: list[Path], why: str) -> None:
         warnings.warn(f"vlfair cache: {paths[0]} {why}; recomputing what it held", CacheWarning, stacklevel=3)

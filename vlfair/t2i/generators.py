@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 from PIL import Image
 from tqdm.auto import tqdm
 
-from vlfair.cache import atomic_write, cache_root
+from vlfair.cache import cache_root, write_or_warn
 from vlfair.distributed import current_world
 from vlfair.logging import library_progress_bars, progress_bars_enabled
 
@@ -138,8 +138,12 @@ class ImageCache:
                 self.calls += len(generated)
                 for (prompt, seed), image in zip(chunk, generated):
                     self.memory[(prompt, seed)] = image
-                    if self.directory is not None:
-                        atomic_write(self._path(prompt, seed), functools.partial(image.save, format="PNG"))
+                    if self.directory is not None and not write_or_warn(
+                            self._path(prompt, seed), functools.partial(image.save, format="PNG")):
+                        if world.size > 1:  # the other processes read this image from the cache
+                            raise OSError(f"cannot write the image cache {self.directory}, which the processes "
+                                          "share their images through")
+                        self.directory = None  # the images stay in memory: the run goes on without the cache
                 bar.update(len(chunk))
         world.barrier()  # every process sees every image once all are written
         # each one is in memory or on disk now (generated here or by another process)
