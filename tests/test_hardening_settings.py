@@ -55,6 +55,9 @@ def _run_cli(capsys, tmp_path, probe: str, *sets: str) -> str:
     # a dtype the generator would not honour (float32 on a GPU ran float16)
     ("word-influence", "generator={spec: x, dtype: float32}", "setting generator.dtype = 'float32': Input should be "
                                                                "'auto', 'bfloat16' or 'float16'"),
+    # the settings version names the settings that made the numbers: vlfair's, not a user's
+    ("traits", "version=99", "--set version: the probe's settings version is written by vlfair"),
+    ("professions", " version =1", "--set version: the probe's settings version is written by vlfair"),
 ])
 def test_a_set_value_of_the_wrong_type_ends_in_one_sentence_naming_the_key(capsys, tmp_path, probe, item, said):
     error = _run_cli(capsys, tmp_path, probe, item)

@@ -233,6 +233,9 @@ def read_override(item: str) -> tuple[str, Any]:
     key, sep, text = item.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"--set takes KEY=VALUE, got {item!r}")
+    if key.strip() == "version":  # it says which settings made a run's numbers: set by vlfair, never by a user
+        raise ValueError("--set version: the probe's settings version is written by vlfair (it names the settings "
+                         "that made the numbers), not a setting")
     try:
         return key, yaml.safe_load(text)
     except yaml.YAMLError as exc:
