@@ -290,3 +290,31 @@ def test_an_elongated_image_in_a_run_names_its_row_and_file(clip_encoder, tmp_pa
     skipped = vlfair.embed_images(clip_encoder, rows, cache_dir=None, progress=False, on_bad_image="skip")
     assert skipped.skipped_rows == [2] and skipped.kept_rows.tolist() == [0, 1, 3]
     assert skipped.skipped[0].reason.startswith(f"too elongated ({size[0]}x{size[1]} pixels")
+
+
+def _tiff(values: np.ndarray, mode: str) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(values, mode=mode).save(buffer, format="TIFF")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("values, mode, expected", [
+    # 8-bit values in a 32-bit or float image: read as they are (as PIL and vlfair before read them)
+    (np.arange(10, 201, 5, dtype=np.int32), "I", np.arange(10, 201, 5)),
+    (np.arange(10, 201, 5, dtype=np.float32), "F", np.arange(10, 201, 5)),
+    # a float image in the unit range: a fraction of white
+    (np.linspace(0.2, 0.6, 52, dtype=np.float32), "F", np.rint(np.linspace(0.2, 0.6, 52).astype(np.float32) * 255)),
+], ids=["I-8bit-values", "F-8bit-values", "F-unit-range"])
+def test_images_that_declare_their_range_keep_their_values(values, mode, expected):
+    from vlfair.imageio import load_rgb
+
+    grey = np.asarray(load_rgb({"bytes": _tiff(values.reshape(1, -1), mode), "path": None}, 0))[0, :, 0]
+    assert grey.tolist() == expected.astype(int).tolist()
+
+
+def test_a_float_image_spanning_float32s_range_is_scaled_without_overflow():
+    from vlfair.imageio import load_rgb
+
+    ramp = np.linspace(-3e38, 3e38, 64, dtype=np.float32).reshape(1, -1)
+    grey = np.asarray(load_rgb({"bytes": _tiff(ramp, "F"), "path": None}, 0))[0, :, 0].astype(int)
+    assert grey[0] == 0 and grey[-1] == 255 and (np.diff(grey) >= 0).all() and len(set(grey)) > 40

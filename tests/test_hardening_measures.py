@@ -356,3 +356,29 @@ def test_compute_without_any_input_says_what_to_pass():
 def test_data_of_the_wrong_shape_or_size_is_named(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+
+# ---- the one label rule keeps what is not one group apart (review of the rule) -------------------------
+@pytest.mark.parametrize("labels, groups", [
+    ([True, False, True, False], ["False", "True"]),                 # a bool column: never "missing"
+    (np.array([True, False, True, False]), ["False", "True"]),
+    (["01234", "1234", "01234", "1234"], ["01234", "1234"]),          # codes with a leading zero: two groups
+    (["12345678901234567890", "12345678901234567891"] * 2,            # beyond 2**53: two numbers, not one float
+     ["12345678901234567890", "12345678901234567891"]),
+    (["inf", "Infinity", "inf", "Infinity"], ["Infinity", "inf"]),    # text, not a finite number
+])
+def test_labels_that_only_look_alike_stay_two_groups(labels, groups):
+    result = M.group_score_gap([1.0, 2, 3, 4], labels, n_permutations=0, **OFF)
+    assert sorted(result["group_means"]) == groups
+
+
+def test_a_target_share_of_zero_is_allowed_for_a_group_absent_from_the_items():
+    scores = np.random.default_rng(0).random((3, 6))
+    groups = ["a"] * 3 + ["b"] * 3
+    absent = M.ranking_skew(scores, item_groups=groups, k=4, target={"a": 0.5, "b": 0.5, "c": 0.0})
+    assert absent["ndkl"] == M.ranking_skew(scores, item_groups=groups, k=4, target={"a": 0.5, "b": 0.5})["ndkl"]
+    with pytest.raises(ValueError, match="target shares must be positive for every group present"):
+        M.ranking_skew(scores, item_groups=groups, k=4, target={"a": 1.0, "b": 0.0})
+    with pytest.raises(ValueError, match="target share of group 'c' must be a number >= 0, got -0.1"):
+        M.ranking_skew(scores, item_groups=groups, k=4, target={"a": 0.5, "b": 0.5, "c": -0.1})

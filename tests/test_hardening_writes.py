@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import errno
 import io
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ import pytest
 from PIL import Image
 
 import vlfair
+from vlfair.atomic import MANIFEST
 from vlfair.cli import main
 from vlfair.compare import load_run
 from vlfair.data import DataError
@@ -188,6 +190,9 @@ def test_an_earlier_run_is_replaced_whole_not_merged(base_run, tmp_path):
     shutil.copytree(base_run, out)
     (out / "gaps_by_age.csv").write_text("a table an earlier version wrote\n")  # a run's file, not this run's
     (out / "gaps_by_age.md").write_text("| a |\n")
+    manifest = json.loads((out / MANIFEST).read_text())  # as that version listed them
+    (out / MANIFEST).write_text(json.dumps({**manifest, "files": [*manifest["files"], "gaps_by_age.csv",
+                                                                  "gaps_by_age.md"]}))
     assert main(["rescore", str(base_run), "--out", str(out), "-q"]) == 0
     assert main(["rescore", str(base_run), "--out", str(tmp_path / "fresh"), "-q"]) == 0
     assert sorted(_files(out)) == sorted(_files(tmp_path / "fresh"))  # nothing of the earlier run stays beside it
@@ -294,6 +299,90 @@ def test_a_folder_holding_other_files_is_refused_before_any_work_and_left_alone(
     assert "give another folder" in err and _files(out) == before
 
 
+@pytest.mark.parametrize("added", [
+    {"notes.md": "# my notes"}, {"survey_data.csv": "a,b\n1,2\n"}, {"figure1.png": "png"},  # a run's suffixes
+    {"results.json.bak": "{}"}, {"biased/notes.txt": "mine"},
+], ids=["md", "csv", "png", "other", "in-a-subfolder"])
+def test_a_users_files_beside_an_earlier_run_are_never_replaced(base_run, tmp_path, capsys, added):
+    """Only the files an output's manifest lists are vlfair's: a user's table or figure beside a run,
+    though named like a run's, makes the folder one vlfair does not replace."""
+    out = tmp_path / "out"
+    shutil.copytree(base_run, out)
+    for name, text in added.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    before = _files(out)
+    code, err = _cli(capsys, "rescore", str(base_run), "--out", str(out))
+    assert code == 2 and err.startswith(f"vlfair rescore: --out {out} holds files that are not a vlfair run's "
+                                        f"({next(iter(added))}")
+    assert f"lists its files in {MANIFEST}" in err and _files(out) == before
+
+
+@pytest.mark.parametrize("manifest", [None, "not json", '{"kind": "comparison", "files": []}', '{"kind": "run"}'],
+                         ids=["none", "unreadable", "another-kind", "no-list"])
+def test_an_output_without_its_own_list_of_files_is_not_replaced(base_run, tmp_path, capsys, manifest):
+    """A folder that looks like a run but carries no run manifest (a vlfair before manifests, a
+    comparison's folder, a damaged list) is left alone."""
+    out = tmp_path / "out"
+    shutil.copytree(base_run, out)
+    if manifest is None:
+        (out / MANIFEST).unlink()
+    else:
+        (out / MANIFEST).write_text(manifest)
+    before = _files(out)
+    code, err = _cli(capsys, "rescore", str(base_run), "--out", str(out))
+    assert code == 2 and "holds files that are not a vlfair run's (" in err and _files(out) == before
+
+
+def test_a_mount_point_is_refused_naming_a_folder_inside_it(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "volume"
+    out.mkdir()
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda path: Path(path) == out or real(path))
+    code, err = _cli(capsys, "run", "traits", "--model", "/never/loaded", "--dataset", "synthetic:fairface", "--out",
+                     str(out))
+    assert code == 2 and err == (f"vlfair run: --out {out} is a mount point: vlfair replaces its output folder as a "
+                                 f"whole, which a mount point cannot be; give a folder inside it (e.g. {out / 'run'})")
+
+
+def test_a_siblings_leftovers_are_not_taken_for_this_folders(base_run, tmp_path):
+    """Leftovers are named exactly .NAME.vlfair-new-XXXXXXXX: a folder whose own name starts like
+    them (a sibling "out.vlfair-new-1", or its staging folder) is another folder's, left alone."""
+    out = tmp_path / "out"
+    siblings = [tmp_path / "out.vlfair-new-1", tmp_path / ".out.vlfair-new-1.vlfair-new-0123abcd",
+                tmp_path / ".out.vlfair-old-x"]
+    for sibling in siblings:
+        sibling.mkdir()
+        (sibling / "keep.txt").write_text("a user's")
+    assert main(["rescore", str(base_run), "--out", str(out), "-q"]) == 0
+    assert main(["rescore", str(base_run), "--out", str(out), "-q"]) == 0
+    assert all((sibling / "keep.txt").read_text() == "a user's" for sibling in siblings)
+
+
+def test_where_folders_cannot_be_exchanged_a_failed_move_puts_the_earlier_output_back(base_run, tmp_path,
+                                                                                      monkeypatch):
+    """Off Linux the earlier output is moved aside, then the new one moved in: when that second move
+    fails, the earlier output is back in its place, as the error says."""
+    from vlfair import atomic
+
+    out = tmp_path / "out"
+    assert main(["rescore", str(base_run), "--out", str(out), "-q"]) == 0
+    before = _files(out)
+    monkeypatch.setattr(atomic, "_exchange", lambda first, second: False)
+    real, moves = os.rename, []
+
+    def rename(source, target):
+        moves.append(Path(source).name)
+        if len(moves) == 2:  # the new output into place
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(target))
+        real(source, target)
+
+    monkeypatch.setattr(atomic.os, "rename", rename)
+    with pytest.raises(OSError):
+        vlfair.compare.rescore(base_run, out)
+    assert _files(out) == before and not _staged(out)
+
+
 def test_the_current_folder_is_not_an_output_folder(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, err = _cli(capsys, "run", "traits", "--model", "/never/loaded", "--dataset", "synthetic:fairface", "--out",
@@ -383,6 +472,31 @@ def test_a_dataset_folder_is_read_only_from_inside_itself(prepared, tmp_path, ho
     with pytest.raises(DataError, match="outside") as info:
         vlfair.load_dataset("fairface", source=folder, split="validation")
     assert str(folder) in str(info.value)
+
+
+def _snapshot(prepared: Path, cache: Path) -> Path:
+    """``prepared`` laid out as the Hub's cache keeps a download: snapshots/<commit>/ holds links
+    into the repository's blobs/."""
+    repo = cache / "datasets--org--faces"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    for file in sorted(p for p in prepared.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        blob = repo / "blobs" / file.relative_to(prepared).as_posix().replace("/", "_")
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(file, blob)
+        link = snapshot / file.relative_to(prepared)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path("../" * (len(file.relative_to(prepared).parts) + 1), "blobs", blob.name))
+    return snapshot
+
+
+def test_a_snapshot_of_the_hub_cache_reads_its_own_blobs_but_no_other(prepared, tmp_path):
+    """Links into the same download's blobs/ are inside; a link from a snapshot anywhere else is not."""
+    snapshot = _snapshot(prepared[0], tmp_path / "hub")
+    assert vlfair.load_dataset("fairface", source=snapshot, split="validation").num_rows == 20
+    (snapshot / PARQUET).unlink()
+    (snapshot / PARQUET).symlink_to(prepared[1] / PARQUET)
+    with pytest.raises(DataError, match="leads outside the folder"):
+        vlfair.load_dataset("fairface", source=snapshot, split="validation")
 
 
 def test_a_card_pointing_outside_is_said_by_the_cli(prepared, tmp_path, clip_dir, capsys):

@@ -14,7 +14,9 @@ than waiting to replace what the first one writes. The CLI takes the lock before
 model.
 
 A folder is replaced only when it is empty or holds an earlier output of the same kind and
-nothing else: a folder with other files (a user's, another command's) is refused, never deleted.
+nothing else: every output carries the list of the files vlfair wrote (``.vlfair-output.json``), and
+a folder with any other file (a user's notes beside a run, another command's output, a run of a
+vlfair without that list) is refused, never deleted.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ import os
 import secrets
 import shutil
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 NEW, OLD, LOCK = ".vlfair-new-", ".vlfair-old-", ".vlfair-lock"  # names beside a folder: .NAME<suffix>
+MANIFEST = ".vlfair-output.json"  # inside an output: its kind and every file vlfair wrote there
 SHOWN = 5  # entries named in a refusal
 
 
@@ -43,16 +47,10 @@ class OutputError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class OutputKind:
-    """What a command writes into its output folder.
-
-    what: its name in messages ("run"); recognises: whether a folder holds an earlier output of
-    this kind (its results.json, its card); owns: whether an entry of such a folder is one this
-    kind writes. Only a folder it recognises, holding nothing it does not own, is replaced.
-    """
+    """What a command writes into its output folder: ``what`` names it in messages ("run") and in
+    the folder's :data:`MANIFEST`, so an earlier output of another kind is not replaced."""
 
     what: str
-    recognises: Callable[[Path], bool]
-    owns: Callable[[Path], bool]
 
 
 def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
@@ -75,9 +73,37 @@ def _leftover_of_atomic_write(entry: Path) -> bool:
     return entry.name.startswith(".") and entry.name.endswith(".tmp")
 
 
+def _written_files(folder: Path) -> set[str]:
+    """Every file under ``folder`` (relative, with "/"), but its manifest and what a killed
+    :func:`atomic_write` left behind."""
+    return {path.relative_to(folder).as_posix() for path in folder.rglob("*")
+            if not path.is_dir() and not _leftover_of_atomic_write(path) and path != folder / MANIFEST}
+
+
+def _write_manifest(folder: Path, kind: OutputKind) -> None:
+    import json
+
+    content = {"kind": kind.what, "files": sorted(_written_files(folder))}
+    (folder / MANIFEST).write_text(json.dumps(content, indent=1))
+
+
+def _listed_files(folder: Path, kind: OutputKind) -> set[str] | None:
+    """The files the manifest of an earlier output of ``kind`` lists; None without one."""
+    import json
+
+    try:
+        content = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(content, dict) or content.get("kind") != kind.what or not isinstance(content.get("files"), list):
+        return None
+    return {str(name) for name in content["files"]}
+
+
 def output_problem(out: str | os.PathLike, kind: OutputKind) -> str | None:
     """Why ``out`` cannot become an output of ``kind``, or None: it must be new, empty, or an
-    earlier output of that kind holding nothing else. The text starts with ``out`` as given."""
+    earlier output of that kind holding nothing but the files its manifest lists. The text starts
+    with ``out`` as given."""
     given, target = str(out), Path(out).resolve()
     if target.exists() and not target.is_dir():
         return f"{given} is a file, not a directory"
@@ -86,19 +112,20 @@ def output_problem(out: str | os.PathLike, kind: OutputKind) -> str | None:
     if Path.cwd().resolve().is_relative_to(target):  # the swap would move the folder the process works in
         return (f"{given} is, or holds, the current folder: vlfair replaces its output folder as a whole; give a "
                 f"folder for the {kind.what} (e.g. {Path(given) / kind.what})")
-    if not target.is_dir():
+    if target.is_dir() and os.path.ismount(target):  # a mount point cannot be renamed (EBUSY)
+        return (f"{given} is a mount point: vlfair replaces its output folder as a whole, which a mount point "
+                f"cannot be; give a folder inside it (e.g. {Path(given) / kind.what})")
+    if not target.is_dir() or not any(target.iterdir()):
         return None
-    entries = sorted(target.iterdir())
-    if not entries:
+    present, listed = _written_files(target), _listed_files(target, kind)
+    foreign = sorted(present - listed) if listed is not None else sorted(present) or sorted(
+        e.name for e in target.iterdir())
+    if listed is not None and not foreign:
         return None
-    foreign = [e for e in entries if not (kind.owns(e) or _leftover_of_atomic_write(e))]
-    if kind.recognises(target) and not foreign:
-        return None
-    shown = ", ".join(e.name + ("/" if e.is_dir() else "") for e in (foreign or entries)[:SHOWN])
-    more = f" and {len(foreign or entries) - SHOWN} more" if len(foreign or entries) > SHOWN else ""
-    return (f"{given} holds files that are not a vlfair {kind.what}'s ({shown}{more}): vlfair replaces its output "
-            f"folder as a whole, so it writes into a new or empty folder or an earlier {kind.what}'s only; give "
-            "another folder")
+    shown = ", ".join(foreign[:SHOWN]) + (f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else "")
+    return (f"{given} holds files that are not a vlfair {kind.what}'s ({shown}): vlfair replaces its output "
+            f"folder as a whole, so it writes into a new or empty folder or an earlier {kind.what}'s only (one "
+            f"that lists its files in {MANIFEST}); give another folder")
 
 
 def _beside(target: Path, suffix: str) -> Path:
@@ -180,6 +207,7 @@ def atomic_output(out: str | os.PathLike, kind: OutputKind) -> Iterator[Path]:
     if active is not None and target.is_relative_to(active[0]):
         target.mkdir(parents=True, exist_ok=True)
         yield target
+        _write_manifest(target, kind)
         return
     problem = output_problem(out, kind)
     if problem:
@@ -193,6 +221,7 @@ def atomic_output(out: str | os.PathLike, kind: OutputKind) -> Iterator[Path]:
         token = _STAGING.set((staging, Path(out)))  # paths recorded inside name the folder as it was given
         try:
             yield staging
+            _write_manifest(staging, kind)
             problem = output_problem(out, kind)  # again, under the lock: nothing was added to it meanwhile
             if problem:
                 raise OutputError(problem)
@@ -228,7 +257,11 @@ def _swap(staging: Path, target: Path) -> None:
         return
     old = _beside(target, OLD + secrets.token_hex(4))
     os.rename(target, old)
-    os.rename(staging, target)
+    try:
+        os.rename(staging, target)
+    except OSError:
+        os.rename(old, target)  # the earlier output back in its place, as the error says
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -237,9 +270,11 @@ def _exchange(first: Path, second: Path) -> bool:
     old folder or the new one, never none. False where the system or filesystem cannot."""
     import ctypes
 
+    if not sys.platform.startswith("linux"):  # renameat2 is Linux's (ctypes.CDLL(None) fails on Windows)
+        return False
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):  # not Linux, or a C library without it
+    except (OSError, AttributeError):  # a C library without it
         return False
     at_cwd, rename_exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE from <fcntl.h> and <linux/fs.h>
     if renameat2(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), rename_exchange) == 0:
@@ -254,12 +289,15 @@ def _clear_leftovers(target: Path) -> None:
     """What killed writers left beside ``target`` (called under its lock, so none is still
     writing): their staging folders are removed; an earlier output moved aside is put back when
     the target is missing, else removed."""
-    prefix = f".{target.name}"
-    left = [entry for entry in target.parent.iterdir() if entry.name.startswith(prefix) and entry.is_dir()]
+    import re
+
+    # exactly .NAME.vlfair-new-XXXXXXXX: never a sibling's own leftover (a folder named "NAME.vlfair-new-1")
+    ours = re.compile(rf"\.{re.escape(target.name)}({re.escape(NEW)}|{re.escape(OLD)})[0-9a-f]{{8}}")
+    left = [entry for entry in target.parent.iterdir() if ours.fullmatch(entry.name) and entry.is_dir()]
     for entry in left:
-        if entry.name.startswith(prefix + NEW):
+        if ours.fullmatch(entry.name).group(1) == NEW:  # type: ignore[union-attr]
             shutil.rmtree(entry, ignore_errors=True)
-    moved_aside = [e for e in left if e.name.startswith(prefix + OLD)]
+    moved_aside = [e for e in left if ours.fullmatch(e.name).group(1) == OLD]  # type: ignore[union-attr]
     for entry in sorted(moved_aside, key=lambda e: e.stat().st_mtime, reverse=True):  # the newest first
         if not target.exists():
             os.rename(entry, target)

@@ -110,13 +110,16 @@ def _to_8bit(image: Image.Image) -> Image.Image:
     if image.mode.startswith("I;16"):  # the bit depth: 0-65535 -> 0-255, rounded
         grey = ((pixels.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
     else:
-        values = pixels.astype(np.float32)
+        values = pixels.astype(np.float64)  # float32 would overflow on a float image near its range's ends
         if not np.isfinite(values).all():
             raise UnusableImage(f"a float image (mode {image.mode}) with NaN or infinite pixels")
         low, high = float(values.min()), float(values.max())
-        if high == low:  # one value, no range to scale: PIL's own reading of it
+        if image.mode == "F" and low >= 0 and high <= 1:  # a float image in the unit range: as a fraction of white
+            grey = np.rint(values * 255).astype(np.uint8)
+        elif low >= 0 and high <= 255 or high == low:  # 8-bit values already (or one value): PIL's own reading
             return image.convert("L")
-        grey = np.rint((values - low) * (255 / (high - low))).astype(np.uint8)
+        else:  # no declared range: its own range, low to high, becomes black to white
+            grey = np.rint((values - low) * (255 / (high - low))).astype(np.uint8)
     converted = Image.fromarray(grey)
     transparent = image.info.get("transparency")
     if isinstance(transparent, (int, float)):  # PNG's tRNS: one grey value, at the image's own depth

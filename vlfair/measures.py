@@ -1151,8 +1151,8 @@ def _target(target: str | Mapping[str, float], names: list[str],
         raise ValueError(f"target must be 'uniform', 'dataset' or a dict of group shares, got {target!r}")
     shares = {}
     for group, share in target.items():
-        if not (_finite_at_least_0(share) and share > 0):
-            raise ValueError(f"target share of group {group!r} must be a number > 0, got {stats.shown(share)}")
+        if not _finite_at_least_0(share):
+            raise ValueError(f"target share of group {group!r} must be a number >= 0, got {stats.shown(share)}")
         shares[stats.label_text(group)] = float(share)
     missing = [n for n in names if n not in shares]
     if missing:

@@ -26,6 +26,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -75,8 +76,8 @@ def is_missing(value: Any) -> bool:
     a missing value is one that is not equal to itself, or whose comparison with itself is itself (NA)."""
     if value is None:
         return True
-    if isinstance(value, (str, bytes, list, tuple, dict, set, np.ndarray)):
-        return False
+    if isinstance(value, (str, bytes, bool, np.bool_, list, tuple, dict, set, np.ndarray)):
+        return False  # a bool too: False != False is False, which the NA test below would take for NA
     try:
         unequal = value != value
     except Exception:  # noqa: BLE001 - an object that cannot compare with itself is not a missing marker
@@ -165,16 +166,29 @@ def _refuse_missing(name: str, missing: Sequence[int] | npt.NDArray[np.intp], ro
                          + "; drop those rows or give them a label")
 
 
+def _spelled_number(text: str) -> Decimal | None:
+    """The number a text label spells, exactly (Decimal: two integers beyond 2**53 stay two), or
+    None for a text that is a code rather than a number ("01234", a zip code with its leading zero)
+    or not a finite number ("inf", "nan", "Female")."""
+    digits = text.strip().lstrip("+-")
+    if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+        return None
+    try:
+        number = Decimal(text.strip())
+    except InvalidOperation:
+        return None
+    return number if number.is_finite() else None
+
+
 def _one_spelling_per_number(texts: npt.NDArray[np.str_], name: str, first_row: int) -> None:
     """Refuse text labels that spell one number two ways ("1" and "1.0", " 2" and "2"): they would
     be two groups of what reads as one."""
-    seen: dict[float, str] = {}
+    seen: dict[Decimal, str] = {}
     for text in np.unique(texts).tolist():
-        try:
-            number = float(text)
-        except ValueError:
+        number = _spelled_number(text)
+        if number is None:
             continue
-        if number in seen:  # NaN is never in seen: "nan" and "NaN" are not a number to merge
+        if number in seen:
             rows = [first_row + int(np.flatnonzero(texts == t)[0]) for t in (seen[number], text)]
             raise ValueError(f"{name} spells one number two ways: {seen[number]!r} (row {rows[0]}) and {text!r} "
                              f"(row {rows[1]}); write each group's label one way")

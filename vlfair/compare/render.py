@@ -18,10 +18,8 @@ from vlfair.outputs import Table
 # first and second series (the demo's biased and control encoders); nothing detected: grey.
 COLOURS = {"a": "C0", "b": "C1", "differ": "C4", "none": "0.55"}
 FOREST_ROWS = 40  # a forest with more rows shows the 40 smallest p-values (the table has them all)
-COMPARISON_FILES = ("comparison.json", "comparison.html", "differences.csv", "differences.md")
 # a comparison's folder (vlfair compare --out): replaced as a whole, only when it holds nothing else
-COMPARISON_OUTPUT = OutputKind("comparison", lambda folder: (folder / "comparison.json").is_file(),
-                               lambda entry: entry.is_file() and entry.name in COMPARISON_FILES)
+COMPARISON_OUTPUT = OutputKind("comparison")
 
 
 def letters(count: int) -> list[str]:

@@ -378,25 +378,8 @@ def render_card(built: Built, files: dict[str, dict[str, str]], infos: dict[str,
     return f"---\n{card.to_yaml()}\n---\n{body}"
 
 
-def _is_prepared(folder: Path) -> bool:
-    """``folder`` holds an earlier ``vlfair prepare`` output: a card naming its vlfair schema."""
-    from vlfair.data.loading import prepared_schema
-
-    try:
-        return prepared_schema(folder) is not None
-    except ValueError:  # a card that cannot be read is not one prepare wrote
-        return False
-
-
-def _prepared_entry(entry: Path) -> bool:
-    """The card, or a config's folder of Parquet files."""
-    if entry.is_dir():
-        return all(path.is_dir() or path.suffix == ".parquet" for path in entry.rglob("*"))
-    return entry.name == "README.md"
-
-
 # a prepared dataset's folder (vlfair prepare --out): replaced as a whole, only when it holds nothing else
-PREPARED_OUTPUT = OutputKind("prepared dataset", _is_prepared, _prepared_entry)
+PREPARED_OUTPUT = OutputKind("prepared dataset")
 
 
 def write_prepared(built: Built, out: str | Path, push_to_hub: str | None = None) -> Path:

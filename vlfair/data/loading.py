@@ -142,8 +142,12 @@ def check_inside(directory: Path, config: str | None) -> None:
                                 "a dataset folder's card may name only files inside it")
     builder = datasets.load_dataset_builder(str(directory), config)
     files = [file for listed in (builder.config.data_files or {}).values() for file in listed]
+    # A snapshot of the Hub's cache (.../datasets--ORG--NAME/snapshots/<commit>) is links into its
+    # repository's blobs/: inside the same download, so read as inside the folder.
+    blobs = root.parent.parent / "blobs" if root.parent.name == "snapshots" else None
     for file in [str(card), *files] if card.exists() else files:
-        if not Path(file).resolve().is_relative_to(root):
+        resolved = Path(file).resolve()
+        if not resolved.is_relative_to(root) and not (blobs is not None and resolved.parent == blobs):
             raise DataError(f"{directory}: {file} leads outside the folder (to {Path(file).resolve()}): a dataset "
                             "folder is read only from inside itself")
 

@@ -34,10 +34,8 @@ logger = get_logger(__name__)
 WORD_EFFECTS = {"nurse": 0.4}  # planted: "nurse" raises the share of women by 0.4; "hospital" by nothing
 WI_PROMPT = "a nurse at the hospital"
 GENDER_PROMPTS = {"male": "a photo of a male", "female": "a photo of a female"}
-DEMO_ENTRIES = ("summary.json", "paired.json", "report.html", "biased", "control", "compare")
 # the demo's folder (vlfair demo --out): replaced as a whole, only when it holds nothing else
-DEMO_OUTPUT = OutputKind("demo", lambda folder: (folder / "summary.json").is_file(),
-                         lambda entry: entry.name in DEMO_ENTRIES)
+DEMO_OUTPUT = OutputKind("demo")
 
 
 def _entry(probe, measure, subset, encoder, planted, measured, ci, detected, neutral, sign: int) -> dict[str, Any]:

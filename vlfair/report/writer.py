@@ -30,16 +30,8 @@ def _write_markdown(table: Table | pd.DataFrame, path: Path) -> None:
 # every table is written once per entry: a new format is a renderer in tables.py and one line here
 # (a writer's return value, such as write_csv's path, is not used)
 TABLE_FILES: dict[str, Callable[[Table | pd.DataFrame, Path], object]] = {"csv": write_csv, "md": _write_markdown}
-RUN_FILES = ("results.json", "samples.parquet", "report.html")
-RUN_SUFFIXES = (*(f".{suffix}" for suffix in TABLE_FILES), ".png")  # tables and figures
-
-
-def _run_file(entry: Path) -> bool:
-    return entry.is_file() and (entry.name in RUN_FILES or entry.suffix in RUN_SUFFIXES)
-
-
 # a run's folder (vlfair run --out, rescore --out): replaced as a whole, only when it holds nothing else
-RUN_OUTPUT = OutputKind("run", lambda folder: (folder / "results.json").is_file(), _run_file)
+RUN_OUTPUT = OutputKind("run")
 
 
 def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str, Table | pd.DataFrame],
