@@ -259,9 +259,9 @@ def test_what_a_killed_swap_left_is_put_right_by_the_next_write(base_run, tmp_pa
         monkeypatch.setattr("vlfair.atomic._exchange", lambda first, second: False)
     out = tmp_path / "out"
     before = _earlier(base_run, out)
-    out.rename(tmp_path / ".out.vlfair-old-0000")  # moved aside, the new one not yet in place
-    (tmp_path / ".out.vlfair-new-1111").mkdir()  # a staging folder of the killed writer
-    (tmp_path / ".out.vlfair-new-1111" / "results.json").write_text("{")
+    out.rename(tmp_path / ".out.vlfair-old-00000000")  # moved aside, the new one not yet in place
+    (tmp_path / ".out.vlfair-new-11111111").mkdir()  # a staging folder of the killed writer
+    (tmp_path / ".out.vlfair-new-11111111" / "results.json").write_text("{")
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
