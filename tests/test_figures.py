@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
+import textwrap
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -106,3 +110,26 @@ def test_the_title_and_the_column_labels_never_overlap_the_pictures_however_many
 def test_a_mosaic_without_rows_says_so():
     with pytest.raises(ValueError, match="image_mosaic\\('empty'\\): no rows of pictures to draw"):
         image_mosaic([], "empty")
+
+
+LEAK = textwrap.dedent("""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def test_leaves_figures_open():
+        for _ in range(21):
+            plt.figure()
+""")
+
+
+def test_the_suite_fails_a_test_that_leaves_more_than_20_figures_open(tmp_path):
+    """The project's pytest configuration makes matplotlib's "More than 20 figures" warning an error,
+    so a figure left open (memory that grows with every run of a Space or a sweep) cannot come back."""
+    (tmp_path / "test_leak.py").write_text(LEAK)
+    config = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(config),
+                             "--rootdir", str(tmp_path), str(tmp_path / "test_leak.py")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "RuntimeWarning: More than 20 figures have been opened" in result.stdout, \
+        result.stdout[-2000:]
