@@ -161,7 +161,9 @@ def test_every_template_setting_holds_its_own_plain_placeholder(probe, key, fiel
                                 "per_cell": 5}},
      "setting layout.profession = ['nurse', 'Nurse']: names 'nurse' and 'Nurse', the same item"),
     ("professions", {"aliases": {"race": {"Latinx": " "}}}, "setting aliases.race.Latinx = ' ': must not be empty"),
-    ("traits", {"pairs": [["smart", "dumb"], ["Smart", "dumb "]]}, "setting pairs = "),
+    ("traits", {"pairs": [["smart", "dumb"], ["Smart", "dumb "]]},
+     "setting pairs = [['smart', 'dumb'], ['Smart', 'dumb ']]: names ('smart', 'dumb') and ('Smart', 'dumb '), the "
+     "same item (case and spaces aside)"),
     ("traits", {"pairs": [["smart/clever", "dumb"]]}, "setting pairs.0.0 = 'smart/clever': must not hold '/'"),
     ("traits", {"gradcam": {"pair": "smart/Smart", "k": 2}}, "setting gradcam.pair = 'smart/Smart': names one trait"),
     ("multilingual", {"languages": ["en", "en"]}, "setting languages = ['en', 'en']: names 'en' twice"),
@@ -229,8 +231,9 @@ def test_a_pair_of_one_trait_is_refused_before_any_work(capsys, tmp_path, pair):
 
 
 @pytest.fixture(scope="module")
-def tiny(clip_dir, tmp_path_factory):
-    return vlfair.load_encoder(str(clip_dir), dtype="float32"), tmp_path_factory.mktemp("cache")
+def tiny(clip_encoder, tmp_path_factory):
+    """The session's tiny encoder (conftest) and a cache of this module's own."""
+    return clip_encoder, tmp_path_factory.mktemp("cache")
 
 
 # texts the tiny model's tokenizer reads as one input: Unicode forms of one word, words outside its

@@ -227,14 +227,12 @@ def test_generation_is_split_across_processes(tmp_path):
 def test_an_image_cache_that_cannot_be_written_is_a_warning_not_a_lost_run(tmp_path, monkeypatch, code):
     """The generated images are kept in memory and returned; the cache is named in one warning and
     not written again (the embedding cache does the same)."""
-    from vlfair import atomic
     from vlfair.cache import CacheWarning
 
     def full(path, write):
         raise OSError(code, os.strerror(code), str(path))
 
-    monkeypatch.setattr(atomic, "atomic_write", full)
-    monkeypatch.setattr("vlfair.cache.atomic_write", full)
+    monkeypatch.setattr("vlfair.cache.atomic_write", full)  # the name cache.write_or_warn calls
     made = []
     cache = ImageCache(CallableGenerator(lambda prompts, seeds: made.extend(seeds) or [
         Image.new("RGB", (4, 4), (s % 256, 0, 0)) for s in seeds], "full"), tmp_path / "images")

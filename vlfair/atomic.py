@@ -118,10 +118,12 @@ def output_problem(out: str | os.PathLike, kind: OutputKind) -> str | None:
     if not target.is_dir() or not any(target.iterdir()):
         return None
     present, listed = _written_files(target), _listed_files(target, kind)
-    foreign = sorted(present - listed) if listed is not None else sorted(present) or sorted(
-        e.name for e in target.iterdir())
-    if listed is not None and not foreign:
-        return None
+    if listed is None:  # no list of this kind: every entry is foreign (a folder of empty folders too)
+        foreign = sorted(present) or sorted(e.name for e in target.iterdir())
+    else:
+        foreign = sorted(present - listed)
+        if not foreign:
+            return None
     shown = ", ".join(foreign[:SHOWN]) + (f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else "")
     return (f"{given} holds files that are not a vlfair {kind.what}'s ({shown}): vlfair replaces its output "
             f"folder as a whole, so it writes into a new or empty folder or an earlier {kind.what}'s only (one "
@@ -140,7 +142,9 @@ _CLAIMED: list[Any] = []  # locks claim_output took, released by release_claims
 def _acquire(target: Path, given: str) -> Any:
     from filelock import FileLock, Timeout
 
-    lock = _LOCKS.setdefault(target, FileLock(str(_beside(target, LOCK)), timeout=0))
+    if target not in _LOCKS:
+        _LOCKS[target] = FileLock(str(_beside(target, LOCK)), timeout=0)
+    lock = _LOCKS[target]
     try:
         lock.acquire()
     except Timeout:
@@ -293,11 +297,12 @@ def _clear_leftovers(target: Path) -> None:
 
     # exactly .NAME.vlfair-new-XXXXXXXX: never a sibling's own leftover (a folder named "NAME.vlfair-new-1")
     ours = re.compile(rf"\.{re.escape(target.name)}({re.escape(NEW)}|{re.escape(OLD)})[0-9a-f]{{8}}")
-    left = [entry for entry in target.parent.iterdir() if ours.fullmatch(entry.name) and entry.is_dir()]
-    for entry in left:
-        if ours.fullmatch(entry.name).group(1) == NEW:  # type: ignore[union-attr]
+    left = [(entry, match[1]) for entry in target.parent.iterdir()
+            if (match := ours.fullmatch(entry.name)) and entry.is_dir()]
+    for entry, what in left:
+        if what == NEW:
             shutil.rmtree(entry, ignore_errors=True)
-    moved_aside = [e for e in left if ours.fullmatch(e.name).group(1) == OLD]  # type: ignore[union-attr]
+    moved_aside = [entry for entry, what in left if what == OLD]
     for entry in sorted(moved_aside, key=lambda e: e.stat().st_mtime, reverse=True):  # the newest first
         if not target.exists():
             os.rename(entry, target)

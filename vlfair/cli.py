@@ -6,10 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vlfair._version import __version__
 from vlfair.logging import get_logger
+
+if TYPE_CHECKING:  # the CLI imports its commands' modules when it runs them
+    from vlfair.atomic import OutputKind
 
 log = get_logger(__name__)  # results and progress: stdout at info; warnings: stderr; --quiet leaves errors only
 
@@ -100,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_out_dir(out: Path, kind: Any = None) -> None:
+def _check_out_dir(out: Path, kind: OutputKind | None = None) -> None:
     """``out`` can become the command's output folder (new, empty, or an earlier output of
     ``kind``, a run's by default) and no other process is writing it: the lock is taken now, before
     any work, and held until the command ends (``vlfair.atomic``)."""

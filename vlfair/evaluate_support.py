@@ -116,7 +116,7 @@ class CheckedInputs(evaluate.EvaluationModule):
 
     def _checked(self, batch: dict[str, Any]) -> dict[str, Any]:
         """The batch's columns checked and converted by their features; a refused batch stores nothing."""
-        features = self.features[0] if isinstance(self.features, list) else self.features
+        features = self.features  # one Features (label_features): never evaluate's list of formats
         given = {name: _rows(batch[name], name) for name in features if batch.get(name) is not None}
         lengths = {name: len(column) for name, column in given.items()}
         size = next(iter(lengths.values()), 0)

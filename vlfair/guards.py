@@ -47,6 +47,11 @@ def env_number(name: str, default: float, *, whole: bool = False, maximum: float
     return number
 
 
+def time_limit_from_env(default: float = TIME_LIMIT_S) -> float:
+    """A Space's time limit on one request: :data:`TIME_LIMIT_VARIABLE` (at most a day), else ``default``."""
+    return env_number(TIME_LIMIT_VARIABLE, default, maximum=LONGEST_TIME_LIMIT_S)
+
+
 def call_with_time_limit(work: Callable[[], T], seconds: float) -> T:
     """``work()`` in this thread, stopped with :class:`TimeLimitExceeded` after ``seconds``.
 
@@ -81,4 +86,4 @@ def call_with_time_limit(work: Callable[[], T], seconds: float) -> T:
 
 
 __all__ = ["LONGEST_TIME_LIMIT_S", "LimitSettingError", "TIME_LIMIT_S", "TIME_LIMIT_VARIABLE", "TimeLimitExceeded",
-           "call_with_time_limit", "env_number"]
+           "call_with_time_limit", "env_number", "time_limit_from_env"]

@@ -114,6 +114,10 @@ def label_column(values: Iterable[Any], name: str = "groups", first_row: int = 0
         rows = list(values)
         if all(type(v) is str for v in rows):  # names, the common case
             texts, written_as_text = np.asarray(rows, dtype=str), True
+        elif all(type(v) in (int, float) for v in rows) and np.asarray(rows).dtype.kind in "if":
+            # ClassLabel ids, argmax predictions: numbers of one array, by unique value (a huge int
+            # makes an object array and takes the row-by-row path below)
+            texts, written_as_text = _number_texts(np.asarray(rows), name, first_row), False
         else:
             texts, written_as_text = _row_texts(rows, name, first_row)
     if texts.size == 0:
@@ -152,6 +156,8 @@ def _row_texts(rows: list[Any], name: str, first_row: int) -> tuple[npt.NDArray[
 def shown(value: Any, limit: int = 40) -> str:
     """A value for an error message: its repr cut to ``limit`` characters; a huge integer by its size
     (a 400-digit number would fill the screen)."""
+    if isinstance(value, np.generic):  # numpy's scalar as the Python value it holds: nan, not np.float64(nan)
+        value = value.item()
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
         return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
     text = repr(value)

@@ -18,14 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from vlfair.guards import (
-    LONGEST_TIME_LIMIT_S,
-    TIME_LIMIT_S,
-    TIME_LIMIT_VARIABLE,
-    TimeLimitExceeded,
-    call_with_time_limit,
-    env_number,
-)
+from vlfair.guards import TIME_LIMIT_S, TimeLimitExceeded, call_with_time_limit, time_limit_from_env
 from vlfair.logging import get_logger
 from vlfair.report.results import jsonable
 
@@ -52,7 +45,7 @@ class WidgetLimits:
     def from_env(cls) -> WidgetLimits:
         """Defaults, with the demo Space's time limit (VLFAIR_SPACE_TIME_LIMIT_S; a bad value is a
         ``guards.LimitSettingError`` naming it, when the Space starts)."""
-        return cls(time_limit_s=env_number(TIME_LIMIT_VARIABLE, TIME_LIMIT_S, maximum=LONGEST_TIME_LIMIT_S))
+        return cls(time_limit_s=time_limit_from_env())
 
 
 def check_request(columns: dict[str, list], options: dict[str, Any], limits: WidgetLimits) -> None:

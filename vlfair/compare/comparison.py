@@ -271,11 +271,9 @@ def validate_comparison(content: dict[str, Any]) -> None:
     """Check against comparison.schema.json (raises jsonschema.ValidationError)."""
     import jsonschema
 
-    from vlfair.report.results import is_date_time
+    from vlfair.report.results import format_checker
 
-    checker = jsonschema.FormatChecker(formats=())  # dates by vlfair's own check, as results.json's
-    checker.checks("date-time")(is_date_time)
-    jsonschema.validate(content, comparison_schema(), format_checker=checker)
+    jsonschema.validate(content, comparison_schema(), format_checker=format_checker())  # results.json's formats
 
 
 __all__ = ["FAMILY", "SCHEMA", "Comparison", "ComparisonError", "compare_runs", "validate_comparison", "verdict",

@@ -231,9 +231,10 @@ def read_override(item: str) -> tuple[str, Any]:
     import yaml
 
     key, sep, text = item.partition("=")
-    if not sep or not key.strip():
+    key = key.strip()  # "--set ' seed=1'": the key is "seed"
+    if not sep or not key:
         raise ValueError(f"--set takes KEY=VALUE, got {item!r}")
-    if key.strip() == "version":  # it says which settings made a run's numbers: set by vlfair, never by a user
+    if key == "version":  # it says which settings made a run's numbers: set by vlfair, never by a user
         raise ValueError("--set version: the probe's settings version is written by vlfair (it names the settings "
                          "that made the numbers), not a setting")
     try:

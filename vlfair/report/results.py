@@ -100,9 +100,17 @@ def _validator() -> Any:
     import jsonschema
 
     schema = results_schema()
+    return jsonschema.validators.validator_for(schema)(schema, format_checker=format_checker())
+
+
+@functools.cache
+def format_checker() -> Any:
+    """The formats vlfair's schemas use, checked by vlfair itself: "date-time" (:func:`is_date_time`)."""
+    import jsonschema
+
     checker = jsonschema.FormatChecker(formats=())
     checker.checks("date-time")(is_date_time)
-    return jsonschema.validators.validator_for(schema)(schema, format_checker=checker)
+    return checker
 
 
 def validate_results(results: dict[str, Any]) -> None:

@@ -7,13 +7,12 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from vlfair.guards import (
-    LONGEST_TIME_LIMIT_S,
     TIME_LIMIT_S,
-    TIME_LIMIT_VARIABLE,
     LimitSettingError,
     TimeLimitExceeded,
     call_with_time_limit,
     env_number,
+    time_limit_from_env,
 )
 
 T = TypeVar("T")
@@ -44,7 +43,7 @@ class Limits:
         return cls(max_files=int(env_number("VLFAIR_SPACE_MAX_FILES", cls.max_files, whole=True)),
                    max_file_bytes=_megabytes("VLFAIR_SPACE_MAX_FILE_MB", cls.max_file_bytes),
                    max_total_bytes=_megabytes("VLFAIR_SPACE_MAX_TOTAL_MB", cls.max_total_bytes),
-                   time_limit_s=env_number(TIME_LIMIT_VARIABLE, cls.time_limit_s, maximum=LONGEST_TIME_LIMIT_S))
+                   time_limit_s=time_limit_from_env(cls.time_limit_s))
 
 
 def _megabytes(name: str, default: int) -> int:
@@ -55,14 +54,14 @@ def _megabytes(name: str, default: int) -> int:
 DEMO_ADVICE = "use fewer images, a smaller sample or a smaller model, or run vlfair locally"
 
 
-def run_with_time_limit(work: Callable[[], T], seconds: float, advice: str = DEMO_ADVICE) -> T:
+def run_with_time_limit(work: Callable[[], T], seconds: float) -> T:
     """``work()`` in this thread, stopped after ``seconds`` (``guards.call_with_time_limit``): a
-    :class:`SpaceInputError` that says so, with ``advice``."""
+    :class:`SpaceInputError` that says so, with :data:`DEMO_ADVICE`."""
     try:
         return call_with_time_limit(work, seconds)
     except TimeLimitExceeded:
         raise SpaceInputError(f"the request ran past this Space's time limit of {seconds:g} s and was stopped; "
-                              f"{advice}") from None
+                              f"{DEMO_ADVICE}") from None
 
 
 __all__ = ["MB", "LimitSettingError", "Limits", "SpaceInputError", "TimeLimitExceeded", "run_with_time_limit"]
