@@ -223,7 +223,7 @@ def test_integer_group_labels(module):
     ({"references": ["a", "a", "b"]}, ValueError, r"Mismatch in the number of predictions1 \(4\) and references \(3\)"),
     ({"protected_group": "c"}, ValueError, r"protected_group 'c' does not occur in references; groups present"),
     ({"reference_group": None}, ValueError, "reference_group is required"),
-    ({"bootstrapp": 10}, TypeError, "unexpected keyword argument 'bootstrapp'"),
+    ({"bootstrapp": 10}, TypeError, "bias_difference does not take 'bootstrapp'; no vlfair module takes it"),
     ({"predictions2": [0.3, -0.4, 0.5, 0.6]}, ValueError, r"predictions2 must be >= 0 for a ratio of means .*; row 1 "),
     ({"predictions1": [0.3, float("nan"), 0.5, 0.6]}, ValueError, "predictions1 has NaN at row 1"),
     ({"predictions2": [0.3, 0.4, 0.0, 0.0]}, ValueError, "predictions2: the mean score of reference_group 'b' is 0"),

@@ -1,5 +1,6 @@
 """vlfair's modules as a Hugging Face user meets them: the literal `evaluate.load("vlfair/<name>")`
-offline, `evaluate.combine` over any of them, labels of any kind."""
+offline, options at load or at compute (none silently ignored), `evaluate.combine` over any of them
+(compute, add_batch, add, optional columns left out), labels of any kind."""
 
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ import pytest
 
 import vlfair
 from vlfair.cli import main
-from vlfair.evaluate_support import SHARED_NAMES
-from vlfair.metrics import available_metrics, load_metric
+from vlfair.metrics import available_metrics, load_metric, metrics_dir, module_parameters, module_type
 
 # What a new user does in a fresh Python with a fresh HF_HOME, the Hub offline, in a directory
 # outside the checkout: the literal string before anything is installed; vlfair.load_metric, which
@@ -40,7 +40,9 @@ from vlfair.cli import main
 with contextlib.redirect_stdout(io.StringIO()) as printed:
     seen["install_exit"] = main(["install-metrics"])
 seen["install_printed"] = printed.getvalue()
-loaded = {name: evaluate.load(f"vlfair/{name}") for name in sys.argv[1].split(",")}
+types = json.loads(sys.argv[1])  # each module's type: evaluate.load checks the one asked for
+loaded = {name: evaluate.load(f"vlfair/{name}", module_type=kind) for name, kind in types.items()}
+seen["types"] = {name: module.module_type for name, module in loaded.items()}
 seen["modules"] = sorted(loaded)
 seen["ratio"] = loaded["bias_ratio"].compute(predictions=[70.13, 70.13, 81.85, 81.85], references=["w", "w", "m", "m"],
                                             protected_group="w", reference_group="m", bootstrap=0)["bias_ratio"]
@@ -62,7 +64,8 @@ def fresh_user(tmp_path_factory) -> dict:
            "HF_MODULES_CACHE": str(tmp_path / "hf-home" / "modules")}
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    done = subprocess.run([sys.executable, "-c", FRESH_USER, ",".join(available_metrics())], env=env, cwd=cwd,
+    types = json.dumps({name: module_type(name) for name in available_metrics()})
+    done = subprocess.run([sys.executable, "-c", FRESH_USER, types], env=env, cwd=cwd,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
@@ -73,6 +76,11 @@ def test_the_literal_string_loads_offline_after_install_metrics(fresh_user, caps
     assert fresh_user["install_exit"] == 0
     assert f"{len(available_metrics())} module(s) installed" in fresh_user["install_printed"]
     assert fresh_user["modules"] == available_metrics() and fresh_user["ratio"] == 0.8568112400733048
+    assert fresh_user["types"] == {name: module_type(name) for name in available_metrics()}
+    assert {fresh_user["types"][name] for name in ("individual_fairness", "ranking_skew", "word_influence")} == {
+        "measurement"} and fresh_user["types"]["bias_difference"] == "comparison"
+    for name, kind in fresh_user["types"].items():  # install-metrics says each module's type
+        assert f"vlfair/{name} ({kind}): " in fresh_user["install_printed"]
     assert fresh_user["again_exit"] == 0 and "1 module(s) installed" in fresh_user["again_printed"]
     assert fresh_user["again_unchanged"]  # installing again writes nothing new
     assert main(["install-metrics", "--only", "bias_ration"]) == 2
@@ -86,25 +94,28 @@ def test_load_metric_installs_on_first_use_and_takes_the_namespaced_name(fresh_u
 
 
 # ---- evaluate.combine ---------------------------------------------------------------------------
-SCORES = {"predictions": [0.9, 0.8, 0.85, 0.95, 0.4, 0.5, 0.45, 0.35, 0.6, 0.7, 0.65, 0.55],
-          "references": ["a"] * 4 + ["b"] * 4 + ["c"] * 4}
-LABELS = {"predictions": ["x", "y", "x", "x", "y", "y", "x", "x"], "references": ["x", "y", "y", "x", "y", "x", "x", "x"],
-          "languages": ["en"] * 4 + ["de"] * 4, "groups": ["f", "m"] * 4}
+SCORES = {"predictions": np.round(np.random.default_rng(3).uniform(size=24) + np.repeat([0.5, 0.0, 0.25], 8), 3).tolist(),
+          "references": ["a"] * 8 + ["b"] * 8 + ["c"] * 8}
+LABELS = {"predictions": list("xyxxyyxxyxyxxxyyxyxxyxyx"), "references": list("xyyxyxxxyyxxxyxyxxyxxyyx"),
+          "languages": ["en"] * 12 + ["de"] * 12}
 MATRIX = {"predictions": np.random.default_rng(0).normal(size=(6, 3)).tolist(), "references": [0, 1, 2, 0, 1, 2]}
 EMBEDDINGS = {name: np.random.default_rng(i).normal(size=(5, 4)).tolist()
               for i, name in enumerate(("image_embeddings", "text_embeddings_a", "text_embeddings_b"))}
-OPTIONS = {"bootstrap": 0, "seed": 0}
+OPTIONS = {"bootstrap": 20, "seed": 0}  # small but non-zero: confidence and seed change the intervals
 CASES = {  # each module's inputs and options; modules whose shared names agree combine
-    "bias_ratio": {**SCORES, **OPTIONS, "protected_group": "a", "reference_group": "b", "n_permutations": 0},
-    "group_score_gap": {**SCORES, **OPTIONS, "n_permutations": 0},
-    "trait_anova": {**SCORES, **OPTIONS, "strata": ["s", "s", "t", "t"] * 3},
+    "bias_ratio": {**SCORES, **OPTIONS, "protected_group": "a", "reference_group": "b", "n_permutations": 20},
+    "group_score_gap": {**SCORES, **OPTIONS, "n_permutations": 20},
+    "trait_anova": {**SCORES, **OPTIONS, "strata": ["s", "t"] * 12},
     "cross_lingual_gap": {**LABELS, **OPTIONS, "pivot": "en"},
-    "group_rate_gap": {**LABELS, **OPTIONS},
+    "group_rate_gap": {**LABELS, **OPTIONS, "groups": ["f", "m"] * 12},
     "retention": {**MATRIX, **OPTIONS},
     "ranking_skew": {"predictions": MATRIX["predictions"], "item_groups": ["p", "q", "p"], "k": 2},
     "individual_fairness": dict(EMBEDDINGS),
-    "word_influence": {"predictions": [1, 0, 1, 1, 0, 0], "variants": ["", "", "0", "0", "1", "1"], "num_words": 2,
-                       "k": 1},
+    "word_influence": {"predictions": [1, 0, 1, 1, 0, 0, 0, 1], "variants": ["", "", "0", "0", "1", "1", "0,1", "0,1"],
+                       "num_words": 2, "k": 1},
+    "bias_difference": {"predictions1": SCORES["predictions"], "predictions2": SCORES["predictions"][::-1],
+                        "references": SCORES["references"], "protected_group": "a", "reference_group": "b",
+                        **OPTIONS, "n_permutations": 20},
 }
 
 
@@ -119,6 +130,7 @@ def test_the_combinable_pairs_are_many():
     expected = {("bias_ratio", "group_score_gap"), ("bias_ratio", "trait_anova"), ("group_score_gap", "trait_anova"),
                 ("cross_lingual_gap", "group_rate_gap"), ("ranking_skew", "retention")}
     expected |= {tuple(sorted((name, "individual_fairness"))) for name in CASES if name != "individual_fairness"}
+    expected |= {("bias_difference", "bias_ratio"), ("bias_difference", "group_score_gap")}
     assert expected <= set(PAIRS)
 
 
@@ -135,20 +147,207 @@ def test_every_compatible_pair_combines(pair):
             assert combined[f"{module_name}_{key}"] == value, (name, key)
 
 
-def test_an_option_no_module_takes_is_still_an_error():
-    with pytest.raises(TypeError, match=r"bias_ratio: unknown option\(s\) \['bootstrapp'\]"):
-        load_metric("bias_ratio").compute(**{**CASES["bias_ratio"], "bootstrapp": 0})
-
-
-def test_shared_names_are_every_modules_inputs_and_options():
-    names = set()
+def test_module_parameters_are_what_each_module_takes():
+    """The names the errors point to (read from the sources) are each module's columns and options."""
     for name in available_metrics():
         module = load_metric(name)
-        if module.module_type == "comparison":  # two models' columns: not combined, takes explicit options only
-            continue
-        names |= set(module._feature_names())
-        names |= {p for p in inspect.signature(module._compute).parameters if p not in ("self", "shared")}
-    assert names == SHARED_NAMES
+        taken = set(module._feature_names()) | set(module.option_names())
+        assert module_parameters()[name] == taken, name
+        assert module.option_names() == _options(name)
+
+
+# ---- options: at load or at compute, alone or combined; none silently ignored --------------------
+ALTERNATIVE = {  # a value of each option that changes the case's result (or is refused: then that is the outcome)
+    "bootstrap": 0, "confidence": 0.8, "seed": 1, "n_permutations": 0, "welch": True, "pivot": "de",
+    "tolerance": -1.0, "k": 1, "target": "dataset", "smoothing": 0.0, "bias_pair": ("q", "p"),
+    "item_groups": ["q", "p", "p"], "num_words": 3, "protected_group": "c", "reference_group": "c",
+}
+ALTERNATIVE_FOR = {("word_influence", "k"): 2}
+PARTNER = {  # a module each combines with (the case's shared names agree)
+    "bias_ratio": "group_score_gap", "group_score_gap": "trait_anova", "trait_anova": "bias_ratio",
+    "cross_lingual_gap": "group_rate_gap", "group_rate_gap": "cross_lingual_gap", "retention": "ranking_skew",
+    "ranking_skew": "retention", "individual_fairness": "bias_ratio", "word_influence": "individual_fairness",
+    "bias_difference": "bias_ratio",
+}
+
+
+def _options(name: str) -> list[str]:
+    """The module's options, read from its ``_compute`` here (not from the code under test)."""
+    module = load_metric(name)
+    parameters = inspect.signature(module._compute).parameters.values()
+    return [p.name for p in parameters if p.name not in module._feature_names() and p.kind is p.POSITIONAL_OR_KEYWORD]
+
+
+MODULE_OPTIONS = [(name, option) for name in sorted(CASES) for option in _options(name)]
+
+
+def _outcome(compute, **kwargs):
+    """A compute's result, or the error it raised (its type and words): both are outcomes to compare."""
+    try:
+        return compute(**kwargs)
+    except (TypeError, ValueError) as error:
+        return f"{type(error).__name__}: {error}"
+
+
+def _prefixed(result, name: str) -> dict:
+    return {key.removeprefix(f"{name}_"): value for key, value in result.items() if key.startswith(f"{name}_")} \
+        if isinstance(result, dict) else result
+
+
+def test_every_module_and_option_is_covered():
+    assert sorted(CASES) == available_metrics() and set(PARTNER) == set(CASES)
+    assert {option for _, option in MODULE_OPTIONS} <= set(ALTERNATIVE)
+    for name, partner in PARTNER.items():
+        assert tuple(sorted((name, partner))) in PAIRS, (name, partner)
+
+
+@pytest.mark.parametrize(("name", "option"), MODULE_OPTIONS, ids=lambda x: x)
+def test_each_option_takes_effect_at_compute_at_load_and_combined(name, option):
+    value = ALTERNATIVE_FOR.get((name, option), ALTERNATIVE[option])
+    case, changed = CASES[name], {**CASES[name], option: value}
+    default = _outcome(load_metric(name).compute, **case)
+    alone = _outcome(load_metric(name).compute, **changed)
+    assert alone != default, f"{name}: {option}={value!r} changed nothing"
+    loaded = {k: v for k, v in changed.items() if k in _options(name)}
+    if isinstance(alone, dict):  # a refused value is refused at load already (below)
+        columns = {k: v for k, v in case.items() if k not in loaded}
+        assert load_metric(name, **loaded).compute(**columns) == alone  # at load: the module's defaults
+        original = case.get(option, inspect.signature(load_metric(name)._compute).parameters[option].default)
+        assert load_metric(name, **loaded).compute(**{**case, option: original}) == default  # compute's value wins
+    else:
+        with pytest.raises((TypeError, ValueError)):
+            load_metric(name, **loaded).compute(**{k: v for k, v in case.items() if k not in loaded})
+    # combined: the option reaches this module, and the partner only if it takes the option too
+    partner = PARTNER[name]
+    modules = {name: load_metric(name), partner: load_metric(partner)}
+    kwargs = {**CASES[partner], **changed}
+    combined = _outcome(evaluate.combine(list(modules.values()), force_prefix=True).compute, **kwargs)
+    partner_takes = option in _options(partner)
+    partner_alone = _outcome(load_metric(partner).compute, **{**CASES[partner], **({option: value} if partner_takes else {})})
+    if isinstance(alone, dict) and isinstance(partner_alone, dict):
+        assert _prefixed(combined, name) == alone and _prefixed(combined, partner) == partner_alone
+    else:
+        assert combined in (alone, partner_alone)  # the first module refusing it says why
+
+
+def test_another_modules_option_alone_is_an_error_naming_who_takes_it():
+    ratio = load_metric("bias_ratio")
+    with pytest.raises(TypeError, match=r"bias_ratio does not take 'strata'; trait_anova takes it: leave it out here, "
+                                        r"or pass it to trait_anova\. bias_ratio takes predictions, references, "
+                                        r"protected_group"):
+        ratio.compute(**CASES["bias_ratio"], strata=CASES["trait_anova"]["strata"])
+    with pytest.raises(TypeError, match=r"does not take 'pivot'; cross_lingual_gap takes it"):
+        ratio.compute(**CASES["bias_ratio"], pivot="en")
+    with pytest.raises(TypeError, match=r"does not take 'k'; ranking_skew, word_influence take it"):
+        ratio.compute(**CASES["bias_ratio"], k=5)
+    with pytest.raises(TypeError, match=r"does not take 'welch'; trait_anova takes it"):
+        load_metric("group_score_gap").compute(**CASES["group_score_gap"], welch=True)
+    with pytest.raises(TypeError, match=r"does not take 'groups'; group_rate_gap takes it"):
+        load_metric("cross_lingual_gap").compute(**CASES["cross_lingual_gap"], groups=["f", "m"] * 12)
+    with pytest.raises(TypeError, match=r"does not take 'predictions'; .*bias_ratio.* take it"):
+        load_metric("bias_difference").compute(**CASES["bias_difference"], predictions=SCORES["predictions"])
+    with pytest.raises(TypeError, match=r"bias_ratio does not take 'bootstrapp'; no vlfair module takes it \(a typo\?\)"):
+        ratio.compute(**{**CASES["bias_ratio"], "bootstrapp": 0})
+    assert ratio.compute(**CASES["bias_ratio"], strata=None)["bias_ratio"] > 1  # None is "not given"
+
+
+def test_load_takes_options_only_and_checks_them_at_once():
+    with pytest.raises(TypeError, match=r"trait_anova: strata is a column \(one value per row\): give columns to compute "
+                                        r"or add_batch, not to evaluate.load"):
+        evaluate.load(str(metrics_dir() / "trait_anova"), strata=["s"])
+    with pytest.raises(TypeError, match=r"bias_ratio does not take 'pivot'; cross_lingual_gap takes it.*"
+                                        r"bias_ratio takes the options protected_group, reference_group, bootstrap"):
+        load_metric("bias_ratio", pivot="en")
+    with pytest.raises(ValueError, match=r"bootstrap must be a whole number >= 0 \(0 turns it off\), got -1"):
+        load_metric("bias_ratio", bootstrap=-1)
+    seeded = load_metric("bias_ratio", seed=5)
+    assert seeded.seed == 5 and dict(seeded.configured) == {"seed": 5}  # evaluate's own seed too
+    assert seeded.compute(**{k: v for k, v in CASES["bias_ratio"].items() if k != "seed"}) == \
+        load_metric("bias_ratio").compute(**{**CASES["bias_ratio"], "seed": 5})
+    # evaluate's own arguments still reach evaluate
+    assert load_metric("bias_ratio", experiment_id="two", keep_in_memory=True).experiment_id == "two"
+
+
+def test_a_combination_refuses_what_none_of_its_modules_takes_before_computing():
+    combined = evaluate.combine([load_metric("bias_ratio"), load_metric("trait_anova")])
+    with pytest.raises(TypeError, match=r"'stratta': no module of this evaluate.combine \(bias_ratio, trait_anova\) "
+                                        r"takes it \(a typo\?\)"):
+        combined.compute(**CASES["bias_ratio"], stratta=CASES["trait_anova"]["strata"])
+    with pytest.raises(TypeError, match=r"'pivot': no module of this evaluate.combine .* \(cross_lingual_gap would\)"):
+        combined.compute(**CASES["bias_ratio"], pivot="en")
+    combined.add_batch(predictions=SCORES["predictions"], references=SCORES["references"])
+    with pytest.raises(TypeError, match="'pivot'"):
+        combined.compute(protected_group="a", reference_group="b", pivot="en")
+    kept = combined.compute(protected_group="a", reference_group="b", bootstrap=0)  # the rows added were kept
+    assert kept["f_statistic"] == load_metric("trait_anova").compute(**SCORES, bootstrap=0)["f_statistic"]
+
+
+def test_two_modules_get_different_values_of_one_option_at_load():
+    ratio = load_metric("bias_ratio", protected_group="a", reference_group="b", bootstrap=0)
+    gap = load_metric("group_score_gap", bootstrap=30, seed=2)
+    combined = evaluate.combine([ratio, gap], force_prefix=True).compute(**SCORES)
+    assert combined["bias_ratio_bias_ratio_ci"] is None
+    assert _prefixed(combined, "group_score_gap") == load_metric("group_score_gap").compute(**SCORES, bootstrap=30, seed=2)
+
+
+# ---- evaluate.combine's add_batch and add, optional columns left out ------------------------------
+def _streamed(combined, columns: dict, how: str) -> None:
+    rows = len(next(iter(columns.values())))
+    if how == "add_batch":
+        for start, stop in ((0, rows // 3), (rows // 3, rows)):
+            combined.add_batch(**{k: v[start:stop] for k, v in columns.items()})
+    else:
+        for row in range(rows):
+            combined.add(**{k: v[row] for k, v in columns.items()})
+
+
+COMBINED_STREAMS = {  # modules, the columns of their rows (an optional one left out or given), the compute options
+    "strata left out": (["bias_ratio", "trait_anova"], SCORES, {"protected_group": "a", "reference_group": "b"}),
+    "strata given": (["bias_ratio", "trait_anova"], {**SCORES, "strata": CASES["trait_anova"]["strata"]},
+                     {"protected_group": "a", "reference_group": "b"}),
+    "languages given": (["cross_lingual_gap", "group_rate_gap"], {**LABELS, "groups": CASES["group_rate_gap"]["groups"]},
+                        {"pivot": "en"}),
+    "languages left out": (["group_rate_gap", "group_rate_gap"],
+                           {k: v for k, v in CASES["group_rate_gap"].items() if k in ("predictions", "references", "groups")},
+                           {}),
+    "three modules": (["trait_anova", "group_score_gap", "bias_ratio"], SCORES,
+                      {"protected_group": "c", "reference_group": "b", "welch": True}),
+}
+
+
+@pytest.mark.parametrize("how", ["add_batch", "add"])
+@pytest.mark.parametrize("stream", sorted(COMBINED_STREAMS))
+def test_combined_streaming_equals_one_call(stream, how):
+    names, columns, options = COMBINED_STREAMS[stream]
+    options = {**options, "bootstrap": 10, "seed": 0, **({"n_permutations": 10} if "bias_ratio" in names else {})}
+    if "group_score_gap" in names:
+        options["n_permutations"] = 10
+    one_call = evaluate.combine([load_metric(n) for n in names]).compute(**columns, **options)
+    combined = evaluate.combine([load_metric(n) for n in names])
+    _streamed(combined, columns, how)
+    assert combined.compute(**options) == one_call
+    _streamed(combined, columns, how)  # and again: the modules are ready for the next compute
+    assert combined.compute(**options) == one_call
+
+
+def test_combined_streaming_refuses_before_any_module_stores():
+    combined = evaluate.combine([load_metric("bias_ratio"), load_metric("trait_anova")])
+    half = {k: v[:12] for k, v in SCORES.items()}
+    rest = {k: v[12:] for k, v in SCORES.items()}
+    strata = CASES["trait_anova"]["strata"]
+    combined.add_batch(**half, strata=strata[:12])
+    with pytest.raises(ValueError, match=r"trait_anova: strata is left out in this batch \(from row 12\) but was given "
+                                         r"for rows 0-11: give strata with every batch or with none"):
+        combined.add_batch(**rest)
+    with pytest.raises(ValueError, match=r"bootstrap: no module of this evaluate.combine \(bias_ratio, trait_anova\) "
+                                         r"takes it as a column; options go to compute or to evaluate.load"):
+        combined.add_batch(**rest, strata=strata[12:], bootstrap=0)
+    with pytest.raises(ValueError, match=r"stratta: no module"):
+        combined.add(predictions=0.5, references="a", stratta="s")
+    combined.add_batch(**rest, strata=strata[12:])  # nothing of the refused batches was stored, by either module
+    expected = evaluate.combine([load_metric("bias_ratio"), load_metric("trait_anova")]).compute(
+        **SCORES, strata=strata, protected_group="a", reference_group="b", bootstrap=0, n_permutations=0)
+    assert combined.compute(protected_group="a", reference_group="b", bootstrap=0, n_permutations=0) == expected
 
 
 # ---- labels of any kind ------------------------------------------------------------------------
@@ -167,7 +366,7 @@ def test_integer_labels_give_what_their_names_give():
                                               protected_group=1, reference_group=0, bootstrap=0, n_permutations=0)
     assert ratio["bias_ratio"] == pytest.approx(1.5 / 3.5) and ratio["group_counts"] == {"0": 2, "1": 2}
     assert all(type(n) is int for n in ratio["group_counts"].values())
-    anova = load_metric("trait_anova").compute(predictions=SCORES["predictions"], references=[0] * 4 + [1] * 4 + [2] * 4,
+    anova = load_metric("trait_anova").compute(predictions=SCORES["predictions"], references=[0] * 8 + [1] * 8 + [2] * 8,
                                                bootstrap=0)
     assert anova["f_statistic"] == pytest.approx(
         load_metric("trait_anova").compute(**SCORES, bootstrap=0)["f_statistic"])

@@ -1,4 +1,5 @@
-"""One glob-driven test over every evaluate module in metrics/: doctests, card, Space YAML, API."""
+"""One glob-driven test over every evaluate module in metrics/ (and any future one): huggingface/evaluate's
+own common module test, doctests, card, Space YAML, API, module type."""
 
 from __future__ import annotations
 
@@ -8,18 +9,19 @@ import importlib.util
 import inspect
 import re
 from pathlib import Path
+from unittest.mock import patch
 
 import evaluate
 import pytest
 import yaml
 
 from vlfair.measures import MEASURES
-from vlfair.metrics import available_metrics, metrics_dir
+from vlfair.metrics import available_metrics, metrics_dir, module_type
 
 MODULES = sorted(p.parent for p in Path(__file__).resolve().parents[1].glob("metrics/*/*.py")
                  if p.stem == p.parent.name)
 SECTIONS = ["## Description", "## How to Use", "### Inputs", "### Output Values", "### Examples",
-            "## Limitations and Bias", "## Citation"]
+            "## Limitations and Bias", "## Citation", "## Further References"]  # evaluate's card template
 SPACE_COLORS = {"red", "yellow", "green", "blue", "indigo", "purple", "pink", "gray"}
 
 
@@ -48,6 +50,32 @@ def test_doctests_pass(folder):
 
 
 @pytest.mark.parametrize("folder", MODULES, ids=lambda f: f.name)
+def test_evaluates_own_common_module_test(folder, monkeypatch):
+    """huggingface/evaluate's tests/test_metric_common.py, LocalModuleTest.test_load, step by step, for a
+    module folder of this project: evaluate's loader finds the module in its local folder (offline) and
+    its main class; ``_compute`` takes no ``**kwargs``; the module's doctests run with evaluate.load
+    answering from the local folders and pass (more than one example)."""
+    doctest.ELLIPSIS_MARKER = "[...]"  # as evaluate's test sets it
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    declared = module_type(folder.name)
+    factory = evaluate.loading.evaluation_module_factory(str(folder), module_type=declared)
+    module = importlib.import_module(factory.module_path)
+    main_class = evaluate.loading.import_main_class(module.__name__)
+    parameters = inspect.signature(main_class._compute).parameters
+    assert all(p.kind != p.VAR_KEYWORD for p in parameters.values()), "no **kwargs"
+    local = evaluate.load  # evaluate's use_local_metrics: every evaluate.load reads the local folders
+    with patch("evaluate.load", side_effect=lambda name, *a, **k: local(str(MODULES[0].parent / name.split("/")[-1]),
+                                                                         *a, **k)):
+        results = doctest.testmod(module, verbose=False, raise_on_error=True)
+    assert results.failed == 0 and results.attempted > 1
+    instance = evaluate.load(str(folder), module_type=declared)  # the loader checks the type asked for
+    assert instance.module_type == declared and instance.features is not None
+    wrong = next(t for t in ("metric", "comparison", "measurement") if t != declared)
+    with pytest.raises(TypeError, match=f"Found module of module type '{declared}'"):
+        evaluate.load(str(folder), module_type=wrong)
+
+
+@pytest.mark.parametrize("folder", MODULES, ids=lambda f: f.name)
 def test_module_contract(folder):
     module = _load(folder)
     classes = [c for _, c in inspect.getmembers(module, inspect.isclass) if c.__module__ == module.__name__]
@@ -56,18 +84,19 @@ def test_module_contract(folder):
     info = cls()._info()
     assert info.features is not None and info.citation.strip().startswith("@")
     parameters = inspect.signature(cls._compute).parameters.values()
-    variadic = [p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD]
+    assert [p.name for p in parameters if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)] == []
     source = (folder / f"{folder.name}.py").read_text()
-    if info.module_type == "comparison":  # two models' columns: no evaluate.combine, so explicit options only
-        assert issubclass(cls, evaluate.Comparison) and variadic == []
-    else:  # the only **kwargs is the other modules' options under evaluate.combine, checked by ignore_shared
-        assert variadic == ["shared"]
-        assert f'vlfair.evaluate_support.ignore_shared("{folder.name}", shared)' in source
-    # evaluate checks the loaded class against the module_type a user asks for
-    assert {"metric": evaluate.Metric, "measurement": evaluate.Measurement,
-            "comparison": evaluate.Comparison}[info.module_type] in cls.__mro__
-    card_type = yaml.safe_load(re.match(r"^---\n(.*?)\n---\n", (folder / "README.md").read_text(), re.S).group(1))
-    assert info.module_type in card_type["tags"], "the card's tags name the module type"
+    # one module type, said alike by the class, _info, vlfair.metrics (install-metrics prints it) and the card
+    kind = {"metric": evaluate.Metric, "measurement": evaluate.Measurement, "comparison": evaluate.Comparison}
+    assert info.module_type == module_type(folder.name) and kind[info.module_type] in cls.__mro__
+    assert type(info).__name__ == f"{info.module_type.capitalize()}Info"
+    card = (folder / "README.md").read_text()
+    front = yaml.safe_load(re.match(r"^---\n(.*?)\n---\n", card, re.S).group(1))
+    assert info.module_type in front["tags"] and not {"metric", "measurement", "comparison"} - {info.module_type} & set(
+        front["tags"]), "the card's tags name the module type, and no other"
+    assert f"# {info.module_type.capitalize()} Card for {folder.name}" in card
+    if info.module_type != "metric":  # evaluate.load's default type is metric: the card shows the type to ask for
+        assert f'evaluate.load("vlfair/{folder.name}", module_type="{info.module_type}")' in card
     assert f"vlfair.measures.{folder.name}(" in source, "_compute must call the measure of the same name"
     # evaluate finds requirements by parsing imports: one plain `import x` per line, nothing heavier
     imports = {alias.name for node in ast.parse(source).body if isinstance(node, ast.Import) for alias in node.names}

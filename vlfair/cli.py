@@ -423,11 +423,11 @@ def _add_publish_metrics(sub: argparse._SubParsersAction) -> None:
 
 
 def _install_metrics(args: argparse.Namespace) -> int:
-    from vlfair.metrics import NAMESPACE, install_metrics
+    from vlfair.metrics import NAMESPACE, install_metrics, module_type
 
     installed = install_metrics(args.only)  # an unknown name: one line from main's handler, exit 2
-    for script in installed:
-        log.info(f"{NAMESPACE}/{script.stem}: {script}")
+    for script in installed:  # the type is what evaluate.load(..., module_type=...) checks
+        log.info(f"{NAMESPACE}/{script.stem} ({module_type(script.stem)}): {script}")
     log.info(f'{len(installed)} module(s) installed: evaluate.load("{NAMESPACE}/<name>") now works offline')
     return 0
 

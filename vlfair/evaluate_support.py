@@ -8,31 +8,39 @@
 - Labels of any kind: label columns are declared as text (:func:`label_features`) and arrive as
   text, numbers by their value (a ClassLabel id 1, 1.0 and "1" are one group), so ClassLabel ids,
   argmax predictions and names all pass.
-- ``evaluate.combine`` hands every keyword to every module: each module ignores the inputs and
-  options that another vlfair module takes, and still rejects a name no vlfair module knows
-  (a typo is an error, not a silently ignored option).
+- Options reach a module two ways, and none is ever silently ignored: at load
+  (``evaluate.load("vlfair/bias_ratio", protected_group="women", reference_group="men")``, the module's
+  defaults from then on) and at ``compute`` (for that call; it wins over the load's). ``_compute``
+  declares every input and option by name (evaluate's common test: no ``**kwargs``).
+- ``evaluate.combine`` hands every keyword of ``compute`` to every module and picks each module's
+  columns for ``add_batch``/``add`` from one batch. A vlfair module recognises those calls of
+  evaluate's ``CombinedEvaluations`` (by their code objects: evaluate tells a module nothing else) and
+  then leaves out what another module of that combination takes, and the optional columns the batch
+  does not hold. A name no module of the combination takes, and, outside a combination, a name the
+  module does not take, is an error naming it and the vlfair modules that do take it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+import sys
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import datasets
 import evaluate
+from evaluate.module import CombinedEvaluations
+from evaluate.naming import camelcase_to_snakecase
 
-from vlfair import measures, stats
+from vlfair import measures, metrics, stats
 
-# Every input and option of every vlfair module (tests/test_metric_modules.py keeps it complete).
-SHARED_NAMES = frozenset({
-    "predictions", "references", "groups", "languages", "strata", "variants", "image_embeddings", "text_embeddings_a",
-    "text_embeddings_b", "protected_group", "reference_group", "bootstrap", "confidence", "seed", "n_permutations",
-    "pivot", "welch", "tolerance", "item_groups", "k", "target", "smoothing", "bias_pair", "num_words",
-})
 TEXT = datasets.Value("string")
+# evaluate.EvaluationModule's own __init__ parameters (evaluate.load passes them with the user's options)
+_EVALUATE_INIT = frozenset(inspect.signature(evaluate.EvaluationModule.__init__).parameters) - {"self", "kwargs"}
+_COMBINED_ADDS = frozenset({CombinedEvaluations.add.__code__, CombinedEvaluations.add_batch.__code__})
 
 
 def label_features(fixed: dict[str, Any], labels: Sequence[str]) -> datasets.Features:
@@ -41,12 +49,27 @@ def label_features(fixed: dict[str, Any], labels: Sequence[str]) -> datasets.Fea
     return datasets.Features({**fixed, **{name: TEXT for name in labels}})
 
 
-def ignore_shared(module: str, options: dict[str, Any]) -> None:
-    """Drop (accept) options meant for other vlfair modules; raise on names none of them takes."""
-    unknown = sorted(set(options) - SHARED_NAMES)
-    if unknown:
-        raise TypeError(f"{module}: unknown option(s) {unknown}; the options of vlfair's modules are "
-                        f"{sorted(SHARED_NAMES)}")
+def takers(name: str) -> list[str]:
+    """The vlfair modules that take ``name`` as an input or option (sorted)."""
+    return sorted(module for module, names in metrics.module_parameters().items() if name in names)
+
+
+def _taken_by(module: Any) -> tuple[list[str], bool]:
+    """What ``module`` (any evaluate module) takes in ``compute``: its columns and its ``_compute``'s
+    named parameters (in that order), and whether its ``_compute`` takes any keyword (``**kwargs``)."""
+    parameters = inspect.signature(module._compute).parameters.values()
+    named = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    columns = module._feature_names()
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    return [*columns, *(name for name in named if name not in columns)], takes_any
+
+
+def _not_taken(name: str, module: str, takes: Iterable[str], what: str = "") -> str:
+    """Why ``name`` is refused by ``module`` (which takes ``takes``, ``what`` they are), and what to write instead."""
+    others = [m for m in takers(name) if m != module]
+    where = (f"{', '.join(others)} take{'s' if len(others) == 1 else ''} it: leave it out here, or pass it to "
+             f"{' or '.join(others)}" if others else "no vlfair module takes it (a typo?)")
+    return f"{module} does not take {name!r}; {where}. {module} takes {what}{', '.join(takes)}"
 
 
 class CheckedInputs(evaluate.EvaluationModule):
@@ -75,9 +98,63 @@ class CheckedInputs(evaluate.EvaluationModule):
     """Label columns that may be left out: filled with "" (which the module reads as "not given")."""
     _rows_added: int = 0  # rows stored since the last compute (row numbers of the next batch start here)
     _label_kinds: Mapping[str, str] = types.MappingProxyType({})  # each label column's kind over the batches
+    _optional_given: Mapping[str, bool] = types.MappingProxyType({})  # which optional columns the batches hold
+    configured: Mapping[str, Any] = types.MappingProxyType({})
+    """The options given at load (``evaluate.load(..., bootstrap=0)``): this module's defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Take evaluate's own arguments, and this module's options as its defaults
+        (``evaluate.load(path, **options)``)."""
+        names = self.option_names()
+        options = {name: kwargs.pop(name) for name in list(kwargs) if name in names}
+        columns = sorted(set(kwargs) & set(self._info().features))
+        if columns:
+            kind = "is a column" if len(columns) == 1 else "are columns"
+            raise TypeError(f"{self._module()}: {', '.join(columns)} {kind} (one value per row): give columns to "
+                            "compute or add_batch, not to evaluate.load")
+        unknown = sorted(set(kwargs) - _EVALUATE_INIT)
+        if unknown:  # evaluate itself would accept and ignore them
+            raise TypeError("; ".join(_not_taken(name, self._module(), names, "the options ") for name in unknown))
+        measures.check_options(**{name: value for name, value in options.items() if name in measures.OPTIONS})
+        if "seed" in options:  # evaluate's own seed (numpy's during compute) is the module's seed too
+            kwargs["seed"] = options["seed"]
+        super().__init__(*args, **kwargs)
+        self.configured = types.MappingProxyType(options)
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """This module's options: the parameters of its ``_compute`` that are not columns."""
+        columns = cls._info(cls).features  # _info reads no instance state
+        return [name for name in list(inspect.signature(cls._compute).parameters)[1:] if name not in columns]
+
+    @classmethod
+    def _module(cls) -> str:
+        """The module's name before evaluate sets ``self.name`` (evaluate's own rule: BiasRatio -> bias_ratio)."""
+        return camelcase_to_snakecase(cls.__name__)
+
+    def _feature_names(self) -> list[str]:
+        """Return evaluate's column names; to evaluate.combine's add/add_batch (which picks each module's
+        columns from its batch by these names) only the optional columns that batch holds."""
+        names = super()._feature_names()
+        caller = sys._getframe(1)
+        if caller.f_code in _COMBINED_ADDS:
+            batch, combination = caller.f_locals["batch"], caller.f_locals["self"]
+            columns = set().union(*(module._feature_names() for module in combination.evaluation_modules))
+            strays = sorted(name for name, value in batch.items() if value is not None and name not in columns)
+            if strays:  # evaluate.combine would drop them unseen
+                raise ValueError(f"{', '.join(strays)}: no module of this evaluate.combine "
+                                 f"({', '.join(combination.evaluation_module_names)}) takes "
+                                 f"{'it' if len(strays) == 1 else 'them'} as a column; options go to compute or "
+                                 "to evaluate.load")
+            given = {name for name, value in batch.items() if value is not None}
+            for module in combination.evaluation_modules:  # before any module stores the batch
+                if isinstance(module, CheckedInputs):
+                    module._optional_columns(given)
+            names = [name for name in names if name not in self.OPTIONAL or name in given]
+        return names
 
     def add_batch(self, *, predictions=None, references=None, **columns):
-        """Add a batch of rows (an optional column may be left out)."""
+        """Add a batch of rows (an optional column may be left out: from every batch, or from none)."""
         batch = self._checked({"predictions": predictions, "references": references, **columns})
         stored = self.writer is not None
         try:
@@ -90,7 +167,8 @@ class CheckedInputs(evaluate.EvaluationModule):
         self._rows_added += len(first)
 
     def add(self, *, prediction=None, reference=None, **columns):
-        """Add one row (an optional column may be left out)."""
+        """Add one row (an optional column may be left out). evaluate.combine passes ``predictions``
+        and ``references`` (its batch's names) for ``prediction`` and ``reference``: both are read."""
         row = {"predictions": prediction, "references": reference, **columns}
         names = self._feature_names()
         return self.add_batch(**{name: None if value is None and (name in self.OPTIONAL or name not in names)
@@ -98,21 +176,50 @@ class CheckedInputs(evaluate.EvaluationModule):
 
     def compute(self, *, predictions=None, references=None, **kwargs):
         """Compute the module (an optional column may be left out); the module is ready for the next
-        compute whether this one succeeds or is refused."""
-        given = {"predictions": predictions, "references": references, **kwargs}
+        compute whether this one succeeds or is refused. Options given here win over those given at load."""
+        given = self._taken({"predictions": predictions, "references": references, **kwargs}, sys._getframe(1))
         if any(given.get(name) is not None for name in self._feature_names()):
             for name in self.OPTIONAL:  # evaluate requires every column: an omitted one is filled by add_batch
-                kwargs.setdefault(name, None)
+                given.setdefault(name, None)
         elif self.writer is None:
             raise ValueError(f"{self.name}: no inputs: pass {', '.join(self._feature_names())} to compute "
                              "(or add them with add_batch first)")
+        given = {**self.configured, **given}
         try:
-            return super().compute(predictions=predictions, references=references, **kwargs)
+            return super().compute(**given)
         except BaseException:
             self._discard_inputs()
             raise
         finally:
-            self._rows_added, self._label_kinds = 0, types.MappingProxyType({})
+            self._forget_batches()
+
+    def _taken(self, given: dict[str, Any], caller: types.FrameType) -> dict[str, Any]:
+        """The keywords of a compute call this module takes. Called by evaluate.combine's compute, a
+        name another module of that combination takes is left to it; any other name is an error
+        (raised before anything is computed, the rows added so far kept)."""
+        mine, _ = _taken_by(self)
+        combination: CombinedEvaluations | None = (
+            caller.f_locals["self"] if caller.f_code is CombinedEvaluations.compute.__code__ else None)
+        others = [_taken_by(module) for module in combination.evaluation_modules if module is not self] \
+            if combination is not None else []
+        refused = []
+        for name, value in list(given.items()):
+            if name in mine:
+                continue
+            del given[name]
+            if value is None:  # evaluate.combine's predictions=None, references=None: not given
+                continue
+            if combination is not None and any(name in names or any_name for names, any_name in others):
+                continue
+            refused.append(name)
+        if refused and combination is None:
+            raise TypeError(f"{self.name}.compute: " + "; ".join(_not_taken(name, self.name, mine) for name in refused))
+        if refused and combination is not None:
+            modules = ", ".join(combination.evaluation_module_names)
+            raise TypeError("; ".join(f"{name!r}: no module of this evaluate.combine ({modules}) takes it"
+                                      + (f" ({', '.join(takers(name))} would)" if takers(name) else " (a typo?)")
+                                      for name in refused))
+        return given
 
     def _checked(self, batch: dict[str, Any]) -> dict[str, Any]:
         """The batch's columns checked and converted by their features; a refused batch stores nothing."""
@@ -123,7 +230,7 @@ class CheckedInputs(evaluate.EvaluationModule):
         for name, length in lengths.items():
             if length != size:  # evaluate's own words (it says them only where its encoding fails)
                 raise ValueError(f"Mismatch in the number of {next(iter(lengths))} ({size}) and {name} ({length})")
-        kinds = dict(self._label_kinds)
+        kinds, optional_given = dict(self._label_kinds), self._optional_columns(set(given))
         for name, feature in features.items():
             column = given.get(name)
             if column is None:
@@ -131,8 +238,20 @@ class CheckedInputs(evaluate.EvaluationModule):
                     raise ValueError(f"{self.name}: {name} is required (one value per row)")
                 column = [""] * size
             batch[name] = self._column(name, feature, column, kinds)
-        self._label_kinds = kinds
+        self._label_kinds, self._optional_given = kinds, optional_given
         return batch
+
+    def _optional_columns(self, given: set[str]) -> dict[str, bool]:
+        """Which optional columns the rows added so far and this batch hold; an error where a column
+        is given for some batches and left out of others ("" fills a left-out one: the rows would mix)."""
+        optional_given = dict(self._optional_given)
+        for name in self.OPTIONAL:
+            if optional_given.setdefault(name, name in given) != (name in given):
+                rows = f"rows 0-{self._rows_added - 1}" if self._rows_added > 1 else "row 0"
+                raise ValueError(f"{self.name}: {name} is {'given' if name in given else 'left out'} in this batch "
+                                 f"(from row {self._rows_added}) but was {'given' if name not in given else 'left out'}"
+                                 f" for {rows}: give {name} with every batch or with none")
+        return optional_given
 
     def _column(self, name: str, feature: Any, column: Any, kinds: dict[str, str]) -> Any:
         """One column as evaluate should store it, by the measures' rules (rows counted from the rows added)."""
@@ -169,7 +288,12 @@ class CheckedInputs(evaluate.EvaluationModule):
                     os.remove(path)
         self.writer = self.buf_writer = self.data = self.selected_feature_format = None
         self.cache_file_name = self.filelock = self.file_paths = self.filelocks = None
+        self._forget_batches()
+
+    def _forget_batches(self) -> None:
+        """Start counting rows, label kinds and optional columns afresh (after a compute or a discard)."""
         self._rows_added, self._label_kinds = 0, types.MappingProxyType({})
+        self._optional_given = types.MappingProxyType({})
 
 
 def _rows(column: Any, name: str) -> Any:
@@ -186,4 +310,4 @@ def _rows(column: Any, name: str) -> Any:
     return column
 
 
-__all__ = ["SHARED_NAMES", "CheckedInputs", "ignore_shared", "label_features"]
+__all__ = ["CheckedInputs", "label_features", "takers"]

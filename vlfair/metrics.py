@@ -10,6 +10,8 @@ directory. :func:`load_metric` installs on first use.
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
 import os
 import tempfile
@@ -30,6 +32,31 @@ def metrics_dir() -> Path:
 def available_metrics() -> list[str]:
     """The names of the evaluate modules vlfair ships, sorted."""
     return sorted(p.name for p in metrics_dir().iterdir() if (p / f"{p.name}.py").exists())
+
+
+@functools.cache
+def _module_tree(name: str) -> ast.Module:
+    """The parsed source of the shipped module ``name`` (read, never imported: no evaluate import needed)."""
+    return ast.parse((metrics_dir() / name / f"{name}.py").read_text(encoding="utf-8"))
+
+
+def module_parameters() -> dict[str, frozenset[str]]:
+    """Each shipped module's inputs and options (the parameters of its ``_compute``): to name, in
+    an error, the modules that take a name."""
+    parameters = {}
+    for name in available_metrics():
+        compute = next(node for node in ast.walk(_module_tree(name))
+                       if isinstance(node, ast.FunctionDef) and node.name == "_compute")
+        parameters[name] = frozenset(a.arg for a in [*compute.args.args, *compute.args.kwonlyargs] if a.arg != "self")
+    return parameters
+
+
+def module_type(name: str) -> str:
+    """``"metric"``, ``"comparison"`` or ``"measurement"``: the ``module_type`` the shipped module's
+    ``_info()`` declares (what ``evaluate.load(..., module_type=...)`` checks)."""
+    return next(str(keyword.value.value) for node in ast.walk(_module_tree(_module_name(name)))
+                if isinstance(node, ast.Call) for keyword in node.keywords
+                if keyword.arg == "module_type" and isinstance(keyword.value, ast.Constant))
 
 
 def metric_card(name: str) -> Path | None:
@@ -85,7 +112,9 @@ def install_metrics(names: list[str] | None = None) -> list[Path]:
 
 def load_metric(name: str, **kwargs: Any) -> Any:
     """The module ``name`` (``"bias_ratio"`` or ``"vlfair/bias_ratio"``) as shipped with this
-    vlfair, offline; also installs it so that ``evaluate.load("vlfair/<name>")`` works.
+    vlfair, offline; also installs it so that ``evaluate.load("vlfair/<name>")`` works. ``kwargs``
+    go to ``evaluate.load``: its own arguments and the module's options, which become its defaults
+    (``load_metric("bias_ratio", protected_group="women", reference_group="men")``).
 
     Raises:
         ValueError: ``name`` is not one of vlfair's modules (the message lists them).
@@ -97,4 +126,5 @@ def load_metric(name: str, **kwargs: Any) -> Any:
     return evaluate.load(str(metrics_dir() / short), **kwargs)
 
 
-__all__ = ["MEASURES", "NAMESPACE", "available_metrics", "install_metrics", "load_metric", "metric_card", "metrics_dir"]
+__all__ = ["MEASURES", "NAMESPACE", "available_metrics", "install_metrics", "load_metric", "metric_card", "metrics_dir",
+           "module_parameters", "module_type"]

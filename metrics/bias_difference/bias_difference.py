@@ -91,8 +91,6 @@ class BiasDifference(vlfair.evaluate_support.CheckedInputs, evaluate.Comparison)
                 {"predictions1": datasets.Value("float64"), "predictions2": datasets.Value("float64")}, ["references"]),
         )
 
-    # Explicit options only (no **kwargs): a comparison does not take part in evaluate.combine, and an
-    # option it does not take must be Python's TypeError naming it, not silently ignored.
     def _compute(self, predictions1, predictions2, references, protected_group=None, reference_group=None,
                  bootstrap=vlfair.measures.BOOTSTRAP, confidence=vlfair.measures.CONFIDENCE,
                  seed=vlfair.measures.SEED, n_permutations=vlfair.measures.PERMUTATIONS):

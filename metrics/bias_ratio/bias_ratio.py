@@ -69,8 +69,7 @@ class BiasRatio(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
 
     def _compute(self, predictions, references, protected_group=None, reference_group=None,
                  bootstrap=vlfair.measures.BOOTSTRAP, confidence=vlfair.measures.CONFIDENCE,
-                 seed=vlfair.measures.SEED, n_permutations=vlfair.measures.PERMUTATIONS, **shared):
-        vlfair.evaluate_support.ignore_shared("bias_ratio", shared)  # options of other modules (evaluate.combine)
+                 seed=vlfair.measures.SEED, n_permutations=vlfair.measures.PERMUTATIONS):
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.bias_ratio(predictions, references, protected_group, reference_group,
                                           bootstrap=bootstrap, confidence=confidence, seed=seed,

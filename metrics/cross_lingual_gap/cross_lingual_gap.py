@@ -63,9 +63,7 @@ class CrossLingualGap(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
         )
 
     def _compute(self, predictions, references, languages, pivot=None, bootstrap=vlfair.measures.BOOTSTRAP,
-                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
-        # options of other modules (evaluate.combine)
-        vlfair.evaluate_support.ignore_shared("cross_lingual_gap", shared)
+                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED):
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.cross_lingual_gap(predictions, references, languages, pivot=pivot, bootstrap=bootstrap,
                                                  confidence=confidence, seed=seed).to_dict()

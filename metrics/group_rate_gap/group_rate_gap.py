@@ -62,8 +62,7 @@ class GroupRateGap(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
         )
 
     def _compute(self, predictions, references, groups, languages, bootstrap=vlfair.measures.BOOTSTRAP,
-                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
-        vlfair.evaluate_support.ignore_shared("group_rate_gap", shared)  # options of other modules (evaluate.combine)
+                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED):
         languages = None if all(language == "" for language in languages) else languages
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.group_rate_gap(predictions, references, groups, languages=languages,

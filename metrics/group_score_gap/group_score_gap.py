@@ -65,8 +65,7 @@ class GroupScoreGap(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
 
     def _compute(self, predictions, references, bootstrap=vlfair.measures.BOOTSTRAP,
                  confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED,
-                 n_permutations=vlfair.measures.PERMUTATIONS, **shared):
-        vlfair.evaluate_support.ignore_shared("group_score_gap", shared)  # options of other modules (evaluate.combine)
+                 n_permutations=vlfair.measures.PERMUTATIONS):
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.group_score_gap(predictions, references, bootstrap=bootstrap, confidence=confidence,
                                                seed=seed, n_permutations=n_permutations).to_dict()

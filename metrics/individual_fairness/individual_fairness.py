@@ -63,9 +63,7 @@ class IndividualFairness(vlfair.evaluate_support.CheckedInputs, evaluate.Measure
             reference_urls=["https://arxiv.org/abs/2106.06683"],
         )
 
-    def _compute(self, image_embeddings, text_embeddings_a, text_embeddings_b, tolerance=1e-6, **shared):
-        # options of other modules (evaluate.combine)
-        vlfair.evaluate_support.ignore_shared("individual_fairness", shared)
+    def _compute(self, image_embeddings, text_embeddings_a, text_embeddings_b, tolerance=1e-6):
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.individual_fairness(image_embeddings, text_embeddings_a, text_embeddings_b,
                                                    tolerance=tolerance).to_dict()

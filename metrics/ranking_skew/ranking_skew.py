@@ -62,9 +62,7 @@ class RankingSkew(vlfair.evaluate_support.CheckedInputs, evaluate.Measurement):
             reference_urls=["https://arxiv.org/abs/1905.01989"],
         )
 
-    def _compute(self, predictions, item_groups=None, k=None, target="uniform", smoothing=0.5, bias_pair=None,
-                 **shared):
-        vlfair.evaluate_support.ignore_shared("ranking_skew", shared)  # options of other modules (evaluate.combine)
+    def _compute(self, predictions, item_groups=None, k=None, target="uniform", smoothing=0.5, bias_pair=None):
         if item_groups is None or k is None:
             raise ValueError("item_groups and k are required: the group of every item and the size of the top list")
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts

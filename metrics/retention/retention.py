@@ -56,8 +56,7 @@ class Retention(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
         )
 
     def _compute(self, predictions, references, bootstrap=vlfair.measures.BOOTSTRAP,
-                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED, **shared):
-        vlfair.evaluate_support.ignore_shared("retention", shared)  # options of other modules (evaluate.combine)
+                 confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED):
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.retention(predictions, references, bootstrap=bootstrap, confidence=confidence,
                                          seed=seed).to_dict()

@@ -67,8 +67,7 @@ class WordInfluence(vlfair.evaluate_support.CheckedInputs, evaluate.Measurement)
             reference_urls=["https://arxiv.org/abs/2306.05500"],
         )
 
-    def _compute(self, predictions, variants, num_words=None, k=1, confidence=vlfair.measures.CONFIDENCE, **shared):
-        vlfair.evaluate_support.ignore_shared("word_influence", shared)  # options of other modules (evaluate.combine)
+    def _compute(self, predictions, variants, num_words=None, k=1, confidence=vlfair.measures.CONFIDENCE):
         if num_words is None:
             raise ValueError("num_words is required: the number of replaceable words in the prompt")
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
