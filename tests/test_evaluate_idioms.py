@@ -17,7 +17,8 @@ import pytest
 
 import vlfair
 from vlfair.cli import main
-from vlfair.metrics import available_metrics, load_metric, metrics_dir, module_parameters, module_type
+from vlfair.metrics import (available_metrics, load_metric, metrics_dir, module_columns, module_parameters,
+                            module_type)
 
 # What a new user does in a fresh Python with a fresh HF_HOME, the Hub offline, in a directory
 # outside the checkout: the literal string before anything is installed; vlfair.load_metric, which
@@ -152,7 +153,7 @@ def test_module_parameters_are_what_each_module_takes():
     for name in available_metrics():
         module = load_metric(name)
         taken = set(module._feature_names()) | set(module.option_names())
-        assert module_parameters()[name] == taken, name
+        assert module_parameters()[name] == taken and module_columns()[name] == set(module._feature_names()), name
         assert module.option_names() == _options(name)
 
 
@@ -232,9 +233,8 @@ def test_each_option_takes_effect_at_compute_at_load_and_combined(name, option):
 
 def test_another_modules_option_alone_is_an_error_naming_who_takes_it():
     ratio = load_metric("bias_ratio")
-    with pytest.raises(TypeError, match=r"bias_ratio does not take 'strata'; trait_anova takes it: leave it out here, "
-                                        r"or pass it to trait_anova\. bias_ratio takes predictions, references, "
-                                        r"protected_group"):
+    with pytest.raises(TypeError, match=r"bias_ratio does not take 'strata'; trait_anova takes it: leave it out here\. "
+                                        r"bias_ratio takes predictions, references, protected_group"):
         ratio.compute(**CASES["bias_ratio"], strata=CASES["trait_anova"]["strata"])
     with pytest.raises(TypeError, match=r"does not take 'pivot'; cross_lingual_gap takes it"):
         ratio.compute(**CASES["bias_ratio"], pivot="en")
@@ -348,6 +348,107 @@ def test_combined_streaming_refuses_before_any_module_stores():
     expected = evaluate.combine([load_metric("bias_ratio"), load_metric("trait_anova")]).compute(
         **SCORES, strata=strata, protected_group="a", reference_group="b", bootstrap=0, n_permutations=0)
     assert combined.compute(protected_group="a", reference_group="b", bootstrap=0, n_permutations=0) == expected
+
+
+def test_a_combined_batch_one_module_refuses_is_stored_by_none():
+    """Each vlfair module's part of a combined batch is checked before any module stores it."""
+    ratio, rate = load_metric("bias_ratio"), load_metric("group_rate_gap")
+    combined = evaluate.combine([ratio, rate])
+    rows = {"predictions": [1.0, 2.0, 3.0, 4.0], "references": ["a", "a", "b", "b"]}
+    with pytest.raises(ValueError, match=r"group_rate_gap: groups is required"):
+        combined.add_batch(**rows)  # evaluate's own loop would have stored bias_ratio's part, then a KeyError
+    assert len(ratio) == len(rate) == 0
+    pair = evaluate.combine([load_metric("bias_difference"), load_metric("individual_fairness")])
+    embeddings = {name: [[0.1, 0.2]] * 4 for name in EMBEDDINGS}
+    with pytest.raises(ValueError, match=r"image_embeddings has NaN at row 0"):
+        pair.add_batch(predictions1=rows["predictions"], predictions2=rows["predictions"], references=rows["references"],
+                       **{**embeddings, "image_embeddings": [[float("nan"), 0.1]] * 4})
+    assert [len(module) for module in pair.evaluation_modules] == [0, 0]
+    with pytest.raises(ValueError, match=r"strata: no module of this evaluate.combine \(bias_ratio, group_rate_gap\) "
+                                         r"takes it as a column \(trait_anova would\)"):
+        combined.add_batch(**rows, groups=["f", "m"] * 2, strata=["s"] * 4)
+    with pytest.raises(ValueError, match=r"pivot: no module .* as a column; options go to compute or to evaluate.load"):
+        combined.add_batch(**rows, groups=["f", "m"] * 2, pivot="en")
+
+
+def test_a_refused_compute_keeps_the_rows_added():
+    anova = load_metric("trait_anova")
+    anova.add_batch(predictions=SCORES["predictions"], references=SCORES["references"])
+    refusals = [
+        ({"confidence": 1.5}, ValueError, r"confidence must be a number in \(0, 1\)"),
+        ({"strata": ["s"] * 24}, ValueError, r"trait_anova.compute: strata given without predictions, references: "
+                                             r"columns given to compute are one more batch of rows"),
+        ({"predictions": SCORES["predictions"], "references": SCORES["references"], "strata": ["s"] * 24}, ValueError,
+         r"strata is given in this batch \(from row 24\) but was left out for rows 0-23"),
+        ({"pivot": "en"}, TypeError, r"cross_lingual_gap takes it"),
+    ]
+    for call, error, message in refusals:
+        with pytest.raises(error, match=message):
+            anova.compute(**call)
+        assert len(anova) == 24, call
+    combined = evaluate.combine([load_metric("bias_ratio", protected_group="a", reference_group="b"), anova])
+    combined.evaluation_modules[0].add_batch(predictions=SCORES["predictions"], references=SCORES["references"])
+    with pytest.raises(ValueError, match=r"welch must be True or False, got 'yes'"):
+        combined.compute(welch="yes", bootstrap=0)  # trait_anova's option, refused before bias_ratio computes
+    assert [len(module) for module in combined.evaluation_modules] == [24, 24]
+    assert combined.compute(bootstrap=0, n_permutations=0)["f_statistic"] == load_metric("trait_anova").compute(
+        **SCORES, bootstrap=0)["f_statistic"]
+    with pytest.raises(ValueError, match=r"trait_anova: no inputs: pass predictions, references to compute"):
+        anova.compute()
+
+
+def test_modules_pickle_and_copy_as_evaluates_do():
+    import copy
+    import pickle
+
+    ratio = load_metric("bias_ratio", protected_group="a", reference_group="b", bootstrap=0)
+    for twin in (pickle.loads(pickle.dumps(ratio)), copy.deepcopy(ratio)):
+        assert twin.configured == {"protected_group": "a", "reference_group": "b", "bootstrap": 0}
+        assert twin.compute(**SCORES, n_permutations=0) == ratio.compute(**SCORES, n_permutations=0)
+
+
+def test_what_evaluate_load_would_take_and_ignore_is_refused():
+    with pytest.raises(TypeError, match=r"trait_anova has no configurations \(config_name='welch'\); give options as "
+                                        r"keywords: evaluate.load\(\.\.\., welch=\.\.\.\)"):
+        evaluate.load(str(metrics_dir() / "trait_anova"), "welch")
+    assert load_metric("trait_anova", config_name="default").config_name == "default"
+    with pytest.raises(TypeError, match=r"ranking_skew does not take 'seed'; .*retention.* take it"):
+        load_metric("ranking_skew", seed=3)  # it draws no random numbers: evaluate's numpy seed would change nothing
+
+
+def test_a_blank_label_in_an_optional_column_is_refused():
+    with pytest.raises(ValueError, match=r"trait_anova: strata is blank at row 3; a blank strata means 'left out'"):
+        load_metric("trait_anova").compute(**SCORES, strata=["s", "t", "s", ""] + ["s"] * 20)
+
+
+DISTRIBUTED = """
+import json, sys, vlfair
+process, cache, with_strata = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+anova = vlfair.load_metric("trait_anova", num_process=2, process_id=process, experiment_id="strata", cache_dir=cache)
+rows = slice(0, 12) if process == 0 else slice(12, 24)
+predictions, references = json.loads(sys.argv[4]), json.loads(sys.argv[5])
+anova.add_batch(predictions=predictions[rows], references=references[rows],
+                **({"strata": ["s", "t"] * 6} if with_strata else {}))
+try:
+    print(json.dumps(anova.compute(bootstrap=0)))
+except ValueError as error:
+    print(json.dumps(str(error)))
+"""
+
+
+def test_distributed_processes_that_disagree_on_an_optional_column_are_an_error(tmp_path):
+    """evaluate's own num_process/process_id: process 0 gathers every process's rows; rows with and
+    without strata would make "left out" a stratum of its own."""
+    outputs = {}
+    for case, strata in (("both", ("1", "1")), ("one", ("1", "0"))):
+        runs = [subprocess.Popen([sys.executable, "-c", DISTRIBUTED, str(process), str(tmp_path / case), strata[process],
+                                  json.dumps(SCORES["predictions"]), json.dumps(SCORES["references"])],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for process in (0, 1)]
+        outputs[case] = [json.loads(run.communicate(timeout=300)[0].splitlines()[-1]) for run in runs]
+    assert outputs["both"][1] is None and outputs["both"][0]["f_statistic"] == load_metric("trait_anova").compute(
+        **SCORES, strata=["s", "t"] * 12, bootstrap=0)["f_statistic"]
+    assert outputs["one"][0] == ("strata is left out for 12 of 24 rows (row 12 first), given for the others: give "
+                                 "strata with every batch on every process, or with none")
 
 
 # ---- labels of any kind ------------------------------------------------------------------------

@@ -301,9 +301,27 @@ def test_every_metric_widget_builds_and_computes_its_example(name):
     module = evaluate.load(f"vlfair/{name}")
     kinds = column_kinds(module)
     columns, options = parse_inputs(example_frame(space["EXAMPLE"], kinds), kinds, json.dumps(space["OPTIONS"]))
-    assert {k: v for k, v in columns.items() if k in space["EXAMPLE"]} == space["EXAMPLE"]
+    assert columns == space["EXAMPLE"]  # a column the example leaves empty (an optional one) is left out
     assert options == space["OPTIONS"] and space["demo"].title == f"Metric: {name}"
     assert module.compute(**columns, **options)
+
+
+def test_an_optional_column_left_empty_in_the_widget_is_left_out_and_a_partly_blank_one_is_named():
+    import evaluate
+
+    from vlfair.widget import column_kinds, example_frame, parse_inputs
+
+    _metric_app("trait_anova")
+    module = evaluate.load("vlfair/trait_anova")
+    kinds = column_kinds(module)
+    example = {"predictions": [0.7, 0.8, 0.6, 0.5, 0.7, 0.75, 0.65, 0.55], "references": ["a", "a", "b", "b"] * 2}
+    columns, _ = parse_inputs(example_frame(example, kinds), kinds, "{}")
+    assert "strata" not in columns
+    assert module.compute(**columns, bootstrap=0) == module.compute(**example, bootstrap=0)
+    table = example_frame({**example, "strata": ["f"] * 4 + ["m", "m", "m", ""]}, kinds)
+    columns, _ = parse_inputs(table, kinds, "{}")
+    with pytest.raises(ValueError, match=r"trait_anova: strata is blank at row 7; a blank strata means 'left out'"):
+        module.compute(**columns, bootstrap=0)
 
 
 def test_metric_widget_served_computes_like_the_measure_and_names_bad_cells():

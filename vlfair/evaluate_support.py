@@ -38,9 +38,14 @@ from evaluate.naming import camelcase_to_snakecase
 from vlfair import measures, metrics, stats
 
 TEXT = datasets.Value("string")
-# evaluate.EvaluationModule's own __init__ parameters (evaluate.load passes them with the user's options)
-_EVALUATE_INIT = frozenset(inspect.signature(evaluate.EvaluationModule.__init__).parameters) - {"self", "kwargs"}
+# evaluate.EvaluationModule's own __init__ parameters (evaluate.load passes them with the user's options);
+# "seed" is taken only by a module whose own option it is (evaluate's seed of numpy's generator would
+# change nothing in the others), "config_name" only as "default" (no vlfair module has configurations)
+_EVALUATE_INIT = frozenset(inspect.signature(evaluate.EvaluationModule.__init__).parameters) - {"self", "kwargs",
+                                                                                                 "seed"}
 _COMBINED_ADDS = frozenset({CombinedEvaluations.add.__code__, CombinedEvaluations.add_batch.__code__})
+LEFT_OUT = ""
+"""What fills an optional column that was left out (a label no user may give in that column)."""
 
 
 def label_features(fixed: dict[str, Any], labels: Sequence[str]) -> datasets.Features:
@@ -49,9 +54,10 @@ def label_features(fixed: dict[str, Any], labels: Sequence[str]) -> datasets.Fea
     return datasets.Features({**fixed, **{name: TEXT for name in labels}})
 
 
-def takers(name: str) -> list[str]:
-    """The vlfair modules that take ``name`` as an input or option (sorted)."""
-    return sorted(module for module, names in metrics.module_parameters().items() if name in names)
+def takers(name: str, columns_only: bool = False) -> list[str]:
+    """The vlfair modules that take ``name`` as an input or option (or, ``columns_only``, as a column), sorted."""
+    table = metrics.module_columns() if columns_only else metrics.module_parameters()
+    return sorted(module for module, names in table.items() if name in names)
 
 
 def _taken_by(module: Any) -> tuple[list[str], bool]:
@@ -67,9 +73,35 @@ def _taken_by(module: Any) -> tuple[list[str], bool]:
 def _not_taken(name: str, module: str, takes: Iterable[str], what: str = "") -> str:
     """Why ``name`` is refused by ``module`` (which takes ``takes``, ``what`` they are), and what to write instead."""
     others = [m for m in takers(name) if m != module]
-    where = (f"{', '.join(others)} take{'s' if len(others) == 1 else ''} it: leave it out here, or pass it to "
-             f"{' or '.join(others)}" if others else "no vlfair module takes it (a typo?)")
+    where = (f"{', '.join(others)} take{'s' if len(others) == 1 else ''} it: leave it out here" if others
+             else "no vlfair module takes it (a typo?)")
     return f"{module} does not take {name!r}; {where}. {module} takes {what}{', '.join(takes)}"
+
+
+def _who_would(name: str) -> str:
+    """`` (trait_anova would)`` after a name that no module of a combination takes, or `` (a typo?)``."""
+    return f" ({', '.join(takers(name))} would)" if takers(name) else " (a typo?)"
+
+
+def _stray_hint(name: str) -> str:
+    """What a name given to evaluate.combine's add_batch that none of its modules takes as a column is."""
+    if takers(name, columns_only=True):
+        return f" ({', '.join(takers(name, columns_only=True))} would)"
+    return "; options go to compute or to evaluate.load" if takers(name) else " (a typo?)"
+
+
+def optional_column(values: Sequence[str], name: str) -> Sequence[str] | None:
+    """An optional label column as a module's ``_compute`` receives it, for its measure: None where
+    every row left it out, the column where every row gave it. Rows that mix both (batches added by
+    processes of a distributed evaluation, some with the column and some without) are an error:
+    the left-out rows would become a group of their own."""
+    blank = [row for row, value in enumerate(values) if value == LEFT_OUT]
+    if len(blank) == len(values):
+        return None
+    if blank:
+        raise ValueError(f"{name} is left out for {len(blank)} of {len(values)} rows (row {blank[0]} first), "
+                         f"given for the others: give {name} with every batch on every process, or with none")
+    return values
 
 
 class CheckedInputs(evaluate.EvaluationModule):
@@ -100,7 +132,8 @@ class CheckedInputs(evaluate.EvaluationModule):
     _label_kinds: Mapping[str, str] = types.MappingProxyType({})  # each label column's kind over the batches
     _optional_given: Mapping[str, bool] = types.MappingProxyType({})  # which optional columns the batches hold
     configured: Mapping[str, Any] = types.MappingProxyType({})
-    """The options given at load (``evaluate.load(..., bootstrap=0)``): this module's defaults."""
+    """The options given at load (``evaluate.load(..., bootstrap=0)``): this module's defaults (read them;
+    on the instance they are a plain dict, so that a module pickles and deep-copies as evaluate's do)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Take evaluate's own arguments, and this module's options as its defaults
@@ -115,11 +148,15 @@ class CheckedInputs(evaluate.EvaluationModule):
         unknown = sorted(set(kwargs) - _EVALUATE_INIT)
         if unknown:  # evaluate itself would accept and ignore them
             raise TypeError("; ".join(_not_taken(name, self._module(), names, "the options ") for name in unknown))
+        config_name = args[0] if args else kwargs.get("config_name")
+        if config_name not in (None, "default"):  # evaluate would take it and change nothing
+            raise TypeError(f"{self._module()} has no configurations (config_name={config_name!r}); give options "
+                            f"as keywords: evaluate.load(..., {names[0]}=...); its options are {', '.join(names)}")
         measures.check_options(**{name: value for name, value in options.items() if name in measures.OPTIONS})
         if "seed" in options:  # evaluate's own seed (numpy's during compute) is the module's seed too
             kwargs["seed"] = options["seed"]
         super().__init__(*args, **kwargs)
-        self.configured = types.MappingProxyType(options)
+        self.configured = dict(options)
 
     @classmethod
     def option_names(cls) -> list[str]:
@@ -139,23 +176,14 @@ class CheckedInputs(evaluate.EvaluationModule):
         caller = sys._getframe(1)
         if caller.f_code in _COMBINED_ADDS:
             batch, combination = caller.f_locals["batch"], caller.f_locals["self"]
-            columns = set().union(*(module._feature_names() for module in combination.evaluation_modules))
-            strays = sorted(name for name, value in batch.items() if value is not None and name not in columns)
-            if strays:  # evaluate.combine would drop them unseen
-                raise ValueError(f"{', '.join(strays)}: no module of this evaluate.combine "
-                                 f"({', '.join(combination.evaluation_module_names)}) takes "
-                                 f"{'it' if len(strays) == 1 else 'them'} as a column; options go to compute or "
-                                 "to evaluate.load")
-            given = {name for name, value in batch.items() if value is not None}
-            for module in combination.evaluation_modules:  # before any module stores the batch
-                if isinstance(module, CheckedInputs):
-                    module._optional_columns(given)
-            names = [name for name in names if name not in self.OPTIONAL or name in given]
+            if self is _first_vlfair(combination):  # once per batch, before any vlfair module stores it
+                _check_combined_batch(combination, batch, one_row=caller.f_code is CombinedEvaluations.add.__code__)
+            names = [name for name in names if name not in self.OPTIONAL or batch.get(name) is not None]
         return names
 
     def add_batch(self, *, predictions=None, references=None, **columns):
         """Add a batch of rows (an optional column may be left out: from every batch, or from none)."""
-        batch = self._checked({"predictions": predictions, "references": references, **columns})
+        batch, kinds, optional_given = self._checked({"predictions": predictions, "references": references, **columns})
         stored = self.writer is not None
         try:
             super().add_batch(**batch)
@@ -165,6 +193,7 @@ class CheckedInputs(evaluate.EvaluationModule):
             raise
         first = next((column for column in batch.values() if column is not None), [])
         self._rows_added += len(first)
+        self._label_kinds, self._optional_given = kinds, optional_given
 
     def add(self, *, prediction=None, reference=None, **columns):
         """Add one row (an optional column may be left out). evaluate.combine passes ``predictions``
@@ -177,29 +206,54 @@ class CheckedInputs(evaluate.EvaluationModule):
     def compute(self, *, predictions=None, references=None, **kwargs):
         """Compute the module (an optional column may be left out); the module is ready for the next
         compute whether this one succeeds or is refused. Options given here win over those given at load."""
-        given = self._taken({"predictions": predictions, "references": references, **kwargs}, sys._getframe(1))
+        caller = sys._getframe(1)
+        combination = caller.f_locals["self"] if caller.f_code is CombinedEvaluations.compute.__code__ else None
+        everything = {"predictions": predictions, "references": references, **kwargs}
+        given = self._taken(dict(everything), combination)
+        # what can be refused is refused here, before anything is computed: the rows added are kept
+        if combination is None:
+            self._check_compute(given, columns_too=self.writer is not None)  # else a refused batch loses nothing
+        elif self is _first_vlfair(combination):  # for every vlfair module, before the first computes
+            for module in combination.evaluation_modules:
+                if isinstance(module, CheckedInputs):
+                    module._check_compute(module._taken(dict(everything), combination), columns_too=True)
         if any(given.get(name) is not None for name in self._feature_names()):
             for name in self.OPTIONAL:  # evaluate requires every column: an omitted one is filled by add_batch
                 given.setdefault(name, None)
-        elif self.writer is None:
-            raise ValueError(f"{self.name}: no inputs: pass {', '.join(self._feature_names())} to compute "
-                             "(or add them with add_batch first)")
-        given = {**self.configured, **given}
-        try:
-            return super().compute(**given)
+        try:  # a measure that refuses the rows: evaluate has read them, as after a successful compute
+            return super().compute(**{**self.configured, **given})
         except BaseException:
             self._discard_inputs()
             raise
         finally:
             self._forget_batches()
 
-    def _taken(self, given: dict[str, Any], caller: types.FrameType) -> dict[str, Any]:
+    def _check_compute(self, given: dict[str, Any], columns_too: bool) -> None:
+        """Refuse, before evaluate stores or computes anything, a compute call that would fail on what
+        it was given: option values out of range, no rows at all, columns that are not one whole batch,
+        and (``columns_too``) columns that add_batch would refuse."""
+        options = {**self.configured, **{name: given[name] for name in self.option_names() if name in given}}
+        measures.check_options(**{name: value for name, value in options.items() if name in measures.OPTIONS})
+        required = [name for name in self._feature_names() if name not in self.OPTIONAL]
+        columns = [name for name in self._feature_names() if given.get(name) is not None]
+        if not columns:
+            if self.writer is None:
+                raise ValueError(f"{self.name}: no inputs: pass {', '.join(required)} to compute "
+                                 "(or add them with add_batch first)")
+            return
+        missing = [name for name in required if name not in columns]
+        if missing and self.writer is not None:
+            raise ValueError(f"{self.name}.compute: {', '.join(columns)} given without {', '.join(missing)}: columns "
+                             "given to compute are one more batch of rows; give each column of the rows added with "
+                             "add_batch, or every column to compute")
+        if columns_too:
+            self._checked({name: given.get(name) for name in self._feature_names()})  # as add_batch: stores nothing
+
+    def _taken(self, given: dict[str, Any], combination: CombinedEvaluations | None) -> dict[str, Any]:
         """The keywords of a compute call this module takes. Called by evaluate.combine's compute, a
         name another module of that combination takes is left to it; any other name is an error
         (raised before anything is computed, the rows added so far kept)."""
         mine, _ = _taken_by(self)
-        combination: CombinedEvaluations | None = (
-            caller.f_locals["self"] if caller.f_code is CombinedEvaluations.compute.__code__ else None)
         others = [_taken_by(module) for module in combination.evaluation_modules if module is not self] \
             if combination is not None else []
         refused = []
@@ -217,12 +271,12 @@ class CheckedInputs(evaluate.EvaluationModule):
         if refused and combination is not None:
             modules = ", ".join(combination.evaluation_module_names)
             raise TypeError("; ".join(f"{name!r}: no module of this evaluate.combine ({modules}) takes it"
-                                      + (f" ({', '.join(takers(name))} would)" if takers(name) else " (a typo?)")
-                                      for name in refused))
+                                      + _who_would(name) for name in refused))
         return given
 
-    def _checked(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """The batch's columns checked and converted by their features; a refused batch stores nothing."""
+    def _checked(self, batch: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], dict[str, bool]]:
+        """The batch's columns checked and converted by their features, and the label kinds and optional
+        columns the module holds once the batch is stored. Changes nothing: a refused batch stores nothing."""
         features = self.features  # one Features (label_features): never evaluate's list of formats
         given = {name: _rows(batch[name], name) for name in features if batch.get(name) is not None}
         lengths = {name: len(column) for name, column in given.items()}
@@ -236,10 +290,13 @@ class CheckedInputs(evaluate.EvaluationModule):
             if column is None:
                 if name not in self.OPTIONAL:
                     raise ValueError(f"{self.name}: {name} is required (one value per row)")
-                column = [""] * size
+                column = [LEFT_OUT] * size
             batch[name] = self._column(name, feature, column, kinds)
-        self._label_kinds, self._optional_given = kinds, optional_given
-        return batch
+            if name in self.OPTIONAL and name in given and LEFT_OUT in batch[name]:
+                row = self._rows_added + batch[name].index(LEFT_OUT)
+                raise ValueError(f"{self.name}: {name} is blank at row {row}; a blank {name} means 'left out': "
+                                 f"name every row's {name}, or leave the column out")
+        return batch, kinds, optional_given
 
     def _optional_columns(self, given: set[str]) -> dict[str, bool]:
         """Which optional columns the rows added so far and this batch hold; an error where a column
@@ -292,8 +349,28 @@ class CheckedInputs(evaluate.EvaluationModule):
 
     def _forget_batches(self) -> None:
         """Start counting rows, label kinds and optional columns afresh (after a compute or a discard)."""
-        self._rows_added, self._label_kinds = 0, types.MappingProxyType({})
-        self._optional_given = types.MappingProxyType({})
+        self._rows_added, self._label_kinds, self._optional_given = 0, {}, {}
+
+
+def _first_vlfair(combination: CombinedEvaluations) -> CheckedInputs | None:
+    """The combination's first vlfair module: the one that checks a call for all of them."""
+    return next((module for module in combination.evaluation_modules if isinstance(module, CheckedInputs)), None)
+
+
+def _check_combined_batch(combination: CombinedEvaluations, batch: dict[str, Any], one_row: bool) -> None:
+    """Refuse a batch of evaluate.combine's add_batch (or add: ``one_row``) that some module would not
+    store, before any vlfair module stores it: a name no module takes as a column (evaluate would drop
+    it unseen), and each vlfair module's part of it as that module's add_batch would check it."""
+    columns = set().union(*(module._feature_names() for module in combination.evaluation_modules))
+    strays = sorted(name for name, value in batch.items() if value is not None and name not in columns)
+    if strays:
+        modules = ", ".join(combination.evaluation_module_names)
+        raise ValueError("; ".join(f"{name}: no module of this evaluate.combine ({modules}) takes it as a column"
+                                   + _stray_hint(name) for name in strays))
+    for module in combination.evaluation_modules:
+        if isinstance(module, CheckedInputs):
+            part = {name: batch.get(name) for name in module.features}
+            module._checked({name: [value] if one_row and value is not None else value for name, value in part.items()})
 
 
 def _rows(column: Any, name: str) -> Any:
@@ -310,4 +387,4 @@ def _rows(column: Any, name: str) -> Any:
     return column
 
 
-__all__ = ["CheckedInputs", "label_features", "takers"]
+__all__ = ["LEFT_OUT", "CheckedInputs", "label_features", "optional_column", "takers"]

@@ -40,15 +40,25 @@ def _module_tree(name: str) -> ast.Module:
     return ast.parse((metrics_dir() / name / f"{name}.py").read_text(encoding="utf-8"))
 
 
+def _compute_arguments(name: str) -> tuple[list[str], list[str]]:
+    """The shipped module's ``_compute`` parameters: its columns (no default: evaluate passes every
+    column) and its options (with a default)."""
+    compute = next(node for node in ast.walk(_module_tree(name))
+                   if isinstance(node, ast.FunctionDef) and node.name == "_compute")
+    arguments = [a.arg for a in compute.args.args if a.arg != "self"]
+    columns = len(arguments) - len(compute.args.defaults)
+    return arguments[:columns], arguments[columns:] + [a.arg for a in compute.args.kwonlyargs]
+
+
 def module_parameters() -> dict[str, frozenset[str]]:
     """Each shipped module's inputs and options (the parameters of its ``_compute``): to name, in
     an error, the modules that take a name."""
-    parameters = {}
-    for name in available_metrics():
-        compute = next(node for node in ast.walk(_module_tree(name))
-                       if isinstance(node, ast.FunctionDef) and node.name == "_compute")
-        parameters[name] = frozenset(a.arg for a in [*compute.args.args, *compute.args.kwonlyargs] if a.arg != "self")
-    return parameters
+    return {name: frozenset(sum(_compute_arguments(name), [])) for name in available_metrics()}
+
+
+def module_columns() -> dict[str, frozenset[str]]:
+    """Each shipped module's columns (one value per row: what add_batch takes)."""
+    return {name: frozenset(_compute_arguments(name)[0]) for name in available_metrics()}
 
 
 def module_type(name: str) -> str:
@@ -127,4 +137,4 @@ def load_metric(name: str, **kwargs: Any) -> Any:
 
 
 __all__ = ["MEASURES", "NAMESPACE", "available_metrics", "install_metrics", "load_metric", "metric_card", "metrics_dir",
-           "module_parameters", "module_type"]
+           "module_columns", "module_parameters", "module_type"]

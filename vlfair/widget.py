@@ -88,9 +88,9 @@ def parse_inputs(table: pd.DataFrame, kinds: dict[str, str], options_text: str) 
     """Table rows and options JSON -> compute arguments; a bad cell is named by row and column."""
     rows = table.astype(object).where(table.notna(), "")
     rows = rows[rows.astype(str).apply(lambda c: c.str.strip()).ne("").any(axis=1)]
-    columns = {name: [_cell(cell, kind, row, name) for row, cell in zip(rows.index, rows[name] if name in rows
-                                                                       else [""] * len(rows))]
-               for name, kind in kinds.items()}
+    blank = [name for name in kinds if name not in rows or rows[name].astype(str).str.strip().eq("").all()]
+    columns = {name: [_cell(cell, kind, row, name) for row, cell in zip(rows.index, rows[name])]
+               for name, kind in kinds.items() if name not in blank}  # an empty column is left out (optional ones)
     try:
         options = json.loads(options_text) if options_text and options_text.strip() else {}
     except json.JSONDecodeError as exc:

@@ -63,7 +63,7 @@ class GroupRateGap(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
 
     def _compute(self, predictions, references, groups, languages, bootstrap=vlfair.measures.BOOTSTRAP,
                  confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED):
-        languages = None if all(language == "" for language in languages) else languages
+        languages = vlfair.evaluate_support.optional_column(languages, "languages")  # None where left out
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.group_rate_gap(predictions, references, groups, languages=languages,
                                               bootstrap=bootstrap, confidence=confidence, seed=seed).to_dict()

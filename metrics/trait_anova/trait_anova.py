@@ -67,7 +67,7 @@ class TraitAnova(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
 
     def _compute(self, predictions, references, strata, welch=False, bootstrap=vlfair.measures.BOOTSTRAP,
                  confidence=vlfair.measures.CONFIDENCE, seed=vlfair.measures.SEED):
-        strata = None if all(s == "" for s in strata) else strata
+        strata = vlfair.evaluate_support.optional_column(strata, "strata")  # None where left out
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.trait_anova(predictions, references, strata=strata, welch=welch, bootstrap=bootstrap,
                                            confidence=confidence, seed=seed).to_dict()
