@@ -286,6 +286,16 @@ def test_pfi_and_professions_builders(tmp_path):
     senators = load_dataset("pfi", source=tmp_path / "pfi-out", subset="senator")
     assert senators["name"] == ["Ann A", "Bob B"] and senators["party"] == ["D", "R"]
     assert load_dataset("pfi", source=tmp_path / "pfi-out")["sport"] == [None, None, "tennis"]
+    # the study's own folder names ('senator', 'mayors', 'representatives', 'athletes', 'actors') as categories
+    study = tmp_path / "pfi-study"
+    _placeholders(study, [f"{n}.jpg" for n in range(5)])
+    (study / "metadata.csv").write_text("file,name,category,gender\n" + "".join(
+        f"{n}.jpg,P {n},{folder},Female\n" for n, folder in
+        enumerate(["senator", "mayors", "representatives", "athletes", "actors"])))
+    prepare("pfi", study, tmp_path / "study-out")
+    assert load_dataset("pfi", source=tmp_path / "study-out")["category"] == [
+        "senator", "mayor", "representative", "athlete", "actor"]
+    assert load_dataset("pfi", source=tmp_path / "study-out", subset="mayor")["name"] == ["P 1"]
     tree = tmp_path / "professions"
     _placeholders(tree, ["doctor/female/Black/1.jpg", "doctor/male/White/1.jpg", "nurse/female/Asian/2.jpg"])
     prepare("professions", tree, tmp_path / "prof-out")

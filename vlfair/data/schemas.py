@@ -32,6 +32,10 @@ ALIASES = {
     "white": "White", "black": "Black", "indian": "Indian",
     "male": "Male", "man": "Male", "men": "Male", "female": "Female", "woman": "Female", "women": "Female",
     "70+": "more than 70", "more than 70": "more than 70",
+    # the P-FI study's own folder names ("the images in each folder of 'senator', 'mayors',
+    # 'representatives', 'athletes', and 'actors'"), beside vlfair's singular categories
+    "senators": "senator", "mayors": "mayor", "representatives": "representative", "athletes": "athlete",
+    "actors": "actor",
 }
 
 
