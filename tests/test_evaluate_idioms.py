@@ -162,6 +162,7 @@ ALTERNATIVE = {  # a value of each option that changes the case's result (or is 
     "bootstrap": 0, "confidence": 0.8, "seed": 1, "n_permutations": 0, "welch": True, "pivot": "de",
     "tolerance": -1.0, "k": 1, "target": "dataset", "smoothing": 0.0, "bias_pair": ("q", "p"),
     "item_groups": ["q", "p", "p"], "num_words": 3, "protected_group": "c", "reference_group": "c",
+    "zero_count": "dvl",
 }
 ALTERNATIVE_FOR = {("word_influence", "k"): 2}
 PARTNER = {  # a module each combines with (the case's shared names agree)

@@ -116,6 +116,71 @@ def test_ranking_skew_by_hand():
     assert dataset["max_skew"] == pytest.approx(0) and dataset["target"] == {"m": 0.25, "w": 0.75}
 
 
+def _brute_force_skews(scores, groups, k, target, zero_count, smoothing=0.5):
+    """MaxSkew@k, MinSkew@k and NDKL@k of one query, written out item by item as their definitions
+    read (DVL's for zero_count="dvl": oxai/debias-vision-lang, measuring_bias.py): no numpy."""
+    names = sorted(set(groups))
+    ranked = [groups[i] for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i))][:k]
+    share = {n: 1 / len(names) if target == "uniform" else groups.count(n) / len(groups) for n in names}
+    skews = {}
+    for n in names:
+        count = ranked.count(n)
+        if zero_count == "dvl":
+            p = (count if count > 0 else 1) / k
+        else:
+            p = (count + smoothing) / (k + smoothing * len(names))
+        skews[n] = math.log(p) - math.log(share[n])
+    max_skew = max(0, *skews.values()) if zero_count == "dvl" else max(skews.values())
+    ndkl = z = 0.0
+    for i in range(1, k + 1):
+        prefix = ranked[:i]
+        kl = sum((prefix.count(n) / i) * math.log((prefix.count(n) / i) / share[n]) for n in names if n in prefix)
+        ndkl += kl / math.log2(i + 1)
+        z += 1 / math.log2(i + 1)
+    return max_skew, min(skews.values()), ndkl / z
+
+
+@pytest.mark.parametrize("zero_count", ["dvl", "smoothed"])
+@pytest.mark.parametrize("target", ["uniform", "dataset"])
+def test_ranking_skew_equals_a_brute_force_reference(target, zero_count):
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        items, queries = int(rng.integers(4, 30)), int(rng.integers(1, 5))
+        groups = [str(g) for g in rng.choice(["a", "b", "c"][: int(rng.integers(2, 4))], size=items)]
+        if len(set(groups)) < 2:
+            continue
+        # whole-number scores in half the trials: ties, ranked by index
+        scores = rng.integers(0, 5, size=(queries, items)).astype(float) if trial % 2 else rng.normal(size=(queries, items))
+        k = int(rng.integers(1, items + 1))
+        result = M.ranking_skew(scores, groups, k=k, target=target, zero_count=zero_count)
+        for q in range(queries):
+            max_skew, min_skew, ndkl = _brute_force_skews(scores[q].tolist(), groups, k, target, zero_count)
+            assert result["max_skew_per_query"][q] == pytest.approx(max_skew, abs=1e-12)
+            assert result["min_skew_per_query"][q] == pytest.approx(min_skew, abs=1e-12)
+            assert result["ndkl_per_query"][q] == pytest.approx(ndkl, abs=1e-12)
+
+
+def test_ranking_skew_dvl_convention_by_hand():
+    # k=2 of four items: both men retrieved, no woman: DVL counts the women as 1/k
+    result = M.ranking_skew([[3, 2, 1, 0]], ["m", "m", "w", "w"], k=2, zero_count="dvl")
+    assert result["skew"] == {"m": pytest.approx(math.log(1 / 0.5)), "w": pytest.approx(math.log(0.5 / 0.5))}
+    assert result["max_skew"] == pytest.approx(math.log(2)) and result["min_skew"] == 0.0
+    assert result["zero_count"] == "dvl" and result["smoothing"] is None
+    with pytest.raises(ValueError, match=r"smoothing=0.0 applies to zero_count='smoothed'"):
+        M.ranking_skew([[3, 2, 1, 0]], ["m", "m", "w", "w"], k=2, zero_count="dvl", smoothing=0.0)
+    with pytest.raises(ValueError, match=r"zero_count must be 'smoothed' or 'dvl', got 'raw'"):
+        M.ranking_skew([[3, 2, 1, 0]], ["m", "m", "w", "w"], k=2, zero_count="raw")
+
+
+def test_top_k_order_is_the_stable_sorts_first_k():
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        rows, items = int(rng.integers(1, 5)), int(rng.integers(1, 60))
+        k = int(rng.integers(1, items + 1))
+        scores = rng.integers(0, 4, size=(rows, items)).astype(float) if trial % 2 else rng.normal(size=(rows, items))
+        assert (M.top_k_order(scores, k) == np.argsort(-scores, axis=1, kind="stable")[:, :k]).all()
+
+
 def test_trait_anova_per_stratum_equals_scipy():
     rng = np.random.default_rng(1)
     races = np.tile(["Black", "East Asian", "White", "Indian"], 30)

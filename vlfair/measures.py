@@ -222,7 +222,9 @@ OPTIONS: dict[str, _Rule] = {
     "welch": _Rule(lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
     "k": _Rule(_whole(1), "a whole number >= 1"),
     "num_words": _Rule(_whole(1), "a whole number >= 1"),
-    "smoothing": _Rule(_finite_at_least_0, "a finite number >= 0 (0: no smoothing)"),
+    "smoothing": _Rule(lambda v: v is None or _finite_at_least_0(v),
+                       "None or a finite number >= 0 (None: 0.5 with zero_count='smoothed'; 0: no smoothing)"),
+    "zero_count": _Rule(lambda v: isinstance(v, str) and v in ("smoothed", "dvl"), "'smoothed' or 'dvl'"),
     "tolerance": _Rule(_finite_at_least_0, "a finite number >= 0"),
     "target": _Rule(lambda v: v in ("uniform", "dataset") if isinstance(v, str) else isinstance(v, Mapping),
                     "'uniform', 'dataset' or a dict of each group's share"),
@@ -1040,6 +1042,10 @@ def retention(scores: npt.ArrayLike, references: npt.ArrayLike, bootstrap: int =
 
 
 # ---- ranking_skew -----------------------------------------------------------------------
+SMOOTHING = 0.5
+"""The count ``ranking_skew`` adds to every group under ``zero_count="smoothed"`` (Jeffreys)."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class RankingSkew(MeasureResult):
     """The result of :func:`ranking_skew`: means over queries, then each query's values."""
@@ -1064,21 +1070,28 @@ class RankingSkew(MeasureResult):
     """The two groups (a, b) of Bias@k."""
     k: int
     num_queries: int
-    smoothing: float
-    """The count added to every group for Skew (0: a group absent from the top k has Skew -inf)."""
+    zero_count: str
+    """How a group absent from the top k counts for Skew: "smoothed" or "dvl" (see :func:`ranking_skew`)."""
+    smoothing: float | None
+    """The count added to every group for Skew under "smoothed" (0: an absent group has Skew -inf); None under "dvl"."""
 
 
 @_checked
 def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str | Mapping[str, float] = "uniform",
-                 smoothing: float = 0.5, bias_pair: Sequence[Any] | None = None) -> RankingSkew:
+                 smoothing: float | None = None, bias_pair: Sequence[Any] | None = None,
+                 zero_count: str = "smoothed") -> RankingSkew:
     """Skew of the top-k items a text query retrieves, averaged over queries.
 
     ``scores``: (queries, items) or one query's (items,). Items are ranked by score, ties by
     index. Target p*: "uniform" over the groups present, "dataset" (each group's share of all
     items), or a dict of shares. Skew@k(a) = ln(p_k(a) / p*(a)); MaxSkew@k and MinSkew@k are its
-    max and min over groups. Zero counts: a group absent from the top k would have Skew -inf,
-    so Skew uses counts smoothed by ``smoothing`` (default 0.5, Jeffreys): p_k(a) =
-    (n_a + s) / (k + s |A|); ``smoothing=0`` reports -inf. NDKL = (1/Z) sum_{i<=k}
+    max and min over groups. Zero counts: a group absent from the top k would have Skew -inf.
+    ``zero_count="smoothed"`` (the default) smooths every count by ``smoothing`` (default 0.5,
+    Jeffreys): p_k(a) = (n_a + s) / (k + s |A|); ``smoothing=0`` reports -inf.
+    ``zero_count="dvl"`` is oxai/debias-vision-lang's convention (``measuring_bias.py``,
+    ``compute_skew_metrics``): p_k(a) = n_a / k and an absent group counts as 1 / k (DVL's maximum
+    starts at 0, which never binds: these shares sum to at least 1, so some group's Skew is >= 0);
+    MinSkew, which DVL does not compute, uses the same counts. NDKL = (1/Z) sum_{i<=k}
     KL(p_i || p*) / log2(i + 1) with Z = sum 1/log2(i + 1), on raw counts and 0 ln 0 = 0, so it
     is >= 0 and 0 when every prefix matches the target. Bias@k = (n_a - n_b) / k for two groups
     (``bias_pair``, default the two groups in sorted order), in [-1, 1].
@@ -1088,18 +1101,24 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
         item_groups: each item's group.
         k: how many top items each query retrieves.
         target: the target distribution p*: "uniform", "dataset" or a dict of shares by group.
-        smoothing: the count added to every group for Skew (0: none).
+        smoothing: the count added to every group for Skew under "smoothed" (None: 0.5; 0: none).
         bias_pair: the two groups (a, b) of Bias@k; None: the two groups present, if there are two.
+        zero_count: "smoothed" or "dvl": how a group absent from the top k counts for Skew.
 
     Returns:
         A :class:`RankingSkew`; means over queries: ``max_skew``, ``min_skew``, ``ndkl``, ``bias_at_k`` (None without a
         pair) and ``skew`` by group; per query: ``max_skew_per_query``, ``min_skew_per_query``,
         ``ndkl_per_query``, ``bias_at_k_per_query``; ``target`` (p* by group), ``bias_pair``,
-        ``k``, ``num_queries``, ``smoothing``.
+        ``k``, ``num_queries``, ``zero_count``, ``smoothing``.
 
     Raises:
-        ValueError: bad input, named: shapes, k outside 1..items, a bad target or bias_pair.
+        ValueError: bad input, named: shapes, k outside 1..items, a bad target or bias_pair, a
+            ``smoothing`` with ``zero_count="dvl"`` (which does not smooth).
     """
+    if zero_count == "dvl" and smoothing is not None:
+        raise ValueError(f"smoothing={smoothing!r} applies to zero_count='smoothed'; zero_count='dvl' counts a group "
+                         "absent from the top k as 1/k: leave smoothing out")
+    smoothing = SMOOTHING if smoothing is None and zero_count == "smoothed" else smoothing
     matrix = float_column(scores, "predictions", ndim=(1, 2))
     matrix = matrix[None, :] if matrix.ndim == 1 else matrix
     groups = _labels(item_groups, "item_groups")
@@ -1111,12 +1130,13 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     if len(names) < 2:  # one group has every share: its skew is 0 whatever the ranking
         raise ValueError(f"a skew needs at least 2 groups; item_groups hold only {names}")
     p_star = _target(target, names, codes)
-    order = np.argsort(-matrix, axis=1, kind="stable")[:, :k]
+    order = top_k_order(matrix, k)
     ranked = codes[order]  # (Q, k)
     prefix_counts = np.stack([np.cumsum(ranked == g, axis=1) for g in range(len(names))], axis=2)  # (Q, k, G)
     counts_k = prefix_counts[:, -1, :].astype(float)
     with np.errstate(divide="ignore"):
-        skew = np.log((counts_k + smoothing) / (k + smoothing * len(names)) / p_star)
+        skew = np.log(_top_k_shares(counts_k, k, zero_count, smoothing) / p_star)
+    max_skew = skew.max(axis=1)
     positions = np.arange(1, k + 1)
     shares = prefix_counts / positions[None, :, None]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -1131,14 +1151,40 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
             _require_present(group, names, "bias_pair group", "item_groups")
         bias = (counts_k[:, names.index(pair[0])] - counts_k[:, names.index(pair[1])]) / k
     return RankingSkew(
-        max_skew=float(skew.max(axis=1).mean()), min_skew=float(skew.min(axis=1).mean()),
+        max_skew=float(max_skew.mean()), min_skew=float(skew.min(axis=1).mean()),
         ndkl=float(ndkl.mean()), bias_at_k=None if bias is None else float(bias.mean()),
         skew={n: float(skew[:, i].mean()) for i, n in enumerate(names)},
-        max_skew_per_query=skew.max(axis=1).tolist(), min_skew_per_query=skew.min(axis=1).tolist(),
+        max_skew_per_query=max_skew.tolist(), min_skew_per_query=skew.min(axis=1).tolist(),
         ndkl_per_query=ndkl.tolist(), bias_at_k_per_query=None if bias is None else bias.tolist(),
         target={n: float(p) for n, p in zip(names, p_star)}, bias_pair=pair, k=int(k),
-        num_queries=int(matrix.shape[0]), smoothing=smoothing,
+        num_queries=int(matrix.shape[0]), zero_count=zero_count, smoothing=smoothing,
     )
+
+
+def _top_k_shares(counts: npt.NDArray[np.float64], k: int, zero_count: str,
+                  smoothing: float | None) -> npt.NDArray[np.float64]:
+    """p_k(a) of each group from its count in the top k, by the zero-count convention (see :func:`ranking_skew`)."""
+    if zero_count == "dvl":
+        return np.where(counts > 0, counts, 1.0) / k
+    assert smoothing is not None  # set by ranking_skew under "smoothed"
+    return (counts + smoothing) / (k + smoothing * counts.shape[-1])
+
+
+def top_k_order(scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int64]:
+    """Each row's k highest-scoring columns, best first; equal scores by column index (as a stable
+    sort of every column would rank them). ``argpartition`` finds the k, then only those are sorted,
+    so a query over N items costs O(N + k log k), not a sort of all N."""
+    if k >= scores.shape[1]:
+        return np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    kth = np.partition(-scores, k - 1, axis=1)[:, k - 1:k]  # the k-th best score of each row, negated
+    # every column better than the k-th, then the ties at the k-th by index, up to k in all
+    better = -scores < kth
+    tied = -scores == kth
+    take = better | (tied & (np.cumsum(tied, axis=1) <= k - better.sum(axis=1, keepdims=True)))
+    rows, columns = np.nonzero(take)
+    chosen = columns.reshape(scores.shape[0], k)
+    picked = np.take_along_axis(scores, chosen, axis=1)
+    return np.take_along_axis(chosen, np.argsort(-picked, axis=1, kind="stable"), axis=1)
 
 
 def _target(target: str | Mapping[str, float], names: list[str],

@@ -20,8 +20,9 @@ Skew of the images a text query retrieves. Items (images) are ranked by their sc
 query; the group shares in the top k are compared with a target distribution p*: uniform over
 the groups present (default), the dataset's own shares ("dataset"), or given shares.
 Skew@k(a) = ln(p_k(a) / p*(a)); MaxSkew@k and MinSkew@k are its extremes over groups.
-Zero counts: Skew smooths counts by `smoothing` (default 0.5), so a group absent from the top k
-gets a finite, strongly negative skew; `smoothing=0` reports -inf. NDKL = (1/Z) sum_{i<=k}
+Zero counts: by default Skew smooths counts by `smoothing` (default 0.5), so a group absent from
+the top k gets a finite, strongly negative skew; `smoothing=0` reports -inf. `zero_count="dvl"`
+is debias-vision-lang's convention: an absent group counts as 1/k and MaxSkew is at least 0. NDKL = (1/Z) sum_{i<=k}
 KL(p_i || p*) / log2(i + 1) on raw counts (0 ln 0 = 0). Bias@k = (n_a - n_b) / k for two groups.
 Several queries (rows) are averaged.
 """
@@ -32,7 +33,8 @@ Args:
     item_groups (`list` of `str`): the group of every item (same order as the scores).
     k (`int`): size of the top list; at most the number of items.
     target (`str` or `dict`, defaults to "uniform"): "uniform", "dataset" or {group: share}.
-    smoothing (`float`, defaults to 0.5): additive count smoothing for Skew.
+    smoothing (`float`, defaults to 0.5 under zero_count="smoothed"): additive count smoothing for Skew.
+    zero_count (`str`, defaults to "smoothed"): "smoothed", or "dvl" (an absent group counts as 1/k; MaxSkew >= 0).
     bias_pair (`list` of 2 `str`, optional): the groups (a, b) of Bias@k; default the two groups in sorted order.
 Returns:
     max_skew, min_skew, ndkl (`float`); bias_at_k (`float` or None when there are not two groups).
@@ -62,9 +64,10 @@ class RankingSkew(vlfair.evaluate_support.CheckedInputs, evaluate.Measurement):
             reference_urls=["https://arxiv.org/abs/1905.01989"],
         )
 
-    def _compute(self, predictions, item_groups=None, k=None, target="uniform", smoothing=0.5, bias_pair=None):
+    def _compute(self, predictions, item_groups=None, k=None, target="uniform", smoothing=None, bias_pair=None,
+                 zero_count="smoothed"):
         if item_groups is None or k is None:
             raise ValueError("item_groups and k are required: the group of every item and the size of the top list")
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.ranking_skew(predictions, item_groups, k, target=target, smoothing=smoothing,
-                                            bias_pair=bias_pair).to_dict()
+                                            bias_pair=bias_pair, zero_count=zero_count).to_dict()
