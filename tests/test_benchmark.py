@@ -45,3 +45,15 @@ def test_compare_benchmark_prints_its_ratios():
                         r"rescore_vs_rerun=[\d.]+ samples_bytes=\d+", lines[-1]), lines[-1]
     for label in ("(a) re-run from cached embeddings", "(b) rescore", "(c) compare: ", "138 differences on 280"):
         assert label in result.stdout
+
+
+def test_ranking_skew_benchmark_prints_its_ratios():
+    """benchmarks/ranking_skew_speed.py --quick: ranking_skew's bootstrap for three attributes against
+    re-ranking every resample from scratch, and its contract line."""
+    script = SCRIPT.parent / "ranking_skew_speed.py"
+    result = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert re.fullmatch(r"ratio_vs_full_rerank=[\d.]+ topk_vs_sort=[\d.]+ seconds_gender=[\d.]+ seconds_race=[\d.]+ "
+                        r"seconds_age=[\d.]+", lines[-1]), lines[-1]
+    assert [line.split()[0] for line in lines[1:4]] == ["gender", "race", "age"]

@@ -152,7 +152,7 @@ def test_ranking_skew_equals_a_brute_force_reference(target, zero_count):
         # whole-number scores in half the trials: ties, ranked by index
         scores = rng.integers(0, 5, size=(queries, items)).astype(float) if trial % 2 else rng.normal(size=(queries, items))
         k = int(rng.integers(1, items + 1))
-        result = M.ranking_skew(scores, groups, k=k, target=target, zero_count=zero_count)
+        result = M.ranking_skew(scores, groups, k=k, target=target, zero_count=zero_count, bootstrap=0)
         for q in range(queries):
             max_skew, min_skew, ndkl = _brute_force_skews(scores[q].tolist(), groups, k, target, zero_count)
             assert result["max_skew_per_query"][q] == pytest.approx(max_skew, abs=1e-12)
@@ -170,6 +170,45 @@ def test_ranking_skew_dvl_convention_by_hand():
         M.ranking_skew([[3, 2, 1, 0]], ["m", "m", "w", "w"], k=2, zero_count="dvl", smoothing=0.0)
     with pytest.raises(ValueError, match=r"zero_count must be 'smoothed' or 'dvl', got 'raw'"):
         M.ranking_skew([[3, 2, 1, 0]], ["m", "m", "w", "w"], k=2, zero_count="raw")
+
+
+@pytest.mark.parametrize("zero_count", ["dvl", "smoothed"])
+@pytest.mark.parametrize("target", ["uniform", "dataset"])
+def test_ranking_skew_intervals_equal_resampling_and_reranking_by_hand(target, zero_count):
+    """Each resample (the same draws: stats.stratified_resamples with the seed) re-ranked from scratch
+    by ranking_skew itself: the intervals are the percentiles of those means over queries."""
+    from vlfair import stats
+
+    rng = np.random.default_rng(11)
+    for trial in range(6):
+        items, queries = int(rng.integers(6, 40)), int(rng.integers(1, 4))
+        groups = [str(g) for g in rng.choice(["a", "b", "c"], size=items)]
+        if len(set(groups)) < 2:
+            continue
+        scores = rng.integers(0, 4, size=(queries, items)).astype(float) if trial % 2 else rng.normal(size=(queries, items))
+        k = int(rng.integers(1, items + 1))
+        result = M.ranking_skew(scores, groups, k=k, target=target, zero_count=zero_count, bootstrap=30, seed=trial,
+                                confidence=0.9)
+        names, codes = stats.encode_groups(groups)
+        by_hand = {"max_skew": [], "min_skew": [], "ndkl": [], "skew": []}
+        for block in stats.stratified_resamples(codes, 30, trial):
+            for row in block:
+                kept = np.sort(row)  # a resample's items in their original order: equal scores rank as before
+                share = {n: groups.count(n) / items for n in names}  # stratified: the dataset target is unchanged
+                again = M.ranking_skew(scores[:, kept], [groups[i] for i in kept], k=k, zero_count=zero_count,
+                                       target=share if target == "dataset" else target, bootstrap=0)
+                for key in ("max_skew", "min_skew", "ndkl"):
+                    by_hand[key].append(again[key])
+                by_hand["skew"].append([again["skew"].get(n, math.nan) for n in names])
+        for key in ("max_skew", "min_skew", "ndkl"):
+            assert result[f"{key}_ci"] == pytest.approx(np.quantile(by_hand[key], [0.05, 0.95]).tolist(), abs=1e-12)
+        bounds = np.quantile(np.array(by_hand["skew"]), [0.05, 0.95], axis=0)
+        assert result["skew_ci"] == {n: pytest.approx(bounds[:, i].tolist(), abs=1e-12) for i, n in enumerate(names)}
+
+
+def test_ranking_skew_without_a_bootstrap_has_no_intervals():
+    result = M.ranking_skew([[3, 2, 1, 0]], ["m", "m", "w", "w"], k=2, bootstrap=0)
+    assert result["max_skew_ci"] is None and result["ndkl_ci"] is None and result["skew_ci"] is None
 
 
 def test_top_k_order_is_the_stable_sorts_first_k():

@@ -1074,12 +1074,21 @@ class RankingSkew(MeasureResult):
     """How a group absent from the top k counts for Skew: "smoothed" or "dvl" (see :func:`ranking_skew`)."""
     smoothing: float | None
     """The count added to every group for Skew under "smoothed" (0: an absent group has Skew -inf); None under "dvl"."""
+    max_skew_ci: list[float] | None = dataclasses.field(default=None, metadata=_MAY_BE_UNDEFINED)
+    """Stratified-bootstrap interval of ``max_skew`` (items resampled within their group, re-ranked); None without
+    a bootstrap. So are the intervals below."""
+    min_skew_ci: list[float] | None = dataclasses.field(default=None, metadata=_MAY_BE_UNDEFINED)
+    ndkl_ci: list[float] | None = None
+    bias_at_k_ci: list[float] | None = None
+    skew_ci: dict[str, list[float]] | None = dataclasses.field(default=None, metadata=_MAY_BE_UNDEFINED)
+    confidence: float = CONFIDENCE
 
 
 @_checked
 def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str | Mapping[str, float] = "uniform",
                  smoothing: float | None = None, bias_pair: Sequence[Any] | None = None,
-                 zero_count: str = "smoothed") -> RankingSkew:
+                 zero_count: str = "smoothed", bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+                 seed: int | None = SEED) -> RankingSkew:
     """Skew of the top-k items a text query retrieves, averaged over queries.
 
     ``scores``: (queries, items) or one query's (items,). Items are ranked by score, ties by
@@ -1094,7 +1103,10 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     MinSkew, which DVL does not compute, uses the same counts. NDKL = (1/Z) sum_{i<=k}
     KL(p_i || p*) / log2(i + 1) with Z = sum 1/log2(i + 1), on raw counts and 0 ln 0 = 0, so it
     is >= 0 and 0 when every prefix matches the target. Bias@k = (n_a - n_b) / k for two groups
-    (``bias_pair``, default the two groups in sorted order), in [-1, 1].
+    (``bias_pair``, default the two groups in sorted order), in [-1, 1]. Intervals: a stratified
+    bootstrap over items (each item drawn within its group, so the target is unchanged), every
+    query re-ranked in every resample (:func:`resampled_top_k`), percentile intervals of the
+    means over queries.
 
     Args:
         scores: (queries, items) or (items,) retrieval scores.
@@ -1104,12 +1116,16 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
         smoothing: the count added to every group for Skew under "smoothed" (None: 0.5; 0: none).
         bias_pair: the two groups (a, b) of Bias@k; None: the two groups present, if there are two.
         zero_count: "smoothed" or "dvl": how a group absent from the top k counts for Skew.
+        bootstrap: resamples of the items for the intervals (0: none).
+        confidence: the intervals' level.
+        seed: seeds the resampling.
 
     Returns:
         A :class:`RankingSkew`; means over queries: ``max_skew``, ``min_skew``, ``ndkl``, ``bias_at_k`` (None without a
         pair) and ``skew`` by group; per query: ``max_skew_per_query``, ``min_skew_per_query``,
         ``ndkl_per_query``, ``bias_at_k_per_query``; ``target`` (p* by group), ``bias_pair``,
-        ``k``, ``num_queries``, ``zero_count``, ``smoothing``.
+        ``k``, ``num_queries``, ``zero_count``, ``smoothing``; intervals ``max_skew_ci``,
+        ``min_skew_ci``, ``ndkl_ci``, ``bias_at_k_ci``, ``skew_ci`` (None with ``bootstrap=0``) and ``confidence``.
 
     Raises:
         ValueError: bad input, named: shapes, k outside 1..items, a bad target or bias_pair, a
@@ -1150,6 +1166,12 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
         for group in pair:
             _require_present(group, names, "bias_pair group", "item_groups")
         bias = (counts_k[:, names.index(pair[0])] - counts_k[:, names.index(pair[1])]) / k
+    intervals = {}
+    if bootstrap:
+        pair_codes = None if pair is None else (names.index(pair[0]), names.index(pair[1]))
+        intervals = _ranking_skew_intervals(matrix, codes, k, p_star, zero_count, smoothing, pair_codes, bootstrap,
+                                            confidence, seed)
+        intervals["skew_ci"] = {n: bounds for n, bounds in zip(names, intervals["skew_ci"])}
     return RankingSkew(
         max_skew=float(max_skew.mean()), min_skew=float(skew.min(axis=1).mean()),
         ndkl=float(ndkl.mean()), bias_at_k=None if bias is None else float(bias.mean()),
@@ -1157,8 +1179,40 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
         max_skew_per_query=max_skew.tolist(), min_skew_per_query=skew.min(axis=1).tolist(),
         ndkl_per_query=ndkl.tolist(), bias_at_k_per_query=None if bias is None else bias.tolist(),
         target={n: float(p) for n, p in zip(names, p_star)}, bias_pair=pair, k=int(k),
-        num_queries=int(matrix.shape[0]), zero_count=zero_count, smoothing=smoothing,
+        num_queries=int(matrix.shape[0]), zero_count=zero_count, smoothing=smoothing, confidence=confidence,
+        **intervals,
     )
+
+
+def _interval_with_infinities(samples: npt.NDArray[np.float64], confidence: float) -> npt.NDArray[np.float64]:
+    """A percentile interval where a bound next to a Skew of -inf (``smoothing=0``, a group absent from the
+    top k) is -inf: numpy's interpolation would make it nan (-inf + inf * t)."""
+    bounds = stats.percentile_interval(samples, confidence)
+    return np.where(np.isnan(bounds) & np.isneginf(samples).any(axis=0), -np.inf, bounds)
+
+
+def _ranking_skew_intervals(matrix: npt.NDArray[np.float64], codes: npt.NDArray[np.int64], k: int,
+                            p_star: npt.NDArray[np.float64], zero_count: str, smoothing: float | None,
+                            pair: tuple[int, int] | None, bootstrap: int, confidence: float,
+                            seed: int | None) -> dict[str, Any]:
+    """:func:`ranking_skew`'s intervals: each statistic's mean over queries in every resample."""
+    order = top_k_order(matrix, min(codes.size, k + int(8 * math.sqrt(k)) + 64))
+    columns: dict[str, list[npt.NDArray[np.float64]]] = {"max": [], "min": [], "ndkl": [], "bias": [], "skew": []}
+    for indices in stats.stratified_resamples(codes, bootstrap, seed):
+        counts, ndkl = resampled_top_k(matrix, codes, k, indices, [p_star], order)
+        with np.errstate(divide="ignore"):
+            skew = np.log(_top_k_shares(counts, k, zero_count, smoothing) / p_star)  # (b, queries, G)
+        columns["max"].append(skew.max(axis=2).mean(axis=1))
+        columns["min"].append(skew.min(axis=2).mean(axis=1))
+        columns["skew"].append(skew.mean(axis=1))
+        columns["ndkl"].append(ndkl[:, :, 0].mean(axis=1))
+        if pair is not None:
+            columns["bias"].append(((counts[:, :, pair[0]] - counts[:, :, pair[1]]) / k).mean(axis=1))
+    bounds = {name: _interval_with_infinities(np.concatenate(values), confidence) for name, values in columns.items()
+              if values}
+    return {"max_skew_ci": bounds["max"].tolist(), "min_skew_ci": bounds["min"].tolist(),
+            "ndkl_ci": bounds["ndkl"].tolist(), "bias_at_k_ci": bounds["bias"].tolist() if "bias" in bounds else None,
+            "skew_ci": bounds["skew"].T.tolist()}
 
 
 def _top_k_shares(counts: npt.NDArray[np.float64], k: int, zero_count: str,
@@ -1185,6 +1239,70 @@ def top_k_order(scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int64
     chosen = columns.reshape(scores.shape[0], k)
     picked = np.take_along_axis(scores, chosen, axis=1)
     return np.take_along_axis(chosen, np.argsort(-picked, axis=1, kind="stable"), axis=1)
+
+
+def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64], k: int,
+                    indices: npt.NDArray[np.int64], p_stars: Sequence[npt.NDArray[np.float64]],
+                    order: npt.NDArray[np.int64] | None = None,
+                    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The top k of every query in resamples of the items, re-ranked: group counts and NDKL.
+
+    A resample (a row of ``indices``, as :func:`vlfair.stats.stratified_resamples` draws them)
+    holds item j c_j times; its top k is the original ranking walked with those multiplicities
+    (copies of one item are adjacent; equal scores keep index order, as :func:`ranking_skew`
+    ranks them). So the items are ranked once (``order``: the best m of each query, m a little
+    above k, found by :func:`top_k_order`), and a resample costs a gather and a cumulative sum
+    over m, not a gather and a ranking of all N items. Should a resample need more than m
+    (multiplicities far below 1 in a query's best items), that block is ranked afresh over all N.
+
+    NDKL over every prefix without a (k, groups) table: KL(p_i || q) = (1/i) sum_g c_ig ln c_ig
+    - ln i - (1/i) sum_g c_ig ln q_g, and each term grows by one item's group at each rank, so
+    sum_i w_i KL_i (w_i = 1 / log2(i + 1)) is sum_r x_r U_r with U_r = sum_{i>=r} w_i / i and x_r
+    item r's increment, minus sum_i w_i ln i.
+
+    Args:
+        scores: (queries, N) scores.
+        codes: (N,) each item's group code, 0..G-1.
+        k: the top list's size, 1..N.
+        indices: (b, N) item indices of b resamples.
+        p_stars: target distributions (each (G,), every share > 0) for NDKL.
+        order: ``top_k_order(scores, m)`` for some m >= k, to reuse over blocks (default: computed).
+
+    Returns:
+        ``counts`` (b, queries, G): each group's count in each resample's top k; ``ndkl`` (b,
+        queries, len(p_stars)): NDKL@k against each target.
+    """
+    queries, items = scores.shape
+    groups = int(codes.max()) + 1
+    if order is None or order.shape[1] < min(items, k):
+        order = top_k_order(scores, min(items, k + int(8 * math.sqrt(k)) + 64))
+    ranked = codes[order]  # (queries, m)
+    slots = ((np.arange(queries) * groups)[:, None] + ranked).ravel()
+    positions = np.arange(1, k + 1)
+    weights = 1 / np.log2(positions + 1)
+    tail = np.cumsum((weights / positions)[::-1])[::-1]  # U_r
+    constant = float((weights * np.log(positions)).sum())
+    c_ln_c = np.zeros(k + 1)
+    c_ln_c[1:] = np.arange(1, k + 1) * np.log(np.arange(1, k + 1))
+    log_targets = [np.log(p_star) for p_star in p_stars]
+    counts = np.empty((len(indices), queries, groups))
+    ndkl = np.empty((len(indices), queries, len(p_stars)))
+    for b, row in enumerate(indices):  # one resample at a time: (queries, m) arrays stay in the cache
+        copies = np.bincount(row, minlength=items)[order]
+        before = np.cumsum(copies, axis=1) - copies
+        if (before[:, -1] + copies[:, -1] < k).any():  # this resample needs more than the best m: all N
+            return resampled_top_k(scores, codes, k, indices, p_stars, top_k_order(scores, items))
+        taken = np.clip(k - before, 0, copies)  # copies of each ranked item inside the top k
+        counts[b] = np.bincount(slots, weights=taken.ravel(), minlength=queries * groups).reshape(queries, groups)
+        expanded = np.repeat(ranked.ravel(), taken.ravel()).reshape(queries, k)  # each rank's group
+        seen = np.zeros((queries, k), dtype=np.int64)  # earlier items of the same group
+        for g in range(groups):
+            hit = expanded == g
+            seen += hit * (np.cumsum(hit, axis=1) - 1)
+        own = ((c_ln_c[seen + 1] - c_ln_c[seen]) * tail).sum(axis=1)
+        for t, log_target in enumerate(log_targets):
+            ndkl[b, :, t] = own - (log_target[expanded] * tail).sum(axis=1) - constant
+    return counts, ndkl / weights.sum()
 
 
 def _target(target: str | Mapping[str, float], names: list[str],

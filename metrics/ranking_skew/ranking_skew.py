@@ -24,7 +24,8 @@ Zero counts: by default Skew smooths counts by `smoothing` (default 0.5), so a g
 the top k gets a finite, strongly negative skew; `smoothing=0` reports -inf. `zero_count="dvl"`
 is debias-vision-lang's convention: an absent group counts as 1/k and MaxSkew is at least 0. NDKL = (1/Z) sum_{i<=k}
 KL(p_i || p*) / log2(i + 1) on raw counts (0 ln 0 = 0). Bias@k = (n_a - n_b) / k for two groups.
-Several queries (rows) are averaged.
+Several queries (rows) are averaged. Intervals: a bootstrap over items, stratified by group, every
+query re-ranked in every resample.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -35,10 +36,13 @@ Args:
     target (`str` or `dict`, defaults to "uniform"): "uniform", "dataset" or {group: share}.
     smoothing (`float`, defaults to 0.5 under zero_count="smoothed"): additive count smoothing for Skew.
     zero_count (`str`, defaults to "smoothed"): "smoothed", or "dvl" (an absent group counts as 1/k; MaxSkew >= 0).
+    bootstrap (`int`, defaults to 1000): resamples of the items for the intervals; 0 turns them off.
+    confidence (`float`, defaults to 0.95), seed (`int`, defaults to 0): the intervals' level and seed.
     bias_pair (`list` of 2 `str`, optional): the groups (a, b) of Bias@k; default the two groups in sorted order.
 Returns:
     max_skew, min_skew, ndkl (`float`); bias_at_k (`float` or None when there are not two groups).
     skew (`dict`): mean Skew@k per group; target (`dict`); *_per_query (`list`).
+    max_skew_ci, min_skew_ci, ndkl_ci, bias_at_k_ci (`list` of 2 `float`), skew_ci (`dict`): intervals.
 Examples:
     >>> import vlfair
     >>> skew = vlfair.load_metric("ranking_skew")
@@ -65,9 +69,11 @@ class RankingSkew(vlfair.evaluate_support.CheckedInputs, evaluate.Measurement):
         )
 
     def _compute(self, predictions, item_groups=None, k=None, target="uniform", smoothing=None, bias_pair=None,
-                 zero_count="smoothed"):
+                 zero_count="smoothed", bootstrap=vlfair.measures.BOOTSTRAP, confidence=vlfair.measures.CONFIDENCE,
+                 seed=vlfair.measures.SEED):
         if item_groups is None or k is None:
             raise ValueError("item_groups and k are required: the group of every item and the size of the top list")
         # the typed result as a plain dict: evaluate's outputs are JSON-ready dicts
         return vlfair.measures.ranking_skew(predictions, item_groups, k, target=target, smoothing=smoothing,
-                                            bias_pair=bias_pair, zero_count=zero_count).to_dict()
+                                            bias_pair=bias_pair, zero_count=zero_count, bootstrap=bootstrap,
+                                            confidence=confidence, seed=seed).to_dict()
