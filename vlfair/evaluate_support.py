@@ -78,16 +78,17 @@ def _not_taken(name: str, module: str, takes: Iterable[str], what: str = "") -> 
     return f"{module} does not take {name!r}; {where}. {module} takes {what}{', '.join(takes)}"
 
 
-def _who_would(name: str) -> str:
+def _who_would(name: str, columns_only: bool = False) -> str:
     """`` (trait_anova would)`` after a name that no module of a combination takes, or `` (a typo?)``."""
-    return f" ({', '.join(takers(name))} would)" if takers(name) else " (a typo?)"
+    found = takers(name, columns_only)
+    return f" ({', '.join(found)} would)" if found else " (a typo?)"
 
 
 def _stray_hint(name: str) -> str:
     """What a name given to evaluate.combine's add_batch that none of its modules takes as a column is."""
-    if takers(name, columns_only=True):
-        return f" ({', '.join(takers(name, columns_only=True))} would)"
-    return "; options go to compute or to evaluate.load" if takers(name) else " (a typo?)"
+    if takers(name) and not takers(name, columns_only=True):
+        return "; options go to compute or to evaluate.load"
+    return _who_would(name, columns_only=True)
 
 
 def optional_column(values: Sequence[str], name: str) -> Sequence[str] | None:

@@ -1146,8 +1146,9 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     if len(names) < 2:  # one group has every share: its skew is 0 whatever the ranking
         raise ValueError(f"a skew needs at least 2 groups; item_groups hold only {names}")
     p_star = _target(target, names, codes)
-    order = top_k_order(matrix, k)
-    ranked = codes[order]  # (Q, k)
+    # the best m of each query, m a little above k where intervals re-rank resamples: one ranking for both
+    prefix = top_k_order(matrix, _prefix_length(k, groups.size) if bootstrap else k)
+    ranked = codes[prefix[:, :k]]  # (Q, k)
     prefix_counts = np.stack([np.cumsum(ranked == g, axis=1) for g in range(len(names))], axis=2)  # (Q, k, G)
     counts_k = prefix_counts[:, -1, :].astype(float)
     with np.errstate(divide="ignore"):
@@ -1170,7 +1171,7 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     if bootstrap:
         pair_codes = None if pair is None else (names.index(pair[0]), names.index(pair[1]))
         intervals = _ranking_skew_intervals(matrix, codes, k, p_star, zero_count, smoothing, pair_codes, bootstrap,
-                                            confidence, seed)
+                                            confidence, seed, prefix)
         intervals["skew_ci"] = {n: bounds for n, bounds in zip(names, intervals["skew_ci"])}
     return RankingSkew(
         max_skew=float(max_skew.mean()), min_skew=float(skew.min(axis=1).mean()),
@@ -1194,9 +1195,9 @@ def _interval_with_infinities(samples: npt.NDArray[np.float64], confidence: floa
 def _ranking_skew_intervals(matrix: npt.NDArray[np.float64], codes: npt.NDArray[np.int64], k: int,
                             p_star: npt.NDArray[np.float64], zero_count: str, smoothing: float | None,
                             pair: tuple[int, int] | None, bootstrap: int, confidence: float,
-                            seed: int | None) -> dict[str, Any]:
-    """:func:`ranking_skew`'s intervals: each statistic's mean over queries in every resample."""
-    order = top_k_order(matrix, min(codes.size, k + int(8 * math.sqrt(k)) + 64))
+                            seed: int | None, order: npt.NDArray[np.int64]) -> dict[str, Any]:
+    """:func:`ranking_skew`'s intervals: each statistic's mean over queries in every resample (``order``:
+    each query's best :func:`_prefix_length` items)."""
     columns: dict[str, list[npt.NDArray[np.float64]]] = {"max": [], "min": [], "ndkl": [], "bias": [], "skew": []}
     for indices in stats.stratified_resamples(codes, bootstrap, seed):
         counts, ndkl = resampled_top_k(matrix, codes, k, indices, [p_star], order)
@@ -1222,6 +1223,14 @@ def _top_k_shares(counts: npt.NDArray[np.float64], k: int, zero_count: str,
         return np.where(counts > 0, counts, 1.0) / k
     assert smoothing is not None  # set by ranking_skew under "smoothed"
     return (counts + smoothing) / (k + smoothing * counts.shape[-1])
+
+
+def _prefix_length(k: int, items: int) -> int:
+    """How many of each query's best items a resample's top k is looked for among: a resample holds
+    each item about once (multiplicities with mean 1 and variance about 1), so the best m items hold
+    about m copies give or take sqrt(m); 8 standard deviations and 64 spare make a shortfall (then
+    handled by ranking all items) practically never happen."""
+    return min(items, k + int(8 * math.sqrt(k)) + 64)
 
 
 def top_k_order(scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int64]:
@@ -1275,7 +1284,7 @@ def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64
     queries, items = scores.shape
     groups = int(codes.max()) + 1
     if order is None or order.shape[1] < min(items, k):
-        order = top_k_order(scores, min(items, k + int(8 * math.sqrt(k)) + 64))
+        order = top_k_order(scores, _prefix_length(k, items))
     ranked = codes[order]  # (queries, m)
     slots = ((np.arange(queries) * groups)[:, None] + ranked).ravel()
     positions = np.arange(1, k + 1)
