@@ -14,12 +14,13 @@ bad-input messages, README.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import AfterValidator, Field
 
-from vlfair.outputs import Metric, metric_from
+from vlfair.outputs import Metric
 from vlfair.probes import register
 from vlfair.probes.base import Context, Output, Probe, ProbeError, indistinguishable
 from vlfair.probes.settings import (
@@ -103,7 +104,7 @@ class RetrievalProbe(Probe):
     def analyze(self, samples: Samples) -> Output:
         import pandas as pd
 
-        from vlfair import measures
+        from vlfair import stats
 
         s = self.settings
         prompts = samples.facts["queries"]
@@ -111,23 +112,69 @@ class RetrievalProbe(Probe):
         scores = np.stack([samples.column(p) for p in prompts])  # (queries, images)
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
         for attribute in s.attributes:
-            groups = samples.column(attribute)
-            for target in s.targets:
+            names, codes = stats.encode_groups(samples.column(attribute).tolist())
+            if len(names) < 2:
+                out.warnings.append(f"{attribute}: only {names} among the images evaluated: no skew to measure")
+                continue
+            found = _skews(scores, codes, s.k, s.targets, s.zero_count, concepts, s.bootstrap, s.confidence, s.seed)
+            for t, target in enumerate(s.targets):
                 subset = {"attribute": attribute, "target": target, "k": s.k}
-                result = measures.ranking_skew(scores, groups.tolist(), k=s.k, target=target, zero_count=s.zero_count,
-                                               **s.resampling)
-                out.metrics.append(metric_from("max_skew", subset, result, "max_skew", "max_skew_ci"))
-                out.metrics.append(metric_from("ndkl", subset, result, "ndkl", "ndkl_ci"))
-                out.metrics.append(metric_from("min_skew", subset, result, "min_skew", "min_skew_ci"))
-                if result["bias_at_k"] is not None and target == "uniform":
-                    out.metrics.append(metric_from("bias_at_k", {**subset, "pair": "/".join(result["bias_pair"])},
-                                                   result, "bias_at_k", "bias_at_k_ci"))
-                per_concept = pd.DataFrame({"concept": concepts, "max_skew": result["max_skew_per_query"],
-                                            "ndkl": result["ndkl_per_query"]}).groupby("concept", sort=False).mean()
-                out.tables[f"skew_by_concept_{attribute}_{target}"] = per_concept
-                out.metrics += [Metric("max_skew", {**subset, "concept": c}, float(v))
-                                for c, v in per_concept["max_skew"].items()]
+                for name in ("max_skew", "min_skew", "ndkl"):
+                    value, ci = found[name]
+                    out.metrics.append(Metric(name, subset, float(value[t]), None if ci is None else ci[:, t].tolist()))
+                by_concept = found["by_concept"]
+                rows = []
+                for c, concept in enumerate(found["concepts"]):
+                    value, ci = by_concept
+                    rows.append({"concept": concept, "max_skew": value[c, t],
+                                 "CI low": None if ci is None else ci[0, c, t],
+                                 "CI high": None if ci is None else ci[1, c, t]})
+                    out.metrics.append(Metric("max_skew", {**subset, "concept": concept}, float(value[c, t]),
+                                              None if ci is None else ci[:, c, t].tolist()))
+                out.tables[f"skew_by_concept_{attribute}_{target}"] = pd.DataFrame(rows).set_index("concept")
+                skew = found["skew"][:, :, t]  # (queries, groups), point values
+                out.tables[f"over_retrieved_{attribute}_{target}"] = pd.DataFrame(
+                    {"prompt": prompts, "group": [names[g] for g in skew.argmax(axis=1)], "skew": skew.max(axis=1)}
+                ).set_index("prompt")
         return out
+
+
+def _skews(scores: np.ndarray, codes: np.ndarray, k: int, targets: Sequence[str], zero_count: str, concepts: list[str],
+           bootstrap: int, confidence: float, seed: int | None) -> dict:
+    """MaxSkew, MinSkew and NDKL: means over queries, MaxSkew per concept (mean over its templates)
+    and each query's Skew per group, for every target, with intervals from one stratified bootstrap
+    over the images (every query re-ranked in every resample)."""
+    from vlfair import measures, stats
+
+    groups = int(codes.max()) + 1
+    p_stars = [np.full(groups, 1 / groups) if t == "uniform" else np.bincount(codes, minlength=groups) / codes.size
+               for t in targets]
+    names = list(dict.fromkeys(concepts))
+    member = np.array([[concept == name for concept in concepts] for name in names], dtype=float)
+    member /= member.sum(axis=1, keepdims=True)  # (concepts, queries): the mean over a concept's templates
+    order = measures.top_k_order(scores, min(codes.size, k + int(8 * np.sqrt(k)) + 64))
+
+    def statistics(indices: np.ndarray) -> dict[str, np.ndarray]:
+        counts, ndkl = measures.resampled_top_k(scores, codes, k, indices, p_stars, order)
+        shares = (np.where(counts > 0, counts, 1.0) / k if zero_count == "dvl"
+                  else (counts + measures.SMOOTHING) / (k + measures.SMOOTHING * groups))
+        skew = np.log(shares[..., None] / np.stack(p_stars, axis=1))  # (b, queries, groups, targets)
+        maximum = skew.max(axis=2)
+        return {"max_skew": maximum.mean(axis=1), "min_skew": skew.min(axis=2).mean(axis=1),
+                "ndkl": ndkl.mean(axis=1), "by_concept": np.einsum("cq,bqt->bct", member, maximum), "skew": skew}
+
+    point = statistics(np.arange(codes.size)[None])
+    found: dict = {"concepts": names, "skew": point["skew"][0]}
+    resampled: dict[str, list] = {name: [] for name in ("max_skew", "min_skew", "ndkl", "by_concept")}
+    if bootstrap:
+        for indices in stats.stratified_resamples(codes, bootstrap, seed):
+            values = statistics(indices)
+            for name in resampled:
+                resampled[name].append(values[name])
+    for name in resampled:
+        ci = stats.percentile_interval(np.concatenate(resampled[name]), confidence) if bootstrap else None
+        found[name] = (point[name][0], ci)
+    return found
 
 
 def _balanced_gender(dataset, seed: int):
