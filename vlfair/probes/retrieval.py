@@ -105,6 +105,7 @@ class RetrievalProbe(Probe):
         import pandas as pd
 
         from vlfair import stats
+        from vlfair.report import plots
 
         s = self.settings
         prompts = samples.facts["queries"]
@@ -112,6 +113,7 @@ class RetrievalProbe(Probe):
         scores = np.stack([samples.column(p) for p in prompts])  # (queries, images)
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
         for attribute in s.attributes:
+            bars, errors = {}, {}
             names, codes = stats.encode_groups(samples.column(attribute).tolist())
             if len(names) < 2:
                 out.warnings.append(f"{attribute}: only {names} among the images evaluated: no skew to measure")
@@ -131,11 +133,20 @@ class RetrievalProbe(Probe):
                                  "CI high": None if ci is None else ci[1, c, t]})
                     out.metrics.append(Metric("max_skew", {**subset, "concept": concept}, float(value[c, t]),
                                               None if ci is None else ci[:, c, t].tolist()))
-                out.tables[f"skew_by_concept_{attribute}_{target}"] = pd.DataFrame(rows).set_index("concept")
+                table = pd.DataFrame(rows).set_index("concept")
+                out.tables[f"skew_by_concept_{attribute}_{target}"] = table
+                bars[target] = table["max_skew"]
+                errors[target] = [[low, high] for low, high in zip(table["CI low"], table["CI high"])]
                 skew = found["skew"][:, :, t]  # (queries, groups), point values
                 out.tables[f"over_retrieved_{attribute}_{target}"] = pd.DataFrame(
                     {"prompt": prompts, "group": [names[g] for g in skew.argmax(axis=1)], "skew": skew.max(axis=1)}
                 ).set_index("prompt")
+            if bars:  # the figure's name and layout do not depend on the model: the report shares its scale
+                frame = pd.DataFrame(bars).rename_axis("concept")
+                intervals = None if s.bootstrap == 0 else pd.DataFrame(errors, index=frame.index)
+                out.figures[f"max_skew_by_concept_{attribute}"] = plots.grouped_bars(
+                    frame, intervals, f"MaxSkew@{s.k} of {attribute} per concept (mean over its templates)",
+                    "MaxSkew@k (0: the target's shares)", xlabel="concept", neutral=0.0, legend_title="target")
         return out
 
 
