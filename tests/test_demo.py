@@ -37,7 +37,7 @@ def test_demo_writes_summary_and_report(demo):
     report = (out / "report.html").read_text()
     assert report.index("synthetic world with planted biases") < report.index("<h2 id='professions'>professions</h2>")
     assert "What was planted" in report
-    assert "biased: 9/9 planted biases found; control: 0/10 false alarms" in report
+    assert "biased: 11/11 planted biases found; control: 0/12 false alarms" in report
     measures = {(e["probe"], e["measure"]) for e in entries}
     pngs = {(probe, png.name) for probe in probes for png in (out / "biased" / probe).glob("*.png")}
     # a figure for every measure (biased and control on one axis) and every probe figure of both encoders
@@ -70,7 +70,7 @@ def test_biased_encoder_shows_every_planted_bias_with_its_sign(demo):
     _, entries = demo
     biased = [e for e in entries if e["encoder"] == "biased"]
     # planted: 2 professions, 3 trait measures, 1 language, 2 public-figure measures, the word 'nurse'
-    assert sum(e["planted_sign"] != 0 for e in biased) == 9
+    assert sum(e["planted_sign"] != 0 for e in biased) == 11
     for entry in biased:
         assert valid(entry), entry
 
@@ -271,7 +271,7 @@ def test_sweep_measures_trained_encoders_and_prints_its_tables(monkeypatch, caps
     out = capsys.readouterr().out
     assert "Planted effects: detected with the planted sign" in out and "pooled control coverage" in out
     last = out.strip().splitlines()[-1]
-    assert last.startswith("planted_detected=9/9 control_coverage=") and "coverage_p=" in last, last
+    assert last.startswith("planted_detected=11/11 control_coverage=") and "coverage_p=" in last, last
 
 
 def test_ship_writes_a_complete_encoder_with_its_record(tmp_path):
@@ -305,15 +305,15 @@ def test_cached_encoder_is_retrained_when_the_world_code_changes(tmp_path, monke
 
 
 def test_the_demo_finds_every_planted_bias_as_a_paired_difference(demo):
-    """vlfair demo compares its biased and control runs (vlfair compare): each planted bias is a
+    """Vlfair demo compares its biased and control runs (vlfair compare): each planted bias is a
     difference whose paired interval excludes 0 with the control less biased; the width ratio of
     paired to unpaired intervals is reported."""
     out, _ = demo
     paired = json.loads((out / "paired.json").read_text())
-    assert len(paired["planted"]) == 7 and all(entry["found"] for entry in paired["planted"]), paired["planted"]
+    assert len(paired["planted"]) == 8 and all(entry["found"] for entry in paired["planted"]), paired["planted"]
     assert all(entry["ci"][0] > 0 or entry["ci"][1] < 0 for entry in paired["planted"])
     assert 0 < paired["median_width_ratio"] < 1 and paired["differences"] > 100
     for probe, href in paired["comparisons"].items():
         assert (out / href).exists() and (out / href).with_name("comparison.json").exists(), probe
     page = (out / "report.html").read_text()
-    assert "7/7 planted biases found as paired differences" in page
+    assert "8/8 planted biases found as paired differences" in page

@@ -33,6 +33,7 @@ RUNS = {
     "multilingual-multi30k": ("multilingual", "synthetic:multi30k", FAST),
     "multilingual-fairface": ("multilingual", "synthetic:fairface", FAST),
     "public-figures": ("public-figures", "synthetic:pfi", [*FAST, "--set", "seed=2"]),
+    "retrieval": ("retrieval", "synthetic:fairface", [*FAST, "--set", "k=20"]),  # DVL's 319 prompts
 }
 
 
@@ -445,7 +446,8 @@ def test_a_probe_registered_first_does_not_hide_the_builtin_ones(monkeypatch):
 
     probes.register(Custom)
     # the studies in their order, then the others by name
-    assert probes.probe_names() == ["professions", "traits", "word-influence", "multilingual", "public-figures", "custom"]
+    assert probes.probe_names() == ["professions", "traits", "word-influence", "multilingual", "public-figures", "custom",
+                                    "retrieval"]
     assert probes.probe_class("traits").schemas == ("fairface",) and probes.probe_class("custom") is Custom
     with pytest.raises(probes.ProbeError, match="unknown probe 'nope'"):
         probes.probe_class("nope")

@@ -15,7 +15,8 @@ from vlfair.samples import IDENTITY, sha256_of
 from vlfair.testing import assert_statistics_are_metrics
 
 RUNS = [f"{encoder}/{probe}" for encoder in ("biased", "control")
-        for probe in ("professions", "traits", "word-influence", "multilingual", "public-figures")]
+        for probe in ("professions", "traits", "word-influence", "multilingual", "public-figures",
+                      "retrieval")]
 
 
 @pytest.mark.parametrize("run", RUNS)

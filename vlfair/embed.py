@@ -111,18 +111,19 @@ def _batches(shares: list[list[int]], batch_size: int) -> tuple[list[list[int]],
 def embed_images(
     encoder: Encoder, dataset: Any, image_column: str = ..., batch_size: int = ..., num_workers: int | None = ...,
     cache_dir: str | os.PathLike | None = ..., on_bad_image: Literal["error"] = ..., chunk_size: int = ...,
-    progress: bool = ...,
+    progress: bool = ..., normalize: bool = ...,
 ) -> npt.NDArray[np.float32]: ...
 @overload
 def embed_images(
     encoder: Encoder, dataset: Any, image_column: str = ..., batch_size: int = ..., num_workers: int | None = ...,
     cache_dir: str | os.PathLike | None = ..., *, on_bad_image: Literal["skip"], chunk_size: int = ...,
-    progress: bool = ...,
+    progress: bool = ..., normalize: bool = ...,
 ) -> EmbeddingResult: ...
 @overload
 def embed_images(
     encoder: Encoder, dataset: Any, image_column: str = ..., batch_size: int = ..., num_workers: int | None = ...,
     cache_dir: str | os.PathLike | None = ..., on_bad_image: str = ..., chunk_size: int = ..., progress: bool = ...,
+    normalize: bool = ...,
 ) -> npt.NDArray[np.float32] | EmbeddingResult: ...
 def embed_images(
     encoder: Encoder,
@@ -134,6 +135,7 @@ def embed_images(
     on_bad_image: str = "error",
     chunk_size: int = 4096,
     progress: bool = True,
+    normalize: bool = True,
 ) -> npt.NDArray[np.float32] | EmbeddingResult:
     """Embed every image of ``dataset[image_column]``, in dataset order.
 
@@ -149,9 +151,11 @@ def embed_images(
             finished work to the cache); "skip" leaves the row out and reports it.
         chunk_size: rows per cache chunk (the unit of resumption).
         progress: show a tqdm bar with images/s (main process only).
+        normalize: L2-normalise each embedding (False: the model's features as they come, cached
+            apart; a ranking that weights images by their norm, as debias-vision-lang's, needs them).
 
     Returns:
-        float32 (N, D) with L2-normalised rows; with ``on_bad_image="skip"`` an
+        float32 (N, D) with L2-normalised rows (unless ``normalize=False``); with ``on_bad_image="skip"`` an
         :class:`EmbeddingResult` holding the embeddings of the readable rows and the skipped rows.
 
     Raises:
@@ -166,6 +170,8 @@ def embed_images(
     components = {"kind": "images", "encoder": {k: v for k, v in encoder.identity().items() if k != "text"},
                   "dataset": source.fingerprint, "image_column": source.name, "num_rows": len(source),
                   "decoding": imageio.DECODING}
+    if not normalize:  # only then: the key of every normalised cache written so far stays valid
+        components["normalized"] = False
     world = current_world()
     # Every process must plan the same chunks: adopt the main process's key (a file's mtime, part
     # of a list-of-paths fingerprint, can differ between the nodes of a cluster).
@@ -176,7 +182,7 @@ def embed_images(
                  f"in {store.directory or 'no cache'}")
     if final is None:
         chunks = _compute_chunks(encoder, source, store, world, batch_size, num_workers, chunk_size, progress,
-                                 stop_on_bad=on_bad_image == "error")
+                                 stop_on_bad=on_bad_image == "error", normalize=normalize)
         embeddings = concat_rows([c.embeddings for c in chunks], encoder.embedding_dim)
         bad = [b for c in chunks for b in c.bad]
         if world.is_main:
@@ -207,7 +213,8 @@ def _more(bad: list[BadRow]) -> str:
 
 
 def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, world: World, batch_size: int,
-                    num_workers: int | None, chunk_size: int, progress: bool, stop_on_bad: bool) -> list[Chunk]:
+                    num_workers: int | None, chunk_size: int, progress: bool, stop_on_bad: bool,
+                    normalize: bool = True) -> list[Chunk]:
     ranges = _chunk_ranges(len(source), chunk_size)
     done: dict[int, Chunk] = {}
     for index, (start, end) in enumerate(ranges):
@@ -230,7 +237,7 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
     pending: list[tuple[list[int], np.ndarray, list[BadRow]]] = []
     try:
         for owner, next_owner, (rows, pixels, bad) in zip(owners, owners[1:] + [None], loader):
-            features = (encoder.encode_pixels(pixels).cpu().numpy() if pixels is not None
+            features = (encoder.encode_pixels(pixels, normalize).cpu().numpy() if pixels is not None
                         else np.zeros((0, encoder.embedding_dim), np.float32))
             pending.append((rows, features, bad))
             # The main process's share is the largest, so world.size times its rows overestimates

@@ -1147,7 +1147,7 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
         raise ValueError(f"a skew needs at least 2 groups; item_groups hold only {names}")
     p_star = _target(target, names, codes)
     # the best m of each query, m a little above k where intervals re-rank resamples: one ranking for both
-    prefix = top_k_order(matrix, _prefix_length(k, groups.size) if bootstrap else k)
+    prefix = top_k_order(matrix, prefix_length(k, groups.size) if bootstrap else k)
     ranked = codes[prefix[:, :k]]  # (Q, k)
     prefix_counts = np.stack([np.cumsum(ranked == g, axis=1) for g in range(len(names))], axis=2)  # (Q, k, G)
     counts_k = prefix_counts[:, -1, :].astype(float)
@@ -1197,7 +1197,7 @@ def _ranking_skew_intervals(matrix: npt.NDArray[np.float64], codes: npt.NDArray[
                             pair: tuple[int, int] | None, bootstrap: int, confidence: float,
                             seed: int | None, order: npt.NDArray[np.int64]) -> dict[str, Any]:
     """:func:`ranking_skew`'s intervals: each statistic's mean over queries in every resample (``order``:
-    each query's best :func:`_prefix_length` items)."""
+    each query's best :func:`prefix_length` items)."""
     columns: dict[str, list[npt.NDArray[np.float64]]] = {"max": [], "min": [], "ndkl": [], "bias": [], "skew": []}
     for indices in stats.stratified_resamples(codes, bootstrap, seed):
         counts, ndkl = resampled_top_k(matrix, codes, k, indices, [p_star], order)
@@ -1225,7 +1225,7 @@ def _top_k_shares(counts: npt.NDArray[np.float64], k: int, zero_count: str,
     return (counts + smoothing) / (k + smoothing * counts.shape[-1])
 
 
-def _prefix_length(k: int, items: int) -> int:
+def prefix_length(k: int, items: int) -> int:
     """How many of each query's best items a resample's top k is looked for among: a resample holds
     each item about once (multiplicities with mean 1 and variance about 1), so the best m items hold
     about m copies give or take sqrt(m); 8 standard deviations and 64 spare make a shortfall (then
@@ -1284,7 +1284,7 @@ def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64
     queries, items = scores.shape
     groups = int(codes.max()) + 1
     if order is None or order.shape[1] < min(items, k):
-        order = top_k_order(scores, _prefix_length(k, items))
+        order = top_k_order(scores, prefix_length(k, items))
     ranked = codes[order]  # (queries, m)
     slots = ((np.arange(queries) * groups)[:, None] + ranked).ravel()
     positions = np.arange(1, k + 1)

@@ -72,6 +72,11 @@ class RowSet:
     statistics: tuple[Statistic, ...]
     strata: npt.NDArray[np.int64] | None = None
     values: bool = False  # the statistics take (b, n, k) values, not moments
+    # Statistics that are neither functions of moments nor affordable from (b, n, k) values (a
+    # ranking re-ranked in every resample) come with their own engine: engine(row_set, a, b) has
+    # point(), resampled(indices) and swapped_difference(swaps) as _Engine has, and hands its
+    # statistics whatever it computes.
+    engine: Callable[[RowSet, np.ndarray, np.ndarray], Any] | None = None
 
     @property
     def resampling_strata(self) -> npt.NDArray[np.int64]:
@@ -114,7 +119,7 @@ def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *
     """
     a = np.asarray(values_a, dtype=float).reshape(len(row_set.rows), -1)
     b = np.asarray(values_b, dtype=float).reshape(len(row_set.rows), -1)
-    engine = _Engine(row_set, a, b)
+    engine = (row_set.engine or _Engine)(row_set, a, b)
     point_a, point_b = engine.point()
     count = len(row_set.statistics)
     samples_a = np.empty((0, count))

@@ -23,6 +23,7 @@ PLANTED: list[tuple[str, str, dict[str, Any]]] = [
     ("word-influence", "word_influence", {"word": "nurse", "level": 1}),
     ("multilingual", "text_distance", {"portion": "translation"}),
     ("public-figures", "bias_ratio", {"folder": "politicians", "class": "politician"}),
+    ("retrieval", "skew", {"attribute": "race", "concept": "smart", "group": "White"}),
 ]
 EXPECTED = "b_less_biased"
 NOT_A_PROBE_METRIC = ["public-figures: frequent vs rare names' retention (the demo's own measure; no probe metric "

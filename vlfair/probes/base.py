@@ -85,6 +85,7 @@ class Context:
     batch_size: int = 64
     cache_dir: Any = "default"
     _embedded: tuple[np.ndarray, np.ndarray] | None = None
+    _raw: np.ndarray | None = None
     skipped_rows: list[int] = dataclasses.field(default_factory=list)  # unreadable rows, for results.json
 
     def images(self) -> tuple[np.ndarray, np.ndarray]:
@@ -98,6 +99,19 @@ class Context:
             self.skipped_rows = result.skipped_rows
             self._check_dims(result.embeddings.shape[1])
         return self._embedded
+
+    def raw_images(self) -> np.ndarray:
+        """The model's image features before L2 normalisation, for the rows :meth:`images` keeps
+        (cached apart from the normalised ones)."""
+        if self._raw is None:
+            from vlfair.embed import embed_images
+
+            _, rows = self.images()
+            result = embed_images(self.encoder, self.dataset, batch_size=self.batch_size, cache_dir=self.cache_dir,
+                                  on_bad_image="skip", normalize=False)
+            self._raw = result.embeddings
+            assert np.array_equal(result.kept_rows, rows)  # the same images, read the same way
+        return self._raw
 
     def texts(self, prompts: list[str], normalize: bool = True, templates: list[str] | None = None) -> np.ndarray:
         from vlfair.embed import embed_texts

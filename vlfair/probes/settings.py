@@ -237,12 +237,34 @@ def read_override(item: str) -> tuple[str, Any]:
     if key == "version":  # it says which settings made a run's numbers: set by vlfair, never by a user
         raise ValueError("--set version: the probe's settings version is written by vlfair (it names the settings "
                          "that made the numbers), not a setting")
+    if text.startswith("@"):
+        return key, _read_value_file(key, text[1:])
     try:
         return key, yaml.safe_load(text)
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or type(exc).__name__
         raise ValueError(f"--set {key}: {text!r} is not a YAML value ({problem}); a text with braces, brackets or "
                          f"a colon is quoted, e.g. --set \"{key}='{text}'\"") from None
+
+
+def _read_value_file(key: str, path: str) -> Any:
+    """``--set KEY=@FILE``: a list kept in a file (a long concept or prompt list). A ``.txt`` file holds
+    one item per line (blank lines and surrounding spaces dropped); any other file is one YAML value."""
+    from pathlib import Path
+
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--set {key}=@{path}: cannot read the file ({exc.strerror or exc})") from None
+    if path.endswith(".txt"):
+        return [line.strip() for line in text.splitlines() if line.strip()]
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"--set {key}=@{path}: the file is not YAML ({getattr(exc, 'problem', None) or exc}); "
+                         "a .txt file holds one item per line") from None
 
 
 __all__ = ["BOOTSTRAP", "CONFIDENCE", "PERMUTATIONS", "SEED", "Bootstrap", "Confidence", "Count", "Flag", "Float",
