@@ -10,13 +10,16 @@ times, in one run, on generated scores with those sizes and groups of FairFace's
   reference  per resample: the resampled score matrix gathered, every query fully sorted, and
              ranking_skew(bootstrap=0) on it, timed on --reference-resamples and scaled to B
   top k      measures.top_k_order (argpartition, then the k sorted) against a full stable sort
+  probe      the retrieval probe's whole analysis of those scores as its samples (vlfair rescore's work once
+             the embeddings are cached): the three attributes, both targets, every concept's and group's
+             values, intervals over the images and over the prompts
 
 and prints each time with the ratios. The last line:
 
-  ratio_vs_full_rerank=A topk_vs_sort=B seconds_gender=C seconds_race=D seconds_age=E
+  ratio_vs_full_rerank=A topk_vs_sort=B seconds_gender=C seconds_race=D seconds_age=E seconds_probe=F
 
 A = vlfair / reference for all three attributes together (lower is faster), B = top_k_order / full
-sort, C..E = vlfair seconds per attribute with B resamples.
+sort, C..E = vlfair seconds per attribute with B resamples, F = the probe's analysis.
 
 Usage: python benchmarks/ranking_skew_speed.py [--queries 319] [--items 10954] [--k 1000] [--resamples 1000] [--quick]
 """
@@ -69,6 +72,25 @@ def _reference(scores: np.ndarray, groups: list[str], k: int, resamples: int, co
     return (time.perf_counter() - start) / len(block)
 
 
+def _probe_seconds(scores: np.ndarray, labels: dict[str, np.ndarray], k: int, resamples: int) -> float:
+    """The retrieval probe's analyze on ``scores`` as its samples (queries named as DVL's 29 concepts in turn)."""
+    import pandas as pd
+
+    from vlfair.probes import probe_class
+    from vlfair.probes.retrieval import SCORE
+    from vlfair.samples import Samples
+
+    probe = probe_class("retrieval")({"k": k, "bootstrap": resamples})
+    names = probe.settings.concepts
+    concepts = [names[q % len(names)] for q in range(scores.shape[0])]
+    prompts = [f"query {q} ({concept})" for q, concept in enumerate(concepts)]
+    frame = pd.DataFrame({"row": np.arange(scores.shape[1]), "id": [str(i) for i in range(scores.shape[1])],
+                          **{attribute: [f"{attribute} {c}" for c in codes] for attribute, codes in labels.items()},
+                          **{SCORE + p: scores[q] for q, p in enumerate(prompts)}})
+    samples = Samples(frame, {"queries": prompts, "concepts": concepts, "images": scores.shape[1]})
+    return _best(lambda: probe.analyze(samples))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=319)
@@ -85,9 +107,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.queries} queries x {args.items:,} items, k={args.k}, {args.resamples} resamples; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores")
     vlfair_total = reference_total = 0.0
-    seconds = {}
+    seconds, labels = {}, {}
     for attribute, counts in GROUP_COUNTS.items():
-        codes = _labels(counts, args.items, rng)
+        codes = labels[attribute] = _labels(counts, args.items, rng)
         groups = [str(c) for c in codes]
         took = _best(lambda labels=groups: measures.ranking_skew(scores, labels, k=args.k, zero_count="dvl",
                                                                  bootstrap=args.resamples))
@@ -100,8 +122,12 @@ def main(argv: list[str] | None = None) -> None:
     top_k = _best(lambda: measures.top_k_order(scores, args.k), 3)
     full = _best(lambda: np.argsort(-scores, axis=1, kind="stable")[:, :args.k], 3)
     print(f"  top k of every query: top_k_order {top_k:.3f} s, full stable sort {full:.3f} s")
+    probe = _probe_seconds(scores, labels, args.k, args.resamples)
+    print(f"  the retrieval probe's analysis (3 attributes, 2 targets, per concept and group, intervals over images "
+          f"and prompts): {probe:.2f} s")
     print(f"ratio_vs_full_rerank={vlfair_total / reference_total:.3f} topk_vs_sort={top_k / full:.3f} "
-          f"seconds_gender={seconds['gender']:.2f} seconds_race={seconds['race']:.2f} seconds_age={seconds['age']:.2f}")
+          f"seconds_gender={seconds['gender']:.2f} seconds_race={seconds['race']:.2f} seconds_age={seconds['age']:.2f} "
+          f"seconds_probe={probe:.2f}")
 
 
 if __name__ == "__main__":

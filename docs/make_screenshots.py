@@ -1,5 +1,5 @@
 """Refresh the screenshots README shows (docs/images/): the demo report, the demo Space, the
-leaderboard Space and a metric Space.
+leaderboard Space, a metric Space and the retrieval probe's report.
 
 Run after the browser tests (``python -m pytest tests/test_browser.py``), which save the demo and
 metric Spaces' screenshots in test-artifacts/screenshots/; this script runs ``vlfair demo`` and
@@ -81,6 +81,17 @@ def demo_report_and_leaderboard(demo: Path, work: Path, browser) -> None:
     _save(Image.open(work / "leaderboard.png"), IMAGES / "leaderboard-space.png")
     _save(Image.open(work / "comparison.png"), IMAGES / "comparison.png")
     _save(Image.open(work / "leaderboard-compare.png"), IMAGES / "leaderboard-compare.png")
+    retrieval_report(demo, work, browser)
+
+
+def retrieval_report(demo: Path, work: Path, browser) -> None:
+    """The retrieval probe's own report on the demo world's biased encoder: its figures first."""
+    page = browser.new_page(viewport={"width": 1200, "height": MAX_HEIGHT})
+    page.goto((demo / "biased" / "retrieval" / "report.html").as_uri())
+    page.evaluate("window.scrollTo(0, document.querySelector('img').offsetTop - 60)")
+    page.screenshot(path=str(work / "retrieval.png"))
+    page.close()
+    _save(Image.open(work / "retrieval.png"), IMAGES / "retrieval-report.png")
 
 
 def compare_view(page, path: Path) -> None:

@@ -55,5 +55,5 @@ def test_ranking_skew_benchmark_prints_its_ratios():
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"ratio_vs_full_rerank=[\d.]+ topk_vs_sort=[\d.]+ seconds_gender=[\d.]+ seconds_race=[\d.]+ "
-                        r"seconds_age=[\d.]+", lines[-1]), lines[-1]
+                        r"seconds_age=[\d.]+ seconds_probe=[\d.]+", lines[-1]), lines[-1]
     assert [line.split()[0] for line in lines[1:4]] == ["gender", "race", "age"]

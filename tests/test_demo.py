@@ -30,7 +30,7 @@ TINY = TrainingConfig(steps=20, pairs=512)  # exercises training and caching in 
 def test_demo_writes_summary_and_report(demo):
     out, entries = demo
     probes = {e["probe"] for e in entries}
-    assert probes == {"professions", "traits", "word-influence", "multilingual", "public-figures"}
+    assert probes == {"professions", "traits", "word-influence", "multilingual", "public-figures", "retrieval"}
     for entry in entries:
         assert set(entry) >= {"probe", "measure", "subset", "encoder", "planted", "measured", "ci", "detected"}
         assert entry["encoder"] in ("biased", "control")
@@ -60,7 +60,8 @@ def test_every_probe_measures_the_world_as_it_did_before_the_plugin_refactor(dem
     encoders matches the one recorded before it (tests/data/numbers/demo.json)."""
     out, _ = demo
     recorded = json.loads((Path(__file__).parent / "data" / "numbers" / "demo.json").read_text())
-    assert sorted(recorded) == sorted(str(p.parent.relative_to(out)) for p in out.glob("*/*/results.json"))
+    assert sorted(recorded) == sorted(str(p.parent.relative_to(out)) for p in out.glob("*/*/results.json")
+                                      if p.parent.name != "retrieval")  # the first probe written after it (issue 31)
     for run, expected in recorded.items():
         actual = comparable_results(json.loads((out / run / "results.json").read_text()))
         assert_same_numbers(actual, expected, run)
@@ -69,7 +70,8 @@ def test_every_probe_measures_the_world_as_it_did_before_the_plugin_refactor(dem
 def test_biased_encoder_shows_every_planted_bias_with_its_sign(demo):
     _, entries = demo
     biased = [e for e in entries if e["encoder"] == "biased"]
-    # planted: 2 professions, 3 trait measures, 1 language, 2 public-figure measures, the word 'nurse'
+    # planted: 2 professions, 3 trait measures, 1 language, 2 public-figure measures, the word 'nurse', and
+    # 'smart' / 'dumb' retrieving more / fewer White people
     assert sum(e["planted_sign"] != 0 for e in biased) == 11
     for entry in biased:
         assert valid(entry), entry

@@ -373,3 +373,44 @@ def test_balancing_refuses_one_gender_and_a_group_it_empties(clip_dir):
         measure_probe("retrieval", encoder, data, cache_dir=None, settings=settings)
     run = measure_probe("retrieval", encoder, data, cache_dir=None, settings={**settings, "balance_gender": False})
     assert run.results["settings"]["images"] == 252
+
+
+def test_the_evaluate_module_on_the_run_s_score_matrix(clip_dir, tmp_path, capsys):
+    """samples.parquet's score columns are the matrix `evaluate.load("vlfair/ranking_skew")` takes:
+    its numbers and intervals are the run's."""
+    import evaluate
+
+    assert _run(clip_dir, tmp_path, "--set", "concepts=[male, female]", "--set", "seed=2") == 0
+    assert main(["install-metrics", "--only", "vlfair/ranking_skew"]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    samples = pd.read_parquet(tmp_path / "out" / "samples.parquet")
+    scores = samples[[c for c in samples.columns if c.startswith(SCORE)]].to_numpy().T  # (prompts, images)
+    skew = evaluate.load("vlfair/ranking_skew")
+    for target in ("uniform", "dataset"):
+        found = skew.compute(predictions=scores.tolist(), item_groups=samples["race"].tolist(), k=20, target=target,
+                             zero_count="dvl", bootstrap=50, seed=2)
+        for name in ("max_skew", "ndkl"):
+            metric = next(m for m in results["metrics"] if m["name"] == name and m["subset"] == {
+                "attribute": "race", "target": target, "k": 20})
+            assert found[name] == pytest.approx(metric["value"], abs=1e-9)
+            np.testing.assert_allclose(found[f"{name}_ci"], metric["ci"], atol=1e-9)
+
+
+def test_under_torchrun_with_dvl_s_ranking_equals_one_process(clip_dir, tmp_path):
+    """Both embeddings (normalised, and the raw features DVL ranks by) are computed by two processes."""
+    import os
+    import subprocess
+    import sys
+
+    common = ["run", "retrieval", "--model", str(clip_dir), "--dataset", "synthetic:fairface", "--dtype", "float32",
+              "--set", "bootstrap=40", "--set", "k=20", "--set", "ranking=dvl", "--set", "concepts=[male, female]"]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "vlfair", *common, "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "two")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert main([*common, "--cache-dir", str(tmp_path / "cache-single"), "--out", str(tmp_path / "one")]) == 0
+    two = pd.read_parquet(tmp_path / "two" / "samples.parquet")
+    one = pd.read_parquet(tmp_path / "one" / "samples.parquet")
+    columns = [c for c in one.columns if c.startswith(SCORE)]
+    np.testing.assert_allclose(two[columns].to_numpy(), one[columns].to_numpy(), rtol=1e-5, atol=1e-6)
+    assert (tmp_path / "cache").exists() and len(list((tmp_path / "cache").rglob("*.npy"))) >= 2

@@ -238,7 +238,7 @@ def test_word_influence_only_on_the_world(world_pool, tmp_path):
     with pytest.raises(SpaceInputError, match="word-influence: the lexicon has no replacements for 'work'"):
         session.run_request(world_pool, "word-influence", session.WORLD_BIASED, session.GENERATED, prompt="a nurse at work")
     with pytest.raises(SpaceInputError, match="runs here only on a demo world encoder"):
-        session._word_influence_parts(None, session.ENCODERS["openai/clip-vit-base-patch32"], "a nurse")
+        session._word_influence_parts(None, session.ENCODERS["openai/clip-vit-base-patch32"], "a nurse", None)
     with pytest.raises(SpaceInputError, match="give 2 to 12"):
         session.run_request(world_pool, "word-influence", session.WORLD_BIASED, session.GENERATED, prompt="nurse")
 
@@ -381,3 +381,27 @@ def test_a_progress_bar_made_before_the_demo_space_tracks_tqdm_still_closes():
     done = subprocess.run([sys.executable, "-c", code, str(SPACES / "demo" / "app.py")], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and done.stdout.split()[-1] == "closed", done.stderr[-2000:]
+
+
+def test_retrieval_runs_on_a_space_sample_with_k_below_its_images(world_pool, tmp_path, monkeypatch):
+    """The Space offers the retrieval probe: a world encoder measures the world's words with a k a
+    fifth of the images; a Hub sample of 42 images gets k = 8 (the YAML's 1000 would be refused)."""
+    assert "retrieval" in session.probe_choices(hub=False)
+    output = session.run_request(world_pool, "retrieval", session.WORLD_BIASED, session.WORLD_DATA,
+                                 out_dir=tmp_path / "world")
+    assert output.results["probe_settings"]["k"] == 280 // 5 and output.results["probe_settings"]["concepts"] == [
+        "smart", "dumb", "happy", "sad"]
+    white = next(m for m in output.results["metrics"] if m["name"] == "skew" and m["subset"].get("concept") == "smart"
+                 and m["subset"]["group"] == "White")
+    assert white["ci"][0] > 0  # the planted smart -> White, found in the Space too
+    source = tmp_path / "fairface-repo"
+    (source / "data").mkdir(parents=True)
+    world_data.fairface(per_cell=6).to_parquet(source / "data" / "validation-00000-of-00001.parquet")
+    monkeypatch.setenv("VLFAIR_SPACE_DATASETS", json.dumps({"fairface": {"source": str(source), "split": "validation"}}))
+    label = session.data_choices("retrieval", hub=False)[1]
+    settings, _ = session._retrieval_parts(None, session.ENCODERS["openai/clip-vit-base-patch32"], "",
+                                           world_data.fairface(per_cell=3))
+    assert settings == {"k": 42 // 5}  # DVL's prompts for a real model, k clamped
+    output = session.run_request(world_pool, "retrieval", session.WORLD_CONTROL, label, per_group=3,
+                                 out_dir=tmp_path / "sample")
+    assert output.results["dataset"]["num_rows"] == 42 and output.results["probe_settings"]["k"] == 8

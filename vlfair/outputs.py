@@ -67,6 +67,8 @@ NEUTRAL: dict[str, float] = {
     "max_skew": 0.0,
     "min_skew": 0.0,
     "ndkl": 0.0,
+    "skew": 0.0,                    # one group's Skew@k: ln(its share of the top k / its target share)
+    "bias_at_k": 0.0,               # (n_a - n_b) / k
 }
 
 

@@ -115,7 +115,6 @@ class RetrievalProbe(Probe):
                    "(vlfair prepare fairface, or synthetic:fairface).")
     schemas = ("fairface",)
     required_columns = {"fairface": ("image",)}  # and the attributes measured: check_columns
-    neutral = {"max_skew": 0.0, "min_skew": 0.0, "ndkl": 0.0, "skew": 0.0, "bias_at_k": 0.0}
     settings: RetrievalSettings
 
     def check_columns(self, dataset: Any, schema: str) -> None:
@@ -178,7 +177,7 @@ class RetrievalProbe(Probe):
         """(attribute, group names, each image's group code) of every attribute with two groups or more."""
         from vlfair import stats
 
-        found = []
+        found: list[tuple[str, list[str], np.ndarray]] = []
         for attribute in self.settings.attributes:
             names, codes = stats.encode_groups(samples.column(attribute).tolist())
             if len(names) >= 2:
@@ -199,20 +198,19 @@ class RetrievalProbe(Probe):
     def _quantities(self, attribute: str, names: list[str], design: _Design, concepts: list[str]) -> list[_Quantity]:
         """Every metric of one attribute, as the run reports it and compare compares it."""
         s = self.settings
-        found = []
+        found: list[_Quantity] = []
         for t, target in enumerate(s.targets):
             subset = {"attribute": attribute, "target": target, "k": s.k}
             for name in ("max_skew", "min_skew", "ndkl"):
-                found.append(_Quantity(name, subset, lambda x, name=name, t=t: x[name][:, t]))
+                found.append(_Quantity(name, subset, _read(name, t)))
             for c, concept in enumerate(dict.fromkeys(concepts)):
-                found.append(_Quantity("max_skew", {**subset, "concept": concept},
-                                       lambda x, c=c, t=t: x["concept_max_skew"][:, c, t]))
+                found.append(_Quantity("max_skew", {**subset, "concept": concept}, _read("concept_max_skew", c, t)))
                 for g, group in enumerate(names):
                     found.append(_Quantity("skew", {**subset, "concept": concept, "group": group},
-                                           lambda x, c=c, g=g, t=t: x["concept_skew"][:, c, g, t]))
+                                           _read("concept_skew", c, g, t)))
         if design.pair is not None:
             found.append(_Quantity("bias_at_k", {"attribute": attribute, "groups": f"{names[0]} - {names[1]}",
-                                                 "k": s.k}, lambda x: x["bias_at_k"]))
+                                                 "k": s.k}, _read("bias_at_k")))
         return found
 
     def _prompt_intervals(self, point: dict[str, Any], quantities: list[_Quantity]) -> list[dict[str, Any]]:
@@ -227,7 +225,7 @@ class RetrievalProbe(Probe):
         size = next(iter(per_query.values())).shape[0]
         draws = np.random.default_rng(np.random.SeedSequence(s.seed).spawn(2)[1]).integers(
             0, size, size=(s.bootstrap, size))
-        found = []
+        found: list[dict[str, Any]] = []
         for quantity in quantities:
             if "concept" in quantity.subset:
                 found.append({})
@@ -239,7 +237,6 @@ class RetrievalProbe(Probe):
         return found
 
     def analyze(self, samples: Samples) -> Output:
-
         from vlfair import measures, stats
 
         s = self.settings
@@ -248,9 +245,9 @@ class RetrievalProbe(Probe):
         out = Output(settings={k: v for k, v in samples.facts.items() if k not in ("queries", "concepts")},
                      notes=[*s.notes, _ranking_note(s.ranking)], warnings=list(samples.warnings))
         measured = self._measured(samples)
-        for attribute in s.attributes:
-            if attribute not in [m[0] for m in measured]:
-                out.warnings.append(f"{attribute}: one group only among the images evaluated: no skew to measure")
+        for unmeasured in s.attributes:
+            if unmeasured not in [m[0] for m in measured]:
+                out.warnings.append(f"{unmeasured}: one group only among the images evaluated: no skew to measure")
         for attribute, names, codes in measured:
             _warn_small_groups(out.warnings, attribute, names, codes, s.k, s.targets)
             design = self._design(names, codes, attribute, concepts)
@@ -350,6 +347,12 @@ class RetrievalProbe(Probe):
             row_sets.append(paired.RowSet(np.arange(codes.size), columns, codes, statistics,
                                           engine=functools.partial(_PairedRanking, design)))
         return row_sets
+
+
+def _read(key: str, *index: int) -> Callable[[dict[str, Any]], np.ndarray]:
+    """The (b,) values of one statistic: ``key``'s array at ``index`` after its resample axis."""
+    where = (slice(None),) + index
+    return lambda statistics: statistics[key][where]
 
 
 class _PairedRanking:

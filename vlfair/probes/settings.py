@@ -257,7 +257,8 @@ def _read_value_file(key: str, path: str) -> Any:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--set {key}=@{path}: cannot read the file ({exc.strerror or exc})") from None
+        why = getattr(exc, "strerror", None) or exc
+        raise ValueError(f"--set {key}=@{path}: cannot read the file ({why})") from None
     if path.endswith(".txt"):
         return [line.strip() for line in text.splitlines() if line.strip()]
     try:

@@ -231,7 +231,7 @@ def run_summary(results: dict[str, Any], encoder: str) -> str:
             + "".join(f"\n- {markdown_text(warning)}" for warning in results.get("warnings", [])))
 
 
-def _word_influence_parts(encoder, choice: EncoderChoice, prompt: str) -> tuple[dict | None, dict | None]:
+def _word_influence_parts(encoder, choice: EncoderChoice, prompt: str, dataset: Any) -> tuple[dict | None, dict | None]:
     """The demo's planted generator and gender classifier; Stable Diffusion is too slow for a CPU Space."""
     if choice.biased is None:
         raise SpaceInputError("word-influence runs here only on a demo world encoder (its images come from the "
@@ -245,14 +245,28 @@ def _word_influence_parts(encoder, choice: EncoderChoice, prompt: str) -> tuple[
     return word_influence_setup(encoder, choice.biased, " ".join(words), images_per_prompt=40)
 
 
-def _traits_parts(encoder, choice: EncoderChoice, prompt: str) -> tuple[dict | None, dict | None]:
+def _traits_parts(encoder, choice: EncoderChoice, prompt: str, dataset: Any) -> tuple[dict | None, dict | None]:
     """The Space draws its own sample (per_group) or measures the uploads as they are."""
     return {"per_cell": None}, None
 
 
+def _retrieval_parts(encoder, choice: EncoderChoice, prompt: str, dataset: Any) -> tuple[dict | None, dict | None]:
+    """A Space's sample holds hundreds of images, not FairFace's 10,954: k is a fifth of them (the
+    probe refuses a k at or above the images measured); a world encoder gets the world's words."""
+    from vlfair.demo.run import RETRIEVAL_SETTINGS
+    from vlfair.probes import probe_class
+
+    settings = dict(RETRIEVAL_SETTINGS) if choice.biased is not None else {}
+    # balancing keeps twice the rarer gender's images: k stays below that
+    genders = list(dataset["gender"]) if "gender" in dataset.column_names else []
+    images = 2 * min(genders.count(g) for g in set(genders)) if len(set(genders)) > 1 else dataset.num_rows
+    settings["k"] = max(1, min(probe_class("retrieval").default_settings()["k"], images // 5))
+    return settings, None
+
+
 # probe -> (settings, components) the Space runs it with; a probe without an entry runs as configured
-SPACE_PARTS: dict[str, Callable[[Any, EncoderChoice, str], tuple[dict | None, dict | None]]] = {
-    "word-influence": _word_influence_parts, "traits": _traits_parts}
+SPACE_PARTS: dict[str, Callable[[Any, EncoderChoice, str, Any], tuple[dict | None, dict | None]]] = {
+    "word-influence": _word_influence_parts, "traits": _traits_parts, "retrieval": _retrieval_parts}
 PROMPTED = ("word-influence",)  # probes whose request carries a prompt (the Space shows its text box)
 
 
@@ -270,7 +284,7 @@ def run_request(pool: EncoderPool, probe: str, encoder_label: str, data_label: s
         progress(0.1, "loading the encoder")
         encoder, choice = pool.get(encoder_label, other_id, allow_other, log=lambda line: progress(0.15, line.strip()))
         parts = SPACE_PARTS.get(probe)
-        settings, components = parts(encoder, choice, prompt) if parts else (None, None)
+        settings, components = parts(encoder, choice, prompt, dataset) if parts else (None, None)
         out = Path(out_dir or tempfile.mkdtemp(prefix="vlfair-space-"))
         progress(0.3, f"running the {probe} probe")
         results = run_probe(probe, encoder, dataset, out, cache_dir=pool.cache_dir, settings=settings,
