@@ -323,15 +323,18 @@ def test_bad_settings_are_one_line_naming_the_setting(clip_dir, tmp_path, capsys
     assert "Traceback" not in err
 
 
-def _dataset_without(tmp_path, **changes):
-    """synthetic:fairface's rows saved as a local fairface-schema folder, with ``changes`` to its columns."""
-    data = vlfair.load_dataset("synthetic:fairface")
-    for column, value in changes.items():
-        data = data.remove_columns(column) if value is None else data.map(lambda row, c=column, v=value: {c: v(row)})
-    folder = tmp_path / "data"
-    folder.mkdir()
-    data.to_parquet(str(folder / "validation.parquet"))
-    return str(folder)
+def test_a_refused_k_keeps_the_embeddings_computed(clip_dir, tmp_path, capsys, monkeypatch):
+    """k is checked against the images once they are read: the embeddings made on the way are
+    cached, and the run with a valid k computes none again."""
+    from vlfair import embed
+
+    assert _run(clip_dir, tmp_path, "--set", "k=252", "--set", "balance_gender=false") == 2
+    computed = []
+    original = embed._compute_chunks
+    monkeypatch.setattr(embed, "_compute_chunks", lambda *a, **k: computed.append(1) or original(*a, **k))
+    assert _run(clip_dir, tmp_path, "--set", "k=20", "--set", "balance_gender=false", "--set",
+                "concepts=[male]") == 0
+    assert computed == []
 
 
 def test_a_dataset_without_an_attribute_is_refused_naming_the_column(tmp_path, capsys, clip_dir):
