@@ -1152,7 +1152,7 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     prefix_counts = np.stack([np.cumsum(ranked == g, axis=1) for g in range(len(names))], axis=2)  # (Q, k, G)
     counts_k = prefix_counts[:, -1, :].astype(float)
     with np.errstate(divide="ignore"):
-        skew = np.log(_top_k_shares(counts_k, k, zero_count, smoothing) / p_star)
+        skew = np.log(top_k_shares(counts_k, k, zero_count, smoothing) / p_star)
     max_skew = skew.max(axis=1)
     positions = np.arange(1, k + 1)
     shares = prefix_counts / positions[None, :, None]
@@ -1202,7 +1202,7 @@ def _ranking_skew_intervals(matrix: npt.NDArray[np.float64], codes: npt.NDArray[
     for indices in stats.stratified_resamples(codes, bootstrap, seed):
         counts, ndkl = resampled_top_k(matrix, codes, k, indices, [p_star], order)
         with np.errstate(divide="ignore"):
-            skew = np.log(_top_k_shares(counts, k, zero_count, smoothing) / p_star)  # (b, queries, G)
+            skew = np.log(top_k_shares(counts, k, zero_count, smoothing) / p_star)  # (b, queries, G)
         columns["max"].append(skew.max(axis=2).mean(axis=1))
         columns["min"].append(skew.min(axis=2).mean(axis=1))
         columns["skew"].append(skew.mean(axis=1))
@@ -1216,8 +1216,8 @@ def _ranking_skew_intervals(matrix: npt.NDArray[np.float64], codes: npt.NDArray[
             "skew_ci": bounds["skew"].T.tolist()}
 
 
-def _top_k_shares(counts: npt.NDArray[np.float64], k: int, zero_count: str,
-                  smoothing: float | None) -> npt.NDArray[np.float64]:
+def top_k_shares(counts: npt.NDArray[np.float64], k: int, zero_count: str,
+                 smoothing: float | None) -> npt.NDArray[np.float64]:
     """p_k(a) of each group from its count in the top k, by the zero-count convention (see :func:`ranking_skew`)."""
     if zero_count == "dvl":
         return np.where(counts > 0, counts, 1.0) / k

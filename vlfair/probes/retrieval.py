@@ -80,9 +80,8 @@ class _Design:
         means over queries (b, targets), per concept (b, concepts, targets, ...), per query."""
         from vlfair import measures
 
-        k, groups = self.k, counts.shape[2]
-        shares = (np.where(counts > 0, counts, 1.0) / k if self.zero_count == "dvl"
-                  else (counts + measures.SMOOTHING) / (k + measures.SMOOTHING * groups))
+        k = self.k
+        shares = measures.top_k_shares(counts, k, self.zero_count, measures.SMOOTHING)
         skew = np.log(shares[..., None] / np.stack(self.p_stars, axis=1))  # (b, queries, groups, targets)
         maximum = skew.max(axis=2)
         per_query = {"max_skew": maximum, "min_skew": skew.min(axis=2), "ndkl": ndkl}  # (b, queries, targets)
