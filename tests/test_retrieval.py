@@ -133,16 +133,20 @@ def test_intervals_over_images_are_the_measure_s(zero_count):
         np.testing.assert_allclose(bias.ci, expected.bias_at_k_ci, atol=1e-12)
 
 
-def test_the_interval_over_prompts_resamples_the_prompts():
+def test_the_interval_over_prompts_resamples_templates_and_concepts():
+    """The interval over the prompts draws templates and concepts independently (the prompts are
+    their cross), with the seed's second stream: written out here with the same draws."""
     samples = _samples(seed=5)
     out = _probe(k=9, attributes=["gender"], bootstrap=400, seed=2).analyze(samples)
     metric = _metric(out, "max_skew", attribute="gender", target="uniform", k=9)
-    low, high = metric.details["ci_over_prompts"]
-    per_prompt = RetrievalProbe({"query_templates": TEMPLATES, "concepts": CONCEPTS, "bootstrap": 0, "k": 9,
-                                 "attributes": ["gender"]}).analyze(samples).tables["over_retrieved_gender_uniform"]
-    values = per_prompt["MaxSkew@9"].to_numpy()
-    assert values.mean() == pytest.approx(metric.value)
-    assert values.min() <= low < high <= values.max()  # means of resampled prompts lie within their range
+    per_prompt = out.tables["over_retrieved_gender_uniform"]["MaxSkew@9"].to_numpy()  # templates outer
+    assert per_prompt.mean() == pytest.approx(metric.value)
+    rng = np.random.default_rng(np.random.SeedSequence(2).spawn(2)[1])
+    templates = rng.integers(0, 2, size=(400, 2))
+    concepts = rng.integers(0, 3, size=(400, 3))
+    grid = per_prompt.reshape(2, 3)
+    means = [grid[np.ix_(t, c)].mean() for t, c in zip(templates, concepts)]
+    np.testing.assert_allclose(metric.details["ci_over_prompts"], np.percentile(means, [2.5, 97.5]), atol=1e-12)
     assert "ci_over_prompts" not in _metric(out, "max_skew", attribute="gender", target="uniform", concept="good").details
 
 
@@ -196,6 +200,18 @@ def test_the_paired_engine_equals_re_ranking_from_scratch(zero_count):
     found = paired.compare(row_set, a, b, bootstrap=50, n_permutations=40, seed=1)
     assert [d.name for d in found] == [s.name for s in row_set.statistics]
     assert all(d.difference_ci is not None and 0 < d.p_value <= 1 for d in found)
+    # the paired intervals are the run's kind (measures.top_k_interval): each model's resamples moved
+    # onto its point value, then the percentiles of A - B
+    from vlfair import stats
+
+    draws = [engine.resampled(block) for block in
+             stats.stratified_resamples(codes, 50, np.random.SeedSequence(1).spawn(3)[0])]
+    values_a = np.concatenate([d[0] for d in draws])
+    values_b = np.concatenate([d[1] for d in draws])
+    moved = (values_a - values_a.mean(0) + point_a) - (values_b - values_b.mean(0) + point_b)
+    expected = np.percentile(moved, [2.5, 97.5], axis=0)
+    np.testing.assert_allclose([d.difference_ci for d in found], expected.T, atol=1e-12)
+    assert row_set.recentre
 
 
 def test_each_paired_statistic_is_the_run_s_metric_on_hand_made_samples():
@@ -308,6 +324,8 @@ def test_rescore_and_compare_two_models(clip_dir, tmp_path, capsys):
     (["--set", "k=ten"], "setting k = 'ten'"),
     (["--set", "concepts=[]"], "setting concepts = \\[\\]: List should have at least 1 item"),
     (["--set", "query_templates=['a photo']"], "query_templates.0 = 'a photo': .*must hold the placeholder \\{\\}"),
+    (["--set", "query_templates=['{} and {}']"], "query_templates.0 = '\\{\\} and \\{\\}': must hold the placeholder "
+                                                "\\{\\} once \\(it has 2\\)"),
     (["--set", "attributes=[height]"], "setting attributes.0 = 'height': Input should be 'gender', 'race' or 'age'"),
     (["--set", "query_templates=['a {}', 'a {} x']", "--set", "concepts=['b x', b]"],
      "the prompt 'a b x' is formed twice"),
@@ -347,9 +365,10 @@ def test_a_dataset_without_an_attribute_is_refused_naming_the_column(tmp_path, c
     # a dataset handed over in Python meets the probe's own check, which names the setting
     encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
     plain = vlfair.load_dataset("synthetic:fairface").remove_columns(["age", "gender"])
-    with pytest.raises(ProbeError, match="retrieval: setting attributes: the dataset has no column 'gender', 'age'"):
+    with pytest.raises(ProbeError, match="retrieval: setting attributes: the dataset has no column 'gender', 'age';"):
         measure_probe("retrieval", encoder, plain, schema="fairface", cache_dir=None)
-    with pytest.raises(ProbeError, match="no column 'gender' \\(balance_gender reads gender: set balance_gender=false"):
+    with pytest.raises(ProbeError, match="setting balance_gender: the dataset has no column 'gender' to balance.*"
+                                         "set balance_gender=false"):
         measure_probe("retrieval", encoder, plain, schema="fairface", cache_dir=None, settings={"attributes": ["race"]})
 
 
@@ -376,6 +395,59 @@ def test_balancing_refuses_one_gender_and_a_group_it_empties(clip_dir):
         measure_probe("retrieval", encoder, data, cache_dir=None, settings=settings)
     run = measure_probe("retrieval", encoder, data, cache_dir=None, settings={**settings, "balance_gender": False})
     assert run.results["settings"]["images"] == 252
+
+
+def test_balancing_picks_rows_of_the_embeddings_named_by_their_row_in_the_data(clip_dir, tmp_path, monkeypatch):
+    """samples.parquet's row is the image's row in the data as given; every image is embedded once,
+    so another seed (another balanced set) or no balancing embeds nothing again."""
+    from vlfair import embed
+
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    data = _relabelled(gender=lambda i, row: "Female" if i % 3 == 0 else "Male")  # 84 women, 168 men
+    settings = {"k": 10, "bootstrap": 0, "concepts": ["male"], "seed": 1}
+    first = measure_probe("retrieval", encoder, data, cache_dir=tmp_path / "cache", settings=settings)
+    frame = first.output.samples.frame
+    assert len(frame) == 2 * 84 and first.results["settings"]["balancing"]["per_gender_before"] == {
+        "Female": 84, "Male": 168}
+    assert frame["gender"].tolist() == [data["gender"][r] for r in frame["row"]]
+    assert sorted(r for r in frame["row"] if r % 3 == 0) == list(range(0, 252, 3))  # every woman kept
+    computed = []
+    original = embed._compute_chunks
+    monkeypatch.setattr(embed, "_compute_chunks", lambda *a, **k: computed.append(1) or original(*a, **k))
+    other = measure_probe("retrieval", encoder, data, cache_dir=tmp_path / "cache", settings={**settings, "seed": 2})
+    every = measure_probe("retrieval", encoder, data, cache_dir=tmp_path / "cache",
+                          settings={**settings, "balance_gender": False})
+    assert computed == [] and len(every.output.samples.frame) == 252
+    assert set(other.output.samples.frame["row"]) != set(frame["row"])
+
+
+def test_non_finite_scores_are_refused_naming_the_row_and_prompt(clip_dir, monkeypatch):
+    from vlfair.probes.base import Context
+
+    original = Context.images
+
+    def overflowing(self):
+        images, rows = original(self)
+        images = images.copy()
+        images[7] = np.inf
+        return images, rows
+
+    monkeypatch.setattr(Context, "images", overflowing)
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    with pytest.raises(ProbeError, match="scores the image of row 7 against 'This is the face of a male person' as "
+                                         "(nan|inf) .*not finite.*try --dtype float32"):
+        measure_probe("retrieval", encoder, vlfair.load_dataset("synthetic:fairface"), cache_dir=None,
+                      settings={"k": 10, "bootstrap": 0, "concepts": ["male"], "balance_gender": False})
+
+
+def test_compare_refuses_runs_that_share_no_more_images_than_k():
+    samples = _samples(images=12)
+    with pytest.raises(ProbeError, match="the runs share 12 images, not more than k = 12"):
+        _probe(k=12).comparisons(samples)
+    assert _probe(k=11).comparisons(samples)
+    with pytest.raises(ValueError, match="k=5 is larger than a resample's 4 items"):
+        measures.resampled_top_k(np.zeros((1, 4)), np.array([0, 1, 0, 1]), 5, np.arange(4)[None],
+                                 [np.array([0.5, 0.5])])
 
 
 def test_the_evaluate_module_on_the_run_s_score_matrix(clip_dir, tmp_path, capsys):

@@ -21,6 +21,7 @@ import functools
 import inspect
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
@@ -1170,8 +1171,10 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     intervals = {}
     if bootstrap:
         pair_codes = None if pair is None else (names.index(pair[0]), names.index(pair[1]))
+        points = {"max": max_skew.mean(), "min": skew.min(axis=1).mean(), "ndkl": ndkl.mean(),
+                  "bias": None if bias is None else bias.mean(), "skew": skew.mean(axis=0)}
         intervals = _ranking_skew_intervals(matrix, codes, k, p_star, zero_count, smoothing, pair_codes, bootstrap,
-                                            confidence, seed, prefix)
+                                            confidence, seed, prefix, points)
         intervals["skew_ci"] = {n: bounds for n, bounds in zip(names, intervals["skew_ci"])}
     return RankingSkew(
         max_skew=float(max_skew.mean()), min_skew=float(skew.min(axis=1).mean()),
@@ -1192,12 +1195,30 @@ def _interval_with_infinities(samples: npt.NDArray[np.float64], confidence: floa
     return np.where(np.isnan(bounds) & np.isneginf(samples).any(axis=0), -np.inf, bounds)
 
 
+def top_k_interval(samples: npt.NDArray[np.float64], point: npt.ArrayLike,
+                   confidence: float) -> npt.NDArray[np.float64]:
+    """The interval of a top-k statistic (Skew, MaxSkew, NDKL, Bias@k) from its resampled values.
+
+    A resample holds some items twice or more, and their copies sit side by side in its ranking, as
+    no fresh draw of items ever puts two images: the first ranks, which NDKL weighs most, become
+    more one-sided, and the resampled values lie above the point value (NDKL's 95 % percentile
+    interval held the value a fresh draw gives on average in about 55 % of simulated draws). The
+    resamples' spread is kept, their shift is not: the percentile interval is moved by the point
+    value minus the resamples' mean (where both are finite; a Skew of -inf keeps its percentiles)."""
+    bounds = _interval_with_infinities(samples, confidence)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a column of nan resamples (an undefined statistic)
+        shift = np.asarray(point, dtype=float) - np.nanmean(samples, axis=0)
+        return np.where(np.isfinite(shift), bounds + shift, bounds)
+
+
 def _ranking_skew_intervals(matrix: npt.NDArray[np.float64], codes: npt.NDArray[np.int64], k: int,
                             p_star: npt.NDArray[np.float64], zero_count: str, smoothing: float | None,
                             pair: tuple[int, int] | None, bootstrap: int, confidence: float,
-                            seed: int | None, order: npt.NDArray[np.int64]) -> dict[str, Any]:
-    """:func:`ranking_skew`'s intervals: each statistic's mean over queries in every resample (``order``:
-    each query's best :func:`prefix_length` items)."""
+                            seed: int | None, order: npt.NDArray[np.int64],
+                            points: dict[str, Any]) -> dict[str, Any]:
+    """:func:`ranking_skew`'s intervals (:func:`top_k_interval`): each statistic's mean over queries in
+    every resample (``order``: each query's best :func:`prefix_length` items), placed at ``points``."""
     columns: dict[str, list[npt.NDArray[np.float64]]] = {"max": [], "min": [], "ndkl": [], "bias": [], "skew": []}
     for indices in stats.stratified_resamples(codes, bootstrap, seed):
         counts, ndkl = resampled_top_k(matrix, codes, k, indices, [p_star], order)
@@ -1209,8 +1230,8 @@ def _ranking_skew_intervals(matrix: npt.NDArray[np.float64], codes: npt.NDArray[
         columns["ndkl"].append(ndkl[:, :, 0].mean(axis=1))
         if pair is not None:
             columns["bias"].append(((counts[:, :, pair[0]] - counts[:, :, pair[1]]) / k).mean(axis=1))
-    bounds = {name: _interval_with_infinities(np.concatenate(values), confidence) for name, values in columns.items()
-              if values}
+    bounds = {name: top_k_interval(np.concatenate(values), points[name], confidence)
+              for name, values in columns.items() if values}
     return {"max_skew_ci": bounds["max"].tolist(), "min_skew_ci": bounds["min"].tolist(),
             "ndkl_ci": bounds["ndkl"].tolist(), "bias_at_k_ci": bounds["bias"].tolist() if "bias" in bounds else None,
             "skew_ci": bounds["skew"].T.tolist()}
@@ -1300,6 +1321,8 @@ def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64
         copies = np.bincount(row, minlength=items)[order]
         before = np.cumsum(copies, axis=1) - copies
         if (before[:, -1] + copies[:, -1] < k).any():  # this resample needs more than the best m: all N
+            if order.shape[1] == items:
+                raise ValueError(f"k={k} is larger than a resample's {int(copies.sum(axis=1).min())} items")
             return resampled_top_k(scores, codes, k, indices, p_stars, top_k_order(scores, items))
         taken = np.clip(k - before, 0, copies)  # copies of each ranked item inside the top k
         counts[b] = np.bincount(slots, weights=taken.ravel(), minlength=queries * groups).reshape(queries, groups)

@@ -16,6 +16,7 @@ over rows) sets ``values=True`` and receives the (b, n, k) resampled values inst
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -77,6 +78,9 @@ class RowSet:
     # point(), resampled(indices) and swapped_difference(swaps) as _Engine has, and hands its
     # statistics whatever it computes.
     engine: Callable[[RowSet, np.ndarray, np.ndarray], Any] | None = None
+    # Resampled values shifted onto the point values before any interval (top-k statistics, whose
+    # resamples are shifted by copies of one item ranked side by side: measures.top_k_interval)
+    recentre: bool = False
 
     @property
     def resampling_strata(self) -> npt.NDArray[np.int64]:
@@ -131,6 +135,8 @@ def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *
                   stats.stratified_resamples(row_set.resampling_strata, bootstrap, streams[0])]
         samples_a = np.concatenate([block[0] for block in blocks])
         samples_b = np.concatenate([block[1] for block in blocks])
+        if row_set.recentre:
+            samples_a, samples_b = _recentred(samples_a, point_a), _recentred(samples_b, point_b)
     # B's resamples in another order: each A resample meets an independent B resample, the
     # interval an unpaired analysis would give (what pairing gains is the ratio of the widths)
     apart = np.random.default_rng(streams[1]).permutation(len(samples_b))
@@ -143,6 +149,14 @@ def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *
         differences.append(_difference(statistic, point_a[j], point_b[j], samples_a[:, j], samples_b[:, j],
                                        apart, confidence, tests[j]))
     return differences
+
+
+def _recentred(samples: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """(b, M) resampled values moved so that each column's mean is its point value (where finite)."""
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a column of nan resamples: left as it is
+        shift = point - np.nanmean(samples, axis=0)
+    return samples + np.where(np.isfinite(shift), shift, 0.0)
 
 
 def _difference(statistic: Statistic, value_a: float, value_b: float, samples_a: np.ndarray, samples_b: np.ndarray,

@@ -25,7 +25,8 @@ the top k gets a finite, strongly negative skew; `smoothing=0` reports -inf. `ze
 is debias-vision-lang's convention: an absent group counts as 1/k and MaxSkew is at least 0. NDKL = (1/Z) sum_{i<=k}
 KL(p_i || p*) / log2(i + 1) on raw counts (0 ln 0 = 0). Bias@k = (n_a - n_b) / k for two groups.
 Several queries (rows) are averaged. Intervals: a bootstrap over items, stratified by group, every
-query re-ranked in every resample.
+query re-ranked in every resample, the percentiles moved by the point value minus the resamples'
+mean (copies of one item side by side in a resample's ranking shift every top-k statistic).
 """
 
 _KWARGS_DESCRIPTION = """

@@ -49,9 +49,9 @@ SCORE = "score: "  # samples.parquet's column of a prompt's scores is SCORE + th
 
 class RetrievalSettings(ProbeSettings, Bootstrap):
     query_templates: Annotated[list[Annotated[Text, AfterValidator(placeholders(""))]],
-                               AfterValidator(distinct(same_text))] = Field(
+                               AfterValidator(distinct(same_text, "case and spaces aside"))] = Field(
         min_length=1, description="query templates, each with one {} for the concept")
-    concepts: Annotated[list[Name], AfterValidator(distinct(same_text))] = Field(
+    concepts: Annotated[list[Name], AfterValidator(distinct(same_text, "case and spaces aside"))] = Field(
         min_length=1, description="the concepts put into every template")
     attributes: Annotated[list[Attribute], AfterValidator(distinct())] = Field(
         min_length=1, description="the attributes whose shares in the top k are measured: gender, race, age")
@@ -119,14 +119,14 @@ class RetrievalProbe(Probe):
     def check_columns(self, dataset: Any, schema: str) -> None:
         super().check_columns(dataset, schema)
         s = self.settings
-        needed = list(dict.fromkeys([*s.attributes, *(["gender"] if s.balance_gender else [])]))
-        missing = [c for c in needed if c not in dataset.column_names]
+        missing = [c for c in s.attributes if c not in dataset.column_names]
         if missing:
-            why = " (balance_gender reads gender: set balance_gender=false to go without)" if (
-                missing == ["gender"] and "gender" not in s.attributes) else ""
             raise ProbeError(f"retrieval: setting attributes: the dataset has no column "
-                             f"{', '.join(map(repr, missing))}{why}; it has {dataset.column_names}; attributes takes "
+                             f"{', '.join(map(repr, missing))}; it has {dataset.column_names}; attributes takes "
                              "gender, race and age, those the dataset holds")
+        if s.balance_gender and "gender" not in dataset.column_names:
+            raise ProbeError(f"retrieval: setting balance_gender: the dataset has no column 'gender' to balance; it "
+                             f"has {dataset.column_names}; set balance_gender=false to go without")
 
     def draws_with_seed(self) -> bool:
         return self.settings.balance_gender  # the seed draws which men are kept
@@ -149,23 +149,35 @@ class RetrievalProbe(Probe):
                              "twice (by two template and concept pairs); every prompt must be a distinct query")
         self.check_columns(ctx.dataset, schema or self.schemas[0])
         facts: dict[str, Any] = {"queries": prompts, "concepts": [c for c, _ in queries], "ranking": s.ranking}
-        if s.balance_gender:
-            facts["balancing"] = _balance_gender(ctx, s.seed)
+        # every image is embedded (and cached) once; balancing then picks rows of the embeddings, so
+        # another seed or balance_gender=false embeds nothing again
         images, rows = ctx.images()
-        frame = ctx.identity(rows)
-        for attribute in s.attributes:
-            frame[attribute] = ctx.column(attribute, rows)
-            if "balancing" in facts:
-                _refuse_emptied(attribute, facts["balancing"]["groups_before"][attribute], frame[attribute])
+        labels = {attribute: ctx.column(attribute, rows) for attribute in s.attributes}
+        kept = np.arange(len(rows))
+        if s.balance_gender:
+            kept, facts["balancing"] = _balance_gender(ctx.column("gender", rows), s.seed)
+            for attribute, values in labels.items():
+                _refuse_emptied(attribute, values, values[kept])
+        images, rows = images[kept], rows[kept]
         if s.k >= len(rows):
             raise ProbeError(f"retrieval: setting k = {s.k}: MaxSkew needs k below the number of images evaluated "
                              f"({len(rows)}): with every image retrieved the shares are the evaluated set's, whatever "
                              f"the model (debias-vision-lang's default, k = all); use a k from 1 to {len(rows) - 1}")
+        frame = ctx.identity(rows)
+        for attribute, values in labels.items():
+            frame[attribute] = values[kept]
         text = ctx.texts(prompts)
         warnings = [same] if (same := indistinguishable(prompts, text)) is not None else []
         if s.ranking == "dvl":  # DVL's measuring_bias.py:79,95,114: unnormalised image . normalised text
-            images = ctx.raw_images()
-        scores = images @ text.T  # (images, queries)
+            images = ctx.raw_images()[kept]
+        with np.errstate(invalid="ignore", over="ignore"):  # refused just below, naming an image and a prompt
+            scores = images @ text.T  # (images, queries)
+        if not np.isfinite(scores).all():  # a ranking would put them last without a word
+            bad_image, bad_query = np.argwhere(~np.isfinite(scores))[0]
+            raise ProbeError(f"retrieval: model {ctx.encoder.spec!r} scores the image of row {int(rows[bad_image])} "
+                             f"against {prompts[bad_query]!r} as {scores[bad_image, bad_query]} "
+                             f"({int((~np.isfinite(scores)).sum())} scores not finite in all): its embeddings overflow "
+                             "(try --dtype float32)")
         for q, prompt in enumerate(prompts):
             frame[SCORE + prompt] = scores[:, q]
         facts["images"] = int(len(rows))
@@ -213,25 +225,30 @@ class RetrievalProbe(Probe):
         return found
 
     def _prompt_intervals(self, point: dict[str, Any], quantities: list[_Quantity]) -> list[dict[str, Any]]:
-        """Each mean over all prompts also gets an interval from resampling the prompts (the images
-        as they are): how much the number owes to which prompts were asked. In the metric's details."""
+        """Each mean over all prompts also gets an interval over the prompts (the images as they are):
+        how much the number owes to which templates and concepts were asked. The prompts are a cross
+        of the two, each with its own effects, so both are resampled, independently (the pigeonhole
+        bootstrap, Owen 2007, mildly conservative); resampling the 319 prompts one by one would treat
+        the 11 prompts of one concept as 11 independent draws. In the metric's details."""
         from vlfair import stats
 
         s = self.settings
         if not s.bootstrap:
             return [{} for _ in quantities]
-        per_query = {name: values[0] for name, values in point["per_query"].items()}  # (queries[, targets])
-        size = next(iter(per_query.values())).shape[0]
-        draws = np.random.default_rng(np.random.SeedSequence(s.seed).spawn(2)[1]).integers(
-            0, size, size=(s.bootstrap, size))
+        templates, concepts = len(s.query_templates), len(s.concepts)
+        rng = np.random.default_rng(np.random.SeedSequence(s.seed).spawn(2)[1])
+        rows = rng.integers(0, templates, size=(s.bootstrap, templates))[:, :, None]
+        columns = rng.integers(0, concepts, size=(s.bootstrap, concepts))[:, None, :]
         found: list[dict[str, Any]] = []
         for quantity in quantities:
             if "concept" in quantity.subset:
                 found.append({})
                 continue
-            values = per_query[quantity.name]
-            values = values[:, s.targets.index(quantity.subset["target"])] if values.ndim == 2 else values
-            low, high = stats.percentile_interval(values[draws].mean(axis=1), s.confidence)
+            values = point["per_query"][quantity.name][0]  # (queries[, targets]), templates outer
+            if values.ndim == 2:
+                values = values[:, s.targets.index(quantity.subset["target"])]
+            grid = values.reshape(templates, concepts)
+            low, high = stats.percentile_interval(grid[rows, columns].mean(axis=(1, 2)), s.confidence)
             found.append({"ci_over_prompts": [float(low), float(high)]})
         return found
 
@@ -265,8 +282,9 @@ class RetrievalProbe(Probe):
             images = np.concatenate(draws)
             over_prompts = self._prompt_intervals(point, quantities)
             for j, (quantity, details) in enumerate(zip(quantities, over_prompts)):
-                ci = stats.percentile_interval(images[:, j], s.confidence).tolist() if s.bootstrap else None
-                out.metrics.append(Metric(quantity.name, quantity.subset, float(quantity.read(point)[0]), ci,
+                value = quantity.read(point)[0]
+                ci = measures.top_k_interval(images[:, j], value, s.confidence).tolist() if s.bootstrap else None
+                out.metrics.append(Metric(quantity.name, quantity.subset, float(value), ci,
                                           details=details))
             self._tables(out, attribute, names, prompts, point, s.k)
         self._figures(out)
@@ -339,12 +357,15 @@ class RetrievalProbe(Probe):
         prompts, concepts = samples.facts["queries"], samples.facts["concepts"]
         columns = tuple(SCORE + p for p in prompts)
         row_sets = []
+        if len(samples.frame) <= self.settings.k:  # the runs' common rows (compare --on-common-rows) can be few
+            raise ProbeError(f"retrieval: the runs share {len(samples.frame)} images, not more than k = "
+                             f"{self.settings.k}: their top k would be every image; compare runs that share more")
         for attribute, names, codes in self._measured(samples):
             design = self._design(names, codes, attribute, concepts)
             statistics = tuple(paired.Statistic(q.name, q.subset, q.read, 0.0)
                                for q in self._quantities(attribute, names, design, concepts))
             row_sets.append(paired.RowSet(np.arange(codes.size), columns, codes, statistics,
-                                          engine=functools.partial(_PairedRanking, design)))
+                                          engine=functools.partial(_PairedRanking, design), recentre=True))
         return row_sets
 
 
@@ -415,12 +436,11 @@ def _ranking_note(ranking: str) -> str:
                                 "embedding (measuring_bias.py:79,95,114), so images with larger features rank higher."))
 
 
-def _balance_gender(ctx: Context, seed: int | None) -> dict[str, Any]:
+def _balance_gender(genders: np.ndarray, seed: int | None) -> tuple[np.ndarray, dict[str, Any]]:
     """As many images of each gender as of the rarest, the others drawn down with ``seed`` (DVL's
-    equal_split, datasets.py:53-78); ctx.dataset becomes the balanced set. Returns the record for
-    results.json: the counts per gender before and after, and each attribute's groups before."""
-    dataset = ctx.dataset
-    genders = np.asarray(dataset["gender"]).astype(str)
+    equal_split, datasets.py:53-78). Returns the positions kept (in order) and the record for
+    results.json: the count per gender before, and after."""
+    genders = np.asarray(genders).astype(str)
     present, counts = np.unique(genders, return_counts=True)
     if present.size < 2:
         raise ProbeError(f"retrieval: setting balance_gender: the images hold one gender only ({present.tolist()}): "
@@ -429,15 +449,12 @@ def _balance_gender(ctx: Context, seed: int | None) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     kept = np.sort(np.concatenate([rng.choice(np.flatnonzero(genders == g), size=size, replace=False)
                                    for g in present]))
-    groups_before = {a: sorted(set(map(str, dataset[a]))) for a in ("gender", "race", "age")
-                     if a in dataset.column_names}
-    ctx.dataset = dataset.select(kept.tolist())
-    return {"seed": seed, "per_gender_before": dict(zip(present.tolist(), counts.tolist())),
-            "per_gender_after": size, "groups_before": groups_before}
+    return kept, {"seed": seed, "per_gender_before": dict(zip(present.tolist(), counts.tolist())),
+                  "per_gender_after": size}
 
 
-def _refuse_emptied(attribute: str, before: list[str], values: np.ndarray) -> None:
-    gone = sorted(set(before) - set(map(str, values)))
+def _refuse_emptied(attribute: str, before: np.ndarray, after: np.ndarray) -> None:
+    gone = sorted(set(map(str, before)) - set(map(str, after)))
     if gone:
         raise ProbeError(f"retrieval: setting balance_gender: after balancing the genders, {attribute} group(s) "
                          f"{gone} have no images (they were all of the drawn-down gender); set balance_gender=false "
@@ -453,6 +470,6 @@ def _warn_small_groups(warnings: list[str], attribute: str, names: list[str], co
     counts = np.bincount(codes, minlength=len(names))
     short = [f"{names[g]} ({counts[g]})" for g in range(len(names)) if counts[g] < k / len(names)]
     if short:
-        warnings.append(f"{attribute}: k = {k} asks each of its {len(names)} groups for {k / len(names):.0f} images "
+        warnings.append(f"{attribute}: k = {k} asks each of its {len(names)} groups for {k / len(names):g} images "
                         f"against the uniform target, but {', '.join(short)} have fewer: their Skew@k is below 0 for "
                         "any model; a smaller k lets every group reach its share")

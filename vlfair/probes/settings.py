@@ -64,6 +64,9 @@ def placeholders(*fields: str) -> Callable[[str], str]:
         if found != wanted:
             shown = ", ".join(_shown(f) for f in sorted(found)) or "none"
             raise ValueError(f"must hold the placeholder {example} and no other (it has {shown})")
+        positional = sum(name == "" for name, _, _ in parsed)
+        if positional > 1:  # one value fills it: a second {} would fail every prompt
+            raise ValueError(f"must hold the placeholder {{}} once (it has {positional}): one value fills it")
         decorated = [f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
                      for name, spec, conversion in parsed if spec or conversion]
         if decorated:
