@@ -88,6 +88,20 @@ def test_demo_runs_a_probe_and_shows_plots_tables_and_downloads(page, demo_url, 
     page.screenshot(path=artifacts / "demo-professions-run.png", full_page=True)
 
 
+def test_demo_runs_the_retrieval_probe(page, demo_url, artifacts):
+    """The first probe written as a plugin after the Space: offered and run with no Space code of its own
+    but its settings (k a fifth of the sample, the world's words on a world encoder)."""
+    page.goto(demo_url)
+    _choose(page, "probe", "retrieval")
+    page.get_by_role("button", name="run").click()
+    page.wait_for_selector("#plots img", timeout=RUN_TIMEOUT_MS)
+    expect(page.locator("#metrics")).to_contain_text("max_skew", timeout=30_000)
+    assert "retrieval" in page.locator("#summary").inner_text()
+    expect(page.locator("#tables")).to_contain_text("skew by concept race")
+    assert page.locator("#plots img").count() == 2  # MaxSkew per concept, Skew per group: race, where smart is planted
+    page.screenshot(path=artifacts / "demo-retrieval-run.png", full_page=True)
+
+
 def test_demo_names_a_file_that_is_not_an_image(page, demo_url, artifacts, jpeg_paths, broken_files):
     page.goto(demo_url)
     _choose(page, "probe", "traits")
@@ -224,7 +238,8 @@ def test_docs_screenshots_are_made_from_a_demo(browser, demo, tmp_path, monkeypa
     monkeypatch.setattr(script, "IMAGES", tmp_path / "images")
     (tmp_path / "images").mkdir()
     script.demo_report_and_leaderboard(demo[0], tmp_path / "work", browser)
-    for name in ("demo-report.png", "leaderboard-space.png", "comparison.png", "leaderboard-compare.png"):
+    for name in ("demo-report.png", "leaderboard-space.png", "comparison.png", "leaderboard-compare.png",
+                 "retrieval-report.png"):
         with Image.open(tmp_path / "images" / name) as image:
             assert image.width == script.WIDTH and image.mode == "P"  # README's width, 256 colours
         assert (tmp_path / "images" / name).stat().st_size < 400_000
