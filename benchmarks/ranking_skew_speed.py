@@ -73,21 +73,24 @@ def _reference(scores: np.ndarray, groups: list[str], k: int, resamples: int, co
 
 
 def _probe_seconds(scores: np.ndarray, labels: dict[str, np.ndarray], k: int, resamples: int) -> float:
-    """The retrieval probe's analyze on ``scores`` as its samples (queries named as DVL's 29 concepts in turn)."""
+    """The retrieval probe's analyze on ``scores`` as its samples: DVL's 29 concepts (fewer with fewer
+    queries) in as many templates as the queries fill."""
     import pandas as pd
 
     from vlfair.probes import probe_class
     from vlfair.probes.retrieval import SCORE
     from vlfair.samples import Samples
 
-    probe = probe_class("retrieval")({"k": k, "bootstrap": resamples})
-    names = probe.settings.concepts
-    concepts = [names[q % len(names)] for q in range(scores.shape[0])]
-    prompts = [f"query {q} ({concept})" for q, concept in enumerate(concepts)]
+    concepts = probe_class("retrieval").default_settings()["concepts"][:scores.shape[0]]
+    templates = [f"template {t}: {{}}" for t in range(scores.shape[0] // len(concepts))]
+    probe = probe_class("retrieval")({"k": k, "bootstrap": resamples, "concepts": concepts,
+                                      "query_templates": templates})
+    queries = probe.queries()  # templates outer, as the probe forms them
     frame = pd.DataFrame({"row": np.arange(scores.shape[1]), "id": [str(i) for i in range(scores.shape[1])],
                           **{attribute: [f"{attribute} {c}" for c in codes] for attribute, codes in labels.items()},
-                          **{SCORE + p: scores[q] for q, p in enumerate(prompts)}})
-    samples = Samples(frame, {"queries": prompts, "concepts": concepts, "images": scores.shape[1]})
+                          **{SCORE + prompt: scores[q] for q, (_, prompt) in enumerate(queries)}})
+    samples = Samples(frame, {"queries": [p for _, p in queries], "concepts": [c for c, _ in queries],
+                              "images": scores.shape[1]})
     return _best(lambda: probe.analyze(samples))
 
 
