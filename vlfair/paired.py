@@ -10,7 +10,8 @@ one matrix product (multiplicities x values), and those of a relabelling that sw
 models' results in some rows are the observed moments plus one matrix product (swaps x
 differences): thousands of resamples and relabellings of 14,000 rows cost a few matrix
 products, never a loop over resamples. A metric that is not a function of moments (a maximum
-over rows) sets ``values=True`` and receives the (b, n, k) resampled values instead.
+over rows) sets ``values=True`` and receives the (b, n, k) resampled values instead; one that
+needs neither (a ranking re-ranked in every resample) brings its own ``engine``.
 """
 
 from __future__ import annotations
