@@ -16,8 +16,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 __all__ = ["DUAL_ENCODER_BUILDERS", "SPECIAL", "WORDS", "generated_image", "tiny_align", "tiny_altclip",
-           "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_mclip", "tiny_siglip", "tiny_stable_diffusion",
-           "word_tokenizer", "write_jpegs"]
+           "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_llava", "tiny_mclip", "tiny_siglip",
+           "tiny_stable_diffusion", "word_tokenizer", "write_jpegs"]
 
 WORDS = tuple(dict.fromkeys((  # unique and ordered: token ids must be dense
     "a photo of the an person man woman doctor nurse lawyer scientist smart dumb happy sad "
@@ -264,6 +264,55 @@ def tiny_mclip(path: str | Path, *, projection_dim: int = 16, hidden: int = 24, 
     (path / "config.json").write_text(json.dumps(config, indent=2))
     tokenizer.save_pretrained(path)
     return path
+
+
+# A chat template in the form of LLaVA-1.5's ("USER: <image> question ASSISTANT: answer"), read by
+# the processor's apply_chat_template exactly as a real checkpoint's is.
+LLAVA_CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] == 'user' %}USER: {% for c in message['content'] %}"
+    "{% if c['type'] == 'image' %}<image> {% else %}{{ c['text'] }} {% endif %}{% endfor %}"
+    "{% else %}ASSISTANT: {% for c in message['content'] %}{{ c['text'] }} {% endfor %}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+CHAT_WORDS = ("<image>", "USER:", "ASSISTANT:", "?", ".", ",", "is", "this", "or", "what", "who", "none", "these",
+              "which", "does", "job", "have", "their", "occupation")
+
+
+def tiny_llava(path: str | Path, *, image_size: int = 32, patch_size: int = 16, hidden: int = 32, layers: int = 2,
+               seed: int = 0) -> Path:
+    """A LlavaForConditionalGeneration (a CLIP vision tower, a projector, a Llama decoder) with a
+    word-level tokenizer, an image token and a chat template, as ``AutoModelForImageTextToText`` and
+    ``AutoProcessor`` load a real LLaVA checkpoint."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        CLIPImageProcessorPil,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        PreTrainedTokenizerFast,
+    )
+
+    vocab = {token: i for i, token in enumerate(dict.fromkeys([*SPECIAL, *CHAT_WORDS, *WORDS]))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]",
+                                        bos_token="<bos>", eos_token="<eos>",
+                                        extra_special_tokens={"image_token": "<image>"})
+    vision = CLIPVisionConfig(**_tower(hidden, layers, image_size=image_size, patch_size=patch_size))
+    text = LlamaConfig(vocab_size=len(vocab), max_position_embeddings=256, num_key_value_heads=2,
+                       **_tower(hidden, layers), **_ids(tokenizer))
+    config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=vocab["<image>"],
+                         vision_feature_layer=-1, vision_feature_select_strategy="default")
+    torch.manual_seed(seed)
+    LlavaForConditionalGeneration(config).save_pretrained(path)
+    image_processor = CLIPImageProcessorPil(size={"shortest_edge": image_size},
+                                            crop_size={"height": image_size, "width": image_size})
+    LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=LLAVA_CHAT_TEMPLATE,
+                   patch_size=patch_size, vision_feature_select_strategy="default",
+                   num_additional_image_tokens=1).save_pretrained(path)
+    return Path(path)
 
 
 def generated_image(index: int, size: tuple[int, int] = (96, 80), seed: int = 0) -> Image.Image:

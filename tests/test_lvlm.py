@@ -1,0 +1,103 @@
+"""The generative scorer (issue 32, first step): answers scored from the prompt's cache equal one full
+forward per answer, option probabilities equal a computation from the model's logits, a real model
+id resolves to a tiny checkpoint offline, and what it cannot use is refused by name."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from vlfair.models.lvlm import GenerativeModelError, GenerativeScorer
+from vlfair.tiny import generated_image, tiny_clip, tiny_llava
+
+ANSWERS = ["smart", "dumb", "a smart person", "a dumb person", "happy", "doctor", "nurse", "a photo of a nurse",
+           "lawyer", "none of these", "man", "woman"]  # twelve, of one to five tokens
+QUESTION = "is this person smart or dumb ?"
+
+
+@pytest.fixture(scope="module")
+def llava(tmp_path_factory) -> Path:
+    return tiny_llava(tmp_path_factory.mktemp("lvlm") / "llava")
+
+
+@pytest.fixture(scope="module")
+def scorer(llava) -> GenerativeScorer:
+    return GenerativeScorer.load(f"lvlm:{llava}")
+
+
+@pytest.mark.parametrize("batch_size", [32, 5, 1])
+def test_prefix_shared_scores_equal_one_full_forward_per_answer(scorer, batch_size):
+    for index in range(3):
+        image = generated_image(index)
+        shared = scorer.score(image, QUESTION, ANSWERS, batch_size=batch_size)
+        full = scorer.score_by_full_forward(image, QUESTION, ANSWERS)
+        np.testing.assert_allclose(shared.log_likelihood, full.log_likelihood, rtol=1e-5, atol=1e-5)
+        assert shared.tokens.tolist() == [1, 1, 3, 3, 1, 1, 1, 5, 1, 3, 1, 1]
+    assert len(set(np.round(shared.log_likelihood, 6))) > 6  # random weights still tell the answers apart
+
+
+def test_option_probabilities_equal_the_model_s_logits_written_out(scorer, llava):
+    """P(option) renormalised over the options, from each full text's logits: the product of the
+    softmax probabilities of the answer's tokens, each at the position before it."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    model = AutoModelForImageTextToText.from_pretrained(str(llava)).eval()
+    processor = AutoProcessor.from_pretrained(str(llava))
+    image = generated_image(4)
+    prompt = processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}],
+        add_generation_prompt=True, tokenize=False)
+    options = ["smart", "dumb", "a smart person"]
+    likelihoods, lengths = [], []
+    for option in options:
+        prefix = processor(images=image, text=prompt, return_tensors="pt")["input_ids"][0]
+        inputs = processor(images=image, text=f"{prompt} {option}", return_tensors="pt")
+        with torch.no_grad():
+            probabilities = torch.softmax(model(**inputs).logits[0].double(), dim=-1)
+        ids = inputs["input_ids"][0]
+        product = 1.0
+        for position in range(len(prefix), len(ids)):
+            product *= float(probabilities[position - 1, ids[position]])
+        likelihoods.append(product)
+        lengths.append(len(ids) - len(prefix))
+    expected = np.array(likelihoods) / sum(likelihoods)
+    found = scorer.score(image, QUESTION, options)
+    np.testing.assert_allclose(found.probabilities(), expected, rtol=1e-5)
+    per_token = np.exp(np.log(likelihoods) / np.array(lengths))
+    np.testing.assert_allclose(found.probabilities(normalized=True), per_token / per_token.sum(), rtol=1e-5)
+
+
+def test_a_real_model_id_resolves_to_the_tiny_checkpoint_offline(llava, tmp_path):
+    """llava-hf/llava-1.5-7b-hf laid out in a local Hub cache: the id loads under HF_HUB_OFFLINE=1
+    through the same auto classes a user's online run takes."""
+    repo = tmp_path / "hub" / "models--llava-hf--llava-1.5-7b-hf"
+    shutil.copytree(llava, repo / "snapshots" / ("d" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("d" * 40)
+    code = ("from vlfair.models.lvlm import GenerativeScorer; from vlfair.tiny import generated_image; "
+            "s = GenerativeScorer.load('lvlm:llava-hf/llava-1.5-7b-hf'); "
+            "print(type(s.model).__name__, s.score(generated_image(0), 'who is this ?', ['a man', 'a woman']).tokens)")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
+           "PYTHONPATH": str(Path(__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[0] == "LlavaForConditionalGeneration" and "[2 2]" in done.stdout
+
+
+def test_what_the_scorer_cannot_use_is_refused_by_name(tmp_path, llava, scorer):
+    clip = tiny_clip(tmp_path / "clip")
+    with pytest.raises(GenerativeModelError, match="is a CLIP model, not a generative vision-language model"):
+        GenerativeScorer.load(f"lvlm:{clip}")
+    with pytest.raises(GenerativeModelError, match="its processor has no chat template"):
+        GenerativeScorer(scorer.model, type("Bare", (), {"chat_template": None})(), "bare")
+    with pytest.raises(GenerativeModelError, match="an empty answer has no tokens"):
+        scorer.score(generated_image(0), QUESTION, ["smart", " "])
+    with pytest.raises(GenerativeModelError, match=r"exceed its context of 256 tokens"):
+        scorer.score(generated_image(0), QUESTION, [" ".join(["smart"] * 300)])

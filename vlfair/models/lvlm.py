@@ -1,0 +1,171 @@
+"""Generative vision-language models (LLaVA, Qwen2-VL, Idefics3 / SmolVLM, ...) as scorers.
+
+A probe needs s(image, text): for a generative model, the log-likelihood of the text as the answer
+to the probe's question about the image, log p(answer | image, question) = the sum over the
+answer's tokens of each token's log-probability (and, as lm-evaluation-harness's ``acc_norm``, that
+sum over the answer's length). The image and the question (the model's own chat template, with its
+generation prompt) are the prefix: it is encoded once per image, and every candidate answer is
+scored from its key-value cache, the cache repeated over the answers of one batch, never one full
+forward per (image, answer).
+
+An answer's tokens are the tokens the full text (prefix + separator + answer) has after the
+prefix's: the tokenizer reads the answer in context. A tokenizer that merges the prefix's last
+token with the answer's first is refused, naming both (scoring such an answer from the prefix's
+cache would score other tokens than a full forward does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+class GenerativeModelError(ValueError):
+    """A model, processor or answer the generative scorer cannot use (named in the message)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AnswerScores:
+    """Per candidate answer: the summed log-probability of its tokens and its token count."""
+
+    log_likelihood: npt.NDArray[np.float64]  # (answers,)
+    tokens: npt.NDArray[np.int64]            # (answers,)
+
+    @property
+    def per_token(self) -> npt.NDArray[np.float64]:
+        """The length-normalised log-likelihood (lm-evaluation-harness's acc_norm divides by length too)."""
+        return self.log_likelihood / self.tokens
+
+    def probabilities(self, normalized: bool = False) -> npt.NDArray[np.float64]:
+        """The answers' probabilities renormalised over the candidates (a softmax of the log-likelihoods)."""
+        scores = self.per_token if normalized else self.log_likelihood
+        shifted = np.exp(scores - scores.max())
+        return shifted / shifted.sum()
+
+
+class GenerativeScorer:
+    """``AutoModelForImageTextToText`` + ``AutoProcessor`` of one checkpoint, scoring answers.
+
+    Args:
+        model: the loaded model (eval mode).
+        processor: its processor, with a chat template.
+        name: the spec it was loaded from (for messages).
+        separator: what joins the generation prompt and an answer.
+    """
+
+    def __init__(self, model: Any, processor: Any, name: str, separator: str = " "):
+        if not getattr(processor, "chat_template", None):
+            raise GenerativeModelError(f"model {name!r}: its processor has no chat template, so a question cannot be "
+                                       "put to it as the model was trained to read one")
+        self.model, self.processor, self.name, self.separator = model, processor, name, separator
+        self.device = next(model.parameters()).device
+
+    @classmethod
+    def load(cls, spec: str, dtype: Any = None, device: str | None = None) -> GenerativeScorer:
+        """``lvlm:ORG/NAME`` (or a local directory) through transformers' auto classes."""
+        import torch
+        from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+
+        name = spec.removeprefix("lvlm:")
+        config = AutoConfig.from_pretrained(name)
+        if type(config) not in AutoModelForImageTextToText._model_mapping:
+            raise GenerativeModelError(f"model {name!r} is a {type(config).__name__.removesuffix('Config')} model, "
+                                       "not a generative vision-language model (AutoModelForImageTextToText does not "
+                                       "load it); give a contrastive encoder without lvlm:")
+        model = AutoModelForImageTextToText.from_pretrained(name, dtype=dtype or torch.float32)
+        model.eval()
+        if device is not None:
+            model.to(device)
+        return cls(model, AutoProcessor.from_pretrained(name), spec)
+
+    # ---- text --------------------------------------------------------------------------------
+    def prompt(self, question: str) -> str:
+        """The question about one image in the model's chat template, ending with its generation prompt."""
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
+        return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def _answer_tokens(self, prompt: str, answers: Sequence[str]) -> list[list[int]]:
+        """Each answer's token ids as the tokenizer reads them after ``prompt``."""
+        tokenizer = self.processor.tokenizer
+        prefix = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        found = []
+        for answer in answers:
+            if not answer.strip():
+                raise GenerativeModelError(f"model {self.name!r}: an empty answer has no tokens to score")
+            full = tokenizer(prompt + self.separator + answer, add_special_tokens=False)["input_ids"]
+            if full[:len(prefix)] != prefix:
+                raise GenerativeModelError(f"model {self.name!r}: its tokenizer joins the answer {answer!r} to the end "
+                                           "of the question's prompt (the tokens differ at the boundary), so the answer "
+                                           "cannot be scored from the prompt's cache")
+            found.append(full[len(prefix):])
+        return found
+
+    # ---- scoring -----------------------------------------------------------------------------
+    def score(self, image: Any, question: str, answers: Sequence[str], batch_size: int = 32) -> AnswerScores:
+        """log p(answer | image, question) of every answer: the prefix encoded once, the answers
+        scored from its cache in batches of ``batch_size``."""
+        import torch
+
+        prompt = self.prompt(question)
+        tokens = self._answer_tokens(prompt, answers)
+        inputs = self.processor(images=image, text=prompt, return_tensors="pt").to(self.device)
+        limit = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
+        longest = max(len(t) for t in tokens)
+        if limit is not None and inputs["input_ids"].shape[1] + longest > limit:
+            raise GenerativeModelError(f"model {self.name!r}: the prompt ({inputs['input_ids'].shape[1]} tokens) and "
+                                       f"the longest answer ({longest}) exceed its context of {limit} tokens")
+        totals = np.zeros(len(answers))
+        with torch.no_grad():
+            prefix = self.model(**inputs, use_cache=True)
+            first = torch.log_softmax(prefix.logits[0, -1].float(), dim=-1)  # each answer's first token
+            for start in range(0, len(answers), batch_size):
+                chunk = tokens[start:start + batch_size]
+                totals[start:start + len(chunk)] = self._continuations(prefix.past_key_values, inputs, first, chunk)
+        return AnswerScores(totals, np.array([len(t) for t in tokens], dtype=np.int64))
+
+    def _continuations(self, cache: Any, inputs: Any, first: Any, tokens: list[list[int]]) -> np.ndarray:
+        """The summed log-probabilities of answers (right-padded to one length) read on from ``cache``."""
+        import copy
+
+        import torch
+
+        width = max(len(t) for t in tokens)
+        pad = self.processor.tokenizer.pad_token_id or 0
+        ids = torch.tensor([t + [pad] * (width - len(t)) for t in tokens], device=self.device)
+        present = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tokens], device=self.device)
+        totals = first[ids[:, 0]].double()
+        if width > 1:
+            repeated = copy.deepcopy(cache)
+            repeated.batch_repeat_interleave(len(tokens))
+            prefix_mask = inputs["attention_mask"].expand(len(tokens), -1)
+            out = self.model(input_ids=ids[:, :-1], past_key_values=repeated, use_cache=True,
+                             attention_mask=torch.cat([prefix_mask, present[:, :-1]], dim=1))
+            logs = torch.log_softmax(out.logits.float(), dim=-1)  # (answers, width - 1, vocab)
+            following = logs.gather(2, ids[:, 1:, None])[:, :, 0].double() * present[:, 1:]
+            totals = totals + following.sum(dim=1)
+        return totals.cpu().numpy()
+
+    def score_by_full_forward(self, image: Any, question: str, answers: Sequence[str]) -> AnswerScores:
+        """The same numbers, one full forward per answer: the reference the prefix-shared path must equal."""
+        import torch
+
+        prompt = self.prompt(question)
+        tokens = self._answer_tokens(prompt, answers)
+        totals = []
+        with torch.no_grad():
+            for answer, answer_tokens in zip(answers, tokens):
+                inputs = self.processor(images=image, text=prompt + self.separator + answer,
+                                        return_tensors="pt").to(self.device)
+                logs = torch.log_softmax(self.model(**inputs).logits[0].float(), dim=-1)
+                ids = inputs["input_ids"][0]
+                n = len(answer_tokens)
+                positions = torch.arange(ids.shape[0] - n, ids.shape[0], device=self.device)
+                totals.append(float(logs[positions - 1, ids[positions]].double().sum()))
+        return AnswerScores(np.array(totals), np.array([len(t) for t in tokens], dtype=np.int64))
+
+
+__all__ = ["AnswerScores", "GenerativeModelError", "GenerativeScorer"]
