@@ -57,3 +57,15 @@ def test_ranking_skew_benchmark_prints_its_ratios():
     assert re.fullmatch(r"ratio_vs_full_rerank=[\d.]+ topk_vs_sort=[\d.]+ seconds_gender=[\d.]+ seconds_race=[\d.]+ "
                         r"seconds_age=[\d.]+ seconds_probe=[\d.]+", lines[-1]), lines[-1]
     assert [line.split()[0] for line in lines[1:4]] == ["gender", "race", "age"]
+
+
+def test_lvlm_prefix_benchmark_prints_its_ratio():
+    """benchmarks/lvlm_prefix_speed.py --quick: answers scored through the prompt's cache against one
+    full forward per answer, and its contract line (the speedup itself is measured, never asserted)."""
+    script = SCRIPT.parent / "lvlm_prefix_speed.py"
+    result = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    last = result.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"speedup_vs_full_forward=[\d.]+ shared_images_per_second=[\d.]+ "
+                        r"max_abs_difference=[\d.e+-]+", last), last
+    assert float(last.split("max_abs_difference=")[1]) < 1e-4  # both paths give the same log-likelihoods

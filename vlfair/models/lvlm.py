@@ -98,15 +98,15 @@ class GenerativeScorer:
                 raise GenerativeModelError(f"model {self.name!r}: an empty answer has no tokens to score")
             full = tokenizer(prompt + self.separator + answer, add_special_tokens=False)["input_ids"]
             if full[:len(prefix)] != prefix:
-                raise GenerativeModelError(f"model {self.name!r}: its tokenizer joins the answer {answer!r} to the end "
-                                           "of the question's prompt (the tokens differ at the boundary), so the answer "
-                                           "cannot be scored from the prompt's cache")
+                raise GenerativeModelError(f"model {self.name!r}: its tokenizer joins the answer {answer!r} to the "
+                                           "end of the question's prompt (the tokens differ at the boundary), so the "
+                                           "answer cannot be scored from the prompt's cache")
             found.append(full[len(prefix):])
         return found
 
     # ---- scoring -----------------------------------------------------------------------------
     def score(self, image: Any, question: str, answers: Sequence[str], batch_size: int = 32) -> AnswerScores:
-        """log p(answer | image, question) of every answer: the prefix encoded once, the answers
+        """The log-likelihood of every answer given the image and question: the prefix encoded once, the answers
         scored from its cache in batches of ``batch_size``."""
         import torch
 

@@ -1,0 +1,72 @@
+"""Scoring candidate answers with a generative vision-language model: through the prompt's cache
+against one full forward per (image, answer).
+
+A tiny LLaVA (vlfair.tiny.tiny_llava: a CLIP vision tower, a Llama decoder; random weights) scores
+12 candidate answers of one to five tokens for each of --images generated images, in one run:
+
+  shared     GenerativeScorer.score: the image and question encoded once per image, the answers read
+             on from its key-value cache, repeated over the batch of answers
+  reference  GenerativeScorer.score_by_full_forward: image, question and answer encoded again for
+             every answer
+
+and checks that both give the same log-likelihoods. The last line:
+
+  speedup_vs_full_forward=A shared_images_per_second=B max_abs_difference=C
+
+Usage: python benchmarks/lvlm_prefix_speed.py [--images 20] [--hidden 64] [--layers 4] [--image-size 64] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ANSWERS = ["smart", "dumb", "a smart person", "a dumb person", "happy", "sad", "doctor", "nurse",
+           "a photo of a nurse", "lawyer", "none of these", "scientist"]
+QUESTION = "is this person smart or dumb ?"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=20)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--quick", action="store_true", help="4 images, the smallest model")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.images, args.hidden, args.layers, args.image_size = 4, 32, 2, 32
+    import torch
+
+    from vlfair.models.lvlm import GenerativeScorer
+    from vlfair.tiny import generated_image, tiny_llava
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = tiny_llava(Path(tmp) / "llava", image_size=args.image_size, hidden=args.hidden, layers=args.layers)
+        scorer = GenerativeScorer.load(f"lvlm:{path}")
+        images = [generated_image(i) for i in range(args.images)]
+        print(f"tiny LLaVA (hidden {args.hidden}, {args.layers} layers, {args.image_size} px), {args.images} images x "
+              f"{len(ANSWERS)} answers; {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+              f"torch threads {torch.get_num_threads()}")
+        scorer.score(images[0], QUESTION, ANSWERS)  # warm-up: first calls allocate
+        start = time.perf_counter()
+        shared = [scorer.score(image, QUESTION, ANSWERS).log_likelihood for image in images]
+        shared_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        full = [scorer.score_by_full_forward(image, QUESTION, ANSWERS).log_likelihood for image in images]
+        full_seconds = time.perf_counter() - start
+    difference = float(np.max(np.abs(np.array(shared) - np.array(full))))
+    print(f"  shared prefix      {shared_seconds:7.2f} s  ({args.images / shared_seconds:.1f} images/s)")
+    print(f"  full forward each  {full_seconds:7.2f} s  ({args.images / full_seconds:.1f} images/s)")
+    print(f"speedup_vs_full_forward={full_seconds / shared_seconds:.2f} "
+          f"shared_images_per_second={args.images / shared_seconds:.2f} max_abs_difference={difference:.2e}")
+
+
+if __name__ == "__main__":
+    main()
