@@ -15,16 +15,25 @@ import pytest
 import torch
 
 from vlfair.models.lvlm import GenerativeModelError, GenerativeScorer
-from vlfair.tiny import generated_image, tiny_clip, tiny_llava
+from vlfair.tiny import generated_image, tiny_clip, tiny_idefics3, tiny_llava
 
 ANSWERS = ["smart", "dumb", "a smart person", "a dumb person", "happy", "doctor", "nurse", "a photo of a nurse",
            "lawyer", "none of these", "man", "woman"]  # twelve, of one to five tokens
 QUESTION = "is this person smart or dumb ?"
 
 
+FAMILIES = {"llava": tiny_llava, "idefics3": tiny_idefics3}  # Qwen2-VL's processor needs torchvision (video)
+
+
 @pytest.fixture(scope="module")
-def llava(tmp_path_factory) -> Path:
-    return tiny_llava(tmp_path_factory.mktemp("lvlm") / "llava")
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("lvlm")
+    return {family: build(base / family) for family, build in FAMILIES.items()}
+
+
+@pytest.fixture(scope="module")
+def llava(checkpoints) -> Path:
+    return checkpoints["llava"]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +41,10 @@ def scorer(llava) -> GenerativeScorer:
     return GenerativeScorer.load(f"lvlm:{llava}")
 
 
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("batch_size", [32, 5, 1])
-def test_prefix_shared_scores_equal_one_full_forward_per_answer(scorer, batch_size):
+def test_prefix_shared_scores_equal_one_full_forward_per_answer(checkpoints, family, batch_size):
+    scorer = GenerativeScorer.load(f"lvlm:{checkpoints[family]}")
     for index in range(3):
         image = generated_image(index)
         shared = scorer.score(image, QUESTION, ANSWERS, batch_size=batch_size)
@@ -43,13 +54,15 @@ def test_prefix_shared_scores_equal_one_full_forward_per_answer(scorer, batch_si
     assert len(set(np.round(shared.log_likelihood, 6))) > 6  # random weights still tell the answers apart
 
 
-def test_option_probabilities_equal_the_model_s_logits_written_out(scorer, llava):
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_option_probabilities_equal_the_model_s_logits_written_out(checkpoints, family):
     """P(option) renormalised over the options, from each full text's logits: the product of the
     softmax probabilities of the answer's tokens, each at the position before it."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    model = AutoModelForImageTextToText.from_pretrained(str(llava)).eval()
-    processor = AutoProcessor.from_pretrained(str(llava))
+    scorer = GenerativeScorer.load(f"lvlm:{checkpoints[family]}")
+    model = AutoModelForImageTextToText.from_pretrained(str(checkpoints[family])).eval()
+    processor = AutoProcessor.from_pretrained(str(checkpoints[family]))
     image = generated_image(4)
     prompt = processor.apply_chat_template(
         [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}],

@@ -16,7 +16,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 __all__ = ["DUAL_ENCODER_BUILDERS", "SPECIAL", "WORDS", "generated_image", "tiny_align", "tiny_altclip",
-           "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_llava", "tiny_mclip", "tiny_siglip",
+           "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_idefics3", "tiny_llava", "tiny_mclip", "tiny_siglip",
            "tiny_stable_diffusion", "word_tokenizer", "write_jpegs"]
 
 WORDS = tuple(dict.fromkeys((  # unique and ordered: token ids must be dense
@@ -312,6 +312,58 @@ def tiny_llava(path: str | Path, *, image_size: int = 32, patch_size: int = 16, 
     LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=LLAVA_CHAT_TEMPLATE,
                    patch_size=patch_size, vision_feature_select_strategy="default",
                    num_additional_image_tokens=1).save_pretrained(path)
+    return Path(path)
+
+
+def _word_level(words: list[str], eos: str, specials: dict[str, str]) -> Any:
+    """A whitespace word-level tokenizer whose ``specials`` (name -> token) match inside any text."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(dict.fromkeys([*SPECIAL, *specials.values(), *words, *WORDS]))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]",
+                                        bos_token="<bos>", eos_token=eos, extra_special_tokens=specials)
+    tokenizer.add_special_tokens({"additional_special_tokens": list(specials.values())})
+    return tokenizer
+
+
+# SmolVLM / Idefics3's form: "<bos>User: <image> question <end_of_utterance> Assistant: answer"
+IDEFICS3_CHAT_TEMPLATE = (
+    "<bos>{% for message in messages %}{{ message['role'] | capitalize }}:{% for c in message['content'] %}"
+    "{% if c['type'] == 'image' %} <image>{% else %} {{ c['text'] }}{% endif %}{% endfor %} <end_of_utterance> "
+    "{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}")
+
+
+def tiny_idefics3(path: str | Path, *, image_size: int = 32, patch_size: int = 8, hidden: int = 32, layers: int = 2,
+                  seed: int = 0) -> Path:
+    """An Idefics3ForConditionalGeneration (SmolVLM's architecture: a SigLIP-style vision tower, a
+    pixel-shuffle connector, a Llama decoder), one image tile, with its processor and chat template."""
+    import torch
+    from transformers import (
+        Idefics3Config,
+        Idefics3ForConditionalGeneration,
+        Idefics3ImageProcessorPil,
+        Idefics3Processor,
+    )
+
+    specials = {"image_token": "<image>", "fake_image_token": "<fake_token_around_image>",
+                "global_image_token": "<global-img>", "end_of_utterance_token": "<end_of_utterance>"}
+    tokenizer = _word_level(["User:", "Assistant:", *CHAT_WORDS[3:]], "<end_of_utterance>", specials)
+    vision = _tower(hidden, layers, image_size=image_size, patch_size=patch_size)
+    text = {"model_type": "llama", "vocab_size": len(tokenizer), "max_position_embeddings": 256,
+            "num_key_value_heads": 2, **_tower(hidden, layers), **_ids(tokenizer)}
+    config = Idefics3Config(vision_config=vision, text_config=text, scale_factor=2,
+                            image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+                            pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    Idefics3ForConditionalGeneration(config).save_pretrained(path)
+    image_processor = Idefics3ImageProcessorPil(do_image_splitting=False, size={"longest_edge": image_size},
+                                                max_image_size={"longest_edge": image_size})
+    tokens_per_image = (image_size // patch_size // 2) ** 2  # the connector merges 2 x 2 patches
+    Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer, chat_template=IDEFICS3_CHAT_TEMPLATE,
+                      image_seq_len=tokens_per_image).save_pretrained(path)
     return Path(path)
 
 
