@@ -16,8 +16,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 __all__ = ["DUAL_ENCODER_BUILDERS", "SPECIAL", "WORDS", "generated_image", "tiny_align", "tiny_altclip",
-           "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_idefics3", "tiny_llava", "tiny_mclip", "tiny_siglip",
-           "tiny_stable_diffusion", "word_tokenizer", "write_jpegs"]
+           "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_idefics3", "tiny_llava", "tiny_mclip",
+           "tiny_siglip", "tiny_stable_diffusion", "word_tokenizer", "write_jpegs"]
 
 WORDS = tuple(dict.fromkeys((  # unique and ordered: token ids must be dense
     "a photo of the an person man woman doctor nurse lawyer scientist smart dumb happy sad "
@@ -283,7 +283,6 @@ def tiny_llava(path: str | Path, *, image_size: int = 32, patch_size: int = 16, 
     word-level tokenizer, an image token and a chat template, as ``AutoModelForImageTextToText`` and
     ``AutoProcessor`` load a real LLaVA checkpoint."""
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import (
         CLIPImageProcessorPil,
         CLIPVisionConfig,
@@ -291,19 +290,14 @@ def tiny_llava(path: str | Path, *, image_size: int = 32, patch_size: int = 16, 
         LlavaConfig,
         LlavaForConditionalGeneration,
         LlavaProcessor,
-        PreTrainedTokenizerFast,
     )
 
-    vocab = {token: i for i, token in enumerate(dict.fromkeys([*SPECIAL, *CHAT_WORDS, *WORDS]))}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]",
-                                        bos_token="<bos>", eos_token="<eos>",
-                                        extra_special_tokens={"image_token": "<image>"})
+    tokenizer = _word_level(list(CHAT_WORDS[1:]), "<eos>", {"image_token": "<image>"})
     vision = CLIPVisionConfig(**_tower(hidden, layers, image_size=image_size, patch_size=patch_size))
-    text = LlamaConfig(vocab_size=len(vocab), max_position_embeddings=256, num_key_value_heads=2,
+    text = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=256, num_key_value_heads=2,
                        **_tower(hidden, layers), **_ids(tokenizer))
-    config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=vocab["<image>"],
+    config = LlavaConfig(vision_config=vision, text_config=text,
+                         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
                          vision_feature_layer=-1, vision_feature_select_strategy="default")
     torch.manual_seed(seed)
     LlavaForConditionalGeneration(config).save_pretrained(path)
