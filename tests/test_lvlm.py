@@ -114,3 +114,27 @@ def test_what_the_scorer_cannot_use_is_refused_by_name(tmp_path, llava, scorer):
         scorer.score(generated_image(0), QUESTION, ["smart", " "])
     with pytest.raises(GenerativeModelError, match=r"exceed its context of 256 tokens"):
         scorer.score(generated_image(0), QUESTION, [" ".join(["smart"] * 300)])
+
+
+def test_scores_of_a_dataset_are_cached_like_embeddings(scorer, tmp_path, monkeypatch):
+    """score_dataset: each readable image's answers scored as score() scores them, an unreadable row
+    skipped and named, and a second call (the same model, data, question and answers) computes
+    nothing; another question is another cache entry."""
+    from vlfair.models.lvlm import score_dataset
+
+    images = [generated_image(i) for i in range(5)]
+    images[3] = {"bytes": b"not an image", "path": "broken.jpg"}
+    data = {"image": images}
+    first = score_dataset(scorer, data, QUESTION, ANSWERS[:4], cache_dir=tmp_path / "cache", chunk_size=2,
+                          progress=False)
+    assert first.skipped_rows == [3] and first.kept_rows.tolist() == [0, 1, 2, 4]
+    for position, row in enumerate(first.kept_rows):
+        np.testing.assert_allclose(first.embeddings[position],
+                                   scorer.score(images[row], QUESTION, ANSWERS[:4]).log_likelihood, rtol=1e-6)
+    calls = []
+    original = scorer.score
+    monkeypatch.setattr(scorer, "score", lambda *a, **k: calls.append(1) or original(*a, **k))
+    again = score_dataset(scorer, data, QUESTION, ANSWERS[:4], cache_dir=tmp_path / "cache", progress=False)
+    assert calls == [] and np.array_equal(again.embeddings, first.embeddings)
+    score_dataset(scorer, data, "who is this ?", ANSWERS[:4], cache_dir=tmp_path / "cache", progress=False)
+    assert len(calls) == 4  # the four readable images, for the new question

@@ -57,12 +57,18 @@ class GenerativeScorer:
         separator: what joins the generation prompt and an answer.
     """
 
-    def __init__(self, model: Any, processor: Any, name: str, separator: str = " "):
+    def __init__(self, model: Any, processor: Any, name: str, separator: str = " ", revision: str | None = None):
         if not getattr(processor, "chat_template", None):
             raise GenerativeModelError(f"model {name!r}: its processor has no chat template, so a question cannot be "
                                        "put to it as the model was trained to read one")
         self.model, self.processor, self.name, self.separator = model, processor, name, separator
+        self.revision = revision
         self.device = next(model.parameters()).device
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two scorers give the same scores (the cache key's model part)."""
+        return {"spec": self.name, "revision": self.revision,
+                "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."), "separator": self.separator}
 
     @classmethod
     def load(cls, spec: str, dtype: Any = None, device: str | None = None) -> GenerativeScorer:
@@ -70,17 +76,20 @@ class GenerativeScorer:
         import torch
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
+        from vlfair.models.hub import resolve_model
+
         name = spec.removeprefix("lvlm:")
-        config = AutoConfig.from_pretrained(name)
+        resolved = resolve_model(name)  # a local directory, the Hub cache, or a download: as encoders load
+        config = AutoConfig.from_pretrained(resolved.path)
         if type(config) not in AutoModelForImageTextToText._model_mapping:
             raise GenerativeModelError(f"model {name!r} is a {type(config).__name__.removesuffix('Config')} model, "
                                        "not a generative vision-language model (AutoModelForImageTextToText does not "
                                        "load it); give a contrastive encoder without lvlm:")
-        model = AutoModelForImageTextToText.from_pretrained(name, dtype=dtype or torch.float32)
+        model = AutoModelForImageTextToText.from_pretrained(resolved.path, dtype=dtype or torch.float32)
         model.eval()
         if device is not None:
             model.to(device)
-        return cls(model, AutoProcessor.from_pretrained(name), spec)
+        return cls(model, AutoProcessor.from_pretrained(resolved.path), spec, revision=resolved.revision)
 
     # ---- text --------------------------------------------------------------------------------
     def prompt(self, question: str) -> str:
@@ -168,4 +177,60 @@ class GenerativeScorer:
         return AnswerScores(np.array(totals), np.array([len(t) for t in tokens], dtype=np.int64))
 
 
-__all__ = ["AnswerScores", "GenerativeModelError", "GenerativeScorer"]
+def score_dataset(scorer: GenerativeScorer, dataset: Any, question: str, answers: Sequence[str], *,
+                  image_column: str = "image", cache_dir: Any = "default", chunk_size: int = 256,
+                  batch_size: int = 32, progress: bool = True) -> Any:
+    """Every readable image's log-likelihood of every answer, (images, answers), cached like image
+    embeddings: by the model (spec, revision, dtype), the data's fingerprint, the question as the
+    chat template puts it, the answers and the separator; chunk by chunk, so a stopped run resumes.
+
+    Returns:
+        An :class:`vlfair.embed.EmbeddingResult` whose ``embeddings`` are the (readable images,
+        answers) log-likelihoods (float32, as the cache keeps them), with the rows kept and skipped.
+    """
+    from tqdm.auto import tqdm
+
+    from vlfair import imageio
+    from vlfair.cache import BadRow, Chunk, ChunkStore
+    from vlfair.embed import _apply_policy, _chunk_ranges
+    from vlfair.models.base import concat_rows
+    from vlfair.imageio import BadImageError, load_rgb
+    from vlfair.logging import progress_bars_enabled
+    from vlfair.sources import image_source
+
+    source = image_source(dataset, image_column)
+    answers = list(answers)
+    components = {"kind": "answers", "model": scorer.identity(), "dataset": source.fingerprint,
+                  "image_column": source.name, "num_rows": len(source), "decoding": imageio.DECODING,
+                  "prompt": scorer.prompt(question), "answers": answers}
+    store = ChunkStore.open(cache_dir, "answers", components)
+    final = store.read_final(expected_rows=len(source))
+    if final is None:
+        chunks = []
+        bar = tqdm(total=len(source), unit="img", desc=f"scoring {len(answers)} answers",
+                   disable=not (progress and progress_bars_enabled()))
+        for start, end in _chunk_ranges(len(source), chunk_size):
+            chunk = store.read_chunk(start, end)
+            if chunk is None:
+                rows, values, bad = [], [], []
+                for row in range(start, end):
+                    try:
+                        image = load_rgb(source.cell(row), row)
+                    except BadImageError as exc:
+                        bad.append(BadRow(exc.row, exc.path, exc.reason))
+                        continue
+                    rows.append(row)
+                    values.append(scorer.score(image, question, answers, batch_size).log_likelihood)
+                chunk = Chunk(np.array(rows, dtype=np.int64),
+                              concat_rows([np.asarray(values, dtype=np.float32).reshape(-1, len(answers))],
+                                          len(answers)), bad)
+                store.write_chunk(start, end, chunk)
+            chunks.append(chunk)
+            bar.update(end - start)
+        bar.close()
+        final = (concat_rows([c.embeddings for c in chunks], len(answers)), [b for c in chunks for b in c.bad])
+        store.write_final(*final)
+    return _apply_policy(final[0], final[1], len(source), "skip")
+
+
+__all__ = ["AnswerScores", "GenerativeModelError", "GenerativeScorer", "score_dataset"]
