@@ -10,7 +10,9 @@ import os
 from pathlib import Path
 
 # Files a dual encoder needs; never TF/Flax/ONNX weights, and pickled .bin weights only on request.
-_BASE_PATTERNS = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken", "*.py", "tokenizer*", "vocab*", "merges*", "spiece*"]
+# (*.jinja: a generative model's chat template)
+_BASE_PATTERNS = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken", "*.py", "tokenizer*", "vocab*", "merges*",
+                  "spiece*"]
 _SAFE_WEIGHTS = ["*.safetensors", "*.safetensors.index.json"]
 _PICKLED_WEIGHTS = ["pytorch_model*.bin", "pytorch_model.bin.index.json"]
 

@@ -193,9 +193,9 @@ def score_dataset(scorer: GenerativeScorer, dataset: Any, question: str, answers
     from vlfair import imageio
     from vlfair.cache import BadRow, Chunk, ChunkStore
     from vlfair.embed import _apply_policy, _chunk_ranges
-    from vlfair.models.base import concat_rows
     from vlfair.imageio import BadImageError, load_rgb
     from vlfair.logging import progress_bars_enabled
+    from vlfair.models.base import concat_rows
     from vlfair.sources import image_source
 
     source = image_source(dataset, image_column)
