@@ -120,7 +120,7 @@ def test_scores_of_a_dataset_are_cached_like_embeddings(scorer, tmp_path, monkey
     """score_dataset: each readable image's answers scored as score() scores them, an unreadable row
     skipped and named, and a second call (the same model, data, question and answers) computes
     nothing; another question is another cache entry."""
-    from vlfair.models.lvlm import score_dataset
+    from vlfair.embed import score_answers as score_dataset
 
     images = [generated_image(i) for i in range(5)]
     images[3] = {"bytes": b"not an image", "path": "broken.jpg"}
@@ -138,3 +138,27 @@ def test_scores_of_a_dataset_are_cached_like_embeddings(scorer, tmp_path, monkey
     assert calls == [] and np.array_equal(again.embeddings, first.embeddings)
     score_dataset(scorer, data, "who is this ?", ANSWERS[:4], cache_dir=tmp_path / "cache", progress=False)
     assert len(calls) == 4  # the four readable images, for the new question
+
+
+def test_traits_runs_on_a_generative_model_through_the_cli(llava, tmp_path):
+    """`vlfair run traits --model lvlm:...`: each confidence is the positive word's probability as the
+    answer to the YAML's question, renormalised over the pair; the study's F-tests follow unchanged."""
+    import json
+
+    import pandas as pd
+
+    import vlfair
+    from vlfair.cli import main
+
+    assert main(["run", "traits", "--model", f"lvlm:{llava}", "--dataset", "synthetic:fairface", "--per-cell", "3",
+                 "--dtype", "float32", "--out", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "cache"),
+                 "--set", "bootstrap=50", "--set", "pairs=[[smart, dumb]]"]) == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["model"]["spec"] == f"lvlm:{llava}" and results["settings"]["scorer"] == "generative"
+    assert any(m["name"] == "trait_anova" for m in results["metrics"])
+    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
+    data = vlfair.load_dataset("synthetic:fairface", subset="adults")
+    scorer = GenerativeScorer.load(f"lvlm:{llava}")
+    for row, confidence in zip(samples["row"][:5], samples["confidence smart/dumb"][:5]):
+        found = scorer.score(data["image"][int(row)], "is this person smart or dumb ?", ["smart", "dumb"])
+        assert confidence == pytest.approx(found.probabilities()[0], rel=1e-5)

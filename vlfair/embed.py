@@ -193,6 +193,55 @@ def embed_images(
     return _apply_policy(embeddings, bad, len(source), on_bad_image)
 
 
+def score_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[str], *,
+                  image_column: str = "image", cache_dir: Any = "default", chunk_size: int = 256,
+                  batch_size: int = 32, progress: bool = True) -> EmbeddingResult:
+    """A generative model's (``vlfair.models.lvlm.GenerativeScorer``) log-likelihood of every answer
+    to ``question`` about every readable image, (images, answers), cached like image
+    embeddings: by the model (spec, revision, dtype), the data's fingerprint, the question as the
+    chat template puts it, the answers and the separator; chunk by chunk, so a stopped run resumes.
+
+    Returns:
+        An :class:`EmbeddingResult` whose ``embeddings`` are the (readable images,
+        answers) log-likelihoods (float32, as the cache keeps them), with the rows kept and skipped.
+    """
+    source = image_source(dataset, image_column)
+    answers = list(answers)
+    components = {"kind": "answers", "model": scorer.identity(), "dataset": source.fingerprint,
+                  "image_column": source.name, "num_rows": len(source), "decoding": imageio.DECODING,
+                  "prompt": scorer.prompt(question), "answers": answers}
+    store = ChunkStore.open(cache_dir, "answers", components)
+    final = store.read_final(expected_rows=len(source))
+    if final is None:
+        chunks = []
+        bar = tqdm(total=len(source), unit="img", desc=f"scoring {len(answers)} answers",
+                   disable=not (progress and progress_bars_enabled()))
+        for start, end in _chunk_ranges(len(source), chunk_size):
+            chunk = store.read_chunk(start, end)
+            if chunk is None:
+                rows, values, bad = [], [], []
+                for row in range(start, end):
+                    try:
+                        image = load_rgb(source.cell(row), row)
+                    except BadImageError as exc:
+                        bad.append(BadRow(exc.row, exc.path, exc.reason))
+                        continue
+                    rows.append(row)
+                    values.append(scorer.score(image, question, answers, batch_size).log_likelihood)
+                chunk = Chunk(np.array(rows, dtype=np.int64),
+                              concat_rows([np.asarray(values, dtype=np.float32).reshape(-1, len(answers))],
+                                          len(answers)), bad)
+                store.write_chunk(start, end, chunk)
+            chunks.append(chunk)
+            bar.update(end - start)
+        bar.close()
+        final = (concat_rows([c.embeddings for c in chunks], len(answers)), [b for c in chunks for b in c.bad])
+        store.write_final(*final)
+    result = _apply_policy(final[0], final[1], len(source), "skip")
+    assert isinstance(result, EmbeddingResult)  # "skip" always gives one
+    return result
+
+
 def _apply_policy(embeddings: npt.NDArray[np.float32], bad: list[BadRow], num_rows: int,
                   policy: str) -> npt.NDArray[np.float32] | EmbeddingResult:
     if policy == "error" and bad:

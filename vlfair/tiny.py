@@ -349,8 +349,7 @@ def tiny_idefics3(path: str | Path, *, image_size: int = 32, patch_size: int = 8
     text = {"model_type": "llama", "vocab_size": len(tokenizer), "max_position_embeddings": 256,
             "num_key_value_heads": 2, **_tower(hidden, layers), **_ids(tokenizer)}
     config = Idefics3Config(vision_config=vision, text_config=text, scale_factor=2,
-                            image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-                            pad_token_id=tokenizer.pad_token_id)
+                            image_token_id=tokenizer.convert_tokens_to_ids("<image>"))
     torch.manual_seed(seed)
     Idefics3ForConditionalGeneration(config).save_pretrained(path)
     image_processor = Idefics3ImageProcessorPil(do_image_splitting=False, size={"longest_edge": image_size},

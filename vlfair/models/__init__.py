@@ -7,6 +7,7 @@ Adding a backend is one module with a ``load_<name>(ref, **options)`` function p
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -35,6 +36,13 @@ def register_backend(prefix: str, loader: Loader) -> None:
 
 register_backend("hf", load_hf)
 register_backend("mclip", load_mclip)
+register_backend("lvlm", lambda ref, **options: _load_lvlm(ref, **options))
+
+
+def _load_lvlm(ref: str, **options: Any) -> Any:
+    from vlfair.models.lvlm import load_lvlm  # transformers' generative classes load only when asked for
+
+    return load_lvlm(ref, **options)
 
 
 def parse_spec(spec: str) -> tuple[str, str]:

@@ -34,6 +34,7 @@ class Encoder(abc.ABC):
     """
 
     display_name: str | None = None
+    kind = "contrastive"  # a probe reads its embeddings (a generative model answers questions instead)
     spec: str
     revision: str | None
     device: torch.device

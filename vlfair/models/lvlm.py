@@ -70,16 +70,18 @@ class GenerativeScorer:
         return {"spec": self.name, "revision": self.revision,
                 "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."), "separator": self.separator}
 
+    kind = "generative"  # what a probe asks of its model: answers' log-likelihoods, not embeddings
+
     @classmethod
-    def load(cls, spec: str, dtype: Any = None, device: str | None = None) -> GenerativeScorer:
-        """``lvlm:ORG/NAME`` (or a local directory) through transformers' auto classes."""
+    def load(cls, spec: str, dtype: Any = None, device: Any = None, revision: str | None = None) -> GenerativeScorer:
+        """``lvlm:ORG/NAME[@REV]`` (or a local directory) through transformers' auto classes."""
         import torch
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
         from vlfair.models.hub import resolve_model
 
         name = spec.removeprefix("lvlm:")
-        resolved = resolve_model(name)  # a local directory, the Hub cache, or a download: as encoders load
+        resolved = resolve_model(name, revision)  # a local directory, the Hub cache, or a download, as encoders
         config = AutoConfig.from_pretrained(resolved.path)
         if type(config) not in AutoModelForImageTextToText._model_mapping:
             raise GenerativeModelError(f"model {name!r} is a {type(config).__name__.removesuffix('Config')} model, "
@@ -177,60 +179,17 @@ class GenerativeScorer:
         return AnswerScores(np.array(totals), np.array([len(t) for t in tokens], dtype=np.int64))
 
 
-def score_dataset(scorer: GenerativeScorer, dataset: Any, question: str, answers: Sequence[str], *,
-                  image_column: str = "image", cache_dir: Any = "default", chunk_size: int = 256,
-                  batch_size: int = 32, progress: bool = True) -> Any:
-    """Every readable image's log-likelihood of every answer, (images, answers), cached like image
-    embeddings: by the model (spec, revision, dtype), the data's fingerprint, the question as the
-    chat template puts it, the answers and the separator; chunk by chunk, so a stopped run resumes.
+def load_lvlm(ref: str, *, device: Any = "auto", dtype: Any = "auto", revision: str | None = None,
+              trust_remote_code: bool = False, use_safetensors: bool = True,
+              spec: str | None = None) -> GenerativeScorer:
+    """The ``lvlm:`` backend of :func:`vlfair.models.load_encoder` (its arguments)."""
+    from vlfair.models.base import pick_device, pick_dtype
 
-    Returns:
-        An :class:`vlfair.embed.EmbeddingResult` whose ``embeddings`` are the (readable images,
-        answers) log-likelihoods (float32, as the cache keeps them), with the rows kept and skipped.
-    """
-    from tqdm.auto import tqdm
-
-    from vlfair import imageio
-    from vlfair.cache import BadRow, Chunk, ChunkStore
-    from vlfair.embed import _apply_policy, _chunk_ranges
-    from vlfair.imageio import BadImageError, load_rgb
-    from vlfair.logging import progress_bars_enabled
-    from vlfair.models.base import concat_rows
-    from vlfair.sources import image_source
-
-    source = image_source(dataset, image_column)
-    answers = list(answers)
-    components = {"kind": "answers", "model": scorer.identity(), "dataset": source.fingerprint,
-                  "image_column": source.name, "num_rows": len(source), "decoding": imageio.DECODING,
-                  "prompt": scorer.prompt(question), "answers": answers}
-    store = ChunkStore.open(cache_dir, "answers", components)
-    final = store.read_final(expected_rows=len(source))
-    if final is None:
-        chunks = []
-        bar = tqdm(total=len(source), unit="img", desc=f"scoring {len(answers)} answers",
-                   disable=not (progress and progress_bars_enabled()))
-        for start, end in _chunk_ranges(len(source), chunk_size):
-            chunk = store.read_chunk(start, end)
-            if chunk is None:
-                rows, values, bad = [], [], []
-                for row in range(start, end):
-                    try:
-                        image = load_rgb(source.cell(row), row)
-                    except BadImageError as exc:
-                        bad.append(BadRow(exc.row, exc.path, exc.reason))
-                        continue
-                    rows.append(row)
-                    values.append(scorer.score(image, question, answers, batch_size).log_likelihood)
-                chunk = Chunk(np.array(rows, dtype=np.int64),
-                              concat_rows([np.asarray(values, dtype=np.float32).reshape(-1, len(answers))],
-                                          len(answers)), bad)
-                store.write_chunk(start, end, chunk)
-            chunks.append(chunk)
-            bar.update(end - start)
-        bar.close()
-        final = (concat_rows([c.embeddings for c in chunks], len(answers)), [b for c in chunks for b in c.bad])
-        store.write_final(*final)
-    return _apply_policy(final[0], final[1], len(source), "skip")
+    if trust_remote_code:
+        raise GenerativeModelError(f"model {ref!r}: lvlm: loads transformers' own classes only (no remote code)")
+    device = pick_device(device)
+    return GenerativeScorer.load(spec or f"lvlm:{ref}", dtype=pick_dtype(dtype, device), device=device,
+                                 revision=revision)
 
 
-__all__ = ["AnswerScores", "GenerativeModelError", "GenerativeScorer", "score_dataset"]
+__all__ = ["AnswerScores", "GenerativeModelError", "GenerativeScorer", "load_lvlm"]

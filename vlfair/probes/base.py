@@ -113,6 +113,16 @@ class Context:
             assert np.array_equal(result.kept_rows, rows)  # the same images, read the same way
         return self._raw
 
+    def answer_scores(self, question: str, answers: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """A generative model's log-likelihood of each answer to ``question`` about each readable
+        image, (images, answers), and those images' rows; cached like image embeddings."""
+        from vlfair.embed import score_answers
+
+        result = score_answers(self.encoder, self.dataset, question, answers, batch_size=self.batch_size,
+                               cache_dir=self.cache_dir)
+        self.skipped_rows = result.skipped_rows
+        return result.embeddings.astype(np.float64), result.kept_rows
+
     def texts(self, prompts: list[str], normalize: bool = True, templates: list[str] | None = None) -> np.ndarray:
         from vlfair.embed import embed_texts
 

@@ -73,6 +73,15 @@ class GradCam(Settings):
     min_confidence: Float = Field(0.0, ge=0, le=1)
 
 
+class GenerativeQuestion(Settings):
+    """How a generative model is asked (the study measured CLIP only): ``question`` about each image,
+    its two candidate answers the pair's two words, their probabilities renormalised over the pair
+    (per answer token with ``normalize_length``, as lm-evaluation-harness's acc_norm)."""
+
+    question: Annotated[Text, AfterValidator(placeholders("positive", "negative"))]
+    normalize_length: Flag = False
+
+
 class TraitsSettings(ProbeSettings, Bootstrap):
     prompt: Annotated[Text, AfterValidator(placeholders("trait"))] = Field(
         description="the trait prompt, with {trait}")
@@ -85,6 +94,8 @@ class TraitsSettings(ProbeSettings, Bootstrap):
                                                "every row")
     allow_short: Flag = Field(description="take every row of a cell with fewer than per_cell rows instead of stopping")
     gradcam: GradCam | None = Field(description="Grad-CAM overlays (pair, group, k, min_confidence); null: none")
+    generative: GenerativeQuestion = Field(description="the question a generative model (lvlm:) answers about each "
+                                                       "image, with {positive} and {negative}")
     seed: NonNegative = Field(
         SEED, description="the random seed of the per-cell sample and of every resampling, a whole number >= 0 "
                           "(not null: a run must draw the same sample again)")
@@ -122,6 +133,8 @@ class TraitsProbe(Probe):
 
         s = self.settings
         sampling, source_rows = self._sample(ctx)  # before embedding: only the drawn rows are embedded
+        if getattr(ctx.encoder, "kind", "contrastive") == "generative":
+            return self._score_generative(ctx, sampling, source_rows)
         images, rows = ctx.images()
         tau = float(ctx.encoder.logit_scale if s.temperature is None else s.temperature)
         if not tau > 0:  # tau = 0 makes every confidence 0.5: nothing would be measured
@@ -146,10 +159,40 @@ class TraitsProbe(Probe):
         if sampling and sampling["short_cells"]:
             warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
                             + _listed(sampling["short_cells"]))
-        self._scored = (images, rows, source_rows)  # for Grad-CAM's pictures (illustrate)
+        self._scored: tuple[np.ndarray, np.ndarray, list[int] | None] | None = (images, rows, source_rows)  # Grad-CAM
         return Samples(pd.DataFrame(columns), {"temperature": tau, "temperature_source": "logit_scale"
                                                if s.temperature is None else "settings", "prompt": s.prompt,
                                                "sampling": sampling}, warnings)
+
+    def _score_generative(self, ctx: Context, sampling: dict | None, source_rows: list[int] | None) -> Samples:
+        """Each pair asked as the question, the two words its answers: the confidence in the positive
+        trait is its probability renormalised over the pair."""
+        import pandas as pd
+
+        s, asked = self.settings, self.settings.generative
+        columns: dict = {}
+        for positive, negative in s.pairs:
+            question = asked.question.format(positive=positive, negative=negative)
+            scores, rows = ctx.answer_scores(question, [positive, negative])
+            if not columns:
+                columns = {**ctx.identity(rows, source_rows), "race": ctx.column("race", rows),
+                           "gender": ctx.column("gender", rows)}
+            if asked.normalize_length:
+                scores = scores / self._answer_lengths(ctx, question, [positive, negative])
+            columns[_confidence_column(positive, negative)] = 1.0 / (1.0 + np.exp(scores[:, 1] - scores[:, 0]))
+        warnings = []
+        if sampling and sampling["short_cells"]:
+            warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
+                            + _listed(sampling["short_cells"]))
+        self._scored = None  # Grad-CAM reads a contrastive encoder's image tower
+        return Samples(pd.DataFrame(columns), {"scorer": "generative", "question": asked.question,
+                                               "normalize_length": asked.normalize_length, "prompt": s.prompt,
+                                               "sampling": sampling}, warnings)
+
+    @staticmethod
+    def _answer_lengths(ctx: Context, question: str, answers: list[str]) -> np.ndarray:
+        scorer = ctx.encoder
+        return np.array([len(t) for t in scorer._answer_tokens(scorer.prompt(question), answers)], dtype=float)
 
     def analyze(self, samples: Samples) -> Output:
         import pandas as pd
@@ -159,11 +202,16 @@ class TraitsProbe(Probe):
 
         s = self.settings
         races, genders = samples.column("race"), samples.column("gender")
-        tau = samples.facts["temperature"]
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
-        out.notes.append(f"confidence = softmax({tau:g} * [cos(x, pos), cos(x, neg)])[0]"
-                         + (" (the model's logit scale)" if samples.facts["temperature_source"] == "logit_scale"
-                            else ""))
+        if samples.facts.get("scorer") == "generative":
+            out.notes.append(f"confidence = P(positive) / (P(positive) + P(negative)), P(word) the model's probability "
+                             f"of the word as its answer to {samples.facts['question']!r}"
+                             + (" per answer token" if samples.facts["normalize_length"] else ""))
+        else:
+            tau = samples.facts["temperature"]
+            out.notes.append(f"confidence = softmax({tau:g} * [cos(x, pos), cos(x, neg)])[0]"
+                             + (" (the model's logit scale)" if samples.facts["temperature_source"] == "logit_scale"
+                                else ""))
         f_rows = []
         for positive, negative in _measured_pairs(s.pairs, samples):
             pair = f"{positive}/{negative}"
@@ -205,7 +253,7 @@ class TraitsProbe(Probe):
         return out
 
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
-        if self.settings.gradcam:
+        if self.settings.gradcam and self._scored is not None:
             images, rows, source_rows = self._scored
             self._gradcam(ctx, rows, samples.column("race"), samples.column("gender"), images,
                           samples.facts["temperature"], source_rows, out)
