@@ -107,6 +107,7 @@ class TraitsProbe(Probe):
     Settings = TraitsSettings
     position = 1  # study 001
     published_file = "traits.yaml"
+    model_settings = ("generative",)  # how a generative model is asked belongs to that model, as its spec does
     help = "trait confidences on FairFace with F-tests across races and genders"
     description = ("Confidence in each positive trait over its negative ('smart' over 'dumb') per race and gender on "
                    "FairFace adults, one-way F-tests within each stratum (the traits study's Tables 1-4) and Grad-CAM "
