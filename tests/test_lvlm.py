@@ -162,3 +162,22 @@ def test_traits_runs_on_a_generative_model_through_the_cli(llava, tmp_path):
     for row, confidence in zip(samples["row"][:5], samples["confidence smart/dumb"][:5]):
         found = scorer.score(data["image"][int(row)], "is this person smart or dumb ?", ["smart", "dumb"])
         assert confidence == pytest.approx(found.probabilities()[0], rel=1e-5)
+
+
+def test_a_clip_run_and_a_generative_run_of_traits_compare_on_the_same_rows(llava, tmp_path):
+    """Issue 32's question, in small: is the generative model more biased than the CLIP model on the
+    same images? The question belongs to the scorer (left out of the family), so the runs compare,
+    and each run's kind is named."""
+    from vlfair.cli import main
+    from vlfair.compare import compare_runs
+
+    common = ["--dataset", "synthetic:fairface", "--per-cell", "3", "--dtype", "float32", "--cache-dir",
+              str(tmp_path / "cache"), "--set", "bootstrap=40", "--set", "pairs=[[smart, dumb]]", "--set", "gradcam=null"]
+    clip = tiny_clip(tmp_path / "clip")
+    assert main(["run", "traits", "--model", str(clip), "--out", str(tmp_path / "clip-run"), *common]) == 0
+    assert main(["run", "traits", "--model", f"lvlm:{llava}", "--out", str(tmp_path / "lvlm-run"), *common]) == 0
+    comparison = compare_runs([tmp_path / "clip-run", tmp_path / "lvlm-run"], bootstrap=40, n_permutations=40)
+    kinds = [run["model"]["kind"] for run in comparison.content["runs"]]
+    assert kinds == ["contrastive", "generative"]
+    assert comparison.content["rows"]["compared"] == 42
+    assert any(d["metric"] == "trait_anova" and d["difference_ci"] for d in comparison.content["differences"])

@@ -36,10 +36,12 @@ def jsonable(value: Any) -> Any:
 
 
 def model_record(encoder: Any) -> dict[str, Any]:
-    """results.json's ``model``: the encoder's spec, its name for people, revision and dtype."""
+    """results.json's ``model``: the encoder's spec, its name for people, revision, dtype and kind
+    (contrastive: a dual encoder's embeddings; generative: a model answering questions)."""
     identity = encoder.identity()
     return {"spec": identity["spec"], "name": getattr(encoder, "display_name", None) or identity["spec"],
-            "revision": identity["revision"], "dtype": identity["dtype"]}
+            "revision": identity["revision"], "dtype": identity["dtype"],
+            "kind": getattr(encoder, "kind", "contrastive")}
 
 
 def build_results(probe: str, probe_version: int, model: dict[str, Any], dataset: dict[str, Any],
