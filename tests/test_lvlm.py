@@ -181,3 +181,13 @@ def test_a_clip_run_and_a_generative_run_of_traits_compare_on_the_same_rows(llav
     assert kinds == ["contrastive", "generative"]
     assert comparison.content["rows"]["compared"] == 42
     assert any(d["metric"] == "trait_anova" and d["difference_ci"] for d in comparison.content["differences"])
+
+
+def test_a_probe_without_questions_refuses_a_generative_model_by_name(llava, tmp_path, capsys):
+    from vlfair.cli import main
+
+    assert main(["run", "professions", "--model", f"lvlm:{llava}", "--dataset", "synthetic:professions",
+                 "--out", str(tmp_path / "run"), "--dtype", "float32"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == (f"vlfair run: model 'lvlm:{llava}' is a generative model: this probe reads image and text "
+                    "embeddings, which a generative model does not give (probes that ask it questions: traits)")

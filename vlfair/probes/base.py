@@ -88,8 +88,16 @@ class Context:
     _raw: np.ndarray | None = None
     skipped_rows: list[int] = dataclasses.field(default_factory=list)  # unreadable rows, for results.json
 
+    def _contrastive(self) -> None:
+        """Embeddings come from a dual encoder: a generative model (lvlm:) answers questions instead."""
+        if getattr(self.encoder, "kind", "contrastive") == "generative":
+            raise ProbeError(f"model {self.encoder.name!r} is a generative model: this probe reads image and text "
+                             "embeddings, which a generative model does not give (probes that ask it questions: "
+                             "traits)")
+
     def images(self) -> tuple[np.ndarray, np.ndarray]:
         """(embeddings of readable rows, their row indices); unreadable rows are skipped and reported."""
+        self._contrastive()
         if self._embedded is None:
             from vlfair.embed import embed_images
 
@@ -126,6 +134,7 @@ class Context:
     def texts(self, prompts: list[str], normalize: bool = True, templates: list[str] | None = None) -> np.ndarray:
         from vlfair.embed import embed_texts
 
+        self._contrastive()
         embeddings = embed_texts(self.encoder, prompts, templates=templates, cache_dir=self.cache_dir,
                                  normalize=normalize)
         if self._embedded is not None:
