@@ -189,5 +189,37 @@ def test_a_probe_without_questions_refuses_a_generative_model_by_name(llava, tmp
     assert main(["run", "professions", "--model", f"lvlm:{llava}", "--dataset", "synthetic:professions",
                  "--out", str(tmp_path / "run"), "--dtype", "float32"]) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last == (f"vlfair run: model 'lvlm:{llava}' is a generative model: this probe reads image and text "
-                    "embeddings, which a generative model does not give (probes that ask it questions: traits)")
+    assert last == (f"vlfair run: probe 'professions' reads image and text embeddings; 'lvlm:{llava}' is a generative "
+                    "model, which answers questions instead (the probes that ask it: traits)")
+    # refused before the weights load: a model that does not exist is not even looked for
+    assert main(["run", "word-influence", "--model", "lvlm:acme/no-such-model", "--out", str(tmp_path / "wi")]) == 2
+    assert "probe 'word-influence' reads image and text embeddings" in capsys.readouterr().err
+
+
+def test_pickled_weights_load_only_on_request(llava, tmp_path):
+    import shutil
+
+    import safetensors.torch
+
+    pickled = tmp_path / "pickled"
+    shutil.copytree(llava, pickled)
+    torch.save(safetensors.torch.load_file(str(pickled / "model.safetensors")), pickled / "pytorch_model.bin")
+    (pickled / "model.safetensors").unlink()
+    with pytest.raises(Exception, match="safetensors|pickled|model.safetensors"):
+        GenerativeScorer.load(f"lvlm:{pickled}")
+    assert GenerativeScorer.load(f"lvlm:{pickled}", use_safetensors=False).model is not None
+
+
+def test_a_template_that_starts_with_bos_gets_no_second_one(checkpoints):
+    """Idefics3's template writes <bos> itself: the processor must not add another (as transformers'
+    apply_chat_template decides), in the shared path and in the reference alike."""
+    scorer = GenerativeScorer.load(f"lvlm:{checkpoints['idefics3']}")
+    scorer.processor.tokenizer._tokenizer.post_processor = __import__("tokenizers").processors.TemplateProcessing(
+        single="<bos> $A", special_tokens=[("<bos>", scorer.processor.tokenizer.bos_token_id)])
+    inputs = scorer._inputs(generated_image(0), scorer.prompt(QUESTION))
+    ids = inputs["input_ids"][0].tolist()
+    assert ids[0] == scorer.processor.tokenizer.bos_token_id and ids[1] != ids[0]
+    shared = scorer.score(generated_image(0), QUESTION, ANSWERS[:4])
+    np.testing.assert_allclose(shared.log_likelihood,
+                               scorer.score_by_full_forward(generated_image(0), QUESTION, ANSWERS[:4]).log_likelihood,
+                               rtol=1e-5, atol=1e-5)

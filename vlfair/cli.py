@@ -75,7 +75,9 @@ def _run(args: argparse.Namespace) -> int:
     if dataset and not dataset.startswith("synthetic:"):
         check_source(dataset)  # a missing local directory is said at once, before the model loads
     from vlfair.models import load_encoder
+    from vlfair.probes import refuse_generative
 
+    refuse_generative(probe, args.model)  # before a generative model's weights load (or download)
     encoder = load_encoder(args.model, dtype=args.dtype)
     results = run_probe(args.probe, encoder, dataset, args.out, split=args.split, subset=args.subset,
                         limit=args.limit, batch_size=args.batch_size, settings=settings or None,

@@ -17,6 +17,7 @@ cache would score other tokens than a full forward does).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,7 +74,8 @@ class GenerativeScorer:
     kind = "generative"  # what a probe asks of its model: answers' log-likelihoods, not embeddings
 
     @classmethod
-    def load(cls, spec: str, dtype: Any = None, device: Any = None, revision: str | None = None) -> GenerativeScorer:
+    def load(cls, spec: str, dtype: Any = None, device: Any = None, revision: str | None = None,
+             use_safetensors: bool = True) -> GenerativeScorer:
         """``lvlm:ORG/NAME[@REV]`` (or a local directory) through transformers' auto classes."""
         import torch
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
@@ -81,13 +83,16 @@ class GenerativeScorer:
         from vlfair.models.hub import resolve_model
 
         name = spec.removeprefix("lvlm:")
-        resolved = resolve_model(name, revision)  # a local directory, the Hub cache, or a download, as encoders
+        # a local directory, the Hub cache, or a download, as encoders load
+        resolved = resolve_model(name, revision, use_safetensors=use_safetensors)
         config = AutoConfig.from_pretrained(resolved.path)
         if type(config) not in AutoModelForImageTextToText._model_mapping:
             raise GenerativeModelError(f"model {name!r} is a {type(config).__name__.removesuffix('Config')} model, "
                                        "not a generative vision-language model (AutoModelForImageTextToText does not "
                                        "load it); give a contrastive encoder without lvlm:")
-        model = AutoModelForImageTextToText.from_pretrained(resolved.path, dtype=dtype or torch.float32)
+        # pickled weights only on request, as for encoders (transformers refuses them with this flag)
+        model = AutoModelForImageTextToText.from_pretrained(resolved.path, dtype=dtype or torch.float32,
+                                                            use_safetensors=use_safetensors or None)
         model.eval()
         if device is not None:
             model.to(device)
@@ -115,15 +120,32 @@ class GenerativeScorer:
             found.append(full[len(prefix):])
         return found
 
+    def _inputs(self, image: Any, text: str) -> Any:
+        """The processor's tensors for ``text`` about ``image``: special tokens added only where the chat
+        template has not put the tokenizer's BOS first already (as transformers' apply_chat_template
+        decides), and refused where the processor appends a token after the text (an EOS), which would
+        sit between the prompt and every answer."""
+        tokenizer = self.processor.tokenizer
+        special = not (tokenizer.bos_token and text.startswith(tokenizer.bos_token))
+        inputs = self.processor(images=image, text=text, return_tensors="pt", add_special_tokens=special)
+        last = tokenizer(text, add_special_tokens=False)["input_ids"][-1]
+        if int(inputs["input_ids"][0, -1]) != last:
+            appended = tokenizer.convert_ids_to_tokens(int(inputs["input_ids"][0, -1]))
+            raise GenerativeModelError(f"model {self.name!r}: its processor appends {appended!r} after the text, "
+                                       "between the question's prompt and any answer")
+        return inputs.to(self.device)
+
     # ---- scoring -----------------------------------------------------------------------------
     def score(self, image: Any, question: str, answers: Sequence[str], batch_size: int = 32) -> AnswerScores:
         """The log-likelihood of every answer given the image and question: the prefix encoded once, the answers
         scored from its cache in batches of ``batch_size``."""
         import torch
 
+        if not answers:
+            raise GenerativeModelError(f"model {self.name!r}: no answers to score")
         prompt = self.prompt(question)
         tokens = self._answer_tokens(prompt, answers)
-        inputs = self.processor(images=image, text=prompt, return_tensors="pt").to(self.device)
+        inputs = self._inputs(image, prompt)
         limit = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
         longest = max(len(t) for t in tokens)
         if limit is not None and inputs["input_ids"].shape[1] + longest > limit:
@@ -135,10 +157,10 @@ class GenerativeScorer:
             first = torch.log_softmax(prefix.logits[0, -1].float(), dim=-1)  # each answer's first token
             for start in range(0, len(answers), batch_size):
                 chunk = tokens[start:start + batch_size]
-                totals[start:start + len(chunk)] = self._continuations(prefix.past_key_values, inputs, first, chunk)
+                totals[start:start + len(chunk)] = self._continuations(prefix.past_key_values, first, chunk)
         return AnswerScores(totals, np.array([len(t) for t in tokens], dtype=np.int64))
 
-    def _continuations(self, cache: Any, inputs: Any, first: Any, tokens: list[list[int]]) -> np.ndarray:
+    def _continuations(self, cache: Any, first: Any, tokens: list[list[int]]) -> np.ndarray:
         """The summed log-probabilities of answers (right-padded to one length) read on from ``cache``."""
         import copy
 
@@ -152,9 +174,12 @@ class GenerativeScorer:
         if width > 1:
             repeated = copy.deepcopy(cache)
             repeated.batch_repeat_interleave(len(tokens))
-            prefix_mask = inputs["attention_mask"].expand(len(tokens), -1)
-            out = self.model(input_ids=ids[:, :-1], past_key_values=repeated, use_cache=True,
-                             attention_mask=torch.cat([prefix_mask, present[:, :-1]], dim=1))
+            # no attention mask: the padding follows each answer's tokens, so causal attention never
+            # lets a real token see it (and a mask over prefix + answers would make models that
+            # derive positions from it, as Qwen2-VL's M-RoPE, read the prefix's length as new tokens)
+            with warnings.catch_warnings():  # transformers 5.2x renames past_key_values to cache (5.0 has only it)
+                warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated", category=FutureWarning)
+                out = self.model(input_ids=ids[:, :-1], past_key_values=repeated, use_cache=True)
             logs = torch.log_softmax(out.logits.float(), dim=-1)  # (answers, width - 1, vocab)
             following = logs.gather(2, ids[:, 1:, None])[:, :, 0].double() * present[:, 1:]
             totals = totals + following.sum(dim=1)
@@ -169,8 +194,7 @@ class GenerativeScorer:
         totals = []
         with torch.no_grad():
             for answer, answer_tokens in zip(answers, tokens):
-                inputs = self.processor(images=image, text=prompt + self.separator + answer,
-                                        return_tensors="pt").to(self.device)
+                inputs = self._inputs(image, prompt + self.separator + answer)
                 logs = torch.log_softmax(self.model(**inputs).logits[0].float(), dim=-1)
                 ids = inputs["input_ids"][0]
                 n = len(answer_tokens)
@@ -189,7 +213,7 @@ def load_lvlm(ref: str, *, device: Any = "auto", dtype: Any = "auto", revision: 
         raise GenerativeModelError(f"model {ref!r}: lvlm: loads transformers' own classes only (no remote code)")
     device = pick_device(device)
     return GenerativeScorer.load(spec or f"lvlm:{ref}", dtype=pick_dtype(dtype, device), device=device,
-                                 revision=revision)
+                                 revision=revision, use_safetensors=use_safetensors)
 
 
 __all__ = ["AnswerScores", "GenerativeModelError", "GenerativeScorer", "load_lvlm"]

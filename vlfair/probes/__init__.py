@@ -164,6 +164,20 @@ class ProbeRun:
         return Path(out_dir) / "report.html"
 
 
+def refuse_generative(probe: Any, model: Any) -> None:
+    """A generative model (an ``lvlm:`` spec, before its weights load, or a loaded one) for a probe
+    that only reads embeddings is refused by name."""
+    from vlfair.models import parse_spec
+
+    generative = (parse_spec(model)[0] == "lvlm" if isinstance(model, str)
+                  else getattr(model, "kind", "contrastive") == "generative")
+    if generative and not probe.asks_questions:
+        asking = [name for name in probe_names() if probe_class(name).asks_questions]
+        spec = model if isinstance(model, str) else model.name
+        raise ProbeError(f"probe {probe.name!r} reads image and text embeddings; {spec!r} is a generative model, "
+                         f"which answers questions instead (the probes that ask it: {', '.join(asking)})")
+
+
 @library_progress_bars("datasets.utils.logging")  # its bar for every filter, select and flatten: short steps
 def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | None = None, subset: str | None = None,
                   schema: str | None = None, limit: int | None = None, batch_size: int = 64, cache_dir: Any = "default",
@@ -173,7 +187,9 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
     from vlfair.models import load_encoder
 
     probe = probe_class(name)(settings, components)
+    refuse_generative(probe, encoder)
     encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
+    refuse_generative(probe, encoder)
     if probe.needs_dataset:
         if dataset is None:
             raise ProbeError(f"probe {name!r} needs a dataset")
@@ -248,4 +264,5 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
 
 
 __all__ = ["ENTRY_POINTS", "PROBES", "Context", "Option", "Output", "Probe", "ProbeError", "ProbeRun", "UploadSpec",
-           "finish_run", "measure_probe", "probe_class", "probe_names", "register", "register_probe", "run_probe"]
+           "finish_run", "measure_probe", "probe_class", "probe_names", "refuse_generative", "register",
+           "register_probe", "run_probe"]

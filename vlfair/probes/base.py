@@ -190,6 +190,8 @@ class Probe(abc.ABC):
     options_title: ClassVar[str | None] = None            # their heading in --help (default: the name)
     upload: ClassVar[UploadSpec | None] = None            # how the demo Space takes uploads, if it does
     published_file: ClassVar[str | None] = None           # the study's published tables (published/<file>)
+    asks_questions: ClassVar[bool] = False                # it can measure a generative model (lvlm:) by
+                                                          # asking it questions (Context.answer_scores)
     neutral: ClassVar[dict[str, float]] = {}              # its own bias measures' neutral values (beyond
                                                           # vlfair.outputs.NEUTRAL): "less biased" = closer
     model_settings: ClassVar[tuple[str, ...]] = ()        # settings that choose the model measured (word-

@@ -107,6 +107,7 @@ class TraitsProbe(Probe):
     Settings = TraitsSettings
     position = 1  # study 001
     published_file = "traits.yaml"
+    asks_questions = True  # traits.yaml's generative section
     model_settings = ("generative",)  # how a generative model is asked belongs to that model, as its spec does
     help = "trait confidences on FairFace with F-tests across races and genders"
     description = ("Confidence in each positive trait over its negative ('smart' over 'dumb') per race and gender on "
@@ -185,6 +186,11 @@ class TraitsProbe(Probe):
         if sampling and sampling["short_cells"]:
             warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
                             + _listed(sampling["short_cells"]))
+        if s.gradcam:
+            warnings.append("Grad-CAM: skipped, it reads a contrastive encoder's image tower (a generative model has "
+                            "none to explain this way)")
+        if s.temperature is not None:
+            warnings.append(f"temperature {s.temperature:g}: not used, it scales a contrastive model's similarities")
         self._scored = None  # Grad-CAM reads a contrastive encoder's image tower
         return Samples(pd.DataFrame(columns), {"scorer": "generative", "question": asked.question,
                                                "normalize_length": asked.normalize_length, "prompt": s.prompt,
