@@ -20,12 +20,18 @@ def test_benchmark_prints_its_ratios():
         assert label in result.stdout
 
 
+def _quick(name: str) -> subprocess.CompletedProcess:
+    """benchmarks/NAME --quick, run as a user runs it; it must succeed."""
+    result = subprocess.run([sys.executable, str(SCRIPT.parent / name), "--quick"], capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
 def test_stats_scaling_benchmark_prints_its_ratios():
     """benchmarks/stats_scaling.py --quick: every method timed on 1e3 rows (Monte Carlo p) and 2e4
     rows (the normal limit), fairlearn's MetricFrame bootstrap included, and its contract line."""
-    script = SCRIPT.parent / "stats_scaling.py"
-    result = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = _quick("stats_scaling.py")
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"speedup_vs_fairlearn=[\d.]+ speedup_vs_scipy=[\d.]+ speedup_vs_naive=[\d.]+ seconds_1e6=[\d.]+",
                         lines[-1]), lines[-1]
@@ -37,9 +43,7 @@ def test_stats_scaling_benchmark_prints_its_ratios():
 def test_compare_benchmark_prints_its_ratios():
     """benchmarks/compare_speed.py --quick: the traits probe on a small world run twice (the re-run
     from cached embeddings), rescored and compared, and its contract line."""
-    script = SCRIPT.parent / "compare_speed.py"
-    result = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = _quick("compare_speed.py")
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"compare_seconds=[\d.]+ rescore_seconds=[\d.]+ compare_vs_rerun=[\d.]+ "
                         r"rescore_vs_rerun=[\d.]+ samples_bytes=\d+", lines[-1]), lines[-1]
@@ -50,9 +54,7 @@ def test_compare_benchmark_prints_its_ratios():
 def test_ranking_skew_benchmark_prints_its_ratios():
     """benchmarks/ranking_skew_speed.py --quick: ranking_skew's bootstrap for three attributes against
     re-ranking every resample from scratch, and its contract line."""
-    script = SCRIPT.parent / "ranking_skew_speed.py"
-    result = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = _quick("ranking_skew_speed.py")
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"ratio_vs_full_rerank=[\d.]+ topk_vs_sort=[\d.]+ seconds_gender=[\d.]+ seconds_race=[\d.]+ "
                         r"seconds_age=[\d.]+ seconds_probe=[\d.]+", lines[-1]), lines[-1]
@@ -62,9 +64,7 @@ def test_ranking_skew_benchmark_prints_its_ratios():
 def test_lvlm_prefix_benchmark_prints_its_ratio():
     """benchmarks/lvlm_prefix_speed.py --quick: answers scored through the prompt's cache against one
     full forward per answer, and its contract line (the speedup itself is measured, never asserted)."""
-    script = SCRIPT.parent / "lvlm_prefix_speed.py"
-    result = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = _quick("lvlm_prefix_speed.py")
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"speedup_vs_full_forward=[\d.]+ shared_images_per_second=[\d.]+ "
                         r"max_abs_difference=[\d.e+-]+", last), last

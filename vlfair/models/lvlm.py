@@ -65,6 +65,7 @@ class GenerativeScorer:
         self.model, self.processor, self.name, self.separator = model, processor, name, separator
         self.revision = revision
         self.device = next(model.parameters()).device
+        self._asked: dict[tuple[str, tuple[str, ...]], tuple[str, list[list[int]]]] = {}
 
     def identity(self) -> dict[str, Any]:
         """What makes two scorers give the same scores (the cache key's model part)."""
@@ -103,6 +104,15 @@ class GenerativeScorer:
         """The question about one image in the model's chat template, ending with its generation prompt."""
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
         return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def prepared(self, question: str, answers: Sequence[str]) -> tuple[str, list[list[int]]]:
+        """The question's prompt and each answer's tokens, templated and tokenized once per question
+        and answers (a dataset asks every image the same)."""
+        key = (question, tuple(answers))
+        if key not in self._asked:
+            prompt = self.prompt(question)
+            self._asked[key] = (prompt, self._answer_tokens(prompt, answers))
+        return self._asked[key]
 
     def _answer_tokens(self, prompt: str, answers: Sequence[str]) -> list[list[int]]:
         """Each answer's token ids as the tokenizer reads them after ``prompt``."""
@@ -143,8 +153,7 @@ class GenerativeScorer:
 
         if not answers:
             raise GenerativeModelError(f"model {self.name!r}: no answers to score")
-        prompt = self.prompt(question)
-        tokens = self._answer_tokens(prompt, answers)
+        prompt, tokens = self.prepared(question, answers)
         inputs = self._inputs(image, prompt)
         limit = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
         longest = max(len(t) for t in tokens)
@@ -189,8 +198,7 @@ class GenerativeScorer:
         """The same numbers, one full forward per answer: the reference the prefix-shared path must equal."""
         import torch
 
-        prompt = self.prompt(question)
-        tokens = self._answer_tokens(prompt, answers)
+        prompt, tokens = self.prepared(question, answers)
         totals = []
         with torch.no_grad():
             for answer, answer_tokens in zip(answers, tokens):

@@ -198,8 +198,7 @@ class TraitsProbe(Probe):
 
     @staticmethod
     def _answer_lengths(ctx: Context, question: str, answers: list[str]) -> np.ndarray:
-        scorer = ctx.encoder
-        return np.array([len(t) for t in scorer._answer_tokens(scorer.prompt(question), answers)], dtype=float)
+        return np.array([len(t) for t in ctx.encoder.prepared(question, answers)[1]], dtype=float)
 
     def analyze(self, samples: Samples) -> Output:
         import pandas as pd
