@@ -509,3 +509,14 @@ def test_word_influence_default_path_is_the_masked_lm_on_every_word(clip_dir, tm
             levels.setdefault(m["subset"]["level"], []).append(m["subset"]["word"])
     assert levels == {1: WORKED_EXAMPLES[1].split(), 2: WORKED_EXAMPLES[1].split()}
     assert ceo["published"] == []  # Table 1 is another prompt's
+
+
+def test_design_quotes_the_traits_study_s_figure_2_confidences():
+    """The traits study's Figure 2 prints 68-74 % confidences (its 66 % is a selection threshold): the
+    design document and the probe's notes say 68-74, never 66-74."""
+    from pathlib import Path
+
+    design = (Path(__file__).parents[1] / "docs" / "DESIGN.md").read_text()
+    notes = " ".join(probe_class("traits").default_settings()["notes"])
+    for text in (design, notes):
+        assert "68-74 %" in text and "66-74" not in text
