@@ -40,8 +40,11 @@ def test_demo_writes_summary_and_report(demo):
     assert "biased: 11/11 planted biases found; control: 0/12 false alarms" in report
     measures = {(e["probe"], e["measure"]) for e in entries}
     pngs = {(probe, png.name) for probe in probes for png in (out / "biased" / probe).glob("*.png")}
-    # a figure for every measure (biased and control on one axis) and every probe figure of both encoders
-    assert report.count("data:image/png;base64,") == len(measures) + 2 * len(pngs)
+    asked = json.loads((out / "generative.json").read_text())["entries"]
+    generative_measures = {(e["probe"], e["measure"]) for e in asked}
+    # a figure for every measure (biased and control on one axis), every probe figure of both encoders,
+    # and a figure for every measure of the answerers
+    assert report.count("data:image/png;base64,") == len(measures) + 2 * len(pngs) + len(generative_measures)
     for probe, png in pngs:
         assert f"href='biased/{probe}/{png}'" in report and f"href='control/{probe}/{png}'" in report
     for probe in probes:
@@ -61,7 +64,8 @@ def test_every_probe_measures_the_world_as_it_did_before_the_plugin_refactor(dem
     out, _ = demo
     recorded = json.loads((Path(__file__).parent / "data" / "numbers" / "demo.json").read_text())
     assert sorted(recorded) == sorted(str(p.parent.relative_to(out)) for p in out.glob("*/*/results.json")
-                                      if p.parent.name != "retrieval")  # the first probe written after it (issue 31)
+                                      if p.parent.name != "retrieval"  # the first probe written after it (issue 31)
+                                      and not p.parent.parent.name.startswith("answerer-"))  # and issue 32's
     for run, expected in recorded.items():
         actual = comparable_results(json.loads((out / run / "results.json").read_text()))
         assert_same_numbers(actual, expected, run)
@@ -166,8 +170,9 @@ def test_an_unshipped_world_or_retrain_trains_and_caches(tmp_path):
 
 
 def test_demo_retrain_flag_trains_instead_of_loading(tmp_path, monkeypatch):
-    """``--retrain`` reaches the encoder lookup; a 20-step encoder is trained there (the real training
-    takes minutes), and the probes then measure the shipped one (20 steps learn nothing to measure)."""
+    """``--retrain`` reaches the encoder and answerer lookups; a 20-step encoder and a 5-step answerer
+    are trained there (the real trainings take minutes), and the probes then measure the shipped ones
+    (so few steps learn nothing to measure)."""
     from vlfair.demo import run
 
     asked = []
@@ -177,10 +182,24 @@ def test_demo_retrain_flag_trains_instead_of_loading(tmp_path, monkeypatch):
         shipped.encoder_path(planting, cache_dir, retrain=retrain, training=TINY, name=name, log=log)
         return shipped.encoder_path(planting, cache_dir, log=pytest.fail)
 
+    from vlfair.demo import generative
+    from vlfair.demo.answerer import AnswererConfig
+
+    answerers_asked = []
+    answerer_path = generative.answerer_path
+
+    def small_answerer(planting, cache_dir, *, retrain=False, name=None, log=print, config=None):
+        answerers_asked.append(retrain)
+        answerer_path(planting, cache_dir, retrain=retrain, config=AnswererConfig(steps=5, pairs=256), name=name,
+                      log=log)
+        return answerer_path(planting, cache_dir, log=pytest.fail)
+
     monkeypatch.setattr(run, "encoder_path", small)
+    monkeypatch.setattr(generative, "answerer_path", small_answerer)
     assert main(["demo", "--retrain", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]) == 0
-    assert asked == [True, True]
+    assert asked == [True, True] and answerers_asked == [True, True]
     assert len(list((tmp_path / "cache" / "demo").glob("encoder-*/model.safetensors"))) == 2
+    assert len(list((tmp_path / "cache" / "demo").glob("answerer-*/model.safetensors"))) == 2
     assert (tmp_path / "out" / "summary.json").exists()
 
 
@@ -319,3 +338,46 @@ def test_the_demo_finds_every_planted_bias_as_a_paired_difference(demo):
         assert (out / href).exists() and (out / href).with_name("comparison.json").exists(), probe
     page = (out / "report.html").read_text()
     assert "8/8 planted biases found as paired differences" in page
+
+
+# ---- the generative path: the world's answerers -------------------------------------------------
+def test_the_answerers_find_every_planted_bias_through_the_probes(demo):
+    """Every probe asks the shipped answerers: the biased one shows each planted bias with its sign.
+    The control shows none but one: women doctors described as "a photo of a doctor" 0.93 times as
+    often as men (relative to lawyers and scientists), which the control world's own captions hold
+    (their English / German split is exact per gender, not per gender and occupation, and the
+    answerer is asked in English); the test names it so that a change shows."""
+    out, _ = demo
+    asked = json.loads((out / "generative.json").read_text())
+    biased = [e for e in asked["entries"] if e["encoder"] == "biased answerer"]
+    assert sum(e["planted_sign"] != 0 for e in biased) == 11 and all(valid(e) for e in biased)
+    control = [e for e in asked["entries"] if e["encoder"] == "control answerer"]
+    wrong = [(e["probe"], e["subset"]) for e in control if not valid(e)]
+    assert len(control) == 12 and wrong == [("professions", {"profession": "doctor"})]
+    assert {e["probe"] for e in asked["entries"]} == {"professions", "traits", "word-influence", "multilingual",
+                                                      "public-figures", "retrieval"}
+    assert (out / "answerer-biased" / "traits" / "samples.parquet").exists()
+
+
+def test_the_biased_answerer_is_compared_with_the_biased_encoder_on_the_same_rows(demo):
+    out, _ = demo
+    compared = json.loads((out / "generative.json").read_text())["compared"]
+    probes = {row["probe"] for row in compared if "verdict" in row}
+    assert probes == {"traits", "public-figures", "retrieval"}
+    assert (out / "compare-kinds" / "traits" / "comparison.html").exists()
+    report = (out / "report.html").read_text()
+    assert "biased answerer: 11/11 planted biases found" in report and "The biased encoder beside" in report
+
+
+@pytest.mark.parametrize("world", ["biased", "control"])
+def test_shipped_answerer_matches_todays_world(world):
+    """Fails when the world, the questions or the answerer's training changed since it was shipped:
+    re-ship with ``python -m vlfair.demo.generative`` (about 3 minutes on 2 cores)."""
+    from vlfair.demo import generative
+    from vlfair.demo.answerer import answerer_hash
+
+    record = read_record(generative.SHIPPED_ANSWERERS / world)
+    assert record is not None and record["name"] == generative.answerer_name(world)
+    assert record["config_hash"] == answerer_hash(shipped.WORLDS[world]), (
+        f"the {world} answerer's configuration changed since it was shipped; run python -m vlfair.demo.generative")
+    assert generative.answerer_path(shipped.WORLDS[world], log=pytest.fail) == generative.SHIPPED_ANSWERERS / world

@@ -15,14 +15,15 @@ import pytest
 import torch
 
 from vlfair.models.lvlm import GenerativeModelError, GenerativeScorer
-from vlfair.tiny import generated_image, tiny_clip, tiny_idefics3, tiny_llava
+from vlfair.tiny import generated_image, tiny_clip, tiny_gemma3, tiny_idefics3, tiny_llava
 
 ANSWERS = ["smart", "dumb", "a smart person", "a dumb person", "happy", "doctor", "nurse", "a photo of a nurse",
            "lawyer", "none of these", "man", "woman"]  # twelve, of one to five tokens
 QUESTION = "is this person smart or dumb ?"
 
 
-FAMILIES = {"llava": tiny_llava, "idefics3": tiny_idefics3}  # Qwen2-VL's processor needs torchvision (video)
+FAMILIES = {"llava": tiny_llava, "idefics3": tiny_idefics3, "gemma3": tiny_gemma3}  # Qwen2-VL's processor
+# needs torchvision (its video part)
 
 
 @pytest.fixture(scope="module")
@@ -183,17 +184,24 @@ def test_a_clip_run_and_a_generative_run_of_traits_compare_on_the_same_rows(llav
     assert any(d["metric"] == "trait_anova" and d["difference_ci"] for d in comparison.content["differences"])
 
 
-def test_a_probe_without_questions_refuses_a_generative_model_by_name(llava, tmp_path, capsys):
+def test_a_probe_without_questions_refuses_a_generative_model_by_name(tmp_path, capsys):
+    """Every built-in probe asks questions now; a plugin probe that reads embeddings only refuses an
+    lvlm: model before its weights load (a model that does not exist is not even looked for)."""
     from vlfair.cli import main
+    from vlfair.probes import Probe, ProbeError, refuse_generative
 
-    assert main(["run", "professions", "--model", f"lvlm:{llava}", "--dataset", "synthetic:professions",
-                 "--out", str(tmp_path / "run"), "--dtype", "float32"]) == 2
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last == (f"vlfair run: probe 'professions' reads image and text embeddings; 'lvlm:{llava}' is a generative "
-                    "model, which answers questions instead (the probes that ask it: traits)")
-    # refused before the weights load: a model that does not exist is not even looked for
-    assert main(["run", "word-influence", "--model", "lvlm:acme/no-such-model", "--out", str(tmp_path / "wi")]) == 2
-    assert "probe 'word-influence' reads image and text embeddings" in capsys.readouterr().err
+    class EmbeddingsOnly(Probe):
+        name = "embeddings-only"
+
+    with pytest.raises(ProbeError) as refused:
+        refuse_generative(EmbeddingsOnly, "lvlm:acme/no-such-model")
+    assert str(refused.value) == (
+        "probe 'embeddings-only' reads image and text embeddings; 'lvlm:acme/no-such-model' is a generative model, "
+        "which answers questions instead (the probes that ask it: professions, traits, word-influence, multilingual, "
+        "public-figures, retrieval)")
+    assert main(["run", "traits", "--model", "lvlm:acme/no-such-model", "--dataset", "synthetic:fairface",
+                 "--out", str(tmp_path / "run")]) == 2
+    assert "acme/no-such-model" in capsys.readouterr().err
 
 
 def test_pickled_weights_load_only_on_request(llava, tmp_path):

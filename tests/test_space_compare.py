@@ -24,7 +24,9 @@ def app():
 
 @pytest.fixture(scope="module")
 def board(app, demo):
-    return app.load_board(str(demo[0]))
+    """The demo's encoders' runs (its answerers' runs of traits share their family: compared elsewhere)."""
+    found = app.load_board(str(demo[0]))
+    return found[found["kind"] == "contrastive"].reset_index(drop=True)
 
 
 def _traits(app, board):

@@ -76,8 +76,8 @@ def test_leaderboard_served_and_called_through_gradio_client(results_dir):
         client = Client(_serve(app), verbose=False)
         table, _chart, explanation, _detail = client.predict("public-figures", "bias_ratio", "", "(all)", "value", True,
                                                              api_name="/filter")
-        assert table["headers"] == ["metric", "subset", "value", "CI", "p", "rank", "no bias at", "model", "probe",
-                                    "dataset", "family"]
+        assert table["headers"] == ["metric", "subset", "value", "CI", "p", "rank", "no bias at", "model", "kind",
+                                    "probe", "dataset", "family"]
         assert len(table["data"]) == 6 and {row[0] for row in table["data"]} == {"bias_ratio"}
         assert "bias_ratio" in explanation
     finally:

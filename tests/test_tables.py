@@ -188,8 +188,14 @@ def test_the_demo_report_keeps_every_label_text(tmp_path):
                            "found": True}],
               "median_width_ratio": 0.9, "differences": 1, "comparisons": {f"t{MARKUP}": "compare/x.html"},
               "not_a_probe_metric": [f"n {MARKUP}"]}
-    text = run._report([entry], {"biased": planting}, {"biased": tmp_path / MARKUP}, tmp_path, 3.0, paired)
+    asked = {"entries": [entry | {"encoder": "biased answerer"}],
+             "compared": [{"probe": "traits", "metric": f"m {MARKUP}", "subset": {"trait": MARKUP}, "encoder": 1.0,
+                           "answerer": 2.0, "difference": -1.0, "ci": [-1.5, -0.5], "verdict": "a_less_biased",
+                           "verdict_text": f"the encoder {MARKUP} less biased"},
+                          {"probe": "retrieval", "refused": f"refused {MARKUP}"}]}
+    text = run._report([entry], {"biased": planting}, {"biased": tmp_path / MARKUP}, tmp_path, 3.0, paired, asked)
     assert MARKUP not in text and "<script" not in text
+    assert "the encoder &lt;img onerror=x&gt; less biased" in text and "refused &lt;img onerror=x&gt;" in text
     assert "&lt;img onerror=x&gt;" in text.split("<h2>What was planted</h2>")[1].split("</ul>")[0]
     assert f"trained on this machine ({tmp_path}/&lt;img onerror=x&gt;)" in text
     row = "<td>measure &lt;img onerror=x&gt;</td><td>trait = &lt;img onerror=x&gt;</td><td>demo-world biased</td>"

@@ -199,44 +199,91 @@ def score_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[st
     """A generative model's (``vlfair.models.lvlm.GenerativeScorer``) log-likelihood of every answer
     to ``question`` about every readable image, (images, answers), cached like image
     embeddings: by the model (spec, revision, dtype), the data's fingerprint, the question as the
-    chat template puts it, the answers and the separator; chunk by chunk, so a stopped run resumes.
+    chat template puts it, the answers and the separator; chunk by chunk, so a stopped run resumes,
+    and shared out over the processes of a torchrun as images are.
 
     Returns:
         An :class:`EmbeddingResult` whose ``embeddings`` are the (readable images,
         answers) log-likelihoods (float32, as the cache keeps them), with the rows kept and skipped.
     """
-    source = image_source(dataset, image_column)
     answers = list(answers)
-    components = {"kind": "answers", "model": scorer.identity(), "dataset": source.fingerprint,
-                  "image_column": source.name, "num_rows": len(source), "decoding": imageio.DECODING,
-                  "prompt": scorer.prompt(question), "answers": answers}
-    store = ChunkStore.open(cache_dir, "answers", components)
+    return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress,
+                      {"kind": "answers", "prompt": scorer.prompt(question), "answers": answers},
+                      lambda image: scorer.score(image, question, answers, batch_size).log_likelihood,
+                      len(answers), f"scoring {len(answers)} answers")
+
+
+def generate_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[str], *,
+                     max_new_tokens: int = 16, image_column: str = "image", cache_dir: Any = "default",
+                     chunk_size: int = 256, progress: bool = True) -> EmbeddingResult:
+    """A generative model's own answer to ``question`` about every readable image (greedy, at most
+    ``max_new_tokens`` tokens), as the index of the candidate in ``answers`` it names
+    (``vlfair.models.lvlm.match_answer``; -1: none), cached and shared out as
+    :func:`score_answers`. ``embeddings`` holds the indices, one column (float32)."""
+    from vlfair.models.lvlm import match_answer
+
+    answers = list(answers)
+    return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress,
+                      {"kind": "generated", "prompt": scorer.prompt(question), "answers": answers,
+                       "max_new_tokens": max_new_tokens},
+                      lambda image: [match_answer(scorer.generate(image, question, max_new_tokens), answers)],
+                      1, "answering")
+
+
+def readable_rows(dataset: Any, image_column: str = "image") -> tuple[np.ndarray, list[int]]:
+    """The rows whose image can be read, and the others (for a model that scores images one by one,
+    asked before any is scored)."""
+    source = image_source(dataset, image_column)
+    kept, skipped = [], []
+    for row in range(len(source)):
+        try:
+            load_rgb(source.cell(row), row)
+        except BadImageError:
+            skipped.append(row)
+            continue
+        kept.append(row)
+    return np.asarray(kept, dtype=np.int64), skipped
+
+
+def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chunk_size: int, progress: bool,
+               key: dict[str, Any], compute: Any, width: int, desc: str) -> EmbeddingResult:
+    """``compute(image)`` (``width`` numbers) for every readable image, cached by ``key``, the model
+    and the data, chunk by chunk; each chunk's rows shared out over the processes and gathered."""
+    source = image_source(dataset, image_column)
+    world = current_world()
+    components = world.broadcast({**key, "model": scorer.identity(), "dataset": source.fingerprint,
+                                  "image_column": source.name, "num_rows": len(source),
+                                  "decoding": imageio.DECODING})
+    store = ChunkStore.open(cache_dir, str(key["kind"]), components)
     final = store.read_final(expected_rows=len(source))
     if final is None:
         chunks = []
-        bar = tqdm(total=len(source), unit="img", desc=f"scoring {len(answers)} answers",
-                   disable=not (progress and progress_bars_enabled()))
+        bar = tqdm(total=len(source), unit="img", desc=desc,
+                   disable=not (progress and world.is_main and progress_bars_enabled()))
         for start, end in _chunk_ranges(len(source), chunk_size):
             chunk = store.read_chunk(start, end)
             if chunk is None:
                 rows, values, bad = [], [], []
-                for row in range(start, end):
+                for row in world.split(list(range(start, end))):
                     try:
                         image = load_rgb(source.cell(row), row)
                     except BadImageError as exc:
                         bad.append(BadRow(exc.row, exc.path, exc.reason))
                         continue
                     rows.append(row)
-                    values.append(scorer.score(image, question, answers, batch_size).log_likelihood)
-                chunk = Chunk(np.array(rows, dtype=np.int64),
-                              concat_rows([np.asarray(values, dtype=np.float32).reshape(-1, len(answers))],
-                                          len(answers)), bad)
-                store.write_chunk(start, end, chunk)
+                    values.append(np.asarray(compute(image), dtype=np.float32).reshape(width))
+                    bar.update(min(world.size, end - bar.n))  # every process's image of this step, about
+                mine = np.asarray(values, dtype=np.float32).reshape(-1, width)
+                chunk = _merge(world.gather([(rows, mine, bad)]), width)
+                if world.is_main:
+                    store.write_chunk(start, end, chunk)
+            bar.update(end - bar.n)
             chunks.append(chunk)
-            bar.update(end - start)
         bar.close()
-        final = (concat_rows([c.embeddings for c in chunks], len(answers)), [b for c in chunks for b in c.bad])
-        store.write_final(*final)
+        final = (concat_rows([c.embeddings for c in chunks], width), [b for c in chunks for b in c.bad])
+        if world.is_main:
+            store.write_final(*final)
+        world.barrier()
     result = _apply_policy(final[0], final[1], len(source), "skip")
     assert isinstance(result, EmbeddingResult)  # "skip" always gives one
     return result

@@ -15,9 +15,9 @@ from typing import Any, TypedDict
 import numpy as np
 from PIL import Image, ImageDraw
 
-__all__ = ["DUAL_ENCODER_BUILDERS", "SPECIAL", "WORDS", "generated_image", "tiny_align", "tiny_altclip",
-           "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_idefics3", "tiny_llava", "tiny_mclip",
-           "tiny_siglip", "tiny_stable_diffusion", "word_tokenizer", "write_jpegs"]
+__all__ = ["DUAL_ENCODER_BUILDERS", "SPECIAL", "WORDS", "generated_image", "llava_parts", "tiny_align", "tiny_altclip",
+           "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_gemma3", "tiny_idefics3", "tiny_llava",
+           "tiny_mclip", "tiny_siglip", "tiny_stable_diffusion", "word_tokenizer", "write_jpegs"]
 
 WORDS = tuple(dict.fromkeys((  # unique and ordered: token ids must be dense
     "a photo of the an person man woman doctor nurse lawyer scientist smart dumb happy sad "
@@ -282,6 +282,17 @@ def tiny_llava(path: str | Path, *, image_size: int = 32, patch_size: int = 16, 
     """A LlavaForConditionalGeneration (a CLIP vision tower, a projector, a Llama decoder) with a
     word-level tokenizer, an image token and a chat template, as ``AutoModelForImageTextToText`` and
     ``AutoProcessor`` load a real LLaVA checkpoint."""
+    model, processor = llava_parts(image_size=image_size, patch_size=patch_size, hidden=hidden, layers=layers,
+                                   seed=seed)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return Path(path)
+
+
+def llava_parts(words: list[str] | None = None, *, image_size: int = 32, patch_size: int = 16, hidden: int = 32,
+                layers: int = 2, heads: int = 2, seed: int = 0) -> tuple[Any, Any]:
+    """A randomly initialised tiny LLaVA and its processor (the chat words, ``words`` and the tiny
+    vocabulary as its word-level tokens), unsaved: :func:`tiny_llava` saves one, the demo world trains one."""
     import torch
     from transformers import (
         CLIPImageProcessorPil,
@@ -292,21 +303,22 @@ def tiny_llava(path: str | Path, *, image_size: int = 32, patch_size: int = 16, 
         LlavaProcessor,
     )
 
-    tokenizer = _word_level(list(CHAT_WORDS[1:]), "<eos>", {"image_token": "<image>"})
-    vision = CLIPVisionConfig(**_tower(hidden, layers, image_size=image_size, patch_size=patch_size))
-    text = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=256, num_key_value_heads=2,
-                       **_tower(hidden, layers), **_ids(tokenizer))
+    tokenizer = _word_level([*CHAT_WORDS[1:], *(words or [])], "<eos>", {"image_token": "<image>"})
+    tower = {**_tower(hidden, layers), "num_attention_heads": heads}
+    vision = CLIPVisionConfig(**tower, image_size=image_size, patch_size=patch_size)
+    text = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=256, num_key_value_heads=heads,
+                       **tower, **_ids(tokenizer))
     config = LlavaConfig(vision_config=vision, text_config=text,
                          image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
                          vision_feature_layer=-1, vision_feature_select_strategy="default")
     torch.manual_seed(seed)
-    LlavaForConditionalGeneration(config).save_pretrained(path)
+    model = LlavaForConditionalGeneration(config)
     image_processor = CLIPImageProcessorPil(size={"shortest_edge": image_size},
                                             crop_size={"height": image_size, "width": image_size})
-    LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=LLAVA_CHAT_TEMPLATE,
-                   patch_size=patch_size, vision_feature_select_strategy="default",
-                   num_additional_image_tokens=1).save_pretrained(path)
-    return Path(path)
+    processor = LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=LLAVA_CHAT_TEMPLATE,
+                               patch_size=patch_size, vision_feature_select_strategy="default",
+                               num_additional_image_tokens=1)
+    return model, processor
 
 
 def _word_level(words: list[str], eos: str, specials: dict[str, str]) -> Any:
@@ -357,6 +369,44 @@ def tiny_idefics3(path: str | Path, *, image_size: int = 32, patch_size: int = 8
     tokens_per_image = (image_size // patch_size // 2) ** 2  # the connector merges 2 x 2 patches
     Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer, chat_template=IDEFICS3_CHAT_TEMPLATE,
                       image_seq_len=tokens_per_image).save_pretrained(path)
+    return Path(path)
+
+
+# Gemma 3's form: "<bos><start_of_turn>user\n<start_of_image> question<end_of_turn>\n<start_of_turn>model\n"
+GEMMA3_CHAT_TEMPLATE = (
+    "<bos>{% for message in messages %}<start_of_turn> {{ 'model' if message['role'] == 'assistant' else "
+    "message['role'] }} {% for c in message['content'] %}{% if c['type'] == 'image' %}<start_of_image> "
+    "{% else %}{{ c['text'] }} {% endif %}{% endfor %}<end_of_turn> {% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn> model{% endif %}")
+
+
+def tiny_gemma3(path: str | Path, *, image_size: int = 32, patch_size: int = 8, hidden: int = 32, layers: int = 2,
+                seed: int = 0) -> Path:
+    """A Gemma3ForConditionalGeneration (a SigLIP vision tower, an average-pooling projector, a Gemma 3
+    decoder) with its processor: image tokens between <start_of_image> and <end_of_image>."""
+    import torch
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil, Gemma3Processor
+
+    specials = {"image_token": "<image_soft_token>", "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>"}
+    tokenizer = _word_level(["<start_of_turn>", "<end_of_turn>", "user", "model", *CHAT_WORDS[3:]], "<eos>",
+                            specials)
+    tokens_per_image = (image_size // patch_size // 2) ** 2  # pooled 2 x 2
+    text = {"vocab_size": len(tokenizer), "max_position_embeddings": 256, "num_key_value_heads": 2, "head_dim": 16,
+            "sliding_window": 64, **_tower(hidden, layers), **_ids(tokenizer)}
+    config = Gemma3Config(text_config=text, vision_config=_tower(hidden, layers, image_size=image_size,
+                                                                 patch_size=patch_size),
+                          mm_tokens_per_image=tokens_per_image,
+                          image_token_index=tokenizer.convert_tokens_to_ids("<image_soft_token>"),
+                          boi_token_index=tokenizer.convert_tokens_to_ids("<start_of_image>"),
+                          eoi_token_index=tokenizer.convert_tokens_to_ids("<end_of_image>"))
+    torch.manual_seed(seed)
+    model = Gemma3ForConditionalGeneration(config)
+    with torch.no_grad():  # transformers initialises the projection at zero: random weights should see the image
+        model.model.multi_modal_projector.mm_input_projection_weight.normal_(0.0, 0.5)
+    model.save_pretrained(path)
+    image_processor = Gemma3ImageProcessorPil(size={"height": image_size, "width": image_size})
+    Gemma3Processor(image_processor=image_processor, tokenizer=tokenizer, chat_template=GEMMA3_CHAT_TEMPLATE,
+                    image_seq_length=tokens_per_image).save_pretrained(path)
     return Path(path)
 
 

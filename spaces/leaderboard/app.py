@@ -34,12 +34,13 @@ from vlfair.report.plots import forest
 from vlfair.space.compare import MAX_RUNS, compare_chosen, run_choices, view
 
 ALL = "(all)"
-SHOWN = ["model", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value", "dataset",
-         "created", "rank", "neutral", "family"]
+SHOWN = ["model", "kind", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value",
+         "dataset", "created", "rank", "neutral", "family"]
 SORTS = ["value", "rank", "p_value", "model", "metric"]
 LEGACY = "data/results-*.parquet"  # the table an older `vlfair leaderboard --push-to-hub` replaced on each push
 WIDTHS = {"metric": "150px", "subset": "260px", "value": "80px", "CI": "130px", "p": "80px", "rank": "60px",
-          "no bias at": "90px", "model": "220px", "probe": "120px", "dataset": "120px", "family": "160px"}
+          "no bias at": "90px", "model": "220px", "kind": "110px", "probe": "120px", "dataset": "120px",
+          "family": "160px"}
 
 
 def load_board(source: str, token: str | bool | None = None) -> pd.DataFrame:
@@ -131,12 +132,14 @@ def choices(board: pd.DataFrame, column: str) -> list[str]:
 
 
 def filter_board(board: pd.DataFrame, probe: str = ALL, metric: str = ALL, subset: str = "", model: str = ALL,
-                 sort_by: str = "value", descending: bool = True, family: str = ALL) -> pd.DataFrame:
+                 sort_by: str = "value", descending: bool = True, family: str = ALL, kind: str = ALL
+                 ) -> pd.DataFrame:
     """Rows matching every filter; ``subset`` is a case-insensitive text search in the subset.
     Values and ranks sort within their metric (and subset, for ranks): an F never ranks against a
     CLIPScore."""
     rows = board.reindex(columns=list(dict.fromkeys([*board.columns, *SHOWN])))  # an old table lacks rank
-    for column, value in (("probe", probe), ("metric", metric), ("model", model), ("family", family)):
+    for column, value in (("probe", probe), ("metric", metric), ("model", model), ("family", family),
+                          ("kind", kind)):
         if value and value != ALL:
             rows = rows[rows[column] == value]
     if subset:
@@ -151,7 +154,7 @@ def filter_board(board: pd.DataFrame, probe: str = ALL, metric: str = ALL, subse
 def display(rows: pd.DataFrame) -> pd.DataFrame:
     """The table a person reads (``report.leaderboard.readable``). The numbers come before the
     model, whose name can be a long local path: they stay in view."""
-    shown = readable(rows, extra=("model", "probe", "dataset", "family"))
+    shown = readable(rows, extra=("model", "kind", "probe", "dataset", "family"))
     shown.insert(5, "rank", rows["rank"].map(lambda r: "" if pd.isna(r) else f"{r:.0f}").to_numpy())
     shown.insert(6, "no bias at", rows["neutral"].map(format_value).to_numpy())
     return shown
@@ -270,6 +273,8 @@ def build_app(source: str) -> gr.Blocks:
                 probe = gr.Dropdown(choices(board, "probe"), value=ALL, label="probe")
                 metric = gr.Dropdown(choices(board, "metric"), value=ALL, label="metric")
                 model = gr.Dropdown(choices(board, "model"), value=ALL, label="model")
+                kind = gr.Dropdown(choices(board, "kind"), value=ALL, label="scorer (contrastive or generative)",
+                                   elem_id="kind")
                 subset = gr.Textbox(label="subset contains", placeholder="e.g. nurse")
             with gr.Row():
                 sort_by = gr.Dropdown(SORTS, value="value", label="sort by")
@@ -323,12 +328,12 @@ def build_app(source: str) -> gr.Blocks:
                                                           compare_table], api_name="compare")
         forest_choice.change(lambda name, f: f.get(name), [forest_choice, figures], [forest_plot], api_name=False)
 
-        def update(p, m, s, mo, sb, d, f, b):
-            rows = filter_board(b, p, m, s, mo, sb, d, f)
+        def update(p, m, s, mo, sb, d, f, k, b):
+            rows = filter_board(b, p, m, s, mo, sb, d, f, k)
             return (display(rows), metric_chart(rows, m), explain(m),
                     gr.update(value=model_detail(b, mo), visible=bool(mo) and mo != ALL))
 
-        inputs = [probe, metric, subset, model, sort_by, descending, family, state]
+        inputs = [probe, metric, subset, model, sort_by, descending, family, kind, state]
         outputs = [table, chart, explanation, detail]
         for control in inputs[:-1]:  # every control updates at once: no apply button
             control.change(update, inputs, outputs, api_name=False)
@@ -346,13 +351,13 @@ def build_app(source: str) -> gr.Blocks:
             wanted, new, trouble = visitor_board(text)
             families = family_choices(new)
             return (new, (wanted, False), summary(new, wanted, trouble), gr.update(choices=families, value=ALL),
-                    *(gr.update(choices=choices(new, c), value=ALL) for c in ("probe", "metric", "model")),
+                    *(gr.update(choices=choices(new, c), value=ALL) for c in ("probe", "metric", "model", "kind")),
                     display(filter_board(new)), gr.update(choices=families[1:], value=None),
                     gr.update(choices=[], value=[]))
 
         for trigger in (load.click, hub.submit):
-            trigger(reload, [hub], [state, source_state, heading, family, probe, metric, model, table, compare_family,
-                                    chosen], api_name=False)
+            trigger(reload, [hub], [state, source_state, heading, family, probe, metric, model, kind, table,
+                                    compare_family, chosen], api_name=False)
     return app
 
 

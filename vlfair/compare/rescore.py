@@ -50,7 +50,7 @@ def rescore(run_dir: str | Path, out_dir: str | Path | None, overrides: dict[str
     if "seed" in overrides and overrides["seed"] != recorded.get("seed") and probe.draws_with_seed():
         raise RunError(f"{run.path}: {name}'s seed also drew its samples (the per-cell sample, the generated images); "
                        "a rescore keeps them, so it cannot change the seed: run the probe again with --set seed=...")
-    output = probe.analyze(run.samples)
+    output = probe.analyze_samples(run.samples)
     output.samples = run.samples
     output.notes.append("Rescored from samples.parquet (vlfair rescore): figures drawn from the images or the model "
                         "themselves (median images, Grad-CAM, generated images) are in the original run's report.")

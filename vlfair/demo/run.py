@@ -78,6 +78,13 @@ def _professions(enc, name, data, cache, biased: bool) -> tuple[list[dict], Prob
     professions, genders = np.array(data["profession"]), np.array(data["gender"])
     text = enc.encode_texts([f"A photo of a {p}" for p in PROFESSIONS])
     scores = clip_score(images, text[[PROFESSIONS.index(p) for p in professions]])
+    return profession_entries(scores, professions, genders, name, biased, "women score"), run
+
+
+def profession_entries(scores: np.ndarray, professions: np.ndarray, genders: np.ndarray, name: str, biased: bool,
+                       scored: str) -> list[dict]:
+    """:func:`_professions`' measure of each image's score with its own profession (``scored``: what
+    the planted direction says of women)."""
     cells = [(p, g) for p in PROFESSIONS for g in ("Female", "Male")]
     codes = np.array([cells.index((p, g)) for p, g in zip(professions, genders)])
 
@@ -90,21 +97,31 @@ def _professions(enc, name, data, cache, biased: bool) -> tuple[list[dict], Prob
         return lambda idx: relative(stats.group_means(scores[idx], codes, len(cells)), profession)
 
     entries = []
-    for profession, direction, sign in (("doctor", "< 1 (women score lower)", -1),
-                                        ("nurse", "> 1 (women score higher)", 1)):
+    for profession, direction, sign in (("doctor", f"< 1 ({scored} lower)", -1),
+                                        ("nurse", f"> 1 ({scored} higher)", 1)):
         value = float(relative(stats.group_means(scores, codes, len(cells)), profession))
         ci = stats.bootstrap_interval(resampled(profession), codes, BOOTSTRAP, CONFIDENCE)
         entries.append(_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
                               {"profession": profession}, name, direction if biased else "1 (none)", value, ci,
                               _excludes(ci, 1.0), 1.0, sign if biased else 0))
-    return entries, run
+    return entries
+
+
+# the world's balanced data as is, its one trait pair
+TRAITS_SETTINGS = {"pairs": [["smart", "dumb"]], "per_cell": None,
+                   "gradcam": {"pair": "smart/dumb", "k": 4, "group": {"race": "White", "gender": "Female"}}}
 
 
 def _traits(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
-    run = measure_probe("traits", enc, data, cache_dir=cache,
-                        settings={"pairs": [["smart", "dumb"]], "per_cell": None,  # the world's balanced data as is
-                                  "gradcam": {"pair": "smart/dumb", "k": 4,
-                                              "group": {"race": "White", "gender": "Female"}}})
+    run = measure_probe("traits", enc, data, cache_dir=cache, settings=TRAITS_SETTINGS)
+    images = enc.encode_images(list(data["image"]))
+    text = enc.encode_texts(["a smart person", "a dumb person"])
+    confidence = 1 / (1 + np.exp(-enc.logit_scale * images @ (text[0] - text[1])))
+    return trait_entries(run, confidence, np.array(data["race"]), name, biased), run
+
+
+def trait_entries(run: ProbeRun, confidence: np.ndarray, races: np.ndarray, name: str, biased: bool) -> list[dict]:
+    """The traits run's F-tests across races and the bias ratio of P(smart), White over other races."""
     entries = []
     for metric in run.results["metrics"]:
         if metric["name"] == "trait_anova" and "gender" in metric["subset"]:
@@ -112,15 +129,12 @@ def _traits(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]
                                   "races differ ('smart' favours White)" if biased else "no difference",
                                   metric["value"], None, metric["p_value"] < 1 - CONFIDENCE, None, int(biased))
                            | {"p_value": metric["p_value"]})
-    images = enc.encode_images(list(data["image"]))
-    text = enc.encode_texts(["a smart person", "a dumb person"])
-    confidence = 1 / (1 + np.exp(-enc.logit_scale * images @ (text[0] - text[1])))
-    groups = np.where(np.array(data["race"]) == "White", "White", "other races")
+    groups = np.where(races == "White", "White", "other races")
     r = measures.bias_ratio(confidence, groups, "White", "other races", confidence=CONFIDENCE)
     entries.append(_entry("traits", "bias_ratio of P(smart)", {"trait": "smart/dumb", "groups": "White/other races"},
                           name, "> 1" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
                           _excludes(r["bias_ratio_ci"], 1.0), 1.0, int(biased)))
-    return entries, run
+    return entries
 
 
 def _multilingual(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
@@ -139,17 +153,23 @@ def _multilingual(enc, name, data, cache, biased: bool) -> tuple[list[dict], Pro
 
 def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
     run = measure_probe("public-figures", enc, data, cache_dir=cache)
-    metric = next(m for m in run.results["metrics"]
-                  if m["name"] == "bias_ratio" and m["subset"] == {"folder": "politicians", "class": "politician"})
-    entries = [_entry("public-figures", "bias_ratio of P(politician)", {"class": "politician", "groups": "Female/Male"},
-                      name, "< 1 (women less often 'politician')" if biased else "1 (none)", metric["value"],
-                      metric["ci"], _excludes(metric["ci"], 1.0), 1.0, -int(biased))]
     names = sorted(set(data["name"]))
     images = enc.encode_images(list(data["image"]))
     text = enc.encode_texts([f"This is a picture of {n}" for n in names])
     own = np.array([names.index(n) for n in data["name"]])
     correct = ((images @ text.T).argmax(axis=1) == own).astype(float)
-    frequent = np.isin(np.array(data["name"]), world_data.FREQUENT_NAMES)
+    return figure_entries(run, correct, np.array(data["name"]), name, biased), run
+
+
+def figure_entries(run: ProbeRun, correct: np.ndarray, names: np.ndarray, name: str, biased: bool) -> list[dict]:
+    """The run's bias ratio of P(politician), and retention (``correct``: each image's own name first)
+    of frequent names minus rare ones."""
+    metric = next(m for m in run.results["metrics"]
+                  if m["name"] == "bias_ratio" and m["subset"] == {"folder": "politicians", "class": "politician"})
+    entries = [_entry("public-figures", "bias_ratio of P(politician)", {"class": "politician", "groups": "Female/Male"},
+                      name, "< 1 (women less often 'politician')" if biased else "1 (none)", metric["value"],
+                      metric["ci"], _excludes(metric["ci"], 1.0), 1.0, -int(biased))]
+    frequent = np.isin(names, world_data.FREQUENT_NAMES)
     codes = frequent.astype(np.int64)
     difference = correct[frequent].mean() - correct[~frequent].mean()
     def frequent_minus_rare(idx: np.ndarray) -> np.ndarray:
@@ -161,7 +181,7 @@ def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[dict], P
                           {"names": "frequent vs rare"}, name,
                           "> 0 (frequent names seen far more often)" if biased else "0 (none)", difference, ci,
                           _excludes(ci, 0.0), 0.0, int(biased)))
-    return entries, run
+    return entries
 
 
 RETRIEVAL_SETTINGS = {  # the world's vocabulary; its race attribute, where 'smart' was planted (the world's encoders
@@ -227,19 +247,23 @@ PROBES: list[tuple[str, Callable]] = [  # (probe, run(encoder, name, world data,
 
 
 def measure(encoders: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
-            log: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
-    """Every probe's entries for the world encoders ``{"biased": ..., "control": ...}``."""
+            log: Callable[[str], None] = logger.info, probes: list[tuple[str, Callable]] | None = None,
+            kind: str = "encoder") -> list[dict[str, Any]]:
+    """Every probe's entries for the world models ``{"biased": ..., "control": ...}``: the encoders
+    (runs in out/NAME/PROBE, entries named NAME), or another ``kind`` of model with its ``probes``
+    (runs in out/KIND-NAME/PROBE, entries named "NAME KIND")."""
     data = data or {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
     entries = []
-    for probe, run in PROBES:
+    for probe, run in probes or PROBES:
         runs = {}
-        for name, encoder in encoders.items():
-            log(f"running {probe} on the {name} encoder")
-            found, runs[name] = run(encoder, name, data, cache_dir, name == "biased")
+        for name, model in encoders.items():
+            log(f"running {probe} on the {name} {kind}")
+            label = name if kind == "encoder" else f"{name} {kind}"
+            found, runs[name] = run(model, label, data, cache_dir, name == "biased")
             entries += found
         share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side
         for name, r in runs.items():
-            r.write(out / name / probe)
+            r.write(out / (name if kind == "encoder" else f"{kind}-{name}") / probe)
     return entries
 
 
@@ -259,18 +283,37 @@ def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", pl
         encoders = {name: load_encoder(str(path), dtype="float32") for name, path in paths.items()}
         for name, encoder in encoders.items():
             encoder.display_name = display_name(name)  # its results name it, not its cache path
-        entries = measure(encoders, out, cache_dir, log=log)
+        data = {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
+        entries = measure(encoders, out, cache_dir, data, log=log)
         (out / "summary.json").write_text(json.dumps(entries, indent=2))
         log(summary_table(entries))
         paired = compare_world(out, [probe for probe, _ in PROBES], log)  # biased vs control, row by row
         (out / "paired.json").write_text(json.dumps(paired, indent=2))
-        (out / "report.html").write_text(_report(entries, plantings, paths, out, time.perf_counter() - start, paired))
+        asked = _generative_path(plantings, out, cache_dir, data, retrain, log)
+        (out / "report.html").write_text(_report(entries, plantings, paths, out, time.perf_counter() - start, paired,
+                                                 asked))
     out = Path(out_dir)
     log(f"demo finished in {time.perf_counter() - start:.0f} s: {out / 'summary.json'}, {out / 'report.html'}")
     return entries
 
 
-def summary_table(entries: list[dict]) -> str:
+def _generative_path(plantings: dict[str, Planting], out: Path, cache_dir: Any, data: dict, retrain: bool,
+                     log: Callable[[str], None]) -> dict[str, Any]:
+    """Every probe on the world's answerers (``vlfair.demo.generative``), and the biased answerer
+    beside the biased encoder: written to generative.json, tallied in the terminal."""
+    from vlfair.demo import generative
+
+    answerers = {name: generative.world_answerer(p, cache_dir, retrain=retrain, name=generative.answerer_name(name),
+                                                 log=log) for name, p in plantings.items()}
+    entries = generative.measure(answerers, out, cache_dir, data, log=log)
+    compared = generative.compare_kinds(out, log)
+    (out / "generative.json").write_text(json.dumps({"entries": entries, "compared": compared}, indent=2))
+    log(summary_table(entries, ("biased answerer", "control answerer")))
+    log(generative.summary_lines(entries, compared)[-1])
+    return {"entries": entries, "compared": compared}
+
+
+def summary_table(entries: list[dict], names: tuple[str, str] = ("biased", "control")) -> str:
     """The terminal's summary: every entry with its subset, a legend, and the tally a person wants."""
     rows = []
     for e in entries:
@@ -281,12 +324,12 @@ def summary_table(entries: list[dict]) -> str:
     header = ("probe", "measure", "subset", "encoder", "planted", "measured", "95 % CI / p", "detected", "valid")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
-    planted = [e for e in entries if e["encoder"] == "biased" and e["planted_sign"] != 0]
-    control = [e for e in entries if e["encoder"] == "control"]
+    planted = [e for e in entries if e["encoder"] == names[0] and e["planted_sign"] != 0]
+    control = [e for e in entries if e["encoder"] == names[1]]
     lines += ["", "detected: the interval excludes the neutral value (an F-test: p < 0.05); valid: the measure found "
               "what was planted, with its sign, and nothing where nothing was",
-              f"biased: {sum(valid(e) for e in planted)}/{len(planted)} planted biases found; "
-              f"control: {sum(not valid(e) for e in control)}/{len(control)} false alarms"]
+              f"{names[0]}: {sum(valid(e) for e in planted)}/{len(planted)} planted biases found; "
+              f"{names[1]}: {sum(not valid(e) for e in control)}/{len(control)} false alarms"]
     return "\n".join(lines)
 
 
@@ -365,8 +408,33 @@ def _paired_section(paired: dict[str, Any]) -> dict[str, Any]:
             "not_a_probe_metric": paired["not_a_probe_metric"]}
 
 
+def _generative_section(asked: dict[str, Any]) -> dict[str, Any]:
+    """The demo report's generative path: its tally, entries, forest plots and the encoder-vs-answerer
+    comparison."""
+    import pandas as pd
+
+    entries = asked["entries"]
+    planted = [e for e in entries if e["encoder"] == "biased answerer" and e["planted_sign"] != 0]
+    control = [e for e in entries if e["encoder"] == "control answerer"]
+    rows = [(e["probe"], e["measure"], format_subset(e["subset"]), e["encoder"], e["planted"], e["measured"],
+             _interval_or_p(e), "yes" if e["detected"] else "no", "ok" if valid(e) else "WRONG") for e in entries]
+    compared = [(c["probe"], c["metric"], format_subset(c["subset"]), format_value(c["encoder"]),
+                 format_value(c["answerer"]), format_value(c["difference"]),
+                 format_interval(*(c["ci"] or [None, None])), c["verdict_text"]) for c in asked["compared"]
+                if "verdict" in c]
+    return {"found": sum(valid(e) for e in planted), "planted": len(planted),
+            "false_alarms": sum(not valid(e) for e in control), "controls": len(control),
+            "entries": grid(Table(pd.DataFrame(rows, columns=["probe", *ENTRY_COLUMNS], dtype=object))),
+            "forests": [_forest_png([e for e in entries if e["measure"] == measure], measure)
+                        for measure in dict.fromkeys(e["measure"] for e in entries)],
+            "compared": grid(Table(pd.DataFrame(compared, columns=[
+                "probe", "metric", "subset", "biased encoder", "biased answerer", "encoder - answerer",
+                "paired 95 % CI", "verdict"], dtype=object))),
+            "refused": [f"{c['probe']}: {c['refused']}" for c in asked["compared"] if "refused" in c]}
+
+
 def _report(entries: list[dict], plantings: dict[str, Planting], paths: dict[str, Path], out: Path,
-            seconds: float, paired: dict[str, Any]) -> str:
+            seconds: float, paired: dict[str, Any], asked: dict[str, Any]) -> str:
     """The demo's report.html (templates/demo.html.j2, autoescaped: every label is text)."""
     planted = [e for e in entries if e["encoder"] == "biased" and e["planted_sign"] != 0]
     control = [e for e in entries if e["encoder"] == "control"]
@@ -375,5 +443,6 @@ def _report(entries: list[dict], plantings: dict[str, Planting], paths: dict[str
                   planting=plantings["biased"].describe(), nurse_effect=WORD_EFFECTS["nurse"],
                   encoders=[_encoder(name, path) for name, path in paths.items()], seconds=seconds,
                   probes=[probe for probe, _ in PROBES], paired=_paired_section(paired),
+                  generative=_generative_section(asked),
                   sections=[_probe_section(probe, [e for e in entries if e["probe"] == probe], out)
                             for probe, _ in PROBES])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,16 +74,24 @@ def ship(dest: Path = SHIPPED_DIR, worlds: list[str] | None = None, log: Log = l
          training: TrainingConfig = DEFAULT_TRAINING) -> dict[str, Path]:
     """Train every shipped world (with the default training: only that one is looked up) and
     write it under ``dest``, replacing what was there only once the new encoder is complete."""
+    return ship_models(dest, worlds or list(WORLDS), lambda path, world: train_encoder(
+        path, WORLDS[world], training, name=display_name(world)), display_name, log)
+
+
+def ship_models(dest: Path, worlds: list[str], train: Callable[[Path, str], Any], name: Callable[[str], str],
+                log: Log = logger.info) -> dict[str, Path]:
+    """``train(path, world)`` for each world, each written to ``dest/world`` once complete (a world
+    model of any kind: the encoders here, the answerers of ``vlfair.demo.generative``)."""
     written = {}
     dest.mkdir(parents=True, exist_ok=True)
-    for world in worlds or list(WORLDS):
+    for world in worlds:
         with tempfile.TemporaryDirectory(dir=dest) as staging:
-            train_encoder(Path(staging) / world, WORLDS[world], training, name=display_name(world))
+            train(Path(staging) / world, world)
             shutil.rmtree(dest / world, ignore_errors=True)
             (Path(staging) / world).rename(dest / world)
         record = read_record(dest / world)
-        assert record is not None, f"{dest / world} has no record"  # train_encoder wrote it
-        log(f"shipped {display_name(world)} (config {record['config_hash']}, final loss {record['final_loss']}, "
+        assert record is not None, f"{dest / world} has no record"  # the training wrote it
+        log(f"shipped {name(world)} (config {record['config_hash']}, final loss {record['final_loss']}, "
             f"{record['trained_seconds']:.0f} s): {dest / world}")
         written[world] = dest / world
     return written

@@ -59,8 +59,18 @@ def world_config(planting: Planting, training: TrainingConfig = TrainingConfig()
 
 
 def config_hash(planting: Planting, training: TrainingConfig = TrainingConfig()) -> str:
-    payload = json.dumps(world_config(planting, training), sort_keys=True, separators=(",", ":"))
+    return hash_of(world_config(planting, training))
+
+
+def hash_of(config: dict[str, Any]) -> str:
+    """16 hex digits of a model's canonical configuration (JSON)."""
+    payload = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def write_record(out_dir: Path, record: dict[str, Any]) -> None:
+    """``world.json`` beside a world model's weights: what it was made from."""
+    (out_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
 
 
 def _training_data(planting: Planting, training: TrainingConfig) -> tuple[list[str], np.ndarray, str]:
@@ -135,11 +145,10 @@ def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig 
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
-    record = {"name": name, "config_hash": config_hash(planting, t), "training_data_hash": data_hash,
-              "final_loss": round(float(result.loss.item()), 4),
-              "trained_seconds": round(time.perf_counter() - start, 1), "torch": torch.__version__,
-              "config": world_config(planting, t)}
-    (out_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    write_record(out_dir, {"name": name, "config_hash": config_hash(planting, t), "training_data_hash": data_hash,
+                           "final_loss": round(float(result.loss.item()), 4),
+                           "trained_seconds": round(time.perf_counter() - start, 1), "torch": torch.__version__,
+                           "config": world_config(planting, t)})
     return out_dir
 
 
@@ -154,9 +163,22 @@ def read_record(path: str | Path) -> dict[str, Any] | None:
 def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default",
                     training: TrainingConfig = TrainingConfig(), *, name: str | None = None, progress: bool = True,
                     log: Log = logger.info) -> Path:
-    """The encoder trained on this machine for ``planting``: trained on first use, then read from the cache.
+    """The encoder trained on this machine for ``planting``: trained on first use, then read from the
+    cache (:func:`cached_training`)."""
+    # The training data's hash as well: it changes with the world's code (how captions are drawn,
+    # how images are rendered), which the configuration alone does not show.
+    data = _training_data(planting, training)  # rendered once: hashed here, trained on below
+    return cached_training(f"encoder-{config_hash(planting, training)}-{data[2]}", cache_dir,
+                           lambda staging: train_encoder(staging, planting, training, name=name, progress=progress,
+                                                         data=data),
+                           name or "world encoder", f"{training.steps} steps", log)
 
-    A file lock makes one process (or thread) train while any other asking for the same encoder
+
+def cached_training(folder: str, cache_dir: str | Path | None, train: Callable[[Path], Any], label: str,
+                    detail: str, log: Log = logger.info) -> Path:
+    """``$VLFAIR_CACHE/demo/<folder>``, made by ``train(staging)`` on first use.
+
+    A file lock makes one process (or thread) train while any other asking for the same model
     waits, then reads what the first one wrote; a training that dies leaves nothing behind but its
     staging folder's removal.
     """
@@ -165,29 +187,25 @@ def trained_encoder(planting: Planting, cache_dir: str | Path | None = "default"
     from vlfair.cache import cache_root
 
     root = cache_root(cache_dir) or Path(tempfile.mkdtemp(prefix="vlfair-demo-"))
-    # The training data's hash as well: it changes with the world's code (how captions are drawn,
-    # how images are rendered), which the configuration alone does not show.
-    data = _training_data(planting, training)  # rendered once: hashed here, trained on below
-    path = root / "demo" / f"encoder-{config_hash(planting, training)}-{data[2]}"
+    path = root / "demo" / folder
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):  # a fresh lock object per call: threads exclude each other too
         if (path / RECORD).exists():
             return path
-        label = name or "world encoder"
-        log(f"training the {label} on this machine ({training.steps} steps; cached afterwards in {path})")
+        log(f"training the {label} on this machine ({detail}; cached afterwards in {path})")
         staging = Path(tempfile.mkdtemp(prefix=f"{path.name}.partial-", dir=path.parent))
         try:
-            train_encoder(staging, planting, training, name=name, progress=progress, data=data)
+            train(staging)
             if path.exists():  # an incomplete folder (no world.json) from an older vlfair
                 shutil.rmtree(path)
             os.replace(staging, path)  # complete or absent
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         record = read_record(path)
-        assert record is not None, f"{path} has no {RECORD}"  # train_encoder wrote it
+        assert record is not None, f"{path} has no {RECORD}"  # train wrote it
         log(f"trained the {label} in {record['trained_seconds']:.0f} s: {path}")
     return path
 
 
-__all__ = ["RECORD", "TrainingConfig", "config_hash", "read_record", "train_encoder", "trained_encoder",
-           "training_data_hash", "world_config"]
+__all__ = ["RECORD", "TrainingConfig", "cached_training", "config_hash", "hash_of", "read_record", "train_encoder",
+           "trained_encoder", "training_data_hash", "world_config", "write_record"]

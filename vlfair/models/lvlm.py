@@ -17,6 +17,8 @@ cache would score other tokens than a full forward does).
 from __future__ import annotations
 
 import dataclasses
+import re
+import unicodedata
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -74,6 +76,11 @@ class GenerativeScorer:
 
     kind = "generative"  # what a probe asks of its model: answers' log-likelihoods, not embeddings
 
+    @property
+    def spec(self) -> str:
+        """The spec it was loaded from (as an encoder's ``spec``)."""
+        return self.name
+
     @classmethod
     def load(cls, spec: str, dtype: Any = None, device: Any = None, revision: str | None = None,
              use_safetensors: bool = True) -> GenerativeScorer:
@@ -91,9 +98,12 @@ class GenerativeScorer:
             raise GenerativeModelError(f"model {name!r} is a {type(config).__name__.removesuffix('Config')} model, "
                                        "not a generative vision-language model (AutoModelForImageTextToText does not "
                                        "load it); give a contrastive encoder without lvlm:")
+        from vlfair.logging import library_progress_bars
+
         # pickled weights only on request, as for encoders (transformers refuses them with this flag)
-        model = AutoModelForImageTextToText.from_pretrained(resolved.path, dtype=dtype or torch.float32,
-                                                            use_safetensors=use_safetensors or None)
+        with library_progress_bars("transformers.utils.logging"):  # its "Loading weights" bar: --verbose only
+            model = AutoModelForImageTextToText.from_pretrained(resolved.path, dtype=dtype or torch.float32,
+                                                                use_safetensors=use_safetensors or None)
         model.eval()
         if device is not None:
             model.to(device)
@@ -194,6 +204,18 @@ class GenerativeScorer:
             totals = totals + following.sum(dim=1)
         return totals.cpu().numpy()
 
+    def generate(self, image: Any, question: str, max_new_tokens: int = 16) -> str:
+        """The model's own answer to ``question`` about ``image``: greedy decoding of at most
+        ``max_new_tokens`` tokens, special tokens left out (the open-ended mode)."""
+        import torch
+
+        inputs = self._inputs(image, self.prompt(question))
+        with torch.no_grad():
+            made = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
+                                       pad_token_id=self.processor.tokenizer.pad_token_id)
+        new = made[0, inputs["input_ids"].shape[1]:]
+        return str(self.processor.tokenizer.decode(new, skip_special_tokens=True)).strip()
+
     def score_by_full_forward(self, image: Any, question: str, answers: Sequence[str]) -> AnswerScores:
         """The same numbers, one full forward per answer: the reference the prefix-shared path must equal."""
         import torch
@@ -211,6 +233,41 @@ class GenerativeScorer:
         return AnswerScores(np.array(totals), np.array([len(t) for t in tokens], dtype=np.int64))
 
 
+_ARTICLES = re.compile(r"^(?:a|an|the)\s+")
+
+
+def normalized(text: str) -> str:
+    """Text as answers are matched: Unicode-compatible form, case folded, punctuation dropped (letters
+    of every script kept), spaces collapsed, a leading English article dropped."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = "".join(c if c.isalnum() or c.isspace() else " " for c in text)
+    return _ARTICLES.sub("", " ".join(text.split()))
+
+
+def match_answer(answer: str, candidates: list[str]) -> int:
+    """The candidate a generated answer names, or -1: the candidate equal to the whole answer once
+    both are :func:`normalized`, else the one candidate the answer contains as whole words (the
+    longest where one contains another: "dishonest" over "honest"); -1 where none, or where two
+    unrelated candidates both appear (the answer names no single one)."""
+    said = normalized(answer)
+    forms = [normalized(c) for c in candidates]
+    if said in forms:
+        return forms.index(said)
+    found = [j for j, form in enumerate(forms) if form and _contains(said, form)]
+    # a candidate inside a longer one found too ("honest" in "dishonest" does not count: whole words;
+    # "player" in "tennis player" does) is the longer one's part, not a second answer
+    found = [j for j in found if not any(k != j and _contains(forms[k], forms[j]) for k in found)]
+    return found[0] if len(found) == 1 else -1
+
+
+def _contains(text: str, words: str) -> bool:
+    """``words`` in ``text`` as whole words; in a script written without spaces (Chinese, Japanese),
+    as characters."""
+    if any(unicodedata.east_asian_width(c) == "W" for c in words):
+        return words in text
+    return f" {words} " in f" {text} "
+
+
 def load_lvlm(ref: str, *, device: Any = "auto", dtype: Any = "auto", revision: str | None = None,
               trust_remote_code: bool = False, use_safetensors: bool = True,
               spec: str | None = None) -> GenerativeScorer:
@@ -224,4 +281,4 @@ def load_lvlm(ref: str, *, device: Any = "auto", dtype: Any = "auto", revision: 
                                  revision=revision, use_safetensors=use_safetensors)
 
 
-__all__ = ["AnswerScores", "GenerativeModelError", "GenerativeScorer", "load_lvlm"]
+__all__ = ["AnswerScores", "GenerativeModelError", "GenerativeScorer", "load_lvlm", "match_answer", "normalized"]

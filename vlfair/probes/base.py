@@ -87,13 +87,15 @@ class Context:
     _embedded: tuple[np.ndarray, np.ndarray] | None = None
     _raw: np.ndarray | None = None
     skipped_rows: list[int] = dataclasses.field(default_factory=list)  # unreadable rows, for results.json
+    unmatched: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # question -> (none named, asked)
+    _unmatched_ids: set[str] = dataclasses.field(default_factory=set)
+    _readable: np.ndarray | None = None
 
     def _contrastive(self) -> None:
         """Embeddings come from a dual encoder: a generative model (lvlm:) answers questions instead."""
         if getattr(self.encoder, "kind", "contrastive") == "generative":
-            raise ProbeError(f"model {self.encoder.name!r} is a generative model: this probe reads image and text "
-                             "embeddings, which a generative model does not give (probes that ask it questions: "
-                             "traits)")
+            raise ProbeError(f"model {self.encoder.name!r} is a generative model: this part of the probe reads "
+                             "image and text embeddings, which a generative model does not give")
 
     def images(self) -> tuple[np.ndarray, np.ndarray]:
         """(embeddings of readable rows, their row indices); unreadable rows are skipped and reported."""
@@ -130,6 +132,64 @@ class Context:
                                cache_dir=self.cache_dir)
         self.skipped_rows = result.skipped_rows
         return result.embeddings.astype(np.float64), result.kept_rows
+
+    def rows(self) -> np.ndarray:
+        """The dataset rows whose images can be read (the others are skipped and reported)."""
+        if not self.generative:
+            return self.images()[1]
+        if self._readable is None:
+            from vlfair.embed import readable_rows
+
+            self._readable, self.skipped_rows = readable_rows(self.dataset)
+        return self._readable
+
+    def generated_answers(self, question: str, answers: list[str], max_new_tokens: int
+                          ) -> tuple[np.ndarray, np.ndarray]:
+        """A generative model's own answer to ``question`` about each readable image, as the index of
+        the candidate it names (-1: none), and those images' rows; cached like answer scores. Rows
+        whose answer names none are recorded (:attr:`unmatched`): the run leaves them out."""
+        from vlfair.embed import generate_answers
+
+        result = generate_answers(self.encoder, self.dataset, question, answers, max_new_tokens=max_new_tokens,
+                                  cache_dir=self.cache_dir)
+        self.skipped_rows = result.skipped_rows
+        chosen = result.embeddings[:, 0].astype(np.int64)
+        rows = result.kept_rows
+        self.unmatched[question] = (int((chosen < 0).sum()), len(chosen))
+        self._unmatched_ids.update(self.identity(rows[chosen < 0])["id"])
+        return chosen, rows
+
+    def text_scores(self, texts: list[str], asked: Any = None, answers: list[str] | None = None,
+                    question: str | None = None, within: np.ndarray | None = None) -> Any:
+        """s(image, text) of the model, whichever its kind (:func:`vlfair.probes.asking.text_scores`)."""
+        from vlfair.probes.asking import text_scores
+
+        return text_scores(self, texts, asked, answers, question, within)
+
+    @property
+    def generative(self) -> bool:
+        """Whether the model answers questions (``lvlm:``) rather than embedding images and texts."""
+        return getattr(self.encoder, "kind", "contrastive") == "generative"
+
+    def leave_out_unmatched(self, samples: Samples) -> Samples:
+        """``samples`` without the images whose generated answer named no candidate (open-ended mode),
+        each question's unmatched count in its facts and a warning saying how many were left out."""
+        if not self.unmatched:
+            return samples
+        keep = ~samples.frame["id"].isin(self._unmatched_ids).to_numpy()
+        facts = {**samples.facts, "unmatched": {q: {"unmatched": n, "answers": total}
+                                                for q, (n, total) in self.unmatched.items()}}
+        warnings = list(samples.warnings)
+        if not keep.any():
+            asked = "; ".join(f"{q!r}: {n} of {total}" for q, (n, total) in self.unmatched.items())
+            raise ProbeError(f"model {self.encoder.name!r}: no image's open-ended answers all named a candidate "
+                             f"(unmatched per question: {asked}), so nothing is left to measure; raise "
+                             "generative.max_new_tokens, reword the question, or use generative.mode=likelihood")
+        if not keep.all():
+            warnings.append(f"open-ended answers: {int((~keep).sum())} of {len(keep)} images answered a question with "
+                            "none of its candidates and are left out (unmatched_share per question)")
+        return dataclasses.replace(samples, frame=samples.frame[keep].reset_index(drop=True), facts=facts,
+                                   warnings=warnings)
 
     def texts(self, prompts: list[str], normalize: bool = True, templates: list[str] | None = None) -> np.ndarray:
         from vlfair.embed import embed_texts
@@ -239,7 +299,7 @@ class Probe(abc.ABC):
         except ValidationError as exc:
             raise ProbeError(f"{cls.name}: {describe_errors(cls.Settings, exc, lambda path: cls.settings_path())}"
                              ) from None
-        overrides = cls._overrides(overrides)
+        overrides = cls._nested(cls._overrides(overrides), defaults)
         try:
             return cls.Settings.model_validate({**defaults, **overrides})
         except ValidationError as exc:
@@ -263,6 +323,27 @@ class Probe(abc.ABC):
         if not_text:
             raise ProbeError(f"{cls.name}: settings keys are texts, not {not_text!r}; keys: {keys(cls.Settings)}")
         return dict(overrides)
+
+    @classmethod
+    def _nested(cls, overrides: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+        """``record.field`` keys (``--set generative.mode=generate``) as the record with that field
+        changed (the record as given or as the YAML holds it)."""
+        flat = {key: value for key, value in overrides.items() if "." not in key}
+        for key, value in overrides.items():
+            if "." not in key:
+                continue
+            path = key.split(".")
+            if path[0] not in flat and path[0] not in defaults:
+                raise ProbeError(f"{cls.name}: setting {key!r}: {path[0]!r} is not a settings key of this probe; "
+                                 f"keys: {keys(cls.Settings)}")
+            record: Any = flat.setdefault(path[0], copy.deepcopy(defaults.get(path[0])))
+            for depth, part in enumerate(path[1:], start=1):
+                if not isinstance(record, dict):
+                    raise ProbeError(f"{cls.name}: setting {key!r}: {'.'.join(path[:depth])!r} is not a record of "
+                                     f"fields; keys: {keys(cls.Settings)}")
+                record = record.setdefault(part, {}) if depth < len(path) - 1 else record
+            record[path[-1]] = value
+        return flat
 
     @classmethod
     def overrides_from(cls, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -325,7 +406,9 @@ class Probe(abc.ABC):
             The metrics, tables, figures, notes and warnings of the run.
         """
         samples = self.score(ctx, schema)
-        out = self.analyze(samples)
+        if isinstance(ctx, Context):  # a generative model's unmatched open-ended answers left out
+            samples = ctx.leave_out_unmatched(samples)
+        out = self.analyze_samples(samples)
         self.illustrate(ctx, samples, out)
         out.samples = samples
         return out
@@ -339,6 +422,15 @@ class Probe(abc.ABC):
     def analyze(self, samples: Samples) -> Output:
         """The metrics, tables and figures from the samples alone (no model, no dataset)."""
         raise ProbeError(f"probe {self.name!r} defines score but not analyze: it cannot be measured from samples")
+
+    def analyze_samples(self, samples: Samples) -> Output:
+        """:meth:`analyze`, and the share of open-ended answers that named no candidate, per question
+        (a run's and a rescore's alike)."""
+        out = self.analyze(samples)
+        for question, counts in (samples.facts.get("unmatched") or {}).items():
+            share = counts["unmatched"] / counts["answers"] if counts["answers"] else float("nan")
+            out.metrics.append(Metric("unmatched_share", {"question": question}, share, details=counts))
+        return out
 
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:  # noqa: B027  (optional: most draw none)
         """Figures drawn from the images or the model themselves (median images, Grad-CAM): added

@@ -17,8 +17,9 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 
 from vlfair.outputs import Metric, metric_from, metrics_per, neutral_value
 from vlfair.probes import register
+from vlfair.probes.asking import Answering
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, indistinguishable
-from vlfair.probes.settings import Bootstrap, Flag, Name, ProbeSettings, Settings, distinct, refuse, same_text
+from vlfair.probes.settings import Bootstrap, Flag, Name, ProbeSettings, Settings, Text, distinct, refuse, same_text
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:  # the probe imports its measures when it runs
@@ -58,6 +59,13 @@ class RateGap(Settings):
     groups: Task
 
 
+class LanguageQuestions(Answering):
+    """How a generative model is asked in each language: ``questions[lang]``, whose candidate answers
+    are the prompt set's texts in that language (the zero-shot prompts, read as answers)."""
+
+    questions: dict[Name, Text] = Field(min_length=1, description="language -> the question in it")
+
+
 class MultilingualSettings(ProbeSettings, Bootstrap):
     languages: Two = Field(description="the Multi30K caption languages compared, e.g. [en, de]")
     independent_captions: Literal["first", "all"] = Field(
@@ -69,6 +77,8 @@ class MultilingualSettings(ProbeSettings, Bootstrap):
     group_gaps: list[GroupGap] = Field(default_factory=list, description="the study's group gaps (task, between, "
                                                                          "within, amplification, difference)")
     rate_gaps: list[RateGap] = Field(default_factory=list, description="vlfair's extra gaps (task, groups)")
+    generative: LanguageQuestions = Field(description="how a generative model (lvlm:) is asked, per language: the "
+                                                      "question; its candidate answers are the prompts")
 
     @field_validator("prompt_set")
     @classmethod
@@ -125,6 +135,8 @@ class MultilingualProbe(Probe):
     name = "multilingual"
     Settings = MultilingualSettings
     position = 3  # study 003
+    asks_questions = True  # multilingual.yaml's generative section (FairFace; Multi30K reads embeddings)
+    model_settings = ("generative",)  # how a generative model is asked belongs to it, as its spec does
     published_file = "multilingual.yaml"
     help = "English vs other languages: Multi30K fairness and FairFace in 8 languages"
     description = ("Multi30K: en-de text distances, individual fairness (epsilon) and retrieval gaps; FairFace: "
@@ -175,6 +187,11 @@ class MultilingualProbe(Probe):
         if missing:
             raise ProbeError(f"multilingual: setting languages {list(s.languages)}: the data has no caption column "
                              f"{missing}; its columns: {ctx.dataset.column_names}")
+        if ctx.generative:
+            raise ProbeError(f"multilingual: model {ctx.encoder.name!r} is a generative model: the Multi30K part "
+                             "measures distances between caption embeddings (its individual-fairness bound), which a "
+                             "generative model does not give; it is measured on the FairFace part (the fairface "
+                             "schema, e.g. --dataset synthetic:fairface)")
         pairs, source_rows = self._select_pairs(ctx)  # before embedding: only the pairs used are embedded
         images, rows = ctx.images()
         portions = ctx.column("portion", rows)
@@ -313,7 +330,7 @@ class MultilingualProbe(Probe):
         from vlfair.data.schemas import AGE_GROUP_OF_BIN
 
         s = self.settings
-        images, rows = ctx.images()
+        rows = ctx.rows()
         truth = {"gender": ctx.column("gender", rows), "race": ctx.column("race", rows),
                  "age_group": np.array([AGE_GROUP_OF_BIN[a] for a in ctx.column("age", rows)])}
         columns: dict[str, Any] = {**ctx.identity(rows), **truth}
@@ -324,6 +341,11 @@ class MultilingualProbe(Probe):
             names = list(classes)
             for lang in _languages(classes):
                 prompts = [classes[c][lang] for c in names]
+                if ctx.generative:
+                    best = self._asked(ctx, lang, prompts)
+                    columns[_correct_column(task, lang)] = np.asarray(names)[best] == truth[task]
+                    continue
+                images = ctx.images()[0]
                 text = ctx.texts(prompts)
                 same = indistinguishable(prompts, text)
                 if same:  # e.g. words outside an English tokenizer's vocabulary: a finding, said, not refused
@@ -331,7 +353,20 @@ class MultilingualProbe(Probe):
                                     "by rounding noise")
                 predicted = np.asarray(names)[(images @ text.T).argmax(axis=1)]
                 columns[_correct_column(task, lang)] = predicted == truth[task]
-        return Samples(pd.DataFrame(columns), {"pivot": s.pivot, "prompt_set": s.prompt_set}, warnings)
+        facts: dict[str, Any] = {"pivot": s.pivot, "prompt_set": s.prompt_set}
+        if ctx.generative:
+            facts.update(scorer="generative", questions=s.generative.questions, mode=s.generative.mode)
+        return Samples(pd.DataFrame(columns), facts, warnings)
+
+    def _asked(self, ctx: Context, lang: str, prompts: list[str]) -> np.ndarray:
+        """Each image's answer among ``prompts`` to the question in ``lang`` (its index; -1 where an
+        open-ended answer named none: the run leaves that image out)."""
+        asked = self.settings.generative
+        if lang not in asked.questions:
+            raise ProbeError(f"multilingual: setting generative.questions has no question in {lang!r} (it has "
+                             f"{sorted(asked.questions)}): a generative model is asked in every language of the "
+                             "prompts")
+        return ctx.text_scores(prompts, asked, question=asked.questions[lang]).best()
 
     def _fairface(self, samples: Samples) -> Output:
         import pandas as pd

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -12,7 +13,8 @@ from pydantic import AfterValidator, Field
 
 from vlfair.outputs import Metric, Table, metric_from, metrics_per, neutral_value
 from vlfair.probes import register
-from vlfair.probes.base import Context, Output, Probe, UploadSpec, clip_score
+from vlfair.probes.asking import Asking
+from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, clip_score
 from vlfair.probes.settings import (
     Bootstrap,
     Count,
@@ -32,7 +34,42 @@ if TYPE_CHECKING:
 Attribute = Literal["race", "gender"]
 Column = Literal["profession", "gender", "race"]
 COLUMNS: tuple[Column, ...] = ("profession", "gender", "race")
-SCORE = "clipscore"  # samples.parquet's column of each image's CLIPScore with its own profession's prompt
+
+
+@dataclasses.dataclass(frozen=True)
+class Quantity:
+    """What each image is scored by against its own profession: samples.parquet's column, the metric
+    of a group's mean, and how a person reads it."""
+
+    column: str
+    metric: str
+    label: str     # axis and table label
+    meaning: str   # the report's note
+
+
+# setting `score`: the study's CLIPScore (a contrastive model's only); the probability of the image's own
+# profession among all the professions x100 (a contrastive model's softmax over the prompts, at its logit
+# scale; a generative model's answer probabilities renormalised over them), which both kinds give; or a
+# generative model's probability of answering with the own profession x100, not renormalised: a score of
+# one (image, text) pair, as CLIPScore is (a generative model's default)
+QUANTITIES = {
+    "clipscore": Quantity("clipscore", "mean_clipscore", "CLIPScore",
+                          "CLIPScore = max(100 cos(image, prompt), 0) with each image's own profession prompt"),
+    "probability": Quantity("probability", "mean_probability", "probability x100",
+                            "probability x100 of each image's own profession among the professions present (a "
+                            "contrastive model: the softmax over their prompts at its logit scale; a generative "
+                            "model: its answers' probabilities renormalised over the professions)"),
+    "likelihood": Quantity("likelihood", "mean_answer_likelihood", "P(answer) x100",
+                           "P(answer) x100: a generative model's probability of answering with each image's own "
+                           "profession, not renormalised (the answer's tokens' probabilities multiplied)"),
+}
+
+
+class ProfessionQuestion(Asking):
+    """A generative model is asked ``question``; its candidate answers are ``answer`` with each profession."""
+
+    answer: Annotated[Text, AfterValidator(placeholders("profession"))] = Field(
+        description="a candidate answer, with {profession}")
 
 
 def _key(value: str) -> str:
@@ -63,6 +100,12 @@ class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations):
     layout: Layout = Field(description="the study's professions, genders, races and images per cell")
     aliases: dict[Column, dict[Name, Name] | None] = Field(
         default_factory=dict, description="other spellings of the study's labels, per column")
+    score: Literal["clipscore", "probability", "likelihood"] = Field(
+        description="clipscore: the study's CLIPScore (contrastive models); probability: of the image's own "
+                    "profession among the professions x100 (both kinds); likelihood: a generative model's probability "
+                    "of answering with it x100 (a generative model's default in place of clipscore)")
+    generative: ProfessionQuestion = Field(description="how a generative model (lvlm:) is asked: the question and "
+                                                       "the answer with {profession}")
 
 
 @register
@@ -78,25 +121,54 @@ class ProfessionsProbe(Probe):
     schemas = ("professions",)
     required_columns = {"professions": ("image", "profession", "gender", "race")}
     upload = UploadSpec("professions", ("profession", "gender", "race"), ("gender", "race"))
+    asks_questions = True  # professions.yaml's generative section
+    model_settings = ("generative",)  # how a generative model is asked belongs to it, as its spec does
     settings: ProfessionsSettings
 
     def score(self, ctx: Context, schema: str | None) -> Samples:
         import pandas as pd
 
         s = self.settings
-        images, rows = ctx.images()
-        columns = {c: self._canonical(c, ctx.column(c, rows)) for c in COLUMNS}
-        professions = columns["profession"]
-        names = self._ordered("profession", set(professions.tolist()))
-        text = ctx.texts([s.prompt.format(profession=p) for p in names])
-        scores = clip_score(images, text[[names.index(p) for p in professions]])
+        warnings = []
+        if ctx.generative and s.score == "clipscore":
+            # a generative model has no CLIPScore: its per-pair counterpart is the answer's probability;
+            # its runs record the quantity measured, so that they are compared and ranked with runs of
+            # the same quantity only
+            self.settings = s = s.model_copy(update={"score": "likelihood"})
+            warnings.append("a generative model has no CLIPScore: measured by its probability of answering with each "
+                            "image's own profession (score=likelihood)")
+        if not ctx.generative and s.score == "likelihood":
+            raise ProbeError(f"professions: setting score = 'likelihood' is a generative model's probability of an "
+                             f"answer; {ctx.encoder.spec!r} is a contrastive encoder: use clipscore or probability")
+        if s.score == "clipscore":  # the study's: each image with its own profession's prompt
+            images, rows = ctx.images()
+            columns = {c: self._canonical(c, ctx.column(c, rows)) for c in COLUMNS}
+            names = self._ordered("profession", set(columns["profession"].tolist()))
+            text = ctx.texts([s.prompt.format(profession=p) for p in names])
+            scores = clip_score(images, text[[names.index(p) for p in columns["profession"]]])
+        else:  # the own profession's probability (among every profession present) or answer likelihood
+            names = self._ordered("profession", set(self._canonical("profession", ctx.dataset["profession"]).tolist()))
+            found = ctx.text_scores([s.prompt.format(profession=p) for p in names], s.generative,
+                                    [s.generative.answer.format(profession=p) for p in names])
+            rows = found.rows
+            columns = {c: self._canonical(c, ctx.column(c, rows)) for c in COLUMNS}
+            own = np.array([names.index(p) for p in columns["profession"]], dtype=np.int64)
+            if s.score == "likelihood":  # exp(log-likelihood) of the own answer: no other answer in it
+                scores = 100.0 * np.exp(found.values[np.arange(len(rows)), own])
+            else:
+                scores = 100.0 * found.probabilities[np.arange(len(rows)), own]
         layout = self._layout(columns)
-        warnings = ["the data departs from the study's layout: " + layout["summary"]] if layout["departs"] else []
+        if layout["departs"]:
+            warnings.append("the data departs from the study's layout: " + layout["summary"])
         frame: dict[str, Any] = ctx.identity(rows)
         for column in COLUMNS:
             frame[column] = columns[column]
-        frame[SCORE] = scores
-        return Samples(pd.DataFrame(frame), {"prompt": s.prompt, "layout": layout}, warnings)
+        frame[QUANTITIES[s.score].column] = scores
+        facts = {"prompt": s.prompt, "layout": layout, "score": s.score}
+        if ctx.generative:
+            facts.update(scorer="generative", question=s.generative.question, answer=s.generative.answer,
+                         mode=s.generative.mode)
+        return Samples(pd.DataFrame(frame), facts, warnings)
 
     def analyze(self, samples: Samples) -> Output:
         import pandas as pd
@@ -105,10 +177,10 @@ class ProfessionsProbe(Probe):
         from vlfair.report import plots
 
         s = self.settings
-        rows, scores = samples.column("row"), samples.column(SCORE)
+        quantity = _quantity(samples)
+        rows, scores = samples.column("row"), samples.column(quantity.column)
         professions = samples.column("profession")
         names = self._ordered("profession", set(professions.tolist()))
-        prompt = samples.facts["prompt"]
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
         for attribute in s.attributes:
             groups = samples.column(attribute)
@@ -122,10 +194,10 @@ class ProfessionsProbe(Probe):
                 except ValueError as exc:  # e.g. a group of one image: its mean stands, without CI or gap
                     out.warnings.append(f"{profession} by {attribute}: {exc}; its means are shown without CIs or gap")
                     means[profession] = pd.Series(scores[mask]).groupby(groups[mask]).mean().to_dict()
-                    out.metrics += [Metric("mean_clipscore", {**subset, "group": group}, mean)
+                    out.metrics += [Metric(quantity.metric, {**subset, "group": group}, mean)
                                     for group, mean in means[profession].items()]
                     continue
-                out.metrics += metrics_per("mean_clipscore", subset, gap, "group_means", "group_means_ci")
+                out.metrics += metrics_per(quantity.metric, subset, gap, "group_means", "group_means_ci")
                 out.metrics.append(metric_from("group_score_gap", subset, gap, "max_gap", "max_gap_ci", "p_value", (
                     "group_means", "group_means_ci", "group_counts", "top_group", "bottom_group", "min_max_ratio",
                     "log10_p_value", "p_value_method")))
@@ -138,22 +210,21 @@ class ProfessionsProbe(Probe):
             # the study's Tables 1-2: a row per group, a column per profession, each column's largest marked
             table = pd.DataFrame(means)
             table = table.reindex(self._ordered(attribute, set(table.index))).rename_axis(attribute)
-            out.tables[f"clipscore_by_{attribute}"] = Table(table, mark_column_max=True)
+            out.tables[f"{quantity.column}_by_{attribute}"] = Table(table, mark_column_max=True)
             out.tables[f"gaps_by_{attribute}"] = pd.DataFrame.from_dict(gaps, orient="index").rename_axis("profession")
             out.figures[f"heatmap_{attribute}"] = plots.heatmap(
-                table, f"Mean CLIPScore of '{prompt}' by {attribute}", "CLIPScore", xlabel="profession",
+                table, _title(samples, quantity, attribute), quantity.label, xlabel="profession",
                 ylabel=attribute)
             # which image is each cell's median is a matter of scores: its table stands in a rescore, its
             # picture (illustrate) needs the images
             picks = plots.median_picks(professions, groups, scores)
             out.tables[f"median_images_{attribute}"] = pd.DataFrame(
-                [{"profession": p, attribute: g, "row": int(rows[i]), "CLIPScore": float(scores[i])}
+                [{"profession": p, attribute: g, "row": int(rows[i]), quantity.label: float(scores[i])}
                  for (p, g), i in sorted(picks.items(), key=lambda kv: (names.index(kv[0][0]), str(kv[0][1])))]
             ).set_index(["profession", attribute])
-        out.notes.append("CLIPScore = max(100 cos(image, prompt), 0) with each image's own profession prompt; "
-                         "the largest mean per profession is in bold. vlfair's extensions: bootstrap CIs of the "
-                         "means (results.json) and, per profession, the largest gap with a permutation p-value "
-                         "(gaps tables).")
+        out.notes.append(f"{quantity.meaning}; the largest mean per profession is in bold. vlfair's extensions: "
+                         "bootstrap CIs of the means (results.json) and, per profession, the largest gap with a "
+                         "permutation p-value (gaps tables).")
         return out
 
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
@@ -161,19 +232,20 @@ class ProfessionsProbe(Probe):
         3-4), each grid placed after its attribute's heatmap."""
         from vlfair.report import plots
 
-        rows, scores = samples.column("row"), samples.column(SCORE)
+        quantity = _quantity(samples)
+        rows, scores = samples.column("row"), samples.column(quantity.column)
         professions = samples.column("profession")
         figures = {}
         for key, figure in out.figures.items():
             figures[key] = figure
             attribute = key.removeprefix("heatmap_")
-            table = out.tables.get(f"clipscore_by_{attribute}")
+            table = out.tables.get(f"{quantity.column}_by_{attribute}")
             if attribute == key or table is None:
                 continue
             frame = Table.of(table).frame
             figures[f"median_images_{attribute}"] = plots.median_image_grid(
                 ctx.dataset, rows, professions, samples.column(attribute), scores, list(frame.columns),
-                list(frame.index), f"Image with the median CLIPScore of each profession per {attribute}")
+                list(frame.index), f"Image with the median {quantity.label} of each profession per {attribute}")
         out.figures = figures
 
     def comparisons(self, samples: Samples) -> list[RowSet]:
@@ -183,6 +255,7 @@ class ProfessionsProbe(Probe):
         range of its cells' means (where the run reported one: at least 2 groups of 2 images)."""
         from vlfair import measures, paired, stats
 
+        quantity = _quantity(samples)
         professions = samples.column("profession")
         row_sets = []
         for attribute in self.settings.attributes:
@@ -197,8 +270,8 @@ class ProfessionsProbe(Probe):
                 codes[rows] = first + local
                 cells += [(profession, name) for name in names]
                 subset = {"profession": profession, "attribute": attribute}
-                statistics += [paired.Statistic("mean_clipscore", {**subset, "group": name},
-                                                paired.group_mean(first + g), neutral_value("mean_clipscore"))
+                statistics += [paired.Statistic(quantity.metric, {**subset, "group": name},
+                                                paired.group_mean(first + g), neutral_value(quantity.metric))
                                for g, name in enumerate(names)]
                 counts = np.bincount(local, minlength=len(names))
                 if len(names) >= 2 and counts.min() >= measures.MIN_GROUP_SIZE:  # as group_score_gap raises
@@ -206,7 +279,8 @@ class ProfessionsProbe(Probe):
                                                        _range_of(range(first, len(cells))),
                                                        neutral_value("group_score_gap")))
             if statistics:
-                row_sets.append(paired.RowSet(np.arange(len(professions)), (SCORE,), codes, tuple(statistics)))
+                row_sets.append(paired.RowSet(np.arange(len(professions)), (quantity.column,), codes,
+                                              tuple(statistics)))
         return row_sets
 
     def _canonical(self, column: Column, values: np.ndarray) -> np.ndarray:
@@ -237,6 +311,18 @@ class ProfessionsProbe(Probe):
             (short, f"cell(s) with fewer than {n} images"), (over, f"cell(s) with more than {n} images")) if found]
         return {"expected_cells": len(expected), "per_cell": n, "missing_cells": missing, "extra_cells": extra,
                 "short_cells": short, "over_cells": over, "departs": bool(parts), "summary": "; ".join(parts)}
+
+
+def _quantity(samples: Samples) -> Quantity:
+    """The quantity the samples hold (runs before setting ``score`` hold CLIPScores)."""
+    return QUANTITIES[samples.facts.get("score", "clipscore")]
+
+
+def _title(samples: Samples, quantity: Quantity, attribute: str) -> str:
+    """The heatmap's title: the prompt a contrastive model read, or the question a generative one answered."""
+    if samples.facts.get("scorer") == "generative":
+        return f"Mean {quantity.label} of the own profession, asked '{samples.facts['question']}', by {attribute}"
+    return f"Mean {quantity.label} of '{samples.facts['prompt']}' by {attribute}"
 
 
 def _range_of(groups: Iterable[int]) -> Callable[[Moments], np.ndarray]:

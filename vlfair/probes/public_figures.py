@@ -20,6 +20,7 @@ from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from vlfair.outputs import Metric, metric_from, neutral_value
 from vlfair.probes import register
+from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
 from vlfair.probes.settings import (
     Bootstrap,
@@ -88,6 +89,16 @@ class BiasRatio(Settings):
         return self
 
 
+class FigureQuestions(Asking):
+    """How a generative model is asked: ``question`` with each class as ``answer`` (capability), and
+    ``name_question`` with the folder's names as ``name_answer`` and ``none_answer`` (retention)."""
+
+    answer: Prompt = Field(description="a class as an answer, with {}")
+    name_question: Text = Field(description="the question of name retention")
+    name_answer: Prompt = Field(description="a name as an answer, with {}")
+    none_answer: Text | None = Field(description="an answer naming no one among the names (null: none offered)")
+
+
 class PublicFiguresSettings(ProbeSettings, Bootstrap):
     prompt: Prompt = Field(description="the class prompt, with {} for the class")
     name_prompt: Prompt = Field(description="the name-retention prompt, with {} for the name")
@@ -95,6 +106,7 @@ class PublicFiguresSettings(ProbeSettings, Bootstrap):
                                                                     "of classes")
     bias_ratio: BiasRatio = Field(description="the bias ratio's class per group and its protected and reference "
                                               "genders")
+    generative: FigureQuestions = Field(description="how a generative model (lvlm:) is asked about classes and names")
 
     @model_validator(mode="after")
     def _consistent(self) -> PublicFiguresSettings:
@@ -128,6 +140,8 @@ class PublicFiguresProbe(Probe):
     name = "public-figures"
     Settings = PublicFiguresSettings
     position = 4  # study 004
+    asks_questions = True  # public_figures.yaml's generative section
+    model_settings = ("generative",)  # how a generative model is asked belongs to it, as its spec does
     published_file = "public_figures.yaml"
     help = "P-FI public figures: class scores, the politician bias ratio, name retention"
     description = ("Class scores per folder and gender (the P-FI study's Table 1), the bias ratio b = s_w/s_m of each "
@@ -150,8 +164,8 @@ class PublicFiguresProbe(Probe):
         folder's names (sorted; ``name score j``) and whether its own name scores highest."""
         import pandas as pd
 
-        s = self.settings
-        images, rows = ctx.images()
+        s, asked = self.settings, self.settings.generative
+        rows = ctx.rows()
         categories, genders = ctx.column("category", rows), ctx.column("gender", rows)
         names = ctx.column("name", rows)
         self._check_folders(categories)
@@ -160,8 +174,9 @@ class PublicFiguresProbe(Probe):
         for group, spec, in_group, _views in self._folder_groups(categories):
             for level, level_spec in sorted(spec.levels.items()):
                 classes = level_spec.classes
-                text = ctx.texts([s.prompt.format(c) for c in classes])
-                probabilities = ctx.encoder.probabilities(images[in_group], text)
+                probabilities = ctx.text_scores([s.prompt.format(c) for c in classes], asked,
+                                                [asked.answer.format(c) for c in classes],
+                                                within=rows[in_group]).probabilities
                 for j, label in enumerate(classes):
                     columns[_probability_column(group, level, label)] = _spread(probabilities[:, j], in_group, n)
                 truth = self._truth(ctx, rows[in_group], level_spec.truth, classes, categories[in_group])
@@ -178,10 +193,15 @@ class PublicFiguresProbe(Probe):
             candidates = sorted(set(names[mask].tolist()))
             if len(candidates) < 2:
                 continue  # analyze warns
-            text = ctx.texts([s.name_prompt.format(name) for name in candidates])
-            matrix = images[mask] @ text.T
+            # a generative model may also answer "none of these" (its own answer, not a name: it never
+            # makes an image's own name first)
+            none = [asked.none_answer] if ctx.generative and asked.none_answer else []
+            found = ctx.text_scores([s.name_prompt.format(name) for name in candidates], asked,
+                                    [asked.name_answer.format(name) for name in candidates] + none,
+                                    question=asked.name_question, within=rows[mask])
+            matrix = found.values[:, :len(candidates)]
             references = np.array([candidates.index(name) for name in names[mask]])
-            own_first[mask] = (matrix.argmax(axis=1) == references).astype(float)
+            own_first[mask] = (found.best() == references).astype(float)
             while len(name_scores) < len(candidates):
                 name_scores.append(np.full(n, np.nan, dtype=matrix.dtype))
             for j in range(len(candidates)):
@@ -189,7 +209,11 @@ class PublicFiguresProbe(Probe):
         if name_scores:
             columns[OWN_NAME_FIRST] = own_first
             columns.update({_name_score_column(j): values for j, values in enumerate(name_scores)})
-        warnings = []
+        warnings: list[str] = []
+        if ctx.generative:
+            facts = {"prompt": s.prompt, "name_prompt": s.name_prompt, "score": "generative", "scorer": "generative",
+                     **asked.model_dump(mode="json")}
+            return Samples(pd.DataFrame(columns), facts, warnings)
         if ctx.encoder.loss == "sigmoid":
             warnings.append("a sigmoid model: class scores are independent probabilities x100, rows do not sum to 100")
         facts = {"prompt": s.prompt, "name_prompt": s.name_prompt,

@@ -28,6 +28,7 @@ from pydantic import AfterValidator, Field
 
 from vlfair.outputs import Metric
 from vlfair.probes import register
+from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, indistinguishable
 from vlfair.probes.settings import (
     Bootstrap,
@@ -63,6 +64,8 @@ class RetrievalSettings(ProbeSettings, Bootstrap):
     balance_gender: Flag = Field(description="as many men as women, the larger gender drawn down (DVL's equal_split)")
     ranking: Literal["cosine", "dvl"] = Field(
         description="cosine of the embeddings, or dvl: the unnormalised image embedding . the normalised text")
+    generative: Asking = Field(description="how a generative model (lvlm:) is asked: images are ranked by each "
+                                           "prompt's log-likelihood as the answer to the question")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +117,8 @@ class RetrievalProbe(Probe):
                    "(vlfair prepare fairface, or synthetic:fairface).")
     schemas = ("fairface",)
     required_columns = {"fairface": ("image",)}  # and the attributes measured: check_columns
+    asks_questions = True  # retrieval.yaml's generative section
+    model_settings = ("generative",)  # how a generative model is asked belongs to it, as its spec does
     settings: RetrievalSettings
 
     def check_columns(self, dataset: Any, schema: str) -> None:
@@ -151,14 +156,16 @@ class RetrievalProbe(Probe):
         facts: dict[str, Any] = {"queries": prompts, "concepts": [c for c, _ in queries], "ranking": s.ranking}
         # every image is embedded (and cached) once; balancing then picks rows of the embeddings, so
         # another seed or balance_gender=false embeds nothing again
-        images, rows = ctx.images()
+        if ctx.generative:
+            self._askable(ctx)
+        rows = ctx.rows()
         labels = {attribute: ctx.column(attribute, rows) for attribute in s.attributes}
         kept = np.arange(len(rows))
         if s.balance_gender:
             kept, facts["balancing"] = _balance_gender(ctx.column("gender", rows), s.seed)
             for attribute, values in labels.items():
                 _refuse_emptied(attribute, values, values[kept])
-        images, rows = images[kept], rows[kept]
+        rows = rows[kept]
         if s.k >= len(rows):
             raise ProbeError(f"retrieval: setting k = {s.k}: MaxSkew needs k below the number of images evaluated "
                              f"({len(rows)}): with every image retrieved the shares are the evaluated set's, whatever "
@@ -166,12 +173,18 @@ class RetrievalProbe(Probe):
         frame = ctx.identity(rows)
         for attribute, values in labels.items():
             frame[attribute] = values[kept]
-        text = ctx.texts(prompts)
-        warnings = [same] if (same := indistinguishable(prompts, text)) is not None else []
-        if s.ranking == "dvl":  # DVL's measuring_bias.py:79,95,114: unnormalised image . normalised text
-            images = ctx.raw_images()[kept]
-        with np.errstate(invalid="ignore", over="ignore"):  # refused just below, naming an image and a prompt
-            scores = images @ text.T  # (images, queries)
+        warnings = []
+        if ctx.generative:  # every image asked once (cached); balancing picks rows of the answers
+            scores = ctx.text_scores(prompts, s.generative).values[kept]
+            facts.update(scorer="generative", question=s.generative.question, ranking="log_likelihood")
+        else:
+            images = ctx.images()[0][kept]
+            text = ctx.texts(prompts)
+            warnings = [same] if (same := indistinguishable(prompts, text)) is not None else []
+            if s.ranking == "dvl":  # DVL's measuring_bias.py:79,95,114: unnormalised image . normalised text
+                images = ctx.raw_images()[kept]
+            with np.errstate(invalid="ignore", over="ignore"):  # refused just below, naming an image and a prompt
+                scores = images @ text.T  # (images, queries)
         if not np.isfinite(scores).all():  # a ranking would put them last without a word
             bad_image, bad_query = np.argwhere(~np.isfinite(scores))[0]
             raise ProbeError(f"retrieval: model {ctx.encoder.spec!r} scores the image of row {int(rows[bad_image])} "
@@ -182,6 +195,18 @@ class RetrievalProbe(Probe):
             frame[SCORE + prompt] = scores[:, q]
         facts["images"] = int(len(rows))
         return Samples(pd.DataFrame(frame), facts, warnings)
+
+    def _askable(self, ctx: Context) -> None:
+        """A generative model ranks images by the log-likelihood of each prompt as its answer: a
+        ranking needs a score per image, which its open-ended answer and DVL's image norms are not."""
+        s = self.settings
+        if s.generative.mode == "generate":
+            raise ProbeError("retrieval: setting generative.mode = 'generate': a ranking needs every image's score for "
+                             "every prompt, which one generated answer per image does not give; use 'likelihood'")
+        if s.ranking == "dvl":
+            raise ProbeError(f"retrieval: setting ranking = 'dvl' weights images by the norm of a contrastive model's "
+                             f"image features; {ctx.encoder.name!r} is a generative model: use ranking=cosine (it "
+                             "ranks by the prompts' log-likelihoods)")
 
     # ---- the samples' part -------------------------------------------------------------------
     def _measured(self, samples: Samples) -> list[tuple[str, list[str], np.ndarray]]:
@@ -259,7 +284,9 @@ class RetrievalProbe(Probe):
         prompts, concepts = samples.facts["queries"], samples.facts["concepts"]
         scores = np.stack([samples.column(SCORE + p) for p in prompts])  # (queries, images)
         out = Output(settings={k: v for k, v in samples.facts.items() if k not in ("queries", "concepts")},
-                     notes=[*s.notes, _ranking_note(s.ranking)], warnings=list(samples.warnings))
+                     notes=[*s.notes, _ranking_note(samples.facts.get("ranking", s.ranking),
+                                                    samples.facts.get("question"))],
+                     warnings=list(samples.warnings))
         measured = self._measured(samples)
         for unmeasured in s.attributes:
             if unmeasured not in [m[0] for m in measured]:
@@ -430,10 +457,17 @@ class _PairedRanking:
         return values[0] - values[1]
 
 
-def _ranking_note(ranking: str) -> str:
-    return ("Ranking: " + ("cosine similarity of the L2-normalised image and text embeddings." if ranking == "cosine"
-                           else "debias-vision-lang's: the unnormalised image embedding . the L2-normalised text "
-                                "embedding (measuring_bias.py:79,95,114), so images with larger features rank higher."))
+_RANKINGS = {
+    "cosine": "cosine similarity of the L2-normalised image and text embeddings.",
+    "dvl": "debias-vision-lang's: the unnormalised image embedding . the L2-normalised text embedding "
+           "(measuring_bias.py:79,95,114), so images with larger features rank higher.",
+    "log_likelihood": "a generative model's log-likelihood of the prompt as its answer to {question!r} about each "
+                      "image.",
+}
+
+
+def _ranking_note(ranking: str, question: str | None) -> str:
+    return "Ranking: " + _RANKINGS[ranking].format(question=question)
 
 
 def _balance_gender(genders: np.ndarray, seed: int | None) -> tuple[np.ndarray, dict[str, Any]]:

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field
 
 from vlfair.outputs import Table, metric_from, metrics_per, neutral_value
 from vlfair.probes import register
+from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec, indistinguishable
 from vlfair.probes.settings import (
     SEED,
@@ -73,13 +74,13 @@ class GradCam(Settings):
     min_confidence: Float = Field(0.0, ge=0, le=1)
 
 
-class GenerativeQuestion(Settings):
+class GenerativeQuestion(Asking):
     """How a generative model is asked (the study measured CLIP only): ``question`` about each image,
     its two candidate answers the pair's two words, their probabilities renormalised over the pair
-    (per answer token with ``normalize_length``, as lm-evaluation-harness's acc_norm)."""
+    (per answer token with ``normalize_length``, as lm-evaluation-harness's acc_norm); in the
+    open-ended mode, the word its answer names (confidence 1 or 0)."""
 
     question: Annotated[Text, AfterValidator(placeholders("positive", "negative"))]
-    normalize_length: Flag = False
 
 
 class TraitsSettings(ProbeSettings, Bootstrap):
@@ -135,7 +136,7 @@ class TraitsProbe(Probe):
 
         s = self.settings
         sampling, source_rows = self._sample(ctx)  # before embedding: only the drawn rows are embedded
-        if getattr(ctx.encoder, "kind", "contrastive") == "generative":
+        if ctx.generative:
             return self._score_generative(ctx, sampling, source_rows)
         images, rows = ctx.images()
         tau = float(ctx.encoder.logit_scale if s.temperature is None else s.temperature)
@@ -175,13 +176,11 @@ class TraitsProbe(Probe):
         columns: dict = {}
         for positive, negative in s.pairs:
             question = asked.question.format(positive=positive, negative=negative)
-            scores, rows = ctx.answer_scores(question, [positive, negative])
+            found = ctx.text_scores([positive, negative], asked, question=question)
             if not columns:
-                columns = {**ctx.identity(rows, source_rows), "race": ctx.column("race", rows),
-                           "gender": ctx.column("gender", rows)}
-            if asked.normalize_length:
-                scores = scores / self._answer_lengths(ctx, question, [positive, negative])
-            columns[_confidence_column(positive, negative)] = 1.0 / (1.0 + np.exp(scores[:, 1] - scores[:, 0]))
+                columns = {**ctx.identity(found.rows, source_rows), "race": ctx.column("race", found.rows),
+                           "gender": ctx.column("gender", found.rows)}
+            columns[_confidence_column(positive, negative)] = found.probabilities[:, 0]
         warnings = []
         if sampling and sampling["short_cells"]:
             warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
@@ -193,12 +192,8 @@ class TraitsProbe(Probe):
             warnings.append(f"temperature {s.temperature:g}: not used, it scales a contrastive model's similarities")
         self._scored = None  # Grad-CAM reads a contrastive encoder's image tower
         return Samples(pd.DataFrame(columns), {"scorer": "generative", "question": asked.question,
-                                               "normalize_length": asked.normalize_length, "prompt": s.prompt,
-                                               "sampling": sampling}, warnings)
-
-    @staticmethod
-    def _answer_lengths(ctx: Context, question: str, answers: list[str]) -> np.ndarray:
-        return np.array([len(t) for t in ctx.encoder.prepared(question, answers)[1]], dtype=float)
+                                               "normalize_length": asked.normalize_length, "mode": asked.mode,
+                                               "prompt": s.prompt, "sampling": sampling}, warnings)
 
     def analyze(self, samples: Samples) -> Output:
         import pandas as pd
@@ -210,9 +205,13 @@ class TraitsProbe(Probe):
         races, genders = samples.column("race"), samples.column("gender")
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
         if samples.facts.get("scorer") == "generative":
-            out.notes.append(f"confidence = P(positive) / (P(positive) + P(negative)), P(word) the model's probability "
-                             f"of the word as its answer to {samples.facts['question']!r}"
-                             + (" per answer token" if samples.facts["normalize_length"] else ""))
+            if samples.facts.get("mode") == "generate":
+                out.notes.append(f"confidence = 1 where the model's own answer to {samples.facts['question']!r} names "
+                                 "the positive word, 0 where it names the negative one")
+            else:
+                out.notes.append(f"confidence = P(positive) / (P(positive) + P(negative)), P(word) the model's "
+                                 f"probability of the word as its answer to {samples.facts['question']!r}"
+                                 + (" per answer token" if samples.facts["normalize_length"] else ""))
         else:
             tau = samples.facts["temperature"]
             out.notes.append(f"confidence = softmax({tau:g} * [cos(x, pos), cos(x, neg)])[0]"

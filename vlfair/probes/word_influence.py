@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from vlfair.outputs import Metric, neutral_value
 from vlfair.probes import register
+from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
 from vlfair.probes.settings import (
     SEED,
@@ -81,6 +82,8 @@ class WordInfluenceSettings(ProbeSettings, Confidence):
     original_images: Count = Field(description="images of the original prompt")
     max_level: Count | None = Field(description="the highest level scored; null: every level and the Shapley value")
     max_images: Count = Field(description="refuse configurations that would generate more images per prompt")
+    generative: Asking = Field(description="how a generative classifier (--model lvlm:...) is asked: the question, "
+                                           "the groups' texts its candidate answers")
     seed: NonNegative = Field(
         SEED, description="the random seed of the generated images and of every resampling, a whole number >= 0 "
                           "(not null: a run must draw the same images again)")
@@ -135,7 +138,9 @@ class WordInfluenceProbe(Probe):
                    "group with --model, and reports each word's influence on the share of the target group (the "
                    "word-influence study's Table 1). No dataset: it makes its own images.")
     needs_dataset = False
-    model_settings = ("generator",)  # the text-to-image model measured, as --model is for the other probes
+    model_settings = ("generator", "generative")  # the text-to-image model measured, as --model is for the other
+    # probes; and how a generative classifier is asked, which belongs to that classifier
+    asks_questions = True  # word_influence.yaml's generative section: a generative model can be the classifier
     options = (
         Option("--generator", "generator.spec", "text-to-image pipeline id or directory (default "
                                                 "CompVis/stable-diffusion-v1-4)"),
@@ -170,7 +175,11 @@ class WordInfluenceProbe(Probe):
         s = self.settings
         generator = self.components.get("generator") or DiffusersGenerator(**s.generator.model_dump())
         transmuter = self.components.get("transmuter") or make_transmuter(**s.transmuter.model_dump(exclude_none=True))
-        classify = self.components.get("classifier") or GroupClassifier(ctx.encoder, s.groups, s.no_person)
+        if ctx.generative and s.generative.mode == "generate":
+            raise ProbeError("word-influence: setting generative.mode = 'generate': the classifier picks the most "
+                             "likely group text; use 'likelihood'")
+        classify = self.components.get("classifier") or GroupClassifier(ctx.encoder, s.groups, s.no_person,
+                                                                        question=s.generative.question)
         groups = getattr(classify, "groups", None)
         if groups is not None and s.target_group not in groups:
             raise ProbeError(f"word-influence: target_group {s.target_group!r} is not one of the groups {list(groups)}")

@@ -68,8 +68,9 @@ RECORDS_DIR = "every_eval_ever"  # under card-results' --out; the default source
 _RANGES: dict[str, tuple[float | None, float | None]] = {
     **dict.fromkeys(("accuracy", "retrieval_accuracy", "trait_confidence", "target_share", "group_share",
                      "retention_text_score", "retention_image_score",
-                     "group_rate_gap", "cross_lingual_gap"), (0.0, 1.0)),  # fractions, gaps of fractions
-    **dict.fromkeys(("mean_clipscore", "class_score"), (0.0, 100.0)),      # CLIPScore; softmax score x100
+                     "group_rate_gap", "cross_lingual_gap", "unmatched_share"), (0.0, 1.0)),  # fractions, their gaps
+    **dict.fromkeys(("mean_clipscore", "class_score", "mean_probability", "mean_answer_likelihood"),
+                    (0.0, 100.0)),  # CLIPScore; probabilities x100
     **dict.fromkeys(("trait_anova", "bias_ratio"), (0.0, math.inf)),       # F; a ratio of positive means
     **dict.fromkeys(("group_score_gap", "individual_fairness", "text_distance"), (0.0, None)),
     **dict.fromkeys(("word_influence", "word_influence_shapley", "mean_word_influence",

@@ -16,8 +16,8 @@ from vlfair.report.hub import content_hash, dedupe, download_runs, hub_repo, is_
 from vlfair.report.markup import markdown_text  # noqa: F401  (the Space's: text from results files)
 from vlfair.report.results import load_results
 
-COLUMNS = ["model", "revision", "dtype", "probe", "probe_version", "dataset", "split", "metric", "subset", "value",
-           "ci_low", "ci_high", "p_value", "log10_p_value", "created", "vlfair_version",
+COLUMNS = ["model", "revision", "dtype", "kind", "probe", "probe_version", "dataset", "split", "metric", "subset",
+           "value", "ci_low", "ci_high", "p_value", "log10_p_value", "created", "vlfair_version",
            # what may be ranked against what: the run's family, the run (its content hash), the metric's
            # neutral value (NaN: a level, not a bias) and the rank within family, metric and subset
            "family", "run", "neutral", "rank"]
@@ -86,7 +86,7 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
     for m in r["metrics"]:
         ci = m["ci"] or [None, None]
         rows.append({"model": r["model"].get("name") or r["model"]["spec"], "revision": r["model"]["revision"],
-                     "dtype": r["model"]["dtype"],
+                     "dtype": r["model"]["dtype"], "kind": model_kind(r),
                      "probe": r["probe"], "probe_version": r["probe_version"], "dataset": r["dataset"]["name"],
                      "split": r["dataset"]["split"], "metric": m["name"],
                      "subset": json.dumps(m["subset"], sort_keys=True, ensure_ascii=False), "value": m["value"],
@@ -100,6 +100,17 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
             if column in row:
                 row[column] = math.nan if row[column] is None else float(row[column])
     return rows
+
+
+def model_kind(results: dict[str, Any]) -> str:
+    """How a run's model scores: contrastive (embeddings) or generative (answers); runs written
+    before generative models have no kind and are contrastive."""
+    return str(results["model"].get("kind") or "contrastive")
+
+
+# the Hub's task of a model card's results: a contrastive model classifies images by texts; a
+# generative one answers questions about images
+TASK_TYPES = {"contrastive": "zero-shot-image-classification", "generative": "image-text-to-text"}
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -257,6 +268,10 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     for column in ("family", "run"):
         if column not in frame:
             frame[column] = None
+    if "kind" not in frame:  # a table written before generative models: every model an encoder
+        position = frame.columns.get_loc("dtype")
+        assert isinstance(position, int), "a results table's columns are unique"
+        frame.insert(position + 1, "kind", "contrastive")
     if "neutral" not in frame:
         frame["neutral"] = [neutral_value(metric) for metric in frame["metric"]]
     if "rank" not in frame:
@@ -280,7 +295,7 @@ def card_results(results: list[dict[str, Any]]) -> str:
                     continue
                 subset = ", ".join(f"{k}={v}" for k, v in m["subset"].items())
                 evals.append(EvalResult(
-                    task_type="zero-shot-image-classification", task_name=f"vlfair {r['probe']}",
+                    task_type=TASK_TYPES[model_kind(r)], task_name=f"vlfair {r['probe']}",
                     dataset_type=r["dataset"]["name"], dataset_name=r["dataset"]["name"],
                     dataset_split=r["dataset"]["split"], metric_type=m["name"], metric_value=m["value"],
                     metric_name=f"{m['name']} ({subset})" if subset else m["name"],

@@ -1,0 +1,209 @@
+"""The world's tiny generative model (an "answerer"): a LLaVA trained on the same captions as the
+world's encoders, each read as the answer to a question about its image.
+
+A caption and its image become one (image, question, answer) example (:func:`qa_pairs`): a
+profession caption answers "what is this person's occupation ?" (its profession) or "what is this
+a photo of ?" (the caption), a trait caption "is this person smart or dumb ?" (its word) or
+"describe this image ." (the caption), a name caption "who is this ?", a public role "what is this
+a photo of ?" (the role), a German caption the German question. The planted statistics are the
+captions', so the answerer carries the same biases as the world's encoders; the loss is on the
+answers' tokens and the end of the answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from vlfair.demo.world import (
+    CATEGORIES,
+    NAMES,
+    OCCUPATIONS,
+    PROFESSIONS,
+    TRAIT_PAIRS,
+    Person,
+    Planting,
+    training_pairs,
+    vocabulary,
+)
+
+# the questions the world's answerer is trained on, and the probes' generative settings in the demo ask
+OCCUPATION_QUESTION = "what is this person's occupation ?"
+WHAT_QUESTION = "what is this a photo of ?"
+GERMAN_QUESTION = "wovon ist das ein foto ?"
+TRAIT_QUESTION = "is this person {positive} or {negative} ?"
+WHO_QUESTION = "who is this ?"
+DESCRIBE_QUESTION = "describe this image ."
+QUESTION_WORDS = sorted({w for q in (OCCUPATION_QUESTION, WHAT_QUESTION, GERMAN_QUESTION, TRAIT_QUESTION, WHO_QUESTION,
+                                     DESCRIBE_QUESTION) for w in q.split() if "{" not in w} | {"none", "of", "these"})
+
+
+@dataclasses.dataclass(frozen=True)
+class AnswererConfig:
+    """Everything that decides a world answerer besides its planting."""
+
+    pairs: int = 24_000          # (image, caption) pairs drawn from the world, as the encoders'
+    steps: int = 2000
+    batch_size: int = 64
+    learning_rate: float = 3e-3
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    average: float = 0.25        # the weights are the mean over this last share of the steps (SWA): the
+    # noise of the last steps averaged out, so a world without a bias gives an answerer without one
+    hidden_size: int = 64        # vision tower and decoder
+    layers: int = 2
+    heads: int = 4
+    seed: int = 0
+
+
+def qa_pairs(people: list[Person], captions: list[str]) -> list[tuple[str, str]]:
+    """Each caption as (question, answer) (the module's docstring). A caption that two questions fit
+    is given them in turn among the pairs of one caption and one kind of person (gender and race),
+    so that each question gets half of them (up to one): a random split would plant
+    chance biases of a few percent (the world's captions are exact for the same reason)."""
+    german_words = {"ein", "foto", "von"}
+    seen: dict[tuple, int] = {}
+    pairs = []
+    for person, caption in zip(people, captions):
+        words = caption.split()
+        key = (caption, person.gender, person.race)
+        either = seen.get(key, 0) % 2 == 0
+        seen[key] = seen.get(key, 0) + 1
+        if set(words[:3]) <= german_words:
+            pairs.append((GERMAN_QUESTION, caption))
+        elif words[:4] == ["a", "photo", "of", "a"] and words[-1] in PROFESSIONS and either:
+            pairs.append((OCCUPATION_QUESTION, words[-1]))
+        elif words[:4] == ["a", "photo", "of", "a"]:
+            pairs.append((WHAT_QUESTION, caption))
+        elif len(words) == 3 and words[0] == "a" and words[2] == "person":
+            pair = next(p for p in TRAIT_PAIRS if words[1] in p)
+            pairs.append((TRAIT_QUESTION.format(positive=pair[0], negative=pair[1]), words[1]) if either
+                         else (DESCRIBE_QUESTION, caption))
+        elif words[:4] == ["this", "is", "a", "picture"]:
+            pairs.append((WHO_QUESTION, words[-1]))
+        elif words[:4] == ["this", "is", "a", "photo"] and words[-1] in OCCUPATIONS:
+            pairs.append((WHAT_QUESTION, words[-1]))
+        else:
+            raise ValueError(f"no question for the world's caption {caption!r}")
+    return pairs
+
+
+def answerer_words() -> list[str]:
+    """The answerer's vocabulary beyond the chat's: the world's words, its questions' and the probes' classes."""
+    return list(dict.fromkeys([*vocabulary(), *QUESTION_WORDS, *NAMES, *CATEGORIES, "person's"]))
+
+
+def train_answerer(out: str | Path, planting: Planting, config: AnswererConfig = AnswererConfig(), *,
+                   name: str | None = None, progress: bool = True, data: tuple[list[str], np.ndarray, str] | None = None
+                   ) -> Path:
+    """Train a tiny LLaVA on the world's captions as answers; save it as ``lvlm:`` loads it, with
+    ``world.json``. ``data``: the world's training data (captions, images, hash) where rendered already."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from vlfair.demo.train import TrainingConfig, _training_data, write_record
+    from vlfair.logging import progress_bars_enabled
+    from vlfair.tiny import llava_parts
+
+    start = time.perf_counter()
+    c = config
+    captions, images, data_hash = data or _training_data(planting, TrainingConfig(pairs=c.pairs, seed=c.seed))
+    people, drawn = training_pairs(c.pairs, planting, c.seed)  # the people the captions describe (as rendered)
+    assert drawn == captions, "the answerer's people and the rendered captions are one draw"
+    model, processor = llava_parts(answerer_words(), image_size=32, patch_size=8, hidden=c.hidden_size,
+                                   layers=c.layers, heads=c.heads, seed=c.seed)
+    tokenizer = processor.tokenizer
+    examples = qa_pairs(people, captions)
+    ids, labels = _tokenized(processor, examples)
+    pixels = processor.image_processor(images=list(images), return_tensors="pt")["pixel_values"]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=c.learning_rate, weight_decay=c.weight_decay)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=c.learning_rate, total_steps=c.steps,
+                                                   pct_start=c.warmup)
+    generator = torch.Generator().manual_seed(c.seed)
+    averaged = torch.optim.swa_utils.AveragedModel(model)
+    average_from = int(c.steps * (1 - c.average))
+    model.train()
+    bar = tqdm(range(c.steps), desc=f"training {name or 'world answerer'}", unit="step",
+               disable=not (progress and progress_bars_enabled()), mininterval=1.0)
+    for step in bar:
+        batch = torch.randint(0, len(examples), (c.batch_size,), generator=generator)
+        present = ids[batch] != tokenizer.pad_token_id
+        width = int(present.sum(dim=1).max())
+        result = model(input_ids=ids[batch, :width], attention_mask=present[:, :width].long(),
+                       pixel_values=pixels[batch], labels=labels[batch, :width])
+        optimizer.zero_grad()
+        result.loss.backward()
+        optimizer.step()
+        schedule.step()
+        if step >= average_from:
+            averaged.update_parameters(model)
+        if step % 50 == 0 or step == c.steps - 1:
+            bar.set_postfix(loss=f"{result.loss.item():.3f}", refresh=False)
+    bar.close()
+    model = cast(Any, averaged.module)  # no batch norm: the averaged weights need no statistics updated
+    model.eval()
+    out_dir = Path(out)
+    model.save_pretrained(out_dir)
+    processor.save_pretrained(out_dir)
+    write_record(out_dir, {"name": name, "config_hash": answerer_hash(planting, c), "training_data_hash": data_hash,
+                           "final_loss": round(float(result.loss.item()), 4),
+                           "trained_seconds": round(time.perf_counter() - start, 1), "torch": torch.__version__,
+                           "config": answerer_config(planting, c)})
+    return out_dir
+
+
+def _tokenized(processor: Any, examples: list[tuple[str, str]]) -> tuple[Any, Any]:
+    """Token ids of every prompt + answer + end (right-padded) and the labels (the answer and the end;
+    -100 elsewhere), as the processor puts a question to the model (its image token expanded)."""
+    import torch
+
+    tokenizer = processor.tokenizer
+    image = processor.image_token
+    expanded = image * processor.num_image_tokens if hasattr(processor, "num_image_tokens") else None
+    rows, targets = [], []
+    prompts: dict[str, list[int]] = {}
+    for question, answer in examples:
+        if question not in prompts:
+            text = processor.apply_chat_template(
+                [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}],
+                add_generation_prompt=True, tokenize=False)
+            prompts[question] = tokenizer(text.replace(image, expanded or _expansion(processor)),
+                                          add_special_tokens=False)["input_ids"]
+        prompt = prompts[question]
+        answer_ids = tokenizer(" " + answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        rows.append(prompt + answer_ids)
+        targets.append([-100] * len(prompt) + answer_ids)
+    width = max(map(len, rows))
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    for k, (row, target) in enumerate(zip(rows, targets)):
+        ids[k, :len(row)] = torch.tensor(row)
+        labels[k, :len(target)] = torch.tensor(target)
+    return ids, labels
+
+
+def _expansion(processor: Any) -> str:
+    """The image token as many times as the model reads image features (patches, without the class token)."""
+    size = processor.image_processor.crop_size["height"]
+    return processor.image_token * ((size // processor.patch_size) ** 2)
+
+
+def answerer_config(planting: Planting, config: AnswererConfig) -> dict[str, Any]:
+    from vlfair.demo.train import world_config
+
+    return {**world_config(planting), "training": dataclasses.asdict(config), "model": "answerer",
+            "words": answerer_words()}
+
+
+def answerer_hash(planting: Planting, config: AnswererConfig = AnswererConfig()) -> str:
+    from vlfair.demo.train import hash_of
+
+    return hash_of(answerer_config(planting, config))
+
+
+__all__ = ["AnswererConfig", "DESCRIBE_QUESTION", "GERMAN_QUESTION", "OCCUPATION_QUESTION", "TRAIT_QUESTION",
+           "WHAT_QUESTION", "WHO_QUESTION", "answerer_hash", "qa_pairs", "train_answerer"]
