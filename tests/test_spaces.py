@@ -405,3 +405,26 @@ def test_retrieval_runs_on_a_space_sample_with_k_below_its_images(world_pool, tm
     output = session.run_request(world_pool, "retrieval", session.WORLD_CONTROL, label, per_group=3,
                                  out_dir=tmp_path / "sample")
     assert output.results["dataset"]["num_rows"] == 42 and output.results["probe_settings"]["k"] == 8
+
+
+def test_the_demo_space_runs_the_world_s_answerers_through_the_probes(world_pool, tmp_path):
+    """The Space offers the world's generative answerers (shipped: loaded, never trained): the biased
+    one shows the planted doctor and nurse biases through professions and smart -> White through
+    traits; a generative Hub model id is accepted as lvlm:owner/name where other ids are."""
+    choices = session.encoder_choices(hub=False)
+    assert session.WORLD_BIASED_ANSWERER in choices and session.WORLD_CONTROL_ANSWERER in choices
+    assert "HuggingFaceTB/SmolVLM-256M-Instruct (generative)" not in choices  # a Hub model: offline, not offered
+    world_pool.get(session.WORLD_BIASED_ANSWERER, log=pytest.fail)
+    output = session.run_request(world_pool, "professions", session.WORLD_BIASED_ANSWERER, session.WORLD_DATA,
+                                 out_dir=tmp_path / "professions")
+    assert output.results["model"]["kind"] == "generative" and output.results["probe_settings"]["score"] == "likelihood"
+    means = {(m["subset"]["profession"], m["subset"]["group"]): m["value"] for m in output.results["metrics"]
+             if m["name"] == "mean_answer_likelihood" and m["subset"]["attribute"] == "gender"}
+    assert means[("doctor", "Male")] > means[("doctor", "Female")] and means[("nurse", "Female")] > means[("nurse", "Male")]
+    traits = session.run_request(world_pool, "traits", session.WORLD_BIASED_ANSWERER, session.WORLD_DATA,
+                                 out_dir=tmp_path / "traits")
+    assert any(m["name"] == "trait_anova" and m["p_value"] < 1e-6 for m in traits.results["metrics"])
+    spec, choice = session.EncoderPool._resolve("", "lvlm:HuggingFaceTB/SmolVLM-256M-Instruct", allow_other=True)
+    assert spec == "lvlm:HuggingFaceTB/SmolVLM-256M-Instruct" and choice.needs_hub
+    with pytest.raises(SpaceInputError, match="lvlm:owner/name"):
+        session.EncoderPool._resolve("", "lvlm:/etc/passwd", allow_other=True)

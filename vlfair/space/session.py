@@ -23,7 +23,8 @@ DEFAULT_LIMITS = Limits()  # the built-in limits, not the environment's (the app
 @dataclasses.dataclass(frozen=True)
 class EncoderChoice:
     spec: str | None = None     # a Hub model spec, or None for a demo-world encoder
-    biased: bool | None = None  # demo world: the encoder trained on biased (True) or balanced captions
+    biased: bool | None = None  # demo world: the model trained on biased (True) or balanced captions
+    answers: bool = False       # demo world: its answerer (a generative model), not its encoder
 
     @property
     def needs_hub(self) -> bool:
@@ -32,16 +33,22 @@ class EncoderChoice:
 
 WORLD_BIASED = "demo world: biased encoder (offline)"
 WORLD_CONTROL = "demo world: control encoder (offline)"
+WORLD_BIASED_ANSWERER = "demo world: biased answerer (generative, offline)"
+WORLD_CONTROL_ANSWERER = "demo world: control answerer (generative, offline)"
 ENCODERS: dict[str, EncoderChoice] = {
     WORLD_BIASED: EncoderChoice(biased=True),
     WORLD_CONTROL: EncoderChoice(biased=False),
+    WORLD_BIASED_ANSWERER: EncoderChoice(biased=True, answers=True),
+    WORLD_CONTROL_ANSWERER: EncoderChoice(biased=False, answers=True),
     "openai/clip-vit-base-patch32": EncoderChoice("openai/clip-vit-base-patch32"),
     "laion/CLIP-ViT-H-14-laion2B-s32B-b79K": EncoderChoice("laion/CLIP-ViT-H-14-laion2B-s32B-b79K"),
     "google/siglip-base-patch16-256-multilingual": EncoderChoice("google/siglip-base-patch16-256-multilingual"),
     "M-CLIP/XLM-Roberta-Large-Vit-B-32": EncoderChoice("mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32"),
+    "HuggingFaceTB/SmolVLM-256M-Instruct (generative)": EncoderChoice("lvlm:HuggingFaceTB/SmolVLM-256M-Instruct"),
 }
 # Other ids (when the Space allows them) must be Hub ids: never a path on the Space's disk.
-HUB_ID = re.compile(r"^(hf:|mclip:)?[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w.-]+)?(\+[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w.-]+)?)?$")
+HUB_ID = re.compile(r"^(hf:|mclip:|lvlm:)?[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w.-]+)?"
+                    r"(\+[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w.-]+)?)?$")
 
 
 def hub_reachable() -> bool:
@@ -85,7 +92,7 @@ class EncoderPool:
                                       "on a Space of your own to accept other Hub ids)")
             if not HUB_ID.match(other_id) or any(part in (".", "..") for part in re.split(r"[/@+:]", other_id)):
                 raise SpaceInputError(f"{other_id!r} is not a Hub model id (owner/name, optionally @revision, or "
-                                      "mclip:owner/name)")
+                                      "mclip:owner/name, or lvlm:owner/name for a generative model)")
             return other_id, EncoderChoice(other_id)
         if label not in ENCODERS:
             raise SpaceInputError(f"unknown encoder {label!r}; choose one of {list(ENCODERS)}")
@@ -100,6 +107,10 @@ class EncoderPool:
             from vlfair.demo.shipped import WORLDS, display_name, world_encoder
 
             world = "biased" if choice.biased else "control"
+            if choice.answers:
+                from vlfair.demo.generative import answerer_name, world_answerer
+
+                return world_answerer(WORLDS[world], self.cache_dir, name=answerer_name(world), log=log)
             return world_encoder(WORLDS[world], self.cache_dir, name=display_name(world), log=log)
         from vlfair.models.hub import hub_only
 
@@ -245,6 +256,15 @@ def _word_influence_parts(encoder, choice: EncoderChoice, prompt: str, dataset: 
     return word_influence_setup(encoder, choice.biased, " ".join(words), images_per_prompt=40)
 
 
+def _professions_parts(encoder, choice: EncoderChoice, prompt: str, dataset: Any) -> tuple[dict | None, dict | None]:
+    """A world answerer is asked as the demo asks it (the world's captions are its answers)."""
+    if choice.answers:
+        from vlfair.demo.generative import PROFESSIONS_SETTINGS
+
+        return dict(PROFESSIONS_SETTINGS), None
+    return None, None
+
+
 def _traits_parts(encoder, choice: EncoderChoice, prompt: str, dataset: Any) -> tuple[dict | None, dict | None]:
     """The Space draws its own sample (per_group) or measures the uploads as they are."""
     return {"per_cell": None}, None
@@ -266,7 +286,8 @@ def _retrieval_parts(encoder, choice: EncoderChoice, prompt: str, dataset: Any) 
 
 # probe -> (settings, components) the Space runs it with; a probe without an entry runs as configured
 SPACE_PARTS: dict[str, Callable[[Any, EncoderChoice, str, Any], tuple[dict | None, dict | None]]] = {
-    "word-influence": _word_influence_parts, "traits": _traits_parts, "retrieval": _retrieval_parts}
+    "word-influence": _word_influence_parts, "traits": _traits_parts, "retrieval": _retrieval_parts,
+    "professions": _professions_parts}
 PROMPTED = ("word-influence",)  # probes whose request carries a prompt (the Space shows its text box)
 
 
