@@ -149,12 +149,13 @@ def test_time_limit_leaves_fast_work_and_later_code_alone():
 
 
 def test_encoder_choices_hub_ids_only_and_never_remote_code(monkeypatch):
-    assert session.encoder_choices(hub=False) == [session.WORLD_BIASED, session.WORLD_CONTROL]
+    assert session.encoder_choices(hub=False) == [session.WORLD_BIASED, session.WORLD_CONTROL,
+                                                  session.WORLD_BIASED_ANSWERER, session.WORLD_CONTROL_ANSWERER]
     assert "openai/clip-vit-base-patch32" in session.encoder_choices(hub=True)
     pool = session.EncoderPool(None)
     with pytest.raises(SpaceInputError, match="runs only its listed encoders"):
         pool.get(session.WORLD_BIASED, "someone/model")
-    for bad in ("/etc/passwd", "../models/x", "~/weights", "a/b/c", "file:///x"):
+    for bad in ("/etc/passwd", "../models/x", "~/weights", "a/b/c", "file:///x", "lvlm:/etc/x", "lvlm:../x/y"):
         with pytest.raises(SpaceInputError, match="is not a Hub model id"):
             pool.get(session.WORLD_BIASED, bad, allow_other=True)
     with pytest.raises(SpaceInputError, match="unknown encoder 'gpt'"):
