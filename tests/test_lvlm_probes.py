@@ -259,6 +259,8 @@ def test_open_ended_answers_naming_nothing_stop_the_run_by_name(checkpoints, tmp
     ("retrieval", ["--set", "generative.mode=generate"], "a ranking needs every image's score for every prompt"),
     ("retrieval", ["--set", "ranking=dvl"], "use ranking=cosine"),
     ("multilingual", ["--set", "generative.questions={en: 'What is this?'}"], "has no question in 'de'"),
+    ("professions", ["--set", "generative.mode=generate"], "takes generative.mode = 'likelihood'"),
+    ("professions", ["--set", "generative.normalize_length=true"], "normalize_length = false"),
 ])
 def test_what_a_probe_cannot_ask_is_refused_by_name(checkpoints, tmp_path, capsys, probe, extra, message):
     assert _run(probe, f"lvlm:{checkpoints['llava']}", tmp_path / "run", *extra) == 2

@@ -213,6 +213,9 @@ def score_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[st
                       len(answers), f"scoring {len(answers)} answers")
 
 
+MATCHING = 1  # the version of match_answer the cached matches were made by: bump it when matching changes
+
+
 def generate_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[str], *,
                      max_new_tokens: int = 16, image_column: str = "image", cache_dir: Any = "default",
                      chunk_size: int = 256, progress: bool = True) -> EmbeddingResult:
@@ -225,7 +228,7 @@ def generate_answers(scorer: Any, dataset: Any, question: str, answers: Sequence
     answers = list(answers)
     return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress,
                       {"kind": "generated", "prompt": scorer.prompt(question), "answers": answers,
-                       "max_new_tokens": max_new_tokens},
+                       "max_new_tokens": max_new_tokens, "matching": MATCHING},
                       lambda image: [match_answer(scorer.generate(image, question, max_new_tokens), answers)],
                       1, "answering")
 

@@ -68,6 +68,7 @@ class GenerativeScorer:
         self.revision = revision
         self.device = next(model.parameters()).device
         self._asked: dict[tuple[str, tuple[str, ...]], tuple[str, list[list[int]]]] = {}
+        self._last_token: dict[str, int] = {}
 
     def identity(self) -> dict[str, Any]:
         """What makes two scorers give the same scores (the cache key's model part)."""
@@ -148,8 +149,9 @@ class GenerativeScorer:
         tokenizer = self.processor.tokenizer
         special = not (tokenizer.bos_token and text.startswith(tokenizer.bos_token))
         inputs = self.processor(images=image, text=text, return_tensors="pt", add_special_tokens=special)
-        last = tokenizer(text, add_special_tokens=False)["input_ids"][-1]
-        if int(inputs["input_ids"][0, -1]) != last:
+        if text not in self._last_token:  # every image is asked the same texts: tokenized once
+            self._last_token[text] = tokenizer(text, add_special_tokens=False)["input_ids"][-1]
+        if int(inputs["input_ids"][0, -1]) != self._last_token[text]:
             appended = tokenizer.convert_ids_to_tokens(int(inputs["input_ids"][0, -1]))
             raise GenerativeModelError(f"model {self.name!r}: its processor appends {appended!r} after the text, "
                                        "between the question's prompt and any answer")
@@ -209,7 +211,7 @@ class GenerativeScorer:
         ``max_new_tokens`` tokens, special tokens left out (the open-ended mode)."""
         import torch
 
-        inputs = self._inputs(image, self.prompt(question))
+        inputs = self._inputs(image, self.prepared(question, ())[0])  # the prompt, templated once per question
         with torch.no_grad():
             made = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
                                        pad_token_id=self.processor.tokenizer.pad_token_id)

@@ -155,7 +155,8 @@ class Context:
         self.skipped_rows = result.skipped_rows
         chosen = result.embeddings[:, 0].astype(np.int64)
         rows = result.kept_rows
-        self.unmatched[question] = (int((chosen < 0).sum()), len(chosen))
+        before = self.unmatched.get(question, (0, 0))  # one question may be asked with several answer lists
+        self.unmatched[question] = (before[0] + int((chosen < 0).sum()), before[1] + len(chosen))
         self._unmatched_ids.update(self.identity(rows[chosen < 0])["id"])
         return chosen, rows
 

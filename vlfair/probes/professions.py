@@ -137,6 +137,10 @@ class ProfessionsProbe(Probe):
             self.settings = s = s.model_copy(update={"score": "likelihood"})
             warnings.append("a generative model has no CLIPScore: measured by its probability of answering with each "
                             "image's own profession (score=likelihood)")
+        if s.score == "likelihood" and (s.generative.mode == "generate" or s.generative.normalize_length):
+            raise ProbeError("professions: setting score = 'likelihood' is the probability of the whole answer: it "
+                             "takes generative.mode = 'likelihood' and normalize_length = false (or use "
+                             "score=probability)")
         if not ctx.generative and s.score == "likelihood":
             raise ProbeError(f"professions: setting score = 'likelihood' is a generative model's probability of an "
                              f"answer; {ctx.encoder.spec!r} is a contrastive encoder: use clipscore or probability")
@@ -147,7 +151,8 @@ class ProfessionsProbe(Probe):
             text = ctx.texts([s.prompt.format(profession=p) for p in names])
             scores = clip_score(images, text[[names.index(p) for p in columns["profession"]]])
         else:  # the own profession's probability (among every profession present) or answer likelihood
-            names = self._ordered("profession", set(self._canonical("profession", ctx.dataset["profession"]).tolist()))
+            present = self._canonical("profession", ctx.column("profession", ctx.rows()))  # readable rows only
+            names = self._ordered("profession", set(present.tolist()))
             found = ctx.text_scores([s.prompt.format(profession=p) for p in names], s.generative,
                                     [s.generative.answer.format(profession=p) for p in names])
             rows = found.rows
