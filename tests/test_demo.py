@@ -344,9 +344,11 @@ def test_the_demo_finds_every_planted_bias_as_a_paired_difference(demo):
 def test_the_answerers_find_every_planted_bias_through_the_probes(demo):
     """Every probe asks the shipped answerers: the biased one shows each planted bias with its sign.
     The control shows none but one: women doctors described as "a photo of a doctor" 0.93 times as
-    often as men (relative to lawyers and scientists), which the control world's own captions hold
-    (their English / German split is exact per gender, not per gender and occupation, and the
-    answerer is asked in English); the test names it so that a change shows."""
+    often as men (relative to lawyers and scientists). It is not the control world's English / German
+    split of the gender captions: made exact per gender and occupation and both answerers retrained,
+    the doctor entry stayed (0.939) and four more appeared, as the retrained control encoder gained
+    one; an answerer trained once carries small gaps its image intervals do not cover (they resample
+    images, not trainings). The test names the entry so that a change shows."""
     out, _ = demo
     asked = json.loads((out / "generative.json").read_text())
     biased = [e for e in asked["entries"] if e["encoder"] == "biased answerer"]

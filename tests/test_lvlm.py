@@ -15,15 +15,22 @@ import pytest
 import torch
 
 from vlfair.models.lvlm import GenerativeModelError, GenerativeScorer
-from vlfair.tiny import generated_image, tiny_clip, tiny_gemma3, tiny_idefics3, tiny_llava
+from vlfair.testing import qwen2_vl_processors_without_video
+from vlfair.tiny import generated_image, tiny_clip, tiny_gemma3, tiny_idefics3, tiny_llava, tiny_qwen2_vl
 
 ANSWERS = ["smart", "dumb", "a smart person", "a dumb person", "happy", "doctor", "nurse", "a photo of a nurse",
            "lawyer", "none of these", "man", "woman"]  # twelve, of one to five tokens
 QUESTION = "is this person smart or dumb ?"
 
 
-FAMILIES = {"llava": tiny_llava, "idefics3": tiny_idefics3, "gemma3": tiny_gemma3}  # Qwen2-VL's processor
-# needs torchvision (its video part)
+# Qwen2-VL's processor is put together without its video part (torchvision): see the fixture below
+FAMILIES = {"llava": tiny_llava, "idefics3": tiny_idefics3, "gemma3": tiny_gemma3, "qwen2_vl": tiny_qwen2_vl}
+
+
+@pytest.fixture(autouse=True)
+def qwen2_vl_loads_without_torchvision():
+    with qwen2_vl_processors_without_video():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +112,42 @@ def test_a_real_model_id_resolves_to_the_tiny_checkpoint_offline(llava, tmp_path
     assert done.stdout.split()[0] == "LlavaForConditionalGeneration" and "[2 2]" in done.stdout
 
 
+def test_one_process_with_several_gpus_spreads_the_model_over_them():
+    from vlfair.models.lvlm import placement
+
+    assert placement("auto", gpus=2, processes=1) == "auto"  # Accelerate places the layers
+    assert placement("auto", gpus=2, processes=2) is None  # torchrun: a GPU per process
+    assert placement("auto", gpus=1, processes=1) is None and placement("auto", gpus=0, processes=1) is None
+    assert placement("cuda:1", gpus=4, processes=1) is None  # the user named one device
+
+
+def test_a_model_placed_by_accelerate_scores_as_on_one_device(llava, monkeypatch):
+    """Where one process sees several GPUs, load_lvlm asks transformers for device_map="auto" and the
+    scorer sends its inputs to the embeddings' device; on this CPU Accelerate places every layer on
+    it, and the scores equal an unplaced model's."""
+    from transformers import AutoModelForImageTextToText
+
+    from vlfair.models.lvlm import load_lvlm
+
+    asked = []
+    original = AutoModelForImageTextToText.from_pretrained
+
+    def recording(path, *args, **kwargs):
+        asked.append(kwargs.get("device_map"))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForImageTextToText, "from_pretrained", recording)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    placed = load_lvlm(str(llava), dtype="float32")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    whole = load_lvlm(str(llava), dtype="float32")
+    assert asked == ["auto", None]
+    image = generated_image(2)
+    np.testing.assert_allclose(placed.score(image, QUESTION, ANSWERS).log_likelihood,
+                               whole.score(image, QUESTION, ANSWERS).log_likelihood, rtol=1e-6)
+
+
 def test_what_the_scorer_cannot_use_is_refused_by_name(tmp_path, llava, scorer):
     clip = tiny_clip(tmp_path / "clip")
     with pytest.raises(GenerativeModelError, match="is a CLIP model, not a generative vision-language model"):
@@ -139,6 +182,88 @@ def test_scores_of_a_dataset_are_cached_like_embeddings(scorer, tmp_path, monkey
     assert calls == [] and np.array_equal(again.embeddings, first.embeddings)
     score_dataset(scorer, data, "who is this ?", ANSWERS[:4], cache_dir=tmp_path / "cache", progress=False)
     assert len(calls) == 4  # the four readable images, for the new question
+
+
+def _rejecting(monkeypatch, rejected: set[bytes]) -> None:
+    """The image processor refuses the images in ``rejected`` (their pixels), as a processor with limits
+    of its own would (Qwen2-VL's refuses an aspect ratio over 200, which vlfair's decoding already
+    refuses over 100): the images decode, the model's own preprocessing raises."""
+    from transformers import CLIPImageProcessorPil
+
+    original = CLIPImageProcessorPil.preprocess
+
+    def preprocess(self, images, *args, **kwargs):
+        for image in images if isinstance(images, list) else [images]:
+            if np.asarray(image).tobytes() in rejected:
+                raise ValueError("this image processor takes no such image")
+        return original(self, images, *args, **kwargs)
+
+    monkeypatch.setattr(CLIPImageProcessorPil, "preprocess", preprocess)
+
+
+def test_an_image_the_processor_rejects_stops_the_run_at_its_row_and_keeps_the_cache(scorer, tmp_path, monkeypatch):
+    from vlfair.embed import score_answers as score_dataset
+    from vlfair.imageio import RejectedImageError
+
+    images = [generated_image(i) for i in range(5)]
+    data = {"image": images}
+    with monkeypatch.context() as patched:
+        _rejecting(patched, {np.asarray(images[3]).tobytes()})
+        with pytest.raises(RejectedImageError, match=r"^row 3: model 'lvlm:.*': its processor rejects the image "
+                                                     r"\(this image processor takes no such image\)$"):
+            score_dataset(scorer, data, QUESTION, ANSWERS[:4], cache_dir=tmp_path / "cache", chunk_size=2,
+                          progress=False)
+    calls = []
+    original = scorer.score
+    monkeypatch.setattr(scorer, "score", lambda *a, **k: calls.append(1) or original(*a, **k))
+    again = score_dataset(scorer, data, QUESTION, ANSWERS[:4], cache_dir=tmp_path / "cache", chunk_size=2,
+                          progress=False)
+    assert len(calls) == 3 and again.kept_rows.tolist() == [0, 1, 2, 3, 4]  # rows 0 and 1 were kept
+
+
+def test_the_cli_names_the_row_an_image_processor_rejects(llava, tmp_path, monkeypatch, capsys):
+    """The row in the user's dataset (the probe asks about a balanced subset of it), in one line, exit 2."""
+    import pandas as pd
+
+    import vlfair
+    from vlfair.cli import main
+
+    def run(name: str) -> int:
+        return main(["run", "traits", "--model", f"lvlm:{llava}", "--dataset", "synthetic:fairface", "--per-cell", "3",
+                     "--dtype", "float32", "--out", str(tmp_path / name), "--cache-dir", str(tmp_path / f"{name}-cache"),
+                     "--set", "pairs=[[smart, dumb]]", "--set", "bootstrap=20", "--quiet"])
+
+    assert run("whole") == 0
+    row = int(pd.read_parquet(tmp_path / "whole" / "samples.parquet")["row"].iloc[5])  # a row the probe asks about
+    data = vlfair.load_dataset("synthetic:fairface", subset="adults")
+    _rejecting(monkeypatch, {np.asarray(data["image"][row].convert("RGB")).tobytes()})
+    capsys.readouterr()
+    code = run("refused")
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and len(error.splitlines()) == 1, error
+    assert error.startswith(f"vlfair run: row {row}: model 'lvlm:{llava}': its processor rejects the image"), error
+    assert not (tmp_path / "refused" / "results.json").exists()
+
+
+def test_an_unreadable_image_in_a_drawn_sample_is_named_by_its_row_in_the_data_given(tmp_path):
+    """traits draws --per-cell rows of the data: a skipped image is reported by its row in the data, as
+    samples.parquet names rows, not by its place in the sample."""
+    import datasets
+
+    import vlfair
+    from vlfair.probes import measure_probe
+
+    clip = str(tiny_clip(tmp_path / "clip"))
+    settings = {"per_cell": 2, "bootstrap": 20, "pairs": [["smart", "dumb"]]}
+    data = vlfair.load_dataset("synthetic:fairface", subset="adults").cast_column("image", datasets.Image(decode=False))
+    whole = measure_probe("traits", clip, data, settings=settings, cache_dir=tmp_path / "whole")
+    drawn = whole.output.samples.frame["row"].tolist()
+    broken = drawn[3]
+    images = list(data["image"])
+    images[broken] = {"bytes": b"not an image", "path": "broken.jpg"}
+    data = data.remove_columns("image").add_column("image", images).cast_column("image", datasets.Image(decode=False))
+    run = measure_probe("traits", clip, data, settings=settings, cache_dir=tmp_path / "broken")
+    assert run.results["skipped_rows"] == [broken] and broken not in run.output.samples.frame["row"].tolist()
 
 
 def test_traits_runs_on_a_generative_model_through_the_cli(llava, tmp_path):

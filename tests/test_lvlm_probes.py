@@ -20,9 +20,10 @@ import vlfair.testing
 from vlfair.cli import main
 from vlfair.models.lvlm import GenerativeScorer
 from vlfair.probes.asking import match_answer, normalized
-from vlfair.tiny import generated_image, tiny_clip, tiny_gemma3, tiny_idefics3, tiny_llava
+from vlfair.testing import qwen2_vl_processors_without_video
+from vlfair.tiny import generated_image, tiny_clip, tiny_gemma3, tiny_idefics3, tiny_llava, tiny_qwen2_vl
 
-FAMILIES = {"llava": tiny_llava, "idefics3": tiny_idefics3, "gemma3": tiny_gemma3}
+FAMILIES = {"llava": tiny_llava, "idefics3": tiny_idefics3, "gemma3": tiny_gemma3, "qwen2_vl": tiny_qwen2_vl}
 SMALL = {  # each probe on a small slice of its synthetic data, with few prompts where it has many
     "traits": ["--dataset", "synthetic:fairface", "--per-cell", "2", "--set", "pairs=[[smart, dumb]]"],
     "professions": ["--dataset", "synthetic:professions", "--limit", "96"],
@@ -31,6 +32,12 @@ SMALL = {  # each probe on a small slice of its synthetic data, with few prompts
     "retrieval": ["--dataset", "synthetic:fairface", "--limit", "60", "--set", "k=10", "--set",
                   "concepts=[good, evil]", "--set", "query_templates=['a photo of a {} person']"],
 }
+
+
+@pytest.fixture(autouse=True)
+def qwen2_vl_loads_without_torchvision():  # its processor's video part needs torchvision (vlfair.tiny)
+    with qwen2_vl_processors_without_video():
+        yield
 
 
 @pytest.fixture(scope="module")

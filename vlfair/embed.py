@@ -26,7 +26,7 @@ from vlfair import imageio
 from vlfair._cpu import available_cpus
 from vlfair.cache import DEFAULT, BadRow, Chunk, ChunkStore
 from vlfair.distributed import World, current_world
-from vlfair.imageio import BadImageError, load_rgb
+from vlfair.imageio import BadImageError, RejectedImageError, load_rgb
 from vlfair.logging import get_logger, progress_bars_enabled
 from vlfair.models.base import Encoder, concat_rows
 from vlfair.models.preprocessing import ImagePreprocessing
@@ -273,8 +273,11 @@ def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chu
                     except BadImageError as exc:
                         bad.append(BadRow(exc.row, exc.path, exc.reason))
                         continue
+                    try:
+                        values.append(np.asarray(compute(image), dtype=np.float32).reshape(width))
+                    except RejectedImageError as exc:  # earlier chunks stay cached
+                        raise exc.at(row, imageio.cell_path(source.cell(row))) from exc
                     rows.append(row)
-                    values.append(np.asarray(compute(image), dtype=np.float32).reshape(width))
                     bar.update(min(world.size, end - bar.n))  # every process's image of this step, about
                 mine = np.asarray(values, dtype=np.float32).reshape(-1, width)
                 chunk = _merge(world.gather([(rows, mine, bad)]), width)

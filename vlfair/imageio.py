@@ -48,6 +48,22 @@ class BadImageError(ValueError):
         super().__init__(f"{where}: cannot read image: {reason}")
 
 
+class RejectedImageError(ValueError):
+    """A decoded image that a model's own preprocessing refuses (a generative model's processor): the
+    run stops there and the message names the row; the chunks already scored stay cached.
+
+    Raised without a row by the model, and again with one by the loop over the dataset (``at``)."""
+
+    def __init__(self, reason: str, row: int | None = None, path: str | None = None):
+        self.reason, self.row, self.path = reason, row, path
+        where = "" if row is None else f"row {row}" + (f" ({path})" if path else "") + ": "
+        super().__init__(where + reason)
+
+    def at(self, row: int, path: str | None = None) -> RejectedImageError:
+        """The same refusal, of ``row`` (a subset's row renamed as the dataset's)."""
+        return RejectedImageError(self.reason, row, path or self.path)
+
+
 def cell_path(value: Any) -> str | None:
     """The file path a cell refers to, if any (for error messages and fingerprints)."""
     if isinstance(value, (str, os.PathLike)):

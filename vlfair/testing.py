@@ -5,15 +5,21 @@ imports this module (the layer contract in pyproject.toml says so).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
 from vlfair.tiny import *  # noqa: F403  (the names tests have always taken from here)
 from vlfair.tiny import __all__ as _TINY
+from vlfair.tiny import qwen2_vl_processor
 
 __all__ = [*_TINY, "NUMBERS_KEYS", "assert_metrics_close", "assert_same_numbers", "assert_statistics_are_metrics",
-           "comparable_results"]
+           "comparable_results", "qwen2_vl_processors_without_video"]
 
 
 def assert_metrics_close(actual: list[dict[str, Any]], expected: list[dict[str, Any]], rtol: float = 1e-5,
@@ -92,3 +98,22 @@ def assert_statistics_are_metrics(probe: Any, samples: Any, metrics: list[dict[s
     assert not missing, sorted(missing)[:5]
     return seen
 
+
+@contextmanager
+def qwen2_vl_processors_without_video() -> Iterator[None]:
+    """Within it, ``AutoProcessor.from_pretrained`` of a :func:`tiny_qwen2_vl` directory returns
+    :func:`qwen2_vl_processor` (Qwen2-VL's processor class without its video part, which needs
+    torchvision); every other checkpoint loads as before. Only the processor's loading is replaced:
+    the model, the chat template and vlfair's code run as for any checkpoint."""
+    from transformers import AutoProcessor
+
+    original = AutoProcessor.from_pretrained
+
+    def from_pretrained(path: Any, *args: Any, **kwargs: Any) -> Any:
+        config = Path(path) / "config.json"
+        if config.is_file() and json.loads(config.read_text()).get("model_type") == "qwen2_vl":
+            return qwen2_vl_processor(path)
+        return original(path, *args, **kwargs)
+
+    with mock.patch.object(AutoProcessor, "from_pretrained", from_pretrained):
+        yield

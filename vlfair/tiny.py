@@ -15,9 +15,10 @@ from typing import Any, TypedDict
 import numpy as np
 from PIL import Image, ImageDraw
 
-__all__ = ["DUAL_ENCODER_BUILDERS", "SPECIAL", "WORDS", "generated_image", "llava_parts", "tiny_align", "tiny_altclip",
-           "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_gemma3", "tiny_idefics3", "tiny_llava",
-           "tiny_mclip", "tiny_siglip", "tiny_stable_diffusion", "word_tokenizer", "write_jpegs"]
+__all__ = ["DUAL_ENCODER_BUILDERS", "SPECIAL", "WORDS", "generated_image", "llava_parts", "qwen2_vl_processor",
+           "tiny_align", "tiny_altclip", "tiny_chinese_clip", "tiny_clip", "tiny_fill_mask", "tiny_gemma3",
+           "tiny_idefics3", "tiny_llava", "tiny_mclip", "tiny_qwen2_vl", "tiny_siglip", "tiny_stable_diffusion",
+           "word_tokenizer", "write_jpegs"]
 
 WORDS = tuple(dict.fromkeys((  # unique and ordered: token ids must be dense
     "a photo of the an person man woman doctor nurse lawyer scientist smart dumb happy sad "
@@ -408,6 +409,66 @@ def tiny_gemma3(path: str | Path, *, image_size: int = 32, patch_size: int = 8, 
     Gemma3Processor(image_processor=image_processor, tokenizer=tokenizer, chat_template=GEMMA3_CHAT_TEMPLATE,
                     image_seq_length=tokens_per_image).save_pretrained(path)
     return Path(path)
+
+
+# Qwen2-VL's form: "<|im_start|> user <|vision_start|> <|image_pad|> <|vision_end|> question <|im_end|> ..."
+QWEN2_VL_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|> {{ message['role'] }} {% for c in message['content'] %}"
+    "{% if c['type'] == 'image' %}<|vision_start|> <|image_pad|> <|vision_end|> {% else %}{{ c['text'] }} {% endif %}"
+    "{% endfor %}<|im_end|> {% endfor %}{% if add_generation_prompt %}<|im_start|> assistant{% endif %}")
+
+
+def tiny_qwen2_vl(path: str | Path, *, image_size: int = 32, patch_size: int = 8, hidden: int = 32, layers: int = 2,
+                  seed: int = 0) -> Path:
+    """A Qwen2VLForConditionalGeneration (a vision transformer over 2 x 2-merged patches, a Qwen2
+    decoder with multimodal rotary positions, M-RoPE), with its tokenizer, image processor and chat
+    template saved beside it; :func:`qwen2_vl_processor` loads the processor.
+
+    Qwen2-VL's processor holds a video processor too, and transformers builds that one on
+    torchvision, which this CPU build of torch cannot import: ``AutoProcessor`` therefore cannot load
+    the processor here, and the parts for images are saved and put together by hand.
+    """
+    import torch
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil
+
+    specials = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"}
+    tokenizer = _word_level(["<|im_start|>", "<|im_end|>", "user", "assistant", *CHAT_WORDS[3:]], "<|im_end|>",
+                            specials)
+    heads = 2
+    # M-RoPE splits each head's rotary frequencies over time, height and width (half the head's size)
+    rope = {"rope_type": "default", "mrope_section": [2, 2, hidden // heads // 2 - 4]}
+    text = {"vocab_size": len(tokenizer), "max_position_embeddings": 256, "num_key_value_heads": heads,
+            "rope_scaling": rope, **_tower(hidden, layers), **_ids(tokenizer)}
+    vision = {"depth": layers, "embed_dim": hidden, "hidden_size": hidden, "num_heads": heads,
+              "patch_size": patch_size, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    ids = {name.replace("_token", "_token_id"): tokenizer.convert_tokens_to_ids(token)
+           for name, token in specials.items()}
+    config = Qwen2VLConfig(text_config=text, vision_config=vision, **ids)
+    torch.manual_seed(seed)
+    Qwen2VLForConditionalGeneration(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    pixels = image_size * image_size  # one image becomes (image_size / patch_size / 2) ** 2 tokens
+    Qwen2VLImageProcessorPil(min_pixels=pixels, max_pixels=pixels, patch_size=patch_size, merge_size=2,
+                             temporal_patch_size=2).save_pretrained(path)
+    (Path(path) / "chat_template.jinja").write_text(QWEN2_VL_CHAT_TEMPLATE)
+    return Path(path)
+
+
+def qwen2_vl_processor(path: str | Path) -> Any:
+    """The processor of a :func:`tiny_qwen2_vl` checkpoint: Qwen2-VL's own processor class, built from the
+    saved tokenizer, image processor and chat template, without the video processor (torchvision)."""
+    from transformers import AutoTokenizer, Qwen2VLImageProcessorPil, Qwen2VLProcessor
+
+    class ImagesOnlyQwen2VLProcessor(Qwen2VLProcessor):
+        def check_argument_for_proper_class(self, argument_name: str, argument: Any) -> Any:
+            if argument_name == "video_processor" and argument is None:  # no video: nothing to check
+                return None
+            return super().check_argument_for_proper_class(argument_name, argument)
+
+    return ImagesOnlyQwen2VLProcessor(image_processor=Qwen2VLImageProcessorPil.from_pretrained(path),
+                                      tokenizer=AutoTokenizer.from_pretrained(path), video_processor=None,
+                                      chat_template=(Path(path) / "chat_template.jinja").read_text())
 
 
 def generated_image(index: int, size: tuple[int, int] = (96, 80), seed: int = 0) -> Image.Image:

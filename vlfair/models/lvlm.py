@@ -17,6 +17,7 @@ cache would score other tokens than a full forward does).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import unicodedata
 import warnings
@@ -66,7 +67,8 @@ class GenerativeScorer:
                                        "put to it as the model was trained to read one")
         self.model, self.processor, self.name, self.separator = model, processor, name, separator
         self.revision = revision
-        self.device = next(model.parameters()).device
+        # where the inputs go: the token embeddings' device (the first of several under device_map="auto")
+        self.device = model.get_input_embeddings().weight.device
         self._asked: dict[tuple[str, tuple[str, ...]], tuple[str, list[list[int]]]] = {}
         self._last_token: dict[str, int] = {}
 
@@ -84,8 +86,9 @@ class GenerativeScorer:
 
     @classmethod
     def load(cls, spec: str, dtype: Any = None, device: Any = None, revision: str | None = None,
-             use_safetensors: bool = True) -> GenerativeScorer:
-        """``lvlm:ORG/NAME[@REV]`` (or a local directory) through transformers' auto classes."""
+             use_safetensors: bool = True, device_map: str | None = None) -> GenerativeScorer:
+        """``lvlm:ORG/NAME[@REV]`` (or a local directory) through transformers' auto classes; with
+        ``device_map`` (``"auto"``), Accelerate places the layers over the devices instead of ``device``."""
         import torch
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
@@ -104,9 +107,10 @@ class GenerativeScorer:
         # pickled weights only on request, as for encoders (transformers refuses them with this flag)
         with library_progress_bars("transformers.utils.logging"):  # its "Loading weights" bar: --verbose only
             model = AutoModelForImageTextToText.from_pretrained(resolved.path, dtype=dtype or torch.float32,
-                                                                use_safetensors=use_safetensors or None)
+                                                                use_safetensors=use_safetensors or None,
+                                                                device_map=device_map)
         model.eval()
-        if device is not None:
+        if device is not None and device_map is None:
             model.to(device)
         return cls(model, AutoProcessor.from_pretrained(resolved.path), spec, revision=resolved.revision)
 
@@ -148,7 +152,12 @@ class GenerativeScorer:
         sit between the prompt and every answer."""
         tokenizer = self.processor.tokenizer
         special = not (tokenizer.bos_token and text.startswith(tokenizer.bos_token))
-        inputs = self.processor(images=image, text=text, return_tensors="pt", add_special_tokens=special)
+        try:
+            inputs = self.processor(images=image, text=text, return_tensors="pt", add_special_tokens=special)
+        except (ValueError, TypeError) as exc:  # the image's size or shape (the text is every image's)
+            from vlfair.imageio import RejectedImageError
+
+            raise RejectedImageError(f"model {self.name!r}: its processor rejects the image ({exc})") from exc
         if text not in self._last_token:  # every image is asked the same texts: tokenized once
             self._last_token[text] = tokenizer(text, add_special_tokens=False)["input_ids"][-1]
         if int(inputs["input_ids"][0, -1]) != self._last_token[text]:
@@ -278,9 +287,20 @@ def load_lvlm(ref: str, *, device: Any = "auto", dtype: Any = "auto", revision: 
 
     if trust_remote_code:
         raise GenerativeModelError(f"model {ref!r}: lvlm: loads transformers' own classes only (no remote code)")
+    import torch
+
+    device_map = placement(device, torch.cuda.device_count(), int(os.environ.get("WORLD_SIZE", "1")))
     device = pick_device(device)
     return GenerativeScorer.load(spec or f"lvlm:{ref}", dtype=pick_dtype(dtype, device), device=device,
-                                 revision=revision, use_safetensors=use_safetensors)
+                                 revision=revision, use_safetensors=use_safetensors, device_map=device_map)
 
 
-__all__ = ["AnswerScores", "GenerativeModelError", "GenerativeScorer", "load_lvlm", "match_answer", "normalized"]
+def placement(device: Any, gpus: int, processes: int) -> str | None:
+    """``"auto"`` (Accelerate spreads the model's layers over every GPU, so a model larger than one GPU
+    loads) where one process sees several GPUs and the device was left to vlfair; None (the whole model
+    on one device) under torchrun, which gives each process a GPU of its own, or on one GPU."""
+    return "auto" if str(device) == "auto" and gpus > 1 and processes == 1 else None
+
+
+__all__ = ["AnswerScores", "GenerativeModelError", "GenerativeScorer", "load_lvlm", "match_answer", "normalized",
+           "placement"]

@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from vlfair.imageio import RejectedImageError
 from vlfair.logging import get_logger, library_progress_bars
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec
 
@@ -202,7 +203,12 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
     else:
         data = None
     ctx = Context(encoder, data, batch_size=batch_size, cache_dir=cache_dir)
-    output = probe.run(ctx, schema)
+    try:
+        output = probe.run(ctx, schema)
+    except RejectedImageError as exc:  # named by its row in the probe's sample: name the data's
+        if exc.row is None:
+            raise
+        raise exc.at(ctx.given_rows([exc.row])[0]) from exc
     if output.dataset is not None:  # a probe that makes its own data says what it made
         described = output.dataset
     elif data is None:  # what it made follows from its settings
@@ -214,7 +220,7 @@ def measure_probe(name: str, encoder: Any, dataset: Any = None, *, split: str | 
                      "fingerprint": ctx.dataset._fingerprint, "num_rows": ctx.dataset.num_rows}
     from vlfair.report.results import model_record
 
-    return finish_run(probe, output, model_record(encoder), described, ctx.skipped_rows,
+    return finish_run(probe, output, model_record(encoder), described, ctx.given_rows(ctx.skipped_rows),
                       {"schema": schema, "limit": limit})
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
+from vlfair.imageio import RejectedImageError
 from vlfair.models.lvlm import match_answer, normalized
 from vlfair.probes.settings import Count, Flag, Settings, Text
 
@@ -78,8 +79,13 @@ def text_scores(ctx: Context, texts: list[str], asked: Answering | None = None, 
     """
     if within is not None and ctx.generative:  # ask only these images (a model's forward per image is dear)
         part = dataclasses.replace(ctx, dataset=ctx.dataset.select(np.asarray(within).tolist()), unmatched={},
-                                   _unmatched_ids=set())
-        found = text_scores(part, texts, asked, answers, question)
+                                   _unmatched_ids=set(), source_rows=None)  # its rows map through ``within``
+        try:
+            found = text_scores(part, texts, asked, answers, question)
+        except RejectedImageError as exc:  # named by its row in the subset: name the dataset's
+            if exc.row is None:
+                raise
+            raise exc.at(int(np.asarray(within)[exc.row])) from exc
         for asked_question, (none, total) in part.unmatched.items():
             before = ctx.unmatched.get(asked_question, (0, 0))
             ctx.unmatched[asked_question] = (before[0] + none, before[1] + total)

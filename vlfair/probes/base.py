@@ -90,6 +90,12 @@ class Context:
     unmatched: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # question -> (none named, asked)
     _unmatched_ids: set[str] = dataclasses.field(default_factory=set)
     _readable: np.ndarray | None = None
+    # each row of ``dataset`` as a row of the data the run was given, where a probe drew a sample of it
+    source_rows: list[int] | None = None
+
+    def given_rows(self, rows: Any) -> list[int]:
+        """Rows of ``dataset`` as rows of the data given (what samples, skipped rows and errors name)."""
+        return [int(self.source_rows[int(r)]) if self.source_rows is not None else int(r) for r in rows]
 
     def _contrastive(self) -> None:
         """Embeddings come from a dual encoder: a generative model (lvlm:) answers questions instead."""
@@ -218,7 +224,7 @@ class Context:
         the image's content, so another run's rows can be matched)."""
         from vlfair.sources import row_digests
 
-        given = [int(source_rows[int(r)]) if source_rows is not None else int(r) for r in rows]
+        given = ([int(source_rows[int(r)]) for r in rows] if source_rows is not None else self.given_rows(rows))
         return {"row": np.asarray(given, dtype=np.int64), "id": row_digests(self.dataset, rows)}
 
 

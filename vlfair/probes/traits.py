@@ -312,6 +312,7 @@ class TraitsProbe(Probe):
         for (race, gender), count in Counter(zip(sample["race"], sample["gender"])).items():
             counts.setdefault(str(gender), {})[str(race)] = count
         ctx.dataset = sample.remove_columns("_vlfair_row")
+        ctx.source_rows = list(sample["_vlfair_row"])  # what skipped rows and refusals name
         return ({"per_cell": n, "seed": seed, "rows": sample.num_rows, "of_rows": indexed.num_rows,
                  "cell_counts": counts, "short_cells": record["short_cells"]}, list(sample["_vlfair_row"]))
 
