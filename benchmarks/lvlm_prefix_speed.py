@@ -1,8 +1,9 @@
 """Scoring candidate answers with a generative vision-language model: through the prompt's cache
 against one full forward per (image, answer).
 
-A tiny LLaVA (vlfair.tiny.tiny_llava: a CLIP vision tower, a Llama decoder; random weights) scores
-12 candidate answers of one to five tokens for each of --images generated images, in one run:
+A tiny LLaVA (vlfair.tiny.tiny_llava: a CLIP vision tower, a Llama decoder; random weights), or another
+family's tiny model (--family), scores 12 candidate answers of one to five tokens for each of --images
+generated images, in one run:
 
   shared     GenerativeScorer.score: the image and question encoded once per image, the answers read
              on from its key-value cache, repeated over the batch of answers
@@ -13,7 +14,8 @@ and checks that both give the same log-likelihoods. The last line:
 
   speedup_vs_full_forward=A shared_images_per_second=B max_abs_difference=C
 
-Usage: python benchmarks/lvlm_prefix_speed.py [--images 20] [--hidden 64] [--layers 4] [--image-size 64] [--quick]
+Usage: python benchmarks/lvlm_prefix_speed.py [--family llava|idefics3|gemma3|qwen2_vl] [--images 20] [--hidden 64]
+       [--layers 4] [--image-size 64] [--quick]
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ import numpy as np
 ANSWERS = ["smart", "dumb", "a smart person", "a dumb person", "happy", "sad", "doctor", "nurse",
            "a photo of a nurse", "lawyer", "none of these", "scientist"]
 QUESTION = "is this person smart or dumb ?"
+FAMILIES = {"llava": "LLaVA", "idefics3": "Idefics3", "gemma3": "Gemma 3", "qwen2_vl": "Qwen2-VL"}  # vlfair.tiny
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--family", choices=sorted(FAMILIES), default="llava")
     parser.add_argument("--images", type=int, default=20)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=4)
@@ -44,14 +48,16 @@ def main(argv: list[str] | None = None) -> None:
         args.images, args.hidden, args.layers, args.image_size = 4, 32, 2, 32
     import torch
 
+    from vlfair import tiny
     from vlfair.models.lvlm import GenerativeScorer
-    from vlfair.tiny import generated_image, tiny_llava
+    from vlfair.testing import qwen2_vl_processors_without_video
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = tiny_llava(Path(tmp) / "llava", image_size=args.image_size, hidden=args.hidden, layers=args.layers)
+    with tempfile.TemporaryDirectory() as tmp, qwen2_vl_processors_without_video():  # Qwen2-VL: no torchvision
+        build = getattr(tiny, f"tiny_{args.family}")
+        path = build(Path(tmp) / args.family, image_size=args.image_size, hidden=args.hidden, layers=args.layers)
         scorer = GenerativeScorer.load(f"lvlm:{path}")
-        images = [generated_image(i) for i in range(args.images)]
-        print(f"tiny LLaVA (hidden {args.hidden}, {args.layers} layers, {args.image_size} px), {args.images} images x "
+        images = [tiny.generated_image(i) for i in range(args.images)]
+        print(f"tiny {FAMILIES[args.family]} (hidden {args.hidden}, {args.layers} layers, {args.image_size} px), {args.images} images x "
               f"{len(ANSWERS)} answers; {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
               f"torch threads {torch.get_num_threads()}")
         scorer.score(images[0], QUESTION, ANSWERS)  # warm-up: first calls allocate

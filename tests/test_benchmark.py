@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "embed_throughput.py"
 
 
@@ -20,10 +22,10 @@ def test_benchmark_prints_its_ratios():
         assert label in result.stdout
 
 
-def _quick(name: str) -> subprocess.CompletedProcess:
+def _quick(name: str, *extra: str) -> subprocess.CompletedProcess:
     """benchmarks/NAME --quick, run as a user runs it; it must succeed."""
-    result = subprocess.run([sys.executable, str(SCRIPT.parent / name), "--quick"], capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run([sys.executable, str(SCRIPT.parent / name), "--quick", *extra], capture_output=True,
+                            text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -61,10 +63,12 @@ def test_ranking_skew_benchmark_prints_its_ratios():
     assert [line.split()[0] for line in lines[1:4]] == ["gender", "race", "age"]
 
 
-def test_lvlm_prefix_benchmark_prints_its_ratio():
+@pytest.mark.parametrize("family", ["llava", "qwen2_vl"])
+def test_lvlm_prefix_benchmark_prints_its_ratio(family):
     """benchmarks/lvlm_prefix_speed.py --quick: answers scored through the prompt's cache against one
     full forward per answer, and its contract line (the speedup itself is measured, never asserted)."""
-    result = _quick("lvlm_prefix_speed.py")
+    result = _quick("lvlm_prefix_speed.py", "--family", family)
+    assert result.stdout.startswith({"llava": "tiny LLaVA", "qwen2_vl": "tiny Qwen2-VL"}[family]), result.stdout
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"speedup_vs_full_forward=[\d.]+ shared_images_per_second=[\d.]+ "
                         r"max_abs_difference=[\d.e+-]+", last), last

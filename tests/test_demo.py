@@ -344,11 +344,13 @@ def test_the_demo_finds_every_planted_bias_as_a_paired_difference(demo):
 def test_the_answerers_find_every_planted_bias_through_the_probes(demo):
     """Every probe asks the shipped answerers: the biased one shows each planted bias with its sign.
     The control shows none but one: women doctors described as "a photo of a doctor" 0.93 times as
-    often as men (relative to lawyers and scientists). It is not the control world's English / German
-    split of the gender captions: made exact per gender and occupation and both answerers retrained,
-    the doctor entry stayed (0.939) and four more appeared, as the retrained control encoder gained
-    one; an answerer trained once carries small gaps its image intervals do not cover (they resample
-    images, not trainings). The test names the entry so that a change shows."""
+    often as men (relative to lawyers and scientists). It is not the control world's captions: with
+    their language, race and trait captions made exact within every gender x occupation (x race) cell
+    and both answerers retrained, the doctor entry stayed (0.94-0.96) and four more appeared (nurse,
+    both traits F-tests, P(politician)), and the retrained control encoder read "a smart person" and
+    "a dumb person" as one text (cosine 0.99992, refused by traits). An answerer trained once carries
+    small gaps of its own that intervals over images do not cover (they resample images, not
+    trainings). The test names the entry so that a change shows."""
     out, _ = demo
     asked = json.loads((out / "generative.json").read_text())
     biased = [e for e in asked["entries"] if e["encoder"] == "biased answerer"]

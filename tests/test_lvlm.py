@@ -112,6 +112,28 @@ def test_a_real_model_id_resolves_to_the_tiny_checkpoint_offline(llava, tmp_path
     assert done.stdout.split()[0] == "LlavaForConditionalGeneration" and "[2 2]" in done.stdout
 
 
+TEXT_ONLY_TEMPLATE = ("{% for message in messages %}USER: {% for c in message['content'] %}{% if c['type'] == 'text' %}"
+                      "{{ c['text'] }} {% endif %}{% endfor %}{% endfor %}ASSISTANT:")
+
+
+def test_a_chat_template_that_leaves_the_image_out_is_refused_by_name(llava, tmp_path, capsys):
+    """A text-only template would put the question without the image: every image would score the
+    same. The scorer refuses it, and the CLI says so in one line, exit 2."""
+    from vlfair.cli import main
+
+    blind = tmp_path / "blind-llava"
+    shutil.copytree(llava, blind)
+    (blind / "chat_template.jinja").write_text(TEXT_ONLY_TEMPLATE)
+    scorer = GenerativeScorer.load(f"lvlm:{blind}")
+    with pytest.raises(GenerativeModelError, match=r"its chat template leaves the image out of the question "
+                                                   r"\(no <image> in 'USER: who is this \? ASSISTANT:'\)"):
+        scorer.score(generated_image(0), "who is this ?", ["a man"])
+    code = main(["run", "traits", "--model", f"lvlm:{blind}", "--dataset", "synthetic:fairface", "--per-cell", "2",
+                 "--out", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "cache"), "--quiet"])
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and len(error.splitlines()) == 1 and "leaves the image out of the question" in error, error
+
+
 def test_one_process_with_several_gpus_spreads_the_model_over_them():
     from vlfair.models.lvlm import placement
 

@@ -116,9 +116,17 @@ class GenerativeScorer:
 
     # ---- text --------------------------------------------------------------------------------
     def prompt(self, question: str) -> str:
-        """The question about one image in the model's chat template, ending with its generation prompt."""
+        """The question about one image in the model's chat template, ending with its generation prompt;
+        refused where the template leaves the image out (a text-only template would ask the question
+        without it, and every image would score the same)."""
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
-        return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        prompt = str(self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+        # the token the template writes for an image (Gemma 3's processor expands its begin-of-image token)
+        marks = [m for m in (getattr(self.processor, n, None) for n in ("image_token", "boi_token")) if m]
+        if marks and not any(mark in prompt for mark in marks):
+            raise GenerativeModelError(f"model {self.name!r}: its chat template leaves the image out of the question "
+                                       f"(no {marks[0]} in {prompt!r}), so the model would answer without seeing it")
+        return prompt
 
     def prepared(self, question: str, answers: Sequence[str]) -> tuple[str, list[list[int]]]:
         """The question's prompt and each answer's tokens, templated and tokenized once per question
