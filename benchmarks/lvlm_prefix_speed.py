@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> None:
         path = build(Path(tmp) / args.family, image_size=args.image_size, hidden=args.hidden, layers=args.layers)
         scorer = GenerativeScorer.load(f"lvlm:{path}")
         images = [tiny.generated_image(i) for i in range(args.images)]
-        print(f"tiny {FAMILIES[args.family]} (hidden {args.hidden}, {args.layers} layers, {args.image_size} px), {args.images} images x "
-              f"{len(ANSWERS)} answers; {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        print(f"tiny {FAMILIES[args.family]} (hidden {args.hidden}, {args.layers} layers, {args.image_size} px), "
+              f"{args.images} images x {len(ANSWERS)} answers; {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
               f"torch threads {torch.get_num_threads()}")
         scorer.score(images[0], QUESTION, ANSWERS)  # warm-up: first calls allocate
         start = time.perf_counter()
