@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> None:
         scorer = GenerativeScorer.load(f"lvlm:{path}")
         images = [tiny.generated_image(i) for i in range(args.images)]
         print(f"tiny {FAMILIES[args.family]} (hidden {args.hidden}, {args.layers} layers, {args.image_size} px), "
-              f"{args.images} images x {len(ANSWERS)} answers; {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-              f"torch threads {torch.get_num_threads()}")
+              f"{args.images} images x {len(ANSWERS)} answers; {platform.processor() or platform.machine()}, "
+              f"{os.cpu_count()} cores, torch threads {torch.get_num_threads()}")
         scorer.score(images[0], QUESTION, ANSWERS)  # warm-up: first calls allocate
         start = time.perf_counter()
         shared = [scorer.score(image, QUESTION, ANSWERS).log_likelihood for image in images]
