@@ -348,9 +348,11 @@ def test_the_answerers_find_every_planted_bias_through_the_probes(demo):
     their language, race and trait captions made exact within every gender x occupation (x race) cell
     and both answerers retrained, the doctor entry stayed (0.94-0.96) and four more appeared (nurse,
     both traits F-tests, P(politician)), and the retrained control encoder read "a smart person" and
-    "a dumb person" as one text (cosine 0.99992, refused by traits). An answerer trained once carries
-    small gaps of its own that intervals over images do not cover (they resample images, not
-    trainings). The test names the entry so that a change shows."""
+    "a dumb person" as one text (cosine 0.99992, refused by traits). On the shipped world, control
+    answerers trained with seeds 1 and 2 gave 5/12 and 2/12 false alarms (doctor 0.954 and 0.973, the
+    one gap of the same sign in all three): an answerer trained once carries small gaps of its own
+    that intervals over images do not cover (they resample images, not trainings). The test names
+    the entry so that a change shows."""
     out, _ = demo
     asked = json.loads((out / "generative.json").read_text())
     biased = [e for e in asked["entries"] if e["encoder"] == "biased answerer"]
