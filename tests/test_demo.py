@@ -188,18 +188,18 @@ def test_demo_retrain_flag_trains_instead_of_loading(tmp_path, monkeypatch):
     answerers_asked = []
     answerer_path = generative.answerer_path
 
-    def small_answerer(planting, cache_dir, *, retrain=False, name=None, log=print, config=None):
+    def small_answerer(planting, cache_dir, *, retrain=False, name=None, log=print, config=AnswererConfig()):
         answerers_asked.append(retrain)
-        answerer_path(planting, cache_dir, retrain=retrain, config=AnswererConfig(steps=5, pairs=256), name=name,
-                      log=log)
-        return answerer_path(planting, cache_dir, log=pytest.fail)
+        answerer_path(planting, cache_dir, retrain=retrain, config=AnswererConfig(steps=5, pairs=256, seed=config.seed),
+                      name=name, log=log)
+        return answerer_path(planting, cache_dir, config=config, log=pytest.fail)
 
     monkeypatch.setattr(run, "encoder_path", small)
     monkeypatch.setattr(generative, "answerer_path", small_answerer)
     assert main(["demo", "--retrain", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]) == 0
-    assert asked == [True, True] and answerers_asked == [True, True]
+    assert asked == [True, True] and answerers_asked == [True] * 6  # both worlds' answerers, every seed's
     assert len(list((tmp_path / "cache" / "demo").glob("encoder-*/model.safetensors"))) == 2
-    assert len(list((tmp_path / "cache" / "demo").glob("answerer-*/model.safetensors"))) == 2
+    assert len(list((tmp_path / "cache" / "demo").glob("answerer-*/model.safetensors"))) == 6
     assert (tmp_path / "out" / "summary.json").exists()
 
 
@@ -342,17 +342,21 @@ def test_the_demo_finds_every_planted_bias_as_a_paired_difference(demo):
 
 # ---- the generative path: the world's answerers -------------------------------------------------
 def test_the_answerers_find_every_planted_bias_through_the_probes(demo):
-    """Every probe asks the shipped answerers: the biased one shows each planted bias with its sign.
-    The control shows none but one: women doctors described as "a photo of a doctor" 0.93 times as
-    often as men (relative to lawyers and scientists). It is not the control world's captions: with
-    their language, race and trait captions made exact within every gender x occupation (x race) cell
-    and both answerers retrained, the doctor entry stayed (0.94-0.96) and four more appeared (nurse,
-    both traits F-tests, P(politician)), and the retrained control encoder read "a smart person" and
-    "a dumb person" as one text (cosine 0.99992, refused by traits). On the shipped world, control
-    answerers trained with seeds 1 and 2 gave 5/12 and 2/12 false alarms (doctor 0.954 and 0.973, the
-    one gap of the same sign in all three): an answerer trained once carries small gaps of its own
-    that intervals over images do not cover (they resample images, not trainings). The test names
-    the entry so that a change shows."""
+    """Every probe asks the shipped answerers, three trainings per world: the biased ones show each
+    planted bias with its sign (all but one in every training: seed 1's Skew@40 of White for "smart",
+    0.22 [-0.43, 0.70]), and no gap shows in every control one.
+
+    Seed 0's control answerer alone shows one: women doctors described as "a photo of a doctor" 0.93
+    times as often as men (relative to lawyers and scientists). It is not the control world's
+    captions: with their language, race and trait captions made exact within every gender x
+    occupation (x race) cell and both answerers retrained, the doctor entry stayed (0.94-0.96) and
+    four more appeared, and the retrained control encoder read "a smart person" and "a dumb person" as
+    one text (cosine 0.99992, refused by traits). The control answerers of seeds 1 and 2 show other
+    gaps (5/12 and 2/12) and doctor at 0.954 (detected) and 0.973 (not): a model trained once carries
+    small gaps of its own, which intervals over images do not cover (they resample images, not
+    trainings). The test names seed 0's entry so that a change shows."""
+    from vlfair.demo.generative import SEEDS, answerer_label, tally
+
     out, _ = demo
     asked = json.loads((out / "generative.json").read_text())
     biased = [e for e in asked["entries"] if e["encoder"] == "biased answerer"]
@@ -360,9 +364,39 @@ def test_the_answerers_find_every_planted_bias_through_the_probes(demo):
     control = [e for e in asked["entries"] if e["encoder"] == "control answerer"]
     wrong = [(e["probe"], e["subset"]) for e in control if not valid(e)]
     assert len(control) == 12 and wrong == [("professions", {"profession": "doctor"})]
+    assert {e["encoder"] for e in asked["entries"]} == {answerer_label(world, seed) for world in ("biased", "control")
+                                                        for seed in SEEDS}
+    counts = tally(asked["entries"])
+    assert (counts["found"], counts["planted"], counts["false_alarms"], counts["controls"]) == (10, 11, 0, 12)
+    missed = [(e["probe"], e["subset"]) for e in asked["entries"] if e["planted_sign"] and not valid(e)]
+    assert missed == [("retrieval", {"concept": "smart"})]
+    assert [s["seed"] for s in counts["seeds"]] == [0, 1, 2] and counts["seeds"][0]["false_alarms"] == 1
+    assert all(s["false_alarms"] >= 1 for s in counts["seeds"])  # each training alone has a gap of its own
     assert {e["probe"] for e in asked["entries"]} == {"professions", "traits", "word-influence", "multilingual",
                                                       "public-figures", "retrieval"}
     assert (out / "answerer-biased" / "traits" / "samples.parquet").exists()
+    assert (out / "answerer-control-seed2" / "traits" / "samples.parquet").exists()
+
+
+def test_a_false_alarm_or_a_found_bias_must_hold_in_every_training():
+    """tally() written out on made-up entries: a planted bias missed by one training is not found; a
+    control gap counts only where every training shows it on one side of neutral."""
+    from vlfair.demo.generative import answerer_label, tally
+
+    def entry(world, seed, subset, measured, ci, sign=0):
+        return {"probe": "professions", "measure": "ratio", "subset": {"profession": subset},
+                "encoder": answerer_label(world, seed), "planted": "<1" if sign else "1", "planted_sign": sign,
+                "measured": measured, "ci": ci, "detected": not ci[0] <= 1 <= ci[1], "neutral": 1.0}
+
+    entries = [entry("biased", seed, "doctor", 0.3, [0.2, 0.4], -1) for seed in (0, 1, 2)]
+    entries += [entry("biased", seed, "nurse", 3, [2, 4] if seed else [0.9, 5], 1) for seed in (0, 1, 2)]
+    entries += [entry("control", seed, "doctor", 0.9, [0.85, 0.95]) for seed in (0, 1, 2)]  # every training
+    entries += [entry("control", seed, "nurse", value, ci) for seed, value, ci in  # opposite sides: not the world's
+                [(0, 0.9, [0.85, 0.95]), (1, 1.1, [1.05, 1.15]), (2, 0.9, [0.85, 0.95])]]
+    entries += [entry("control", seed, "lawyer", 0.9, [0.85, 0.95] if seed else [0.8, 1.01]) for seed in (0, 1, 2)]
+    counts = tally(entries)
+    assert (counts["found"], counts["planted"], counts["false_alarms"], counts["controls"]) == (1, 2, 1, 3)
+    assert [(s["found"], s["false_alarms"]) for s in counts["seeds"]] == [(1, 2), (2, 3), (2, 3)]
 
 
 def test_the_biased_answerer_is_compared_with_the_biased_encoder_on_the_same_rows(demo):
@@ -372,18 +406,23 @@ def test_the_biased_answerer_is_compared_with_the_biased_encoder_on_the_same_row
     assert probes == {"traits", "public-figures", "retrieval"}
     assert (out / "compare-kinds" / "traits" / "comparison.html").exists()
     report = (out / "report.html").read_text()
-    assert "biased answerer: 11/11 planted biases found" in report and "The biased encoder beside" in report
+    assert "Biased answerers: 10/11 planted biases found by every training" in report
+    assert "0/12 false alarms in every training" in report and "The biased encoder beside" in report
+    assert "seed 0: 11/11 found,\n1/12 false alarms" in report  # each training's own count beside
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("world", ["biased", "control"])
-def test_shipped_answerer_matches_todays_world(world):
+def test_shipped_answerer_matches_todays_world(world, seed):
     """Fails when the world, the questions or the answerer's training changed since it was shipped:
-    re-ship with ``python -m vlfair.demo.generative`` (about 3 minutes on 2 cores)."""
+    re-ship with ``python -m vlfair.demo.generative`` (about 10 minutes on 2 cores)."""
     from vlfair.demo import generative
     from vlfair.demo.answerer import answerer_hash
 
-    record = read_record(generative.SHIPPED_ANSWERERS / world)
-    assert record is not None and record["name"] == generative.answerer_name(world)
-    assert record["config_hash"] == answerer_hash(shipped.WORLDS[world]), (
+    folder = generative.SHIPPED_ANSWERERS / generative.shipped_name(world, seed)
+    record = read_record(folder)
+    assert record is not None and record["name"] == generative.answerer_name(world, seed)
+    assert record["config_hash"] == answerer_hash(shipped.WORLDS[world], generative.answerer_config(seed)), (
         f"the {world} answerer's configuration changed since it was shipped; run python -m vlfair.demo.generative")
-    assert generative.answerer_path(shipped.WORLDS[world], log=pytest.fail) == generative.SHIPPED_ANSWERERS / world
+    found = generative.answerer_path(shipped.WORLDS[world], config=generative.answerer_config(seed), log=pytest.fail)
+    assert found == folder

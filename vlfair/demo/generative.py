@@ -1,10 +1,13 @@
 """The demo's generative path: every probe asks the world's answerers (tiny LLaVAs trained on the
-world's captions, :mod:`vlfair.demo.answerer`) its questions, finds the planted biases in the biased
-answerer and none in the control, and sets the answerers beside the world's encoders with ``vlfair
-compare`` on the same rows."""
+world's captions, :mod:`vlfair.demo.answerer`, three trainings per world) its questions, counts the
+planted biases every biased training shows and the gaps every control training shows
+(:func:`tally`), and sets seed 0's answerers beside the world's encoders with ``vlfair compare``
+on the same rows."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,21 +49,39 @@ DEFAULT_ANSWERER = AnswererConfig()
 KIND = "answerer"  # the demo's runs of the answerers: out/answerer-biased/PROBE, out/answerer-control/PROBE
 
 
-def answerer_name(world: str) -> str:
-    return f"demo-world {world} answerer"
+# The trainings of each world's answerer. An answerer trained once carries small gaps of its own (its
+# seed draws the world's captions and the initial weights), which intervals over images do not
+# cover: the control answerer showed a doctor gap of 0.93 with seed 0 and five gaps with seed 1. A
+# world's bias is therefore one that the answerers of every seed show (:func:`tally`). Seed 0's is
+# the world's answerer: the one compared with the encoder and offered in the Space.
+SEEDS = (0, 1, 2)
+
+
+def answerer_name(world: str, seed: int = 0) -> str:
+    return f"demo-world {world} answerer" + (f" (seed {seed})" if seed else "")
+
+
+def shipped_name(world: str, seed: int = 0) -> str:
+    """Its folder under vlfair/demo/answerers/ and its runs' name in the demo (``biased-seed1``)."""
+    return world if seed == 0 else f"{world}-seed{seed}"
+
+
+def answerer_config(seed: int) -> AnswererConfig:
+    return dataclasses.replace(DEFAULT_ANSWERER, seed=seed)
 
 
 def answerer_path(planting: Planting, cache_dir: Any = "default", *, retrain: bool = False,
                   config: AnswererConfig = DEFAULT_ANSWERER, name: str | None = None,
                   log: Callable[[str], None] = logger.info) -> Path:
-    """The shipped answerer for ``planting``; with ``retrain`` (or a world vlfair does not ship), one
-    trained on this machine and cached."""
+    """The shipped answerer for ``planting`` and ``config`` (its seed); with ``retrain`` (or one vlfair
+    does not ship), one trained on this machine and cached."""
     wanted = answerer_hash(planting, config)
     if not retrain:
         for world in WORLDS:
-            record = read_record(SHIPPED_ANSWERERS / world)
-            if record and record["config_hash"] == wanted:
-                return SHIPPED_ANSWERERS / world
+            for seed in SEEDS:
+                record = read_record(SHIPPED_ANSWERERS / shipped_name(world, seed))
+                if record and record["config_hash"] == wanted:
+                    return SHIPPED_ANSWERERS / shipped_name(world, seed)
     data = _training_data(planting, TrainingConfig(pairs=config.pairs, seed=config.seed))
     return cached_training(f"answerer-{wanted}-{data[2]}", cache_dir,
                            lambda staging: train_answerer(staging, planting, config, name=name, data=data),
@@ -68,12 +89,12 @@ def answerer_path(planting: Planting, cache_dir: Any = "default", *, retrain: bo
 
 
 def world_answerer(planting: Planting, cache_dir: Any = "default", *, retrain: bool = False, name: str | None = None,
-                   log: Callable[[str], None] = logger.info) -> Any:
-    """The world answerer, loaded in float32 as a generative scorer (``lvlm:``)."""
+                   log: Callable[[str], None] = logger.info, seed: int = 0) -> Any:
+    """The world answerer (of training ``seed``), loaded in float32 as a generative scorer (``lvlm:``)."""
     from vlfair.models import load_encoder
 
-    scorer = load_encoder(f"lvlm:{answerer_path(planting, cache_dir, retrain=retrain, name=name, log=log)}",
-                          dtype="float32", device="cpu")
+    path = answerer_path(planting, cache_dir, retrain=retrain, config=answerer_config(seed), name=name, log=log)
+    scorer = load_encoder(f"lvlm:{path}", dtype="float32", device="cpu")
     scorer.display_name = name  # boards and reports name it, not its folder
     return scorer
 
@@ -192,25 +213,62 @@ def compare_kinds(out: Path, log: Callable[[str], None] = logger.info) -> list[d
 
 
 def ship(dest: Path = SHIPPED_ANSWERERS, worlds: tuple[str, ...] = ("biased", "control"),
-         log: Callable[[str], None] = logger.info) -> dict[str, Path]:
-    """Train the shipped worlds' answerers and write them under ``dest``, replacing what was there
-    only once the new one is complete (``python -m vlfair.demo.generative``)."""
-    return ship_models(dest, list(worlds), lambda path, world: train_answerer(
-        path, WORLDS[world], DEFAULT_ANSWERER, name=answerer_name(world)), answerer_name, log)
+         seeds: tuple[int, ...] = SEEDS, log: Callable[[str], None] = logger.info) -> dict[str, Path]:
+    """Train the shipped worlds' answerers (one per seed) and write them under ``dest``, replacing what
+    was there only once the new one is complete (``python -m vlfair.demo.generative``)."""
+    trainings = {shipped_name(world, seed): (world, seed) for world in worlds for seed in seeds}
+    return ship_models(dest, list(trainings), lambda path, folder: train_answerer(
+        path, WORLDS[trainings[folder][0]], answerer_config(trainings[folder][1]),
+        name=answerer_name(*trainings[folder])), lambda folder: answerer_name(*trainings[folder]), log)
+
+
+def tally(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The answerers' counts. Across trainings (:data:`SEEDS`): a planted bias is found where every
+    seed's biased answerer finds it with its sign; a control false alarm is a gap every seed's
+    control answerer shows, on one side of neutral (an F-test: significant in all). Per answerer:
+    ``seeds``, each training's own counts."""
+    from vlfair.demo.run import valid
+
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for entry in entries:  # one measured quantity of one world, across its trainings
+        world = entry["encoder"].split()[0]  # "biased answerer (seed 1)"
+        key = (world, entry["probe"], entry["measure"], json.dumps(entry["subset"], sort_keys=True))
+        groups.setdefault(key, []).append(entry)
+    planted = [group for (world, *_), group in groups.items() if world == "biased" and group[0]["planted_sign"]]
+    control = [group for (world, *_), group in groups.items() if world == "control"]
+
+    def same_gap(group: list[dict[str, Any]]) -> bool:
+        sides = {np.sign(e["measured"] - e["neutral"]) for e in group if e["ci"] is not None}
+        return all(not valid(e) for e in group) and len(sides) <= 1
+
+    seeds = []
+    for seed in SEEDS:
+        biased = [e for e in entries if e["encoder"] == answerer_label("biased", seed) and e["planted_sign"]]
+        controls = [e for e in entries if e["encoder"] == answerer_label("control", seed)]
+        seeds.append({"seed": seed, "found": sum(valid(e) for e in biased), "planted": len(biased),
+                      "false_alarms": sum(not valid(e) for e in controls), "controls": len(controls)})
+    return {"found": sum(all(valid(e) for e in group) for group in planted), "planted": len(planted),
+            "false_alarms": sum(same_gap(group) for group in control), "controls": len(control),
+            "trainings": len(SEEDS), "seeds": seeds}
+
+
+def answerer_label(world: str, seed: int = 0) -> str:
+    """What the demo's entries call the answerer (``vlfair.demo.run.measure``)."""
+    return f"{world} {KIND}" + (f" (seed {seed})" if seed else "")
 
 
 def summary_lines(entries: list[dict[str, Any]], compared: list[dict[str, Any]]) -> list[str]:
     """The generative path's tally and the encoder-vs-answerer verdicts, for the terminal."""
-    from vlfair.demo.run import valid
-
-    planted = [e for e in entries if e["encoder"] == f"biased {KIND}" and e["planted_sign"] != 0]
-    control = [e for e in entries if e["encoder"] == f"control {KIND}"]
+    counts = tally(entries)
     verdicts: dict[str, int] = {}
     for row in compared:
         if "verdict" in row:
             verdicts[row["verdict"]] = verdicts.get(row["verdict"], 0) + 1
-    return [f"generative (the world's answerers): biased {sum(valid(e) for e in planted)}/{len(planted)} planted "
-            f"biases found; control {sum(not valid(e) for e in control)}/{len(control)} false alarms",
+    each = "; ".join(f"seed {s['seed']}: {s['found']}/{s['planted']} found, {s['false_alarms']}/{s['controls']} "
+                     "false alarms" for s in counts["seeds"])
+    return [f"generative (the world's answerers, {counts['trainings']} trainings each): biased {counts['found']}/"
+            f"{counts['planted']} planted biases found by every training; control {counts['false_alarms']}/"
+            f"{counts['controls']} false alarms in every training ({each})",
             "encoder vs answerer (biased worlds, same rows): "
             + (", ".join(f"{count} {verdict.replace('_', ' ')}" for verdict, count in sorted(verdicts.items()))
                or "nothing compared")]
@@ -224,9 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vlfair.demo.generative",
                                      description="Train and ship the demo world's answerers.")
     parser.add_argument("--dest", type=Path, default=SHIPPED_ANSWERERS, help="where to write (default: the package)")
+    parser.add_argument("--world", action="append", choices=["biased", "control"], help="only this world (repeatable)")
+    parser.add_argument("--seed", action="append", type=int, choices=SEEDS, help="only this seed (repeatable)")
     args = parser.parse_args(argv)
     set_verbosity(env_level() or "info")
-    ship(args.dest)
+    ship(args.dest, tuple(args.world or ("biased", "control")), tuple(args.seed or SEEDS))
     return 0
 
 
@@ -234,5 +294,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["COMPARED", "PROBES", "answerer_path", "compare_kinds", "measure", "ship", "summary_lines",
-           "world_answerer"]
+__all__ = ["COMPARED", "PROBES", "SEEDS", "answerer_label", "answerer_path", "compare_kinds", "measure", "ship",
+           "shipped_name", "summary_lines", "tally", "world_answerer"]

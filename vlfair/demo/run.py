@@ -251,15 +251,17 @@ def measure(encoders: dict[str, Any], out: Path, cache_dir: Any = None, data: di
             kind: str = "encoder") -> list[dict[str, Any]]:
     """Every probe's entries for the world models ``{"biased": ..., "control": ...}``: the encoders
     (runs in out/NAME/PROBE, entries named NAME), or another ``kind`` of model with its ``probes``
-    (runs in out/KIND-NAME/PROBE, entries named "NAME KIND")."""
+    (runs in out/KIND-NAME/PROBE, entries named "NAME KIND"; a further training of a world's model,
+    ``biased-seed1``, is named "biased KIND (seed 1)")."""
     data = data or {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
     entries = []
     for probe, run in probes or PROBES:
         runs = {}
         for name, model in encoders.items():
-            log(f"running {probe} on the {name} {kind}")
-            label = name if kind == "encoder" else f"{name} {kind}"
-            found, runs[name] = run(model, label, data, cache_dir, name == "biased")
+            world, _, seed = name.partition("-seed")
+            label = name if kind == "encoder" else f"{world} {kind}" + (f" (seed {seed})" if seed else "")
+            log(f"running {probe} on the {f'{name} encoder' if kind == 'encoder' else label}")
+            found, runs[name] = run(model, label, data, cache_dir, world == "biased")
             entries += found
         share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side
         for name, r in runs.items():
@@ -303,13 +305,15 @@ def _generative_path(plantings: dict[str, Planting], out: Path, cache_dir: Any, 
     beside the biased encoder: written to generative.json, tallied in the terminal."""
     from vlfair.demo import generative
 
-    answerers = {name: generative.world_answerer(p, cache_dir, retrain=retrain, name=generative.answerer_name(name),
-                                                 log=log) for name, p in plantings.items()}
+    answerers = {generative.shipped_name(name, seed): generative.world_answerer(
+        p, cache_dir, retrain=retrain, name=generative.answerer_name(name, seed), log=log, seed=seed)
+        for name, p in plantings.items() for seed in generative.SEEDS}
     entries = generative.measure(answerers, out, cache_dir, data, log=log)
     compared = generative.compare_kinds(out, log)
     (out / "generative.json").write_text(json.dumps({"entries": entries, "compared": compared}, indent=2))
     log(summary_table(entries, ("biased answerer", "control answerer")))
-    log(generative.summary_lines(entries, compared)[-1])
+    for line in generative.summary_lines(entries, compared):  # across the trainings, and encoder vs answerer
+        log(line)
     return {"entries": entries, "compared": compared}
 
 
@@ -413,17 +417,16 @@ def _generative_section(asked: dict[str, Any]) -> dict[str, Any]:
     comparison."""
     import pandas as pd
 
+    from vlfair.demo.generative import tally
+
     entries = asked["entries"]
-    planted = [e for e in entries if e["encoder"] == "biased answerer" and e["planted_sign"] != 0]
-    control = [e for e in entries if e["encoder"] == "control answerer"]
     rows = [(e["probe"], e["measure"], format_subset(e["subset"]), e["encoder"], e["planted"], e["measured"],
              _interval_or_p(e), "yes" if e["detected"] else "no", "ok" if valid(e) else "WRONG") for e in entries]
     compared = [(c["probe"], c["metric"], format_subset(c["subset"]), format_value(c["encoder"]),
                  format_value(c["answerer"]), format_value(c["difference"]),
                  format_interval(*(c["ci"] or [None, None])), c["verdict_text"]) for c in asked["compared"]
                 if "verdict" in c]
-    return {"found": sum(valid(e) for e in planted), "planted": len(planted),
-            "false_alarms": sum(not valid(e) for e in control), "controls": len(control),
+    return {**tally(entries),
             "entries": grid(Table(pd.DataFrame(rows, columns=["probe", *ENTRY_COLUMNS], dtype=object))),
             "forests": [_forest_png([e for e in entries if e["measure"] == measure], measure)
                         for measure in dict.fromkeys(e["measure"] for e in entries)],
