@@ -394,9 +394,11 @@ def test_a_false_alarm_or_a_found_bias_must_hold_in_every_training():
     entries += [entry("control", seed, "nurse", value, ci) for seed, value, ci in  # opposite sides: not the world's
                 [(0, 0.9, [0.85, 0.95]), (1, 1.1, [1.05, 1.15]), (2, 0.9, [0.85, 0.95])]]
     entries += [entry("control", seed, "lawyer", 0.9, [0.85, 0.95] if seed else [0.8, 1.01]) for seed in (0, 1, 2)]
+    entries += [entry("control", seed, "scientist", 0.9, [0.85, 0.95]) for seed in (0, 1)]  # a training lacks it
     counts = tally(entries)
-    assert (counts["found"], counts["planted"], counts["false_alarms"], counts["controls"]) == (1, 2, 1, 3)
-    assert [(s["found"], s["false_alarms"]) for s in counts["seeds"]] == [(1, 2), (2, 3), (2, 3)]
+    assert (counts["found"], counts["planted"], counts["false_alarms"], counts["controls"]) == (1, 2, 1, 4)
+    assert [(s["found"], s["false_alarms"]) for s in counts["seeds"]] == [(1, 3), (2, 4), (2, 3)]
+    assert counts["trainings"] == 3 and tally(entries[:1])["trainings"] == 1 and len(tally(entries[:1])["seeds"]) == 1
 
 
 def test_the_biased_answerer_is_compared_with_the_biased_encoder_on_the_same_rows(demo):

@@ -116,6 +116,21 @@ TEXT_ONLY_TEMPLATE = ("{% for message in messages %}USER: {% for c in message['c
                       "{{ c['text'] }} {% endif %}{% endfor %}{% endfor %}ASSISTANT:")
 
 
+def test_inputs_go_to_the_device_of_the_token_embeddings(scorer):
+    """Under device_map="auto" the first parameter (the vision tower's) and the token embeddings may sit
+    on different GPUs: the prompt's tokens must go where the embeddings are."""
+    class Placed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.vision = torch.nn.Linear(2, 2)  # first: on the CPU
+            self.embeddings = torch.nn.Embedding(4, 2, device="meta")  # a device of its own
+
+        def get_input_embeddings(self):
+            return self.embeddings
+
+    assert GenerativeScorer(Placed(), scorer.processor, "placed").device == torch.device("meta")
+
+
 def test_a_chat_template_that_leaves_the_image_out_is_refused_by_name(llava, tmp_path, capsys):
     """A text-only template would put the question without the image: every image would score the
     same. The scorer refuses it, and the CLI says so in one line, exit 2."""
@@ -160,6 +175,7 @@ def test_a_model_placed_by_accelerate_scores_as_on_one_device(llava, monkeypatch
 
     monkeypatch.setattr(AutoModelForImageTextToText, "from_pretrained", recording)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)  # Accelerate places on the CPU alone
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     placed = load_lvlm(str(llava), dtype="float32")
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -210,17 +226,16 @@ def _rejecting(monkeypatch, rejected: set[bytes]) -> None:
     """The image processor refuses the images in ``rejected`` (their pixels), as a processor with limits
     of its own would (Qwen2-VL's refuses an aspect ratio over 200, which vlfair's decoding already
     refuses over 100): the images decode, the model's own preprocessing raises."""
-    from transformers import CLIPImageProcessorPil
+    from transformers import CLIPImageProcessor, CLIPImageProcessorPil
 
-    original = CLIPImageProcessorPil.preprocess
+    for processor_class in {CLIPImageProcessor, CLIPImageProcessorPil}:  # one class without torchvision, two with
+        def preprocess(self, images, *args, _original=processor_class.preprocess, **kwargs):
+            for image in images if isinstance(images, list) else [images]:
+                if np.asarray(image).tobytes() in rejected:
+                    raise ValueError("this image processor takes no such image")
+            return _original(self, images, *args, **kwargs)
 
-    def preprocess(self, images, *args, **kwargs):
-        for image in images if isinstance(images, list) else [images]:
-            if np.asarray(image).tobytes() in rejected:
-                raise ValueError("this image processor takes no such image")
-        return original(self, images, *args, **kwargs)
-
-    monkeypatch.setattr(CLIPImageProcessorPil, "preprocess", preprocess)
+        monkeypatch.setattr(processor_class, "preprocess", preprocess)
 
 
 def test_an_image_the_processor_rejects_stops_the_run_at_its_row_and_keeps_the_cache(scorer, tmp_path, monkeypatch):
@@ -241,6 +256,51 @@ def test_an_image_the_processor_rejects_stops_the_run_at_its_row_and_keeps_the_c
     again = score_dataset(scorer, data, QUESTION, ANSWERS[:4], cache_dir=tmp_path / "cache", chunk_size=2,
                           progress=False)
     assert len(calls) == 3 and again.kept_rows.tolist() == [0, 1, 2, 3, 4]  # rows 0 and 1 were kept
+
+
+def test_under_torchrun_every_process_stops_at_the_refused_row(llava, tmp_path):
+    """The refused image is in the second process's share: both processes raise it, row and all (none
+    is left waiting for the other), and it pickles whole."""
+    import pickle
+
+    from vlfair.imageio import RejectedImageError
+
+    again = pickle.loads(pickle.dumps(RejectedImageError("its processor rejects the image", 3, "a.jpg")))
+    assert (again.row, again.path, str(again)) == (3, "a.jpg", "row 3 (a.jpg): its processor rejects the image")
+    script = tmp_path / "refuse.py"
+    script.write_text(f"""
+import os
+import sys
+
+import numpy as np
+from transformers import CLIPImageProcessor, CLIPImageProcessorPil
+
+from vlfair.embed import score_answers
+from vlfair.imageio import RejectedImageError
+from vlfair.models.lvlm import GenerativeScorer
+from vlfair.tiny import generated_image
+
+images = [generated_image(i) for i in range(6)]
+refused = np.asarray(images[3]).tobytes()
+for processor_class in {{CLIPImageProcessor, CLIPImageProcessorPil}}:
+    def preprocess(self, images, *args, _original=processor_class.preprocess, **kwargs):
+        if any(np.asarray(image).tobytes() == refused for image in (images if isinstance(images, list) else [images])):
+            raise ValueError("this image processor takes no such image")
+        return _original(self, images, *args, **kwargs)
+    processor_class.preprocess = preprocess
+scorer = GenerativeScorer.load("lvlm:{llava}")
+try:
+    score_answers(scorer, {{"image": images}}, "who is this ?", ["a man"], cache_dir=sys.argv[1] + "/cache", chunk_size=6,
+                  progress=False)
+except RejectedImageError as exc:  # each process says what it raised
+    open(f"{{sys.argv[1]}}/refused-by-{{os.environ['RANK']}}", "w").write(str(exc.row))
+""")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+               str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [(tmp_path / f"refused-by-{rank}").read_text() for rank in (0, 1)] == ["3", "3"], done.stdout
 
 
 def test_the_cli_names_the_row_an_image_processor_rejects(llava, tmp_path, monkeypatch, capsys):

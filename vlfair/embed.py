@@ -267,6 +267,7 @@ def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chu
             chunk = store.read_chunk(start, end)
             if chunk is None:
                 rows, values, bad = [], [], []
+                rejected: RejectedImageError | None = None
                 for row in world.split(list(range(start, end))):
                     try:
                         image = load_rgb(source.cell(row), row)
@@ -275,12 +276,18 @@ def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chu
                         continue
                     try:
                         values.append(np.asarray(compute(image), dtype=np.float32).reshape(width))
-                    except RejectedImageError as exc:  # earlier chunks stay cached
-                        raise exc.at(row, imageio.cell_path(source.cell(row))) from exc
+                    except RejectedImageError as exc:
+                        rejected = exc.at(row, imageio.cell_path(source.cell(row)))
+                        break
                     rows.append(row)
                     bar.update(min(world.size, end - bar.n))  # every process's image of this step, about
                 mine = np.asarray(values, dtype=np.float32).reshape(-1, width)
-                chunk = _merge(world.gather([(rows, mine, bad)]), width)
+                shares = world.gather([(rows, mine, bad, rejected)])
+                refusals = [share[3] for share in shares if share[3] is not None]
+                if refusals:  # every process stops at the first refused row (one alone would leave the
+                    bar.close()  # others waiting at the next gather); earlier chunks stay cached
+                    raise refusals[0]
+                chunk = _merge([share[:3] for share in shares], width)
                 if world.is_main:
                     store.write_chunk(start, end, chunk)
             bar.update(end - bar.n)

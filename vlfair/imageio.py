@@ -59,6 +59,9 @@ class RejectedImageError(ValueError):
         where = "" if row is None else f"row {row}" + (f" ({path})" if path else "") + ": "
         super().__init__(where + reason)
 
+    def __reduce__(self) -> tuple:  # whole across processes (torchrun gathers it): row and path kept
+        return (RejectedImageError, (self.reason, self.row, self.path))
+
     def at(self, row: int, path: str | None = None) -> RejectedImageError:
         """The same refusal, of ``row`` (a subset's row renamed as the dataset's)."""
         return RejectedImageError(self.reason, row, path or self.path)

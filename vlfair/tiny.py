@@ -425,8 +425,9 @@ def tiny_qwen2_vl(path: str | Path, *, image_size: int = 32, patch_size: int = 8
     template saved beside it; :func:`qwen2_vl_processor` loads the processor.
 
     Qwen2-VL's processor holds a video processor too, and transformers builds that one on
-    torchvision, which this CPU build of torch cannot import: ``AutoProcessor`` therefore cannot load
-    the processor here, and the parts for images are saved and put together by hand.
+    torchvision, which vlfair does not depend on (the registry's build does not match the CPU torch):
+    without it ``AutoProcessor`` cannot load the processor, so the parts for images are saved and put
+    together by hand.
     """
     import torch
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil

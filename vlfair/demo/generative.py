@@ -236,20 +236,26 @@ def tally(entries: list[dict[str, Any]]) -> dict[str, Any]:
         groups.setdefault(key, []).append(entry)
     planted = [group for (world, *_), group in groups.items() if world == "biased" and group[0]["planted_sign"]]
     control = [group for (world, *_), group in groups.items() if world == "control"]
+    trainings = {world: len({e["encoder"] for e in entries if e["encoder"].split()[0] == world})
+                 for world in ("biased", "control")}
+
+    def every(world: str, group: list[dict[str, Any]]) -> bool:  # a quantity some training lacks is not counted
+        return len({e["encoder"] for e in group}) == trainings[world]
 
     def same_gap(group: list[dict[str, Any]]) -> bool:
         sides = {np.sign(e["measured"] - e["neutral"]) for e in group if e["ci"] is not None}
-        return all(not valid(e) for e in group) and len(sides) <= 1
+        return every("control", group) and all(not valid(e) for e in group) and len(sides) <= 1
 
+    labels = {e["encoder"] for e in entries}
     seeds = []
-    for seed in SEEDS:
+    for seed in (s for s in SEEDS if {answerer_label("biased", s), answerer_label("control", s)} & labels):
         biased = [e for e in entries if e["encoder"] == answerer_label("biased", seed) and e["planted_sign"]]
         controls = [e for e in entries if e["encoder"] == answerer_label("control", seed)]
         seeds.append({"seed": seed, "found": sum(valid(e) for e in biased), "planted": len(biased),
                       "false_alarms": sum(not valid(e) for e in controls), "controls": len(controls)})
-    return {"found": sum(all(valid(e) for e in group) for group in planted), "planted": len(planted),
-            "false_alarms": sum(same_gap(group) for group in control), "controls": len(control),
-            "trainings": len(SEEDS), "seeds": seeds}
+    return {"found": sum(every("biased", group) and all(valid(e) for e in group) for group in planted),
+            "planted": len(planted), "false_alarms": sum(same_gap(group) for group in control),
+            "controls": len(control), "trainings": max(trainings.values()), "seeds": seeds}
 
 
 def answerer_label(world: str, seed: int = 0) -> str:

@@ -311,14 +311,15 @@ def _generative_path(plantings: dict[str, Planting], out: Path, cache_dir: Any, 
     entries = generative.measure(answerers, out, cache_dir, data, log=log)
     compared = generative.compare_kinds(out, log)
     (out / "generative.json").write_text(json.dumps({"entries": entries, "compared": compared}, indent=2))
-    log(summary_table(entries, ("biased answerer", "control answerer")))
+    log(summary_table(entries, None))  # the tally across the trainings follows
     for line in generative.summary_lines(entries, compared):  # across the trainings, and encoder vs answerer
         log(line)
     return {"entries": entries, "compared": compared}
 
 
-def summary_table(entries: list[dict], names: tuple[str, str] = ("biased", "control")) -> str:
-    """The terminal's summary: every entry with its subset, a legend, and the tally a person wants."""
+def summary_table(entries: list[dict], names: tuple[str, str] | None = ("biased", "control")) -> str:
+    """The terminal's summary: every entry with its subset, a legend, and the tally a person wants
+    (of the models ``names``; None: no tally, the caller gives its own)."""
     rows = []
     for e in entries:
         ci = _interval_or_p(e)
@@ -328,12 +329,13 @@ def summary_table(entries: list[dict], names: tuple[str, str] = ("biased", "cont
     header = ("probe", "measure", "subset", "encoder", "planted", "measured", "95 % CI / p", "detected", "valid")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
-    planted = [e for e in entries if e["encoder"] == names[0] and e["planted_sign"] != 0]
-    control = [e for e in entries if e["encoder"] == names[1]]
     lines += ["", "detected: the interval excludes the neutral value (an F-test: p < 0.05); valid: the measure found "
-              "what was planted, with its sign, and nothing where nothing was",
-              f"{names[0]}: {sum(valid(e) for e in planted)}/{len(planted)} planted biases found; "
-              f"{names[1]}: {sum(not valid(e) for e in control)}/{len(control)} false alarms"]
+              "what was planted, with its sign, and nothing where nothing was"]
+    if names is not None:
+        planted = [e for e in entries if e["encoder"] == names[0] and e["planted_sign"] != 0]
+        control = [e for e in entries if e["encoder"] == names[1]]
+        lines.append(f"{names[0]}: {sum(valid(e) for e in planted)}/{len(planted)} planted biases found; "
+                     f"{names[1]}: {sum(not valid(e) for e in control)}/{len(control)} false alarms")
     return "\n".join(lines)
 
 

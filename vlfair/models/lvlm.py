@@ -122,7 +122,7 @@ class GenerativeScorer:
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
         prompt = str(self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
         # the token the template writes for an image (Gemma 3's processor expands its begin-of-image token)
-        marks = [m for m in (getattr(self.processor, n, None) for n in ("image_token", "boi_token")) if m]
+        marks = [str(m) for m in (getattr(self.processor, n, None) for n in ("image_token", "boi_token")) if m]
         if marks and not any(mark in prompt for mark in marks):
             raise GenerativeModelError(f"model {self.name!r}: its chat template leaves the image out of the question "
                                        f"(no {marks[0]} in {prompt!r}), so the model would answer without seeing it")
@@ -162,7 +162,7 @@ class GenerativeScorer:
         special = not (tokenizer.bos_token and text.startswith(tokenizer.bos_token))
         try:
             inputs = self.processor(images=image, text=text, return_tensors="pt", add_special_tokens=special)
-        except (ValueError, TypeError) as exc:  # the image's size or shape (the text is every image's)
+        except ValueError as exc:  # the image's size or shape (the text is every image's)
             from vlfair.imageio import RejectedImageError
 
             raise RejectedImageError(f"model {self.name!r}: its processor rejects the image ({exc})") from exc

@@ -320,7 +320,7 @@ class MultilingualProbe(Probe):
                     if portion != "independent" or index == 1]
             if len(keep) < data.num_rows:
                 ctx.dataset = data.select(keep)
-                source_rows = keep
+                source_rows = ctx.source_rows = keep  # skipped rows and refusals name the data given's rows
         return dict(sorted(Counter(ctx.dataset["portion"]).items())), source_rows
 
     # ---- (b) FairFace in eight languages --------------------------------------------------
