@@ -105,7 +105,7 @@ def train_answerer(out: str | Path, planting: Planting, config: AnswererConfig =
     import torch
     from tqdm.auto import tqdm
 
-    from vlfair.demo.train import TrainingConfig, _training_data, write_record
+    from vlfair.demo.train import TrainingConfig, _training_data, save_trained
     from vlfair.logging import progress_bars_enabled
     from vlfair.tiny import llava_parts
 
@@ -146,14 +146,9 @@ def train_answerer(out: str | Path, planting: Planting, config: AnswererConfig =
     bar.close()
     model = cast(Any, averaged.module)  # no batch norm: the averaged weights need no statistics updated
     model.eval()
-    out_dir = Path(out)
-    model.save_pretrained(out_dir)
-    processor.save_pretrained(out_dir)
-    write_record(out_dir, {"name": name, "config_hash": answerer_hash(planting, c), "training_data_hash": data_hash,
-                           "final_loss": round(float(result.loss.item()), 4),
-                           "trained_seconds": round(time.perf_counter() - start, 1), "torch": torch.__version__,
-                           "config": answerer_config(planting, c)})
-    return out_dir
+    return save_trained(out, [model, processor], {"name": name, "config_hash": answerer_hash(planting, c),
+                                                  "training_data_hash": data_hash},
+                        answerer_config(planting, c), float(result.loss.item()), start)
 
 
 def _tokenized(processor: Any, examples: list[tuple[str, str]]) -> tuple[Any, Any]:

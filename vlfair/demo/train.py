@@ -141,14 +141,23 @@ def train_encoder(out: str | Path, planting: Planting, training: TrainingConfig 
             bar.set_postfix(loss=f"{result.loss.item():.3f}", refresh=False)
     bar.close()
     model.eval()
+    return save_trained(out, [model, tokenizer, processor], {"name": name, "config_hash": config_hash(planting, t),
+                                                             "training_data_hash": data_hash},
+                        world_config(planting, t), float(result.loss.item()), start)
+
+
+def save_trained(out: str | Path, parts: list[Any], identity: dict[str, Any], config: dict[str, Any], loss: float,
+                 start: float) -> Path:
+    """A trained world model (an encoder or an answerer): its ``parts`` saved to ``out`` beside its
+    ``world.json`` (``identity``, the final loss, the training time, torch's version and ``config``)."""
+    import torch
+
     out_dir = Path(out)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-    processor.save_pretrained(out_dir)
-    write_record(out_dir, {"name": name, "config_hash": config_hash(planting, t), "training_data_hash": data_hash,
-                           "final_loss": round(float(result.loss.item()), 4),
+    for part in parts:
+        part.save_pretrained(out_dir)
+    write_record(out_dir, {**identity, "final_loss": round(loss, 4),
                            "trained_seconds": round(time.perf_counter() - start, 1), "torch": torch.__version__,
-                           "config": world_config(planting, t)})
+                           "config": config})
     return out_dir
 
 

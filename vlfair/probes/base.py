@@ -218,14 +218,13 @@ class Context:
         values = self.dataset[name]
         return np.asarray([values[int(r)] for r in rows])
 
-    def identity(self, rows: np.ndarray, source_rows: list[int] | None = None) -> dict[str, Any]:
+    def identity(self, rows: np.ndarray) -> dict[str, Any]:
         """The identity columns of samples.parquet for ``rows`` of the dataset: ``row`` (the index in
-        the data as given; ``source_rows`` maps a drawn sample's rows back to it) and ``id`` (from
-        the image's content, so another run's rows can be matched)."""
+        the data as given: :meth:`given_rows`) and ``id`` (from the image's content, so another run's
+        rows can be matched)."""
         from vlfair.sources import row_digests
 
-        given = ([int(source_rows[int(r)]) for r in rows] if source_rows is not None else self.given_rows(rows))
-        return {"row": np.asarray(given, dtype=np.int64), "id": row_digests(self.dataset, rows)}
+        return {"row": np.asarray(self.given_rows(rows), dtype=np.int64), "id": row_digests(self.dataset, rows)}
 
 
 @dataclasses.dataclass

@@ -192,13 +192,13 @@ class MultilingualProbe(Probe):
                              "measures distances between caption embeddings (its individual-fairness bound), which a "
                              "generative model does not give; it is measured on the FairFace part (the fairface "
                              "schema, e.g. --dataset synthetic:fairface)")
-        pairs, source_rows = self._select_pairs(ctx)  # before embedding: only the pairs used are embedded
+        pairs = self._select_pairs(ctx)  # before embedding: only the pairs used are embedded
         images, rows = ctx.images()
         portions = ctx.column("portion", rows)
         files = ctx.column("image_file", rows)
         captions = {lang: [str(c) for c in ctx.column(lang, rows)] for lang in (lang_a, lang_b)}
         raw = {lang: ctx.texts(captions[lang], normalize=False) for lang in (lang_a, lang_b)}
-        columns: dict[str, Any] = {**ctx.identity(rows, source_rows), "portion": portions, "image_file": files}
+        columns: dict[str, Any] = {**ctx.identity(rows), "portion": portions, "image_file": files}
         terms = {name: np.zeros(len(rows)) for name in ("similarity_gap", "text_distance", "bound")}
         retrieved = {_retrieval_column(direction, lang): np.zeros(len(rows), dtype=bool)
                      for direction in DIRECTIONS for lang in (lang_a, lang_b)}
@@ -309,19 +309,18 @@ class MultilingualProbe(Probe):
                       for lang, column in zip((lang_a, lang_b), columns))]))
         return _merged(parts) + row_sets
 
-    def _select_pairs(self, ctx: Context) -> tuple[dict[str, int], list[int] | None]:
-        """Keep the independent portion's first (en, de) caption pair per image (the study), or all;
-        also returns the kept rows' indices in the data as given (None: every row kept)."""
+    def _select_pairs(self, ctx: Context) -> dict[str, int]:
+        """Keep the independent portion's first (en, de) caption pair per image (the study), or all (the
+        kept rows' indices in the data as given become ``ctx.source_rows``); the pairs per portion."""
         choice = self.settings.independent_captions
         data = ctx.dataset
-        source_rows = None
         if choice == "first" and "caption_index" in data.column_names:
             keep = [i for i, (portion, index) in enumerate(zip(data["portion"], data["caption_index"]))
                     if portion != "independent" or index == 1]
             if len(keep) < data.num_rows:
                 ctx.dataset = data.select(keep)
-                source_rows = ctx.source_rows = keep  # skipped rows and refusals name the data given's rows
-        return dict(sorted(Counter(ctx.dataset["portion"]).items())), source_rows
+                ctx.source_rows = keep  # what samples, skipped rows and refusals name
+        return dict(sorted(Counter(ctx.dataset["portion"]).items()))
 
     # ---- (b) FairFace in eight languages --------------------------------------------------
     def _score_fairface(self, ctx: Context) -> Samples:

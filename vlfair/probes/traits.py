@@ -135,15 +135,15 @@ class TraitsProbe(Probe):
         import pandas as pd
 
         s = self.settings
-        sampling, source_rows = self._sample(ctx)  # before embedding: only the drawn rows are embedded
+        sampling = self._sample(ctx)  # before embedding: only the drawn rows are embedded
         if ctx.generative:
-            return self._score_generative(ctx, sampling, source_rows)
+            return self._score_generative(ctx, sampling)
         images, rows = ctx.images()
         tau = float(ctx.encoder.logit_scale if s.temperature is None else s.temperature)
         if not tau > 0:  # tau = 0 makes every confidence 0.5: nothing would be measured
             raise ProbeError(f"traits: temperature must be > 0 (the softmax scale; 1 is the study's literal formula), "
                              f"got {tau:g}")
-        columns = {**ctx.identity(rows, source_rows), "race": ctx.column("race", rows),
+        columns = {**ctx.identity(rows), "race": ctx.column("race", rows),
                    "gender": ctx.column("gender", rows)}
         warnings, unread = [], []
         for positive, negative in s.pairs:
@@ -162,12 +162,12 @@ class TraitsProbe(Probe):
         if sampling and sampling["short_cells"]:
             warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
                             + _listed(sampling["short_cells"]))
-        self._scored: tuple[np.ndarray, np.ndarray, list[int] | None] | None = (images, rows, source_rows)  # Grad-CAM
+        self._scored: tuple[np.ndarray, np.ndarray] | None = (images, rows)  # Grad-CAM
         return Samples(pd.DataFrame(columns), {"temperature": tau, "temperature_source": "logit_scale"
                                                if s.temperature is None else "settings", "prompt": s.prompt,
                                                "sampling": sampling}, warnings)
 
-    def _score_generative(self, ctx: Context, sampling: dict | None, source_rows: list[int] | None) -> Samples:
+    def _score_generative(self, ctx: Context, sampling: dict | None) -> Samples:
         """Each pair asked as the question, the two words its answers: the confidence in the positive
         trait is its probability renormalised over the pair."""
         import pandas as pd
@@ -178,7 +178,7 @@ class TraitsProbe(Probe):
             question = asked.question.format(positive=positive, negative=negative)
             found = ctx.text_scores([positive, negative], asked, question=question)
             if not columns:
-                columns = {**ctx.identity(found.rows, source_rows), "race": ctx.column("race", found.rows),
+                columns = {**ctx.identity(found.rows), "race": ctx.column("race", found.rows),
                            "gender": ctx.column("gender", found.rows)}
             columns[_confidence_column(positive, negative)] = found.probabilities[:, 0]
         warnings = []
@@ -259,9 +259,9 @@ class TraitsProbe(Probe):
 
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
         if self.settings.gradcam and self._scored is not None:
-            images, rows, source_rows = self._scored
+            images, rows = self._scored
             self._gradcam(ctx, rows, samples.column("race"), samples.column("gender"), images,
-                          samples.facts["temperature"], source_rows, out)
+                          samples.facts["temperature"], out)
 
     def comparisons(self, samples: Samples) -> list[RowSet]:
         """Per pair: F across races within each gender (with its cells' mean confidences) and F
@@ -290,15 +290,15 @@ class TraitsProbe(Probe):
                 row_sets.append(paired.RowSet(rows, columns, codes, tuple(statistics)))
         return row_sets
 
-    def _sample(self, ctx: Context) -> tuple[dict | None, list[int] | None]:
+    def _sample(self, ctx: Context) -> dict | None:
         """Draw ``per_cell`` rows from every race x gender cell (the study's n = 2000); the record
-        (n per cell, seed, the drawn rows' counts, short cells) goes into results.json; also returns
-        each drawn row's index in the dataset given."""
+        (n per cell, seed, the drawn rows' counts, short cells) goes into results.json; each drawn row's
+        index in the dataset given becomes ``ctx.source_rows``."""
         from vlfair.data import balanced_sample, sampling_record
 
         n, seed = self.settings.per_cell, self.settings.seed
         if n is None:
-            return None, None
+            return None
         indexed = ctx.dataset.add_column("_vlfair_row", list(range(ctx.dataset.num_rows)))
         sample = balanced_sample(indexed, n, ("race", "gender"), seed=seed, allow_fewer=True)
         record = sampling_record(sample)
@@ -312,11 +312,11 @@ class TraitsProbe(Probe):
         for (race, gender), count in Counter(zip(sample["race"], sample["gender"])).items():
             counts.setdefault(str(gender), {})[str(race)] = count
         ctx.dataset = sample.remove_columns("_vlfair_row")
-        ctx.source_rows = list(sample["_vlfair_row"])  # what skipped rows and refusals name
-        return ({"per_cell": n, "seed": seed, "rows": sample.num_rows, "of_rows": indexed.num_rows,
-                 "cell_counts": counts, "short_cells": record["short_cells"]}, list(sample["_vlfair_row"]))
+        ctx.source_rows = list(sample["_vlfair_row"])  # what samples, skipped rows and refusals name
+        return {"per_cell": n, "seed": seed, "rows": sample.num_rows, "of_rows": indexed.num_rows,
+                "cell_counts": counts, "short_cells": record["short_cells"]}
 
-    def _gradcam(self, ctx, rows, races, genders, images, tau: float, source_rows, out: Output) -> None:
+    def _gradcam(self, ctx, rows, races, genders, images, tau: float, out: Output) -> None:
         """Overlays for ``k`` images of the group drawn at random (seeded) among those whose
         confidence in the positive trait exceeds ``min_confidence``, as in the study's Figure 2."""
         import pandas as pd
@@ -351,8 +351,7 @@ class TraitsProbe(Probe):
         except NotAViT as exc:
             out.warnings.append(f"Grad-CAM skipped: {exc}")
             return
-        # rows of the dataset given, before sampling
-        original = [int(source_rows[rows[i]]) if source_rows is not None else int(rows[i]) for i in chosen]
+        original = ctx.given_rows([rows[i] for i in chosen])  # rows of the dataset given, before sampling
         out.tables["gradcam"] = pd.DataFrame({"row": original,
                                               "confidence": [float(confidence[i]) for i in chosen]}).set_index("row")
         out.figures["gradcam"] = overlay_figure(
