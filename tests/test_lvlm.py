@@ -116,6 +116,30 @@ TEXT_ONLY_TEMPLATE = ("{% for message in messages %}USER: {% for c in message['c
                       "{{ c['text'] }} {% endif %}{% endfor %}{% endfor %}ASSISTANT:")
 
 
+@pytest.mark.parametrize("case", ["clip as lvlm", "no chat template", "answer longer than the context"])
+def test_what_the_scorer_cannot_use_is_one_line_from_the_cli(llava, tmp_path, capsys, case):
+    """The refusals above, as a user meets them: `vlfair run ...` prints one line naming the model, exit 2."""
+    from vlfair.cli import main
+
+    model, extra = f"lvlm:{llava}", []
+    if case == "clip as lvlm":
+        model = f"lvlm:{tiny_clip(tmp_path / 'clip')}"
+        message = "is a CLIP model, not a generative vision-language model"
+    elif case == "no chat template":
+        bare = tmp_path / "bare-llava"
+        shutil.copytree(llava, bare)
+        (bare / "chat_template.jinja").unlink()
+        model, message = f"lvlm:{bare}", "its processor has no chat template"
+    else:
+        extra, message = ["--set", f"pairs=[[{' '.join(['smart'] * 300)}, dumb]]"], "exceed its context of 256 tokens"
+    capsys.readouterr()  # what building the models printed
+    code = main(["run", "traits", "--model", model, "--dataset", "synthetic:fairface", "--per-cell", "2", "--quiet",
+                 "--out", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "cache"), *extra])
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and len(error.splitlines()) == 1 and error.startswith("vlfair run: ") and message in error, error
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
 def test_inputs_go_to_the_device_of_the_token_embeddings(scorer):
     """Under device_map="auto" the first parameter (the vision tower's) and the token embeddings may sit
     on different GPUs: the prompt's tokens must go where the embeddings are."""
