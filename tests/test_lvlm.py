@@ -63,6 +63,53 @@ def test_prefix_shared_scores_equal_one_full_forward_per_answer(checkpoints, fam
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("batch_size", [32, 5])
+def test_images_scored_together_equal_one_full_forward_per_image_and_answer(checkpoints, family, batch_size):
+    """log_likelihoods: the prefixes of several images in one forward pass and their (image, answer)
+    continuations read on from that batch's cache give each image's numbers (float32, 1e-5); the
+    open-ended answers of several images decoded together are each image's own."""
+    scorer = GenerativeScorer.load(f"lvlm:{checkpoints[family]}")
+    images = [generated_image(index) for index in range(7)]
+    together = scorer.log_likelihoods(images, QUESTION, ANSWERS, batch_size=batch_size)
+    for image, found in zip(images, together):
+        np.testing.assert_allclose(found, scorer.score_by_full_forward(image, QUESTION, ANSWERS).log_likelihood,
+                                   rtol=1e-5, atol=1e-5)
+    assert scorer.generate_many(images, QUESTION, 4, batch_size=batch_size) == [
+        scorer.generate(image, QUESTION, 4) for image in images]
+
+
+def _forwards(model) -> list[int]:
+    """The batch size of every forward pass ``model`` runs (a list that grows)."""
+    seen: list[int] = []
+    model.register_forward_hook(lambda module, args, kwargs, output: seen.append(
+        kwargs["input_ids"].shape[0]), with_kwargs=True)
+    return seen
+
+
+def test_images_of_one_prompt_length_share_their_forward_passes(checkpoints):
+    """Seven images, twelve answers, batches of 32: one prefix forward of 7 images and 84 continuations
+    in 3 forwards (not a prefix and a continuation per image)."""
+    scorer = GenerativeScorer.load(f"lvlm:{checkpoints['llava']}")
+    seen = _forwards(scorer.model)
+    scorer.log_likelihoods([generated_image(index) for index in range(7)], QUESTION, ANSWERS, batch_size=32)
+    assert seen == [7, 32, 32, 20]
+
+
+def test_images_whose_prompts_differ_in_length_are_scored_one_at_a_time(checkpoints):
+    """Qwen2-VL gives a larger image more image tokens: the processor would pad the shorter prompt,
+    and a padded prefix is not the prefix that image has alone, so each is scored by itself (with
+    the same numbers)."""
+    scorer = GenerativeScorer.load(f"lvlm:{checkpoints['qwen2_vl']}")
+    images = [generated_image(0, size=(32, 32)), generated_image(1, size=(96, 64)), generated_image(2, size=(32, 32))]
+    seen = _forwards(scorer.model)
+    together = scorer.log_likelihoods(images, QUESTION, ANSWERS[:4], batch_size=32)
+    assert seen[0] == 1 and seen.count(1) == 3  # three prefixes of one image each
+    for image, found in zip(images, together):
+        np.testing.assert_allclose(found, scorer.score_by_full_forward(image, QUESTION, ANSWERS[:4]).log_likelihood,
+                                   rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_option_probabilities_equal_the_model_s_logits_written_out(checkpoints, family):
     """P(option) renormalised over the options, from each full text's logits: the product of the
     softmax probabilities of the answer's tokens, each at the position before it."""
@@ -237,13 +284,20 @@ def test_scores_of_a_dataset_are_cached_like_embeddings(scorer, tmp_path, monkey
     for position, row in enumerate(first.kept_rows):
         np.testing.assert_allclose(first.embeddings[position],
                                    scorer.score(images[row], QUESTION, ANSWERS[:4]).log_likelihood, rtol=1e-6)
-    calls = []
-    original = scorer.score
-    monkeypatch.setattr(scorer, "score", lambda *a, **k: calls.append(1) or original(*a, **k))
+    calls = _images_scored(scorer, monkeypatch)
     again = score_dataset(scorer, data, QUESTION, ANSWERS[:4], cache_dir=tmp_path / "cache", progress=False)
     assert calls == [] and np.array_equal(again.embeddings, first.embeddings)
     score_dataset(scorer, data, "who is this ?", ANSWERS[:4], cache_dir=tmp_path / "cache", progress=False)
-    assert len(calls) == 4  # the four readable images, for the new question
+    assert sum(calls) == 4  # the four readable images, for the new question
+
+
+def _images_scored(scorer, monkeypatch) -> list[int]:
+    """The number of images each call of the scorer's log_likelihoods is given (a list that grows)."""
+    calls: list[int] = []
+    original = scorer.log_likelihoods
+    monkeypatch.setattr(scorer, "log_likelihoods", lambda images, *a, **k: calls.append(len(images))
+                        or original(images, *a, **k))
+    return calls
 
 
 def _rejecting(monkeypatch, rejected: set[bytes]) -> None:
@@ -274,12 +328,10 @@ def test_an_image_the_processor_rejects_stops_the_run_at_its_row_and_keeps_the_c
                                                      r"\(this image processor takes no such image\)$"):
             score_dataset(scorer, data, QUESTION, ANSWERS[:4], cache_dir=tmp_path / "cache", chunk_size=2,
                           progress=False)
-    calls = []
-    original = scorer.score
-    monkeypatch.setattr(scorer, "score", lambda *a, **k: calls.append(1) or original(*a, **k))
+    calls = _images_scored(scorer, monkeypatch)
     again = score_dataset(scorer, data, QUESTION, ANSWERS[:4], cache_dir=tmp_path / "cache", chunk_size=2,
                           progress=False)
-    assert len(calls) == 3 and again.kept_rows.tolist() == [0, 1, 2, 3, 4]  # rows 0 and 1 were kept
+    assert sum(calls) == 3 and again.kept_rows.tolist() == [0, 1, 2, 3, 4]  # rows 0 and 1 were kept
 
 
 def test_under_torchrun_every_process_stops_at_the_refused_row(llava, tmp_path):

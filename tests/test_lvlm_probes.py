@@ -222,13 +222,13 @@ def scripted_answers(monkeypatch):
     open-ended path is checked whatever a random model would say."""
     said = {}
 
-    def generate(self, image, question, max_new_tokens=16):
-        key = int(np.asarray(image).sum()) % 3
-        answer = {0: "Smart.", 1: "the person looks dumb", 2: "I cannot tell"}[key]
-        said.setdefault(question, []).append(answer)
-        return answer
+    def generate_many(self, images, question, max_new_tokens=16, batch_size=32):
+        answers = [{0: "Smart.", 1: "the person looks dumb", 2: "I cannot tell"}[int(np.asarray(image).sum()) % 3]
+                   for image in images]
+        said.setdefault(question, []).extend(answers)
+        return answers
 
-    monkeypatch.setattr(GenerativeScorer, "generate", generate)
+    monkeypatch.setattr(GenerativeScorer, "generate_many", generate_many)
     return said
 
 
@@ -255,7 +255,7 @@ def test_the_open_ended_mode_leaves_out_unmatched_answers_and_reports_their_shar
 
 
 def test_open_ended_answers_naming_nothing_stop_the_run_by_name(checkpoints, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(GenerativeScorer, "generate", lambda self, image, question, max_new_tokens=16: "no idea")
+    monkeypatch.setattr(GenerativeScorer, "generate_many", lambda self, images, *_, **__: ["no idea"] * len(images))
     assert _run("traits", f"lvlm:{checkpoints['llava']}", tmp_path / "run", "--set", "generative.mode=generate") == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("vlfair run: model ") and "no image's open-ended answers all named a candidate" in last

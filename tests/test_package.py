@@ -54,6 +54,29 @@ def test_importing_vlfair_does_not_import_torch():
     assert result.returncode == 0, result.stderr
 
 
+HEAVY = ("torch", "transformers", "datasets", "scipy", "pandas", "matplotlib")
+HELP_IMPORTS = """
+import sys
+from vlfair.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as done:
+    assert done.code == 0, done.code
+print("imported:", *sorted(name for name in {heavy} if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("command", [["--help"], ["run", "--help"], ["run", "traits", "--help"], ["demo", "--help"],
+                                     ["compare", "--help"], ["rescore", "--help"]])
+def test_help_imports_no_model_or_data_library(command):
+    """The CLI's help is read before anything else: it is built from the probes' declarations alone,
+    without torch, transformers, datasets or the statistics behind a run (issue 42: 4.1 s before)."""
+    code = HELP_IMPORTS.format(heavy=HEAVY)
+    result = subprocess.run([sys.executable, "-c", code, *command], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "imported:"
+
+
 def test_lazy_public_names_resolve():
     assert callable(vlfair.load_encoder) and callable(vlfair.embed_images) and callable(vlfair.embed_texts)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):

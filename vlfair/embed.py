@@ -209,8 +209,8 @@ def score_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[st
     answers = list(answers)
     return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress,
                       {"kind": "answers", "prompt": scorer.prompt(question), "answers": answers},
-                      lambda image: scorer.score(image, question, answers, batch_size).log_likelihood,
-                      len(answers), f"scoring {len(answers)} answers")
+                      lambda images: scorer.log_likelihoods(images, question, answers, batch_size),
+                      len(answers), f"scoring {len(answers)} answers", batch_size)
 
 
 MATCHING = 1  # the version of match_answer the cached matches were made by: bump it when matching changes
@@ -218,7 +218,7 @@ MATCHING = 1  # the version of match_answer the cached matches were made by: bum
 
 def generate_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[str], *,
                      max_new_tokens: int = 16, image_column: str = "image", cache_dir: Any = "default",
-                     chunk_size: int = 256, progress: bool = True) -> EmbeddingResult:
+                     chunk_size: int = 256, batch_size: int = 32, progress: bool = True) -> EmbeddingResult:
     """A generative model's own answer to ``question`` about every readable image (greedy, at most
     ``max_new_tokens`` tokens), as the index of the candidate in ``answers`` it names
     (``vlfair.models.lvlm.match_answer``; -1: none), cached and shared out as
@@ -229,8 +229,9 @@ def generate_answers(scorer: Any, dataset: Any, question: str, answers: Sequence
     return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress,
                       {"kind": "generated", "prompt": scorer.prompt(question), "answers": answers,
                        "max_new_tokens": max_new_tokens, "matching": MATCHING},
-                      lambda image: [match_answer(scorer.generate(image, question, max_new_tokens), answers)],
-                      1, "answering")
+                      lambda images: [[match_answer(said, answers)] for said in
+                                      scorer.generate_many(images, question, max_new_tokens, batch_size)],
+                      1, "answering", batch_size)
 
 
 def readable_rows(dataset: Any, image_column: str = "image") -> tuple[np.ndarray, list[int]]:
@@ -249,9 +250,10 @@ def readable_rows(dataset: Any, image_column: str = "image") -> tuple[np.ndarray
 
 
 def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chunk_size: int, progress: bool,
-               key: dict[str, Any], compute: Any, width: int, desc: str) -> EmbeddingResult:
-    """``compute(image)`` (``width`` numbers) for every readable image, cached by ``key``, the model
-    and the data, chunk by chunk; each chunk's rows shared out over the processes and gathered."""
+               key: dict[str, Any], compute: Any, width: int, desc: str, batch_size: int) -> EmbeddingResult:
+    """``compute(images)`` (``width`` numbers per image) for every readable image, ``batch_size`` images
+    at a time, cached by ``key``, the model and the data, chunk by chunk; each chunk's rows shared
+    out over the processes and gathered."""
     source = image_source(dataset, image_column)
     world = current_world()
     components = world.broadcast({**key, "model": scorer.identity(), "dataset": source.fingerprint,
@@ -266,22 +268,27 @@ def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chu
         for start, end in _chunk_ranges(len(source), chunk_size):
             chunk = store.read_chunk(start, end)
             if chunk is None:
-                rows, values, bad = [], [], []
-                rejected: RejectedImageError | None = None
+                rows, images, bad = [], [], []
                 for row in world.split(list(range(start, end))):
                     try:
-                        image = load_rgb(source.cell(row), row)
+                        images.append(load_rgb(source.cell(row), row))
                     except BadImageError as exc:
                         bad.append(BadRow(exc.row, exc.path, exc.reason))
                         continue
-                    try:
-                        values.append(np.asarray(compute(image), dtype=np.float32).reshape(width))
-                    except RejectedImageError as exc:
-                        rejected = exc.at(row, imageio.cell_path(source.cell(row)))
-                        break
                     rows.append(row)
-                    bar.update(min(world.size, end - bar.n))  # every process's image of this step, about
-                mine = np.asarray(values, dtype=np.float32).reshape(-1, width)
+                values: list[np.ndarray] = []
+                rejected: RejectedImageError | None = None
+                for at in range(0, len(images), batch_size):
+                    try:
+                        values.append(np.asarray(compute(images[at:at + batch_size]), dtype=np.float32))
+                    except RejectedImageError as exc:  # named by its position in the batch
+                        row = rows[at + (exc.row or 0)]
+                        rejected = exc.at(row, imageio.cell_path(source.cell(row)))
+                        rows = rows[:at]
+                        break
+                    # every process's images of this step, about
+                    bar.update(min(world.size * len(values[-1]), end - bar.n))
+                mine = np.concatenate(values).reshape(-1, width) if values else np.zeros((0, width), np.float32)
                 shares = world.gather([(rows, mine, bad, rejected)])
                 refusals = [share[3] for share in shares if share[3] is not None]
                 if refusals:  # every process stops at the first refused row (one alone would leave the

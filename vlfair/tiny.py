@@ -193,9 +193,7 @@ def tiny_stable_diffusion(path: str | Path, *, seed: int = 0) -> Path:
     pipeline = StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tokenizer, unet=unet,
                                        scheduler=DDIMScheduler(clip_sample=False, steps_offset=1), safety_checker=None,
                                        feature_extractor=None, requires_safety_checker=False)
-    # diffusers' __init__ declares, for type checkers, its dummy (torch-less) StableDiffusionPipeline before the real
-    # one, and mypy takes the dummy, which has no save_pretrained; the real class inherits DiffusionPipeline's
-    pipeline.save_pretrained(path)  # type: ignore[attr-defined]
+    pipeline.save_pretrained(path)
     return Path(path)
 
 

@@ -157,8 +157,7 @@ def _public_figures(model, name, data, cache, biased: bool) -> tuple[list[dict],
     frame = _frame(run)
     entries = figure_entries(run, frame["own name first"].to_numpy(float), frame["name"].to_numpy(), name, biased)
     politicians = [i for i, c in enumerate(data["category"]) if c in world_data.POLITICIAN_OFFICES]
-    said = np.array([np.exp(model.score(data["image"][i], WHAT_QUESTION, ["politician"]).log_likelihood[0])
-                     for i in politicians])
+    said = np.exp(model.log_likelihoods([data["image"][i] for i in politicians], WHAT_QUESTION, ["politician"])[:, 0])
     r = measures.bias_ratio(said, np.array(data["gender"])[politicians], "Female", "Male", confidence=CONFIDENCE)
     entries[0] = _entry("public-figures", "bias_ratio of P('politician' as the answer)",
                         {"class": "politician", "groups": "Female/Male"}, name,

@@ -16,16 +16,17 @@ cache would score other tokens than a full forward does).
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import os
-import re
-import unicodedata
-import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from vlfair.matching import match_answer, normalized
 
 
 class GenerativeModelError(ValueError):
@@ -154,86 +155,144 @@ class GenerativeScorer:
         return found
 
     def _inputs(self, image: Any, text: str) -> Any:
-        """The processor's tensors for ``text`` about ``image``: special tokens added only where the chat
-        template has not put the tokenizer's BOS first already (as transformers' apply_chat_template
-        decides), and refused where the processor appends a token after the text (an EOS), which would
-        sit between the prompt and every answer."""
+        """The processor's tensors for ``text`` about one ``image`` (:meth:`_batch_inputs` of one)."""
+        inputs = self._batch_inputs([image], text)
+        assert inputs is not None  # one image: nothing to pad
+        return inputs
+
+    def _batch_inputs(self, images: Sequence[Any], text: str) -> Any:
+        """The processor's tensors for ``text`` about each of ``images`` (one row each), or None where
+        their prompts come out of different lengths (the processor padded them: a padded prefix is
+        not the prefix one image has alone) or the processor refuses one of several images (asked
+        again one by one, the refusal names it).
+
+        Special tokens are added only where the chat template has not put the tokenizer's BOS first
+        already (as transformers' apply_chat_template decides); a processor that appends a token
+        after the text (an EOS), which would sit between the prompt and every answer, is refused."""
         tokenizer = self.processor.tokenizer
         special = not (tokenizer.bos_token and text.startswith(tokenizer.bos_token))
-        try:
-            inputs = self.processor(images=image, text=text, return_tensors="pt", add_special_tokens=special)
+        try:  # one list per text: the form every family's processor takes (Gemma 3 wants it)
+            inputs = self.processor(images=[[image] for image in images], text=[text] * len(images),
+                                    return_tensors="pt", padding=True, add_special_tokens=special)
         except ValueError as exc:  # the image's size or shape (the text is every image's)
+            if len(images) > 1:
+                return None
             from vlfair.imageio import RejectedImageError
 
-            raise RejectedImageError(f"model {self.name!r}: its processor rejects the image ({exc})") from exc
+            raise RejectedImageError(f"model {self.name!r}: its processor rejects the image ({exc})", 0) from exc
+        if len(images) > 1 and not bool(inputs["attention_mask"].all()):
+            return None
         if text not in self._last_token:  # every image is asked the same texts: tokenized once
             self._last_token[text] = tokenizer(text, add_special_tokens=False)["input_ids"][-1]
-        if int(inputs["input_ids"][0, -1]) != self._last_token[text]:
-            appended = tokenizer.convert_ids_to_tokens(int(inputs["input_ids"][0, -1]))
+        last = inputs["input_ids"][:, -1]
+        if bool((last != self._last_token[text]).any()):
+            appended = tokenizer.convert_ids_to_tokens(int(last[last != self._last_token[text]][0]))
             raise GenerativeModelError(f"model {self.name!r}: its processor appends {appended!r} after the text, "
                                        "between the question's prompt and any answer")
         return inputs.to(self.device)
 
+    def _image_batches(self, images: Sequence[Any], text: str, batch_size: int) -> Iterator[tuple[int, Any]]:
+        """(position of the first image, the processor's tensors) for ``images`` in batches of up to
+        ``batch_size``; a batch the processor cannot take whole (:meth:`_batch_inputs`) goes one image
+        at a time. A refused image is named by its position in ``images``."""
+        from vlfair.imageio import RejectedImageError
+
+        for start in range(0, len(images), batch_size):
+            part = images[start:start + batch_size]
+            inputs = self._batch_inputs(part, text) if len(part) > 1 else None
+            if inputs is not None:
+                yield start, inputs
+                continue
+            for offset, image in enumerate(part):
+                try:
+                    single = self._batch_inputs([image], text)
+                except RejectedImageError as exc:
+                    raise RejectedImageError(exc.reason, start + offset) from exc
+                yield start + offset, single
+
     # ---- scoring -----------------------------------------------------------------------------
     def score(self, image: Any, question: str, answers: Sequence[str], batch_size: int = 32) -> AnswerScores:
-        """The log-likelihood of every answer given the image and question: the prefix encoded once, the answers
-        scored from its cache in batches of ``batch_size``."""
+        """The log-likelihood of every answer given the image and question (:meth:`log_likelihoods` of one image)."""
+        values = self.log_likelihoods([image], question, answers, batch_size)[0]
+        return AnswerScores(values, np.array([len(t) for t in self.prepared(question, answers)[1]], dtype=np.int64))
+
+    def log_likelihoods(self, images: Sequence[Any], question: str, answers: Sequence[str],
+                        batch_size: int = 32) -> npt.NDArray[np.float64]:
+        """The log-likelihood of every answer given each image and the question, (images, answers).
+
+        The prefixes (image and question) of ``batch_size`` images are encoded in one forward pass, and
+        every (image, answer) continuation is read on from that batch's cache, ``batch_size`` of them
+        per forward pass: the same numbers as one image at a time (float32: to 1e-5), without a forward
+        per image. Images whose prompts differ in length (a processor that tiles large images) are
+        scored one at a time."""
         import torch
 
         if not answers:
             raise GenerativeModelError(f"model {self.name!r}: no answers to score")
         prompt, tokens = self.prepared(question, answers)
-        inputs = self._inputs(image, prompt)
         limit = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
         longest = max(len(t) for t in tokens)
-        if limit is not None and inputs["input_ids"].shape[1] + longest > limit:
-            raise GenerativeModelError(f"model {self.name!r}: the prompt ({inputs['input_ids'].shape[1]} tokens) and "
-                                       f"the longest answer ({longest}) exceed its context of {limit} tokens")
-        totals = np.zeros(len(answers))
-        with torch.no_grad():
-            prefix = self.model(**inputs, use_cache=True)
-            first = torch.log_softmax(prefix.logits[0, -1].float(), dim=-1)  # each answer's first token
-            for start in range(0, len(answers), batch_size):
-                chunk = tokens[start:start + batch_size]
-                totals[start:start + len(chunk)] = self._continuations(prefix.past_key_values, first, chunk)
-        return AnswerScores(totals, np.array([len(t) for t in tokens], dtype=np.int64))
+        totals = np.zeros((len(images), len(answers)))
+        for start, inputs in self._image_batches(images, prompt, batch_size):
+            if limit is not None and inputs["input_ids"].shape[1] + longest > limit:
+                raise GenerativeModelError(f"model {self.name!r}: the prompt ({inputs['input_ids'].shape[1]} tokens) "
+                                           f"and the longest answer ({longest}) exceed its context of {limit} tokens")
+            count = inputs["input_ids"].shape[0]
+            pairs = [(image, answer) for image in range(count) for answer in range(len(answers))]
+            with torch.no_grad():
+                prefix = self.model(**inputs, use_cache=True)
+                first = torch.log_softmax(prefix.logits[:, -1].float(), dim=-1)  # each answer's first token
+                for at in range(0, len(pairs), batch_size):
+                    chunk = pairs[at:at + batch_size]
+                    found = self._continuations(_cache_of(prefix), first, [i for i, _ in chunk],
+                                                [tokens[a] for _, a in chunk])
+                    for (image, answer), value in zip(chunk, found):
+                        totals[start + image, answer] = value
+        return totals
 
-    def _continuations(self, cache: Any, first: Any, tokens: list[list[int]]) -> np.ndarray:
-        """The summed log-probabilities of answers (right-padded to one length) read on from ``cache``."""
-        import copy
-
+    def _continuations(self, cache: Any, first: Any, images: list[int], tokens: list[list[int]]) -> np.ndarray:
+        """The summed log-probabilities of answers (right-padded to one length), each read on from the
+        cache of its image (``images[k]``: a row of the batch ``cache`` and ``first`` hold)."""
         import torch
 
         width = max(len(t) for t in tokens)
         pad = self.processor.tokenizer.pad_token_id or 0
         ids = torch.tensor([t + [pad] * (width - len(t)) for t in tokens], device=self.device)
         present = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tokens], device=self.device)
-        totals = first[ids[:, 0]].double()
+        rows = torch.tensor(images, device=first.device)
+        totals = first[rows, ids[:, 0].to(first.device)].double().to(self.device)
         if width > 1:
-            repeated = copy.deepcopy(cache)
-            repeated.batch_repeat_interleave(len(tokens))
             # no attention mask: the padding follows each answer's tokens, so causal attention never
             # lets a real token see it (and a mask over prefix + answers would make models that
             # derive positions from it, as Qwen2-VL's M-RoPE, read the prefix's length as new tokens)
-            with warnings.catch_warnings():  # transformers 5.2x renames past_key_values to cache (5.0 has only it)
-                warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated", category=FutureWarning)
-                out = self.model(input_ids=ids[:, :-1], past_key_values=repeated, use_cache=True)
+            with _rows_of(self.model, cache, rows) as selected:
+                out = self.model(input_ids=ids[:, :-1], use_cache=True, **{_cache_argument(self.model): selected})
             logs = torch.log_softmax(out.logits.float(), dim=-1)  # (answers, width - 1, vocab)
             following = logs.gather(2, ids[:, 1:, None])[:, :, 0].double() * present[:, 1:]
             totals = totals + following.sum(dim=1)
         return totals.cpu().numpy()
 
     def generate(self, image: Any, question: str, max_new_tokens: int = 16) -> str:
-        """The model's own answer to ``question`` about ``image``: greedy decoding of at most
-        ``max_new_tokens`` tokens, special tokens left out (the open-ended mode)."""
+        """The model's own answer to ``question`` about ``image`` (:meth:`generate_many` of one image)."""
+        return self.generate_many([image], question, max_new_tokens)[0]
+
+    def generate_many(self, images: Sequence[Any], question: str, max_new_tokens: int = 16,
+                      batch_size: int = 32) -> list[str]:
+        """The model's own answer to ``question`` about each image: greedy decoding of at most
+        ``max_new_tokens`` tokens, special tokens left out (the open-ended mode); ``batch_size`` images
+        decoded together where their prompts are of one length (no padding: the same answers as one
+        image at a time)."""
         import torch
 
-        inputs = self._inputs(image, self.prepared(question, ())[0])  # the prompt, templated once per question
-        with torch.no_grad():
-            made = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
-                                       pad_token_id=self.processor.tokenizer.pad_token_id)
-        new = made[0, inputs["input_ids"].shape[1]:]
-        return str(self.processor.tokenizer.decode(new, skip_special_tokens=True)).strip()
+        prompt = self.prepared(question, ())[0]  # the prompt, templated once per question
+        pad = self.processor.tokenizer.pad_token_id
+        answers: list[str] = [""] * len(images)
+        for start, inputs in self._image_batches(images, prompt, batch_size):
+            with torch.no_grad():
+                made = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
+            for row, new in enumerate(made[:, inputs["input_ids"].shape[1]:]):
+                answers[start + row] = str(self.processor.tokenizer.decode(new, skip_special_tokens=True)).strip()
+        return answers
 
     def score_by_full_forward(self, image: Any, question: str, answers: Sequence[str]) -> AnswerScores:
         """The same numbers, one full forward per answer: the reference the prefix-shared path must equal."""
@@ -252,39 +311,46 @@ class GenerativeScorer:
         return AnswerScores(np.array(totals), np.array([len(t) for t in tokens], dtype=np.int64))
 
 
-_ARTICLES = re.compile(r"^(?:a|an|the)\s+")
+def _cache_argument(model: Any) -> str:
+    """The keyword a model's forward takes its key-value cache by: ``cache`` since transformers 5.2x
+    (which warns on the older name), ``past_key_values`` before."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def normalized(text: str) -> str:
-    """Text as answers are matched: Unicode-compatible form, case folded, punctuation dropped (letters
-    of every script kept), spaces collapsed, a leading English article dropped."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = "".join(c if c.isalnum() or c.isspace() else " " for c in text)
-    return _ARTICLES.sub("", " ".join(text.split()))
+def _cache_of(output: Any) -> Any:
+    """A forward's key-value cache, by its name in this transformers (``cache``, or ``past_key_values``
+    before 5.2x: reading the old name warns in newer ones)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
 
 
-def match_answer(answer: str, candidates: list[str]) -> int:
-    """The candidate a generated answer names, or -1: the candidate equal to the whole answer once
-    both are :func:`normalized`, else the one candidate the answer contains as whole words (the
-    longest where one contains another: "dishonest" over "honest"); -1 where none, or where two
-    unrelated candidates both appear (the answer names no single one)."""
-    said = normalized(answer)
-    forms = [normalized(c) for c in candidates]
-    if said in forms:
-        return forms.index(said)
-    found = [j for j, form in enumerate(forms) if form and _contains(said, form)]
-    # a candidate inside a longer one found too ("honest" in "dishonest" does not count: whole words;
-    # "player" in "tennis player" does) is the longer one's part, not a second answer
-    found = [j for j in found if not any(k != j and _contains(forms[k], forms[j]) for k in found)]
-    return found[0] if len(found) == 1 else -1
+# A model's state that holds one row per image of its last prefix forward, beside the key-value cache:
+# Qwen2-VL keeps each image's M-RoPE offset (``rope_deltas``) to place the tokens that follow.
+_PER_IMAGE_STATE = ("rope_deltas",)
 
 
-def _contains(text: str, words: str) -> bool:
-    """``words`` in ``text`` as whole words; in a script written without spaces (Chinese, Japanese),
-    as characters."""
-    if any(unicodedata.east_asian_width(c) == "W" for c in words):
-        return words in text
-    return f" {words} " in f" {text} "
+@contextlib.contextmanager
+def _rows_of(model: Any, cache: Any, rows: Any) -> Iterator[Any]:
+    """``cache`` with its batch rows ``rows`` (an image's row repeated for each of its answers), and
+    the model's per-image state (:data:`_PER_IMAGE_STATE`) selected alike while the continuation runs.
+    The cache's tensors are indexed, never changed: the batch's cache serves every chunk of answers."""
+    selected = copy.copy(cache)
+    selected.layers = [copy.copy(layer) for layer in cache.layers]
+    selected.batch_select_indices(rows)  # each layer's keys and values replaced by their rows (a new tensor)
+    saved = []
+    for owner in (model, getattr(model, "model", None)):
+        for name in _PER_IMAGE_STATE:
+            value = getattr(owner, name, None) if owner is not None else None
+            if value is not None and hasattr(value, "index_select"):
+                saved.append((owner, name, value))
+                setattr(owner, name, value.index_select(0, rows.to(value.device)))
+    try:
+        yield selected
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
 
 
 def load_lvlm(ref: str, *, device: Any = "auto", dtype: Any = "auto", revision: str | None = None,

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from vlfair.imageio import RejectedImageError
-from vlfair.models.lvlm import match_answer, normalized
+from vlfair.matching import match_answer, normalized
 from vlfair.probes.settings import Count, Flag, Settings, Text
 
 if TYPE_CHECKING:

@@ -157,7 +157,7 @@ class Context:
         from vlfair.embed import generate_answers
 
         result = generate_answers(self.encoder, self.dataset, question, answers, max_new_tokens=max_new_tokens,
-                                  cache_dir=self.cache_dir)
+                                  batch_size=self.batch_size, cache_dir=self.cache_dir)
         self.skipped_rows = result.skipped_rows
         chosen = result.embeddings[:, 0].astype(np.int64)
         rows = result.kept_rows

@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
-import numpy as np
 import yaml
 from PIL import Image
 
@@ -47,8 +46,7 @@ class GroupClassifier:
         labels = [NO_PERSON] * len(images)
         if present:
             if self.generative:  # each answer's log-likelihood, from one prefix per image
-                similarity = np.stack([self.encoder.score(crops[i], self.question, self.prompts).log_likelihood
-                                       for i in present])
+                similarity = self.encoder.log_likelihoods([crops[i] for i in present], self.question, self.prompts)
             else:
                 assert self.text is not None  # embedded in __init__ for a contrastive encoder
                 similarity = self.encoder.encode_images([crops[i] for i in present]) @ self.text.T
