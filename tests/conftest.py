@@ -97,19 +97,34 @@ def broken_files(tmp_path_factory, jpeg_paths) -> dict[str, Path]:
     return {"truncated": truncated, "not_image": not_image}
 
 
-@pytest.fixture(scope="session")
-def demo_cache(tmp_path_factory) -> Path:
-    """The cache the demo and the demo Space are given: the shipped world encoders leave it empty."""
-    return tmp_path_factory.mktemp("demo-cache")
+def _session_dir(tmp_path_factory, worker_id: str) -> Path:
+    """A folder of this test session that every xdist worker shares (the session's base temporary
+    folder; without xdist, this process's)."""
+    base = tmp_path_factory.getbasetemp()
+    return base if worker_id == "master" else base.parent
 
 
 @pytest.fixture(scope="session")
-def demo(demo_cache, tmp_path_factory) -> tuple[Path, list[dict]]:
-    """One ``vlfair demo`` run: its output folder and summary.json's entries."""
+def demo_cache(tmp_path_factory, worker_id) -> Path:
+    """The cache the demo and the demo Space are given: the shipped world models leave it empty."""
+    path = _session_dir(tmp_path_factory, worker_id) / "demo-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo(demo_cache, tmp_path_factory, worker_id) -> tuple[Path, list[dict]]:
+    """One ``vlfair demo`` run for the whole session: its output folder and summary.json's entries.
+    The first worker to ask runs it; the others wait for it (a file lock) and read what it wrote."""
     import json
+
+    from filelock import FileLock
 
     from vlfair.cli import main
 
-    out = tmp_path_factory.mktemp("demo-out")
-    assert main(["demo", "--out", str(out), "--cache-dir", str(demo_cache)]) == 0
+    shared = _session_dir(tmp_path_factory, worker_id)
+    out = shared / "demo-out"
+    with FileLock(str(shared / "demo-out.lock")):
+        if not (out / "summary.json").exists():
+            assert main(["demo", "--out", str(out), "--cache-dir", str(demo_cache)]) == 0
     return out, json.loads((out / "summary.json").read_text())

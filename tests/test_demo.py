@@ -169,38 +169,45 @@ def test_an_unshipped_world_or_retrain_trains_and_caches(tmp_path):
     assert shipped.encoder_path(Planting(), tmp_path, retrain=True, training=TINY, log=pytest.fail) == first  # cached
 
 
-def test_demo_retrain_flag_trains_instead_of_loading(tmp_path, monkeypatch):
-    """``--retrain`` reaches the encoder and answerer lookups; a 20-step encoder and a 5-step answerer
-    are trained there (the real trainings take minutes), and the probes then measure the shipped ones
-    (so few steps learn nothing to measure)."""
+def test_demo_retrain_flag_reaches_the_demo(tmp_path, monkeypatch):
+    """``vlfair demo --retrain`` asks the demo to train its models on this machine."""
     from vlfair.demo import run
 
     asked = []
+    monkeypatch.setattr(run, "run_demo", lambda out, **options: asked.append(options) or [{"entry": 1}])
+    assert main(["demo", "--retrain", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert asked[0]["retrain"] is True and asked[0]["cache_dir"] == str(tmp_path / "cache")
+    assert main(["demo", "--out", str(tmp_path / "out")]) == 0 and asked[1]["retrain"] is False
 
-    def small(planting, cache_dir, *, retrain=False, name=None, log=print):
-        asked.append(retrain)
-        shipped.encoder_path(planting, cache_dir, retrain=retrain, training=TINY, name=name, log=log)
-        return shipped.encoder_path(planting, cache_dir, log=pytest.fail)
 
-    from vlfair.demo import generative
+def test_retraining_trains_every_world_model_instead_of_loading_the_shipped_ones(tmp_path, monkeypatch):
+    """``retrain`` reaches the encoder and answerer lookups: a 20-step encoder and a 5-step answerer of
+    each world are trained and cached there (the real trainings take minutes)."""
+    from vlfair.demo import generative, run
     from vlfair.demo.answerer import AnswererConfig
 
-    answerers_asked = []
+    asked: list[tuple[str, bool]] = []
+
+    def small_encoder(planting, cache_dir, *, retrain=False, name=None, log=print):
+        asked.append(("encoder", retrain))
+        return shipped.encoder_path(planting, cache_dir, retrain=retrain, training=TINY, name=name, log=log)
+
     answerer_path = generative.answerer_path
 
     def small_answerer(planting, cache_dir, *, retrain=False, name=None, log=print, config=AnswererConfig()):
-        answerers_asked.append(retrain)
-        answerer_path(planting, cache_dir, retrain=retrain, config=AnswererConfig(steps=5, pairs=256, seed=config.seed),
-                      name=name, log=log)
-        return answerer_path(planting, cache_dir, config=config, log=pytest.fail)
+        asked.append(("answerer", retrain))
+        return answerer_path(planting, cache_dir, retrain=retrain, config=AnswererConfig(steps=5, pairs=256),
+                             name=name, log=log)
 
-    monkeypatch.setattr(run, "encoder_path", small)
+    monkeypatch.setattr(run, "encoder_path", small_encoder)
     monkeypatch.setattr(generative, "answerer_path", small_answerer)
-    assert main(["demo", "--retrain", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]) == 0
-    assert asked == [True, True] and answerers_asked == [True] * 6  # both worlds' answerers, every seed's
+    paths, encoders, answerers = run.world_models(run.plantings(), tmp_path / "cache", retrain=True, log=lambda _: None)
+    assert asked == [("encoder", True), ("encoder", True), ("answerer", True), ("answerer", True)]
+    assert sorted(encoders) == sorted(answerers) == ["biased", "control"]
+    assert all(path.parent == tmp_path / "cache" / "demo" for path in paths.values())
     assert len(list((tmp_path / "cache" / "demo").glob("encoder-*/model.safetensors"))) == 2
-    assert len(list((tmp_path / "cache" / "demo").glob("answerer-*/model.safetensors"))) == 6
-    assert (tmp_path / "out" / "summary.json").exists()
+    assert len(list((tmp_path / "cache" / "demo").glob("answerer-*/model.safetensors"))) == 2
+    assert answerers["control"].display_name == "demo-world control answerer"
 
 
 def test_training_shows_a_progress_bar(tmp_path, capsys):
@@ -282,17 +289,31 @@ def test_sweep_tally_counts_detections_and_coverage_once_per_interval():
     assert any("(equal in every seed, not pooled)" in line for line in lines)
 
 
-def test_sweep_measures_trained_encoders_and_prints_its_tables(monkeypatch, capsys):
-    """The sweep end to end, with the training swapped for the shipped encoders (training itself is
-    tested above; a real sweep takes minutes per seed)."""
+@pytest.mark.parametrize("models", ["encoders", "answerers"])
+def test_sweep_measures_trained_models_and_prints_its_tables(monkeypatch, capsys, models):
+    """The sweep end to end in this process (--jobs 1), with the training swapped for the shipped models
+    (training itself is tested above; a real sweep takes minutes per seed)."""
+    from vlfair.demo.generative import SHIPPED_ANSWERERS
+
     sweep = _sweep_module()
-    monkeypatch.setattr(sweep, "train_all", lambda seeds, *_: {(world, 0): str(shipped.SHIPPED_DIR / world)
-                                                               for world in sweep.SWEPT})
-    assert sweep.main(["--seeds", "1"]) == 0
+    shipped_folder = {"encoders": shipped.SHIPPED_DIR, "answerers": SHIPPED_ANSWERERS}
+    monkeypatch.setattr(sweep, "_train", lambda kind, world, *_: str(shipped_folder[kind] / world))
+    assert sweep.main(["--seeds", "1", "--jobs", "1", "--models", models]) == 0
     out = capsys.readouterr().out
+    assert f"validity sweep of the {models}: 1 seeds" in out
     assert "Planted effects: detected with the planted sign" in out and "pooled control coverage" in out
     last = out.strip().splitlines()[-1]
-    assert last.startswith("planted_detected=11/11 control_coverage=") and "coverage_p=" in last, last
+    assert last.startswith("planted_detected=11/11 control_coverage=") and last.endswith("valid_trainings=2/2"), last
+
+
+def test_sweep_answerer_overrides_are_training_fields(capsys):
+    sweep = _sweep_module()
+    assert sweep._override("batch_size=128") == ("batch_size", 128)
+    assert sweep._override("fresh_images=false") == ("fresh_images", False)
+    for bad in ("seed=3", "nonsense=1", "steps=many", "stratified=maybe"):
+        with pytest.raises(SystemExit):
+            sweep.main(["--answerer", bad])
+        assert "--answerer" in capsys.readouterr().err
 
 
 def test_ship_writes_a_complete_encoder_with_its_record(tmp_path):
@@ -342,63 +363,40 @@ def test_the_demo_finds_every_planted_bias_as_a_paired_difference(demo):
 
 # ---- the generative path: the world's answerers -------------------------------------------------
 def test_the_answerers_find_every_planted_bias_through_the_probes(demo):
-    """Every probe asks the shipped answerers, three trainings per world: the biased ones show each
-    planted bias with its sign (all but one in every training: seed 1's Skew@40 of White for "smart",
-    0.22 [-0.43, 0.70]), and no gap shows in every control one.
-
-    Seed 0's control answerer alone shows one: women doctors described as "a photo of a doctor" 0.93
-    times as often as men (relative to lawyers and scientists). It is not the control world's
-    captions: with their language, race and trait captions made exact within every gender x
-    occupation (x race) cell and both answerers retrained, the doctor entry stayed (0.94-0.96) and
-    four more appeared, and the retrained control encoder read "a smart person" and "a dumb person" as
-    one text (cosine 0.99992, refused by traits). The control answerers of seeds 1 and 2 show other
-    gaps (5/12 and 2/12) and doctor at 0.954 (detected) and 0.973 (not): a model trained once carries
-    small gaps of its own, which intervals over images do not cover (they resample images, not
-    trainings). The test names seed 0's entry so that a change shows."""
-    from vlfair.demo.generative import SEEDS, answerer_label, tally
+    """Every probe asks the shipped answerers, one per world, and each is valid on its own: the biased
+    one shows each planted bias with its sign, the control one nothing (issue 42: before, three
+    trainings per world were needed, each alone with gaps of its own)."""
+    from vlfair.demo.generative import LABELS
 
     out, _ = demo
     asked = json.loads((out / "generative.json").read_text())
+    assert {e["encoder"] for e in asked["entries"]} == set(LABELS)
     biased = [e for e in asked["entries"] if e["encoder"] == "biased answerer"]
-    assert sum(e["planted_sign"] != 0 for e in biased) == 11 and all(valid(e) for e in biased)
+    assert sum(e["planted_sign"] != 0 for e in biased) == 11 and all(valid(e) for e in biased), \
+        [e for e in biased if not valid(e)]
     control = [e for e in asked["entries"] if e["encoder"] == "control answerer"]
-    wrong = [(e["probe"], e["subset"]) for e in control if not valid(e)]
-    assert len(control) == 12 and wrong == [("professions", {"profession": "doctor"})]
-    assert {e["encoder"] for e in asked["entries"]} == {answerer_label(world, seed) for world in ("biased", "control")
-                                                        for seed in SEEDS}
-    counts = tally(asked["entries"])
-    assert (counts["found"], counts["planted"], counts["false_alarms"], counts["controls"]) == (10, 11, 0, 12)
-    missed = [(e["probe"], e["subset"]) for e in asked["entries"] if e["planted_sign"] and not valid(e)]
-    assert missed == [("retrieval", {"concept": "smart"})]
-    assert [s["seed"] for s in counts["seeds"]] == [0, 1, 2] and counts["seeds"][0]["false_alarms"] == 1
-    assert all(s["false_alarms"] >= 1 for s in counts["seeds"])  # each training alone has a gap of its own
+    assert len(control) == 12 and all(valid(e) for e in control), [e for e in control if not valid(e)]
     assert {e["probe"] for e in asked["entries"]} == {"professions", "traits", "word-influence", "multilingual",
                                                       "public-figures", "retrieval"}
     assert (out / "answerer-biased" / "traits" / "samples.parquet").exists()
-    assert (out / "answerer-control-seed2" / "traits" / "samples.parquet").exists()
+    assert (out / "answerer-control" / "retrieval" / "samples.parquet").exists()
 
 
-def test_a_false_alarm_or_a_found_bias_must_hold_in_every_training():
-    """tally() written out on made-up entries: a planted bias missed by one training is not found; a
-    control gap counts only where every training shows it on one side of neutral."""
-    from vlfair.demo.generative import answerer_label, tally
+def test_the_tally_counts_what_the_biased_model_found_and_the_control_s_false_alarms():
+    from vlfair.demo.run import summary_table, tally
 
-    def entry(world, seed, subset, measured, ci, sign=0):
-        return {"probe": "professions", "measure": "ratio", "subset": {"profession": subset},
-                "encoder": answerer_label(world, seed), "planted": "<1" if sign else "1", "planted_sign": sign,
-                "measured": measured, "ci": ci, "detected": not ci[0] <= 1 <= ci[1], "neutral": 1.0}
+    def entry(model, subset, measured, ci, sign=0):
+        return {"probe": "professions", "measure": "ratio", "subset": {"profession": subset}, "encoder": model,
+                "planted": "<1" if sign else "1", "planted_sign": sign, "measured": measured, "ci": ci,
+                "detected": not ci[0] <= 1 <= ci[1], "neutral": 1.0}
 
-    entries = [entry("biased", seed, "doctor", 0.3, [0.2, 0.4], -1) for seed in (0, 1, 2)]
-    entries += [entry("biased", seed, "nurse", 3, [2, 4] if seed else [0.9, 5], 1) for seed in (0, 1, 2)]
-    entries += [entry("control", seed, "doctor", 0.9, [0.85, 0.95]) for seed in (0, 1, 2)]  # every training
-    entries += [entry("control", seed, "nurse", value, ci) for seed, value, ci in  # opposite sides: not the world's
-                [(0, 0.9, [0.85, 0.95]), (1, 1.1, [1.05, 1.15]), (2, 0.9, [0.85, 0.95])]]
-    entries += [entry("control", seed, "lawyer", 0.9, [0.85, 0.95] if seed else [0.8, 1.01]) for seed in (0, 1, 2)]
-    entries += [entry("control", seed, "scientist", 0.9, [0.85, 0.95]) for seed in (0, 1)]  # a training lacks it
-    counts = tally(entries)
-    assert (counts["found"], counts["planted"], counts["false_alarms"], counts["controls"]) == (1, 2, 1, 4)
-    assert [(s["found"], s["false_alarms"]) for s in counts["seeds"]] == [(1, 3), (2, 4), (2, 3)]
-    assert counts["trainings"] == 3 and tally(entries[:1])["trainings"] == 1 and len(tally(entries[:1])["seeds"]) == 1
+    entries = [entry("biased answerer", "doctor", 0.3, [0.2, 0.4], -1), entry("biased answerer", "nurse", 3, [0.9, 5], 1),
+               entry("biased answerer", "lawyer", 1.0, [0.9, 1.1]),  # nothing planted: not counted as found
+               entry("control answerer", "doctor", 0.9, [0.85, 0.95]), entry("control answerer", "nurse", 1, [0.9, 1.1])]
+    assert tally(entries, "biased answerer", "control answerer") == {"found": 1, "planted": 2, "false_alarms": 1,
+                                                                     "controls": 2}
+    assert summary_table(entries, ("biased answerer", "control answerer")).endswith(
+        "biased answerer: 1/2 planted biases found; control answerer: 1/2 false alarms")
 
 
 def test_the_biased_answerer_is_compared_with_the_biased_encoder_on_the_same_rows(demo):
@@ -408,23 +406,21 @@ def test_the_biased_answerer_is_compared_with_the_biased_encoder_on_the_same_row
     assert probes == {"traits", "public-figures", "retrieval"}
     assert (out / "compare-kinds" / "traits" / "comparison.html").exists()
     report = (out / "report.html").read_text()
-    assert "Biased answerers: 10/11 planted biases found by every training" in report
-    assert "0/12 false alarms in every training" in report and "The biased encoder beside" in report
-    assert "seed 0: 11/11 found,\n1/12 false alarms" in report  # each training's own count beside
+    assert "biased answerer: 11/11 planted biases found; control answerer:\n0/12 false alarms" in report
+    assert "The biased encoder beside" in report
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("world", ["biased", "control"])
-def test_shipped_answerer_matches_todays_world(world, seed):
+def test_shipped_answerer_matches_todays_world(world):
     """Fails when the world, the questions or the answerer's training changed since it was shipped:
-    re-ship with ``python -m vlfair.demo.generative`` (about 10 minutes on 2 cores)."""
+    re-ship with ``python -m vlfair.demo.generative`` (a few minutes on 2 cores)."""
     from vlfair.demo import generative
     from vlfair.demo.answerer import answerer_hash
 
-    folder = generative.SHIPPED_ANSWERERS / generative.shipped_name(world, seed)
+    folder = generative.SHIPPED_ANSWERERS / world
     record = read_record(folder)
-    assert record is not None and record["name"] == generative.answerer_name(world, seed)
-    assert record["config_hash"] == answerer_hash(shipped.WORLDS[world], generative.answerer_config(seed)), (
+    assert record is not None and record["name"] == generative.answerer_name(world)
+    assert record["config_hash"] == answerer_hash(shipped.WORLDS[world], generative.DEFAULT_ANSWERER), (
         f"the {world} answerer's configuration changed since it was shipped; run python -m vlfair.demo.generative")
-    found = generative.answerer_path(shipped.WORLDS[world], config=generative.answerer_config(seed), log=pytest.fail)
-    assert found == folder
+    assert generative.answerer_path(shipped.WORLDS[world], log=pytest.fail) == folder
+    assert sorted(p.name for p in generative.SHIPPED_ANSWERERS.iterdir()) == ["biased", "control"]

@@ -21,10 +21,14 @@ log = get_logger(__name__)  # results and progress: stdout at info; warnings: st
 def _demo(args: argparse.Namespace) -> int:
     if args.selfcheck:
         return _selfcheck(args)
-    from vlfair.demo.run import DEMO_OUTPUT, run_demo
+    from vlfair.demo.timing import Timings
 
+    timings = Timings()  # --profile: the imports are the demo's first step
+    with timings("imports"):
+        from vlfair.demo.run import DEMO_OUTPUT, run_demo
     _check_out_dir(Path(args.out or "vlfair-demo"), DEMO_OUTPUT)
-    entries = run_demo(args.out or "vlfair-demo", cache_dir=args.cache_dir or "default", retrain=args.retrain)
+    entries = run_demo(args.out or "vlfair-demo", cache_dir=args.cache_dir or "default", retrain=args.retrain,
+                       timings=timings, profile=args.profile)
     return 0 if entries else 1
 
 
@@ -53,6 +57,9 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--retrain", action="store_true",
                         help="train the world encoders on this machine instead of loading the shipped ones")
     parser.add_argument("--cache-dir", help="where encoders trained with --retrain are cached")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print where the time went: each probe on each kind of model, the comparisons, "
+                             "loading and the report")
     parser.add_argument("--selfcheck", action="store_true",
                         help="instead, check the embedding engine on a tiny encoder")
     parser.set_defaults(handler=_demo)

@@ -1,13 +1,13 @@
 """The demo's generative path: every probe asks the world's answerers (tiny LLaVAs trained on the
-world's captions, :mod:`vlfair.demo.answerer`, three trainings per world) its questions, counts the
-planted biases every biased training shows and the gaps every control training shows
-(:func:`tally`), and sets seed 0's answerers beside the world's encoders with ``vlfair compare``
-on the same rows."""
+world's captions, :mod:`vlfair.demo.answerer`, one per world) its questions, tallies what the biased
+one found and the control's false alarms as the encoders' are, and sets the biased answerer beside
+the biased encoder with ``vlfair compare`` on the same rows. Each shipped answerer is valid on its
+own; how often a training of either world is, over training seeds, is
+``benchmarks/validity_sweep.py --models answerers``."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from vlfair.demo.run import (
     trait_entries,
 )
 from vlfair.demo.shipped import WORLDS, ship_models
+from vlfair.demo.timing import Timings
 from vlfair.demo.train import TrainingConfig, _training_data, cached_training, read_record
 from vlfair.demo.world import Planting
 from vlfair.logging import get_logger
@@ -47,53 +48,43 @@ logger = get_logger(__name__)
 SHIPPED_ANSWERERS = Path(__file__).resolve().parent / "answerers"
 DEFAULT_ANSWERER = AnswererConfig()
 KIND = "answerer"  # the demo's runs of the answerers: out/answerer-biased/PROBE, out/answerer-control/PROBE
-
-
-# The trainings of each world's answerer. An answerer trained once carries small gaps of its own (its
-# seed draws the world's captions and the initial weights), which intervals over images do not
-# cover: the control answerer showed a doctor gap of 0.93 with seed 0 and five gaps with seed 1. A
-# world's bias is therefore one that the answerers of every seed show (:func:`tally`). Seed 0's is
-# the world's answerer: the one compared with the encoder and offered in the Space.
-SEEDS = (0, 1, 2)
+LABELS = (f"biased {KIND}", f"control {KIND}")  # what the demo's entries call them
 
 
 def answerer_name(world: str, seed: int = 0) -> str:
+    """Its display name ("demo-world biased answerer"; another training seed than the shipped one's is named)."""
     return f"demo-world {world} answerer" + (f" (seed {seed})" if seed else "")
 
 
-def shipped_name(world: str, seed: int = 0) -> str:
-    """Its folder under vlfair/demo/answerers/ and its runs' name in the demo (``biased-seed1``)."""
-    return world if seed == 0 else f"{world}-seed{seed}"
-
-
-def answerer_config(seed: int) -> AnswererConfig:
+def answerer_config(seed: int = 0) -> AnswererConfig:
+    """The shipped answerers' training, with another seed (the validity sweep's trainings)."""
     return dataclasses.replace(DEFAULT_ANSWERER, seed=seed)
 
 
 def answerer_path(planting: Planting, cache_dir: Any = "default", *, retrain: bool = False,
                   config: AnswererConfig = DEFAULT_ANSWERER, name: str | None = None,
-                  log: Callable[[str], None] = logger.info) -> Path:
-    """The shipped answerer for ``planting`` and ``config`` (its seed); with ``retrain`` (or one vlfair
-    does not ship), one trained on this machine and cached."""
+                  log: Callable[[str], None] = logger.info, device: str = "cpu") -> Path:
+    """The shipped answerer for ``planting`` and ``config``; with ``retrain`` (or one vlfair does not
+    ship), one trained on this machine (on ``device``) and cached."""
     wanted = answerer_hash(planting, config)
     if not retrain:
         for world in WORLDS:
-            for seed in SEEDS:
-                record = read_record(SHIPPED_ANSWERERS / shipped_name(world, seed))
-                if record and record["config_hash"] == wanted:
-                    return SHIPPED_ANSWERERS / shipped_name(world, seed)
+            record = read_record(SHIPPED_ANSWERERS / world)
+            if record and record["config_hash"] == wanted:
+                return SHIPPED_ANSWERERS / world
     data = _training_data(planting, TrainingConfig(pairs=config.pairs, seed=config.seed))
     return cached_training(f"answerer-{wanted}-{data[2]}", cache_dir,
-                           lambda staging: train_answerer(staging, planting, config, name=name, data=data),
+                           lambda staging: train_answerer(staging, planting, config, name=name, data=data,
+                                                          device=device),
                            name or "world answerer", f"{config.steps} steps", log)
 
 
 def world_answerer(planting: Planting, cache_dir: Any = "default", *, retrain: bool = False, name: str | None = None,
-                   log: Callable[[str], None] = logger.info, seed: int = 0) -> Any:
-    """The world answerer (of training ``seed``), loaded in float32 as a generative scorer (``lvlm:``)."""
+                   log: Callable[[str], None] = logger.info, config: AnswererConfig = DEFAULT_ANSWERER) -> Any:
+    """The world answerer, loaded in float32 as a generative scorer (``lvlm:``)."""
     from vlfair.models import load_encoder
 
-    path = answerer_path(planting, cache_dir, retrain=retrain, config=answerer_config(seed), name=name, log=log)
+    path = answerer_path(planting, cache_dir, retrain=retrain, config=config, name=name, log=log)
     scorer = load_encoder(f"lvlm:{path}", dtype="float32", device="cpu")
     scorer.display_name = name  # boards and reports name it, not its folder
     return scorer
@@ -181,26 +172,29 @@ COMPARED = ("traits", "public-figures", "retrieval")
 
 
 def measure(answerers: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
-            log: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
+            log: Callable[[str], None] = logger.info, timings: Timings | None = None) -> list[dict[str, Any]]:
     """Every probe's entries for the world answerers ``{"biased": ..., "control": ...}``; runs are
     written to out/answerer-NAME/PROBE. Entries name the answerer ("biased answerer")."""
     from vlfair.demo import run
 
-    return run.measure(answerers, out, cache_dir, data, log, PROBES, KIND)
+    return run.measure(answerers, out, cache_dir, data, log, PROBES, KIND, timings)
 
 
-def compare_kinds(out: Path, log: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
+def compare_kinds(out: Path, log: Callable[[str], None] = logger.info, timings: Timings | None = None
+                  ) -> list[dict[str, Any]]:
     """The biased encoder's and the biased answerer's runs of each probe in :data:`COMPARED`, row by
     row (out/compare-kinds/PROBE): which of the two is more biased, with a paired interval."""
     rows = []
+    timings = timings or Timings()
     for probe in COMPARED:
-        try:
-            comparison = compare_runs([out / "biased" / probe, out / f"{KIND}-biased" / probe], bootstrap=BOOTSTRAP,
-                                      confidence=CONFIDENCE)
-        except ComparisonError as exc:  # said in the report, the rest compared
-            rows.append({"probe": probe, "refused": str(exc)})
-            continue
-        write_comparison(comparison, out / "compare-kinds" / probe)
+        with timings("compared", probe):
+            try:
+                comparison = compare_runs([out / "biased" / probe, out / f"{KIND}-biased" / probe],
+                                          bootstrap=BOOTSTRAP, confidence=CONFIDENCE)
+            except ComparisonError as exc:  # said in the report, the rest compared
+                rows.append({"probe": probe, "refused": str(exc)})
+                continue
+            write_comparison(comparison, out / "compare-kinds" / probe)
         for entry in comparison.content["differences"]:
             rows.append({"probe": probe, "metric": entry["metric"], "subset": entry["subset"],
                          "encoder": entry["value_a"], "answerer": entry["value_b"], "difference": entry["difference"],
@@ -212,71 +206,22 @@ def compare_kinds(out: Path, log: Callable[[str], None] = logger.info) -> list[d
 
 
 def ship(dest: Path = SHIPPED_ANSWERERS, worlds: tuple[str, ...] = ("biased", "control"),
-         seeds: tuple[int, ...] = SEEDS, log: Callable[[str], None] = logger.info) -> dict[str, Path]:
-    """Train the shipped worlds' answerers (one per seed) and write them under ``dest``, replacing what
-    was there only once the new one is complete (``python -m vlfair.demo.generative``)."""
-    trainings = {shipped_name(world, seed): (world, seed) for world in worlds for seed in seeds}
-    return ship_models(dest, list(trainings), lambda path, folder: train_answerer(
-        path, WORLDS[trainings[folder][0]], answerer_config(trainings[folder][1]),
-        name=answerer_name(*trainings[folder])), lambda folder: answerer_name(*trainings[folder]), log)
+         log: Callable[[str], None] = logger.info) -> dict[str, Path]:
+    """Train the shipped worlds' answerers and write them under ``dest``, replacing what was there
+    only once the new one is complete (``python -m vlfair.demo.generative``)."""
+    return ship_models(dest, list(worlds), lambda path, world: train_answerer(
+        path, WORLDS[world], DEFAULT_ANSWERER, name=answerer_name(world)), answerer_name, log)
 
 
-def tally(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """The answerers' counts. Across trainings (:data:`SEEDS`): a planted bias is found where every
-    seed's biased answerer finds it with its sign; a control false alarm is a gap every seed's
-    control answerer shows, on one side of neutral (an F-test: significant in all). Per answerer:
-    ``seeds``, each training's own counts."""
-    from vlfair.demo.run import valid
-
-    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
-    for entry in entries:  # one measured quantity of one world, across its trainings
-        world = entry["encoder"].split()[0]  # "biased answerer (seed 1)"
-        key = (world, entry["probe"], entry["measure"], json.dumps(entry["subset"], sort_keys=True))
-        groups.setdefault(key, []).append(entry)
-    planted = [group for (world, *_), group in groups.items() if world == "biased" and group[0]["planted_sign"]]
-    control = [group for (world, *_), group in groups.items() if world == "control"]
-    trainings = {world: len({e["encoder"] for e in entries if e["encoder"].split()[0] == world})
-                 for world in ("biased", "control")}
-
-    def every(world: str, group: list[dict[str, Any]]) -> bool:  # a quantity some training lacks is not counted
-        return len({e["encoder"] for e in group}) == trainings[world]
-
-    def same_gap(group: list[dict[str, Any]]) -> bool:
-        sides = {np.sign(e["measured"] - e["neutral"]) for e in group if e["ci"] is not None}
-        return every("control", group) and all(not valid(e) for e in group) and len(sides) <= 1
-
-    labels = {e["encoder"] for e in entries}
-    seeds = []
-    for seed in (s for s in SEEDS if {answerer_label("biased", s), answerer_label("control", s)} & labels):
-        biased = [e for e in entries if e["encoder"] == answerer_label("biased", seed) and e["planted_sign"]]
-        controls = [e for e in entries if e["encoder"] == answerer_label("control", seed)]
-        seeds.append({"seed": seed, "found": sum(valid(e) for e in biased), "planted": len(biased),
-                      "false_alarms": sum(not valid(e) for e in controls), "controls": len(controls)})
-    return {"found": sum(every("biased", group) and all(valid(e) for e in group) for group in planted),
-            "planted": len(planted), "false_alarms": sum(same_gap(group) for group in control),
-            "controls": len(control), "trainings": max(trainings.values()), "seeds": seeds}
-
-
-def answerer_label(world: str, seed: int = 0) -> str:
-    """What the demo's entries call the answerer (``vlfair.demo.run.measure``)."""
-    return f"{world} {KIND}" + (f" (seed {seed})" if seed else "")
-
-
-def summary_lines(entries: list[dict[str, Any]], compared: list[dict[str, Any]]) -> list[str]:
-    """The generative path's tally and the encoder-vs-answerer verdicts, for the terminal."""
-    counts = tally(entries)
+def kinds_line(compared: list[dict[str, Any]]) -> str:
+    """The encoder-vs-answerer verdicts, counted, for the terminal."""
     verdicts: dict[str, int] = {}
     for row in compared:
         if "verdict" in row:
             verdicts[row["verdict"]] = verdicts.get(row["verdict"], 0) + 1
-    each = "; ".join(f"seed {s['seed']}: {s['found']}/{s['planted']} found, {s['false_alarms']}/{s['controls']} "
-                     "false alarms" for s in counts["seeds"])
-    return [f"generative (the world's answerers, {counts['trainings']} trainings each): biased {counts['found']}/"
-            f"{counts['planted']} planted biases found by every training; control {counts['false_alarms']}/"
-            f"{counts['controls']} false alarms in every training ({each})",
-            "encoder vs answerer (biased worlds, same rows): "
+    return ("encoder vs answerer (biased worlds, same rows): "
             + (", ".join(f"{count} {verdict.replace('_', ' ')}" for verdict, count in sorted(verdicts.items()))
-               or "nothing compared")]
+               or "nothing compared"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,10 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Train and ship the demo world's answerers.")
     parser.add_argument("--dest", type=Path, default=SHIPPED_ANSWERERS, help="where to write (default: the package)")
     parser.add_argument("--world", action="append", choices=["biased", "control"], help="only this world (repeatable)")
-    parser.add_argument("--seed", action="append", type=int, choices=SEEDS, help="only this seed (repeatable)")
     args = parser.parse_args(argv)
     set_verbosity(env_level() or "info")
-    ship(args.dest, tuple(args.world or ("biased", "control")), tuple(args.seed or SEEDS))
+    ship(args.dest, tuple(args.world or ("biased", "control")))
     return 0
 
 
@@ -299,5 +243,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["COMPARED", "PROBES", "SEEDS", "answerer_label", "answerer_path", "compare_kinds", "measure", "ship",
-           "shipped_name", "summary_lines", "tally", "world_answerer"]
+__all__ = ["COMPARED", "LABELS", "PROBES", "answerer_config", "answerer_name", "answerer_path", "compare_kinds",
+           "kinds_line", "measure", "ship", "world_answerer"]

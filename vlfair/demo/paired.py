@@ -12,6 +12,7 @@ import numpy as np
 from vlfair.compare import compare_runs
 from vlfair.compare.render import write_comparison
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE
+from vlfair.demo.timing import Timings
 
 # Each planted bias as a probe metric (the metric's subset holds these keys), biased = run A,
 # control = run B: the control must come out less biased, with the planted sign.
@@ -30,14 +31,18 @@ NOT_A_PROBE_METRIC = ["public-figures: frequent vs rare names' retention (the de
                       "splits names by how often they were seen)"]
 
 
-def compare_world(out: Path, probes: list[str], log: Callable[[str], None]) -> dict[str, Any]:
+def compare_world(out: Path, probes: list[str], log: Callable[[str], None], timings: Timings | None = None
+                  ) -> dict[str, Any]:
     """Compare out/biased/PROBE with out/control/PROBE for every probe (written to
-    out/compare/PROBE); returns the planted differences found and the width ratios."""
+    out/compare/PROBE, each probe's time the step ``compared`` of ``timings``); returns the planted
+    differences found and the width ratios."""
     found, widths, comparisons = [], [], {}
+    timings = timings or Timings()
     for probe in probes:
-        comparison = compare_runs([out / "biased" / probe, out / "control" / probe], bootstrap=BOOTSTRAP,
-                                  confidence=CONFIDENCE)
-        write_comparison(comparison, out / "compare" / probe)
+        with timings("compared", probe):
+            comparison = compare_runs([out / "biased" / probe, out / "control" / probe], bootstrap=BOOTSTRAP,
+                                      confidence=CONFIDENCE)
+            write_comparison(comparison, out / "compare" / probe)
         comparisons[probe] = f"compare/{probe}/comparison.html"
         differences = comparison.content["differences"]
         for entry in differences:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from vlfair.defaults import BOOTSTRAP, CONFIDENCE
 from vlfair.demo import datasets as world_data
 from vlfair.demo.paired import compare_world
 from vlfair.demo.shipped import SHIPPED_DIR, WORLDS, display_name, encoder_path
+from vlfair.demo.timing import Timings
 from vlfair.demo.train import read_record
 from vlfair.demo.world import PROFESSIONS, Planting
 from vlfair.logging import get_logger
@@ -246,80 +246,101 @@ PROBES: list[tuple[str, Callable]] = [  # (probe, run(encoder, name, world data,
 ]
 
 
-def measure(encoders: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
+def measure(models: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
             log: Callable[[str], None] = logger.info, probes: list[tuple[str, Callable]] | None = None,
-            kind: str = "encoder") -> list[dict[str, Any]]:
+            kind: str = "encoder", timings: Timings | None = None) -> list[dict[str, Any]]:
     """Every probe's entries for the world models ``{"biased": ..., "control": ...}``: the encoders
     (runs in out/NAME/PROBE, entries named NAME), or another ``kind`` of model with its ``probes``
-    (runs in out/KIND-NAME/PROBE, entries named "NAME KIND"; a further training of a world's model,
-    ``biased-seed1``, is named "biased KIND (seed 1)")."""
+    (runs in out/KIND-NAME/PROBE, entries named "NAME KIND"); each probe's time on them is the
+    step ``KINDs`` of ``timings``."""
     data = data or {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
+    timings = timings or Timings()
     entries = []
     for probe, run in probes or PROBES:
-        runs = {}
-        for name, model in encoders.items():
-            world, _, seed = name.partition("-seed")
-            label = name if kind == "encoder" else f"{world} {kind}" + (f" (seed {seed})" if seed else "")
-            log(f"running {probe} on the {f'{name} encoder' if kind == 'encoder' else label}")
-            found, runs[name] = run(model, label, data, cache_dir, world == "biased")
-            entries += found
-        share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side
-        for name, r in runs.items():
-            r.write(out / (name if kind == "encoder" else f"{kind}-{name}") / probe)
+        with timings(f"{kind}s", probe):
+            runs = {}
+            for name, model in models.items():
+                label = name if kind == "encoder" else f"{name} {kind}"
+                log(f"running {probe} on the {label}{' encoder' if kind == 'encoder' else ''}")
+                found, runs[name] = run(model, label, data, cache_dir, name == "biased")
+                entries += found
+            share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side
+            for name, r in runs.items():
+                r.write(out / (name if kind == "encoder" else f"{kind}-{name}") / probe)
     return entries
 
 
 def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", planting: Planting | None = None,
-             retrain: bool = False, log: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
-    """Load the shipped biased and control world encoders (or train them on this machine with
-    ``retrain`` or a ``planting`` vlfair does not ship), run every probe, write the summary.
+             retrain: bool = False, log: Callable[[str], None] = logger.info, timings: Timings | None = None,
+             profile: bool = False) -> list[dict[str, Any]]:
+    """Load the shipped biased and control world encoders and answerers (or train them on this
+    machine with ``retrain`` or a ``planting`` vlfair does not ship), run every probe on both kinds,
+    compare, write the summary and the report; with ``profile``, log where the time went
+    (``timings``: the caller's, which may hold its own steps already).
     ``out_dir`` is written as a whole (``vlfair.atomic``): an earlier demo there is replaced once
     the new one is complete, a demo stopped midway leaves it as it was."""
-    start = time.perf_counter()
+    timings = timings or Timings()
     with atomic_output(out_dir, DEMO_OUTPUT) as out:
-        plantings = {"biased": planting or WORLDS["biased"], "control": WORLDS["control"]}
-        paths = {name: encoder_path(p, cache_dir, retrain=retrain, name=display_name(name), log=log)
-                 for name, p in plantings.items()}
-        for name, path in paths.items():
-            log(f"{display_name(name)} encoder: {path}")
-        encoders = {name: load_encoder(str(path), dtype="float32") for name, path in paths.items()}
-        for name, encoder in encoders.items():
-            encoder.display_name = display_name(name)  # its results name it, not its cache path
-        data = {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
-        entries = measure(encoders, out, cache_dir, data, log=log)
+        worlds = plantings(planting)
+        with timings("models"):
+            paths, encoders, answerers = world_models(worlds, cache_dir, retrain, log)
+        with timings("world data"):
+            data = {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
+        entries = measure(encoders, out, cache_dir, data, log=log, timings=timings)
         (out / "summary.json").write_text(json.dumps(entries, indent=2))
         log(summary_table(entries))
-        paired = compare_world(out, [probe for probe, _ in PROBES], log)  # biased vs control, row by row
+        paired = compare_world(out, [probe for probe, _ in PROBES], log, timings)  # biased vs control, row by row
         (out / "paired.json").write_text(json.dumps(paired, indent=2))
-        asked = _generative_path(plantings, out, cache_dir, data, retrain, log)
-        (out / "report.html").write_text(_report(entries, plantings, paths, out, time.perf_counter() - start, paired,
-                                                 asked))
+        asked = _generative_path(answerers, out, cache_dir, data, log, timings)
+        with timings("report"):
+            (out / "report.html").write_text(_report(entries, worlds, paths, out, timings.elapsed(), paired, asked))
     out = Path(out_dir)
-    log(f"demo finished in {time.perf_counter() - start:.0f} s: {out / 'summary.json'}, {out / 'report.html'}")
+    log(f"demo finished in {timings.elapsed():.0f} s: {out / 'summary.json'}, {out / 'report.html'}")
+    if profile:
+        log(timings.table())
     return entries
 
 
-def _generative_path(plantings: dict[str, Planting], out: Path, cache_dir: Any, data: dict, retrain: bool,
-                     log: Callable[[str], None]) -> dict[str, Any]:
+def plantings(planting: Planting | None = None) -> dict[str, Planting]:
+    """The demo's worlds: the biased one (``planting``, or the shipped one) and the control."""
+    return {"biased": planting or WORLDS["biased"], "control": WORLDS["control"]}
+
+
+def world_models(worlds: dict[str, Planting], cache_dir: Any = "default", retrain: bool = False,
+                 log: Callable[[str], None] = logger.info) -> tuple[dict[str, Path], dict[str, Any], dict[str, Any]]:
+    """Each world's encoder (its folder, and loaded in float32) and answerer: the shipped ones, or,
+    with ``retrain`` or a planting vlfair does not ship, trained on this machine and cached."""
+    from vlfair.demo import generative
+
+    paths = {name: encoder_path(p, cache_dir, retrain=retrain, name=display_name(name), log=log)
+             for name, p in worlds.items()}
+    for name, path in paths.items():
+        log(f"{display_name(name)} encoder: {path}")
+    encoders = {name: load_encoder(str(path), dtype="float32") for name, path in paths.items()}
+    for name, encoder in encoders.items():
+        encoder.display_name = display_name(name)  # its results name it, not its cache path
+    answerers = {name: generative.world_answerer(p, cache_dir, retrain=retrain, name=generative.answerer_name(name),
+                                                 log=log) for name, p in worlds.items()}
+    return paths, encoders, answerers
+
+
+def _generative_path(answerers: dict[str, Any], out: Path, cache_dir: Any, data: dict, log: Callable[[str], None],
+                     timings: Timings) -> dict[str, Any]:
     """Every probe on the world's answerers (``vlfair.demo.generative``), and the biased answerer
     beside the biased encoder: written to generative.json, tallied in the terminal."""
     from vlfair.demo import generative
 
-    answerers = {generative.shipped_name(name, seed): generative.world_answerer(
-        p, cache_dir, retrain=retrain, name=generative.answerer_name(name, seed), log=log, seed=seed)
-        for name, p in plantings.items() for seed in generative.SEEDS}
-    entries = generative.measure(answerers, out, cache_dir, data, log=log)
-    compared = generative.compare_kinds(out, log)
+    entries = generative.measure(answerers, out, cache_dir, data, log=log, timings=timings)
+    compared = generative.compare_kinds(out, log, timings)
     (out / "generative.json").write_text(json.dumps({"entries": entries, "compared": compared}, indent=2))
-    log(summary_table(entries, None))  # the tally across the trainings follows
-    for line in generative.summary_lines(entries, compared):  # across the trainings, and encoder vs answerer
-        log(line)
+    log(summary_table(entries, generative.LABELS))
+    log(generative.kinds_line(compared))
     return {"entries": entries, "compared": compared}
 
 
-def summary_table(entries: list[dict], names: tuple[str, str] | None = ("biased", "control")) -> str:
+def summary_table(entries: list[dict], names: tuple[str, str] = ("biased", "control")) -> str:
     """The terminal's summary: every entry with its subset, a legend, and the tally a person wants
-    (of the models ``names``; None: no tally, the caller gives its own)."""
+    (of the biased and the control model ``names``)."""
     rows = []
     for e in entries:
         ci = _interval_or_p(e)
@@ -331,12 +352,19 @@ def summary_table(entries: list[dict], names: tuple[str, str] | None = ("biased"
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
     lines += ["", "detected: the interval excludes the neutral value (an F-test: p < 0.05); valid: the measure found "
               "what was planted, with its sign, and nothing where nothing was"]
-    if names is not None:
-        planted = [e for e in entries if e["encoder"] == names[0] and e["planted_sign"] != 0]
-        control = [e for e in entries if e["encoder"] == names[1]]
-        lines.append(f"{names[0]}: {sum(valid(e) for e in planted)}/{len(planted)} planted biases found; "
-                     f"{names[1]}: {sum(not valid(e) for e in control)}/{len(control)} false alarms")
+    counts = tally(entries, *names)
+    lines.append(f"{names[0]}: {counts['found']}/{counts['planted']} planted biases found; "
+                     f"{names[1]}: {counts['false_alarms']}/{counts['controls']} false alarms")
     return "\n".join(lines)
+
+
+def tally(entries: list[dict], biased: str = "biased", control: str = "control") -> dict[str, int]:
+    """What the model ``biased`` found (planted biases detected with their sign: ``found`` of
+    ``planted``) and the false alarms of the model ``control`` (entries it got wrong, of ``controls``)."""
+    planted = [e for e in entries if e["encoder"] == biased and e["planted_sign"] != 0]
+    controls = [e for e in entries if e["encoder"] == control]
+    return {"found": sum(valid(e) for e in planted), "planted": len(planted),
+            "false_alarms": sum(not valid(e) for e in controls), "controls": len(controls)}
 
 
 def _encoder(name: str, path: Path) -> dict[str, Any]:
@@ -419,7 +447,7 @@ def _generative_section(asked: dict[str, Any]) -> dict[str, Any]:
     comparison."""
     import pandas as pd
 
-    from vlfair.demo.generative import tally
+    from vlfair.demo.generative import LABELS
 
     entries = asked["entries"]
     rows = [(e["probe"], e["measure"], format_subset(e["subset"]), e["encoder"], e["planted"], e["measured"],
@@ -428,7 +456,7 @@ def _generative_section(asked: dict[str, Any]) -> dict[str, Any]:
                  format_value(c["answerer"]), format_value(c["difference"]),
                  format_interval(*(c["ci"] or [None, None])), c["verdict_text"]) for c in asked["compared"]
                 if "verdict" in c]
-    return {**tally(entries),
+    return {**tally(entries, *LABELS),
             "entries": grid(Table(pd.DataFrame(rows, columns=["probe", *ENTRY_COLUMNS], dtype=object))),
             "forests": [_forest_png([e for e in entries if e["measure"] == measure], measure)
                         for measure in dict.fromkeys(e["measure"] for e in entries)],
@@ -438,14 +466,11 @@ def _generative_section(asked: dict[str, Any]) -> dict[str, Any]:
             "refused": [f"{c['probe']}: {c['refused']}" for c in asked["compared"] if "refused" in c]}
 
 
-def _report(entries: list[dict], plantings: dict[str, Planting], paths: dict[str, Path], out: Path,
+def _report(entries: list[dict], worlds: dict[str, Planting], paths: dict[str, Path], out: Path,
             seconds: float, paired: dict[str, Any], asked: dict[str, Any]) -> str:
     """The demo's report.html (templates/demo.html.j2, autoescaped: every label is text)."""
-    planted = [e for e in entries if e["encoder"] == "biased" and e["planted_sign"] != 0]
-    control = [e for e in entries if e["encoder"] == "control"]
-    return render("demo.html.j2", title="vlfair demo", found=sum(valid(e) for e in planted), planted=len(planted),
-                  false_alarms=sum(not valid(e) for e in control), controls=len(control),
-                  planting=plantings["biased"].describe(), nurse_effect=WORD_EFFECTS["nurse"],
+    return render("demo.html.j2", title="vlfair demo", **tally(entries),
+                  planting=worlds["biased"].describe(), nurse_effect=WORD_EFFECTS["nurse"],
                   encoders=[_encoder(name, path) for name, path in paths.items()], seconds=seconds,
                   probes=[probe for probe, _ in PROBES], paired=_paired_section(paired),
                   generative=_generative_section(asked),
