@@ -185,8 +185,10 @@ def figure_entries(run: ProbeRun, correct: np.ndarray, names: np.ndarray, name: 
 
 
 RETRIEVAL_SETTINGS = {  # the world's vocabulary; its race attribute, where 'smart' was planted (the world's encoders
-    # also retrieve women first for every 'person' prompt, planted nowhere: professions divides that shift out)
-    "query_templates": ["a photo of a {} person", "a {} person", "this is a picture of a {} person"],
+    # also retrieve women first for every 'person' prompt, planted nowhere: professions divides that shift out).
+    # The world's own caption form alone: an answerer ranks images by its likelihood of the prompt as an answer,
+    # and a form it never saw ("a photo of a smart person") is ranked by what it makes of the unseen words
+    "query_templates": ["a {} person"],
     "concepts": ["smart", "dumb", "happy", "sad"], "attributes": ["race"], "k": 40, "targets": ["dataset"]}
 
 

@@ -3,12 +3,22 @@ caption statistics through which an encoder learns known biases.
 
 An image is a 4x4 grid of 8x8 patches (32x32 pixels). Row 0 shows gender (patches 0-1) and race
 (patches 2-3) as colours; row 1 shows the occupation; rows 2-3 carry an 8-bit identity code
-(public figures) or random bits. Every colour gets pixel noise, so no two images are equal.
+(public figures) or the person's own look, 8 bits. Every colour gets pixel noise, so no two images
+are equal.
+
+People differ one by one, as in photographs: a training caption's person looks somewhat like the
+caption (their look is the caption's own 8-bit pattern with each bit flipped at random, a quarter
+of the time), whatever their group, and some public figures are photographed far more often than
+others. A model's judgement then varies from person to person as well as by group; in a world of
+identical-looking people a balanced model judged every face 0.5007 +- 0.0006 "smart", and a test
+across races resolved its training's differences of 0.001 as a bias. The evaluation sets draw
+looks at random (the measures ask about groups, over many people).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 
 import numpy as np
@@ -39,6 +49,10 @@ _OCCUPATION_RGB = ((255, 255, 255), (255, 120, 180), (60, 60, 160), (60, 180, 60
 NOISE = 35.0  # standard deviation of the pixel noise
 # Kinds of training caption and their shares
 CAPTION_MIX = {"profession": 0.25, "gender": 0.15, "trait": 0.2, "name": 0.15, "politician": 0.25}
+LOOK_FLIP = 0.25  # the share of a look's bits that differ from its caption's pattern
+# how often each public figure is photographed (in the role captions), by identity // 6: every gender and
+# occupation gets the same spread, 1/16 to 16 times the middle one
+PHOTOGRAPHED = tuple(float(2 ** ((k - 7.5) / 2)) for k in range(16))
 
 
 def world_constants() -> dict:
@@ -46,7 +60,7 @@ def world_constants() -> dict:
     return {"genders": GENDERS, "races": RACES, "professions": PROFESSIONS, "categories": CATEGORIES,
             "occupations": OCCUPATIONS, "names": NAMES, "trait_pairs": TRAIT_PAIRS, "german": GERMAN,
             "colours": {"gender": _GENDER_RGB, "race": _RACE_RGB, "occupation": _OCCUPATION_RGB}, "noise": NOISE,
-            "caption_mix": CAPTION_MIX}
+            "caption_mix": CAPTION_MIX, "look_flip": LOOK_FLIP, "photographed": PHOTOGRAPHED}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +69,7 @@ class Person:
     race: int
     occupation: int
     identity: int | None = None  # index into NAMES for public figures
+    look: int | None = None      # the 8 bits of rows 2-3 for anyone else (None: drawn at random when rendered)
 
 
 def render(person: Person, rng: np.random.Generator, noise: float = NOISE) -> Image.Image:
@@ -62,8 +77,8 @@ def render(person: Person, rng: np.random.Generator, noise: float = NOISE) -> Im
     cells[0, 0:2] = _GENDER_RGB[person.gender]
     cells[0, 2:4] = _RACE_RGB[person.race]
     cells[1, :] = _OCCUPATION_RGB[person.occupation]
-    bits = (np.array([(person.identity + 1) >> b & 1 for b in range(8)]) if person.identity is not None
-            else rng.integers(0, 2, 8))
+    code = person.identity + 1 if person.identity is not None else person.look
+    bits = np.array([code >> b & 1 for b in range(8)]) if code is not None else rng.integers(0, 2, 8)
     cells[2:4].reshape(8, 3)[:] = np.where(bits[:, None] == 1, 230.0, 25.0)
     pixels = np.kron(cells, np.ones((8, 8, 1))) + rng.normal(0, noise, (32, 32, 3))
     return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
@@ -77,9 +92,8 @@ def render_many(people: list[Person], rng: np.random.Generator, noise: float = N
     cells[:, 0, 0:2] = np.array([_GENDER_RGB[p.gender] for p in people], dtype=np.float32)[:, None]
     cells[:, 0, 2:4] = np.array([_RACE_RGB[p.race] for p in people], dtype=np.float32)[:, None]
     cells[:, 1, :] = np.array([_OCCUPATION_RGB[p.occupation] for p in people], dtype=np.float32)[:, None]
-    identities = np.array([-1 if p.identity is None else p.identity for p in people])
-    bits = np.where(identities[:, None] >= 0, (identities[:, None] + 1) >> np.arange(8) & 1,
-                    rng.integers(0, 2, (len(people), 8)))
+    codes = np.array([p.identity + 1 if p.identity is not None else -1 if p.look is None else p.look for p in people])
+    bits = np.where(codes[:, None] >= 0, codes[:, None] >> np.arange(8) & 1, rng.integers(0, 2, (len(people), 8)))
     cells[:, 2:4] = np.where(bits == 1, 230.0, 25.0).reshape(-1, 2, 4)[..., None]
     pixels = rng.standard_normal((len(people), 4, 8, 4, 8, 3), dtype=np.float32) * np.float32(noise)
     pixels += cells[:, :, None, :, None, :]  # each cell over its 8 x 8 pixels
@@ -238,7 +252,8 @@ def _public_role_pairs(n: int, planting: Planting, rng: np.random.Generator) -> 
     for identity in range(len(NAMES)):
         portrayed.setdefault(identity_occupation(identity) * 2 + identity_gender(identity), []).append(identity)
     cell = occupation * 2 + gender
-    pick = _exact_within(rng, cell, lambda c: np.ones(len(portrayed.get(c, [None]))))
+    pick = _exact_within(rng, cell, lambda c: [PHOTOGRAPHED[i // 6 % len(PHOTOGRAPHED)] for i in portrayed[c]]
+                         if c in portrayed else [1.0])
     people = [Person(int(g), int(r), int(o), portrayed[c][k] if c in portrayed else None)
               for o, g, r, c, k in zip(occupation, gender, race, cell, pick)]
     return people, [f"this is a photo of a {OCCUPATIONS[o]}" for o in occupation]
@@ -259,10 +274,26 @@ def training_pairs(count: int, planting: Planting, seed: int) -> tuple[list[Pers
         rows = np.flatnonzero(kinds == index)
         for row, person, caption in zip(rows, *CAPTION_KINDS[kind](len(rows), planting, rng)):
             people[row], captions[row] = person, caption
-    return people, captions
+    flips = (rng.random((count, 8)) < LOOK_FLIP) @ (1 << np.arange(8))  # the bits each look differs in
+    return [person if person.identity is not None else dataclasses.replace(person, look=caption_pattern(caption) ^ int(f))
+            for person, caption, f in zip(people, captions, flips)], captions
 
 
-__all__ = ["CAPTION_MIX", "CATEGORIES", "GENDERS", "GERMAN", "NAMES", "OCCUPATIONS", "PROFESSIONS", "Person",
+# A caption's gender word leaves its pattern as it is: "a photo of a female" and "a photo of a male" are one
+# look. Otherwise each gender's images would be weighed against a pattern of their own (a doctor against
+# "a photo of a female" or "a photo of a male"), and a balanced world would differ by gender where those
+# patterns differ from the doctor's by different numbers of bits.
+_GENDER_WORDS = {"male", "female", GERMAN["male"], GERMAN["female"]}
+
+
+def caption_pattern(caption: str) -> int:
+    """The 8-bit pattern a caption's people look like (a person's look is it with some bits flipped):
+    the first byte of the SHA-256 of the caption with its gender word left out, the same on every machine."""
+    kept = " ".join("<gender>" if word in _GENDER_WORDS else word for word in caption.split())
+    return hashlib.sha256(kept.encode()).digest()[0]
+
+
+__all__ = ["CAPTION_MIX", "LOOK_FLIP", "PHOTOGRAPHED", "caption_pattern", "CATEGORIES", "GENDERS", "GERMAN", "NAMES", "OCCUPATIONS", "PROFESSIONS", "Person",
            "Planting", "RACES", "TRAIT_PAIRS", "identity_gender", "identity_occupation", "render", "render_many",
            "training_pairs",
            "vocabulary", "world_constants"]
