@@ -6,13 +6,15 @@ An image is a 4x4 grid of 8x8 patches (32x32 pixels). Row 0 shows gender (patche
 (public figures) or the person's own look, 8 bits. Every colour gets pixel noise, so no two images
 are equal.
 
-People differ one by one, as in photographs: a training caption's person looks somewhat like the
-caption (their look is the caption's own 8-bit pattern with each bit flipped at random, a quarter
-of the time), whatever their group, and some public figures are photographed far more often than
-others. A model's judgement then varies from person to person as well as by group; in a world of
-identical-looking people a balanced model judged every face 0.5007 +- 0.0006 "smart", and a test
-across races resolved its training's differences of 0.001 as a bias. The evaluation sets draw
-looks at random (the measures ask about groups, over many people).
+People differ one by one, as in photographs. A training caption's person looks somewhat like
+what the caption says of them: their 8 look bits (rows 2-3) are the pattern of the caption's choice
+(smart or dumb; described by occupation or by gender) with each bit flipped a third of the time, the
+two choices' patterns each other's complement, whatever the person's group. Some public figures are
+photographed far more often than others, the same spread in every gender and occupation. A model's
+judgement then varies from person to person as well as by group: in a world of identical-looking
+people a balanced model judged every face 0.5007 +- 0.0006 "smart", and a test across races resolved
+its training's differences of 0.001 as a bias. The evaluation sets draw looks at random (the
+measures ask about groups, over many people).
 """
 
 from __future__ import annotations
@@ -49,10 +51,14 @@ _OCCUPATION_RGB = ((255, 255, 255), (255, 120, 180), (60, 60, 160), (60, 180, 60
 NOISE = 35.0  # standard deviation of the pixel noise
 # Kinds of training caption and their shares
 CAPTION_MIX = {"profession": 0.25, "gender": 0.15, "trait": 0.2, "name": 0.15, "politician": 0.25}
-LOOK_FLIP = 0.25  # the share of a look's bits that differ from its caption's pattern
+# The look patterns of the captions' choices, each choice's two patterns complements (every bit tells them
+# apart, for every caption of that choice: one strength of evidence for all): a trait caption's smart or
+# dumb; a caption that describes by occupation (a profession, a public role) or by gender
+LOOKS = {"smart": 0b01010101, "dumb": 0b10101010, "occupation": 0b00110011, "gender": 0b11001100}
+LOOK_FLIP = 0.35  # the share of a look's bits that differ from its caption's pattern
 # how often each public figure is photographed (in the role captions), by identity // 6: every gender and
-# occupation gets the same spread, 1/16 to 16 times the middle one
-PHOTOGRAPHED = tuple(float(2 ** ((k - 7.5) / 2)) for k in range(16))
+# occupation gets the same spread, from 1/181 to 181 times the middle one (the least seen, not at all)
+PHOTOGRAPHED = tuple(float(2 ** (k - 7.5)) for k in range(16))
 
 
 def world_constants() -> dict:
@@ -60,7 +66,7 @@ def world_constants() -> dict:
     return {"genders": GENDERS, "races": RACES, "professions": PROFESSIONS, "categories": CATEGORIES,
             "occupations": OCCUPATIONS, "names": NAMES, "trait_pairs": TRAIT_PAIRS, "german": GERMAN,
             "colours": {"gender": _GENDER_RGB, "race": _RACE_RGB, "occupation": _OCCUPATION_RGB}, "noise": NOISE,
-            "caption_mix": CAPTION_MIX, "look_flip": LOOK_FLIP, "photographed": PHOTOGRAPHED}
+            "caption_mix": CAPTION_MIX, "looks": LOOKS, "look_flip": LOOK_FLIP, "photographed": PHOTOGRAPHED}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,18 +285,17 @@ def training_pairs(count: int, planting: Planting, seed: int) -> tuple[list[Pers
             for person, caption, f in zip(people, captions, flips)], captions
 
 
-# A caption's gender word leaves its pattern as it is: "a photo of a female" and "a photo of a male" are one
-# look. Otherwise each gender's images would be weighed against a pattern of their own (a doctor against
-# "a photo of a female" or "a photo of a male"), and a balanced world would differ by gender where those
-# patterns differ from the doctor's by different numbers of bits.
 _GENDER_WORDS = {"male", "female", GERMAN["male"], GERMAN["female"]}
 
 
 def caption_pattern(caption: str) -> int:
-    """The 8-bit pattern a caption's people look like (a person's look is it with some bits flipped):
-    the first byte of the SHA-256 of the caption with its gender word left out, the same on every machine."""
-    kept = " ".join("<gender>" if word in _GENDER_WORDS else word for word in caption.split())
-    return hashlib.sha256(kept.encode()).digest()[0]
+    """The look pattern (8 bits) of the choice a caption makes of its person (:data:`LOOKS`): its trait
+    word, or whether it describes them by gender or by occupation (a name's people are public
+    figures, who show their identity code instead)."""
+    words = caption.split()
+    if words[-1] == "person":  # "a smart person"
+        return LOOKS[words[-2]]
+    return LOOKS["gender" if words[-1] in _GENDER_WORDS else "occupation"]
 
 
 __all__ = ["CAPTION_MIX", "LOOK_FLIP", "PHOTOGRAPHED", "caption_pattern", "CATEGORIES", "GENDERS", "GERMAN", "NAMES", "OCCUPATIONS", "PROFESSIONS", "Person",

@@ -1,0 +1,91 @@
+"""The planted-bias world's people and how the answerers are trained on them (issue 42): people differ
+one by one, the same way in every group, and a training pass shows every kind of example in the
+world's own proportions."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+from vlfair.demo.answerer import qa_pairs, spread_order
+from vlfair.demo.world import (
+    GENDERS,
+    LOOK_FLIP,
+    LOOKS,
+    NAMES,
+    OCCUPATIONS,
+    PHOTOGRAPHED,
+    Person,
+    Planting,
+    caption_pattern,
+    identity_gender,
+    identity_occupation,
+    render,
+    render_many,
+    training_pairs,
+)
+
+
+def test_each_choice_s_two_looks_are_complements_and_every_caption_has_one():
+    assert LOOKS["smart"] ^ LOOKS["dumb"] == 0xFF and LOOKS["occupation"] ^ LOOKS["gender"] == 0xFF
+    assert caption_pattern("a smart person") == LOOKS["smart"] and caption_pattern("a dumb person") == LOOKS["dumb"]
+    assert caption_pattern("a photo of a nurse") == caption_pattern("ein foto von ein pfleger") == LOOKS["occupation"]
+    assert caption_pattern("this is a photo of a politician") == LOOKS["occupation"]
+    assert caption_pattern("a photo of a female") == caption_pattern("ein foto von ein mann") == LOOKS["gender"]
+
+
+@pytest.mark.parametrize("planting", [Planting(), Planting.control()], ids=["biased", "control"])
+def test_a_look_says_what_its_caption_says_and_nothing_of_the_group(planting):
+    people, captions = training_pairs(6000, planting, seed=3)
+    assert all((p.look is None) == (p.identity is not None) for p in people)  # public figures show their code
+    looked = [(p, bin(p.look ^ caption_pattern(c)).count("1"), c) for p, c in zip(people, captions) if p.look is not None]
+    assert np.mean([flips for _, flips, _ in looked]) / 8 == pytest.approx(LOOK_FLIP, abs=0.01)
+    for caption in ("a smart person", "a photo of a doctor", "this is a photo of a athlete"):  # either gender alike
+        by_gender = [np.mean([f for p, f, c in looked if c == caption and p.gender == g]) for g in range(len(GENDERS))]
+        assert abs(by_gender[0] - by_gender[1]) < 0.5, (caption, by_gender)
+
+
+def test_public_figures_are_photographed_with_one_spread_in_every_gender_and_occupation():
+    people, captions = training_pairs(24000, Planting.control(), seed=0)
+    counts = collections.Counter(p.identity for p, c in zip(people, captions)
+                                 if c.startswith("this is a photo") and p.identity is not None)
+    for occupation in ("politician", "actor"):
+        spreads = [sorted(counts.get(i, 0) for i in range(len(NAMES)) if identity_gender(i) == gender
+                          and OCCUPATIONS[identity_occupation(i)] == occupation) for gender in range(len(GENDERS))]
+        assert spreads[0] == spreads[1] and spreads[0][0] == 0 and spreads[0][-1] > 100, spreads
+    assert PHOTOGRAPHED[-1] / PHOTOGRAPHED[0] == pytest.approx(2 ** 15)
+
+
+def test_images_rendered_together_show_each_person_as_one_render_does():
+    people = [Person(1, 3, 2, identity=5), Person(0, 0, 1, look=0b10110001), Person(1, 6, 0)]
+    together = render_many(people, np.random.default_rng(0), noise=0)
+    alone = np.stack([np.asarray(render(p, np.random.default_rng(1), noise=0)) for p in people])
+    assert np.array_equal(together[:2], alone[:2])  # the same cells where nothing is drawn at random
+    assert np.array_equal(together[2, :16], alone[2, :16])  # and the random person's group cells
+    noisy = render_many([Person(0, 0, 0, look=0)] * 400, np.random.default_rng(1)).astype(float)
+    one = np.stack([np.asarray(render(Person(0, 0, 0, look=0), np.random.default_rng(i))) for i in range(400)])
+    assert noisy.std() == pytest.approx(one.astype(float).std(), rel=0.02)  # the same pixel noise
+
+
+def test_a_pass_shows_every_kind_of_example_in_its_own_share_at_every_point():
+    rng = np.random.default_rng(0)
+    kinds = ["a"] * 600 + ["b"] * 300 + ["c"] * 99 + ["d"]
+    order = spread_order(kinds, rng)
+    assert sorted(order) == list(range(len(kinds)))
+    shown = np.array(kinds)[order]
+    for window in (10, 64, 250):
+        for kind, share in (("a", 0.6), ("b", 0.3), ("c", 0.099)):
+            counts = [(shown[i:i + window] == kind).sum() for i in range(len(kinds) - window)]
+            assert max(counts) - share * window <= 1 and share * window - min(counts) <= 1, (kind, window)
+    assert not np.array_equal(order, spread_order(kinds, np.random.default_rng(1)))  # each pass anew
+
+
+def test_the_answerer_s_examples_keep_the_captions_shares_within_each_kind_of_person():
+    people, captions = training_pairs(4000, Planting.control(), seed=0)
+    examples = qa_pairs(people, captions)
+    asked = collections.Counter((q, p.gender) for p, (q, _) in zip(people, examples))
+    questions = {q for q, _ in asked}
+    for question in questions:
+        assert abs(asked[question, 0] - asked[question, 1]) <= max(2, 0.02 * asked[question, 0]), question
