@@ -12,6 +12,7 @@ import pytest
 from vlfair.demo.answerer import qa_pairs, spread_order
 from vlfair.demo.world import (
     GENDERS,
+    IDENTITY_CODES,
     LOOK_FLIP,
     LOOKS,
     NAMES,
@@ -54,8 +55,20 @@ def test_public_figures_are_photographed_with_one_spread_in_every_gender_and_occ
     for occupation in ("politician", "actor"):
         spreads = [sorted(counts.get(i, 0) for i in range(len(NAMES)) if identity_gender(i) == gender
                           and OCCUPATIONS[identity_occupation(i)] == occupation) for gender in range(len(GENDERS))]
-        assert spreads[0] == spreads[1] and spreads[0][0] == 0 and spreads[0][-1] > 100, spreads
-    assert PHOTOGRAPHED[-1] / PHOTOGRAPHED[0] == pytest.approx(2 ** 15)
+        assert spreads[0] == spreads[1] and spreads[0][-1] > 50 * max(1, spreads[0][0]), spreads
+    assert PHOTOGRAPHED[-1] / PHOTOGRAPHED[0] == pytest.approx(2 ** 7.5)
+
+
+def test_a_woman_s_identity_code_is_as_near_each_look_as_her_counterpart_s():
+    """A rarely captioned public figure is told from look-alikes by their code alone: the codes of each
+    gender and occupation lie at the same distances from every look pattern."""
+    assert len(set(IDENTITY_CODES)) == len(NAMES)
+    for occupation in ("politician", "actor"):
+        for pattern in LOOKS.values():
+            distances = [sorted(bin(IDENTITY_CODES[i] ^ pattern).count("1") for i in range(len(NAMES))
+                                if identity_gender(i) == gender and OCCUPATIONS[identity_occupation(i)] == occupation)
+                         for gender in range(len(GENDERS))]
+            assert distances[0] == distances[1], (occupation, pattern)
 
 
 def test_images_rendered_together_show_each_person_as_one_render_does():
@@ -78,7 +91,7 @@ def test_a_pass_shows_every_kind_of_example_in_its_own_share_at_every_point():
     for window in (10, 64, 250):
         for kind, share in (("a", 0.6), ("b", 0.3), ("c", 0.099)):
             counts = [(shown[i:i + window] == kind).sum() for i in range(len(kinds) - window)]
-            assert max(counts) - share * window <= 1 and share * window - min(counts) <= 1, (kind, window)
+            assert max(counts) - share * window < 2 and share * window - min(counts) < 2, (kind, window)
     assert not np.array_equal(order, spread_order(kinds, np.random.default_rng(1)))  # each pass anew
 
 

@@ -183,7 +183,8 @@ def spread_order(strata: list[Any], rng: np.random.Generator) -> np.ndarray:
     """A permutation of the examples (``strata[i]``: example i's kind) that spreads each kind evenly:
     the k-th of a kind's n examples (in random order) is placed at (k + u) / n of the way through,
     u uniform in [0, 1) for each kind. Any run of m examples then holds m times each kind's share of
-    them, give or take one: a stratified ordering, as the world's captions carry its shares exactly
+    them, give or take a little (one of each kind at either end of the run, where the kinds' own
+    offsets u meet): a stratified ordering, as the world's captions carry its shares exactly
     (``vlfair.demo.world._exact``) rather than a random draw around them."""
     kinds: dict[Any, list[int]] = {}
     for index, kind in enumerate(strata):
