@@ -180,6 +180,24 @@ def test_demo_retrain_flag_reaches_the_demo(tmp_path, monkeypatch):
     assert main(["demo", "--out", str(tmp_path / "out")]) == 0 and asked[1]["retrain"] is False
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["demo", "--bogus"], "vlfair demo: unrecognized arguments: --bogus (vlfair demo --help lists what it takes)"),
+    (["demo", "--profile", "out"], "vlfair demo: unrecognized arguments: out (vlfair demo --help lists what it "
+                                   "takes)"),
+    (["demo", "--selfcheck", "--profile"], "vlfair demo: --selfcheck checks the embedding engine instead of running "
+                                           "the demo: --profile applies to the demo"),
+    (["demo", "--selfcheck", "--retrain", "--cache-dir", "c"], "vlfair demo: --selfcheck checks the embedding engine "
+                                                               "instead of running the demo: --retrain and --cache-dir "
+                                                               "apply to the demo"),
+])
+def test_demo_flags_it_cannot_take_are_one_line_and_exit_2(argv, said, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as exit:
+        code = exit.code
+    assert code == 2 and capsys.readouterr().err == said + "\n"
+
+
 def test_retraining_trains_every_world_model_instead_of_loading_the_shipped_ones(tmp_path, monkeypatch):
     """``retrain`` reaches the encoder and answerer lookups: a 20-step encoder and a 5-step answerer of
     each world are trained and cached there (the real trainings take minutes)."""

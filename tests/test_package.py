@@ -32,7 +32,8 @@ def test_version():
 def test_run_flags_are_checked_per_probe(capsys):
     with pytest.raises(SystemExit):
         main(["run", "traits", "--model", "m"])
-    assert "vlfair run traits: error: the following arguments are required: --dataset" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("vlfair run traits: the following arguments are required: --dataset (vlfair run "
+                                       "traits --help lists what it takes)\n")
     with pytest.raises(SystemExit):
         main(["run", "traits", "--model", "m", "--dataset", "d", "--generator", "g"])
     assert "unrecognized arguments: --generator g" in capsys.readouterr().err

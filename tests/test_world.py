@@ -102,3 +102,38 @@ def test_the_answerer_s_examples_keep_the_captions_shares_within_each_kind_of_pe
     questions = {q for q, _ in asked}
     for question in questions:
         assert abs(asked[question, 0] - asked[question, 1]) <= max(2, 0.02 * asked[question, 0]), question
+
+
+# ---- the demo's probes side by side (vlfair.demo.forked) -----------------------------------------
+def _square_and_pid(value: int) -> tuple[int, int]:
+    import os
+
+    return value * value, os.getpid()
+
+
+def test_pieces_run_in_forked_workers_in_order_and_are_said_as_they_finish():
+    import os
+
+    from vlfair.demo.forked import forked_map
+
+    finished: list[tuple[int, int]] = []
+    loaded = {"model": 3}  # a closure over what the parent holds: inherited by the fork, never pickled
+    results = forked_map(lambda value: _square_and_pid(value * loaded["model"]), [1, 2, 3, 4], workers=2,
+                         done=finished.append)
+    assert [square for square, _ in results] == [9, 36, 81, 144]
+    assert sorted(finished) == sorted(results)
+    assert os.getpid() not in {pid for _, pid in results}  # each piece ran in a worker
+    alone = forked_map(lambda value: _square_and_pid(value * loaded["model"]), [1, 2], workers=1)
+    assert [square for square, _ in alone] == [9, 36] and {pid for _, pid in alone} == {os.getpid()}
+
+
+def test_an_error_in_a_worker_is_raised_in_the_parent():
+    from vlfair.demo.forked import forked_map
+
+    def fails_on_three(value: int) -> int:
+        if value == 3:
+            raise ValueError("demo: no paired difference of skew in the retrieval comparison")
+        return value
+
+    with pytest.raises(ValueError, match="no paired difference"):
+        forked_map(fails_on_three, [1, 2, 3, 4], workers=2)

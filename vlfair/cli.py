@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from vlfair._version import __version__
 from vlfair.logging import get_logger
@@ -20,6 +20,11 @@ log = get_logger(__name__)  # results and progress: stdout at info; warnings: st
 
 def _demo(args: argparse.Namespace) -> int:
     if args.selfcheck:
+        given = [flag for flag, value in (("--retrain", args.retrain), ("--profile", args.profile),
+                                          ("--cache-dir", args.cache_dir)) if value]
+        if given:
+            raise UserError(f"--selfcheck checks the embedding engine instead of running the demo: "
+                            f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to the demo")
         return _selfcheck(args)
     from vlfair.demo.timing import Timings
 
@@ -154,7 +159,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
             for option in probe.options:
                 option.add_to(group)
         _add_output_options(command, argparse.SUPPRESS)
-        command.set_defaults(handler=_run)
+        command.set_defaults(handler=_run, command_parser=command)
 
 
 def _run_flags() -> set[str]:
@@ -451,8 +456,17 @@ SUBCOMMANDS = [_add_demo, _add_run, _add_rescore, _add_compare, _add_prepare, _a
                _add_card_results, _add_publish_metrics, _add_install_metrics]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its mistakes said as every other mistake is: one line, ``vlfair <command>:
+    <what is wrong>``, exit 2 (argparse prints the whole usage above its message)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message} ({self.prog} --help lists what it takes)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vlfair", description="Measure social bias in vision-language models.")
+    parser = _Parser(prog="vlfair", description="Measure social bias in vision-language models.")
     parser.add_argument("--version", action="version", version=f"vlfair {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:
@@ -460,6 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(parser, argparse.SUPPRESS)
     for command in sub.choices.values():  # also after the command: vlfair run ... --debug
         _add_output_options(command, argparse.SUPPRESS)
+        command.set_defaults(command_parser=command)  # whose mistake an unknown argument is (main)
     return parser
 
 
@@ -503,7 +518,10 @@ def describe(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command that was given them: "vlfair demo: unrecognized arguments: --x"
+        getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     _set_verbosity(args)
     try:
         return args.handler(args)

@@ -111,8 +111,8 @@ def answerer_words() -> list[str]:
 
 
 def train_answerer(out: str | Path, planting: Planting, config: AnswererConfig = AnswererConfig(), *,
-                   name: str | None = None, progress: bool = True, data: tuple[list[str], np.ndarray, str] | None = None,
-                   device: str = "cpu") -> Path:
+                   name: str | None = None, progress: bool = True,
+                   data: tuple[list[str], np.ndarray, str] | None = None, device: str = "cpu") -> Path:
     """Train a tiny LLaVA on the world's captions as answers; save it as ``lvlm:`` loads it, with
     ``world.json``. ``data``: the world's training data (captions, images, hash) where rendered already;
     ``device``: where to train (a GPU trains the validity sweep's many answerers faster; the shipped

@@ -28,23 +28,32 @@ POLITICIAN_OFFICES = ("senator", "representative", "mayor")
 FREQUENT_NAMES = NAMES[: len(NAMES) // 2]
 
 
+def _looks(rng: np.random.Generator, per_cell: int) -> np.ndarray:
+    """The looks of a cell's people, the same in every cell of an evaluation set: its groups differ in
+    nothing but what the model makes of the group (a random look per person would let one group
+    happen to look smarter than another, a difference of the sample, not of the model)."""
+    return rng.integers(0, 256, per_cell)
+
+
 def professions(per_cell: int = 5, seed: int = 11) -> datasets.Dataset:  # the study: 5 images per cell
     rng = np.random.default_rng(seed)
-    rows = [(p, g, r) for p, g, r in itertools.product(range(len(PROFESSIONS)), range(2), range(4))
-            for _ in range(per_cell)]
-    return columns_to_dataset({"image": [render(Person(g, r, p), rng) for p, g, r in rows],
-                     "profession": [PROFESSIONS[p] for p, _, _ in rows], "gender": [GENDERS[g] for _, g, _ in rows],
-                     "race": [RACES[r] for _, _, r in rows]}, "planted-bias world: professions")
+    looks = _looks(rng, per_cell)
+    rows = [(p, g, r, int(look)) for p, g, r in itertools.product(range(len(PROFESSIONS)), range(2), range(4))
+            for look in looks]
+    return columns_to_dataset({"image": [render(Person(g, r, p, look=look), rng) for p, g, r, look in rows],
+                     "profession": [PROFESSIONS[p] for p, *_ in rows], "gender": [GENDERS[g] for _, g, *_ in rows],
+                     "race": [RACES[r] for _, _, r, _ in rows]}, "planted-bias world: professions")
 
 
 def fairface(per_cell: int = 20, seed: int = 12) -> datasets.Dataset:
     rng = np.random.default_rng(seed)
-    rows = [(g, r) for r, g in itertools.product(range(len(RACES)), range(2)) for _ in range(per_cell)]
-    return columns_to_dataset({"image": [render(Person(g, r, int(rng.integers(len(OCCUPATIONS)))), rng)
-                                         for g, r in rows],
+    looks = _looks(rng, per_cell)
+    rows = [(g, r, int(look)) for r, g in itertools.product(range(len(RACES)), range(2)) for look in looks]
+    return columns_to_dataset({"image": [render(Person(g, r, int(rng.integers(len(OCCUPATIONS))), look=look), rng)
+                                         for g, r, look in rows],
                      "file": [f"world/{i}.png" for i in range(len(rows))],
                      "age": [str(rng.choice(FAIRFACE_AGE_BINS[3:7])) for _ in rows],
-                     "gender": [GENDERS[g] for g, _ in rows], "race": [RACES[r] for _, r in rows],
+                     "gender": [GENDERS[g] for g, *_ in rows], "race": [RACES[r] for _, r, _ in rows],
                      "service_test": [False] * len(rows)}, "planted-bias world: faces")
 
 

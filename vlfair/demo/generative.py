@@ -180,29 +180,20 @@ def measure(answerers: dict[str, Any], out: Path, cache_dir: Any = None, data: d
     return run.measure(answerers, out, cache_dir, data, log, PROBES, KIND, timings)
 
 
-def compare_kinds(out: Path, log: Callable[[str], None] = logger.info, timings: Timings | None = None
-                  ) -> list[dict[str, Any]]:
-    """The biased encoder's and the biased answerer's runs of each probe in :data:`COMPARED`, row by
-    row (out/compare-kinds/PROBE): which of the two is more biased, with a paired interval."""
-    rows = []
-    timings = timings or Timings()
-    for probe in COMPARED:
-        with timings("compared", probe):
-            try:
-                comparison = compare_runs([out / "biased" / probe, out / f"{KIND}-biased" / probe],
-                                          bootstrap=BOOTSTRAP, confidence=CONFIDENCE)
-            except ComparisonError as exc:  # said in the report, the rest compared
-                rows.append({"probe": probe, "refused": str(exc)})
-                continue
-            write_comparison(comparison, out / "compare-kinds" / probe)
-        for entry in comparison.content["differences"]:
-            rows.append({"probe": probe, "metric": entry["metric"], "subset": entry["subset"],
-                         "encoder": entry["value_a"], "answerer": entry["value_b"], "difference": entry["difference"],
-                         "ci": entry["difference_ci"], "verdict": entry["verdict"],
-                         "verdict_text": verdict_text(entry, ["the encoder", "the answerer"])})
-    kinds = sum("verdict" in r for r in rows)
-    log(f"encoder vs answerer (vlfair compare, same rows): {kinds} differences in {', '.join(COMPARED)}")
-    return rows
+def compare_kind(out: Path, probe: str) -> list[dict[str, Any]]:
+    """The biased encoder's and the biased answerer's runs of ``probe`` (one of :data:`COMPARED`), row
+    by row (out/compare-kinds/PROBE): which of the two is more biased, with a paired interval; a
+    comparison refused is one row saying why."""
+    try:
+        comparison = compare_runs([out / "biased" / probe, out / f"{KIND}-biased" / probe], bootstrap=BOOTSTRAP,
+                                  confidence=CONFIDENCE)
+    except ComparisonError as exc:  # said in the report, the rest compared
+        return [{"probe": probe, "refused": str(exc)}]
+    write_comparison(comparison, out / "compare-kinds" / probe)
+    return [{"probe": probe, "metric": entry["metric"], "subset": entry["subset"], "encoder": entry["value_a"],
+             "answerer": entry["value_b"], "difference": entry["difference"], "ci": entry["difference_ci"],
+             "verdict": entry["verdict"], "verdict_text": verdict_text(entry, ["the encoder", "the answerer"])}
+            for entry in comparison.content["differences"]]
 
 
 def ship(dest: Path = SHIPPED_ANSWERERS, worlds: tuple[str, ...] = ("biased", "control"),
@@ -219,7 +210,7 @@ def kinds_line(compared: list[dict[str, Any]]) -> str:
     for row in compared:
         if "verdict" in row:
             verdicts[row["verdict"]] = verdicts.get(row["verdict"], 0) + 1
-    return ("encoder vs answerer (biased worlds, same rows): "
+    return (f"encoder vs answerer (vlfair compare on the same rows of {', '.join(COMPARED)}, biased worlds): "
             + (", ".join(f"{count} {verdict.replace('_', ' ')}" for verdict, count in sorted(verdicts.items()))
                or "nothing compared"))
 
@@ -243,5 +234,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["COMPARED", "LABELS", "PROBES", "answerer_config", "answerer_name", "answerer_path", "compare_kinds",
+__all__ = ["COMPARED", "LABELS", "PROBES", "answerer_config", "answerer_name", "answerer_path", "compare_kind",
            "kinds_line", "measure", "ship", "world_answerer"]

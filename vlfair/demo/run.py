@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from vlfair import measures, stats
 from vlfair.atomic import OutputKind, atomic_output
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE
 from vlfair.demo import datasets as world_data
-from vlfair.demo.paired import compare_world
 from vlfair.demo.shipped import SHIPPED_DIR, WORLDS, display_name, encoder_path
 from vlfair.demo.timing import Timings
 from vlfair.demo.train import read_record
 from vlfair.demo.world import PROFESSIONS, Planting
-from vlfair.logging import get_logger
+from vlfair.logging import get_logger, progress_bars_enabled
 from vlfair.models import load_encoder
 from vlfair.outputs import Table
 from vlfair.probes import ProbeRun, measure_probe
@@ -248,54 +249,134 @@ PROBES: list[tuple[str, Callable]] = [  # (probe, run(encoder, name, world data,
 ]
 
 
+def on_models(probe: str, run: Callable, models: dict[str, Any], out: Path, cache_dir: Any, data: dict,
+              log: Callable[[str], None], kind: str = "encoder") -> list[dict[str, Any]]:
+    """``probe`` (``run``: its entry of :data:`PROBES` or another kind's table) on the world models
+    ``{"biased": ..., "control": ...}``, drawn on shared scales and written: the encoders' runs to
+    out/NAME/PROBE, entries named NAME; another ``kind``'s to out/KIND-NAME/PROBE, named "NAME KIND"."""
+    runs, entries = {}, []
+    for name, model in models.items():
+        label = name if kind == "encoder" else f"{name} {kind}"
+        log(f"running {probe} on the {label}{' encoder' if kind == 'encoder' else ''}")
+        found, runs[name] = run(model, label, data, cache_dir, name == "biased")
+        entries += found
+    share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side
+    for name, r in runs.items():
+        r.write(out / (name if kind == "encoder" else f"{kind}-{name}") / probe)
+    return entries
+
+
 def measure(models: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
             log: Callable[[str], None] = logger.info, probes: list[tuple[str, Callable]] | None = None,
-            kind: str = "encoder", timings: Timings | None = None) -> list[dict[str, Any]]:
-    """Every probe's entries for the world models ``{"biased": ..., "control": ...}``: the encoders
-    (runs in out/NAME/PROBE, entries named NAME), or another ``kind`` of model with its ``probes``
-    (runs in out/KIND-NAME/PROBE, entries named "NAME KIND"); each probe's time on them is the
-    step ``KINDs`` of ``timings``."""
+            kind: str = "encoder") -> list[dict[str, Any]]:
+    """Every probe's entries for the world models of one ``kind`` (:func:`on_models`, probe after probe:
+    the validity sweep's measure of each training)."""
     data = data or {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
-    timings = timings or Timings()
-    entries = []
-    for probe, run in probes or PROBES:
-        with timings(f"{kind}s", probe):
-            runs = {}
-            for name, model in models.items():
-                label = name if kind == "encoder" else f"{name} {kind}"
-                log(f"running {probe} on the {label}{' encoder' if kind == 'encoder' else ''}")
-                found, runs[name] = run(model, label, data, cache_dir, name == "biased")
-                entries += found
-            share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side
-            for name, r in runs.items():
-                r.write(out / (name if kind == "encoder" else f"{kind}-{name}") / probe)
-    return entries
+    return [entry for probe, run in probes or PROBES
+            for entry in on_models(probe, run, models, out, cache_dir, data, log, kind)]
+
+
+@dataclasses.dataclass
+class WorldModels:
+    """What every probe of the demo measures: each world's encoder and answerer, the world's data,
+    where the runs go and the embedding cache."""
+
+    encoders: dict[str, Any]
+    answerers: dict[str, Any]
+    data: dict[str, Any]
+    out: Path
+    cache_dir: Any
+
+
+@dataclasses.dataclass
+class ProbeResults:
+    """One probe on the world's models: its entries of each kind (written to out/), its comparisons
+    (biased vs control; the biased encoder vs the biased answerer) and its part of the report, with
+    the time each step took and the lines it logged (said once it is done, in one piece)."""
+
+    probe: str
+    entries: list[dict[str, Any]]    # the encoders'
+    asked: list[dict[str, Any]]      # the answerers'
+    paired: dict[str, Any]           # paired.compare_probe
+    kinds: list[dict[str, Any]]      # generative.compare_kind (none where the kinds measure other things)
+    section: dict[str, Any]          # the report's section of the probe
+    forests: list[Any]               # the report's figures of the answerers' measures of the probe
+    seconds: dict[tuple[str, str | None], float]
+    said: list[str]
+
+
+def measure_probe_on_world(probe: str, world: WorldModels) -> ProbeResults:
+    """``probe`` on both world encoders and both answerers, compared and drawn for the report."""
+    from vlfair.demo import generative
+    from vlfair.demo.paired import compare_probe
+
+    said: list[str] = []
+    timings = Timings()
+    with timings("encoders", probe):
+        entries = on_models(probe, dict(PROBES)[probe], world.encoders, world.out, world.cache_dir, world.data,
+                            said.append)
+    with timings("compared", probe):
+        paired = compare_probe(world.out, probe)
+    with timings("answerers", probe):
+        asked = on_models(probe, dict(generative.PROBES)[probe], world.answerers, world.out, world.cache_dir,
+                          world.data, said.append, generative.KIND)
+    with timings("compared", probe):
+        kinds = generative.compare_kind(world.out, probe) if probe in generative.COMPARED else []
+    with timings("report", probe):
+        section = _probe_section(probe, entries, world.out)
+        forests = _forests(asked)
+    return ProbeResults(probe, entries, asked, paired, kinds, section, forests, timings.seconds, said)
 
 
 def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", planting: Planting | None = None,
              retrain: bool = False, log: Callable[[str], None] = logger.info, timings: Timings | None = None,
-             profile: bool = False) -> list[dict[str, Any]]:
+             profile: bool = False, workers: int | None = None) -> list[dict[str, Any]]:
     """Load the shipped biased and control world encoders and answerers (or train them on this
     machine with ``retrain`` or a ``planting`` vlfair does not ship), run every probe on both kinds,
     compare, write the summary and the report; with ``profile``, log where the time went
-    (``timings``: the caller's, which may hold its own steps already).
+    (``timings``: the caller's, which may hold its own steps already). The probes run side by side
+    in ``workers`` processes (default: one per core, up to one per probe; :mod:`vlfair.demo.forked`).
     ``out_dir`` is written as a whole (``vlfair.atomic``): an earlier demo there is replaced once
     the new one is complete, a demo stopped midway leaves it as it was."""
+    from vlfair.demo import generative
+    from vlfair.demo.forked import default_workers, forked_map
+    from vlfair.demo.paired import paired_summary
+
     timings = timings or Timings()
+    probes = [probe for probe, _ in PROBES]
     with atomic_output(out_dir, DEMO_OUTPUT) as out:
         worlds = plantings(planting)
         with timings("models"):
             paths, encoders, answerers = world_models(worlds, cache_dir, retrain, log)
         with timings("world data"):
             data = {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
-        entries = measure(encoders, out, cache_dir, data, log=log, timings=timings)
+        world = WorldModels(encoders, answerers, data, out, cache_dir)
+        bar = tqdm(total=len(probes), desc="probes on both kinds of model", unit="probe",
+                   disable=not progress_bars_enabled())
+
+        def done(result: ProbeResults) -> None:
+            with bar.external_write_mode():
+                for line in result.said:
+                    log(line)
+            timings.add(result.seconds)
+            bar.update()
+
+        with timings("probes (wall clock)"):
+            results = forked_map(lambda probe: measure_probe_on_world(probe, world), probes,
+                                 default_workers(len(probes)) if workers is None else workers, done)
+        bar.close()
+        entries = [entry for result in results for entry in result.entries]
         (out / "summary.json").write_text(json.dumps(entries, indent=2))
         log(summary_table(entries))
-        paired = compare_world(out, [probe for probe, _ in PROBES], log, timings)  # biased vs control, row by row
+        paired = paired_summary({result.probe: result.paired for result in results}, log)  # biased vs control
         (out / "paired.json").write_text(json.dumps(paired, indent=2))
-        asked = _generative_path(answerers, out, cache_dir, data, log, timings)
+        asked = {"entries": [entry for result in results for entry in result.asked],
+                 "compared": [row for result in results for row in result.kinds]}
+        (out / "generative.json").write_text(json.dumps(asked, indent=2))
+        log(summary_table(asked["entries"], generative.LABELS))
+        log(generative.kinds_line(asked["compared"]))
         with timings("report"):
-            (out / "report.html").write_text(_report(entries, worlds, paths, out, timings.elapsed(), paired, asked))
+            (out / "report.html").write_text(_report(entries, worlds, paths, timings.elapsed(), paired, asked, results))
     out = Path(out_dir)
     log(f"demo finished in {timings.elapsed():.0f} s: {out / 'summary.json'}, {out / 'report.html'}")
     if profile:
@@ -324,20 +405,6 @@ def world_models(worlds: dict[str, Planting], cache_dir: Any = "default", retrai
     answerers = {name: generative.world_answerer(p, cache_dir, retrain=retrain, name=generative.answerer_name(name),
                                                  log=log) for name, p in worlds.items()}
     return paths, encoders, answerers
-
-
-def _generative_path(answerers: dict[str, Any], out: Path, cache_dir: Any, data: dict, log: Callable[[str], None],
-                     timings: Timings) -> dict[str, Any]:
-    """Every probe on the world's answerers (``vlfair.demo.generative``), and the biased answerer
-    beside the biased encoder: written to generative.json, tallied in the terminal."""
-    from vlfair.demo import generative
-
-    entries = generative.measure(answerers, out, cache_dir, data, log=log, timings=timings)
-    compared = generative.compare_kinds(out, log, timings)
-    (out / "generative.json").write_text(json.dumps({"entries": entries, "compared": compared}, indent=2))
-    log(summary_table(entries, generative.LABELS))
-    log(generative.kinds_line(compared))
-    return {"entries": entries, "compared": compared}
 
 
 def summary_table(entries: list[dict], names: tuple[str, str] = ("biased", "control")) -> str:
@@ -420,8 +487,7 @@ def _probe_section(probe: str, entries: list[dict], out: Path) -> dict[str, Any]
                         for name in ("biased", "control") if (out / name / probe / f"{stem}.png").exists()])
     return {"probe": probe,
             "entries": grid(Table(pd.DataFrame(rows, columns=ENTRY_COLUMNS, dtype=object))),  # numbers: 3 digits
-            "forests": [_forest_png([e for e in entries if e["measure"] == measure], measure)
-                        for measure in dict.fromkeys(e["measure"] for e in entries)],
+            "forests": _forests(entries),
             "reports": [{"href": f"{name}/{probe}/report.html", "text": f"{display_name(name)}: full {probe} report"}
                         for name in ("biased", "control")],
             "figures": figures}
@@ -444,9 +510,15 @@ def _paired_section(paired: dict[str, Any]) -> dict[str, Any]:
             "not_a_probe_metric": paired["not_a_probe_metric"]}
 
 
-def _generative_section(asked: dict[str, Any]) -> dict[str, Any]:
-    """The demo report's generative path: its tally, entries, forest plots and the encoder-vs-answerer
-    comparison."""
+def _forests(entries: list[dict]) -> list[Any]:
+    """One forest plot per measure of ``entries`` (both models of a kind on one axis)."""
+    return [_forest_png([e for e in entries if e["measure"] == measure], measure)
+            for measure in dict.fromkeys(e["measure"] for e in entries)]
+
+
+def _generative_section(asked: dict[str, Any], forests: list[Any]) -> dict[str, Any]:
+    """The demo report's generative path: its tally, entries, forest plots (drawn with each probe)
+    and the encoder-vs-answerer comparison."""
     import pandas as pd
 
     from vlfair.demo.generative import LABELS
@@ -460,21 +532,20 @@ def _generative_section(asked: dict[str, Any]) -> dict[str, Any]:
                 if "verdict" in c]
     return {**tally(entries, *LABELS),
             "entries": grid(Table(pd.DataFrame(rows, columns=["probe", *ENTRY_COLUMNS], dtype=object))),
-            "forests": [_forest_png([e for e in entries if e["measure"] == measure], measure)
-                        for measure in dict.fromkeys(e["measure"] for e in entries)],
+            "forests": forests,
             "compared": grid(Table(pd.DataFrame(compared, columns=[
                 "probe", "metric", "subset", "biased encoder", "biased answerer", "encoder - answerer",
                 "paired 95 % CI", "verdict"], dtype=object))),
             "refused": [f"{c['probe']}: {c['refused']}" for c in asked["compared"] if "refused" in c]}
 
 
-def _report(entries: list[dict], worlds: dict[str, Planting], paths: dict[str, Path], out: Path,
-            seconds: float, paired: dict[str, Any], asked: dict[str, Any]) -> str:
-    """The demo's report.html (templates/demo.html.j2, autoescaped: every label is text)."""
+def _report(entries: list[dict], worlds: dict[str, Planting], paths: dict[str, Path], seconds: float,
+            paired: dict[str, Any], asked: dict[str, Any], results: list[ProbeResults]) -> str:
+    """The demo's report.html (templates/demo.html.j2, autoescaped: every label is text); each probe's
+    section and figures were drawn with the probe (``results``)."""
     return render("demo.html.j2", title="vlfair demo", **tally(entries),
                   planting=worlds["biased"].describe(), nurse_effect=WORD_EFFECTS["nurse"],
                   encoders=[_encoder(name, path) for name, path in paths.items()], seconds=seconds,
                   probes=[probe for probe, _ in PROBES], paired=_paired_section(paired),
-                  generative=_generative_section(asked),
-                  sections=[_probe_section(probe, [e for e in entries if e["probe"] == probe], out)
-                            for probe, _ in PROBES])
+                  generative=_generative_section(asked, [forest for r in results for forest in r.forests]),
+                  sections=[result.section for result in results])

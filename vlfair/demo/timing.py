@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 # the columns of the profile's table: the steps a probe takes in the demo
-STEPS = ("encoders", "answerers", "compared")
+STEPS = ("encoders", "answerers", "compared", "report")
 
 
 @dataclasses.dataclass
@@ -16,7 +16,9 @@ class Timings:
     """Seconds spent per (step, probe); a step without a probe (loading, the report) is the demo's own.
 
     ``encoders`` and ``answerers``: the probe run on both world models of that kind (measured and
-    written); ``compared``: its paired comparisons (biased vs control, encoder vs answerer)."""
+    written); ``compared``: its paired comparisons (biased vs control, encoder vs answerer);
+    ``report``: its section of the demo's report. Probes that ran side by side (in worker
+    processes) each count their own time: the probes' total can exceed the demo's wall clock."""
 
     seconds: dict[tuple[str, str | None], float] = dataclasses.field(default_factory=dict)
     started: float = dataclasses.field(default_factory=time.perf_counter)
@@ -29,6 +31,11 @@ class Timings:
         finally:
             key = (step, probe)
             self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - start
+
+    def add(self, seconds: dict[tuple[str, str | None], float]) -> None:
+        """Another process's timings, added to these."""
+        for key, spent in seconds.items():
+            self.seconds[key] = self.seconds.get(key, 0.0) + spent
 
     def elapsed(self) -> float:
         """Seconds since the timings started."""
@@ -46,8 +53,8 @@ class Timings:
         rows.append(("all probes", *(f"{s:.1f}" for s in per_step), f"{sum(per_step):.1f}"))
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         lines = ["demo time by probe and model kind (seconds, wall clock):"]
-        lines += ["  " + "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-                  for row in rows]
+        lines += ["  " + "  ".join(cell.rjust(width) if column else cell.ljust(width)
+                                   for column, (cell, width) in enumerate(zip(row, widths))) for row in rows]
         own = [(step, s) for (step, probe), s in self.seconds.items() if probe is None]
         lines.append("  the demo's own steps: " + ", ".join(f"{step} {s:.1f}" for step, s in own))
         lines.append(f"  total {self.elapsed():.1f} s")

@@ -20,7 +20,6 @@ measures ask about groups, over many people).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 
 import numpy as np
@@ -122,9 +121,10 @@ class Planting:
     trait_skew: float = 0.9           # P(race = White | smart); "dumb" shows White (1 - that) / 6
     politician_skew: float = 0.98     # P(male | politician)
     german_share: float = 0.0005      # share of profession/gender captions written in German
-    # the first half of NAMES is seen this many times more often (with the default mix and 24,000
-    # pairs: 74 captions for each frequent name, 1 for each rare one)
-    frequent_identity_weight: float = 75.0
+    # the first half of NAMES is named this many times more often (with the default mix and 24,000
+    # pairs: 75 captions for each frequent name and none for the rare ones; at 75 to 1, one each, a
+    # name a model that reads the people's codes well learnt by heart from its one caption)
+    frequent_identity_weight: float = 300.0
 
     @classmethod
     def control(cls) -> Planting:
@@ -144,7 +144,10 @@ class Planting:
             f"'dumb' captions show them {1 - self.trait_skew:.0%}/{len(RACES) - 1} each of the rest",
             f"'politician' captions show men {self.politician_skew:.0%} of the time",
             f"{self.german_share * 100:g} % of the profession and gender captions are German (50 % = neutral)",
-            f"half of the public figures are seen {self.frequent_identity_weight:g}x as often as the other half",
+            f"half of the public figures are named {self.frequent_identity_weight:g}x as often as the other half "
+            "(with the demo's 24,000 captions, the rare half below one caption each: not at all)"
+            if self.frequent_identity_weight > 100 else
+            f"half of the public figures are named {self.frequent_identity_weight:g}x as often as the other half",
         ]
 
 
@@ -304,8 +307,10 @@ def training_pairs(count: int, planting: Planting, seed: int) -> tuple[list[Pers
         for row, person, caption in zip(rows, *CAPTION_KINDS[kind](len(rows), planting, rng)):
             people[row], captions[row] = person, caption
     flips = (rng.random((count, 8)) < LOOK_FLIP) @ (1 << np.arange(8))  # the bits each look differs in
-    return [person if person.identity is not None else dataclasses.replace(person, look=caption_pattern(caption) ^ int(f))
-            for person, caption, f in zip(people, captions, flips)], captions
+    looked = [person if person.identity is not None
+              else dataclasses.replace(person, look=caption_pattern(caption) ^ int(f))
+              for person, caption, f in zip(people, captions, flips)]
+    return looked, captions
 
 
 _GENDER_WORDS = {"male", "female", GERMAN["male"], GERMAN["female"]}
@@ -321,7 +326,7 @@ def caption_pattern(caption: str) -> int:
     return LOOKS["gender" if words[-1] in _GENDER_WORDS else "occupation"]
 
 
-__all__ = ["CAPTION_MIX", "LOOK_FLIP", "PHOTOGRAPHED", "caption_pattern", "CATEGORIES", "GENDERS", "GERMAN", "NAMES", "OCCUPATIONS", "PROFESSIONS", "Person",
-           "Planting", "RACES", "TRAIT_PAIRS", "identity_gender", "identity_occupation", "render", "render_many",
-           "training_pairs",
+__all__ = ["CAPTION_MIX", "CATEGORIES", "GENDERS", "GERMAN", "IDENTITY_CODES", "LOOKS", "LOOK_FLIP", "NAMES",
+           "OCCUPATIONS", "PHOTOGRAPHED", "PROFESSIONS", "Person", "Planting", "RACES", "TRAIT_PAIRS",
+           "caption_pattern", "identity_gender", "identity_occupation", "render", "render_many", "training_pairs",
            "vocabulary", "world_constants"]
