@@ -1246,6 +1246,10 @@ def top_k_shares(counts: npt.NDArray[np.float64], k: int, zero_count: str,
     return (counts + smoothing) / (k + smoothing * counts.shape[-1])
 
 
+# resampled_top_k's blocks: (resamples, queries, m) arrays of about this many entries
+_TOP_K_BLOCK_ENTRIES = 2**18
+
+
 def prefix_length(k: int, items: int) -> int:
     """How many of each query's best items a resample's top k is looked for among: a resample holds
     each item about once (multiplicities with mean 1 and variance about 1), so the best m items hold
@@ -1314,26 +1318,60 @@ def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64
     constant = float((weights * np.log(positions)).sum())
     c_ln_c = np.zeros(k + 1)
     c_ln_c[1:] = np.arange(1, k + 1) * np.log(np.arange(1, k + 1))
-    log_targets = [np.log(p_star) for p_star in p_stars]
+    log_targets = np.stack([np.log(p_star) for p_star in p_stars], axis=1)  # (G, targets)
+    prefix_tail = np.concatenate([[0.0], np.cumsum(tail)])  # sum of U over ranks 1..r
+    # each query's items grouped by group (rank order kept within one), and where each one's group begins
+    # (flat positions in a (queries, m) list of lists)
+    within = np.argsort(ranked, axis=1, kind="stable")
+    in_order = np.take_along_axis(ranked, within, axis=1)
+    begins = np.concatenate([np.ones((queries, 1), dtype=bool), in_order[:, 1:] != in_order[:, :-1]], axis=1)
+    rows_at = (np.arange(queries) * ranked.shape[1])[:, None]
+    by_group = (within + rows_at).ravel()
+    group_starts = (np.maximum.accumulate(np.where(begins, np.arange(ranked.shape[1]), 0), axis=1) + rows_at).ravel()
+    flat_groups = ranked.ravel()
     counts = np.empty((len(indices), queries, groups))
     ndkl = np.empty((len(indices), queries, len(p_stars)))
-    for b, row in enumerate(indices):  # one resample at a time: (queries, m) arrays stay in the cache
-        copies = np.bincount(row, minlength=items)[order]
-        before = np.cumsum(copies, axis=1) - copies
-        if (before[:, -1] + copies[:, -1] < k).any():  # this resample needs more than the best m: all N
+    # resamples in blocks: every (queries, m) step for a whole block at once, a block's arrays a few MB
+    block = max(1, _TOP_K_BLOCK_ENTRIES // max(queries * ranked.shape[1], 1))
+    for start in range(0, len(indices), block):
+        rows = indices[start:start + block]
+        held = np.bincount((rows + (np.arange(len(rows)) * items)[:, None]).ravel(),
+                           minlength=len(rows) * items).reshape(len(rows), items)
+        copies = held[:, order]  # (b, queries, m): copies of each ranked item in each resample
+        before = np.cumsum(copies, axis=2) - copies
+        if (before[..., -1] + copies[..., -1] < k).any():  # a resample needs more than the best m: all N
             if order.shape[1] == items:
-                raise ValueError(f"k={k} is larger than a resample's {int(copies.sum(axis=1).min())} items")
+                raise ValueError(f"k={k} is larger than a resample's {int(copies.sum(axis=2).min())} items")
             return resampled_top_k(scores, codes, k, indices, p_stars, top_k_order(scores, items))
         taken = np.clip(k - before, 0, copies)  # copies of each ranked item inside the top k
-        counts[b] = np.bincount(slots, weights=taken.ravel(), minlength=queries * groups).reshape(queries, groups)
-        expanded = np.repeat(ranked.ravel(), taken.ravel()).reshape(queries, k)  # each rank's group
-        seen = np.zeros((queries, k), dtype=np.int64)  # earlier items of the same group
-        for g in range(groups):
-            hit = expanded == g
-            seen += hit * (np.cumsum(hit, axis=1) - 1)
-        own = ((c_ln_c[seen + 1] - c_ln_c[seen]) * tail).sum(axis=1)
-        for t, log_target in enumerate(log_targets):
-            ndkl[b, :, t] = own - (log_target[expanded] * tail).sum(axis=1) - constant
+        # the items inside a top k, flat, in each top list's rank order: their list (resample, query),
+        # group, copies and the ranks before them
+        inside = np.flatnonzero(taken > 0)
+        lists = inside // ranked.shape[1]
+        group = flat_groups[inside % flat_groups.size]
+        held_copies, first = taken.ravel()[inside], before.ravel()[inside]
+        counts[start:start + len(rows)] = np.bincount(lists * groups + group, weights=held_copies,
+                                                      minlength=len(rows) * queries * groups
+                                                      ).reshape(len(rows), queries, groups)
+        # the copies of each item's group ranked before it in its list: a running count over each query's
+        # items taken group by group (in rank order within a group), less the count where its group begins
+        grouped = taken.reshape(len(rows), -1)[:, by_group].reshape(taken.shape)
+        running = np.cumsum(grouped, axis=2) - grouped
+        running = (running.reshape(len(rows), -1) - running.reshape(len(rows), -1)[:, group_starts])
+        earlier = np.empty_like(running)
+        earlier[:, by_group] = running
+        seen = earlier.ravel()[inside]
+        # NDKL: a copy at rank r that is its group's c-th adds U_r (c ln c - (c-1) ln (c-1)) - U_r ln q_g
+        own = np.zeros(len(rows) * queries)
+        for copy in range(1, int(held_copies.max(initial=0)) + 1):
+            more = np.flatnonzero(held_copies >= copy)
+            count = seen[more] + copy
+            own += np.bincount(lists[more], weights=tail[first[more] + copy - 1] * (c_ln_c[count] - c_ln_c[count - 1]),
+                               minlength=own.size)
+        spans = prefix_tail[first + held_copies] - prefix_tail[first]  # U over the ranks each item's copies take
+        targeted = np.stack([np.bincount(lists, weights=spans * log_targets[group, t], minlength=own.size)
+                             for t in range(log_targets.shape[1])], axis=1)
+        ndkl[start:start + len(rows)] = (own[:, None] - targeted - constant).reshape(len(rows), queries, -1)
     return counts, ndkl / weights.sum()
 
 

@@ -28,18 +28,19 @@ POLITICIAN_OFFICES = ("senator", "representative", "mayor")
 FREQUENT_NAMES = NAMES[: len(NAMES) // 2]
 
 
-def _looks(rng: np.random.Generator, per_cell: int) -> np.ndarray:
-    """The looks of a cell's people, the same in every cell of an evaluation set: its groups differ in
-    nothing but what the model makes of the group (a random look per person would let one group
-    happen to look smarter than another, a difference of the sample, not of the model)."""
-    return rng.integers(0, 256, per_cell)
+def _looks(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """People's looks (8 bits each) for the cells of an evaluation set, drawn once and shown again in
+    every group the set compares: the groups then differ in nothing but what the model makes of
+    the group (a random look per person would let one group happen to look smarter than another, a
+    difference of the sample, not of the model)."""
+    return rng.integers(0, 256, shape)
 
 
 def professions(per_cell: int = 5, seed: int = 11) -> datasets.Dataset:  # the study: 5 images per cell
     rng = np.random.default_rng(seed)
-    looks = _looks(rng, per_cell)
-    rows = [(p, g, r, int(look)) for p, g, r in itertools.product(range(len(PROFESSIONS)), range(2), range(4))
-            for look in looks]
+    looks = _looks(rng, (len(PROFESSIONS), 4, per_cell))  # women and men of a profession look alike
+    rows = [(p, g, r, int(looks[p, r, k])) for p, g, r in itertools.product(range(len(PROFESSIONS)), range(2), range(4))
+            for k in range(per_cell)]
     return columns_to_dataset({"image": [render(Person(g, r, p, look=look), rng) for p, g, r, look in rows],
                      "profession": [PROFESSIONS[p] for p, *_ in rows], "gender": [GENDERS[g] for _, g, *_ in rows],
                      "race": [RACES[r] for _, _, r, _ in rows]}, "planted-bias world: professions")
@@ -47,8 +48,9 @@ def professions(per_cell: int = 5, seed: int = 11) -> datasets.Dataset:  # the s
 
 def fairface(per_cell: int = 20, seed: int = 12) -> datasets.Dataset:
     rng = np.random.default_rng(seed)
-    looks = _looks(rng, per_cell)
-    rows = [(g, r, int(look)) for r, g in itertools.product(range(len(RACES)), range(2)) for look in looks]
+    looks = _looks(rng, (2, per_cell))  # every race looks alike, within each gender
+    rows = [(g, r, int(looks[g, k])) for r, g in itertools.product(range(len(RACES)), range(2))
+            for k in range(per_cell)]
     return columns_to_dataset({"image": [render(Person(g, r, int(rng.integers(len(OCCUPATIONS))), look=look), rng)
                                          for g, r, look in rows],
                      "file": [f"world/{i}.png" for i in range(len(rows))],
