@@ -1286,8 +1286,9 @@ def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64
     (copies of one item are adjacent; equal scores keep index order, as :func:`ranking_skew`
     ranks them). So the items are ranked once (``order``: the best m of each query, m a little
     above k, found by :func:`top_k_order`), and a resample costs a gather and a cumulative sum
-    over m, not a gather and a ranking of all N items. Should a resample need more than m
-    (multiplicities far below 1 in a query's best items), that block is ranked afresh over all N.
+    over m, not a gather and a ranking of all N items; resamples go in blocks (arrays of a few MB),
+    every step for the whole block at once. Should a resample need more than m (multiplicities far
+    below 1 in a query's best items), the items are ranked afresh over all N.
 
     NDKL over every prefix without a (k, groups) table: KL(p_i || q) = (1/i) sum_g c_ig ln c_ig
     - ln i - (1/i) sum_g c_ig ln q_g, and each term grows by one item's group at each rank, so
@@ -1311,7 +1312,6 @@ def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64
     if order is None or order.shape[1] < min(items, k):
         order = top_k_order(scores, prefix_length(k, items))
     ranked = codes[order]  # (queries, m)
-    slots = ((np.arange(queries) * groups)[:, None] + ranked).ravel()
     positions = np.arange(1, k + 1)
     weights = 1 / np.log2(positions + 1)
     tail = np.cumsum((weights / positions)[::-1])[::-1]  # U_r
