@@ -193,7 +193,9 @@ def test_the_demo_report_keeps_every_label_text(tmp_path):
                            "answerer": 2.0, "difference": -1.0, "ci": [-1.5, -0.5], "verdict": "a_less_biased",
                            "verdict_text": f"the encoder {MARKUP} less biased"},
                           {"probe": "retrieval", "refused": f"refused {MARKUP}"}]}
-    text = run._report([entry], {"biased": planting}, {"biased": tmp_path / MARKUP}, tmp_path, 3.0, paired, asked)
+    drawn = run.ProbeResults("traits", [entry], asked["entries"], {}, asked["compared"],
+                             run._probe_section("traits", [entry], tmp_path), run._forests(asked["entries"]), {}, [])
+    text = run._report([entry], {"biased": planting}, {"biased": tmp_path / MARKUP}, 3.0, paired, asked, [drawn])
     assert MARKUP not in text and "<script" not in text
     assert "the encoder &lt;img onerror=x&gt; less biased" in text and "refused &lt;img onerror=x&gt;" in text
     assert "&lt;img onerror=x&gt;" in text.split("<h2>What was planted</h2>")[1].split("</ul>")[0]

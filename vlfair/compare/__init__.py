@@ -2,25 +2,25 @@
 samples.parquet, under other interval settings) and ``compare`` (two or more runs on the same
 rows: paired differences, intervals and tests).
 
-Names are resolved on first use: the CLI reads ``vlfair.compare.rescore``'s settings to build its
-help without importing the statistics (scipy) behind a comparison."""
+A comparison's names are resolved on first use: the CLI reads ``vlfair.compare.rescore``'s settings
+to build its help without importing the statistics (scipy) behind a comparison. ``rescore`` and
+the runs' names are light and imported here (``rescore`` is also a module's name: imported lazily,
+the module would answer for the function once the CLI had read its settings)."""
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from vlfair.compare.rescore import rescore
+from vlfair.compare.runs import Run, RunError, load_run
+
 if TYPE_CHECKING:
     from vlfair.compare.comparison import Comparison as Comparison
     from vlfair.compare.comparison import ComparisonError as ComparisonError
     from vlfair.compare.comparison import compare_runs as compare_runs
-    from vlfair.compare.rescore import rescore as rescore
-    from vlfair.compare.runs import Run as Run
-    from vlfair.compare.runs import RunError as RunError
-    from vlfair.compare.runs import load_run as load_run
 
-_LAZY = {"Comparison": "comparison", "ComparisonError": "comparison", "compare_runs": "comparison",
-         "rescore": "rescore", "Run": "runs", "RunError": "runs", "load_run": "runs"}
+_LAZY = {"Comparison": "comparison", "ComparisonError": "comparison", "compare_runs": "comparison"}
 
 __all__ = ["Comparison", "ComparisonError", "Run", "RunError", "compare_runs", "load_run", "rescore"]
 

@@ -38,7 +38,6 @@ from vlfair.demo.run import (
     trait_entries,
 )
 from vlfair.demo.shipped import WORLDS, ship_models
-from vlfair.demo.timing import Timings
 from vlfair.demo.train import TrainingConfig, _training_data, cached_training, read_record
 from vlfair.demo.world import Planting
 from vlfair.logging import get_logger
@@ -172,12 +171,12 @@ COMPARED = ("traits", "public-figures", "retrieval")
 
 
 def measure(answerers: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
-            log: Callable[[str], None] = logger.info, timings: Timings | None = None) -> list[dict[str, Any]]:
+            log: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
     """Every probe's entries for the world answerers ``{"biased": ..., "control": ...}``; runs are
     written to out/answerer-NAME/PROBE. Entries name the answerer ("biased answerer")."""
     from vlfair.demo import run
 
-    return run.measure(answerers, out, cache_dir, data, log, PROBES, KIND, timings)
+    return run.measure(answerers, out, cache_dir, data, log, PROBES, KIND)
 
 
 def compare_kind(out: Path, probe: str) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ class Timings:
         """The profile a person reads: a row per probe (its steps and total), the demo's own steps, the total."""
         probes = list(dict.fromkeys(probe for _, probe in self.seconds if probe is not None))
         header = ("probe", *STEPS, "total")
-        rows = [header]
+        rows: list[tuple[str, ...]] = [header]
         for probe in probes:
             spent = [self.seconds.get((step, probe), 0.0) for step in STEPS]
             rows.append((probe, *(f"{s:.1f}" for s in spent), f"{sum(spent):.1f}"))
