@@ -17,6 +17,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+# how every figure vlfair writes is saved as a PNG: cropped to what it draws, and compressed at zlib's
+# fastest level (a tall comparison forest: 0.90 s instead of 1.39 s, its file 5 % larger)
+PNG_OPTIONS: dict[str, Any] = {"format": "png", "bbox_inches": "tight", "pil_kwargs": {"compress_level": 1}}
+
 
 @functools.cache
 def environment() -> jinja2.Environment:
@@ -55,7 +59,7 @@ def inline_png(path: Path | str | bytes, alt: str, style: str = "max-width:100%"
 def figure_png(figure: Any, dpi: int = 100) -> bytes:
     """A matplotlib figure as PNG bytes."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    figure.savefig(buffer, dpi=dpi, **PNG_OPTIONS)
     return buffer.getvalue()
 
 
@@ -64,4 +68,5 @@ def inline_figure(figure: Any, alt: str, style: str = "max-width:100%") -> Marku
     return inline_png(figure_png(figure), alt, style)
 
 
-__all__ = ["environment", "figure_png", "inline_figure", "inline_png", "macros", "page", "png_data", "render"]
+__all__ = ["PNG_OPTIONS", "environment", "figure_png", "inline_figure", "inline_png", "macros", "page", "png_data",
+           "render"]
