@@ -3,7 +3,9 @@ runs, and a refusal for every pair of runs that is not comparable."""
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -214,6 +216,10 @@ def test_the_cli_writes_the_comparison_and_prints_the_verdicts(traits_runs, tmp_
     assert len(content["differences"]) == len((out / "differences.csv").read_text().splitlines()) - 1
     page = (out / "comparison.html").read_text()
     assert page.count("<img") >= 2 and "paired bootstrap" in page  # a forest per metric
+    forests = re.findall(r"src='data:image/svg\+xml;base64,([^']+)'", page)
+    assert len(forests) == len({(d["a"], d["b"], d["metric"]) for d in content["differences"]})
+    first = base64.b64decode(forests[0]).decode()
+    assert first.startswith("<?xml") and "<text" in first and "no difference (0)" in first  # text the browser sets
 
 
 def test_on_common_rows_compares_the_shared_rows_and_says_so(traits_runs, tmp_path):

@@ -42,9 +42,10 @@ def test_demo_writes_summary_and_report(demo):
     pngs = {(probe, png.name) for probe in probes for png in (out / "biased" / probe).glob("*.png")}
     asked = json.loads((out / "generative.json").read_text())["entries"]
     generative_measures = {(e["probe"], e["measure"]) for e in asked}
-    # a figure for every measure (biased and control on one axis), every probe figure of both encoders,
-    # and a figure for every measure of the answerers
-    assert report.count("data:image/png;base64,") == len(measures) + 2 * len(pngs) + len(generative_measures)
+    # a forest for every measure (biased and control on one axis; an SVG), every probe figure of both encoders
+    # (their PNG files), and a forest for every measure of the answerers
+    assert report.count("data:image/svg+xml;base64,") == len(measures) + len(generative_measures)
+    assert report.count("data:image/png;base64,") == 2 * len(pngs)
     for probe, png in pngs:
         assert f"href='biased/{probe}/{png}'" in report and f"href='control/{probe}/{png}'" in report
     for probe in probes:

@@ -78,6 +78,41 @@ def test_help_imports_no_model_or_data_library(command):
     assert result.stdout.splitlines()[-1] == "imported:"
 
 
+CONSOLE = """
+import atexit, logging, sys
+from vlfair import cli
+logging.getLogger("vlfair.test").addHandler(logging.FileHandler(sys.argv[2]))
+
+def main():  # what a command does: prints, registers work for the exit, logs, returns its status
+    atexit.register(lambda: open(sys.argv[1], "w").write("ran"))
+    print("said")
+    logging.getLogger("vlfair.test").warning("logged")
+    return int(sys.argv[3])
+
+cli.main = main
+cli.console()
+"""
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_the_console_leaves_once_the_exit_functions_ran(tmp_path, status):
+    """The vlfair command leaves the process without the interpreter's teardown (1.4 s after the
+    demo): its status is main's, the exit functions a command registered ran, logging was shut
+    down (its file handler flushed) and what it printed reached the pipe."""
+    done = subprocess.run([sys.executable, "-c", CONSOLE, str(tmp_path / "ran"), str(tmp_path / "log"), str(status)],
+                          capture_output=True, text=True)
+    assert done.returncode == status, done.stderr
+    assert done.stdout == "said\n" and (tmp_path / "ran").read_text() == "ran"
+    assert (tmp_path / "log").read_text() == "logged\n"
+
+
+def test_the_console_says_a_mistake_in_one_line_with_status_2():
+    done = subprocess.run([sys.executable, "-m", "vlfair", "demo", "--no-such-flag"], capture_output=True, text=True)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("vlfair demo: unrecognized arguments: --no-such-flag")
+
+
 def test_lazy_public_names_resolve():
     assert callable(vlfair.load_encoder) and callable(vlfair.embed_images) and callable(vlfair.embed_texts)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):

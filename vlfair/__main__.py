@@ -1,3 +1,3 @@
-from vlfair.cli import main
+from vlfair.cli import console
 
-raise SystemExit(main())
+console()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -539,5 +541,34 @@ def main(argv: list[str] | None = None) -> int:
         release_claims()  # the --out locks the command took
 
 
+def console() -> NoReturn:
+    """The ``vlfair`` command (and ``python -m vlfair``): :func:`main`, leaving the process as soon as
+    the interpreter's exit functions have run. The teardown that would follow (torch's, transformers'
+    and datasets' modules and objects freed one by one) shows a person nothing and took 1.4 s after the
+    demo's last line; what must happen at exit (temporary folders removed, a coverage file written)
+    is an exit function, and each of those still runs: the ones registered from here on run before
+    this one, and the one registered before it (logging's, at vlfair's import) is called here."""
+    code: int = 1  # an exception out of main (--debug) is exit status 1, as Python's own
+    atexit.register(lambda: _leave(code))  # registered first: run last, after every other exit function
+    try:
+        code = main()
+    except SystemExit as exc:  # argparse's --help and its mistakes; Python prints a message given as text
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        raise
+    raise SystemExit(code)
+
+
+def _leave(code: int) -> NoReturn:
+    import logging
+
+    logging.shutdown()  # its exit function, registered before console's, would run after it: never
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (vlfair ... | head): nothing more to say
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    console()

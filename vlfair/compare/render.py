@@ -129,7 +129,7 @@ def write_comparison(comparison: Comparison, out_dir: str | Path) -> Path:
 
 
 def _write_comparison(comparison: Comparison, out: Path) -> None:
-    from vlfair.report.pages import figure_png, png_data, render
+    from vlfair.report.pages import render, svg_data
     from vlfair.report.tables import grid
     from vlfair.report.writer import TABLE_FILES
 
@@ -146,8 +146,7 @@ def _write_comparison(comparison: Comparison, out: Path) -> None:
     names = labels(comparison)
     title = f"vlfair comparison: {' vs '.join(names)} ({comparison.content['probe']})"
     page = render("comparison.html.j2", title=title, runs=runs, rows=comparison.content["rows"],
-                  notes=notes(comparison), figures=[(name, png_data(figure_png(f, dpi=110))) for name, f in
-                                                    figures.items()],
+                  notes=notes(comparison), figures=[(name, svg_data(f)) for name, f in figures.items()],
                   tables=[("differences", grid(Table(differences_frame(comparison, readable=True))))])
     (out / "comparison.html").write_text(page)
 

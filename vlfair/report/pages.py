@@ -20,6 +20,10 @@ from markupsafe import Markup
 # how every figure vlfair writes is saved as a PNG: cropped to what it draws, and compressed at zlib's
 # fastest level (a tall comparison forest: 0.90 s instead of 1.39 s, its file 5 % larger)
 PNG_OPTIONS: dict[str, Any] = {"format": "png", "bbox_inches": "tight", "pil_kwargs": {"compress_level": 1}}
+# a figure only a page shows (a comparison's forests, the demo's) is an SVG whose text is text, set by the
+# browser: no glyph rasterized, no PNG encoded (a forest of 40 rows: 0.37 s instead of 0.76 s), sharp at any
+# zoom; the salt makes its clip paths' ids, and so the file, the same at every run
+SVG_OPTIONS: dict[str, Any] = {"format": "svg", "bbox_inches": "tight", "metadata": {"Date": None}}
 
 
 @functools.cache
@@ -36,7 +40,7 @@ def render(template: str, **context: Any) -> str:
 
 
 def macros() -> Any:
-    """The macros of ``macros.html.j2`` (``table``, ``png``), callable from Python; each returns Markup."""
+    """The macros of ``macros.html.j2`` (``table``, ``png``, ``svg``), callable from Python; each returns Markup."""
     return environment().get_template("macros.html.j2").module
 
 
@@ -63,10 +67,25 @@ def figure_png(figure: Any, dpi: int = 100) -> bytes:
     return buffer.getvalue()
 
 
+def figure_svg(figure: Any) -> bytes:
+    """A matplotlib figure as SVG bytes, its text as text."""
+    import matplotlib
+
+    buffer = io.BytesIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "vlfair"}):
+        figure.savefig(buffer, **SVG_OPTIONS)
+    return buffer.getvalue()
+
+
+def svg_data(figure: Any) -> str:
+    """A matplotlib figure as base64 SVG text for a ``data:`` URL."""
+    return base64.b64encode(figure_svg(figure)).decode()
+
+
 def inline_figure(figure: Any, alt: str, style: str = "max-width:100%") -> Markup:
-    """A matplotlib figure as an <img> in the page."""
-    return inline_png(figure_png(figure), alt, style)
+    """A matplotlib figure as an <img> in the page (an SVG: :func:`figure_svg`)."""
+    return macros().svg(svg_data(figure), alt, style)
 
 
-__all__ = ["PNG_OPTIONS", "environment", "figure_png", "inline_figure", "inline_png", "macros", "page", "png_data",
-           "render"]
+__all__ = ["PNG_OPTIONS", "SVG_OPTIONS", "environment", "figure_png", "figure_svg", "inline_figure",
+           "inline_png", "macros", "page", "png_data", "render", "svg_data"]
