@@ -309,20 +309,45 @@ def test_sweep_tally_counts_detections_and_coverage_once_per_interval():
 
 
 @pytest.mark.parametrize("models", ["encoders", "answerers"])
-def test_sweep_measures_trained_models_and_prints_its_tables(monkeypatch, capsys, models):
-    """The sweep end to end in this process (--jobs 1), with the training swapped for the shipped models
-    (training itself is tested above; a real sweep takes minutes per seed)."""
+def test_sweep_measures_trained_models_and_prints_its_tables(monkeypatch, capsys, models, demo):
+    """The sweep in this process (--jobs 1), with the training swapped for the shipped models (training
+    itself is tested above; a real sweep takes minutes per seed) and their measures the session's demo's
+    (the same functions on the same models: measuring both kinds again took 34 s)."""
     from vlfair.demo.generative import SHIPPED_ANSWERERS
 
     sweep = _sweep_module()
     shipped_folder = {"encoders": shipped.SHIPPED_DIR, "answerers": SHIPPED_ANSWERERS}
     monkeypatch.setattr(sweep, "_train", lambda kind, world, *_: str(shipped_folder[kind] / world))
+    measured = {"encoders": demo[1], "answerers": json.loads((demo[0] / "generative.json").read_text())["entries"]}
+    loaded = []
+
+    def demo_measures(kind, models, out):
+        (world, model), = models.items()
+        loaded.append((kind, world, getattr(model, "kind", "contrastive")))
+        return [e for e in measured[kind] if e["encoder"].split()[0] == world]
+
+    monkeypatch.setattr(sweep, "_measure", demo_measures)
     assert sweep.main(["--seeds", "1", "--jobs", "1", "--models", models]) == 0
+    assert [(kind, world) for kind, world, _ in loaded] == [(models, "biased"), (models, "control")]
+    assert {kind for _, _, kind in loaded} == {{"encoders": "contrastive", "answerers": "generative"}[models]}
     out = capsys.readouterr().out
     assert f"validity sweep of the {models}: 1 seeds" in out
     assert "Planted effects: detected with the planted sign" in out and "pooled control coverage" in out
     last = out.strip().splitlines()[-1]
     assert last.startswith("planted_detected=11/11 control_coverage=") and last.endswith("valid_trainings=2/2"), last
+
+
+def test_sweep_measures_each_kind_with_the_demo_s_measures(monkeypatch, tmp_path):
+    from vlfair.demo import generative, run
+
+    sweep = _sweep_module()
+    called = []
+    monkeypatch.setattr(run, "measure", lambda models, out, log: called.append(("encoders", list(models), out)) or [1])
+    monkeypatch.setattr(generative, "measure", lambda models, out, log: called.append(("answerers", list(models), out))
+                        or [2])
+    assert sweep._measure("encoders", {"biased": "m"}, tmp_path) == [1]
+    assert sweep._measure("answerers", {"control": "m"}, tmp_path) == [2]
+    assert called == [("encoders", ["biased"], tmp_path), ("answerers", ["control"], tmp_path)]
 
 
 def test_sweep_answerer_overrides_are_training_fields(capsys):

@@ -208,12 +208,14 @@ def _retrieval(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeR
     return entries, run
 
 
-def word_influence_setup(enc, biased: bool, prompt: str = WI_PROMPT, images_per_prompt: int = 80) -> tuple[dict, dict]:
+def word_influence_setup(enc, biased: bool, prompt: str = WI_PROMPT, images_per_prompt: int = 40) -> tuple[dict, dict]:
     """Settings and components of a word-influence run in the world: its planted generator (the
     biased one makes 'nurse' raise the share of women) and a zero-shot gender classifier."""
     generator = world_data.PlantedGenerator(WORD_EFFECTS if biased else {})
     # the world's own protocol, not the study's: the lexicon (no masked LM offline), its content words,
-    # many images per prompt, the original as often as a variant
+    # many images per prompt, the original as often as a variant. 40 images per prompt, 120 per
+    # variant: the Hoeffding interval's half-width is 0.27, the planted 0.4 found by every shipped
+    # model (0.39 [0.12, 0.66]); 80 took twice as long for an interval 0.08 narrower
     settings = {"prompts": [prompt], "transmuter": {"name": "lexicon"}, "words": "content", "candidates": 3,
                 "images_per_prompt": images_per_prompt, "original_images": 3 * images_per_prompt,
                 "target_group": "female", "max_level": 1, "max_images": 1000, "confidence": CONFIDENCE}
