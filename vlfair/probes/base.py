@@ -215,8 +215,8 @@ class Context:
                              f"{text_dim}: image and text embeddings cannot be compared")
 
     def column(self, name: str, rows: np.ndarray) -> np.ndarray:
-        values = self.dataset[name]
-        return np.asarray([values[int(r)] for r in rows])
+        """Column ``name`` at ``rows``, read in one take (cell by cell was 0.2 ms a row)."""
+        return np.asarray(self.dataset.select_columns([name])[[int(r) for r in rows]][name])
 
     def identity(self, rows: np.ndarray) -> dict[str, Any]:
         """The identity columns of samples.parquet for ``rows`` of the dataset: ``row`` (the index in
