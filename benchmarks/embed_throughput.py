@@ -16,6 +16,9 @@ The last line is ``ratio_vs_forward=A ratio_vs_naive=B cache_speedup=C`` with A 
 B = a/c and C = time(a)/time(d). Runs unchanged on a GPU (bf16, sdpa) when one is present.
 
 Usage: python benchmarks/embed_throughput.py [--quick] [--images N] [--batch-size B] [--workers W]
+                                            [--model vit-b32|tiny]
+(``--model tiny``: vlfair's tiny CLIP, for a smoke run of the script itself; its ratios say nothing
+of a real model's.)
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
 import vlfair
 from vlfair.embed import default_num_workers
-from vlfair.tiny import word_tokenizer, write_jpegs
+from vlfair.tiny import tiny_clip, word_tokenizer, write_jpegs
 
 
 def build_vit_b32(directory: Path) -> Path:
@@ -44,6 +47,10 @@ def build_vit_b32(directory: Path) -> Path:
     word_tokenizer(model_max_length=77).save_pretrained(directory)
     CLIPImageProcessor().save_pretrained(directory)  # shortest edge 224, center crop 224, bicubic
     return directory
+
+
+MODELS = {"vit-b32": ("ViT-B/32 (random weights)", build_vit_b32),
+          "tiny": ("vlfair's tiny CLIP (a smoke run: the ratios say nothing of a real model)", tiny_clip)}
 
 
 def synchronize(device: torch.device) -> None:
@@ -106,13 +113,16 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, help="default 64 on CPU, 256 on GPU")
     parser.add_argument("--workers", type=int, help="DataLoader workers; default: vlfair's choice")
     parser.add_argument("--image-size", type=int, nargs=2, default=(320, 240), metavar=("W", "H"))
+    parser.add_argument("--model", choices=sorted(MODELS), default="vit-b32",
+                        help="the encoder measured (default vit-b32; tiny: a smoke run of the script)")
     args = parser.parse_args()
+    described, build = MODELS[args.model]
 
     num_images = args.images or (96 if args.quick else 512)
     naive_images = args.naive_images or max(16, num_images // 4)
     with tempfile.TemporaryDirectory(prefix="vlfair-bench-") as tmp:
         tmp_path = Path(tmp)
-        checkpoint = build_vit_b32(tmp_path / "clip-vit-base-patch32-random")
+        checkpoint = Path(build(tmp_path / f"{args.model}-random"))
         paths = [str(p) for p in write_jpegs(tmp_path / "jpegs", num_images, size=tuple(args.image_size))]
         encoder = vlfair.load_encoder(str(checkpoint))
         batch_size = args.batch_size or (256 if encoder.device.type == "cuda" else 64)
@@ -120,7 +130,7 @@ def main() -> None:
         print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
               f"device {encoder.device}, dtype {encoder.dtype}, torch {torch.__version__}")
         print(f"{num_images} JPEGs {args.image_size[0]}x{args.image_size[1]}, batch {batch_size}, "
-              f"{workers} decode workers, ViT-B/32 (random weights)")
+              f"{workers} decode workers, {described}")
 
         # warm-up: worker start-up and first-call allocations are not what is being compared
         vlfair.embed_images(encoder, paths[:batch_size], batch_size=batch_size, num_workers=workers,
