@@ -468,3 +468,11 @@ def test_shipped_answerer_matches_todays_world(world):
         f"the {world} answerer's configuration changed since it was shipped; run python -m vlfair.demo.generative")
     assert generative.answerer_path(shipped.WORLDS[world], log=pytest.fail) == folder
     assert sorted(p.name for p in generative.SHIPPED_ANSWERERS.iterdir()) == ["biased", "control"]
+
+
+def test_the_demo_starts_every_probe_longest_first():
+    """Each probe of the demo has its place in the order the workers start them (a probe left out
+    would stop the demo before it measured anything)."""
+    from vlfair.demo import run
+
+    assert sorted(run.LONGEST_FIRST) == sorted(probe for probe, _ in run.PROBES)
