@@ -247,3 +247,17 @@ def test_monte_carlo_blocks_stay_within_their_memory_cap():
     tracemalloc.stop()
     assert result.method in ("sequential_monte_carlo", "monte_carlo")
     assert peak < 3 * stats._BLOCK_ENTRIES * 8  # a 100-relabelling first block would take 240 MB
+
+
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_proportion_interval_equals_scipy_s_exact_interval(confidence):
+    """Clopper-Pearson in its closed form against scipy's root-finding, at the edges (none or every
+    trial a success) and in between, for few trials and many."""
+    for trials in [*range(1, 40), 100, 1000, 5000]:
+        for successes in sorted({0, 1, trials // 3, trials // 2, trials - 1, trials}):
+            expected = sps.binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="exact")
+            low, high = stats.proportion_interval(successes, trials, confidence)
+            assert low == pytest.approx(expected.low, abs=1e-11) and high == pytest.approx(expected.high, abs=1e-11)
+    assert stats.proportion_interval(0, 0) is None
+    with pytest.raises(ValueError, match=r"successes \(5\) must be between 0 and trials \(4\)"):
+        stats.proportion_interval(5, 4)

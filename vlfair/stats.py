@@ -846,9 +846,20 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 def proportion_interval(successes: int, trials: int, confidence: float = CONFIDENCE) -> list[float] | None:
-    """Clopper-Pearson (exact) interval of a binomial proportion; None without trials."""
+    """Clopper-Pearson (exact) interval of a binomial proportion; None without trials.
+
+    In its closed form, the beta quantiles (Clopper & Pearson 1934): what
+    ``scipy.stats.binomtest(k, n).proportion_ci(method="exact")`` gives to 1e-12, in 0.01 ms
+    instead of 4 ms (it finds each bound by root-finding the binomial CDF, and computes the
+    test's p-value first): a large-scale word-influence run asks for 3,600."""
+    from scipy.special import betaincinv
+
     _check_confidence(confidence)
     if trials < 1:
         return None
-    interval = sps.binomtest(int(successes), int(trials)).proportion_ci(confidence_level=confidence, method="exact")
-    return [float(interval.low), float(interval.high)]
+    k, n, alpha = int(successes), int(trials), 1.0 - confidence
+    if not 0 <= k <= n:
+        raise ValueError(f"successes ({k}) must be between 0 and trials ({n})")
+    low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, alpha / 2))
+    high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - alpha / 2))
+    return [low, high]
