@@ -13,8 +13,9 @@ two choices' patterns each other's complement, whatever the person's group. Some
 photographed far more often than others, the same spread in every gender and occupation. A model's
 judgement then varies from person to person as well as by group: in a world of identical-looking
 people a balanced model judged every face 0.5007 +- 0.0006 "smart", and a test across races resolved
-its training's differences of 0.001 as a bias. The evaluation sets draw looks at random (the
-measures ask about groups, over many people).
+its training's differences of 0.001 as a bias. The evaluation sets draw looks at random and show
+each look once in every group they compare (`datasets._looks`): the groups differ only in what the
+model makes of the group.
 """
 
 from __future__ import annotations
@@ -144,10 +145,9 @@ class Planting:
             f"'dumb' captions show them {1 - self.trait_skew:.0%}/{len(RACES) - 1} each of the rest",
             f"'politician' captions show men {self.politician_skew:.0%} of the time",
             f"{self.german_share * 100:g} % of the profession and gender captions are German (50 % = neutral)",
-            f"half of the public figures are named {self.frequent_identity_weight:g}x as often as the other half "
-            "(with the demo's 24,000 captions, the rare half below one caption each: not at all)"
-            if self.frequent_identity_weight > 100 else
-            f"half of the public figures are named {self.frequent_identity_weight:g}x as often as the other half",
+            f"half of the public figures are named {self.frequent_identity_weight:g}x as often as the other half"
+            + (" (with the demo's 24,000 captions, the rare half below one caption each: not at all)"
+               if self.frequent_identity_weight > 100 else ""),
         ]
 
 
