@@ -476,3 +476,24 @@ def test_the_demo_starts_every_probe_longest_first():
     from vlfair.demo import run
 
     assert sorted(run.LONGEST_FIRST) == sorted(probe for probe, _ in run.PROBES)
+
+
+def test_the_profile_says_each_probe_s_time_per_kind_of_model_and_the_total():
+    """vlfair demo --profile's table (issue 42's Performance): a row per probe with its steps on each kind
+    of model and its total, the probes' sums, the demo's own steps, the total wall clock; the time of
+    probes run in workers is added to the parent's."""
+    from vlfair.demo.timing import STEPS, Timings
+
+    timings = Timings()
+    with timings("imports"):
+        pass
+    timings.add({("encoders", "traits"): 2.0, ("answerers", "traits"): 1.25, ("compared", "traits"): 0.5,
+                 ("report", "traits"): 0.25, ("encoders", "retrieval"): 1.0})
+    timings.add({("encoders", "traits"): 1.0})  # a second worker's share of the same step
+    lines = timings.table().splitlines()
+    assert lines[0] == "demo time by probe and model kind (seconds, wall clock):"
+    assert lines[1].split() == ["probe", *STEPS, "total"] and STEPS == ("encoders", "answerers", "compared", "report")
+    assert lines[2].split() == ["traits", "3.0", "1.2", "0.5", "0.2", "5.0"]
+    assert lines[3].split() == ["retrieval", "1.0", "0.0", "0.0", "0.0", "1.0"]
+    assert lines[4].split() == ["all", "probes", "4.0", "1.2", "0.5", "0.2", "6.0"]
+    assert lines[5].startswith("  the demo's own steps: imports 0.0") and lines[6].startswith("  total ")
