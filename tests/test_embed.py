@@ -203,67 +203,6 @@ def test_progress_bar_reports_images_per_second(clip_encoder, jpeg_paths, capsys
     assert "embedding images" in err and "img/s" in err and "37/37" in err
 
 
-TORCHRUN_SCRIPT = textwrap.dedent("""
-    import atexit, os, sys, numpy as np, torch.distributed as dist
-    # registered first, so run last at exit: is the group vlfair formed closed by then?
-    closed = lambda: open(f"{sys.argv[4]}/closed{os.environ['RANK']}", "w").write(str(not dist.is_initialized()))
-    atexit.register(closed)
-    import vlfair
-    encoder = vlfair.load_encoder(sys.argv[1], dtype="float32")
-    seen = []
-    original = encoder.encode_pixels
-    def spy(batch, normalize=True):
-        seen.append(batch.shape[0])
-        return original(batch, normalize)
-    encoder.encode_pixels = spy
-    paths = open(sys.argv[2]).read().split()
-    result = vlfair.embed_images(encoder, paths, cache_dir=sys.argv[3], chunk_size=8, batch_size=3,
-                                 on_bad_image="skip", progress=False)
-    saved = {"all": result.embeddings, "all_skipped": np.array(result.skipped_rows), "work": np.array(sum(seen)),
-             "world_size": np.array(dist.get_world_size())}
-    # uneven shares: the last chunk holds one row, the second process none; then a dataset of one row
-    for name, rows in [("last_chunk_of_one", paths[:33]), ("one_row", paths[:1])]:
-        saved[name] = vlfair.embed_images(encoder, rows, cache_dir=None, chunk_size=8, batch_size=3,
-                                          on_bad_image="skip", progress=False).embeddings
-    try:  # the unreadable row is the second process's: every process must stop at it, none hang
-        vlfair.embed_images(encoder, paths, cache_dir=None, chunk_size=8, batch_size=3, progress=False)
-    except vlfair.BadImageError as exc:
-        saved["error_row"] = np.array(exc.row)
-    np.savez(f"{sys.argv[4]}/rank{dist.get_rank()}.npz", **saved)
-""")
-
-
-def test_torchrun_two_processes_equal_one(clip_encoder, jpeg_paths, broken_files, tmp_path):
-    paths = _paths(jpeg_paths)
-    paths[20] = str(broken_files["not_image"])  # chunk [16, 24): the second process's share, rows 20-23
-    (tmp_path / "paths.txt").write_text("\n".join(paths))
-    (tmp_path / "run.py").write_text(TORCHRUN_SCRIPT)
-    cache, out = tmp_path / "cache", tmp_path / "out"
-    out.mkdir()
-    # --standalone: a free port, so a test run beside this one (another worktree, another user) cannot collide
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(tmp_path / "run.py"), clip_encoder.spec, str(tmp_path / "paths.txt"), str(cache), str(out)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    single = vlfair.embed_images(clip_encoder, paths, cache_dir=None, chunk_size=8, batch_size=3, on_bad_image="skip")
-    runs = [dict(np.load(out / f"rank{rank}.npz")) for rank in (0, 1)]
-    for rank, run in enumerate(runs):  # every process gets the full result, in dataset order
-        np.testing.assert_allclose(run["all"], single.embeddings, atol=1e-5)
-        assert run["all_skipped"].tolist() == [20]
-        for name, rows in [("last_chunk_of_one", paths[:33]), ("one_row", paths[:1])]:
-            alone = vlfair.embed_images(clip_encoder, rows, cache_dir=None, chunk_size=8, batch_size=3,
-                                        on_bad_image="skip")
-            np.testing.assert_allclose(run[name], alone.embeddings, atol=1e-5, err_msg=name)
-        assert int(run["error_row"]) == 20
-        assert int(run["world_size"]) == 2 and run["work"] <= 19  # its share of 37, not all of them
-        assert (out / f"closed{rank}").read_text() == "True"  # closed before exit: gloo's teardown cannot abort it
-    assert sum(int(run["work"]) for run in runs) == 36  # every readable row once: no padding duplicates
-    # the main process wrote the cache; a single-process run reads it without recomputing
-    cached = vlfair.embed_images(clip_encoder, paths, cache_dir=cache, chunk_size=8, on_bad_image="skip")
-    assert np.array_equal(cached.embeddings, runs[0]["all"])
-
-
 SPAWNED_SCRIPT = textwrap.dedent("""
     import sys, torch.distributed as dist, torch.multiprocessing as mp
     def run(rank):

@@ -334,51 +334,6 @@ def test_an_image_the_processor_rejects_stops_the_run_at_its_row_and_keeps_the_c
     assert sum(calls) == 3 and again.kept_rows.tolist() == [0, 1, 2, 3, 4]  # rows 0 and 1 were kept
 
 
-def test_under_torchrun_every_process_stops_at_the_refused_row(llava, tmp_path):
-    """The refused image is in the second process's share: both processes raise it, row and all (none
-    is left waiting for the other), and it pickles whole."""
-    import pickle
-
-    from vlfair.imageio import RejectedImageError
-
-    again = pickle.loads(pickle.dumps(RejectedImageError("its processor rejects the image", 3, "a.jpg")))
-    assert (again.row, again.path, str(again)) == (3, "a.jpg", "row 3 (a.jpg): its processor rejects the image")
-    script = tmp_path / "refuse.py"
-    script.write_text(f"""
-import os
-import sys
-
-import numpy as np
-from transformers import CLIPImageProcessor, CLIPImageProcessorPil
-
-from vlfair.embed import score_answers
-from vlfair.imageio import RejectedImageError
-from vlfair.models.lvlm import GenerativeScorer
-from vlfair.tiny import generated_image
-
-images = [generated_image(i) for i in range(6)]
-refused = np.asarray(images[3]).tobytes()
-for processor_class in {{CLIPImageProcessor, CLIPImageProcessorPil}}:
-    def preprocess(self, images, *args, _original=processor_class.preprocess, **kwargs):
-        if any(np.asarray(image).tobytes() == refused for image in (images if isinstance(images, list) else [images])):
-            raise ValueError("this image processor takes no such image")
-        return _original(self, images, *args, **kwargs)
-    processor_class.preprocess = preprocess
-scorer = GenerativeScorer.load("lvlm:{llava}")
-try:
-    score_answers(scorer, {{"image": images}}, "who is this ?", ["a man"], cache_dir=sys.argv[1] + "/cache", chunk_size=6,
-                  progress=False)
-except RejectedImageError as exc:  # each process says what it raised
-    open(f"{{sys.argv[1]}}/refused-by-{{os.environ['RANK']}}", "w").write(str(exc.row))
-""")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
-               str(tmp_path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert [(tmp_path / f"refused-by-{rank}").read_text() for rank in (0, 1)] == ["3", "3"], done.stdout
-
-
 def test_the_cli_names_the_row_an_image_processor_rejects(llava, tmp_path, monkeypatch, capsys):
     """The row in the user's dataset (the probe asks about a balanced subset of it), in one line, exit 2."""
     import pandas as pd

@@ -6,9 +6,6 @@ run and a generative run of one quantity compare."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -281,22 +278,6 @@ def test_multi30k_reads_embeddings_and_refuses_a_generative_model_by_name(checkp
                  "--limit", "20", "--out", str(tmp_path / "run"), "--dtype", "float32"]) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "the Multi30K part measures distances between caption embeddings" in last
-
-
-def test_answers_are_scored_by_two_processes_under_torchrun(checkpoints, tmp_path):
-    """Each process asks its share of every chunk's images; the gathered scores equal one process's."""
-    common = ["run", "professions", "--model", f"lvlm:{checkpoints['llava']}", "--dataset", "synthetic:professions",
-              "--limit", "48", "--dtype", "float32", "--set", "bootstrap=20"]
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "-m", "vlfair", *common, "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "two")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert main([*common, "--cache-dir", str(tmp_path / "cache-single"), "--out", str(tmp_path / "one")]) == 0
-    two = pd.read_parquet(tmp_path / "two" / "samples.parquet")
-    one = pd.read_parquet(tmp_path / "one" / "samples.parquet")
-    np.testing.assert_allclose(two["likelihood"], one["likelihood"], rtol=1e-5)
-    assert list(two["row"]) == list(one["row"])
 
 
 def test_the_leaderboard_shows_each_run_s_scorer_kind_and_filters_by_it(checkpoints, tmp_path):

@@ -469,23 +469,3 @@ def test_the_evaluate_module_on_the_run_s_score_matrix(clip_dir, tmp_path, capsy
                 "attribute": "race", "target": target, "k": 20})
             assert found[name] == pytest.approx(metric["value"], abs=1e-9)
             np.testing.assert_allclose(found[f"{name}_ci"], metric["ci"], atol=1e-9)
-
-
-def test_under_torchrun_with_dvl_s_ranking_equals_one_process(clip_dir, tmp_path):
-    """Both embeddings (normalised, and the raw features DVL ranks by) are computed by two processes."""
-    import os
-    import subprocess
-    import sys
-
-    common = ["run", "retrieval", "--model", str(clip_dir), "--dataset", "synthetic:fairface", "--dtype", "float32",
-              "--set", "bootstrap=40", "--set", "k=20", "--set", "ranking=dvl", "--set", "concepts=[male, female]"]
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "-m", "vlfair", *common, "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "two")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert main([*common, "--cache-dir", str(tmp_path / "cache-single"), "--out", str(tmp_path / "one")]) == 0
-    two = pd.read_parquet(tmp_path / "two" / "samples.parquet")
-    one = pd.read_parquet(tmp_path / "one" / "samples.parquet")
-    columns = [c for c in one.columns if c.startswith(SCORE)]
-    np.testing.assert_allclose(two[columns].to_numpy(), one[columns].to_numpy(), rtol=1e-5, atol=1e-6)
-    assert (tmp_path / "cache").exists() and len(list((tmp_path / "cache").rglob("*.npy"))) >= 2

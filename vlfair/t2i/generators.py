@@ -122,10 +122,12 @@ class ImageCache:
     def images(self, requests: Sequence[tuple[str, int]]) -> list[Image.Image]:
         """Images for (prompt, sample index) pairs; missing ones are generated (sharded over processes)."""
         keyed = [(prompt, sample_seed(prompt, index, self.base_seed)) for prompt, index in requests]
-        missing = sorted({k for k in keyed if self._cached(*k) is None})
         world = current_world()
         if world.size > 1 and self.directory is None:
             raise ValueError("generating under several processes needs an image cache directory to share the images")
+        # the main process's list: a process that arrives later (the main one writes the reports) would
+        # find the others' images already cached and split a shorter list, leaving images to no one
+        missing = world.broadcast(sorted({k for k in keyed if self._cached(*k) is None}))
         mine = world.split(missing)  # Accelerate's split_between_processes, as embedding shares its rows
         # generation is the long step: a bar with its ETA (the main process's share: every process
         # gets an equal share, and one bar is what a person reads), images saved as each batch is done
