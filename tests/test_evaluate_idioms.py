@@ -425,28 +425,34 @@ def test_a_blank_label_in_an_optional_column_is_refused():
 
 DISTRIBUTED = """
 import json, sys, vlfair
-process, cache, with_strata = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-anova = vlfair.load_metric("trait_anova", num_process=2, process_id=process, experiment_id="strata", cache_dir=cache)
+process, cache = int(sys.argv[1]), sys.argv[2]
+predictions, references = json.loads(sys.argv[3]), json.loads(sys.argv[4])
 rows = slice(0, 12) if process == 0 else slice(12, 24)
-predictions, references = json.loads(sys.argv[4]), json.loads(sys.argv[5])
-anova.add_batch(predictions=predictions[rows], references=references[rows],
-                **({"strata": ["s", "t"] * 6} if with_strata else {}))
-try:
-    print(json.dumps(anova.compute(bootstrap=0)))
-except ValueError as error:
-    print(json.dumps(str(error)))
+outputs = {}
+for case, with_strata in json.loads(sys.argv[5]).items():
+    anova = vlfair.load_metric("trait_anova", num_process=2, process_id=process, experiment_id=case, cache_dir=cache)
+    anova.add_batch(predictions=predictions[rows], references=references[rows],
+                    **({"strata": ["s", "t"] * 6} if with_strata[process] else {}))
+    try:
+        outputs[case] = anova.compute(bootstrap=0)
+    except ValueError as error:
+        outputs[case] = str(error)
+print(json.dumps(outputs))
 """
 
 
 def test_distributed_processes_that_disagree_on_an_optional_column_are_an_error(tmp_path):
     """evaluate's own num_process/process_id: process 0 gathers every process's rows; rows with and
-    without strata would make "left out" a stratum of its own."""
-    outputs = {}
-    for case, strata in (("both", ("1", "1")), ("one", ("1", "0"))):
-        runs = [subprocess.Popen([sys.executable, "-c", DISTRIBUTED, str(process), str(tmp_path / case), strata[process],
-                                  json.dumps(SCORES["predictions"]), json.dumps(SCORES["references"])],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for process in (0, 1)]
-        outputs[case] = [json.loads(run.communicate(timeout=300)[0].splitlines()[-1]) for run in runs]
+    without strata would make "left out" a stratum of its own. Both cases in one pair of processes
+    (each process imports evaluate and transformers: seconds apiece)."""
+    cases = {"both": [True, True], "one": [True, False]}  # which process gives strata
+    runs = [subprocess.Popen([sys.executable, "-c", DISTRIBUTED, str(process), str(tmp_path),
+                              json.dumps(SCORES["predictions"]), json.dumps(SCORES["references"]), json.dumps(cases)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for process in (0, 1)]
+    printed = [run.communicate(timeout=300) for run in runs]
+    assert all(run.returncode == 0 for run in runs), [err[-2000:] for _, err in printed]
+    by_process = [json.loads(out.splitlines()[-1]) for out, _ in printed]
+    outputs = {case: [by_process[0][case], by_process[1][case]] for case in cases}
     assert outputs["both"][1] is None and outputs["both"][0]["f_statistic"] == load_metric("trait_anova").compute(
         **SCORES, strata=["s", "t"] * 12, bootstrap=0)["f_statistic"]
     assert outputs["one"][0] == ("strata is left out for 12 of 24 rows (row 12 first), given for the others: give "
