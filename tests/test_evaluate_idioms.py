@@ -23,21 +23,41 @@ from vlfair.metrics import (available_metrics, load_metric, metrics_dir, module_
 # What a new user does in a fresh Python with a fresh HF_HOME, the Hub offline, in a directory
 # outside the checkout: the literal string before anything is installed; vlfair.load_metric, which
 # installs its module on first use; the `vlfair install-metrics` command (its console entry point,
-# vlfair.cli.main); then the literal string for every module. One process: evaluate's import alone
-# takes several seconds.
+# vlfair.cli.main); then the literal string for every module; the comparison module (bias_difference)
+# installed alone before the others. One process: evaluate's import alone takes several seconds.
 FRESH_USER = """
-import contextlib, io, json, sys
+import contextlib, io, json, os, sys
+from pathlib import Path
 import evaluate
 seen = {}
 try:
     evaluate.load("vlfair/bias_ratio")
 except Exception as error:
     seen["before"] = f"{type(error).__name__}: {error}"
+# the comparison module first, alone: installed with --only, loaded as a comparison, refused as a metric
+try:
+    evaluate.load("vlfair/bias_difference", module_type="comparison")
+except Exception as error:
+    seen["comparison_before"] = type(error).__name__
+from vlfair.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as printed:
+    seen["comparison_install_exit"] = main(["install-metrics", "--only", "vlfair/bias_difference"])
+cache = Path(os.environ["HF_MODULES_CACHE"])
+seen["comparison_installed"] = sorted(str(p.relative_to(cache)) for p in cache.rglob("bias_difference.py"))
+module = evaluate.load("vlfair/bias_difference", module_type="comparison")
+seen["comparison_type"] = [module.module_type, isinstance(module, evaluate.Comparison)]
+seen["comparison_result"] = module.compute(predictions1=[70.0, 72.0, 68.0, 71.0, 82.0, 80.0, 83.0, 81.0],
+                                           predictions2=[78.0, 79.0, 77.0, 80.0, 81.0, 80.0, 82.0, 79.0],
+                                           references=["women"] * 4 + ["men"] * 4, protected_group="women",
+                                           reference_group="men", bootstrap=200)
+try:
+    evaluate.load("vlfair/bias_difference", module_type="metric")
+except TypeError as error:
+    seen["comparison_as_metric"] = str(error)
 import vlfair
 vlfair.load_metric("vlfair/group_score_gap")
 seen["first_use_gap"] = evaluate.load("vlfair/group_score_gap").compute(
     predictions=[1.0, 2, 3, 4], references=[0, 0, 1, 1], bootstrap=0, n_permutations=0)["max_gap"]
-from vlfair.cli import main
 with contextlib.redirect_stdout(io.StringIO()) as printed:
     seen["install_exit"] = main(["install-metrics"])
 seen["install_printed"] = printed.getvalue()
@@ -47,8 +67,6 @@ seen["types"] = {name: module.module_type for name, module in loaded.items()}
 seen["modules"] = sorted(loaded)
 seen["ratio"] = loaded["bias_ratio"].compute(predictions=[70.13, 70.13, 81.85, 81.85], references=["w", "w", "m", "m"],
                                             protected_group="w", reference_group="m", bootstrap=0)["bias_ratio"]
-import os
-from pathlib import Path
 installed = lambda: sorted(str(p) for p in Path(os.environ["HF_MODULES_CACHE"]).rglob("*") if "__pycache__" not in p.parts)
 before = installed()
 with contextlib.redirect_stdout(io.StringIO()) as printed:
@@ -92,6 +110,22 @@ def test_load_metric_installs_on_first_use_and_takes_the_namespaced_name(fresh_u
     assert fresh_user["first_use_gap"] == 2.0
     with pytest.raises(ValueError, match="unknown vlfair metric 'other/bias_ratio'"):
         load_metric("other/bias_ratio")
+
+
+def test_evaluate_load_as_a_comparison_offline_after_install_metrics(fresh_user):
+    """evaluate 0.4.6 caches a community module ("vlfair/<name>") under evaluate_modules/metrics/
+    whatever its type (its cache lookup takes no module_type), so install-metrics puts the comparison
+    there too."""
+    assert fresh_user["comparison_before"] == "FileNotFoundError" and fresh_user["comparison_install_exit"] == 0
+    assert len(fresh_user["comparison_installed"]) == 1
+    assert fresh_user["comparison_installed"][0].startswith("evaluate_modules/metrics/vlfair--bias_difference/")
+    assert fresh_user["comparison_type"] == ["comparison", True]
+    expected = vlfair.measures.bias_difference([70.0, 72.0, 68.0, 71.0, 82.0, 80.0, 83.0, 81.0],
+                                               [78.0, 79.0, 77.0, 80.0, 81.0, 80.0, 82.0, 79.0],
+                                               ["women"] * 4 + ["men"] * 4, "women", "men", bootstrap=200).to_dict()
+    assert fresh_user["comparison_result"] == expected
+    assert fresh_user["comparison_result"]["bias_ratio_verdict"] == "B less biased"
+    assert "Found module of module type 'comparison' instead" in fresh_user["comparison_as_metric"]
 
 
 # ---- evaluate.combine ---------------------------------------------------------------------------
