@@ -1,21 +1,38 @@
-"""The throughput benchmark runs and prints its contract line (no timing is asserted here)."""
+"""The benchmarks run and print their contract lines (no timing is asserted here)."""
 
 from __future__ import annotations
 
 import re
-import subprocess
+import runpy
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "embed_throughput.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def test_benchmark_prints_its_ratios():
-    result = subprocess.run([sys.executable, str(SCRIPT), "--images", "12", "--naive-images", "3", "--batch-size", "4",
-                             "--model", "tiny"], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+@pytest.fixture
+def benchmark(monkeypatch, capsys):
+    """``python benchmarks/NAME ARGS...`` as a user runs it (its ``__main__`` block, its exit status), in
+    this process: a fresh interpreter would spend seconds importing torch and transformers again."""
+
+    def run(name: str, *args: str) -> SimpleNamespace:
+        monkeypatch.setattr(sys, "argv", [str(BENCHMARKS / name), *args])
+        capsys.readouterr()
+        try:
+            runpy.run_path(str(BENCHMARKS / name), run_name="__main__")
+        except SystemExit as exit:
+            assert exit.code in (0, None), f"{name} exited with {exit.code}"
+        return SimpleNamespace(stdout=capsys.readouterr().out)
+
+    return run
+
+
+def test_benchmark_prints_its_ratios(benchmark):
+    result = benchmark("embed_throughput.py", "--images", "12", "--naive-images", "3", "--batch-size", "4",
+                       "--model", "tiny")
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"ratio_vs_forward=[\d.]+ ratio_vs_naive=[\d.]+ cache_speedup=\d+", last), last
     for label in ("(a) vlfair end to end", "(b) raw model forward", "(c) naive per-image", "(d) cached re-run", "peak RSS",
@@ -23,18 +40,10 @@ def test_benchmark_prints_its_ratios():
         assert label in result.stdout
 
 
-def _quick(name: str, *extra: str) -> subprocess.CompletedProcess:
-    """benchmarks/NAME --quick, run as a user runs it; it must succeed."""
-    result = subprocess.run([sys.executable, str(SCRIPT.parent / name), "--quick", *extra], capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
-def test_stats_scaling_benchmark_prints_its_ratios():
+def test_stats_scaling_benchmark_prints_its_ratios(benchmark):
     """benchmarks/stats_scaling.py --quick: every method timed on 1e3 rows (Monte Carlo p) and 2e4
     rows (the normal limit), fairlearn's MetricFrame bootstrap included, and its contract line."""
-    result = _quick("stats_scaling.py")
+    result = benchmark("stats_scaling.py", "--quick")
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"speedup_vs_fairlearn=[\d.]+ speedup_vs_scipy=[\d.]+ speedup_vs_naive=[\d.]+ seconds_1e6=[\d.]+",
                         lines[-1]), lines[-1]
@@ -43,10 +52,10 @@ def test_stats_scaling_benchmark_prints_its_ratios():
     assert rows["1e+03"][5] != "not" and rows["2e+04"][5] == "not"  # fairlearn timed at 1e3 only in a quick run
 
 
-def test_compare_benchmark_prints_its_ratios():
+def test_compare_benchmark_prints_its_ratios(benchmark):
     """benchmarks/compare_speed.py --quick: the traits probe on a small world run twice (the re-run
     from cached embeddings), rescored and compared, and its contract line."""
-    result = _quick("compare_speed.py")
+    result = benchmark("compare_speed.py", "--quick")
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"compare_seconds=[\d.]+ rescore_seconds=[\d.]+ compare_vs_rerun=[\d.]+ "
                         r"rescore_vs_rerun=[\d.]+ samples_bytes=\d+", lines[-1]), lines[-1]
@@ -54,10 +63,10 @@ def test_compare_benchmark_prints_its_ratios():
         assert label in result.stdout
 
 
-def test_ranking_skew_benchmark_prints_its_ratios():
+def test_ranking_skew_benchmark_prints_its_ratios(benchmark):
     """benchmarks/ranking_skew_speed.py --quick: ranking_skew's bootstrap for three attributes against
     re-ranking every resample from scratch, and its contract line."""
-    result = _quick("ranking_skew_speed.py")
+    result = benchmark("ranking_skew_speed.py", "--quick")
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"ratio_vs_full_rerank=[\d.]+ topk_vs_sort=[\d.]+ seconds_gender=[\d.]+ seconds_race=[\d.]+ "
                         r"seconds_age=[\d.]+ seconds_probe=[\d.]+", lines[-1]), lines[-1]
@@ -65,10 +74,10 @@ def test_ranking_skew_benchmark_prints_its_ratios():
 
 
 @pytest.mark.parametrize("family", ["llava", "qwen2_vl"])
-def test_lvlm_prefix_benchmark_prints_its_ratio(family):
+def test_lvlm_prefix_benchmark_prints_its_ratio(benchmark, family):
     """benchmarks/lvlm_prefix_speed.py --quick: answers scored through the prompt's cache against one
     full forward per answer, and its contract line (the speedup itself is measured, never asserted)."""
-    result = _quick("lvlm_prefix_speed.py", "--family", family)
+    result = benchmark("lvlm_prefix_speed.py", "--quick", "--family", family)
     assert result.stdout.startswith({"llava": "tiny LLaVA", "qwen2_vl": "tiny Qwen2-VL"}[family]), result.stdout
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"speedup_vs_full_forward=[\d.]+ shared_images_per_second=[\d.]+ "
