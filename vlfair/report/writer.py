@@ -19,7 +19,7 @@ import pandas as pd
 
 from vlfair.atomic import OutputKind, atomic_output
 from vlfair.outputs import FOOTNOTES, MARK_COLUMN_MAX, Table
-from vlfair.report.pages import PNG_OPTIONS, inline_figure, inline_png, page, png_data, render
+from vlfair.report.pages import inline_figure, inline_png, page, png_data, render, save_png
 from vlfair.report.tables import column_maxima, csv_safe, grid, html_table, markdown_table, write_csv
 
 
@@ -57,7 +57,7 @@ def write_outputs(out_dir: str | Path, results: dict[str, Any], tables: dict[str
         pngs = {}
         for name, figure in figures.items():
             path = out / f"{name}.png"
-            figure.savefig(path, dpi=110, **PNG_OPTIONS)
+            save_png(figure, path, dpi=110)
             pngs[name] = path
         (out / "report.html").write_text(report_html(results, tables, pngs, notes, title))
     return Path(out_dir) / "report.html"
