@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from vlfair.demo.world import Planting, render, training_pairs, vocabulary, world_constants
+from vlfair.demo.world import Planting, render_pixels, training_pairs, vocabulary, world_constants
 from vlfair.logging import get_logger
 
 Log = Callable[[str], None]
@@ -81,7 +81,7 @@ def _training_data(planting: Planting, training: TrainingConfig) -> tuple[list[s
     """
     people, captions = training_pairs(training.pairs, planting, training.seed)
     rng = np.random.default_rng(training.seed + 1)
-    images = np.stack([np.asarray(render(p, rng)) for p in people])
+    images = np.stack([render_pixels(p, rng) for p in people])
     digest = hashlib.sha256()
     digest.update("\n".join(captions).encode())
     digest.update(images.tobytes())
