@@ -339,5 +339,4 @@ def caption_pattern(caption: str) -> int:
 __all__ = ["CAPTION_MIX", "CATEGORIES", "GENDERS", "GERMAN", "IDENTITY_CODES", "LOOKS", "LOOK_FLIP", "NAMES",
            "OCCUPATIONS", "PHOTOGRAPHED", "PROFESSIONS", "Person", "Planting", "RACES", "TRAIT_PAIRS",
            "caption_pattern", "identity_gender", "identity_occupation", "render", "render_many", "render_pixels",
-           "training_pairs",
-           "vocabulary", "world_constants"]
+           "training_pairs", "vocabulary", "world_constants"]
