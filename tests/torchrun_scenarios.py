@@ -115,7 +115,7 @@ def generation(out: Path) -> None:
 
     cache = ImageCache(CallableGenerator(generate, "sharded"), out / "cache")
     if RANK == "0":  # the main process arrives late (as after writing a run's report): the other one has
-        time.sleep(2)  # written its share by then, and the two must still agree on what was missing
+        time.sleep(1)  # written its share by then, and the two must still agree on what was missing
     images = cache.images([(f"prompt {i}", j) for i in range(5) for j in range(4)])
     (out / f"{RANK}.json").write_text(json.dumps({"calls": len(calls), "first": images[0].getpixel((0, 0))[0]}))
 

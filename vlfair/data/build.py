@@ -342,7 +342,7 @@ def with_class_labels(dataset: datasets.Dataset, schema_name: str) -> datasets.D
     open, e.g. the professions) the names present, sorted."""
     for column in SCHEMAS[schema_name].columns:
         if column.name in dataset.column_names and (column.vocabulary or column.label):
-            names = list(column.vocabulary or sorted({v for v in dataset[column.name] if v is not None}))
+            names = list(column.vocabulary or sorted({v for v in dataset[column.name][:] if v is not None}))
             dataset = dataset.cast_column(column.name, datasets.ClassLabel(names=names))
     return dataset
 

@@ -273,7 +273,7 @@ def balanced_sample(dataset: datasets.Dataset, n_per_cell: int, by: tuple[str, .
     missing = [c for c in by if c not in dataset.column_names]
     if missing:
         raise ValueError(f"cannot balance by {missing}: columns are {dataset.column_names}")
-    keys = list(zip(*(dataset[c] for c in by)))
+    keys = list(zip(*(dataset[c][:] for c in by)))
     cells: dict[tuple, list[int]] = {}
     for row, key in enumerate(keys):
         cells.setdefault(key, []).append(row)

@@ -146,9 +146,9 @@ def _public_figures(model, name, data, cache, biased: bool) -> tuple[list[dict],
     run = measure_probe("public-figures", model, data, cache_dir=cache)
     frame = _frame(run)
     entries = figure_entries(run, frame["own name first"].to_numpy(float), frame["name"].to_numpy(), name, biased)
-    politicians = [i for i, c in enumerate(data["category"]) if c in world_data.POLITICIAN_OFFICES]
+    politicians = [i for i, c in enumerate(data["category"][:]) if c in world_data.POLITICIAN_OFFICES]
     said = np.exp(model.log_likelihoods([data["image"][i] for i in politicians], WHAT_QUESTION, ["politician"])[:, 0])
-    r = measures.bias_ratio(said, np.array(data["gender"])[politicians], "Female", "Male", confidence=CONFIDENCE)
+    r = measures.bias_ratio(said, np.array(data["gender"][:])[politicians], "Female", "Male", confidence=CONFIDENCE)
     entries[0] = _entry("public-figures", "bias_ratio of P('politician' as the answer)",
                         {"class": "politician", "groups": "Female/Male"}, name,
                         "< 1 (women less often 'politician')" if biased else "1 (none)", r["bias_ratio"],

@@ -315,7 +315,7 @@ class MultilingualProbe(Probe):
         choice = self.settings.independent_captions
         data = ctx.dataset
         if choice == "first" and "caption_index" in data.column_names:
-            keep = [i for i, (portion, index) in enumerate(zip(data["portion"], data["caption_index"]))
+            keep = [i for i, (portion, index) in enumerate(zip(data["portion"][:], data["caption_index"][:]))
                     if portion != "independent" or index == 1]
             if len(keep) < data.num_rows:
                 ctx.dataset = data.select(keep)

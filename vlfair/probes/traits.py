@@ -309,10 +309,10 @@ class TraitsProbe(Probe):
                              "smaller --per-cell (setting per_cell), or --allow-short (allow_short) to take every row "
                              "of the short cells")
         counts: dict[str, dict[str, int]] = {}
-        for (race, gender), count in Counter(zip(sample["race"], sample["gender"])).items():
+        for (race, gender), count in Counter(zip(sample["race"][:], sample["gender"][:])).items():
             counts.setdefault(str(gender), {})[str(race)] = count
         ctx.dataset = sample.remove_columns("_vlfair_row")
-        ctx.source_rows = list(sample["_vlfair_row"])  # what samples, skipped rows and refusals name
+        ctx.source_rows = sample["_vlfair_row"][:]  # what samples, skipped rows and refusals name
         return {"per_cell": n, "seed": seed, "rows": sample.num_rows, "of_rows": indexed.num_rows,
                 "cell_counts": counts, "short_cells": record["short_cells"]}
 

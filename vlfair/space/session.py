@@ -278,7 +278,7 @@ def _retrieval_parts(encoder, choice: EncoderChoice, prompt: str, dataset: Any) 
 
     settings = dict(RETRIEVAL_SETTINGS) if choice.biased is not None else {}
     # balancing keeps twice the rarer gender's images: k stays below that
-    genders = list(dataset["gender"]) if "gender" in dataset.column_names else []
+    genders = dataset["gender"][:] if "gender" in dataset.column_names else []
     images = 2 * min(genders.count(g) for g in set(genders)) if len(set(genders)) > 1 else dataset.num_rows
     settings["k"] = max(1, min(probe_class("retrieval").default_settings()["k"], images // 5))
     return settings, None
