@@ -23,9 +23,9 @@ from vlfair.tiny import generated_image, tiny_clip, tiny_gemma3, tiny_idefics3, 
 FAMILIES = {"llava": tiny_llava, "idefics3": tiny_idefics3, "gemma3": tiny_gemma3, "qwen2_vl": tiny_qwen2_vl}
 SMALL = {  # each probe on a small slice of its synthetic data, with few prompts where it has many
     "traits": ["--dataset", "synthetic:fairface", "--per-cell", "2", "--set", "pairs=[[smart, dumb]]"],
-    "professions": ["--dataset", "synthetic:professions", "--limit", "96"],
+    "professions": ["--dataset", "synthetic:professions", "--limit", "48"],
     "public-figures": ["--dataset", "synthetic:pfi"],
-    "multilingual": ["--dataset", "synthetic:fairface", "--limit", "40"],
+    "multilingual": ["--dataset", "synthetic:fairface", "--limit", "20"],
     "retrieval": ["--dataset", "synthetic:fairface", "--limit", "60", "--set", "k=10", "--set",
                   "concepts=[good, evil]", "--set", "query_templates=['a photo of a {} person']"],
 }
@@ -83,7 +83,7 @@ def test_professions_scores_each_image_by_its_own_profession_s_answer(checkpoint
     assert any(m["name"] == metric for m in results["metrics"])
     assert not any(m["name"] == "mean_clipscore" for m in results["metrics"])
     samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
-    data = vlfair.load_dataset("synthetic:professions").select(range(96))
+    data = vlfair.load_dataset("synthetic:professions").select(range(48))
     professions = [p for p in ["athlete", "CEO", "construction worker", "criminal", "doctor", "janitor", "lawyer",
                                "model", "nurse", "police officer", "scientist", "teacher"]
                    if p in set(samples["profession"])]
@@ -117,7 +117,7 @@ def test_public_figures_asks_classes_and_names_with_none_of_these(checkpoints, t
 def test_multilingual_asks_each_language_s_question_with_the_study_s_prompts_as_answers(checkpoints, tmp_path):
     assert _run("multilingual", f"lvlm:{checkpoints['llava']}", tmp_path / "run") == 0
     samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
-    data = vlfair.load_dataset("synthetic:fairface").select(range(40))
+    data = vlfair.load_dataset("synthetic:fairface").select(range(20))
     scorer = _scorer(checkpoints)
     men_and_women = {"Male": {"ja": "男性の写真", "tr": "Bir erkeğin fotoğrafı"},
                      "Female": {"ja": "女性の写真", "tr": "Bir kadının fotoğrafı"}}
@@ -165,7 +165,7 @@ def test_a_contrastive_probability_run_is_the_softmax_over_the_prompts(tmp_path)
     assert _run("professions", str(clip), tmp_path / "run", "--set", "score=probability") == 0
     samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
     encoder = vlfair.load_encoder(str(clip), dtype="float32")
-    data = vlfair.load_dataset("synthetic:professions").select(range(96))
+    data = vlfair.load_dataset("synthetic:professions").select(range(48))
     study = ["athlete", "CEO", "construction worker", "criminal", "doctor", "janitor", "lawyer", "model", "nurse",
              "police officer", "scientist", "teacher"]
     professions = [p for p in study if p in set(samples["profession"])]
