@@ -264,7 +264,7 @@ from vlfair.demo.train import TrainingConfig, trained_encoder
 from vlfair.demo.world import Planting
 from vlfair.logging import set_verbosity
 set_verbosity("info")  # the library logs at warning by default; the progress lines are what is counted
-path = trained_encoder(Planting(), sys.argv[1], TrainingConfig(steps=20, pairs=512), progress=False)
+path = trained_encoder(Planting(), sys.argv[1], TrainingConfig(steps=2, pairs=64, batch_size=32), progress=False)
 print("PATH", path)
 """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import io
 import subprocess
 import sys
 import textwrap
@@ -181,9 +182,12 @@ def test_the_suite_fails_a_test_that_leaves_more_than_20_figures_open(tmp_path):
 
 def test_a_png_has_the_pixels_of_matplotlib_s_tight_crop(tmp_path):
     """A mosaic with long row labels and a plot whose legend and colour bar stand outside its axes:
-    save_png's PNG is pixel for pixel the one savefig(bbox_inches="tight") writes."""
+    save_png's PNG is pixel for pixel the one savefig(bbox_inches="tight") writes, figure_svg's SVG
+    byte for byte."""
+    import matplotlib
+
     from vlfair.figures import subplots
-    from vlfair.report.pages import save_png
+    from vlfair.report.pages import figure_svg, save_png
 
     mosaic = image_mosaic([[_solid((200, 10, 10), (30, 40)), None]], "a title", empty="none",
                           row_labels=["a rather long profession name"], column_labels=["Female", "Male"])
@@ -192,6 +196,10 @@ def test_a_png_has_the_pixels_of_matplotlib_s_tight_crop(tmp_path):
     axis.plot([0, 3], [0, 2], label="a line with a long label")
     axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     plot.colorbar(shown, ax=axis, label="value")
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "vlfair"}):
+        theirs_svg = io.BytesIO()
+        plot.savefig(theirs_svg, format="svg", bbox_inches="tight", metadata={"Date": None})
+    assert figure_svg(plot) == theirs_svg.getvalue()  # the SVG too, byte for byte
     for name, figure in (("mosaic", mosaic), ("plot", plot)):
         save_png(figure, tmp_path / f"{name}.png", dpi=110)
         figure.savefig(tmp_path / f"{name}-tight.png", dpi=110, bbox_inches="tight")
