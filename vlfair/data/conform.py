@@ -33,8 +33,9 @@ def conform(dataset: datasets.Dataset, schema: Schema, where: str = "", partial:
         feature = dataset.features[column.name]
         if isinstance(feature, datasets.ClassLabel):  # Hub sources store labels as ids: map by name
             names = feature.names
+            ids = dataset[column.name][:]
             dataset = _replace_column(dataset, column.name, [names[i] if i is not None and i >= 0 else None
-                                                             for i in dataset[column.name][:]], datasets.Value("string"))
+                                                             for i in ids], datasets.Value("string"))
         if column.vocabulary is not None:
             values = dataset.unique(column.name)
             if any(normalize_label(v, column) != v for v in values):

@@ -100,7 +100,6 @@ def figure_png(figure: Any, dpi: int = 100) -> bytes:
 def figure_svg(figure: Any) -> bytes:
     """A matplotlib figure as SVG bytes, its text as text."""
     import matplotlib
-
     from matplotlib.backends.backend_svg import RendererSVG
 
     buffer = io.BytesIO()
