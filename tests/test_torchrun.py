@@ -30,10 +30,10 @@ SCENARIOS = Path(__file__).with_name("torchrun_scenarios.py")
 SCENARIO_NAMES = ["embed", "professions", "retrieval", "generative-professions", "generation", "refused-row"]
 UNREADABLE_ROW = 20  # chunk [16, 24) of 37 rows in chunks of 8: the second process's share
 OPTIONS = {  # what each probe scenario passes after its model and dataset, here and in the one-process run
-    "professions_options": ["--dtype", "float32", "--set", "bootstrap=100", "--set", "n_permutations=200"],
-    "retrieval_options": ["--dtype", "float32", "--set", "bootstrap=40", "--set", "k=20", "--set", "ranking=dvl",
+    "professions_options": ["--dtype", "float32", "--set", "bootstrap=20", "--set", "n_permutations=50"],
+    "retrieval_options": ["--dtype", "float32", "--set", "bootstrap=20", "--set", "k=20", "--set", "ranking=dvl",
                           "--set", "concepts=[male, female]"],
-    "generative_options": ["--limit", "48", "--dtype", "float32", "--set", "bootstrap=20"],
+    "generative_options": ["--limit", "24", "--dtype", "float32", "--set", "bootstrap=20"],
 }
 
 
