@@ -183,7 +183,7 @@ def test_the_suite_fails_a_test_that_leaves_more_than_20_figures_open(tmp_path):
 def test_a_png_has_the_pixels_of_matplotlib_s_tight_crop(tmp_path):
     """A mosaic with long row labels and a plot whose legend and colour bar stand outside its axes:
     save_png's PNG is pixel for pixel the one savefig(bbox_inches="tight") writes, figure_svg's SVG
-    byte for byte."""
+    byte for byte; a figure with a layout engine too."""
     import matplotlib
 
     from vlfair.figures import subplots
@@ -200,7 +200,9 @@ def test_a_png_has_the_pixels_of_matplotlib_s_tight_crop(tmp_path):
         theirs_svg = io.BytesIO()
         plot.savefig(theirs_svg, format="svg", bbox_inches="tight", metadata={"Date": None})
     assert figure_svg(plot) == theirs_svg.getvalue()  # the SVG too, byte for byte
-    for name, figure in (("mosaic", mosaic), ("plot", plot)):
+    laid_out, axis = subplots(figsize=(3, 2), layout="constrained")  # a layout engine: matplotlib crops it
+    axis.set_ylabel("a label the layout makes room for")
+    for name, figure in (("mosaic", mosaic), ("plot", plot), ("laid-out", laid_out)):
         save_png(figure, tmp_path / f"{name}.png", dpi=110)
         figure.savefig(tmp_path / f"{name}-tight.png", dpi=110, bbox_inches="tight")
         ours, theirs = (np.asarray(Image.open(tmp_path / f"{name}{end}.png")) for end in ("", "-tight"))

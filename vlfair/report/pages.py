@@ -84,10 +84,15 @@ def tight_box(figure: Any, dpi: float, renderer: Any = None) -> Any:
     return box.padded(matplotlib.rcParams["savefig.pad_inches"])
 
 
+def _crop(figure: Any, dpi: float, renderer: Any = None) -> Any:
+    """The ``bbox_inches`` a figure is saved with: :func:`tight_box`, or matplotlib's own "tight" for a figure
+    with a layout engine (which draws it first to lay it out)."""
+    return "tight" if figure.get_layout_engine() is not None else tight_box(figure, dpi, renderer)
+
+
 def save_png(figure: Any, target: Any, dpi: int) -> None:
     """``figure`` as a PNG in ``target`` (a path or a binary file), cropped to what it draws."""
-    crop = "tight" if figure.get_layout_engine() is not None else tight_box(figure, dpi)  # a layout draws first
-    figure.savefig(target, dpi=dpi, bbox_inches=crop, **PNG_OPTIONS)
+    figure.savefig(target, dpi=dpi, bbox_inches=_crop(figure, dpi), **PNG_OPTIONS)
 
 
 def figure_png(figure: Any, dpi: int = 100) -> bytes:
@@ -105,7 +110,7 @@ def figure_svg(figure: Any) -> bytes:
     buffer = io.BytesIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "vlfair"}):
         width, height = figure.get_size_inches() * SVG_DPI  # the text measured as the SVG renderer sets it
-        crop = tight_box(figure, SVG_DPI, RendererSVG(width, height, io.StringIO(), image_dpi=SVG_DPI))
+        crop = _crop(figure, SVG_DPI, RendererSVG(width, height, io.StringIO(), image_dpi=SVG_DPI))
         figure.savefig(buffer, bbox_inches=crop, **SVG_OPTIONS)
     return buffer.getvalue()
 
