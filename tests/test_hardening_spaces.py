@@ -278,34 +278,6 @@ def test_the_date_time_check_needs_no_optional_package():
     assert validate_results(make_results("m", BIASED, created="2026-01-02T03:04:05.25Z")) is None
 
 
-def test_content_found_valid_is_not_checked_again_and_a_change_is(monkeypatch):
-    """validate_results remembers the digests of valid content: the same content (another dict, keys in
-    another order) is not walked again; changed content is, and an invalid one is never remembered."""
-    from vlfair.report import results as module
-
-    monkeypatch.setattr(module, "_VALID", type(module._VALID)())
-    walks = []
-    validator = module._validator()
-    monkeypatch.setattr(module, "_validator", lambda: type("Spy", (), {
-        "iter_errors": lambda self, instance: walks.append(1) or validator.iter_errors(instance)})())
-    results = make_results("m", BIASED)
-    validate_results(results)
-    validate_results(dict(reversed(list(json.loads(json.dumps(results)).items()))))  # the same content
-    assert len(walks) == 1
-    results["model"]["name"] = "another name"
-    validate_results(results)
-    assert len(walks) == 2
-    results["created"] = "not-a-date"
-    for _ in range(2):  # refused each time: an invalid one is never remembered
-        with pytest.raises(jsonschema.ValidationError, match="is not a 'date-time'"):
-            validate_results(results)
-    assert len(walks) == 4
-    monkeypatch.setattr(module, "_VALID_KEPT", 2)
-    for name in ("a", "b", "c"):
-        validate_results(make_results(name, BIASED))
-    assert len(module._VALID) == 2  # the oldest forgotten
-
-
 # ---- 22: a crafted results.json is skipped and named, whatever is wrong with it --------------
 def _crafted(kind: str) -> str:
     results = make_results("org/bad", BIASED)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import datetime
 import functools
-import hashlib
 import json
 import math
 import re
@@ -117,40 +115,14 @@ def format_checker() -> Any:
     return checker
 
 
-_VALID: collections.OrderedDict[str, None] = collections.OrderedDict()  # digests of results found valid, newest last
-_VALID_KEPT = 256
-
-
-def _content_digest(results: dict[str, Any]) -> str | None:
-    """The results' content as plain JSON, hashed (None where it holds something JSON cannot write)."""
-    try:
-        text = json.dumps(results, sort_keys=True)
-    except (TypeError, ValueError):
-        return None
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def validate_results(results: dict[str, Any]) -> None:
     """Check against results.schema.json, formats included (raises jsonschema.ValidationError:
-    the most relevant error, as ``jsonschema.validate`` picks it).
-
-    Content found valid before in this process is not checked again: a run is checked when it is
-    built and when its samples are added, and a comparison reads each run back (the demo checked
-    public-figures' results 14 times, 0.2 s each). The digest of the content (plain JSON, keys
-    sorted) is the key: the same content gives the same verdict."""
+    the most relevant error, as ``jsonschema.validate`` picks it)."""
     from jsonschema.exceptions import best_match
 
-    digest = _content_digest(results)
-    if digest is not None and digest in _VALID:
-        _VALID.move_to_end(digest)
-        return
     error = best_match(_validator().iter_errors(results))
     if error is not None:
         raise error
-    if digest is not None:
-        _VALID[digest] = None
-        while len(_VALID) > _VALID_KEPT:
-            _VALID.popitem(last=False)
 
 
 MAX_RESULTS_BYTES = 64 * 2**20  # a results.json is kilobytes; a board reads thousands, from anyone
