@@ -67,7 +67,8 @@ def launch(clip_dir, jpeg_paths, broken_files, tmp_path_factory) -> Launch:
     # --standalone: a free port, so a test run beside this one (another worktree, another user) cannot collide
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(SCENARIOS),
                str(base / "config.json")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     return Launch(base / "out", config, done.stdout, done.stderr)
 
