@@ -154,12 +154,13 @@ def _multilingual(enc, name, data, cache, biased: bool) -> tuple[list[dict], Pro
 
 def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
     run = measure_probe("public-figures", enc, data, cache_dir=cache)
-    names = sorted(set(data["name"][:]))
+    each = np.array(data["name"][:])  # each image's name
+    names = sorted(set(each))
     images = enc.encode_images(data["image"][:])
     text = enc.encode_texts([f"This is a picture of {n}" for n in names])
-    own = np.array([names.index(n) for n in data["name"][:]])
+    own = np.array([names.index(n) for n in each])
     correct = ((images @ text.T).argmax(axis=1) == own).astype(float)
-    return figure_entries(run, correct, np.array(data["name"][:]), name, biased), run
+    return figure_entries(run, correct, each, name, biased), run
 
 
 def figure_entries(run: ProbeRun, correct: np.ndarray, names: np.ndarray, name: str, biased: bool) -> list[dict]:
