@@ -9,8 +9,6 @@ still match the world's code, and the training and caching path behind ``vlfair 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +21,8 @@ from vlfair.demo.run import _professions, _traits, valid
 from vlfair.demo.train import TrainingConfig, config_hash, read_record, trained_encoder, training_data_hash
 from vlfair.demo.world import Planting
 from vlfair.testing import assert_same_numbers, comparable_results
+
+import forking
 
 TINY = TrainingConfig(steps=20, pairs=512)  # exercises training and caching in about a second
 
@@ -258,21 +258,19 @@ def test_concurrent_callers_share_one_training(tmp_path):
     assert left == [paths[0].name]  # no staging folder left behind
 
 
-CROSS_PROCESS = """
-import sys
-from vlfair.demo.train import TrainingConfig, trained_encoder
-from vlfair.demo.world import Planting
-from vlfair.logging import set_verbosity
-set_verbosity("info")  # the library logs at warning by default; the progress lines are what is counted
-path = trained_encoder(Planting(), sys.argv[1], TrainingConfig(steps=2, pairs=64, batch_size=32), progress=False)
-print("PATH", path)
-"""
+def _train_in_a_process(directory: str) -> None:
+    """One of two processes (a forked child: tests/forking.py) asking for one training."""
+    from vlfair.logging import set_verbosity
+
+    set_verbosity("info")  # the library logs at warning by default; the progress lines are what is counted
+    path = trained_encoder(Planting(), directory, TrainingConfig(steps=2, pairs=64, batch_size=32), progress=False)
+    print("PATH", path)
 
 
 def test_processes_share_one_training(tmp_path):
     """Two processes (two Space workers, a demo beside a test run): the file lock lets one train."""
-    command = [sys.executable, "-c", CROSS_PROCESS, str(tmp_path)]
-    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    workers = [forking.start(tmp_path, _train_in_a_process, str(tmp_path / "cache"), name=f"worker-{i}")
+               for i in range(2)]
     outputs = [worker.communicate(timeout=300) for worker in workers]
     assert all(worker.returncode == 0 for worker in workers), [err[-2000:] for _, err in outputs]
     stdout = "".join(out for out, _ in outputs)

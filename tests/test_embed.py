@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,8 @@ import vlfair
 from vlfair import testing
 from vlfair.cache import ChunkStore
 from vlfair.embed import EmbeddingResult
+
+import forking
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -111,30 +112,25 @@ def test_each_key_component_invalidates(clip_encoder, clip_dir, jpeg_paths, tmp_
     assert len(list((cache / "images").glob("*/*/done.json"))) == 2 + len(variants)
 
 
-RESUME_SCRIPT = textwrap.dedent("""
-    import sys, time
-    import vlfair
-    encoder = vlfair.load_encoder(sys.argv[1], dtype="float32")
+def _slow_embedding(spec: str, paths: list[str], cache: str) -> None:
+    """A run to kill midway (a forked child: tests/forking.py)."""
+    encoder = vlfair.load_encoder(spec, dtype="float32")
     original = encoder.encode_pixels
+
     def slow(batch, normalize=True):
         time.sleep(0.3)  # slow enough for the parent to kill this run midway
         return original(batch, normalize)
     encoder.encode_pixels = slow
-    paths = open(sys.argv[2]).read().split()
-    vlfair.embed_images(encoder, paths, cache_dir=sys.argv[3], chunk_size=4, batch_size=2, num_workers=0, progress=False)
-""")
+    vlfair.embed_images(encoder, paths, cache_dir=cache, chunk_size=4, batch_size=2, num_workers=0, progress=False)
 
 
 def test_resume_after_kill_equals_uninterrupted_run(clip_encoder, jpeg_paths, tmp_path, counted):
-    (tmp_path / "paths.txt").write_text("\n".join(_paths(jpeg_paths)))
-    (tmp_path / "run.py").write_text(RESUME_SCRIPT)
     cache = tmp_path / "cache"
-    process = subprocess.Popen([sys.executable, str(tmp_path / "run.py"), str(Path(clip_encoder.spec)),
-                                str(tmp_path / "paths.txt"), str(cache)])
+    process = forking.start(tmp_path, _slow_embedding, str(Path(clip_encoder.spec)), _paths(jpeg_paths), str(cache))
     deadline = time.time() + 120
     while len(list(cache.glob("images/*/*/rows-*.npz"))) < 3 and time.time() < deadline:
         time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
+    process.kill()
     process.wait()
     finished = len(list(cache.glob("images/*/*/rows-*.npz")))
     assert 3 <= finished < 10, "the run was not killed midway"

@@ -20,6 +20,8 @@ from vlfair.cli import main
 from vlfair.metrics import (available_metrics, load_metric, metrics_dir, module_columns, module_parameters,
                             module_type)
 
+import forking
+
 # What a new user does in a fresh Python with a fresh HF_HOME, the Hub offline, in a directory
 # outside the checkout: the literal string before anything is installed; vlfair.load_metric, which
 # installs its module on first use; the `vlfair install-metrics` command (its console entry point,
@@ -457,32 +459,27 @@ def test_a_blank_label_in_an_optional_column_is_refused():
         load_metric("trait_anova").compute(**SCORES, strata=["s", "t", "s", ""] + ["s"] * 20)
 
 
-DISTRIBUTED = """
-import json, sys, vlfair
-process, cache = int(sys.argv[1]), sys.argv[2]
-predictions, references = json.loads(sys.argv[3]), json.loads(sys.argv[4])
-rows = slice(0, 12) if process == 0 else slice(12, 24)
-outputs = {}
-for case, with_strata in json.loads(sys.argv[5]).items():
-    anova = vlfair.load_metric("trait_anova", num_process=2, process_id=process, experiment_id=case, cache_dir=cache)
-    anova.add_batch(predictions=predictions[rows], references=references[rows],
-                    **({"strata": ["s", "t"] * 6} if with_strata[process] else {}))
-    try:
-        outputs[case] = anova.compute(bootstrap=0)
-    except ValueError as error:
-        outputs[case] = str(error)
-print(json.dumps(outputs))
-"""
+def _distributed(process: int, cache: str, cases: dict[str, list[bool]]) -> None:
+    """One of two processes of evaluate's num_process/process_id (a forked child: tests/forking.py)."""
+    rows = slice(0, 12) if process == 0 else slice(12, 24)
+    outputs = {}
+    for case, with_strata in cases.items():
+        anova = load_metric("trait_anova", num_process=2, process_id=process, experiment_id=case, cache_dir=cache)
+        anova.add_batch(predictions=SCORES["predictions"][rows], references=SCORES["references"][rows],
+                        **({"strata": ["s", "t"] * 6} if with_strata[process] else {}))
+        try:
+            outputs[case] = anova.compute(bootstrap=0)
+        except ValueError as error:
+            outputs[case] = str(error)
+    print(json.dumps(outputs))
 
 
 def test_distributed_processes_that_disagree_on_an_optional_column_are_an_error(tmp_path):
     """evaluate's own num_process/process_id: process 0 gathers every process's rows; rows with and
-    without strata would make "left out" a stratum of its own. Both cases in one pair of processes
-    (each process imports evaluate and transformers: seconds apiece)."""
+    without strata would make "left out" a stratum of its own. Both cases in one pair of processes."""
     cases = {"both": [True, True], "one": [True, False]}  # which process gives strata
-    runs = [subprocess.Popen([sys.executable, "-c", DISTRIBUTED, str(process), str(tmp_path),
-                              json.dumps(SCORES["predictions"]), json.dumps(SCORES["references"]), json.dumps(cases)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for process in (0, 1)]
+    runs = [forking.start(tmp_path, _distributed, process, str(tmp_path), cases, name=f"process-{process}")
+            for process in (0, 1)]
     printed = [run.communicate(timeout=300) for run in runs]
     assert all(run.returncode == 0 for run in runs), [err[-2000:] for _, err in printed]
     by_process = [json.loads(out.splitlines()[-1]) for out, _ in printed]

@@ -16,9 +16,7 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
-import textwrap
+import signal
 import threading
 import time
 import zipfile
@@ -34,14 +32,11 @@ from vlfair.compare import load_run
 from vlfair.data import DataError
 from vlfair.data.build import BuildError, Built, prepare, write_prepared
 
-# A child process running the real CLI, with a hook that kills it (SIGKILL, as kill -9) at one
-# moment of its write phase, or makes it wait there until the test lets it go.
-CHILD = textwrap.dedent("""
-    import os, signal, sys, time
-    from pathlib import Path
+import forking
 
-    hook, argv = sys.argv[1], sys.argv[2:]
-
+# A forked child (tests/forking.py) running the real CLI, with a hook that kills it (SIGKILL, as
+# kill -9) at one moment of its write phase, or makes it wait there until the test lets it go.
+def _hooked_cli(hook: str, argv: list[str]) -> int:
     def die():
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -55,6 +50,7 @@ CHILD = textwrap.dedent("""
     elif hook == "after-samples":  # samples.parquet of the new run written, nothing else
         import vlfair.samples
         write_samples = vlfair.samples.write_samples
+
         def killing(*args, **kwargs):
             write_samples(*args, **kwargs)
             die()
@@ -65,6 +61,7 @@ CHILD = textwrap.dedent("""
         writer.report_html = report_html
     elif hook == "mid-parquet":  # a prepared dataset's first Parquet file half written
         import datasets
+
         def to_parquet(self, path, *args, **kwargs):
             with open(path, "wb") as handle:
                 handle.write(b"PAR1 half a file")
@@ -73,6 +70,7 @@ CHILD = textwrap.dedent("""
         datasets.Dataset.to_parquet = to_parquet
     elif hook == "before-card":  # every Parquet file written, the card not yet
         import vlfair.data.build
+
         def render_card(*args, **kwargs):
             die()
         vlfair.data.build.render_card = render_card
@@ -83,19 +81,14 @@ CHILD = textwrap.dedent("""
                 time.sleep(0.05)
             table_writer(table, path)
         writer.TABLE_FILES["csv"] = write
-    from vlfair.cli import main
-    sys.exit(main(argv))
-""")
+    return main(argv)
 
 
-def _child(tmp_path: Path, hook: str, *argv: str, env: dict | None = None, wait: bool = True):
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    process = subprocess.Popen([sys.executable, str(script), hook, *argv, "-q"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+def _child(tmp_path: Path, hook: str, *argv: str, env: dict | None = None, wait: bool = True) -> forking.Child:
+    child = forking.start(tmp_path, _hooked_cli, hook, [*argv, "-q"], env=env, name=f"child-{hook}")
     if wait:
-        process.communicate(timeout=300)
-    return process
+        child.communicate(timeout=300)
+    return child
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -219,6 +212,17 @@ def test_a_second_writer_into_one_folder_is_refused_and_the_first_one_completes(
     assert first.returncode == 0
     run = load_run(out)  # one complete run: its samples are the ones its results.json names
     assert run.results["probe_settings"]["confidence"] == 0.95 and not _staged(out)  # the first one's
+
+
+def test_a_process_forked_after_writing_a_folder_writes_it_again_with_a_lock_of_its_own(base_run, tmp_path):
+    """A Space's forked worker, a sweep's multiprocessing pool: the parent's lock object for a folder it
+    wrote is not the child's (filelock refuses one used across a fork); the child takes its own."""
+    out = tmp_path / "out"
+    assert main(["rescore", str(base_run), "--out", str(out), "-q"]) == 0  # this process now has out's lock object
+    code, _, err = forking.run(tmp_path, main, ["rescore", str(base_run), "--out", str(out), "--set",
+                                                "confidence=0.9", "-q"])
+    assert code == 0, err
+    assert load_run(out).results["probe_settings"]["confidence"] == 0.9 and not _staged(out)
 
 
 def test_a_second_thread_writing_one_folder_is_refused(base_run, tmp_path, monkeypatch):

@@ -139,6 +139,17 @@ _LOCKS: dict[Path, Any] = {}  # target -> its FileLock: one object per folder, s
 _CLAIMED: list[Any] = []  # locks claim_output took, released by release_claims
 
 
+def _forget_the_parents_locks() -> None:
+    """In a forked child: the parent's lock objects are the parent's (filelock refuses one used across
+    a fork, and the parent's claims are not the child's to release); the child takes its own."""
+    _LOCKS.clear()
+    _CLAIMED.clear()
+
+
+if hasattr(os, "register_at_fork"):  # a Space's forked workers, a sweep's multiprocessing pool
+    os.register_at_fork(after_in_child=_forget_the_parents_locks)
+
+
 def _acquire(target: Path, given: str) -> Any:
     from filelock import FileLock, Timeout
 

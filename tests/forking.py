@@ -1,0 +1,95 @@
+"""Child processes forked from the test process, for tests that need a second process (one to kill
+while it writes, two that share a file lock or evaluate's cache) but not a fresh interpreter.
+
+A fresh ``python -c ...`` imports torch, transformers, datasets and vlfair again: 4-8 s of CPU per
+process, a minute of the suite's for its dozen such children. A forked child starts with them
+imported. It is still a process of its own: it can be killed with SIGKILL, it holds its own file
+locks, its monkeypatches stay in it. What it prints goes to two files of its own (the test
+process's output is pytest's capture). A test about what a *new* interpreter does (what it imports,
+the variables read at import time, a console script) starts one with ``subprocess`` instead.
+
+Linux only (fork), as the suite's machines are. torch runs on one thread in the child, as in
+vlfair's own forked workers (``vlfair.demo.forked``): libgomp's thread pool is not one a fork may use.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+
+class Child:
+    """A forked child: ``communicate`` waits for it and gives what it printed; ``returncode``, ``kill``
+    as a ``subprocess.Popen``'s."""
+
+    def __init__(self, process: Any, out: Path, err: Path):
+        self.process, self.out, self.err = process, out, err
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.exitcode
+
+    @property
+    def stderr(self) -> str:
+        """What it has written to stderr so far."""
+        return self.err.read_text() if self.err.exists() else ""
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def wait(self, timeout: float | None = 300) -> int:
+        self.process.join(timeout)
+        if self.process.exitcode is None:
+            self.process.kill()
+            self.process.join()
+            raise TimeoutError(f"a forked child ran over {timeout} s: {self.err.read_text()[-2000:]}")
+        return self.process.exitcode
+
+    def communicate(self, timeout: float | None = 300) -> tuple[str, str]:
+        self.wait(timeout)
+        return self.out.read_text(), self.err.read_text()
+
+
+def _run(target: Callable[..., int | None], args: tuple, env: dict[str, str], out: Path, err: Path) -> None:
+    os.environ.update(env)
+    for fd, path in ((1, out), (2, err)):  # C-level writes too (a warning printed by a library's C code)
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(handle, fd)
+        os.close(handle)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115  (the process's own, for its life)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    import torch
+
+    torch.set_num_threads(1)
+    sys.exit(target(*args))  # an exception: multiprocessing prints its traceback to err, exit code 1
+
+
+def start(directory: Path, target: Callable[..., int | None], *args: Any, env: dict[str, str] | None = None,
+          name: str = "child") -> Child:
+    """``target(*args)`` in a forked child, with ``env`` added to its environment; its exit code is
+    what ``target`` returns (None: 0). Its stdout and stderr go to ``directory/NAME.out`` and ``.err``."""
+    out, err = directory / f"{name}.out", directory / f"{name}.err"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    process = get_context("fork").Process(target=_run, args=(target, args, env or {}, out, err))
+    process.start()
+    return Child(process, out, err)
+
+
+def run(directory: Path, target: Callable[..., int | None], *args: Any, env: dict[str, str] | None = None,
+        name: str = "child", timeout: float = 300) -> tuple[int, str, str]:
+    """:func:`start`, waited for: its exit code, stdout and stderr."""
+    child = start(directory, target, *args, env=env, name=name)
+    out, err = child.communicate(timeout)
+    return child.returncode, out, err
