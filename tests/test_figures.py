@@ -2,103 +2,17 @@
 
 from __future__ import annotations
 
-import gc
 import io
 import subprocess
 import sys
 import textwrap
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-import vlfair
 from vlfair.figures import image_mosaic
-from vlfair.probes import run_probe
-
-# every probe that reads a dataset, each drawing its figures: image grids and heatmaps (professions),
-# Grad-CAM overlays and bars (traits), a histogram, a scatter and bars (multilingual), forest plots
-# (public figures). Each twice in a row: measured and dropped (where pyplot leaked), then written (the
-# slow part); 32 figures in all, more than pyplot lets a process keep open before it warns.
-PROBES = [("professions", "synthetic:professions", {"bootstrap": 20, "n_permutations": 0}),
-          ("traits", "synthetic:fairface", {"bootstrap": 20, "per_cell": 4}),
-          ("multilingual", "synthetic:multi30k", {"bootstrap": 20}),
-          ("public-figures", "synthetic:pfi", {"bootstrap": 20})]
-RUNS = [run for run in PROBES for _ in range(2)]
-
-
-def _live_figures() -> int:
-    from matplotlib.figure import Figure
-
-    gc.collect()
-    return sum(type(thing) is Figure for thing in gc.get_objects())  # type(): isinstance wakes lazy modules
-
-
-@pytest.fixture(scope="module")
-def probe_runs(clip_dir, tmp_path_factory) -> dict:
-    """The runs above in one process: the figures made, the warnings, the figures alive before and
-    after, and for each PNG written, whether it was cropped to the box of matplotlib's own tight crop."""
-    import matplotlib.pyplot as plt
-    from matplotlib.figure import Figure
-
-    from vlfair.report import pages, writer
-
-    tmp_path = tmp_path_factory.mktemp("figure-runs")
-    seen: dict = {"drawn": 0, "crops": []}
-
-    def counted(self, *args, _made=Figure.__init__, **kwargs):
-        seen["drawn"] += 1
-        _made(self, *args, **kwargs)
-
-    def compared(figure, target, dpi, _save=pages.save_png):
-        ours = pages.tight_box(figure, dpi).extents
-        _save(figure, target, dpi)
-        # what savefig(bbox_inches="tight") crops to: the box after a drawing pass with the drawing off
-        shown_at, figure.dpi = figure.dpi, dpi
-        figure.draw_without_rendering()
-        theirs = figure.get_tightbbox().padded(plt.rcParams["savefig.pad_inches"]).extents
-        figure.dpi = shown_at
-        seen["crops"].append((Path(target).name, np.allclose(ours, theirs, rtol=0, atol=1e-9)))
-
-    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
-    seen["before"] = _live_figures()
-    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
-        patch.setattr(Figure, "__init__", counted)
-        patch.setattr(writer, "save_png", compared)
-        warnings.simplefilter("always")
-        for i, (probe, dataset, settings) in enumerate(RUNS):
-            out = tmp_path / f"run-{i}" if i % 2 == 1 else None
-            run_probe(probe, encoder, dataset, out, cache_dir=tmp_path / "cache", settings=settings)
-            if i == 1:
-                seen["written"] = any((tmp_path / "run-1").glob("median_images_*.png"))
-    seen["after"], seen["pyplot"] = _live_figures(), plt.get_fignums()
-    seen["warnings"] = [str(w.message) for w in caught]
-    return seen
-
-
-def test_probe_runs_in_one_process_leave_no_figure_and_no_warning(probe_runs):
-    """A Space, the demo or a loop over models runs probe after probe in one process: each run's
-    figures go once written (or once its results are dropped), and matplotlib never warns that
-    too many figures are open, however many were drawn."""
-    import matplotlib.pyplot as plt
-
-    assert probe_runs["written"]  # figures were drawn and written
-    assert probe_runs["drawn"] > plt.rcParams["figure.max_open_warning"]  # more than pyplot keeps open unwarned
-    assert probe_runs["pyplot"] == []  # pyplot's registry never saw them
-    assert probe_runs["after"] == probe_runs["before"]  # and none is kept alive: memory stays flat
-    assert probe_runs["warnings"] == []
-
-
-def test_every_png_a_probe_writes_is_cropped_as_matplotlib_crops_it(probe_runs):
-    """save_png measures the tight box without matplotlib's extra drawing pass: the same box (so the
-    same pixels: test_a_png_has_the_pixels_of_matplotlib_s_tight_crop) for every kind of figure the
-    probes draw (mosaics, heatmaps, overlays with colour bars, histograms, scatters, bars with legends,
-    forests)."""
-    names = {name for name, _ in probe_runs["crops"]}
-    assert len(names) == 16 and any(n.startswith("median_images_") for n in names)
-    assert [name for name, same in probe_runs["crops"] if not same] == []
 
 
 def _solid(colour: tuple[int, int, int], size: tuple[int, int]) -> Image.Image:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
+import warnings
 from pathlib import Path
 
 import jsonschema
@@ -17,7 +19,7 @@ from vlfair import measures
 from vlfair.cli import main
 from vlfair.data import balanced_sample
 from vlfair.explain import gradcam
-from vlfair.probes import ProbeError, run_probe
+from vlfair.probes import ProbeError, measure_probe, run_probe
 from vlfair.report.leaderboard import read_results, read_table, tidy
 from vlfair.report.results import results_schema
 from vlfair.testing import assert_same_numbers, comparable_results
@@ -37,17 +39,84 @@ RUNS = {
 }
 
 
+def _live_figures() -> int:
+    from matplotlib.figure import Figure
+
+    gc.collect()
+    return sum(type(thing) is Figure for thing in gc.get_objects())  # type(): isinstance wakes lazy modules
+
+
 @pytest.fixture(scope="module")
 def runs(clip_dir, tmp_path_factory):
+    """Every probe through the CLI in this one process (as a Space, the demo or a loop over models runs
+    them), and one more measured and dropped unwritten; what their figures did is kept in ``figures``:
+    how many were made, the warnings, the figures alive before and after, and for each PNG written
+    whether it was cropped to the box of matplotlib's own tight crop."""
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from vlfair.report import pages, writer
+
     base = tmp_path_factory.mktemp("probe-runs")
+    figures: dict = {"drawn": 0, "crops": []}
+
+    def counted(self, *args, _made=Figure.__init__, **kwargs):
+        figures["drawn"] += 1
+        _made(self, *args, **kwargs)
+
+    def compared(figure, target, dpi, _save=pages.save_png):
+        ours = pages.tight_box(figure, dpi).extents
+        _save(figure, target, dpi)
+        # what savefig(bbox_inches="tight") crops to: the box after a drawing pass with the drawing off
+        shown_at, figure.dpi = figure.dpi, dpi
+        figure.draw_without_rendering()
+        theirs = figure.get_tightbbox().padded(plt.rcParams["savefig.pad_inches"]).extents
+        figure.dpi = shown_at
+        figures["crops"].append((Path(target).name, np.allclose(ours, theirs, rtol=0, atol=1e-9)))
+
     outputs = {}
-    for key, (probe, dataset, extra) in RUNS.items():
-        out = base / key
-        argv = ["run", probe, "--model", str(clip_dir), "--dataset", dataset, "--out", str(out), "--dtype", "float32",
-                "--cache-dir", str(base / "cache"), *extra]
-        assert main(argv) == 0
-        outputs[key] = out
-    return outputs
+    figures["before"] = _live_figures()
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
+        patch.setattr(Figure, "__init__", counted)
+        patch.setattr(writer, "save_png", compared)
+        warnings.simplefilter("always")
+        for key, (probe, dataset, extra) in RUNS.items():
+            out = base / key
+            argv = ["run", probe, "--model", str(clip_dir), "--dataset", dataset, "--out", str(out), "--dtype",
+                    "float32", "--cache-dir", str(base / "cache"), *extra]
+            assert main(argv) == 0
+            outputs[key] = out
+        encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+        dropped = measure_probe("traits", encoder, "synthetic:fairface", cache_dir=base / "cache",
+                                settings={"bootstrap": 20, "per_cell": 4})
+        assert dropped.output.figures  # drawn, never written
+        del dropped, encoder
+    figures["after"], figures["pyplot"] = _live_figures(), plt.get_fignums()
+    figures["warnings"] = [str(w.message) for w in caught]
+    return outputs | {"figures": figures}
+
+
+def test_probe_runs_in_one_process_leave_no_figure_and_no_warning(runs):
+    """A Space, the demo or a loop over models runs probe after probe in one process: each run's
+    figures go once written (or once its results are dropped), and matplotlib never warns that
+    too many figures are open, however many were drawn."""
+    import matplotlib.pyplot as plt
+
+    figures = runs["figures"]
+    assert figures["drawn"] > plt.rcParams["figure.max_open_warning"]  # more than pyplot keeps open unwarned
+    assert figures["pyplot"] == []  # pyplot's registry never saw them
+    assert figures["after"] == figures["before"]  # and none is kept alive: memory stays flat
+    assert figures["warnings"] == []
+
+
+def test_every_png_a_probe_writes_is_cropped_as_matplotlib_crops_it(runs):
+    """save_png measures the tight box without matplotlib's extra drawing pass: the same box (so the
+    same pixels: test_figures' test_a_png_has_the_pixels_of_matplotlib_s_tight_crop) for every kind of
+    figure the probes draw (mosaics, heatmaps, overlays with colour bars, histograms, scatters, bars
+    with legends, forests)."""
+    names = {name for name, _ in runs["figures"]["crops"]}
+    assert len(names) >= 16 and any(n.startswith("median_images_") for n in names)
+    assert [name for name, same in runs["figures"]["crops"] if not same] == []
 
 
 @pytest.mark.parametrize("key", sorted(RUNS))
