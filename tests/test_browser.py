@@ -72,11 +72,23 @@ def demo_url(world_pool):  # noqa: F811  (the world encoder is loaded before the
     app.close()
 
 
-def test_demo_runs_a_probe_and_shows_plots_tables_and_downloads(page, demo_url, artifacts):
+def test_demo_runs_a_probe_with_one_progress_bar_then_an_error_clears_its_results(page, demo_url, artifacts, capfd,
+                                                                                jpeg_paths, broken_files):
+    """A person's first run (the professions probe on the world: plots, tables, downloads, one progress
+    bar), then a mistake (a file that is not an image): one line naming the file, the earlier results
+    gone, no traceback in the server's log."""
     page.goto(demo_url)
+    expect(page.locator("#summary")).to_contain_text("No run yet")
+    expect(page.locator("#metrics")).to_be_hidden()  # no empty table with placeholder headers before a run
     page.get_by_role("button", name="run").click()
+    progress = page.locator(".progress-text")
+    progress.first.wait_for(timeout=30_000)
+    owners = progress.evaluate_all("els => els.map(e => (e.closest('[id]') || {}).id)")
+    assert progress.count() == 1, owners  # over the summary only, not over every output
+    page.screenshot(path=artifacts / "demo-progress.png")
     page.wait_for_selector("#plots img", timeout=RUN_TIMEOUT_MS)
     expect(page.locator("#metrics")).to_contain_text("group_score_gap", timeout=30_000)
+    expect(page.locator("#metrics")).to_contain_text("profession = doctor")  # subsets read as text
     assert "professions" in page.locator("#summary").inner_text()
     # the study's two tables (by gender, by race), the gaps and median images of each, its two published
     # tables as references (the world encoder is not the study's model)
@@ -86,6 +98,21 @@ def test_demo_runs_a_probe_and_shows_plots_tables_and_downloads(page, demo_url, 
     assert page.locator("#tables table strong").count() >= 4  # each profession's largest mean in bold
     assert page.get_by_text("results.json").count() and page.get_by_text("report.html").count()
     page.screenshot(path=artifacts / "demo-professions-run.png", full_page=True)
+    capfd.readouterr()
+    _choose(page, "probe", "traits")
+    _choose(page, "data", session.UPLOAD)
+    page.locator("#images input[type=file]").set_input_files([str(jpeg_paths[0]), str(broken_files["not_image"])])
+    page.wait_for_selector("text=notes.jpg")
+    page.get_by_role("button", name="run").click()
+    page.get_by_text(re.compile("notes.jpg is not an image")).wait_for(timeout=30_000)
+    page.screenshot(path=artifacts / "demo-not-an-image.png", full_page=True)
+    expect(page.locator("#summary")).to_contain_text("The run stopped")
+    for stale in ("#metrics", "#plots", "#tables", "#downloads"):  # the professions run's results are gone
+        expect(page.locator(stale)).to_be_hidden()
+    page.screenshot(path=artifacts / "demo-error-cleared.png", full_page=True)
+    server = capfd.readouterr()
+    log = server.out + server.err
+    assert "Traceback" not in log and log.count("refused a run") == 1, log  # one line for a person's mistake
 
 
 def test_demo_runs_the_retrieval_probe(page, demo_url, artifacts):
@@ -100,47 +127,6 @@ def test_demo_runs_the_retrieval_probe(page, demo_url, artifacts):
     expect(page.locator("#tables")).to_contain_text("skew by concept race")
     assert page.locator("#plots img").count() == 2  # MaxSkew per concept, Skew per group: race, where smart is planted
     page.screenshot(path=artifacts / "demo-retrieval-run.png", full_page=True)
-
-
-def test_demo_names_a_file_that_is_not_an_image(page, demo_url, artifacts, jpeg_paths, broken_files):
-    page.goto(demo_url)
-    _choose(page, "probe", "traits")
-    _choose(page, "data", session.UPLOAD)
-    page.locator("#images input[type=file]").set_input_files([str(jpeg_paths[0]), str(broken_files["not_image"])])
-    page.wait_for_selector("text=notes.jpg")
-    page.get_by_role("button", name="run").click()
-    message = page.get_by_text(re.compile("notes.jpg is not an image"))
-    message.wait_for(timeout=30_000)
-    page.screenshot(path=artifacts / "demo-not-an-image.png", full_page=True)
-
-
-def test_demo_draws_one_progress_bar_and_clears_old_results_after_an_error(page, demo_url, artifacts, capfd, jpeg_paths,
-                                                                          broken_files):
-    page.goto(demo_url)
-    expect(page.locator("#summary")).to_contain_text("No run yet")
-    expect(page.locator("#metrics")).to_be_hidden()  # no empty table with placeholder headers before a run
-    page.get_by_role("button", name="run").click()
-    progress = page.locator(".progress-text")
-    progress.first.wait_for(timeout=30_000)
-    owners = progress.evaluate_all("els => els.map(e => (e.closest('[id]') || {}).id)")
-    assert progress.count() == 1, owners  # over the summary only, not over every output
-    page.screenshot(path=artifacts / "demo-progress.png")
-    page.wait_for_selector("#plots img", timeout=RUN_TIMEOUT_MS)
-    expect(page.locator("#metrics")).to_contain_text("profession = doctor")  # subsets read as text
-    capfd.readouterr()
-    _choose(page, "probe", "traits")
-    _choose(page, "data", session.UPLOAD)
-    page.locator("#images input[type=file]").set_input_files([str(jpeg_paths[0]), str(broken_files["not_image"])])
-    page.wait_for_selector("text=notes.jpg")
-    page.get_by_role("button", name="run").click()
-    page.get_by_text(re.compile("notes.jpg is not an image")).wait_for(timeout=30_000)
-    expect(page.locator("#summary")).to_contain_text("The run stopped")
-    for stale in ("#metrics", "#plots", "#tables", "#downloads"):  # the professions run's results are gone
-        expect(page.locator(stale)).to_be_hidden()
-    page.screenshot(path=artifacts / "demo-error-cleared.png", full_page=True)
-    server = capfd.readouterr()
-    log = server.out + server.err
-    assert "Traceback" not in log and log.count("refused a run") == 1, log  # one line for a person's mistake
 
 
 def test_demo_runs_on_uploaded_images_with_a_labels_csv(page, demo_url, artifacts, tmp_path):
