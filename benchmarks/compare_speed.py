@@ -15,7 +15,7 @@ words of the world's vocabulary: the work is the study's, the words are not). It
 The last line is ``compare_seconds=C rescore_seconds=R compare_vs_rerun=X rescore_vs_rerun=Y
 samples_bytes=S`` with X = c / (a of both runs) and Y = b / (a of one run).
 
-Usage: python benchmarks/compare_speed.py [--quick] [--per-cell N]
+Usage: python benchmarks/compare_speed.py [--quick] [--per-cell N] [--bootstrap B]
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from vlfair.probes import measure_probe
 PAIRS = [["smart", "dumb"], ["happy", "sad"], ["politician", "actor"], ["athlete", "politician"],
          ["hospital", "gym"], ["actor", "athlete"]]
 
+
 def timed(function, *args, **kwargs):
     start = time.perf_counter()
     value = function(*args, **kwargs)
@@ -48,19 +49,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-cell", type=int, default=1000, help="images per race x gender cell (default 1000)")
     parser.add_argument("--bootstrap", type=int, default=1000, help="paired resamples (default 1000)")
-    parser.add_argument("--quick", action="store_true", help="20 images per cell, 100 resamples (a smoke test)")
+    parser.add_argument("--quick", action="store_true",
+                        help="20 images per cell, 2 trait pairs, 100 resamples (a smoke test)")
     args = parser.parse_args(argv)
-    per_cell, bootstrap = (20, 100) if args.quick else (args.per_cell, args.bootstrap)
+    per_cell, bootstrap, pairs = (20, 100, PAIRS[:2]) if args.quick else (args.per_cell, args.bootstrap, PAIRS)
     disable_progress_bars()
     print(f"machine: {platform.processor() or platform.machine()}, {platform.system()}; traits study size: "
-          f"{per_cell} images per cell x 14 cells, 6 trait pairs, {bootstrap} paired resamples")
+          f"{per_cell} images per cell x 14 cells, {len(pairs)} trait pairs, {bootstrap} paired resamples")
     with tempfile.TemporaryDirectory() as work:
         root = Path(work)
         data = world_data.fairface(per_cell=per_cell)
         encoders = {}
         for name in ("biased", "control"):
             encoders[name] = world_encoder(WORLDS[name], root / "cache", name=display_name(name))
-        settings = {"per_cell": None, "gradcam": None, "bootstrap": bootstrap, "pairs": PAIRS}  # the study's prompt
+        settings = {"per_cell": None, "gradcam": None, "bootstrap": bootstrap, "pairs": pairs}  # the study's prompt
         rerun = {}
         for name, encoder in encoders.items():
             measure_probe("traits", encoder, data, cache_dir=root / "cache", settings=settings)  # embeddings cached

@@ -59,7 +59,7 @@ def test_compare_benchmark_prints_its_ratios(benchmark):
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"compare_seconds=[\d.]+ rescore_seconds=[\d.]+ compare_vs_rerun=[\d.]+ "
                         r"rescore_vs_rerun=[\d.]+ samples_bytes=\d+", lines[-1]), lines[-1]
-    for label in ("(a) re-run from cached embeddings", "(b) rescore", "(c) compare: ", "138 differences on 280"):
+    for label in ("(a) re-run from cached embeddings", "(b) rescore", "(c) compare: ", "46 differences on 280"):
         assert label in result.stdout
 
 
