@@ -10,6 +10,7 @@ text (tables, dropdowns), and escaped where Markdown shows it.
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 
 import gradio as gr
@@ -178,7 +179,9 @@ def metric_chart(rows: pd.DataFrame, metric: str):
     neutral = rows["neutral"].dropna() if "neutral" in rows else pd.Series(dtype=float)
     figure = forest(points, _plain(title), _plain(metric),
                     neutral=float(neutral.iloc[0]) if len(neutral) else neutral_value(metric))
-    figure.tight_layout()
+    with warnings.catch_warnings():  # labels too long to fit (a results file's subset) keep the default margins
+        warnings.filterwarnings("ignore", "Tight layout not applied", UserWarning)
+        figure.tight_layout()
     return figure
 
 
