@@ -201,17 +201,17 @@ def test_progress_bar_reports_images_per_second(clip_encoder, jpeg_paths, capsys
 
 SPAWNED_SCRIPT = textwrap.dedent("""
     import sys, torch.distributed as dist, torch.multiprocessing as mp
+    from vlfair.distributed import current_world  # imported once, before the processes are forked
     def run(rank):
         # a group formed without torchrun's RANK / WORLD_SIZE / LOCAL_RANK: Accelerate cannot see it
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{sys.argv[1]}", rank=rank, world_size=2)
-        from vlfair.distributed import current_world
         try:
             current_world()
         except RuntimeError as exc:
             print(f"rank {rank}: {exc}", flush=True)
         dist.destroy_process_group()
     if __name__ == "__main__":
-        mp.spawn(run, nprocs=2)
+        mp.start_processes(run, nprocs=2, start_method="fork")  # as mp.spawn, without importing torch twice more
 """)
 
 
