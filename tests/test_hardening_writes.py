@@ -34,6 +34,7 @@ from vlfair.data.build import BuildError, Built, prepare, write_prepared
 
 import forking
 
+
 # A forked child (tests/forking.py) running the real CLI, with a hook that kills it (SIGKILL, as
 # kill -9) at one moment of its write phase, or makes it wait there until the test lets it go.
 def _hooked_cli(hook: str, argv: list[str]) -> int:

@@ -93,7 +93,8 @@ def test_with_a_chromium_it_installs_the_test_extra_and_runs_the_suite_on_every_
     assert done.returncode == 0, done.stderr
     assert "python -m pip install -qq -e .[test]" in calls
     assert not any(c.startswith("apt-get") for c in calls)
-    assert calls[-1] == "python -m pytest -n auto --maxprocesses 4 --dist loadfile --durations 15 -p no:benchmark tests/test_stats.py -x"
+    assert calls[-1] == ("python -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder --durations 15 "
+                         "-p no:benchmark tests/test_stats.py -x")
     assert f"browser tests drive {sandbox.chromium}" in done.stderr
 
 
