@@ -6,6 +6,7 @@ run and a generative run of one quantity compare."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -54,16 +55,39 @@ def _run(probe: str, model: str, out: Path, *extra: str) -> int:
                  "--dtype", "float32", *bootstrap, *SMALL[probe], *extra])
 
 
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> Path:
+    return tiny_clip(tmp_path_factory.mktemp("lvlm-probes-clip") / "clip")
+
+
+@pytest.fixture(scope="module")
+def cli_run(checkpoints, tmp_path_factory):
+    """``cli_run(probe, model, *options)``: the folder of one CLI run of ``probe`` (through :func:`_run`),
+    made once for the module; the tests that read the same run (the matrix's LLaVA runs, the probability
+    runs of CLIP and LLaVA) read one folder, and none writes into it."""
+    base = tmp_path_factory.mktemp("lvlm-probes-runs")
+    made: dict[tuple, Path] = {}
+
+    def run(probe: str, model: str, *extra: str) -> Path:
+        key = (probe, model, extra)
+        if key not in made:
+            out = base / f"run-{len(made)}"
+            assert _run(probe, model, out, *extra) == 0
+            made[key] = out
+        return made[key]
+    return run
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("probe", [*sorted(SMALL), "word-influence"])
-def test_every_probe_runs_on_each_family_through_the_cli(checkpoints, family, probe, tmp_path):
-    assert _run(probe, f"lvlm:{checkpoints[family]}", tmp_path / "run") == 0
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
+def test_every_probe_runs_on_each_family_through_the_cli(checkpoints, cli_run, family, probe):
+    out = cli_run(probe, f"lvlm:{checkpoints[family]}")
+    results = json.loads((out / "results.json").read_text())
     assert results["model"]["kind"] == "generative"
     if probe != "word-influence":  # its samples are generated images, classified: the classifier is the model
         assert results["settings"]["scorer"] == "generative"
-    assert results["metrics"] and (tmp_path / "run" / "report.html").exists()
-    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
+    assert results["metrics"] and (out / "report.html").exists()
+    samples = pd.read_parquet(out / "samples.parquet")
     assert len(samples) > 0
 
 
@@ -72,17 +96,17 @@ def _scorer(checkpoints) -> GenerativeScorer:
 
 
 @pytest.mark.parametrize("score", ["likelihood", "probability"])
-def test_professions_scores_each_image_by_its_own_profession_s_answer(checkpoints, tmp_path, score):
+def test_professions_scores_each_image_by_its_own_profession_s_answer(checkpoints, cli_run, score):
     """Score likelihood (a generative model's default): P(own profession as the answer), not renormalised;
     probability: renormalised over the professions present."""
     extra = [] if score == "likelihood" else ["--set", "score=probability"]
-    assert _run("professions", f"lvlm:{checkpoints['llava']}", tmp_path / "run", *extra) == 0
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    out = cli_run("professions", f"lvlm:{checkpoints['llava']}", *extra)
+    results = json.loads((out / "results.json").read_text())
     assert results["probe_settings"]["score"] == score and results["settings"]["score"] == score
     metric = {"likelihood": "mean_answer_likelihood", "probability": "mean_probability"}[score]
     assert any(m["name"] == metric for m in results["metrics"])
     assert not any(m["name"] == "mean_clipscore" for m in results["metrics"])
-    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
+    samples = pd.read_parquet(out / "samples.parquet")
     data = vlfair.load_dataset("synthetic:professions").select(range(48))
     professions = [p for p in ["athlete", "CEO", "construction worker", "criminal", "doctor", "janitor", "lawyer",
                                "model", "nurse", "police officer", "scientist", "teacher"]
@@ -95,9 +119,9 @@ def test_professions_scores_each_image_by_its_own_profession_s_answer(checkpoint
         assert sample[score] == pytest.approx(100 * expected, rel=1e-5)
 
 
-def test_public_figures_asks_classes_and_names_with_none_of_these(checkpoints, tmp_path):
-    assert _run("public-figures", f"lvlm:{checkpoints['llava']}", tmp_path / "run") == 0
-    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
+def test_public_figures_asks_classes_and_names_with_none_of_these(checkpoints, cli_run):
+    out = cli_run("public-figures", f"lvlm:{checkpoints['llava']}")
+    samples = pd.read_parquet(out / "samples.parquet")
     data = vlfair.load_dataset("synthetic:pfi")
     scorer = _scorer(checkpoints)
     classes = ["person", "dog", "giraffe", "plant", "tree", "lamp", "chair"]
@@ -114,9 +138,9 @@ def test_public_figures_asks_classes_and_names_with_none_of_these(checkpoints, t
         np.testing.assert_allclose([sample[f"name score {j}"] for j in range(len(names))], answers[:-1], rtol=1e-5)
 
 
-def test_multilingual_asks_each_language_s_question_with_the_study_s_prompts_as_answers(checkpoints, tmp_path):
-    assert _run("multilingual", f"lvlm:{checkpoints['llava']}", tmp_path / "run") == 0
-    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
+def test_multilingual_asks_each_language_s_question_with_the_study_s_prompts_as_answers(checkpoints, cli_run):
+    out = cli_run("multilingual", f"lvlm:{checkpoints['llava']}")
+    samples = pd.read_parquet(out / "samples.parquet")
     data = vlfair.load_dataset("synthetic:fairface").select(range(20))
     scorer = _scorer(checkpoints)
     men_and_women = {"Male": {"ja": "男性の写真", "tr": "Bir erkeğin fotoğrafı"},
@@ -130,40 +154,38 @@ def test_multilingual_asks_each_language_s_question_with_the_study_s_prompts_as_
             assert sample[f"gender correct {lang}"] == (best == sample["gender"])
 
 
-def test_retrieval_ranks_images_by_each_prompt_s_log_likelihood(checkpoints, tmp_path):
-    assert _run("retrieval", f"lvlm:{checkpoints['llava']}", tmp_path / "run") == 0
-    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
+def test_retrieval_ranks_images_by_each_prompt_s_log_likelihood(checkpoints, cli_run):
+    out = cli_run("retrieval", f"lvlm:{checkpoints['llava']}")
+    samples = pd.read_parquet(out / "samples.parquet")
     data = vlfair.load_dataset("synthetic:fairface").select(range(60))
     scorer = _scorer(checkpoints)
     prompts = ["a photo of a good person", "a photo of a evil person"]
     for _, sample in samples.head(3).iterrows():
         expected = scorer.score(data["image"][int(sample["row"])], "describe this image .", prompts).log_likelihood
         np.testing.assert_allclose([sample[f"score: {p}"] for p in prompts], expected, rtol=1e-5)
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    results = json.loads((out / "results.json").read_text())
     assert results["settings"]["ranking"] == "log_likelihood"
 
 
-def test_a_clip_run_and_a_generative_run_of_professions_compare_on_one_quantity(checkpoints, tmp_path):
+def test_a_clip_run_and_a_generative_run_of_professions_compare_on_one_quantity(checkpoints, cli_run, clip):
     """With score=probability both measure one quantity and compare; the study's CLIPScore run does not
     compare with it, and compare says why."""
     from vlfair.compare import ComparisonError, compare_runs
 
-    clip = tiny_clip(tmp_path / "clip")
-    assert _run("professions", str(clip), tmp_path / "clip-probability", "--set", "score=probability") == 0
-    assert _run("professions", str(clip), tmp_path / "clip-clipscore") == 0
-    assert _run("professions", f"lvlm:{checkpoints['llava']}", tmp_path / "lvlm", "--set", "score=probability") == 0
-    comparison = compare_runs([tmp_path / "clip-probability", tmp_path / "lvlm"], bootstrap=30, n_permutations=30)
+    clip_probability = cli_run("professions", str(clip), "--set", "score=probability")
+    clip_clipscore = cli_run("professions", str(clip))
+    lvlm = cli_run("professions", f"lvlm:{checkpoints['llava']}", "--set", "score=probability")
+    comparison = compare_runs([clip_probability, lvlm], bootstrap=30, n_permutations=30)
     assert [run["model"]["kind"] for run in comparison.content["runs"]] == ["contrastive", "generative"]
     assert any(d["metric"] == "group_score_gap" and d["difference_ci"] for d in comparison.content["differences"])
     with pytest.raises(ComparisonError, match="setting score differs"):
-        compare_runs([tmp_path / "clip-clipscore", tmp_path / "lvlm"], bootstrap=30, n_permutations=30)
+        compare_runs([clip_clipscore, lvlm], bootstrap=30, n_permutations=30)
 
 
-def test_a_contrastive_probability_run_is_the_softmax_over_the_prompts(tmp_path):
+def test_a_contrastive_probability_run_is_the_softmax_over_the_prompts(cli_run, clip):
     """score=probability on CLIP: softmax(logit scale x cosines) over the professions' prompts, written out."""
-    clip = tiny_clip(tmp_path / "clip")
-    assert _run("professions", str(clip), tmp_path / "run", "--set", "score=probability") == 0
-    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
+    out = cli_run("professions", str(clip), "--set", "score=probability")
+    samples = pd.read_parquet(out / "samples.parquet")
     encoder = vlfair.load_encoder(str(clip), dtype="float32")
     data = vlfair.load_dataset("synthetic:professions").select(range(48))
     study = ["athlete", "CEO", "construction worker", "criminal", "doctor", "janitor", "lawyer", "model", "nurse",
@@ -280,7 +302,7 @@ def test_multi30k_reads_embeddings_and_refuses_a_generative_model_by_name(checkp
     assert "the Multi30K part measures distances between caption embeddings" in last
 
 
-def test_the_leaderboard_shows_each_run_s_scorer_kind_and_filters_by_it(checkpoints, tmp_path):
+def test_the_leaderboard_shows_each_run_s_scorer_kind_and_filters_by_it(checkpoints, cli_run, clip, tmp_path):
     """A contrastive and a generative run of one quantity share a family (ranked together); the board
     names each run's kind and the Space filters by it; model cards file generative results under
     image-text-to-text."""
@@ -288,10 +310,9 @@ def test_the_leaderboard_shows_each_run_s_scorer_kind_and_filters_by_it(checkpoi
 
     from vlfair.report.leaderboard import card_results, normalise, read_results
 
-    clip = tiny_clip(tmp_path / "clip")
-    assert _run("professions", str(clip), tmp_path / "runs" / "clip", "--set", "score=probability") == 0
-    assert _run("professions", f"lvlm:{checkpoints['llava']}", tmp_path / "runs" / "lvlm", "--set",
-                "score=probability") == 0
+    shutil.copytree(cli_run("professions", str(clip), "--set", "score=probability"), tmp_path / "runs" / "clip")
+    shutil.copytree(cli_run("professions", f"lvlm:{checkpoints['llava']}", "--set", "score=probability"),
+                    tmp_path / "runs" / "lvlm")
     spec = importlib.util.spec_from_file_location("leaderboard_app", Path(__file__).resolve().parents[1] / "spaces"
                                                   / "leaderboard" / "app.py")
     app = importlib.util.module_from_spec(spec)
