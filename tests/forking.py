@@ -23,15 +23,11 @@ from typing import Any
 
 
 class Child:
-    """A forked child: ``communicate`` waits for it and gives what it printed; ``returncode``, ``kill``
-    as a ``subprocess.Popen``'s."""
+    """A forked child: ``communicate`` waits for it and gives what it printed; ``returncode`` (None while
+    it runs) and ``kill`` as a ``subprocess.Popen``'s."""
 
     def __init__(self, process: Any, out: Path, err: Path):
         self.process, self.out, self.err = process, out, err
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
     @property
     def returncode(self) -> int | None:
@@ -39,11 +35,8 @@ class Child:
 
     @property
     def stderr(self) -> str:
-        """What it has written to stderr so far."""
-        return self.err.read_text() if self.err.exists() else ""
-
-    def poll(self) -> int | None:
-        return self.process.exitcode
+        """What it has written to stderr so far (nothing before it opened its file)."""
+        return _text(self.err)
 
     def kill(self) -> None:
         self.process.kill()
@@ -53,12 +46,16 @@ class Child:
         if self.process.exitcode is None:
             self.process.kill()
             self.process.join()
-            raise TimeoutError(f"a forked child ran over {timeout} s: {self.err.read_text()[-2000:]}")
+            raise TimeoutError(f"a forked child ran over {timeout} s: {self.stderr[-2000:]}")
         return self.process.exitcode
 
     def communicate(self, timeout: float | None = 300) -> tuple[str, str]:
         self.wait(timeout)
-        return self.out.read_text(), self.err.read_text()
+        return _text(self.out), self.stderr
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
 
 
 def _run(target: Callable[..., int | None], args: tuple, env: dict[str, str], out: Path, err: Path) -> None:

@@ -201,7 +201,7 @@ def test_a_second_writer_into_one_folder_is_refused_and_the_first_one_completes(
     try:
         deadline = time.monotonic() + 120
         while not ready.exists():  # the first one is in its write phase
-            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            assert first.returncode is None and time.monotonic() < deadline, first.communicate()
             time.sleep(0.05)
         code, err = _cli(capsys, "rescore", str(base_run), "--out", str(out), "--set", "confidence=0.9")
     finally:
