@@ -145,3 +145,22 @@ def demo(demo_cache, tmp_path_factory, worker_id) -> tuple[Path, list[dict]]:
         if not (out / "summary.json").exists():
             assert main(["demo", "--out", str(out), "--cache-dir", str(demo_cache)]) == 0
     return out, json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One chromium per test process, for every test that drives a page: Playwright's sync API keeps its
+    asyncio loop marked as running in this thread while a session is open, so a second
+    ``sync_playwright()`` in a later test of the same worker would refuse to start."""
+    from playwright.sync_api import sync_playwright
+
+    from vlfair.browser import ARGS, ChromiumNotFound, find_chromium
+
+    try:
+        chromium = find_chromium()
+    except ChromiumNotFound as error:
+        pytest.fail(str(error))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=list(ARGS))
+        yield browser
+        browser.close()

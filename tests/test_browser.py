@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 from playwright.sync_api import expect
 
-from vlfair.browser import ARGS, ChromiumNotFound, find_chromium
 from vlfair.demo import datasets as world_data
 from vlfair.space import session
 
@@ -30,20 +29,6 @@ def artifacts() -> Path:
     directory = Path(os.environ.get("VLFAIR_TEST_ARTIFACTS", REPO / "test-artifacts")) / "screenshots"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
-
-
-@pytest.fixture(scope="session")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    try:
-        chromium = find_chromium()
-    except ChromiumNotFound as error:
-        pytest.fail(str(error))
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=list(ARGS))
-        yield browser
-        browser.close()
 
 
 @pytest.fixture()

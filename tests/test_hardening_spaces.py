@@ -141,32 +141,26 @@ def test_the_leaderboard_space_shows_results_text_as_text(hostile_board):
     assert HOSTILE in app.display(app.filter_board(board))["model"].tolist()  # a table cell: text, as it is
 
 
-def test_the_leaderboard_page_holds_no_markup_from_results(hostile_board):
+def test_the_leaderboard_page_holds_no_markup_from_results(hostile_board, browser):
     """The page itself, in chromium: no form, image, link or input from a results file."""
-    from playwright.sync_api import sync_playwright
-
-    from vlfair.browser import ARGS, find_chromium
-
     from test_spaces import _serve
 
     app = _load("leaderboard").build_app(str(hostile_board))
+    page = browser.new_page()
     try:
         url = _serve(app)
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=find_chromium(), args=list(ARGS))
-            page = browser.new_page()
-            page.goto(url)
-            page.locator("#summary").get_by_text("Skipped").wait_for(timeout=30_000)
-            page.get_by_role("combobox", name="metric").click()
-            page.get_by_role("option").nth(1).click()  # the hostile metric sorts first
-            page.locator("#explanation").get_by_text("reported by a probe").wait_for(timeout=30_000)
-            for where, markup in (("#summary", "form, img, a, script, code, em, h2, li, table"),
-                                  ("#explanation", "form, img, a, script, code, em, h2, li, table"),
-                                  ("#results-table", "form, img, a, script, code, em, h2, li")):  # a table itself
-                assert page.locator(f"{where} :is({markup})").count() == 0, where
-            assert "<img src=http://x/beacon>" in page.locator("#explanation").inner_text()
-            browser.close()
+        page.goto(url)
+        page.locator("#summary").get_by_text("Skipped").wait_for(timeout=30_000)
+        page.get_by_role("combobox", name="metric").click()
+        page.get_by_role("option").nth(1).click()  # the hostile metric sorts first
+        page.locator("#explanation").get_by_text("reported by a probe").wait_for(timeout=30_000)
+        for where, markup in (("#summary", "form, img, a, script, code, em, h2, li, table"),
+                              ("#explanation", "form, img, a, script, code, em, h2, li, table"),
+                              ("#results-table", "form, img, a, script, code, em, h2, li")):  # a table itself
+            assert page.locator(f"{where} :is({markup})").count() == 0, where
+        assert "<img src=http://x/beacon>" in page.locator("#explanation").inner_text()
     finally:
+        page.close()
         app.close()
 
 
