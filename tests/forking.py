@@ -14,6 +14,7 @@ vlfair's own forked workers (``vlfair.demo.forked``): libgomp's thread pool is n
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -60,6 +61,8 @@ def _text(path: Path) -> str:
 
 def _run(target: Callable[..., int | None], args: tuple, env: dict[str, str], out: Path, err: Path) -> None:
     os.environ.update(env)
+    if "huggingface_hub.constants" in sys.modules:  # read once, at import: read again from this environment
+        importlib.reload(sys.modules["huggingface_hub.constants"])
     for fd, path in ((1, out), (2, err)):  # C-level writes too (a warning printed by a library's C code)
         handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(handle, fd)
@@ -70,6 +73,12 @@ def _run(target: Callable[..., int | None], args: tuple, env: dict[str, str], ou
 
     torch.set_num_threads(1)
     sys.exit(target(*args))  # an exception: multiprocessing prints its traceback to err, exit code 1
+
+
+def python(code: str, *argv: str) -> None:
+    """What ``python -c CODE ARGV...`` runs, as a target of :func:`start` or :func:`run`."""
+    sys.argv = ["-c", *argv]
+    exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
 
 
 def start(directory: Path, target: Callable[..., int | None], *args: Any, env: dict[str, str] | None = None,

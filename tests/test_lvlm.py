@@ -4,10 +4,7 @@ id resolves to a tiny checkpoint offline, and what it cannot use is refused by n
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +14,8 @@ import torch
 from vlfair.models.lvlm import GenerativeModelError, GenerativeScorer
 from vlfair.testing import qwen2_vl_processors_without_video
 from vlfair.tiny import generated_image, tiny_clip, tiny_gemma3, tiny_idefics3, tiny_llava, tiny_qwen2_vl
+
+import forking
 
 ANSWERS = ["smart", "dumb", "a smart person", "a dumb person", "happy", "doctor", "nurse", "a photo of a nurse",
            "lawyer", "none of these", "man", "woman"]  # twelve, of one to five tokens
@@ -152,11 +151,10 @@ def test_a_real_model_id_resolves_to_the_tiny_checkpoint_offline(llava, tmp_path
     code = ("from vlfair.models.lvlm import GenerativeScorer; from vlfair.tiny import generated_image; "
             "s = GenerativeScorer.load('lvlm:llava-hf/llava-1.5-7b-hf'); "
             "print(type(s.model).__name__, s.score(generated_image(0), 'who is this ?', ['a man', 'a woman']).tokens)")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
-           "PYTHONPATH": str(Path(__file__).parents[1])}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[0] == "LlavaForConditionalGeneration" and "[2 2]" in done.stdout
+    status, out, err = forking.run(tmp_path, forking.python, code,
+                                   env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")})
+    assert status == 0, err[-3000:]
+    assert out.split()[0] == "LlavaForConditionalGeneration" and "[2 2]" in out
 
 
 TEXT_ONLY_TEMPLATE = ("{% for message in messages %}USER: {% for c in message['content'] %}{% if c['type'] == 'text' %}"

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +22,8 @@ import vlfair
 from vlfair import testing
 from vlfair.models import BACKENDS, ModelNotFoundError, parse_spec
 from vlfair.models.hub import split_revision
+
+import forking
 
 TOL = 1e-5
 PROMPTS = ["a photo of a doctor", "a nurse", "ein foto von einer frau", "smart person at the office"]
@@ -176,12 +176,11 @@ def test_missing_local_directory_is_named():
 
 def test_offline_uncached_model_error_says_exactly_that(tmp_path):
     code = "import vlfair; vlfair.load_encoder('openai/clip-vit-base-patch32@main')"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert result.returncode != 0
+    status, _, err = forking.run(tmp_path, forking.python, code, env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)})
+    assert status != 0
     assert "ModelNotFoundError: model 'openai/clip-vit-base-patch32@main' is not a local directory and is not in " \
-           "the local Hub cache" in result.stderr
-    assert "the Hub is offline (HF_HUB_OFFLINE=1)" in result.stderr
+           "the local Hub cache" in err
+    assert "the Hub is offline (HF_HUB_OFFLINE=1)" in err
 
 
 def test_hub_cache_snapshot_loads_offline_with_its_commit_as_revision(tmp_path, clip_dir):
@@ -190,10 +189,10 @@ def test_hub_cache_snapshot_loads_offline_with_its_commit_as_revision(tmp_path, 
     _fake_hub_repo(tmp_path / "hub", "acme/tiny-clip", clip_dir, commit)
     code = ("import vlfair; e = vlfair.load_encoder('hf:acme/tiny-clip'); print(e.revision); "
             "print(vlfair.load_encoder('acme/tiny-clip@main').revision)")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == [commit, commit]
+    status, out, err = forking.run(tmp_path, forking.python, code,
+                                   env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")})
+    assert status == 0, err
+    assert out.split() == [commit, commit]
 
 
 def test_not_a_dual_encoder_is_rejected(tmp_path):
@@ -284,7 +283,6 @@ def test_published_mclip_layout_offline_pairs_its_clip_tower(tmp_path, clip_dir)
     _fake_hub_repo(hub, "openai/clip-vit-base-patch32", clip_dir, "c" * 40)
     code = ("import vlfair; e = vlfair.load_encoder('mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32', dtype='float32'); "
             "print(e.revision); print(e.image_encoder.spec); print(e.encode_texts(['a nurse']).shape)")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["a" * 40 + "+" + "c" * 40, "hf:openai/clip-vit-base-patch32", "(1,", "16)"]
+    status, out, err = forking.run(tmp_path, forking.python, code, env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)})
+    assert status == 0, err[-3000:]
+    assert out.split() == ["a" * 40 + "+" + "c" * 40, "hf:openai/clip-vit-base-patch32", "(1,", "16)"]

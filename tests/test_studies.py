@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -21,6 +18,7 @@ from vlfair.probes.published import hub_id, load_published
 from vlfair.report.numbers import format_value
 from vlfair.report.writer import MARK_COLUMN_MAX, html_table, markdown_table
 
+import forking
 from test_models import _fake_hub_repo  # the local Hub-cache layout, as the model tests build it
 
 # ---- typed from the study texts -----------------------------------------------------------
@@ -223,12 +221,11 @@ def study_runs(clip_dir, tmp_path_factory):
         _fake_hub_repo(base / "hub", repo, clip_dir, commit)
     _fake_hub_repo(base / "hub", "M-CLIP/XLM-Roberta-Large-Vit-B-32", testing.tiny_mclip(base / "build" / "mclip"),
                    "a" * 40)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(base / "hub")}
-    result = subprocess.run([sys.executable, "-c", RUN_UNDER_STUDY_IDS, str(base / "out")], env=env,
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
+    status, out, err = forking.run(base, forking.python, RUN_UNDER_STUDY_IDS, str(base / "out"),
+                                   env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(base / "hub")})
+    assert status == 0, err[-3000:]
     return {name: json.loads((base / "out" / name / "results.json").read_text()) | {"dir": base / "out" / name}
-            for name in ("professions", "traits", "pfi", "m30k", "mfairface")} | {"stdout": result.stdout}
+            for name in ("professions", "traits", "pfi", "m30k", "mfairface")} | {"stdout": out}
 
 
 def _measured(results, entry):
@@ -472,13 +469,12 @@ def test_word_influence_default_path_is_the_masked_lm_on_every_word(clip_dir, tm
     _fake_hub_repo(tmp_path / "hub", "bert-base-uncased", testing.tiny_fill_mask(tmp_path / "build" / "mlm"), "e" * 40)
     _fake_hub_repo(tmp_path / "hub", "CompVis/stable-diffusion-v1-4",
                    testing.tiny_stable_diffusion(tmp_path / "build" / "sd"), "f" * 40)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
-    result = subprocess.run([sys.executable, "-c", RUN_WORD_INFLUENCE, str(clip_dir), str(tmp_path / "out"),
-                             str(tmp_path / "cache")], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "generating images" in result.stderr and "img/s" in result.stderr  # the generation bar
+    status, _, err = forking.run(tmp_path, forking.python, RUN_WORD_INFLUENCE, str(clip_dir), str(tmp_path / "out"),
+                                 str(tmp_path / "cache"), env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")})
+    assert status == 0, err[-3000:]
+    assert "generating images" in err and "img/s" in err  # the generation bar
     for library_bar in ("Loading pipeline components", "Loading weights", "Filter", "Map"):  # --verbose only
-        assert library_bar not in result.stderr, result.stderr[-2000:]
+        assert library_bar not in err, err[-2000:]
     doctor = json.loads((tmp_path / "out" / "doctor" / "results.json").read_text())
     assert doctor["settings"]["transmuter"]["transmuter"] == "mlm"
     assert doctor["settings"]["transmuter"]["model"] == "bert-base-uncased"
