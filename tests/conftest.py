@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
+# pytest keeps the test modules it rewrote (their asserts) as .pyc in tests/__pycache__ unless bytecode is
+# not to be written: where PYTHONDONTWRITEBYTECODE is set (the machines this suite runs on), each xdist worker
+# rewrote all ~13,000 lines again at every run, 8 s of its collection. Only these test modules are written
+# (vlfair is compiled by scripts/test, site-packages by pip); the tests' subprocesses keep the variable
+sys.dont_write_bytecode = False
 # pytest-xdist runs the suite in one process per core (scripts/test): torch's thread pool in each
 # worker takes its share of the cores, not all of them, or the workers spend their time waiting on
 # each other (set before anything imports torch; subprocesses of the tests inherit it)

@@ -6,6 +6,8 @@ says so. Tests and the demo use them where the real data cannot be shipped.
 
 from __future__ import annotations
 
+import copy
+import functools
 import itertools
 from collections.abc import Callable
 
@@ -106,10 +108,18 @@ def make_synthetic(name: str, size: int | None = None, seed: int = 0, subset: st
     """A deterministic synthetic twin of ``name`` (``size`` rows, or images for Multi30K)."""
     if name not in GENERATORS:
         raise ValueError(f"no synthetic twin for {name!r}; available: {sorted(GENERATORS)}")
-    generate, default_size = GENERATORS[name]
-    size = default_size if size is None else int(size)
+    size = GENERATORS[name][1] if size is None else int(size)
     if size < 1:
         raise ValueError(f"size must be positive, got {size}")
+    # a copy of this process's one build: the same rows every time (drawing and encoding 480 images took
+    # 0.2 s at each load, and a Space, a sweep or a test suite loads the same twins again and again); a copy
+    # shares the Arrow table, so a caller's set_format never reaches the next caller
+    return copy.deepcopy(_built(name, size, seed, subset))
+
+
+@functools.lru_cache(maxsize=16)
+def _built(name: str, size: int, seed: int, subset: str | None) -> datasets.Dataset:
+    generate, _ = GENERATORS[name]
     columns = generate(size, np.random.default_rng(seed), seed, subset)
     return columns_to_dataset(columns, (
         f"SYNTHETIC twin of {name} made by vlfair (seed={seed}, size={size}): labels drawn from the real "
