@@ -353,6 +353,25 @@ def test_synthetic_twins():
     assert len(cells) == 14 and balanced_sample(twin, 18).num_rows == 14 * 18
 
 
+def test_a_synthetic_twin_is_built_once_a_process_and_each_load_is_a_copy_of_its_own(monkeypatch):
+    from vlfair.data import synthetic
+
+    built = []
+    generate, size = synthetic.GENERATORS["pfi"]
+    monkeypatch.setitem(synthetic.GENERATORS, "pfi", (lambda *args: built.append(args) or generate(*args), size))
+    synthetic._built.cache_clear()
+    try:
+        first = vlfair.load_dataset("synthetic:pfi")
+        first.set_format("numpy")  # in place: on this copy only
+        second = vlfair.load_dataset("synthetic:pfi")
+        assert len(built) == 1 and second.format["type"] is None
+        assert second["name"] == first.with_format(None)["name"] and isinstance(second[0]["name"], str)
+        vlfair.load_dataset("synthetic:pfi", seed=1)
+        assert len(built) == 2  # another seed is another twin
+    finally:
+        synthetic._built.cache_clear()  # the next test builds with the real generator
+
+
 def test_imagefolder(tmp_path):
     _placeholders(tmp_path, ["x/1.png", "x/2.png"])
     (tmp_path / "metadata.jsonl").write_text('{"file_name": "x/1.png", "group": "a"}\n{"file_name": "x/2.png", "group": "b"}\n')
