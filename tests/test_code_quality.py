@@ -88,3 +88,25 @@ def test_importing_vlfair_and_drawing_leaves_matplotlib_s_backend_alone():
     result = _tool(sys.executable, "-c", code)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["svg", "svg"]
+
+
+def _loads_code_unless_told(call: ast.Call) -> bool:
+    """A ``from_pretrained`` whose class may run a checkpoint's own code: an Auto class, a diffusers
+    pipeline, or any receiver that is not a plain concrete class (``(auto_class or AutoModel)``)."""
+    receiver = call.func.value  # type: ignore[attr-defined]
+    name = receiver.id if isinstance(receiver, ast.Name) else \
+        receiver.attr if isinstance(receiver, ast.Attribute) else None
+    return name is None or name.startswith("Auto") or name == "DiffusionPipeline"
+
+
+def test_every_loader_says_whether_a_checkpoint_s_code_may_run():
+    """trust_remote_code is passed at every load that could run code: left unset, transformers asks on
+    stdin (a "y" piped in runs the checkpoint's file), so no loader may leave the choice to it."""
+    unsaid = []
+    for path in sorted((ROOT / "vlfair").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "from_pretrained" and _loads_code_unless_told(node) \
+                    and not any(keyword.arg == "trust_remote_code" for keyword in node.keywords):
+                unsaid.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert unsaid == []

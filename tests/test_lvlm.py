@@ -185,6 +185,39 @@ def test_what_the_scorer_cannot_use_is_one_line_from_the_cli(llava, tmp_path, ca
     assert not (tmp_path / "run" / "results.json").exists()
 
 
+def test_a_checkpoint_s_own_code_never_runs_even_when_stdin_says_yes(llava, tmp_path, capsys, monkeypatch):
+    """A config naming its own code (auto_map, a model_type transformers does not know): left to
+    transformers, trust_remote_code unset asks on stdin and a "y" runs the file. lvlm: passes False at
+    every load: one line naming the model, exit 2, the file never imported."""
+    import io
+    import json
+
+    from vlfair.cli import main
+
+    custom = tmp_path / "custom-llava"
+    shutil.copytree(llava, custom)
+    config = json.loads((custom / "config.json").read_text())
+    config["model_type"] = "custom_llava"
+    config["auto_map"] = {"AutoConfig": "custom.CustomConfig", "AutoModelForImageTextToText": "custom.CustomModel"}
+    (custom / "config.json").write_text(json.dumps(config))
+    ran = tmp_path / "the-checkpoint-s-code-ran"
+    (custom / "custom.py").write_text(
+        f"open({str(ran)!r}, 'w').close()\nfrom transformers import LlavaConfig, LlavaForConditionalGeneration\n"
+        "class CustomConfig(LlavaConfig):\n    model_type = 'custom_llava'\n"
+        "class CustomModel(LlavaForConditionalGeneration):\n    config_class = CustomConfig\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n" * 10))  # as `echo y | vlfair run ...`
+    with pytest.raises(GenerativeModelError, match="ships Python code of its own"):
+        GenerativeScorer.load(f"lvlm:{custom}")
+    capsys.readouterr()
+    code = main(["run", "traits", "--model", f"lvlm:{custom}", "--dataset", "synthetic:fairface", "--per-cell", "2",
+                 "--quiet", "--out", str(tmp_path / "run")])
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and error.splitlines() == [
+        f"vlfair run: model '{custom}' ships Python code of its own (its config names it in auto_map); lvlm: runs "
+        "no code from a checkpoint, only transformers' own classes"], error
+    assert not ran.exists() and not (tmp_path / "run").exists()
+
+
 def test_inputs_go_to_the_device_of_the_token_embeddings(scorer):
     """Under device_map="auto" the first parameter (the vision tower's) and the token embeddings may sit
     on different GPUs: the prompt's tokens must go where the embeddings are."""

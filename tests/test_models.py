@@ -219,6 +219,25 @@ def test_trust_remote_code_only_when_passed(clip_dir, monkeypatch):
     assert seen == [(False, True), (True, True)]
 
 
+def test_an_encoder_s_own_code_is_refused_in_one_line_naming_the_model(tmp_path, clip_dir, monkeypatch):
+    """A checkpoint whose config names its own code: without trust_remote_code=True vlfair refuses it in one
+    line (not transformers' three, which show a local folder as an https://hf.co/ link), asking no one."""
+    import io
+
+    custom = shutil.copytree(clip_dir, tmp_path / "custom-clip")
+    config = json.loads((custom / "config.json").read_text())
+    config.update(model_type="custom_clip", auto_map={"AutoConfig": "custom.CustomConfig", "AutoModel": "custom.Custom"})
+    (custom / "config.json").write_text(json.dumps(config))
+    ran = tmp_path / "the-checkpoint-s-code-ran"
+    (custom / "custom.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n" * 10))
+    with pytest.raises(ValueError) as refused:
+        vlfair.load_encoder(str(custom))
+    assert str(refused.value) == (f"model '{custom}' ships Python code of its own (its config names it in auto_map); "
+                                  "vlfair runs it only when asked: vlfair.load_encoder(..., trust_remote_code=True)")
+    assert not ran.exists()
+
+
 def test_revision_changes_when_local_weights_change(tmp_path, clip_dir):
     copy = shutil.copytree(clip_dir, tmp_path / "clip")
     before = vlfair.load_encoder(str(copy)).revision

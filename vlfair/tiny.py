@@ -466,7 +466,8 @@ def qwen2_vl_processor(path: str | Path) -> Any:
             return super().check_argument_for_proper_class(argument_name, argument)
 
     return ImagesOnlyQwen2VLProcessor(image_processor=Qwen2VLImageProcessorPil.from_pretrained(path),
-                                      tokenizer=AutoTokenizer.from_pretrained(path), video_processor=None,
+                                      tokenizer=AutoTokenizer.from_pretrained(path, trust_remote_code=False),
+                                      video_processor=None,
                                       chat_template=(Path(path) / "chat_template.jinja").read_text())
 
 

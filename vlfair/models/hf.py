@@ -13,7 +13,7 @@ import torch
 
 from vlfair.logging import get_logger, library_progress_bars
 from vlfair.models.base import Encoder, pick_device, pick_dtype
-from vlfair.models.hub import ModelNotFoundError, resolve_model
+from vlfair.models.hub import ModelNotFoundError, refusing_remote_code, resolve_model
 from vlfair.models.preprocessing import ImagePreprocessing
 
 logger = get_logger(__name__)
@@ -73,14 +73,15 @@ def load_pretrained(path: str, device: torch.device, dtype: torch.dtype, use_saf
     """``from_pretrained`` with vlfair's safety and speed defaults, in eval mode on ``device``."""
     from transformers import AutoModel
 
-    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust_remote_code}
+    kwargs: dict[str, Any] = {"dtype": dtype}
     if use_safetensors:
         kwargs["use_safetensors"] = True
     if device.type == "cuda":
         kwargs["attn_implementation"] = "sdpa"
     logger.debug(f"loading {path} ({dtype}, {device})")
     with library_progress_bars("transformers.utils.logging"):  # its "Loading weights" bar: --verbose only
-        return (auto_class or AutoModel).from_pretrained(path, **kwargs).to(device).eval()
+        return (auto_class or AutoModel).from_pretrained(path, trust_remote_code=trust_remote_code,
+                                                         **kwargs).to(device).eval()
 
 
 class HFEncoder(Encoder):
@@ -130,8 +131,10 @@ def load_hf(ref: str, *, device: str | torch.device = "auto", dtype: str | torch
     resolved = resolve_model(ref, revision, use_safetensors=use_safetensors)
     device = pick_device(device)
     dtype = pick_dtype(dtype, device)
+    refused = "vlfair runs it only when asked: vlfair.load_encoder(..., trust_remote_code=True)"
     try:
-        model = load_pretrained(resolved.path, device, dtype, use_safetensors, trust_remote_code)
+        with refusing_remote_code(ref, refused):
+            model = load_pretrained(resolved.path, device, dtype, use_safetensors, trust_remote_code)
     except OSError as exc:
         raise ModelNotFoundError(f"cannot load model weights of {ref!r} from {resolved.path}: {exc}") from None
     for method in ("get_image_features", "get_text_features"):
@@ -140,8 +143,10 @@ def load_hf(ref: str, *, device: str | torch.device = "auto", dtype: str | torch
                 f"{ref!r} loads as {type(model).__name__}, which has no {method}: "
                 "it is not an image-text dual encoder"
             )
+    with refusing_remote_code(ref, refused):
+        tokenizer = load_tokenizer(resolved.path, trust_remote_code)
+        preprocessing = load_image_preprocessing(resolved.path, trust_remote_code)
     return HFEncoder(
-        model, load_tokenizer(resolved.path, trust_remote_code),
-        load_image_preprocessing(resolved.path, trust_remote_code),
+        model, tokenizer, preprocessing,
         spec=spec or f"hf:{ref}", revision=resolved.revision, device=device, dtype=dtype,
     )

@@ -7,6 +7,7 @@ import contextvars
 import dataclasses
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 # Files a dual encoder needs; never TF/Flax/ONNX weights, and pickled .bin weights only on request.
@@ -19,6 +20,20 @@ _PICKLED_WEIGHTS = ["pytorch_model*.bin", "pytorch_model.bin.index.json"]
 
 class ModelNotFoundError(OSError):
     """The model is neither a local directory nor obtainable from the Hub (cache or network)."""
+
+
+@contextlib.contextmanager
+def refusing_remote_code(name: str, how: str, error: type[ValueError] = ValueError) -> Iterator[None]:
+    """The refusal by transformers of a checkpoint's own code, met inside (``trust_remote_code=False`` and a config
+    whose ``auto_map`` names a file of the checkpoint's), raised as one ``error`` line naming the model and
+    saying ``how`` it could run; any other error as it is. transformers' own text spans three lines and
+    shows a local folder as an "https://hf.co/" link."""
+    try:
+        yield
+    except ValueError as refused:
+        if "trust_remote_code" not in str(refused):
+            raise
+        raise error(f"model {name!r} ships Python code of its own (its config names it in auto_map); {how}") from None
 
 
 @dataclasses.dataclass(frozen=True)

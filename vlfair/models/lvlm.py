@@ -93,12 +93,16 @@ class GenerativeScorer:
         import torch
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
-        from vlfair.models.hub import resolve_model
+        from vlfair.models.hub import refusing_remote_code, resolve_model
 
         name = spec.removeprefix("lvlm:")
         # a local directory, the Hub cache, or a download, as encoders load
         resolved = resolve_model(name, revision, use_safetensors=use_safetensors)
-        config = AutoConfig.from_pretrained(resolved.path)
+        # trust_remote_code=False at every load, never left to transformers: left unset, a checkpoint whose
+        # config names its own code (auto_map) makes transformers ask on stdin, and a "y" there runs it
+        with refusing_remote_code(name, "lvlm: runs no code from a checkpoint, only transformers' own classes",
+                                  GenerativeModelError):
+            config = AutoConfig.from_pretrained(resolved.path, trust_remote_code=False)
         if type(config) not in AutoModelForImageTextToText._model_mapping:
             raise GenerativeModelError(f"model {name!r} is a {type(config).__name__.removesuffix('Config')} model, "
                                        "not a generative vision-language model (AutoModelForImageTextToText does not "
@@ -109,11 +113,12 @@ class GenerativeScorer:
         with library_progress_bars("transformers.utils.logging"):  # its "Loading weights" bar: --verbose only
             model = AutoModelForImageTextToText.from_pretrained(resolved.path, dtype=dtype or torch.float32,
                                                                 use_safetensors=use_safetensors or None,
-                                                                device_map=device_map)
+                                                                device_map=device_map, trust_remote_code=False)
         model.eval()
         if device is not None and device_map is None:
             model.to(device)
-        return cls(model, AutoProcessor.from_pretrained(resolved.path), spec, revision=resolved.revision)
+        return cls(model, AutoProcessor.from_pretrained(resolved.path, trust_remote_code=False), spec,
+                   revision=resolved.revision)
 
     # ---- text --------------------------------------------------------------------------------
     def prompt(self, question: str) -> str:

@@ -52,7 +52,8 @@ class DiffusersGenerator:
         # "Loading pipeline components", and transformers' "Loading weights" of its text encoder: --verbose only
         with library_progress_bars("diffusers.utils.logging", "transformers.utils.logging"):
             self.pipeline = DiffusionPipeline.from_pretrained(resolved.path, dtype=self.dtype,
-                                                              use_safetensors=use_safetensors).to(self.device)
+                                                              use_safetensors=use_safetensors,
+                                                              trust_remote_code=False).to(self.device)
         if hasattr(self.pipeline, "set_progress_bar_config"):
             self.pipeline.set_progress_bar_config(disable=True)
         self.steps, self.guidance, self.size, self.batch_size = steps, guidance, size, batch_size

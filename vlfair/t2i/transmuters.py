@@ -94,7 +94,7 @@ class MLMTransmuter:
 
         resolved = resolve_model(model)
         self.spec, self.revision = model, resolved.revision
-        self.tokenizer = AutoTokenizer.from_pretrained(resolved.path)
+        self.tokenizer = AutoTokenizer.from_pretrained(resolved.path, trust_remote_code=False)
         # the encoders' loader: safetensors (all resolve_model fetched), its "Loading weights" bar only under --verbose
         self.model = load_pretrained(resolved.path, torch.device(device), torch.float32, use_safetensors=True,
                                      trust_remote_code=False, auto_class=AutoModelForMaskedLM)
