@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -19,8 +20,21 @@ T = TypeVar("T")
 MB = 2**20
 
 
+def without_paths(text: str) -> str:
+    """``text`` with absolute file paths replaced: errors shown to visitors do not map the server. A path
+    glued to a URL's host counts too: transformers shows a local folder as "https://hf.co//root/.cache/...",
+    whose path the lookbehind below (not inside a URL's own path) would otherwise let through."""
+    text = re.sub(r"\b[a-z][\w+.-]*://[^\s/]*/(?=/)", "", text)  # the URL before a path glued to it
+    # two parts at least (/tmp/x, /root/.cache/...): a lone "/y" in what a visitor typed is shown as typed
+    return re.sub(r"(?<![\w.:/])/(?:[\w.@+-]+/)+[\w.@+-]+", "<server path>", text)
+
+
 class SpaceInputError(ValueError):
-    """A request the Space refuses; the message is shown to the user as is."""
+    """A request the Space refuses; the message is shown to the user as is, without the server's paths
+    (whatever raised it: a library's message may name the server's cache or temporary folders)."""
+
+    def __init__(self, message: str):
+        super().__init__(without_paths(message))
 
 
 @dataclasses.dataclass(frozen=True)

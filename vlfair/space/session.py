@@ -62,11 +62,6 @@ def encoder_choices(hub: bool) -> list[str]:
     return [label for label, choice in ENCODERS.items() if hub or not choice.needs_hub]
 
 
-def without_paths(text: str) -> str:
-    """``text`` with absolute file paths replaced: errors shown to visitors do not map the server."""
-    return re.sub(r"(?<![\w.:/])/(?:[\w.@+-]+/)*[\w.@+-]+", "<server path>", text)
-
-
 class EncoderPool:
     """Loaded encoders, kept between requests (loading a Hub model takes longer than a small run)."""
 
@@ -118,7 +113,7 @@ class EncoderPool:
             with hub_only():  # a visitor's id resolves on the Hub only, never to a folder of the server
                 return load_encoder(spec, trust_remote_code=False)  # never from user input: no code from the Hub runs
         except (ModelNotFoundError, ValueError, OSError) as exc:
-            raise SpaceInputError(f"cannot load {spec}: {without_paths(str(exc))}") from None
+            raise SpaceInputError(f"cannot load {spec}: {exc}") from None
 
 
 # ---- data ----------------------------------------------------------------------------------
