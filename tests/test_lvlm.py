@@ -190,21 +190,12 @@ def test_a_checkpoint_s_own_code_never_runs_even_when_stdin_says_yes(llava, tmp_
     transformers, trust_remote_code unset asks on stdin and a "y" runs the file. lvlm: passes False at
     every load: one line naming the model, exit 2, the file never imported."""
     import io
-    import json
 
     from vlfair.cli import main
+    from vlfair.testing import checkpoint_with_its_own_code
 
-    custom = tmp_path / "custom-llava"
-    shutil.copytree(llava, custom)
-    config = json.loads((custom / "config.json").read_text())
-    config["model_type"] = "custom_llava"
-    config["auto_map"] = {"AutoConfig": "custom.CustomConfig", "AutoModelForImageTextToText": "custom.CustomModel"}
-    (custom / "config.json").write_text(json.dumps(config))
     ran = tmp_path / "the-checkpoint-s-code-ran"
-    (custom / "custom.py").write_text(
-        f"open({str(ran)!r}, 'w').close()\nfrom transformers import LlavaConfig, LlavaForConditionalGeneration\n"
-        "class CustomConfig(LlavaConfig):\n    model_type = 'custom_llava'\n"
-        "class CustomModel(LlavaForConditionalGeneration):\n    config_class = CustomConfig\n")
+    custom = checkpoint_with_its_own_code(llava, tmp_path / "custom-llava", ran, "AutoModelForImageTextToText")
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n" * 10))  # as `echo y | vlfair run ...`
     with pytest.raises(GenerativeModelError, match="ships Python code of its own"):
         GenerativeScorer.load(f"lvlm:{custom}")

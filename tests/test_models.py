@@ -224,12 +224,8 @@ def test_an_encoder_s_own_code_is_refused_in_one_line_naming_the_model(tmp_path,
     line (not transformers' three, which show a local folder as an https://hf.co/ link), asking no one."""
     import io
 
-    custom = shutil.copytree(clip_dir, tmp_path / "custom-clip")
-    config = json.loads((custom / "config.json").read_text())
-    config.update(model_type="custom_clip", auto_map={"AutoConfig": "custom.CustomConfig", "AutoModel": "custom.Custom"})
-    (custom / "config.json").write_text(json.dumps(config))
     ran = tmp_path / "the-checkpoint-s-code-ran"
-    (custom / "custom.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    custom = testing.checkpoint_with_its_own_code(clip_dir, tmp_path / "custom-clip", ran, "AutoModel")
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n" * 10))
     with pytest.raises(ValueError) as refused:
         vlfair.load_encoder(str(custom))

@@ -177,9 +177,6 @@ def test_hub_model_that_cannot_be_loaded_is_a_clear_message(monkeypatch):
 def test_no_server_path_reaches_a_visitor_whatever_raised_the_error(tmp_path, clip_dir, monkeypatch):
     """Every refusal a visitor reads is a SpaceInputError, which drops the server's paths from any message,
     a library's included: transformers shows a local folder as "https://hf.co//root/.cache/..."."""
-    import json
-    import shutil
-
     import huggingface_hub
 
     from test_models import _fake_hub_repo
@@ -193,10 +190,8 @@ def test_no_server_path_reaches_a_visitor_whatever_raised_the_error(tmp_path, cl
     kept = "see https://huggingface.co/org/name, labels.csv or 3/4"  # a Hub link, a file name: not the server's
     assert str(SpaceInputError(kept)) == kept
     # a visitor's id whose checkpoint (here in the Space's Hub cache) names its own code
-    custom = shutil.copytree(clip_dir, tmp_path / "build" / "custom")
-    config = json.loads((custom / "config.json").read_text())
-    (custom / "config.json").write_text(json.dumps({**config, "model_type": "custom_clip",
-                                                    "auto_map": {"AutoConfig": "custom.C", "AutoModel": "custom.M"}}))
+    ran = tmp_path / "the-checkpoint-s-code-ran"
+    custom = testing.checkpoint_with_its_own_code(clip_dir, tmp_path / "build" / "custom", ran, "AutoModel")
     _fake_hub_repo(tmp_path / "hub", "acme/custom-clip", custom, "b" * 40)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     with pytest.raises(SpaceInputError) as refused:
@@ -204,6 +199,7 @@ def test_no_server_path_reaches_a_visitor_whatever_raised_the_error(tmp_path, cl
     assert str(refused.value) == ("cannot load acme/custom-clip: model 'acme/custom-clip' ships Python code of its own "
                                   "(its config names it in auto_map); vlfair runs it only when asked: "
                                   "vlfair.load_encoder(..., trust_remote_code=True)")
+    assert not ran.exists()
 
 
 def test_data_choices_per_probe(monkeypatch, tmp_path):

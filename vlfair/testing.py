@@ -19,7 +19,7 @@ from vlfair.tiny import __all__ as _TINY
 from vlfair.tiny import qwen2_vl_processor
 
 __all__ = [*_TINY, "NUMBERS_KEYS", "assert_metrics_close", "assert_same_numbers", "assert_statistics_are_metrics",
-           "comparable_results", "qwen2_vl_processors_without_video"]
+           "checkpoint_with_its_own_code", "comparable_results", "qwen2_vl_processors_without_video"]
 
 
 def assert_metrics_close(actual: list[dict[str, Any]], expected: list[dict[str, Any]], rtol: float = 1e-5,
@@ -126,3 +126,19 @@ def qwen2_vl_processors_without_video() -> Iterator[None]:
 
     with mock.patch.object(AutoProcessor, "from_pretrained", from_pretrained):
         yield
+
+
+def checkpoint_with_its_own_code(source: str | Path, target: str | Path, ran: Path, auto_class: str) -> Path:
+    """A copy of the checkpoint ``source`` in ``target`` whose config names a file of its own (``auto_map``,
+    a ``model_type`` transformers does not know) for ``AutoConfig`` and ``auto_class``; importing that file
+    creates ``ran``, so a test can tell whether the checkpoint's code ever ran."""
+    import shutil
+
+    copy = Path(shutil.copytree(source, target))
+    config = json.loads((copy / "config.json").read_text())
+    config.update(model_type=f"custom_{config['model_type']}",
+                  auto_map={"AutoConfig": "custom.CustomConfig", auto_class: "custom.CustomModel"})
+    (copy / "config.json").write_text(json.dumps(config))
+    (copy / "custom.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    return copy
+

@@ -13,7 +13,7 @@ import torch
 
 from vlfair.models.base import Encoder
 from vlfair.models.hf import HFEncoder, load_hf
-from vlfair.models.hub import ModelNotFoundError, is_local_directory
+from vlfair.models.hub import ModelNotFoundError, is_local_directory, refusing_remote_code
 from vlfair.models.mclip import MCLIPEncoder, load_mclip
 from vlfair.models.preprocessing import ImagePreprocessing, UnsupportedPreprocessing
 
@@ -88,8 +88,11 @@ def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | to
         ModelNotFoundError: not a directory, not cached, and the Hub is offline or unreachable.
     """
     prefix, ref = parse_spec(spec)
-    return BACKENDS[prefix](ref, device=device, dtype=dtype, revision=revision,
-                            trust_remote_code=trust_remote_code, use_safetensors=use_safetensors, spec=spec)
+    # every backend's loads (a plugin's too): a checkpoint that names its own code, refused by transformers
+    # under trust_remote_code=False, is said in one line naming the model
+    with refusing_remote_code(ref, "vlfair runs it only when asked: vlfair.load_encoder(..., trust_remote_code=True)"):
+        return BACKENDS[prefix](ref, device=device, dtype=dtype, revision=revision,
+                                trust_remote_code=trust_remote_code, use_safetensors=use_safetensors, spec=spec)
 
 
 __all__ = [

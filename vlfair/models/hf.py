@@ -13,7 +13,7 @@ import torch
 
 from vlfair.logging import get_logger, library_progress_bars
 from vlfair.models.base import Encoder, pick_device, pick_dtype
-from vlfair.models.hub import ModelNotFoundError, refusing_remote_code, resolve_model
+from vlfair.models.hub import ModelNotFoundError, resolve_model
 from vlfair.models.preprocessing import ImagePreprocessing
 
 logger = get_logger(__name__)
@@ -131,10 +131,8 @@ def load_hf(ref: str, *, device: str | torch.device = "auto", dtype: str | torch
     resolved = resolve_model(ref, revision, use_safetensors=use_safetensors)
     device = pick_device(device)
     dtype = pick_dtype(dtype, device)
-    refused = "vlfair runs it only when asked: vlfair.load_encoder(..., trust_remote_code=True)"
     try:
-        with refusing_remote_code(ref, refused):
-            model = load_pretrained(resolved.path, device, dtype, use_safetensors, trust_remote_code)
+        model = load_pretrained(resolved.path, device, dtype, use_safetensors, trust_remote_code)
     except OSError as exc:
         raise ModelNotFoundError(f"cannot load model weights of {ref!r} from {resolved.path}: {exc}") from None
     for method in ("get_image_features", "get_text_features"):
@@ -143,10 +141,8 @@ def load_hf(ref: str, *, device: str | torch.device = "auto", dtype: str | torch
                 f"{ref!r} loads as {type(model).__name__}, which has no {method}: "
                 "it is not an image-text dual encoder"
             )
-    with refusing_remote_code(ref, refused):
-        tokenizer = load_tokenizer(resolved.path, trust_remote_code)
-        preprocessing = load_image_preprocessing(resolved.path, trust_remote_code)
     return HFEncoder(
-        model, tokenizer, preprocessing,
+        model, load_tokenizer(resolved.path, trust_remote_code),
+        load_image_preprocessing(resolved.path, trust_remote_code),
         spec=spec or f"hf:{ref}", revision=resolved.revision, device=device, dtype=dtype,
     )
