@@ -146,6 +146,69 @@ def _earlier(run: Path, out: Path) -> dict[str, bytes]:
     return _files(out)
 
 
+# ---- issue 43, LOSS 4: a command that fails after measuring leaves --out as it was ----------------
+def _failing(monkeypatch, how: str) -> None:
+    """Every run made from here on fails as ``how`` says, the way a measure that cannot compute leaves it."""
+    import vlfair.probes
+
+    finish_run = vlfair.probes.finish_run
+
+    def failing(*args, **kwargs):
+        run = finish_run(*args, **kwargs)
+        if how == "a null value":
+            run.results["metrics"][1]["value"] = None
+        else:  # nothing measured: every metric left out, with the probe's warning of why
+            run.results["metrics"] = []
+            run.results["warnings"].append("every cell had fewer than 2 rows")
+        return run
+
+    monkeypatch.setattr(vlfair.probes, "finish_run", failing)
+
+
+@pytest.mark.parametrize("how", ["a null value", "nothing measured"])
+@pytest.mark.parametrize("command", ["run", "rescore"])
+@pytest.mark.parametrize("before", ["an earlier run", "no folder"])
+def test_a_command_that_fails_after_measuring_leaves_out_as_it_was_and_keeps_the_run_beside_it(
+        base_run, clip_dir, cache, tmp_path, capsys, monkeypatch, how, command, before):
+    out = tmp_path / "out"
+    earlier = _earlier(base_run, out) if before == "an earlier run" else None
+    _failing(monkeypatch, how)
+    argv = (["run", "professions", "--model", str(clip_dir), "--dataset", "synthetic:professions", "--cache-dir",
+             str(cache), *FAST] if command == "run" else ["rescore", str(base_run)])
+    code, err = _cli(capsys, *argv, "--out", str(out))
+    err = err.splitlines()[-1]  # after the run's own warnings (a run's, not a rescore's)
+    assert code == 2 and err.startswith(f"vlfair {command}: ")
+    assert ("values came out null" if how == "a null value" else "measured nothing") in err
+    assert f"this run is in {out}.failed, {out} was left as it was" in err
+    assert (_files(out) if out.exists() else None) == earlier  # the earlier run, byte for byte (or still no folder)
+    kept = json.loads((tmp_path / "out.failed" / "results.json").read_text())  # nothing measured is lost
+    assert kept["metrics"] == [] if how == "nothing measured" else kept["metrics"][1]["value"] is None
+    assert _staged(out) == []
+
+
+def test_a_failed_run_that_cannot_be_set_aside_still_leaves_out_as_it_was(base_run, clip_dir, cache, tmp_path,
+                                                                          capsys, monkeypatch):
+    out, aside = tmp_path / "out", tmp_path / "out.failed"
+    earlier = _earlier(base_run, out)
+    aside.mkdir()
+    (aside / "notes.txt").write_text("a person's file")
+    _failing(monkeypatch, "a null value")
+    code, err = _cli(capsys, "rescore", str(base_run), "--out", str(out))
+    assert code == 2 and "values came out null" in err and f"the run could not be kept (--out {aside} holds files" in err
+    assert err.endswith(f"{out} was left as it was") and _files(out) == earlier
+    assert _files(aside) == {"notes.txt": b"a person's file"}
+
+
+def test_a_run_that_succeeds_after_a_failed_one_goes_to_out(base_run, clip_dir, cache, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        _failing(patch, "nothing measured")
+        assert _cli(capsys, "rescore", str(base_run), "--out", str(out))[0] == 2
+    assert not out.exists()
+    assert _cli(capsys, "rescore", str(base_run), "--out", str(out))[0] == 0
+    assert json.loads((out / "results.json").read_text())["metrics"]
+
+
 # ---- 5, 19: a run's folder is written as a whole, by one writer -------------------------------
 def test_a_run_killed_while_writing_leaves_the_earlier_run_whole(base_run, clip_dir, cache, tmp_path):
     out = tmp_path / "out"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import json
 import os
 import sys
 from pathlib import Path
@@ -73,7 +72,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from vlfair.probes import probe_class, run_probe
+    from vlfair.probes import measure_probe, probe_class
 
     probe = probe_class(args.probe)
     settings = _parse_sets(args.set)
@@ -93,13 +92,16 @@ def _run(args: argparse.Namespace) -> int:
 
     refuse_generative(probe, args.model)  # before a generative model's weights load (or download)
     encoder = load_encoder(args.model, dtype=args.dtype)
-    results = run_probe(args.probe, encoder, dataset, args.out, split=args.split, subset=args.subset,
-                        limit=args.limit, batch_size=args.batch_size, settings=settings or None,
-                        cache_dir=args.cache_dir or "default")
+    run = measure_probe(args.probe, encoder, dataset, split=args.split, subset=args.subset, limit=args.limit,
+                        batch_size=args.batch_size, settings=settings or None, cache_dir=args.cache_dir or "default")
+    failure = _write_run(run, Path(args.out))
+    results = run.results
     from vlfair.distributed import current_world
 
     if current_world().is_main:
-        log.info(f"{args.probe}: {len(results['metrics'])} metrics -> {args.out}/results.json, {args.out}/report.html")
+        if not failure:
+            log.info(f"{args.probe}: {len(results['metrics'])} metrics -> {args.out}/results.json, "
+                     f"{args.out}/report.html")
         if results["published"]:
             within = [e["within_ci"] for e in results["published"] if e["within_ci"] is not None]
             log.info(f"  published vs this run: {len(results['published'])} cells of "
@@ -107,16 +109,29 @@ def _run(args: argparse.Namespace) -> int:
                   + (f"; {sum(within)} of {len(within)} inside this run's CI" if within else ""))
         for warning in results["warnings"]:
             log.warning(warning)
-    if not results["metrics"]:  # a run that measured nothing is a failure, whatever it wrote
-        warnings = results["warnings"]
-        more = f"; and {len(warnings) - 3} more warnings, in results.json" if len(warnings) > 3 else ""
-        raise UserError("measured nothing (" + ("; ".join(warnings[:3]) or "no metric came out") + more + ")")
-    nulls = [m for m in results["metrics"] if m["value"] is None]
-    if nulls:  # written (nothing is lost), but not a result to build on
-        first = nulls[0]
-        raise UserError(f"{len(nulls)} of {len(results['metrics'])} values came out null (e.g. {first['name']} "
-                        f"{json.dumps(first['subset'])}); see the warnings and {args.out}/results.json")
+    if failure:
+        raise UserError(failure)
     return 0
+
+
+FAILED = ".failed"  # beside --out: a run that is no result to build on (ProbeRun.failure)
+
+
+def _write_run(run: Any, out: Path) -> str | None:
+    """Write ``run`` into ``out``; a run that failed (:meth:`ProbeRun.failure`) goes beside it, into
+    ``OUT.failed``, so a failed command leaves an earlier run in ``out`` as it was and loses nothing it
+    measured. Returns the failure, saying where the run went, or None."""
+    failure = run.failure()
+    if failure is None:
+        run.write(out)
+        return None
+    aside = out.with_name(out.name + FAILED)
+    try:
+        _check_out_dir(aside)
+    except UserError as exc:  # nowhere to set it aside: said, and --out is still left as it was
+        return f"{failure}; the run could not be kept ({exc}); {out} was left as it was"
+    run.write(aside)
+    return f"{failure}; this run is in {aside}, {out} was left as it was"
 
 
 def _check_out_dir(out: Path, kind: OutputKind | None = None) -> None:
@@ -314,14 +329,18 @@ def _parse_sets(items: list[str] | None) -> dict[str, Any]:
 
 
 def _rescore(args: argparse.Namespace) -> int:
-    from vlfair.compare import rescore
+    from vlfair.compare.rescore import rescored
 
     out, run = Path(args.out), Path(args.run)
     run = run.parent if run.name == "results.json" else run  # the run's folder, however it was named
     if out.resolve() == run.resolve():
         raise UserError(f"--out {out} is the run's own folder: its results would be replaced; give another folder")
     _check_out_dir(out)
-    results = rescore(run, out, _parse_sets(args.set))
+    rescored_run = rescored(run, _parse_sets(args.set))
+    failure = _write_run(rescored_run, out)
+    if failure:
+        raise UserError(failure)
+    results = rescored_run.results
     log.info(f"{results['probe']}: {len(results['metrics'])} metrics recomputed from "
              f"{run / results['samples']['file']} -> {out}/results.json, {out}/report.html")
     return 0

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vlfair.compare.runs import RunError, load_run
 from vlfair.defaults import INTERVAL_SETTINGS
+
+if TYPE_CHECKING:  # the probes (and their imports) load when a rescore runs, not with the CLI's help
+    from vlfair.probes import ProbeRun
 
 # What a rescore may change: the intervals' settings, and the seed of every resampling. Any other
 # setting changes what the model scored (a prompt, a temperature, a class list): that needs a new run.
@@ -25,6 +28,14 @@ def rescore(run_dir: str | Path, out_dir: str | Path | None, overrides: dict[str
         RunError: the run cannot be read, its probe's version changed, or an override is not
             one a rescore can apply.
     """
+    finished = rescored(run_dir, overrides)
+    if out_dir is not None:
+        finished.write(out_dir)
+    return finished.results
+
+
+def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None) -> ProbeRun:
+    """The run in ``run_dir`` recomputed from its samples (:func:`rescore`), not yet written."""
     from vlfair.probes import ProbeError, finish_run, probe_class
 
     run = load_run(run_dir)
@@ -55,11 +66,8 @@ def rescore(run_dir: str | Path, out_dir: str | Path | None, overrides: dict[str
     output.notes.append("Rescored from samples.parquet (vlfair rescore): figures drawn from the images or the model "
                         "themselves (median images, Grad-CAM, generated images) are in the original run's report.")
     run_settings = {key: results["settings"].get(key) for key in ("schema", "limit")}
-    finished = finish_run(probe, output, results["model"], results["dataset"], results.get("skipped_rows", []),
-                          run_settings)
-    if out_dir is not None:
-        finished.write(out_dir)
-    return finished.results
+    return finish_run(probe, output, results["model"], results["dataset"], results.get("skipped_rows", []),
+                      run_settings)
 
 
-__all__ = ["RESCORE_SETTINGS", "rescore"]
+__all__ = ["RESCORE_SETTINGS", "rescore", "rescored"]

@@ -164,6 +164,21 @@ class ProbeRun:
                               f"vlfair {self.name} probe")
         return Path(out_dir) / "report.html"
 
+    def failure(self) -> str | None:
+        """Why this run is not a result to build on, or None: it measured nothing, or some of its
+        values came out null (the CLI then writes it beside ``--out``, never over an earlier run)."""
+        metrics = self.results["metrics"]
+        if not metrics:
+            warnings = self.results["warnings"]
+            more = f"; and {len(warnings) - 3} more warnings, in results.json" if len(warnings) > 3 else ""
+            return "measured nothing (" + ("; ".join(warnings[:3]) or "no metric came out") + more + ")"
+        nulls = [m for m in metrics if m["value"] is None]
+        if nulls:
+            first = nulls[0]
+            return (f"{len(nulls)} of {len(metrics)} values came out null (e.g. {first['name']} "
+                    f"{json.dumps(first['subset'])}; see the run's warnings)")
+        return None
+
 
 def refuse_generative(probe: Any, model: Any) -> None:
     """A generative model (an ``lvlm:`` spec, before its weights load, or a loaded one) for a probe
