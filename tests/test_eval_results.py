@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -197,7 +198,11 @@ def test_a_hub_model_is_named_by_its_repository(runs):
     assert record["model_info"]["additional_details"]["model_availability"] == "open_weights"
     assert record["evaluation_id"].startswith("vlfair.traits/acme/clip-vit/")
     local = _results(runs["biased-traits"])["model"]
-    assert model_repo_id(local) is None and model_slug(local) == "demo-world_biased"
+    assert model_repo_id(local) is None and re.fullmatch(r"demo-world_biased-[0-9a-f]{8}", model_slug(local))
+
+
+def _folder(runs, key: str) -> str:
+    return model_slug(_results(runs[key])["model"])
 
 
 def test_card_results_writes_entries_and_records_beside_the_model_index(runs, tmp_path, capsys):
@@ -212,12 +217,12 @@ def test_card_results_writes_entries_and_records_beside_the_model_index(runs, tm
     assert len(records) == 3 and all(f"# wrote {path}" in printed for path in records)
     for path in records:
         validate_record(json.loads(path.read_text()))
-    biased = out / "demo-world_biased" / ".eval_results"
+    biased = out / _folder(runs, "biased-traits") / ".eval_results"
     assert sorted(p.name for p in biased.iterdir()) == ["vlfair-professions.yaml", "vlfair-traits.yaml"]
-    assert sorted(p.name for p in (out / "demo-world_control" / ".eval_results").iterdir()) == ["vlfair-traits.yaml"]
+    control = out / _folder(runs, "control-traits") / ".eval_results"
+    assert sorted(p.name for p in control.iterdir()) == ["vlfair-traits.yaml"]
     results = _results(runs["control-traits"])
-    entries = parse_eval_result_entries(yaml.safe_load((out / "demo-world_control/.eval_results/vlfair-traits.yaml")
-                                                       .read_text()))
+    entries = parse_eval_result_entries(yaml.safe_load((control / "vlfair-traits.yaml").read_text()))
     assert [e.value for e in entries] == [m["value"] for m in results["metrics"]]
     assert {e.source_url for e in entries} == {TEMPLATE.format(record=record_name(results))}
     record = json.loads((out / "every_eval_ever" / record_name(results)).read_text())
@@ -229,14 +234,15 @@ def test_without_a_template_the_source_is_the_records_path_under_out(runs, tmp_p
     argv = ["card-results", str(runs["biased-traits"]), "--out", str(tmp_path), "--benchmark-repo", BENCHMARK]
     assert main(argv) == 0
     assert "give --source-url with {record}" in capsys.readouterr().out
-    entry = yaml.safe_load((tmp_path / "demo-world_biased/.eval_results/vlfair-traits.yaml").read_text())[0]
+    entry = yaml.safe_load((tmp_path / _folder(runs, "biased-traits") / ".eval_results/vlfair-traits.yaml")
+                           .read_text())[0]
     assert (tmp_path / entry["source"]["url"]).is_file()
 
 
 def test_two_runs_of_one_model_on_one_task_are_refused_before_anything_is_written(runs, tmp_path):
     first = _results(runs["biased-traits"])
     again = {**copy.deepcopy(first), "created": "2027-01-01T00:00:00+00:00"}
-    with pytest.raises(ValueError, match="two runs give demo-world_biased the task traits/trait_anova/"):
+    with pytest.raises(ValueError, match="two runs give demo-world_biased-[0-9a-f]{8} the task traits/trait_anova/"):
         write_card_results([first, again], tmp_path, BENCHMARK)
     assert not any(tmp_path.iterdir())
 
@@ -270,7 +276,7 @@ def test_a_second_card_results_into_one_folder_keeps_the_first_s_entries(runs, t
     for metric in other["metrics"]:
         metric["subset"] = {**metric["subset"], "trait": "kind/cruel"}
     write_card_results([first], tmp_path, BENCHMARK)
-    path = tmp_path / "demo-world_biased" / ".eval_results" / "vlfair-traits.yaml"
+    path = tmp_path / _folder(runs, "biased-traits") / ".eval_results" / "vlfair-traits.yaml"
     before = yaml.safe_load(path.read_text())
     write_card_results([other], tmp_path, BENCHMARK)
     after = yaml.safe_load(path.read_text())
@@ -279,3 +285,41 @@ def test_a_second_card_results_into_one_folder_keeps_the_first_s_entries(runs, t
     assert {item["dataset"]["task_id"] for item in before} <= set(tasks)
     write_card_results([other], tmp_path, BENCHMARK)  # the same run again: nothing doubles
     assert len(yaml.safe_load(path.read_text())) == len(after)
+
+
+@pytest.mark.parametrize("names", [("CLIP v2", "CLIP_v2"), ("clip_v2", "CLIP_v2"), ("CLIP/v2", "CLIP--v2"),
+                                   ("modèle", "mod le"), ("a" * 90 + "1", "a" * 90 + "2"), ("._x", "x")],
+                         ids=["space-underscore", "case", "slash", "accent", "long", "stripped"])
+@pytest.mark.parametrize("calls", ["one call", "two calls"])
+def test_models_whose_names_read_alike_in_a_path_keep_their_own_entries(runs, tmp_path, names, calls):
+    """Issue 43, LOSS 5: each model its own folder, whatever its name, on a filesystem blind to case too."""
+    made = []
+    for number, name in enumerate(names):
+        results = _results(runs["biased-traits"])
+        results["model"]["name"] = name
+        results["created"] = f"2027-01-0{number + 1}T00:00:00+00:00"
+        for metric in results["metrics"]:  # each model's own numbers
+            metric["value"] = None if metric["value"] is None else metric["value"] + number
+        made.append(results)
+    if calls == "one call":
+        write_card_results(made, tmp_path, BENCHMARK)
+    else:
+        for results in made:
+            write_card_results([results], tmp_path, BENCHMARK)
+    folders = [model_slug(results["model"]) for results in made]
+    assert len({folder.lower() for folder in folders}) == 2  # apart even where case is not
+    for results, folder in zip(made, folders):
+        entries = yaml.safe_load((tmp_path / folder / ".eval_results" / "vlfair-traits.yaml").read_text())
+        assert [e["value"] for e in entries] == [m["value"] for m in results["metrics"] if m["value"] is not None]
+    assert len(list((tmp_path / "every_eval_ever").iterdir())) == 2
+
+
+def test_a_plugin_probe_named_like_a_built_in_one_keeps_its_own_files_and_tasks(runs, tmp_path):
+    built_in = _results(runs["biased-traits"])
+    plugin = copy.deepcopy(built_in)
+    plugin["probe"], plugin["created"] = "Traits", "2027-01-01T00:00:00+00:00"
+    write_card_results([built_in, plugin], tmp_path, BENCHMARK)
+    files = sorted(p.name for p in (tmp_path / _folder(runs, "biased-traits") / ".eval_results").iterdir())
+    assert "vlfair-traits.yaml" in files and len(files) == 2
+    assert re.fullmatch(r"vlfair-traits-[0-9a-f]{8}\.yaml", next(f for f in files if f != "vlfair-traits.yaml"))
+    assert task_id("traits", "trait_anova", {}) != task_id("Traits", "trait_anova", {})

@@ -92,7 +92,15 @@ def _slug(value: Any) -> str:
 
 
 def _probe_slug(probe: str) -> str:
-    return _slug(probe).replace("_", "-")  # probes are named with "-" (word-influence), measures with "_"
+    """A probe's name in a file name or task id: itself where it is already one (every built-in probe); a
+    plugin's name that had to change ("word_influence", "Traits") also carries a short hash of itself, so
+    it never takes a built-in probe's files or tasks."""
+    slug = _slug(probe).replace("_", "-")  # probes are named with "-" (word-influence), measures with "_"
+    return slug if slug == probe else f"{slug}-{_short_hash(probe)}"
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
 
 
 def task_id(probe: str, metric: str, subset: dict[str, Any]) -> str:
@@ -135,13 +143,20 @@ def model_repo_id(model: dict[str, Any]) -> str | None:
     if (model.get("revision") or "").startswith("local-"):
         return None
     ref = spec.removeprefix("hf:").split("@", 1)[0]
-    return ref if _HUB_ID.match(ref) else None
+    return ref if _HUB_ID.match(ref) and "--" not in ref and ".." not in ref else None  # the Hub's own rules
 
 
 def model_slug(model: dict[str, Any]) -> str:
-    """A folder name for a model: its Hub id with ``/`` as ``--``, else its name for people."""
-    name = model_repo_id(model) or model.get("name") or model["spec"]
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name.replace("/", "--")).strip("._-") or _slug(name)
+    """A folder name for a model, one per model: its Hub id with ``/`` as ``--`` (a Hub id holds no
+    ``--``), else its name for people made safe for a path, and a short hash of the name itself, so two
+    names that read alike there ("CLIP v2", "CLIP_v2", "clip_v2" on a filesystem blind to case) never
+    share a folder and one model's entries never replace another's."""
+    repo = model_repo_id(model)
+    if repo:
+        return repo.replace("/", "--")
+    name = model.get("name") or model["spec"]
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:80].strip("._-") or "model"
+    return f"{readable}-{_short_hash(name)}"
 
 
 def record_name(results: dict[str, Any]) -> str:
