@@ -5,7 +5,6 @@ repository: identical runs counted once, ranks only within a family, in each mea
 from __future__ import annotations
 
 import copy
-import fnmatch
 import hashlib
 import json
 import math
@@ -76,6 +75,8 @@ class StandInHub:
         self.writable = True
         self.before_commit = None  # another person's push, landing between a look and a commit
         self.tokens: list = []  # the token of each download
+        self.downloaded: list[str] = []  # every file a download fetched
+        self.offline = False  # the Hub cannot be reached: reads get what the cache holds
 
     def add_repo(self, repo_id: str, kind: str = "dataset", files: dict[str, bytes] | None = None) -> dict:
         repo = {"files": dict(files or {}), "sha": hashlib.sha1(repo_id.encode()).hexdigest()}
@@ -138,17 +139,32 @@ class StandInHub:
             sha = hub.commit(repo_id, additions, parent_commit)
             return SimpleNamespace(commit_url=f"https://huggingface.co/datasets/{repo_id}/commit/{sha}")
 
-        def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=None, token=None, **kw):
+        def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=None, token=None,
+                              dry_run=False, local_files_only=False, **kw):
+            from huggingface_hub.errors import DryRunError, LocalEntryNotFoundError
+            from huggingface_hub.file_download import DryRunFileInfo
+            from huggingface_hub.utils import filter_repo_objects  # what the real one filters with
+
             hub.tokens.append(token)
             repo = hub._repo(repo_id, repo_type)
-            patterns = [allow_patterns] if isinstance(allow_patterns, str) else allow_patterns or ["*"]
+            assert revision in (None, repo["sha"]), "a read fetches at the commit it listed"
             root = hub.tmp_path / "hub-cache" / repo_id.replace("/", "--") / repo["sha"]
-            for path, data in repo["files"].items():
-                if any(fnmatch.fnmatch(path, pattern) for pattern in patterns):
-                    (root / path).parent.mkdir(parents=True, exist_ok=True)
-                    (root / path).write_bytes(data)
-            root.mkdir(parents=True, exist_ok=True)
-            return str(root)
+            if hub.offline or local_files_only:  # what the real one does without the Hub: the cached snapshot
+                if dry_run:
+                    raise DryRunError("Dry run cannot be performed as the repository cannot be accessed.")
+                if not root.is_dir():
+                    raise LocalEntryNotFoundError("cannot find the requested files in the disk cache")
+                return str(root)
+            paths = list(filter_repo_objects(sorted(repo["files"]), allow_patterns=allow_patterns))
+            if dry_run:
+                return [DryRunFileInfo(commit_hash=repo["sha"], file_size=len(repo["files"][path]), filename=path,
+                                       local_path=str(root / path), is_cached=(root / path).exists(),
+                                       will_download=not (root / path).exists()) for path in paths]
+            for path in paths:
+                hub.downloaded.append(path)
+                (root / path).parent.mkdir(parents=True, exist_ok=True)
+                (root / path).write_bytes(repo["files"][path])
+            return str(root)  # made only where a file was fetched, as a snapshot of no file may be
 
         def hf_hub_download(repo_id, filename, *, repo_type=None, revision=None, **kw):
             target = hub.tmp_path / "hub-files" / repo_id.replace("/", "--") / filename
@@ -409,6 +425,44 @@ def test_a_bad_file_on_the_hub_is_named_by_its_repository_path(hub, runs, tmp_pa
     assert main(["leaderboard", f"hf://datasets/{REPO}", "--out", str(tmp_path / "b.csv")]) == 0
     err = capsys.readouterr().err
     assert f"skipped hf://datasets/{REPO}/runs/someone/else/results.json: " in err and "hub-cache" not in err
+
+
+# Issue 43, SECURITY 2: a board read downloads each file only within its cap, and so much in all
+@pytest.mark.parametrize("planted", ["a results.json over its cap", "more than a board read takes"])
+def test_a_board_read_downloads_no_file_over_its_cap_and_names_what_it_left(hub, runs, tmp_path, capsys,
+                                                                           monkeypatch, planted):
+    from vlfair.report import hub as hub_module
+
+    assert main(["push-results", str(runs / "fair"), "--repo", REPO]) == 0
+    files = hub.repos[("dataset", REPO)]["files"]
+    if planted == "a results.json over its cap":
+        monkeypatch.setattr(hub_module, "BOARD_FILES", (hub_module.Wanted(hub_module.RESULTS_PATTERN, 10_000),))
+        files["runs/x/y/huge--0/results.json"] = b" " * 10_001
+        said = f"hf://datasets/{REPO}/runs/x/y/huge--0/results.json: 10,001 bytes, larger than any results.json"
+    else:
+        board_bytes = sum(len(data) for path, data in files.items() if path.endswith("/results.json"))
+        monkeypatch.setattr(hub_module, "MAX_BOARD_BYTES", board_bytes)  # every file there now, and no more
+        for i in range(3):
+            files[f"runs/z/{i}/results.json"] = b"{}"  # sorted after the others: the ones left out
+        said = f"hf://datasets/{REPO}: 3 more files (runs/z/0/results.json and on) not downloaded"
+    hub.downloaded.clear()
+    assert main(["leaderboard", f"hf://datasets/{REPO}", "--out", str(tmp_path / "b.csv")]) == 0
+    assert said in capsys.readouterr().err
+    assert not {path for path in hub.downloaded if "huge" in path or path.startswith("runs/z/")}
+    assert read_table(tmp_path / "b.csv")["run"].nunique() == 1  # the run pushed is read, the rest left out
+
+
+def test_a_board_read_offline_reads_the_cached_copy_and_downloads_nothing(hub, runs, tmp_path, capsys):
+    assert main(["push-results", str(runs / "fair"), "--repo", REPO]) == 0
+    assert main(["leaderboard", f"hf://datasets/{REPO}", "--out", str(tmp_path / "online.csv")]) == 0
+    hub.offline, fetched = True, len(hub.downloaded)
+    assert main(["leaderboard", f"hf://datasets/{REPO}", "--out", str(tmp_path / "offline.csv")]) == 0
+    assert len(hub.downloaded) == fetched
+    pd.testing.assert_frame_equal(read_table(tmp_path / "offline.csv"), read_table(tmp_path / "online.csv"))
+    hub.add_repo("acme/never-read")
+    capsys.readouterr()
+    assert main(["leaderboard", "hf://datasets/acme/never-read", "--out", str(tmp_path / "n.csv")]) == 2
+    assert "the Hub cannot be reached and no copy is in the cache" in _one_line_error(capsys, "leaderboard")
 
 
 @pytest.mark.parametrize("source, said", [

@@ -65,28 +65,82 @@ def test_the_view_refuses_what_it_cannot_compare(app, board, demo, tmp_path):
         compare_chosen(str(copy), runs)
 
 
-def test_runs_of_a_hub_dataset_are_downloaded_with_their_samples(app, board, demo, tmp_path, monkeypatch):
-    """From a Hub dataset fed by vlfair push-results, only the chosen runs' folders are fetched
-    (results.json and samples.parquet), then compared."""
+def _hub_board(demo, tmp_path, monkeypatch, extra: dict[str, bytes] | None = None):
+    """The demo's two traits runs pushed to a stand-in Hub dataset (tests/test_push_results.py), beside
+    ``extra`` files; the stand-in and the runs' ids."""
     import json
 
-    import huggingface_hub
+    from test_push_results import REPO, StandInHub
 
-    from vlfair.report.hub import run_folder
+    from vlfair.report.hub import content_hash, run_folder
 
-    repo = tmp_path / "repo"
+    hub = StandInHub(tmp_path).install(monkeypatch)
+    files, runs = dict(extra or {}), []
     for encoder in ("biased", "control"):
         source = demo[0] / encoder / "traits"
-        target = repo / run_folder(json.loads((source / "results.json").read_text()))
-        shutil.copytree(source, target)
-    asked = []
+        results = json.loads((source / "results.json").read_text())
+        folder = run_folder(results)
+        files.update({f"{folder}/{name}": (source / name).read_bytes() for name in ("results.json", "samples.parquet")})
+        runs.append(content_hash(results))
+    hub.add_repo(REPO, files=files)
+    return hub, f"hf://datasets/{REPO}", runs
 
-    def snapshot_download(repo_id, repo_type, revision, allow_patterns, token):
-        asked.append((repo_id, repo_type, token, list(allow_patterns)))
-        return str(repo)
 
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
-    runs = [run for _, run in run_choices(board, _traits(app, board))]
-    comparison = compare_chosen("hf://datasets/acme/board", runs, token=False, bootstrap=50)
-    assert asked == [("acme/board", "dataset", False, [f"runs/**/*--{run}/*" for run in runs])]
+def test_runs_of_a_hub_dataset_are_downloaded_with_their_samples(demo, tmp_path, monkeypatch):
+    """From a Hub dataset fed by vlfair push-results, only the chosen runs' results.json and the samples
+    file each names are fetched, then compared."""
+    hub, source, runs = _hub_board(demo, tmp_path, monkeypatch, {"runs/x/y/other--0123/results.json": b"{}"})
+    comparison = compare_chosen(source, runs, token=False, bootstrap=50)
     assert len(comparison.content["runs"]) == 2 and comparison.content["differences"]
+    assert sorted(path.rsplit("/", 1)[1] for path in hub.downloaded) == ["results.json", "results.json",
+                                                                          "samples.parquet", "samples.parquet"]
+    assert set(hub.tokens) == {False}  # a visitor's comparison reads without the Space's token
+
+
+# Issue 43, SECURITY 2: whoever can push to a board must not be able to fill the Space's disk through it
+@pytest.mark.parametrize("planted", ["large file beside", "deep file beside", "many files beside", "named like a run"])
+def test_a_comparison_downloads_nothing_but_what_each_run_names(demo, tmp_path, monkeypatch, planted):
+    hub, source, runs = _hub_board(demo, tmp_path, monkeypatch)
+    folder = next(path for path in hub.files() if path.endswith(f"--{runs[0]}/results.json")).rsplit("/", 1)[0]
+    extra = {"large file beside": {f"{folder}/weights.bin": b"0" * 3_000_000},
+             "deep file beside": {f"{folder}/a/b/c/d/results.json": b"{}"},
+             "many files beside": {f"{folder}/junk-{i}.parquet": b"PAR1" for i in range(50)},
+             "named like a run": {f"runs/p/f/fake--{runs[0]}/samples.parquet": b"0" * 1000,
+                                  f"runs/p/f/fake--{runs[0]}/results.json": b'{"not": "this run"}'}}[planted]
+    hub.repos[("dataset", "acme/board")]["files"].update(extra)
+    compare_chosen(source, runs, token=False, bootstrap=20)
+    assert not set(hub.downloaded) & (set(extra) - {f"runs/p/f/fake--{runs[0]}/results.json"})
+    assert all(path.endswith(("/results.json", "/samples.parquet")) for path in hub.downloaded)
+
+
+@pytest.mark.parametrize("named", ["../../../etc/passwd", "sub/samples.parquet", "..", "", 7, "samples.parquet\n"])
+def test_a_samples_file_named_outside_its_run_is_refused_and_not_fetched(demo, tmp_path, monkeypatch, named):
+    import json
+
+    from vlfair.report.hub import content_hash
+
+    hub, source, runs = _hub_board(demo, tmp_path, monkeypatch)
+    files = hub.repos[("dataset", "acme/board")]["files"]
+    path = next(p for p in files if p.endswith(f"--{runs[0]}/results.json"))
+    results = json.loads(files.pop(path))
+    results["samples"]["file"] = named
+    runs[0] = content_hash(results)  # the run as the board lists it, in a folder named by it
+    crafted = f"{path.rsplit('--', 1)[0]}--{runs[0]}/results.json"
+    files[crafted] = json.dumps(results).encode()
+    with pytest.raises(ValueError) as refused:
+        compare_chosen(source, runs, token=False, bootstrap=20)
+    message = str(refused.value)
+    assert message.startswith(f"{source}/{crafted}: ") and len(message.splitlines()) == 1
+    assert str(tmp_path) not in message  # the repository's path, not the server's cache
+    assert "is not a file name beside it" in message or "samples.file" in message  # vlfair's words, or the schema's
+    assert all(p.endswith("results.json") for p in hub.downloaded)
+
+
+def test_a_samples_file_over_the_space_s_cap_is_refused_before_it_is_fetched(demo, tmp_path, monkeypatch):
+    from vlfair.space import compare
+
+    hub, source, runs = _hub_board(demo, tmp_path, monkeypatch)
+    monkeypatch.setattr(compare, "MAX_SAMPLES_BYTES", 1000)
+    with pytest.raises(ValueError, match=r"samples.parquet: [\d,]+ bytes, more than the 1,000 a comparison here reads"):
+        compare_chosen(source, runs, token=False, bootstrap=20)
+    assert not any(path.endswith("samples.parquet") for path in hub.downloaded)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from vlfair.figures import subplots
 from vlfair.metrics import metric_card
+from vlfair.report.hub import BOARD_FILES, Wanted
 from vlfair.report.leaderboard import (
     COLUMNS,
     download_runs,
@@ -39,6 +40,7 @@ SHOWN = ["model", "kind", "probe", "metric", "subset", "value", "ci_low", "ci_hi
          "dataset", "created", "rank", "neutral", "family"]
 SORTS = ["value", "rank", "p_value", "model", "metric"]
 LEGACY = "data/results-*.parquet"  # the table an older `vlfair leaderboard --push-to-hub` replaced on each push
+LEGACY_BYTES = 256 * 2**20  # such a table: one row per number of every run (hundreds of thousands of rows)
 WIDTHS = {"metric": "150px", "subset": "260px", "value": "80px", "CI": "130px", "p": "80px", "rank": "60px",
           "no bias at": "90px", "model": "220px", "kind": "110px", "probe": "120px", "dataset": "120px",
           "family": "160px"}
@@ -52,24 +54,28 @@ def load_board(source: str, token: str | bool | None = None) -> pd.DataFrame:
     if hub_repo(source) is None and not path.exists() and is_repo_id(source):
         source = f"hf://datasets/{source}"  # a bare Hub id, as VLFAIR_RESULTS took it before
     if hub_repo(source) is not None:
-        return _board_in(download_runs(source, token, patterns=("runs/**/results.json", LEGACY)), source)
+        skipped: list[str] = []  # a file over its cap is not downloaded: listed, by name
+        root = download_runs(source, token, (*BOARD_FILES, Wanted(LEGACY, LEGACY_BYTES, "leaderboard table")), skipped)
+        return _board_in(root, source, skipped)
     if path.is_file():
         return read_table(path)
     return _board_in(path, None)
 
 
-def _board_in(path: Path, source: str | None) -> pd.DataFrame:
+def _board_in(path: Path, source: str | None, skipped: list[str] | None = None) -> pd.DataFrame:
     """The runs under ``path`` (or its older pushed table); files are named relative to it (or to
-    the Hub ``source`` it was downloaded from), never by the server's folders."""
+    the Hub ``source`` it was downloaded from), never by the server's folders. ``skipped``: what the
+    download left out."""
     tables = sorted(path.glob(LEGACY))
     if path.is_dir() and tables and not list(path.rglob("results.json")):
         return normalise(pd.concat([pd.read_parquet(t) for t in tables], ignore_index=True))
     if not path.is_dir() or not list(path.rglob("results.json")):
         raise FileNotFoundError(f"no results.json under {source or path}, and it is not a leaderboard dataset "
                                 f"({LEGACY})")
-    skipped: list[str] = []  # one malformed file must not hide the board: listed, by name
-    board = read_board([path], skipped)
-    board.attrs["skipped"] = [problem.replace(f"{path}/", f"{source}/" if source else "", 1) for problem in skipped]
+    problems: list[str] = []  # one malformed file must not hide the board: listed, by name
+    board = read_board([path], problems)
+    board.attrs["skipped"] = [*(skipped or []),
+                              *(problem.replace(f"{path}/", f"{source}/" if source else "", 1) for problem in problems)]
     return board
 
 

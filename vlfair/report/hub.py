@@ -14,14 +14,19 @@ same run pushed twice lands on a path that is already there and is not added aga
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
+import functools
+import glob
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vlfair.report.results import MAX_RESULTS_BYTES
 from vlfair.samples import sha256_of
 
 HUB_PREFIX = "hf://datasets/"
@@ -239,13 +244,12 @@ def _benchmark_file(api: Any, repo_id: str, head: str, exists: bool, results: di
                     benchmark: Callable[[list[dict[str, Any]], str], str], warnings: list[str]) -> bytes | None:
     """eval.yaml made from every run at ``head`` and this one; None when it would not change. A
     file in the repository that is not a readable results.json is left out and named in ``warnings``."""
-    from huggingface_hub import hf_hub_download, snapshot_download
+    from huggingface_hub import hf_hub_download
 
     from vlfair.report.leaderboard import read_results
 
-    root = Path(snapshot_download(repo_id, repo_type="dataset", revision=head, allow_patterns=RESULTS_PATTERN,
-                                  token=api.token))
-    problems: list[str] = []
+    problems: list[str] = []  # a file too large to read, or not a results.json: left out, and named
+    root = download_runs(f"{HUB_PREFIX}{repo_id}@{head}", api.token, skipped=problems)
     runs, _ = dedupe([*read_results(sorted(root.rglob("results.json")), problems), results])
     warnings.extend(f"eval.yaml leaves out {problem.replace(str(root), f'datasets/{repo_id}', 1)}"
                     for problem in problems)
@@ -258,12 +262,202 @@ def _benchmark_file(api: Any, repo_id: str, head: str, exists: bool, results: di
 
 
 # ---- read ------------------------------------------------------------------------------------
-def download_runs(source: str, token: str | bool | None = None,
-                  patterns: tuple[str, ...] = (RESULTS_PATTERN,)) -> Path:
-    """A local copy of every run's results.json in the Hub dataset ``source``
-    (hf://datasets/ORG/NAME[@REVISION]); the Hub's cache keeps it between calls. ``token``:
-    huggingface_hub's (None: the logged-in one; False: none, as anyone reads it)."""
-    from huggingface_hub import HfApi, snapshot_download
+# What a read downloads from a board anyone can push to: only files it names, each within a cap, found by
+# listing the repository (paths and sizes) at one commit first, so no file is fetched to learn its size.
+MAX_SAMPLES_BYTES = 512 * 2**20  # a run's samples.parquet: 200,000 rows of a probe are tens of MB
+MAX_BOARD_BYTES = 2**30  # every results.json of one board read together (a run's is kilobytes)
+CANDIDATES = 4  # folders of one run id a comparison looks into (more are another push's copies, or a trap)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """Files a read takes: repository paths matching ``pattern`` (fnmatch: ``*`` crosses ``/``), each of
+    at most ``max_bytes``."""
+
+    pattern: str
+    max_bytes: int
+    what: str = "results.json"
+
+
+BOARD_FILES = (Wanted(RESULTS_PATTERN, MAX_RESULTS_BYTES),)
+
+
+def download_runs(source: str, token: str | bool | None = None, wanted: tuple[Wanted, ...] | None = None,
+                  skipped: list[str] | None = None, max_total: int | None = None) -> Path:
+    """A local copy of the files ``wanted`` from the Hub dataset ``source``
+    (hf://datasets/ORG/NAME[@REVISION]): by default (:data:`BOARD_FILES`) every run's results.json. A file
+    over its cap, and every file past ``max_total`` bytes in all (:data:`MAX_BOARD_BYTES`; in path order),
+    is not downloaded and is named in
+    ``skipped`` (an error without it). The Hub's cache keeps the copy between calls (and serves it where
+    the Hub cannot be reached). ``token``: huggingface_hub's (None: the logged-in one; False: none, as
+    anyone reads it)."""
+    wanted = wanted or BOARD_FILES
+    max_total = MAX_BOARD_BYTES if max_total is None else max_total
+    listing = _listing(source, token, [w.pattern for w in wanted])
+    taken, total, over = [], 0, []
+    for path, size in sorted(listing.sizes.items()):
+        rule = next(w for w in wanted if fnmatch.fnmatchcase(path, w.pattern))
+        if size > rule.max_bytes:
+            _too_large(skipped, f"{source}/{path}: {size:,} bytes, larger than any {rule.what} "
+                                f"({rule.max_bytes:,} at most): not downloaded")
+        elif total + size > max_total:
+            over.append(path)
+        else:
+            taken.append(path)
+            total += size
+    if over:
+        _too_large(skipped, f"{source}: {len(over):,} more files ({over[0]} and on) not downloaded: a board read "
+                            f"takes {max_total:,} bytes at most")
+    return listing.fetch(taken)
+
+
+def download_chosen(source: str, runs: list[str], token: str | bool | None = None,
+                    max_samples: int = MAX_SAMPLES_BYTES) -> dict[str, Path]:
+    """The folder of each run in ``runs`` (by its content hash) found in the Hub dataset ``source``, with
+    only its results.json and the one samples file that names, each within its cap, downloaded.
+
+    Raises:
+        HubError: a run's samples file is not a file beside it, is missing, or is over ``max_samples`` bytes.
+    """
+    from vlfair.report.leaderboard import read_results
+
+    listing = _listing(source, token, [f"{RUNS}/*--{run}/results.json" for run in runs])
+    candidates = {run: [path for path in sorted(listing.sizes) if path.endswith(f"--{run}/results.json")
+                        and listing.sizes[path] <= MAX_RESULTS_BYTES][:CANDIDATES] for run in runs}
+    root = listing.fetch([path for paths in candidates.values() for path in paths])
+    folders: dict[str, Path] = {}
+    samples: list[str] = []
+    for run, paths in candidates.items():
+        problems = []
+        for path in paths:
+            read = read_results([root / path], problems)  # a copy that cannot be read is said as the board says it
+            if not read:
+                continue  # the run may have another copy; if not, the first problem is why it cannot be compared
+            results = read[0]
+            if content_hash(results) != run:
+                continue  # a folder named like the run holding another one
+            folder = path.rsplit("/", 1)[0]
+            named = (results.get("samples") or {}).get("file")
+            if named is not None:
+                samples.append(_samples_path(source, folder, named, listing, max_samples))
+            folders[run] = root / folder
+            break
+        if run not in folders and problems:
+            raise HubError(problems[0].replace(str(root), source, 1))  # named in the repository, not the server's cache
+    listing.fetch(samples)
+    return folders
+
+
+def _samples_path(source: str, folder: str, named: Any, listing: _Listing, max_samples: int) -> str:
+    """The repository path of the samples file a run's results.json names, checked to be within its cap."""
+    if not isinstance(named, str) or not re.fullmatch(r"[\w.-]+", named) or set(named) == {"."}:
+        raise HubError(f"{source}/{folder}/results.json: its samples file {str(named)[:80]!r} is not a file name "
+                       "beside it")
+    path = f"{folder}/{named}"
+    size = listing.size(path)
+    if size is None:
+        raise HubError(f"{source}/{folder}: no {named} in it (its results.json names it as the samples)")
+    if size > max_samples:
+        raise HubError(f"{source}/{path}: {size:,} bytes, more than the {max_samples:,} a comparison here "
+                       "reads; compare the runs where they are (vlfair compare)")
+    return path
+
+
+def _too_large(skipped: list[str] | None, problem: str) -> None:
+    if skipped is None:
+        raise HubError(problem)
+    skipped.append(problem)
+
+
+@dataclass
+class _Listing:
+    """The files of a Hub dataset at one commit that a read asked about, with their sizes, known before
+    anything is downloaded (huggingface_hub's dry run: the repository's tree, which it caches per commit);
+    where the Hub cannot be reached, the cached snapshot's, which nothing then adds to."""
+
+    source: str
+    repo_id: str
+    commit: str
+    token: str | bool | None
+    sizes: dict[str, int]
+    cached: Path | None = None  # the snapshot folder, offline
+
+    def size(self, path: str) -> int | None:
+        """The size of ``path`` at this commit (one the read did not ask about: the tree is cached, no request),
+        None where there is no such file."""
+        if self.cached is not None:
+            return _local_size(self.cached / path)
+        if path not in self.sizes:
+            self.sizes.update(_listing(f"{HUB_PREFIX}{self.repo_id}@{self.commit}", self.token,
+                                       [glob.escape(path)]).sizes)
+        return self.sizes.get(path)
+
+    def fetch(self, paths: list[str]) -> Path:
+        """The files ``paths`` downloaded (each one named exactly: a "*", "?" or "[" a pusher put in a name is
+        itself, never a wildcard); the snapshot's folder."""
+        from huggingface_hub import snapshot_download
+
+        if self.cached is not None:
+            return self.cached
+        with _hub_errors(self.source, self.repo_id, self.commit):
+            root = Path(snapshot_download(self.repo_id, repo_type="dataset", revision=self.commit, token=self.token,
+                                          allow_patterns=[glob.escape(path) for path in paths]))
+        root.mkdir(parents=True, exist_ok=True)  # a snapshot of no file has no folder of its own
+        return root
+
+
+def _local_size(path: Path) -> int | None:
+    return path.stat().st_size if path.is_file() else None
+
+
+def _listing(source: str, token: str | bool | None, patterns: list[str]) -> _Listing:
+    """The files of the Hub dataset ``source`` matching ``patterns`` (fnmatch), at the commit its revision
+    is now (and later fetched at that commit: a push in between changes nothing)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import DryRunError
+
+    found = hub_repo(source)
+    if found is None:
+        raise HubError(f"{source}: not a Hub dataset (hf://datasets/ORG/NAME)")
+    repo_id, revision = found
+    _quiet_empty_patterns()
+    with _hub_errors(source, repo_id, revision):
+        try:
+            infos = snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns,
+                                      token=token, dry_run=True)
+        except DryRunError:  # the Hub cannot be reached: the copy in the cache as it is (asking for no file:
+            # what earlier reads left out over its cap is not there, and is no reason to refuse the rest)
+            root = Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=[],
+                                          token=token, local_files_only=True))
+            sizes = {path.relative_to(root).as_posix(): path.stat().st_size for path in root.rglob("*")
+                     if path.is_file()}
+            return _Listing(source, repo_id, root.name, token,
+                            {path: size for path, size in sizes.items()
+                             if any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns)}, root)
+    commit = infos[0].commit_hash if infos else _head(repo_id, revision, token)
+    return _Listing(source, repo_id, commit, token, {info.filename: int(info.file_size or 0) for info in infos})
+
+
+@functools.cache
+def _quiet_empty_patterns() -> None:
+    """huggingface_hub warns "No files matched" where a read asks for files a board does not hold (yet): an
+    answer vlfair gives in its own words, not a notice for its users."""
+    import logging
+
+    logging.getLogger("huggingface_hub._snapshot_download").addFilter(
+        lambda record: not record.getMessage().startswith("No files matched"))
+
+
+def _head(repo_id: str, revision: str | None, token: str | bool | None) -> str:
+    from huggingface_hub import HfApi
+
+    return HfApi(token=token).repo_info(repo_id, repo_type="dataset", revision=revision).sha
+
+
+@contextlib.contextmanager
+def _hub_errors(source: str, repo_id: str, revision: str | None) -> Iterator[None]:
+    """huggingface_hub's errors as one line naming ``source``."""
+    from huggingface_hub import HfApi
     from huggingface_hub.errors import (
         HfHubHTTPError,
         LocalEntryNotFoundError,
@@ -271,15 +465,10 @@ def download_runs(source: str, token: str | bool | None = None,
         RevisionNotFoundError,
     )
 
-    found = hub_repo(source)
-    if found is None:
-        raise HubError(f"{source}: not a Hub dataset (hf://datasets/ORG/NAME)")
-    repo_id, revision = found
     try:
-        return Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=list(patterns),
-                                      token=token))
+        yield
     except RepositoryNotFoundError:
-        api = HfApi(token=token)
+        api = HfApi()
         kind = next((k for k in ("model", "space") if api.repo_exists(repo_id, repo_type=k)), None)
         raise HubError(f"{source}: {repo_id} is a {kind} repository, not a dataset" if kind else
                        f"{source}: no dataset repository {repo_id} on the Hub, or the token cannot see it") from None
@@ -292,5 +481,6 @@ def download_runs(source: str, token: str | bool | None = None,
                        ) from None
 
 
-__all__ = ["HUB_PREFIX", "HubError", "LocalRun", "Pushed", "content_hash", "dedupe", "download_runs", "hub_repo",
-           "is_repo_id", "local_run", "push_run", "repo_id_of", "run_folder", "slug"]
+__all__ = ["BOARD_FILES", "HUB_PREFIX", "MAX_BOARD_BYTES", "MAX_SAMPLES_BYTES", "HubError", "LocalRun", "Pushed",
+           "Wanted", "content_hash", "dedupe", "download_chosen", "download_runs", "hub_repo", "is_repo_id",
+           "local_run", "push_run", "repo_id_of", "run_folder", "slug"]

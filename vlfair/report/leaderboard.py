@@ -155,7 +155,7 @@ def result_files(sources: Iterable[str | Path], skipped: list[str] | None = None
     names: dict[str, str] = {}
     for source in map(str, sources):
         if hub_repo(source) is not None:
-            root = download_runs(source, token)
+            root = download_runs(source, token, skipped=skipped)
             names[str(root)] = source.split("@")[0].rstrip("/")
             found = sorted(root.rglob("results.json"))
             if not found:

@@ -12,9 +12,10 @@ import pandas as pd
 from vlfair.compare import Comparison, compare_runs
 from vlfair.compare.render import differences_frame, forests, notes
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE
-from vlfair.space.limits import SpaceInputError
+from vlfair.space.limits import MB, SpaceInputError
 
 MAX_RUNS = 4  # every pair is compared: 4 runs are 6 pairs
+MAX_SAMPLES_BYTES = 64 * MB  # a run's samples file the compare tab downloads and reads (100,000s of rows)
 
 
 def run_choices(board: pd.DataFrame, family: str | None) -> list[tuple[str, str]]:
@@ -29,8 +30,8 @@ def run_choices(board: pd.DataFrame, family: str | None) -> list[tuple[str, str]
 def run_folders(source: str, runs: list[str], token: str | bool | None = False) -> list[Path]:
     """The folder of each run (by its content hash) under the directory ``source``, or downloaded
     (results.json and samples) from the Hub dataset ``source``."""
-    from vlfair.report.hub import content_hash, hub_repo, is_repo_id
-    from vlfair.report.leaderboard import download_runs, read_results
+    from vlfair.report.hub import content_hash, download_chosen, hub_repo, is_repo_id
+    from vlfair.report.leaderboard import read_results
 
     if hub_repo(source) is None and not Path(source).exists() and is_repo_id(source):
         source = f"hf://datasets/{source}"  # a bare Hub id, as the board reads it
@@ -38,17 +39,16 @@ def run_folders(source: str, runs: list[str], token: str | bool | None = False) 
         raise SpaceInputError(f"the board was read from a table ({Path(source).name}), which keeps no samples: "
                               "comparisons need the runs (a folder of runs or a Hub dataset fed by vlfair "
                               "push-results)")
-    if hub_repo(source) is not None:
-        root = download_runs(source, token, patterns=tuple(f"runs/**/*--{run}/*" for run in runs))
+    if hub_repo(source) is not None:  # only each run's results.json and the samples it names, each within a cap
+        found = download_chosen(source, runs, token, max_samples=MAX_SAMPLES_BYTES)
     else:
-        root = Path(source)
-    found: dict[str, Path] = {}
-    for path in sorted(root.rglob("results.json")):
-        try:
-            results = read_results([path])[0]
-        except ValueError:
-            continue  # a broken file is the board's to report; it cannot be one of the runs chosen
-        found.setdefault(content_hash(results), path.parent)
+        found = {}
+        for path in sorted(Path(source).rglob("results.json")):
+            try:
+                results = read_results([path])[0]
+            except ValueError:
+                continue  # a broken file is the board's to report; it cannot be one of the runs chosen
+            found.setdefault(content_hash(results), path.parent)
     missing = [run[:8] for run in runs if run not in found]
     if missing:
         raise SpaceInputError(f"run(s) {', '.join(missing)} are not in {source} any more; reload the board")
