@@ -139,15 +139,19 @@ def test_the_paired_verdict_rule():
 
 # ---- runs --------------------------------------------------------------------------------
 def _copy(source: Path, target: Path, *, results=None, frame=None, header=None) -> Path:
-    """A copy of a run whose results.json or samples were edited (the SHA-256 recorded anew)."""
+    """Another run made from ``source``: its results.json (``results`` edits it in place; ``header`` sets
+    keys) and samples (``frame`` edits them) as that run would write them, so both files record the same
+    run (the samples' header is results.json without its numbers; the SHA-256 recorded anew)."""
     shutil.copytree(source, target)
     content = json.loads((target / "results.json").read_text())
-    samples, stored = read_samples(target / "samples.parquet")
+    samples, _ = read_samples(target / "samples.parquet")
     if frame is not None:
         samples.frame = frame(samples.frame)
-    content["samples"] = write_samples(samples, target / "samples.parquet", {**stored, **(header or {})})
+    content.update(header or {})
     if results is not None:
         results(content)
+    stored = {key: value for key, value in content.items() if key not in ("metrics", "published", "samples")}
+    content["samples"] = write_samples(samples, target / "samples.parquet", stored)
     (target / "results.json").write_text(json.dumps(content))
     return target
 
@@ -315,6 +319,48 @@ def test_bad_input_is_one_line_and_exit_2(traits_runs, tmp_path, capsys, case):
     assert error.startswith("vlfair compare: ") and "\n" not in error and "Traceback" not in error
     assert {"single": "at least two runs", "twice": "given twice", "missing": "no such samples file",
             "tampered": "SHA-256", "old": "run it again", "no results": "no results.json"}[case] in error
+
+
+# Issue 43, SILENT 6 and 9: the samples a comparison or a rescore reads are the run's whose results.json names them
+def _swap_samples(run: Path, other: Path) -> None:
+    """``other``'s samples put in ``run``'s folder, with the SHA-256 in ``run``'s results.json made to match."""
+    shutil.copy(other / "samples.parquet", run / "samples.parquet")
+    content = json.loads((run / "results.json").read_text())
+    content["samples"] = json.loads((other / "results.json").read_text())["samples"]
+    (run / "results.json").write_text(json.dumps(content))
+
+
+def _edit(key: str, value):
+    def edit(run: Path, other: Path) -> None:
+        content = json.loads((run / "results.json").read_text())
+        where, _, field = key.partition(".")
+        if field:
+            content[where][field] = value
+        else:
+            content[where] = value
+        (run / "results.json").write_text(json.dumps(content))
+    return edit
+
+
+@pytest.mark.parametrize(("tamper", "differ"), [
+    (_swap_samples, "model"),  # another model's samples under this run's name
+    (_edit("probe_settings.temperature", 1.0), "probe_settings"),  # a setting edited after the run
+    (_edit("family", "0123456789abcdef"), "family"),  # moved to another family
+    (_edit("model.name", "a better model"), "model"),  # renamed
+    (_edit("created", "2031-01-01T00:00:00+00:00"), "created"),
+], ids=["other-samples", "setting", "family", "model-name", "created"])
+@pytest.mark.parametrize("command", ["compare", "rescore"])
+def test_samples_from_another_run_or_an_edited_results_json_are_refused(traits_runs, tmp_path, capsys, tamper,
+                                                                        differ, command):
+    run = tmp_path / "run"
+    shutil.copytree(traits_runs[0], run)
+    tamper(run, traits_runs[1])
+    argv = ([command, str(run), str(traits_runs[1])] if command == "compare" else [command, str(run)])
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith(f"vlfair {command}: {run / 'samples.parquet'} was "
+                                                             "written by another run than the results.json beside it")
+    assert f"they differ in {differ}" in error and not (tmp_path / "out").exists()
 
 
 def test_rescore_cli_refuses_to_overwrite_the_run(traits_runs, capsys):

@@ -21,7 +21,7 @@ from vlfair.data import balanced_sample
 from vlfair.explain import gradcam
 from vlfair.probes import ProbeError, measure_probe, run_probe
 from vlfair.report.leaderboard import read_results, read_table, tidy
-from vlfair.report.results import results_schema
+from vlfair.report.results import family_problem, results_schema
 from vlfair.testing import assert_same_numbers, comparable_results
 
 # The probes embed all prompts in one batch, the references one by one: batched float32 matmuls
@@ -126,6 +126,7 @@ def test_probe_writes_valid_results_and_a_readable_report(runs, key):
     jsonschema.validate(results, results_schema(), format_checker=jsonschema.FormatChecker())
     assert results["probe"] == RUNS[key][0] and results["metrics"]
     assert results["dataset"]["name"] == RUNS[key][1] and results["model"]["dtype"] == "float32"
+    assert family_problem(results) is None and results["family_key"]["settings"]  # a board ranks it in its family
     pngs, tables = list(out.glob("*.png")), list(out.glob("*.csv"))
     assert pngs and tables and all((t.with_suffix(".md")).exists() for t in tables)
     report = (out / "report.html").read_text()

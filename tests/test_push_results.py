@@ -35,7 +35,9 @@ def make_results(model: str, metrics: dict[tuple[str, str], float | None], probe
         "schema": "vlfair.results/1", "vlfair_version": "0.1.0", "probe": probe, "probe_version": 3,
         "model": {"spec": f"hf:{model}", "name": model, "revision": "abc", "dtype": "float32"},
         "dataset": dataset, "created": created, "settings": {}, "probe_settings": probe_settings,
-        "family": family_of({"probe": probe, "probe_version": 3, "dataset": dataset, "settings": probe_settings}),
+        "family_key": (key := copy.deepcopy({"probe": probe, "probe_version": 3, "dataset": dataset,
+                                             "settings": probe_settings})),
+        "family": family_of(key),
         "metrics": [{"name": name, "subset": {"profession": subset}, "value": value,
                      "ci": None if value is None else [value - 0.05, value + 0.05], "p_value": 0.5, "details": {}}
                     for (name, subset), value in metrics.items()],
@@ -387,6 +389,35 @@ def test_the_leaderboard_ranks_within_a_family_towards_the_neutral_value(runs, t
     neutral = {"bias_ratio": 1.0, "group_rate_gap": 0.0, "accuracy": math.nan}
     assert board["neutral"].tolist() == pytest.approx([neutral[m] for m in board["metric"]], nan_ok=True)
     assert board["rank"].tolist() == pytest.approx(_expected_ranks(board), nan_ok=True)
+
+
+def _claims_default_family(results: dict, default: dict) -> None:
+    results["family"], results["family_key"] = default["family"], copy.deepcopy(default["family_key"])
+
+
+@pytest.mark.parametrize(("forge", "said"), [
+    (_claims_default_family, "its family is of prompt = \"a photo of a {profession}\", the run's probe_settings "
+                             "say \"a {profession} at work\""),
+    (lambda r, d: r.update(family=d["family"]), "is not the hash of the family key it records"),
+    (lambda r, d: r.pop("family_key"), "records a family but not the key it is made from"),
+    (lambda r, d: r["dataset"].update(fingerprint="beef"), "its family is of the dataset's fingerprint 'f00d'"),
+    (lambda r, d: r.update(probe_version=4), "its family is of probe_version 3, the run is of 4"),
+], ids=["other-settings", "other-hash", "no-key", "other-data", "other-version"])
+def test_a_run_claiming_a_family_its_record_does_not_make_is_not_ranked_there(tmp_path, capsys, forge, said):
+    """Issue 43, SILENT 9: the family is checked against the run's own record, not taken from it."""
+    from vlfair.report.leaderboard import read_board
+
+    default = make_results("org/a", BIASED)
+    runs = tmp_path / "runs"
+    write_run(runs / "a", default)
+    write_run(runs / "b", make_results("org/b", FAIR))
+    forged = make_results("org/c", FAIR, settings={"prompt": "a {profession} at work"})
+    forge(forged, default)
+    write_run(runs / "c", forged)
+    skipped: list[str] = []
+    board = read_board([runs], skipped)
+    assert sorted(board["model"].unique()) == ["org/a", "org/b"] and board["rank"].notna().any()
+    assert len(skipped) == 1 and skipped[0].startswith(f"{runs / 'c' / 'results.json'}: ") and said in skipped[0]
 
 
 def test_ranks_match_a_brute_force_count_on_random_boards():

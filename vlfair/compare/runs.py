@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +53,39 @@ def load_run(path: str | Path) -> Run:
                        f"per-sample results; run it again with this vlfair (vlfair run {results['probe']} ...) to get "
                        "samples.parquet")
     try:
-        samples, _ = read_samples(folder / entry["file"], entry["sha256"])
+        samples, header = read_samples(folder / entry["file"], entry["sha256"])
     except SamplesError as exc:
         raise RunError(str(exc)) from None
     if len(samples.frame) != entry["rows"]:
         raise RunError(f"{folder / entry['file']}: {len(samples.frame)} rows, results.json says {entry['rows']}")
+    _check_same_run(folder / entry["file"], header, results)
     return Run(folder, results, samples)
+
+
+# What the samples file records of its run (results.json without its numbers, as the run wrote both) and must
+# agree with results.json on: what was measured, how, on what, and when
+SAME_RUN = ("probe", "probe_version", "model", "dataset", "created", "settings", "probe_settings", "family",
+            "skipped_rows")
+
+
+def _check_same_run(path: Path, header: dict[str, Any], results: dict[str, Any]) -> None:
+    """The samples file was written by the run whose results.json names it: another run's samples (copied
+    in, with its SHA-256), or a results.json edited since (another temperature, another family), would
+    report one run's numbers under the other's name."""
+    if not header:
+        raise RunError(f"{path}: the samples file records no run (not written by a vlfair run's write)")
+    differ = [key for key in SAME_RUN if header.get(key) != results.get(key)]
+    if differ:
+        key = differ[0]
+        shown = ", ".join(differ)
+        raise RunError(f"{path} was written by another run than the results.json beside it, or results.json was "
+                       f"edited since: they differ in {shown} ({key}: {_short(results.get(key))} in results.json, "
+                       f"{_short(header.get(key))} in the samples file)")
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 __all__ = ["Run", "RunError", "load_run"]

@@ -14,7 +14,7 @@ import pandas as pd
 from vlfair.outputs import neutral_value
 from vlfair.report.hub import content_hash, dedupe, download_runs, hub_repo, is_repo_id  # noqa: F401  (the Space's)
 from vlfair.report.markup import markdown_text  # noqa: F401  (the Space's: text from results files)
-from vlfair.report.results import load_results
+from vlfair.report.results import family_problem, load_results
 
 COLUMNS = ["model", "revision", "dtype", "kind", "probe", "probe_version", "dataset", "split", "metric", "subset",
            "value", "ci_low", "ci_high", "p_value", "log10_p_value", "created", "vlfair_version",
@@ -81,6 +81,9 @@ def tidy(results: list[dict[str, Any]], neutral: Neutrals | None = None) -> pd.D
 
 def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
     """The rows of one run; its numbers are made floats here, so that a bad one names its run."""
+    problem = family_problem(r)
+    if problem:  # claims a family its own record does not make: ranked with runs it did not measure like
+        raise ValueError(problem)
     run, own = content_hash(r), (neutral or {}).get(r["probe"])
     rows = []
     for m in r["metrics"]:

@@ -58,8 +58,9 @@ def build_results(probe: str, probe_version: int, model: dict[str, Any], dataset
     }
     if probe_settings is not None:
         results["probe_settings"] = probe_settings
-    if family_key is not None:
+    if family_key is not None:  # the key kept beside its hash: a board checks the family a run claims against it
         results["family"] = family_of(family_key)
+        results["family_key"] = family_key
     return jsonable(results)
 
 
@@ -70,6 +71,39 @@ def family_of(key: dict[str, Any]) -> str:
 
     text = json.dumps(jsonable(key), sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def family_problem(results: dict[str, Any]) -> str | None:
+    """Why the family a results.json claims is not the one its own record makes, or None: the family must
+    be the hash of the family key recorded beside it, and that key must say what the run says of itself
+    (its probe and version, its data, and each setting the key holds as ``probe_settings`` holds it), so
+    a run edited or made to claim another family (a temperature-1 run in the default temperature's) is
+    never ranked with runs it did not measure like."""
+    family = results.get("family")
+    if not family:
+        return None  # no family: ranked against nothing
+    key = results.get("family_key")
+    if not isinstance(key, dict):
+        return "records a family but not the key it is made from (written before vlfair recorded it): run it again"
+    if family_of(key) != family:
+        return f"its family {family} is not the hash of the family key it records"
+    for field in ("probe", "probe_version"):
+        if key.get(field) != results.get(field):
+            return f"its family is of {field} {key.get(field)!r}, the run is of {results.get(field)!r}"
+    dataset, settings = results.get("dataset") or {}, results.get("probe_settings") or {}
+    for field, value in (key.get("dataset") or {}).items():
+        if dataset.get(field) != value:
+            return f"its family is of the dataset's {field} {value!r}, the run's is {dataset.get(field)!r}"
+    for name, value in (key.get("settings") or {}).items():
+        if settings.get(name) != value:
+            return (f"its family is of {name} = {_shown(value)}, the run's probe_settings say "
+                    f"{_shown(settings.get(name, '(none)'))}")
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 # RFC 3339's date-time, which JSON Schema's "date-time" format means: a date, "T", a time and an offset
