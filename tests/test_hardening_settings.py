@@ -291,3 +291,40 @@ def test_rescore_set_is_checked_the_same_way(professions_run, tmp_path, capsys, 
     assert main(["rescore", str(professions_run), "--out", str(tmp_path / "again"), "--set", item]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("vlfair rescore: ") and said in error and "Traceback" not in error
+
+
+# ---- issue 43, SILENT 10 and UNCLEAR: a file read for a setting is read as the text a person wrote ----------
+@pytest.mark.parametrize(("name", "data"), [
+    ("concepts.txt", "\ufeffsmart\r\ndumb\r\n"),  # Notepad: a byte-order mark and Windows line ends
+    ("concepts.txt", "smart\rdumb\r"),  # old Mac line ends
+    ("concepts.yaml", "\ufeff- smart\r\n- dumb\r\n"),  # a YAML list saved the same way
+    ("concepts.txt", "\ufeff  smart \n\n dumb\n"),
+], ids=["bom-crlf", "cr", "yaml-bom-crlf", "bom-spaces"])
+def test_a_list_from_a_file_is_read_as_the_words_a_person_wrote(tmp_path, name, data):
+    from vlfair.probes.settings import read_override
+
+    path = tmp_path / name
+    path.write_bytes(data.encode("utf-8"))
+    assert read_override(f"concepts=@{path}") == ("concepts", ["smart", "dumb"])
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo", "folder", "too large", "not utf-8", "missing"])
+def test_a_file_that_is_no_text_file_is_one_line_and_never_read_whole(tmp_path, capsys, monkeypatch, target):
+    import os
+
+    from vlfair import yamlfile
+
+    path = {"/dev/zero": "/dev/zero", "fifo": str(tmp_path / "fifo"), "folder": str(tmp_path),
+            "too large": str(tmp_path / "big.txt"), "not utf-8": str(tmp_path / "latin.txt"),
+            "missing": str(tmp_path / "missing.txt")}[target]
+    if target == "fifo":
+        os.mkfifo(path)  # no writer: reading it would wait forever
+    elif target == "too large":
+        monkeypatch.setattr(yamlfile, "MAX_TEXT_BYTES", 100)
+        (tmp_path / "big.txt").write_text("smart\n" * 100)
+    elif target == "not utf-8":
+        (tmp_path / "latin.txt").write_bytes("très intelligent\n".encode("latin-1"))
+    said = {"/dev/zero": "not a regular file", "fifo": "not a regular file", "folder": "a folder",
+            "too large": "larger than the 100 bytes", "not utf-8": "not UTF-8 text", "missing": "No such file"}[target]
+    error = _run_cli(capsys, tmp_path, "professions", f"professions=@{path}")
+    assert error.startswith(f"vlfair run: --set professions=@{path}: ") and said in error

@@ -253,15 +253,14 @@ def read_override(item: str) -> tuple[str, Any]:
 def _read_value_file(key: str, path: str) -> Any:
     """``--set KEY=@FILE``: a list kept in a file (a long concept or prompt list). A ``.txt`` file holds
     one item per line (blank lines and surrounding spaces dropped); any other file is one YAML value."""
-    from pathlib import Path
-
     import yaml
 
+    from vlfair.yamlfile import YAMLFileError, read_text
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or exc
-        raise ValueError(f"--set {key}=@{path}: cannot read the file ({why})") from None
+        text = read_text(path)  # as a person wrote it: no byte-order mark, any line ends; a regular file only
+    except YAMLFileError as exc:
+        raise ValueError(f"--set {key}=@{exc}") from None  # the reason, after the file's name
     if path.endswith(".txt"):
         return [line.strip() for line in text.splitlines() if line.strip()]
     try:
