@@ -151,7 +151,7 @@ def test_ranking_skew_equals_a_brute_force_reference(target, zero_count):
             continue
         # whole-number scores in half the trials: ties, ranked by index
         scores = rng.integers(0, 5, size=(queries, items)).astype(float) if trial % 2 else rng.normal(size=(queries, items))
-        k = int(rng.integers(1, items + 1))
+        k = int(rng.integers(len(set(groups)), items + 1))  # a top k holding every group (issue 43)
         result = M.ranking_skew(scores, groups, k=k, target=target, zero_count=zero_count, bootstrap=0)
         for q in range(queries):
             max_skew, min_skew, ndkl = _brute_force_skews(scores[q].tolist(), groups, k, target, zero_count)
@@ -186,7 +186,7 @@ def test_ranking_skew_intervals_equal_resampling_and_reranking_by_hand(target, z
         if len(set(groups)) < 2:
             continue
         scores = rng.integers(0, 4, size=(queries, items)).astype(float) if trial % 2 else rng.normal(size=(queries, items))
-        k = int(rng.integers(1, items + 1))
+        k = int(rng.integers(len(set(groups)), items + 1))  # a top k holding every group (issue 43)
         result = M.ranking_skew(scores, groups, k=k, target=target, zero_count=zero_count, bootstrap=30, seed=trial,
                                 confidence=0.9)
         names, codes = stats.encode_groups(groups)
@@ -296,7 +296,7 @@ def test_individual_fairness_bound_holds_for_random_vectors(rows):
 @given(st.lists(st.sampled_from(["a", "b", "c"]), min_size=2, max_size=25), st.integers(0, 2**32 - 1), st.data())
 def test_ndkl_nonnegative_and_bias_bounded(groups, seed, data):
     assume(len(set(groups)) >= 2)  # one group has no skew: refused (tests/test_hardening_measures.py)
-    k = data.draw(st.integers(1, len(groups)))
+    k = data.draw(st.integers(len(set(groups)), len(groups)))  # a top k that can hold every group
     scores = np.random.default_rng(seed).normal(size=(2, len(groups)))
     result = M.ranking_skew(scores, groups, k=k, bias_pair=["a", "b"] if {"a", "b"} <= set(groups) else None)
     assert result["ndkl"] >= -1e-12
@@ -340,7 +340,10 @@ def test_bootstrap_interval_covers_a_known_gap_93_to_97_percent():
     (lambda: M.bias_ratio([], [], "a", "b"), "predictions is empty"),
     (lambda: M.ranking_skew([[1, 2, 3]], list("abc"), k=4), r"k=4 is larger than the number of items \(3\)"),
     (lambda: M.ranking_skew([[1, 2, 3]], list("ab"), k=1), "item_groups has 2 entries but each query scores 3 items"),
-    (lambda: M.ranking_skew([[1, 2]], list("ab"), k=1, target={"a": 1.0}), r"no share for groups \['b'\]"),
+    (lambda: M.ranking_skew([[1, 2]], list("ab"), k=2, target={"a": 1.0}), r"no share for groups \['b'\]"),
+    # issue 43, SILENT 11: a top k smaller than the number of groups cannot hold every group
+    (lambda: M.ranking_skew([[1, 2]], list("ab"), k=1), "k=1: below the 2 groups: a top 1 cannot hold every group"),
+    (lambda: M.ranking_skew([[1, 2, 3, 4]], list("abcc"), k=2, zero_count="dvl"), "k=2: below the 3 groups"),
     (lambda: M.word_influence([1, 0], ["", "2"], num_words=2), r"variants row 1: word position 2 is outside 0..1"),
     (lambda: M.word_influence([1, 0], ["", "x"], num_words=2), "not a comma-separated list"),
     (lambda: M.word_influence([1, 2], ["", "0"], num_words=1), "predictions must be 0 or 1.*row 1 is 2"),

@@ -380,7 +380,7 @@ def _relabelled(**columns):
 
 def test_balancing_refuses_one_gender_and_a_group_it_empties(clip_dir):
     encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
-    settings = {"k": 5, "bootstrap": 0, "concepts": ["male"]}
+    settings = {"k": 7, "bootstrap": 0, "concepts": ["male"]}  # 7: the races' number
     with pytest.raises(ProbeError, match="balance_gender: the images hold one gender only \\(\\['Male'\\]\\): "
                                          "there is nothing to balance; set balance_gender=false"):
         measure_probe("retrieval", encoder, _relabelled(gender=lambda i, row: "Male"), cache_dir=None,
@@ -438,6 +438,21 @@ def test_non_finite_scores_are_refused_naming_the_row_and_prompt(clip_dir, monke
                                          "(nan|inf) .*not finite.*try --dtype float32"):
         measure_probe("retrieval", encoder, vlfair.load_dataset("synthetic:fairface"), cache_dir=None,
                       settings={"k": 10, "bootstrap": 0, "concepts": ["male"], "balance_gender": False})
+
+
+@pytest.mark.parametrize(("k", "attribute", "groups"), [(1, "gender", 2), (6, "race", 7), (8, "age", 9)])
+def test_a_top_k_smaller_than_the_groups_is_refused_before_any_image_is_scored(clip_dir, tmp_path, capsys, k,
+                                                                               attribute, groups):
+    """Issue 43, SILENT 11: at k below the groups, some group is absent from every top k for any model."""
+    argv = ["run", "retrieval", "--model", str(clip_dir), "--dataset", "synthetic:fairface", "--out",
+            str(tmp_path / "out"), "--set", f"k={k}", "--set", f"attributes=[{attribute}]", "--set", "zero_count=dvl"]
+    if attribute == "age":
+        argv += ["--subset", "age_groups"]
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"vlfair run: retrieval: setting k = {k}, {attribute} (") and \
+        f"below the {groups} groups" in error
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
 
 
 def test_compare_refuses_runs_that_share_no_more_images_than_k():

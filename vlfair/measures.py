@@ -1146,6 +1146,9 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     names, codes = stats.encode_groups(groups)
     if len(names) < 2:  # one group has every share: its skew is 0 whatever the ranking
         raise ValueError(f"a skew needs at least 2 groups; item_groups hold only {names}")
+    problem = top_k_groups_problem(k, len(names))
+    if problem:
+        raise ValueError(f"k={k}: {problem}")
     p_star = _target(target, names, codes)
     # the best m of each query, m a little above k where intervals re-rank resamples: one ranking for both
     prefix = top_k_order(matrix, prefix_length(k, groups.size) if bootstrap else k)
@@ -1235,6 +1238,16 @@ def _ranking_skew_intervals(matrix: npt.NDArray[np.float64], codes: npt.NDArray[
     return {"max_skew_ci": bounds["max"].tolist(), "min_skew_ci": bounds["min"].tolist(),
             "ndkl_ci": bounds["ndkl"].tolist(), "bias_at_k_ci": bounds["bias"].tolist() if "bias" in bounds else None,
             "skew_ci": bounds["skew"].T.tolist()}
+
+
+def top_k_groups_problem(k: int, groups: int) -> str | None:
+    """Why a top ``k`` cannot measure a skew over ``groups`` groups, or None: below the number of groups,
+    some group is absent from every top k whatever the model, and its share is the zero-count convention's
+    alone (under "dvl" at k = 1 every group's share is 1, so every group has the same skew for any model)."""
+    if k < groups:
+        return (f"below the {groups} groups: a top {k} cannot hold every group, so an absent group's share is the "
+                f"zero-count rule's, whatever the model ranks; use k of {groups} or more")
+    return None
 
 
 def top_k_shares(counts: npt.NDArray[np.float64], k: int, zero_count: str,

@@ -166,6 +166,8 @@ class RetrievalProbe(Probe):
             for attribute, values in labels.items():
                 _refuse_emptied(attribute, values, values[kept])
         rows = rows[kept]
+        for attribute, values in labels.items():  # before any image is scored
+            _check_k(s.k, attribute, sorted(set(values[kept].tolist())))
         if s.k >= len(rows):
             raise ProbeError(f"retrieval: setting k = {s.k}: MaxSkew needs k below the number of images evaluated "
                              f"({len(rows)}): with every image retrieved the shares are the evaluated set's, whatever "
@@ -217,6 +219,7 @@ class RetrievalProbe(Probe):
         for attribute in self.settings.attributes:
             names, codes = stats.encode_groups(samples.column(attribute).tolist())
             if len(names) >= 2:
+                _check_k(self.settings.k, attribute, names)
                 found.append((attribute, names, codes))
         return found
 
@@ -493,6 +496,14 @@ def _refuse_emptied(attribute: str, before: np.ndarray, after: np.ndarray) -> No
         raise ProbeError(f"retrieval: setting balance_gender: after balancing the genders, {attribute} group(s) "
                          f"{gone} have no images (they were all of the drawn-down gender); set balance_gender=false "
                          f"or measure attributes without {attribute}")
+
+
+def _check_k(k: int, attribute: str, names: list[str]) -> None:
+    from vlfair.measures import top_k_groups_problem
+
+    problem = top_k_groups_problem(k, len(names))
+    if problem:
+        raise ProbeError(f"retrieval: setting k = {k}, {attribute} ({', '.join(map(str, names))}): {problem}")
 
 
 def _warn_small_groups(warnings: list[str], attribute: str, names: list[str], codes: np.ndarray, k: int,
