@@ -134,6 +134,51 @@ def test_cross_lingual_gap_compares_float_predictions_by_value():
     assert result["accuracy"] == {"de": 1.0, "en": 0.5}  # 1.2 is not 1.5, though both truncate to 1
 
 
+# ---- issue 43, SILENT 16: a label that shows nothing, or two that show alike, is never a group -------------
+BLANK = {"empty": "", "space": " ", "tab": "\t", "spaces-and-newline": "  \n", "zero-width-space": "\u200b",
+         "byte-order-mark": "\ufeff", "no-break-space": "\u00a0", "word-joiner": "\u2060"}
+
+
+@pytest.mark.parametrize("blank", BLANK, ids=list(BLANK))
+@pytest.mark.parametrize("measure", COLUMN_OF, ids=list(COLUMN_OF))
+def test_a_label_that_shows_nothing_is_refused_by_row(measure, blank):
+    call, column = COLUMN_OF[measure]
+    with pytest.raises(ValueError, match=rf"^{column} is blank at row 2 \({re.escape(repr(BLANK[blank]))}\): a label"):
+        call(["a", "a", BLANK[blank], "b", "b"])
+
+
+ALIKE = {"trailing-space": ("Male", "Male "), "zero-width": ("smart", "smart\u200b"), "leading-tab": ("b", "\tb"),
+         "soft-hyphen": ("doctor", "doc\u00adtor")}
+
+
+@pytest.mark.parametrize("pair", ALIKE, ids=list(ALIKE))
+@pytest.mark.parametrize("measure", COLUMN_OF, ids=list(COLUMN_OF))
+def test_two_labels_that_show_alike_are_refused(measure, pair):
+    call, column = COLUMN_OF[measure]
+    a, b = ALIKE[pair]
+    with pytest.raises(ValueError, match=rf"^{column} holds .* which read alike \(they differ in spaces or invisible"):
+        call([a, a, b, "z", "z"])
+
+
+LABEL_COLUMN = {"group_score_gap": "references", "bias_ratio": "references", "trait_anova": "references",
+                "trait_anova-strata": "strata", "group_rate_gap": "groups", "cross_lingual_gap": "languages"}
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t", "\u200b"], ids=["empty", "space", "tab", "zero-width-space"])
+@pytest.mark.parametrize("call", MODULE_CALLS, ids=list(MODULE_CALLS))
+def test_every_evaluate_module_refuses_a_label_that_shows_nothing(call, blank):
+    """The F that moved from 16 to 26.7 with a blank group: refused instead, naming the column and row."""
+    name, inputs, _ = MODULE_CALLS[call]
+    column = LABEL_COLUMN[call]
+    labels = [str(value) for value in inputs[column]]
+    labels[1] = blank
+    given = {**inputs, column: labels}
+    if name == "bias_ratio":  # its groups as the labels now spell them
+        given.update(protected_group="0.2", reference_group="0.8")
+    with pytest.raises(ValueError, match=f"{column} is blank at row 1"):
+        load_metric(name).compute(**given, **OFF)
+
+
 @pytest.mark.parametrize("name, inputs, message", [
     ("retention", {"predictions": [[0.9, 0.1], [0.2, 0.8]], "references": [0.4, 1.6]},
      r"references must be whole numbers; row 0 is 0.4"),

@@ -597,7 +597,7 @@ def test_a_split_named_twice_is_refused_before_the_model_loads(capsys, tmp_path)
 
 # ---- 12: blank labels ---------------------------------------------------------------------------
 @pytest.mark.parametrize("column, value", [("race", ""), ("race", "  "), ("profession", "  "), ("profession", "\t"),
-                                           ("gender", " ")])
+                                           ("gender", " "), ("profession", "\u200b"), ("race", "\ufeff ")])
 def test_a_blank_label_is_a_bad_row_naming_its_row_and_column(tmp_path, column, value):
     rows = [list(row) for row in ROWS]
     rows[2][{"profession": 1, "gender": 2, "race": 3}[column]] = value

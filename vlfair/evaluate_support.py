@@ -38,6 +38,8 @@ from evaluate.naming import camelcase_to_snakecase
 from vlfair import measures, metrics, stats
 
 TEXT = datasets.Value("string")
+# text columns that do not name groups: word_influence's variants ("" is the prompt with no word replaced)
+NOT_GROUPS = frozenset({"variants"})
 # evaluate.EvaluationModule's own __init__ parameters (evaluate.load passes them with the user's options);
 # "seed" is taken only by a module whose own option it is (evaluate's seed of numpy's generator would
 # change nothing in the others), "config_name" only as "default" (no vlfair module has configurations)
@@ -315,7 +317,8 @@ class CheckedInputs(evaluate.EvaluationModule):
         """One column as evaluate should store it, by the measures' rules (rows counted from the rows added)."""
         first_row = self._rows_added
         if feature == TEXT:
-            texts = stats.label_column(column, name, first_row)
+            texts = stats.label_column(column, name, first_row, groups=name not in NOT_GROUPS,
+                                       left_out=LEFT_OUT if name in self.OPTIONAL else None)
             kind = stats.label_kind(column[0])
             if kinds.setdefault(name, kind) != kind:
                 raise ValueError(f"{name}: this batch holds {kind} labels (row {first_row}: {stats.shown(column[0])}) "

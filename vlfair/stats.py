@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import math
 import numbers
+import unicodedata
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -93,14 +94,17 @@ def is_missing(value: Any) -> bool:
 _CONTAINERS = (list, tuple, dict, set, np.ndarray)
 
 
-def label_column(values: Iterable[Any], name: str = "groups", first_row: int = 0) -> npt.NDArray[np.str_]:
+def label_column(values: Iterable[Any], name: str = "groups", first_row: int = 0,
+                 groups: bool = True, left_out: str | None = None) -> npt.NDArray[np.str_]:
     """One column of labels as the texts groups are compared by (:func:`label_text`): the one label
     rule of every measure, of :func:`encode_groups` and of the evaluate modules.
 
     Refused, naming ``name`` and the row (counted from ``first_row``): a missing label (:func:`is_missing`:
     None, NaN, NaT, pandas' NA, never a group "nan" or "<NA>"); a column mixing kinds (numbers and
     text, as ClassLabel ids beside names); a row holding a list instead of one label; two spellings
-    of one number in text ("1" and "1.0"); no rows at all.
+    of one number in text ("1" and "1.0"); no rows at all; where the labels name ``groups``, a label
+    that shows nothing or two that show alike (:func:`_one_visible_spelling`; ``left_out``: the text that
+    marks a row without a label, "" in an evaluate module's optional column, is not such a label).
     """
     if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
         raise ValueError(f"{name} must be a sequence of labels, one per row; got {type(values).__name__}")
@@ -124,7 +128,41 @@ def label_column(values: Iterable[Any], name: str = "groups", first_row: int = 0
         raise ValueError(f"{name} is empty")
     if written_as_text:  # numbers are spelled one way by label_text; text as it was written
         _one_spelling_per_number(texts, name, first_row)
+        if groups:
+            _one_visible_spelling(texts, name, first_row, left_out)
     return texts
+
+
+def visible_text(text: str) -> str:
+    """What a person sees of ``text`` in a table: without surrounding whitespace and without invisible
+    format characters (zero-width spaces and joiners, a byte-order mark, a soft hyphen: Unicode's Cf)."""
+    return "".join(c for c in text if unicodedata.category(c) != "Cf").strip()
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: empty, spaces, tabs or invisible characters only."""
+    return not visible_text(text)
+
+
+def _one_visible_spelling(texts: npt.NDArray[np.str_], name: str, first_row: int, left_out: str | None) -> None:
+    """Refuse a text label that shows nothing ('', ' ', a tab, a zero-width space: it would be a group no
+    table can name), and two that show alike ("smart" and "smart\u200b", "Male" and "Male "): two groups
+    of what a person reads as one, each measured apart."""
+    seen: dict[str, str] = {}
+    for text in np.unique(texts).tolist():
+        if text == left_out:
+            continue
+        visible = visible_text(text)
+        if not visible:
+            row = first_row + int(np.flatnonzero(texts == text)[0])
+            raise ValueError(f"{name} is blank at row {row} ({text!r}): a label must name its group; drop the row "
+                             "or give it a label")
+        if visible in seen:
+            rows = [first_row + int(np.flatnonzero(texts == t)[0]) for t in (seen[visible], text)]
+            raise ValueError(f"{name} holds {seen[visible]!r} (row {rows[0]}) and {text!r} (row {rows[1]}), which "
+                             "read alike (they differ in spaces or invisible characters): write each group's label "
+                             "one way")
+        seen[visible] = text
 
 
 def _number_texts(values: npt.NDArray[Any], name: str, first_row: int) -> npt.NDArray[np.str_]:

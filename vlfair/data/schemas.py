@@ -106,9 +106,11 @@ def label_problem(value: Any, column: Column) -> str | None:
 
     A missing value where the column is not nullable; in a class-label column, a blank string
     (it would become a group named '' or '  '); a value outside the vocabulary."""
+    from vlfair.stats import is_blank  # the measures' own rule of a label that shows nothing
+
     if value is None:
         return None if column.nullable else "is empty"
-    if (column.vocabulary is not None or column.label) and isinstance(value, str) and not value.strip():
+    if (column.vocabulary is not None or column.label) and isinstance(value, str) and is_blank(value):
         return f"is blank ({value!r}): a label must name its group"
     if column.vocabulary is not None and value not in column.vocabulary:
         return f"has {value!r}, not one of {list(column.vocabulary)}"
