@@ -126,7 +126,7 @@ def test_evaluate_load_as_a_comparison_offline_after_install_metrics(fresh_user)
                                                [78.0, 79.0, 77.0, 80.0, 81.0, 80.0, 82.0, 79.0],
                                                ["women"] * 4 + ["men"] * 4, "women", "men", bootstrap=200).to_dict()
     assert fresh_user["comparison_result"] == expected
-    assert fresh_user["comparison_result"]["bias_ratio_verdict"] == "B less biased"
+    assert fresh_user["comparison_result"]["ratio_verdict"] == "B less biased"
     assert "Found module of module type 'comparison' instead" in fresh_user["comparison_as_metric"]
 
 
@@ -183,6 +183,27 @@ def test_every_compatible_pair_combines(pair):
         module_name = modules[name].name
         for key, value in alone.items():
             assert combined[f"{module_name}_{key}"] == value, (name, key)
+
+
+TRIPLES = [triple for triple in itertools.combinations(sorted(CASES), 3)
+           if all(_compatible(CASES[a], CASES[b]) for a, b in itertools.combinations(triple, 2))]
+
+
+@pytest.mark.parametrize("modules", PAIRS + TRIPLES, ids=lambda m: "+".join(m))
+def test_a_combination_without_prefixes_loses_no_module_s_number(modules):
+    """Issue 43, SILENT 15: evaluate.combine prefixes a key two modules share with each module's name; no
+    module may return a key that such a prefixed key would overwrite (bias_difference's own "bias_ratio_p_value"
+    took bias_ratio's p-value, without a word, beside trait_anova's)."""
+    alone = {name: load_metric(name).compute(**CASES[name]) for name in modules}
+    kwargs = {key: value for name in modules for key, value in CASES[name].items()}
+    inputs = {key: kwargs.pop(key) for key in ("predictions", "references") if key in kwargs}
+    combined = evaluate.combine([load_metric(name) for name in modules]).compute(**inputs, **kwargs)
+    assert len(combined) == sum(len(result) for result in alone.values())  # every number kept, under some key
+    shared = {key for a, b in itertools.combinations(modules, 2) for key in set(alone[a]) & set(alone[b])}
+    for name, result in alone.items():
+        for key, value in result.items():
+            shown = combined[f"{name}_{key}" if key in shared else key]
+            assert shown == value or (shown != shown and value != value), (name, key)  # (NaN is itself)
 
 
 def test_module_parameters_are_what_each_module_takes():

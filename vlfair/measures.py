@@ -1423,23 +1423,23 @@ class BiasDifference(MeasureResult):
     """The result of :func:`bias_difference`: model A (``predictions1``) against model B
     (``predictions2``) on the same rows."""
 
-    bias_ratio_a: float
+    ratio_a: float
     """A's bias ratio, mean(protected) / mean(reference), as :func:`bias_ratio` computes it."""
-    bias_ratio_b: float
-    bias_ratio_difference: float
+    ratio_b: float
+    ratio_difference: float
     """A's ratio minus B's."""
-    bias_ratio_difference_ci: list[float] | None = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
+    ratio_difference_ci: list[float] | None = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
     """Its paired bootstrap interval (both models on the same resampled rows); None without resampling (a
     bound is infinite where resamples of a reference mean reach 0)."""
-    bias_ratio_distance_difference: float
+    ratio_distance_difference: float
     """|A's ratio - 1| - |B's ratio - 1|: negative where A is closer to the neutral 1."""
-    bias_ratio_distance_difference_ci: list[float] | None = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
-    bias_ratio_p_value: float | None
+    ratio_distance_difference_ci: list[float] | None = dataclasses.field(metadata=_MAY_BE_UNDEFINED)
+    ratio_p_value: float | None
     """Paired permutation (sign-flip) test of "the two models' ratios do not differ"; None without permutations."""
-    bias_ratio_log10_p_value: float | None
-    bias_ratio_p_value_method: str | None
+    ratio_log10_p_value: float | None
+    ratio_p_value_method: str | None
     """"exact", "monte_carlo" or "sequential_monte_carlo"."""
-    bias_ratio_verdict: str | None
+    ratio_verdict: str | None
     """"A less biased", "B less biased", "differ; neither closer to no bias" or "no difference detected"
     (:func:`bias_difference` gives the rule); None without resampling."""
     max_gap_a: float
@@ -1558,17 +1558,17 @@ def bias_difference(scores_a: npt.ArrayLike, scores_b: npt.ArrayLike, groups: La
 
         tests = list(stats.sign_flip_tests(swapped, a.size, 2, n_permutations, seed))
     fields: dict[str, Any] = {}
-    for j, key in enumerate(("bias_ratio", "max_gap")):
+    for j, key in enumerate(("ratio", "max_gap")):
         interval = _interval(difference_ci, j)
         p = _p_fields(tests[j])
         fields |= {f"{key}_a": float(point_a[j]), f"{key}_b": float(point_b[j]),
                    f"{key}_difference": float(point_a[j] - point_b[j]), f"{key}_difference_ci": interval}
-        if key == "bias_ratio":
-            fields |= {"bias_ratio_distance_difference": float(abs(point_a[j] - 1.0) - abs(point_b[j] - 1.0)),
-                       "bias_ratio_distance_difference_ci": _interval(distance_ci, j)}
+        if key == "ratio":
+            fields |= {"ratio_distance_difference": float(abs(point_a[j] - 1.0) - abs(point_b[j] - 1.0)),
+                       "ratio_distance_difference_ci": _interval(distance_ci, j)}
         fields |= {f"{key}_{name}": value for name, value in p.items()}
         fields[f"{key}_verdict"] = _verdict(float(point_a[j] - point_b[j]), interval, _interval(distance_ci, j),
-                                            p["p_value"], 1 - confidence, 1.0 if key == "bias_ratio" else 0.0)
+                                            p["p_value"], 1 - confidence, 1.0 if key == "ratio" else 0.0)
     return BiasDifference(**fields, protected_group=protected, reference_group=reference,
                           group_counts={n: int(c) for n, c in zip(names, counts)}, confidence=confidence)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -26,7 +25,7 @@ class YAMLFileError(ValueError):
 
 
 def read_text(path: str | os.PathLike, max_bytes: int | None = None) -> str:
-    """The text of the file a person wrote at ``path``: UTF-8, without a byte-order mark, with ``\n``
+    """The text of the file a person wrote at ``path``: UTF-8, without a byte-order mark, with newline
     line ends; at most ``max_bytes`` (:data:`MAX_TEXT_BYTES`).
 
     Raises:

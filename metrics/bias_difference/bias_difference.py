@@ -42,11 +42,11 @@ Args:
     n_permutations (`int`, defaults to 10000): swaps for the p-values (exact over all 2^N when 2^N fits); 0 turns
         them off.
 Returns:
-    bias_ratio_a, bias_ratio_b (`float`): each model's bias ratio; bias_ratio_difference (`float`): A - B.
-    bias_ratio_difference_ci (`list` of 2 `float`): its paired bootstrap interval.
-    bias_ratio_distance_difference (`float`), bias_ratio_distance_difference_ci: |A - 1| - |B - 1| (< 0: A closer to 1).
-    bias_ratio_p_value, bias_ratio_log10_p_value (`float`), bias_ratio_p_value_method (`str`): the paired test.
-    bias_ratio_verdict (`str`): "A less biased", "B less biased", "differ; neither closer to no bias" or
+    ratio_a, ratio_b (`float`): each model's bias ratio; ratio_difference (`float`): A - B.
+    ratio_difference_ci (`list` of 2 `float`): its paired bootstrap interval.
+    ratio_distance_difference (`float`), ratio_distance_difference_ci: |A - 1| - |B - 1| (< 0: A closer to 1).
+    ratio_p_value, ratio_log10_p_value (`float`), ratio_p_value_method (`str`): the paired test.
+    ratio_verdict (`str`): "A less biased", "B less biased", "differ; neither closer to no bias" or
         "no difference detected".
     max_gap_a, max_gap_b, max_gap_difference, max_gap_difference_ci, max_gap_p_value, max_gap_log10_p_value,
         max_gap_p_value_method, max_gap_verdict: the same for the largest gap between group means.
@@ -60,11 +60,11 @@ Examples:
     >>> results = bias_difference.compute(predictions1=[70.0, 72.0, 68.0, 71.0, 82.0, 80.0, 83.0, 81.0],
     ...     predictions2=[78.0, 79.0, 77.0, 80.0, 81.0, 80.0, 82.0, 79.0],
     ...     references=["women"] * 4 + ["men"] * 4, protected_group="women", reference_group="men")
-    >>> round(results["bias_ratio_a"], 4), round(results["bias_ratio_b"], 4), round(results["bias_ratio_difference"], 4)
+    >>> round(results["ratio_a"], 4), round(results["ratio_b"], 4), round(results["ratio_difference"], 4)
     (0.862, 0.9752, -0.1132)
-    >>> [round(x, 4) for x in results["bias_ratio_difference_ci"]], results["bias_ratio_p_value"]
+    >>> [round(x, 4) for x in results["ratio_difference_ci"]], results["ratio_p_value"]
     ([-0.126, -0.101], 0.015625)
-    >>> results["bias_ratio_verdict"], results["max_gap_difference"], results["max_gap_verdict"]
+    >>> results["ratio_verdict"], results["max_gap_difference"], results["max_gap_verdict"]
     ('B less biased', 9.25, 'B less biased')
 
     A model against itself: no difference, a zero-width interval and p = 1.
@@ -72,9 +72,9 @@ Examples:
     >>> scores = [70.0, 72.0, 68.0, 71.0, 82.0, 80.0, 83.0, 81.0]
     >>> results = bias_difference.compute(predictions1=scores, predictions2=scores,
     ...     references=["women"] * 4 + ["men"] * 4, protected_group="women", reference_group="men")
-    >>> results["bias_ratio_difference"], results["bias_ratio_difference_ci"], results["bias_ratio_p_value"]
+    >>> results["ratio_difference"], results["ratio_difference_ci"], results["ratio_p_value"]
     (0.0, [0.0, 0.0], 1.0)
-    >>> results["bias_ratio_verdict"]
+    >>> results["ratio_verdict"]
     'no difference detected'
 """
 
