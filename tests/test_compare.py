@@ -363,6 +363,21 @@ def test_samples_from_another_run_or_an_edited_results_json_are_refused(traits_r
     assert f"they differ in {differ}" in error and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")], ids=["nan", "inf", "-inf"])
+def test_a_value_a_run_holds_as_nan_is_said_naming_its_file_column_and_sample(traits_runs, tmp_path, capsys, value):
+    """Issue 43, SILENT 7: not "not assessed (no interval: bootstrap 0)" with bootstrap 100 set."""
+    def damaged(frame):
+        column = next(c for c in frame.columns if c.startswith("confidence"))
+        frame.loc[[3, 7], column] = value
+        return frame
+
+    other = _copy(traits_runs[1], tmp_path / "other", frame=damaged)
+    assert main(["compare", str(traits_runs[0]), str(other), "--out", str(tmp_path / "out"), "--bootstrap", "100"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith(f"vlfair compare: {other / 'samples.parquet'}: confidence")
+    assert f" is {value} at 2 row(s) (the first: sample " in error and not (tmp_path / "out").exists()
+
+
 def test_rescore_cli_refuses_to_overwrite_the_run(traits_runs, capsys):
     assert main(["rescore", str(traits_runs[0]), "--out", str(traits_runs[0])]) == 2
     assert "the run's own folder" in capsys.readouterr().err

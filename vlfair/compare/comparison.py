@@ -97,6 +97,7 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     # each run's values of each row set, read once (rows are positions in the aligned frames)
     values = [[frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
                for row_set in row_sets] for frame in frames]
+    _refuse_missing_values(runs, frames, row_sets, values)
     differences = []
     for a, b in pairs:
         for k, row_set in enumerate(row_sets):
@@ -121,6 +122,23 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     content = jsonable(content)
     validate_comparison(content)
     return Comparison(content, runs)
+
+
+def _refuse_missing_values(runs: list[Run], frames: list[Any], row_sets: list[Any], values: list[list[Any]]) -> None:
+    """A value a run's samples hold as NaN or infinite is refused, naming the file, the column and the
+    first sample: a resample holding that row would have no difference, and every interval and p-value
+    came out "not assessed" without saying why."""
+    for run, frame, run_values in zip(runs, frames, values):
+        for row_set, block in zip(row_sets, run_values):
+            bad = ~np.isfinite(block)
+            if bad.any():
+                rows, columns = np.nonzero(bad)
+                sample = frame["id"].iloc[row_set.rows[rows[0]]]
+                count = int(bad.any(axis=1).sum())
+                raise ComparisonError(
+                    f"{run.path / run.results['samples']['file']}: {row_set.columns[columns[0]]} is "
+                    f"{block[rows[0], columns[0]]} at {count} row(s) (the first: sample {sample}); a paired comparison "
+                    "needs every compared row's value in every run, so nothing was compared (re-run the probe)")
 
 
 def _refuse_duplicates(runs: list[Run]) -> None:
