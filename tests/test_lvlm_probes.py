@@ -214,6 +214,28 @@ def test_answers_are_matched_by_normalised_text_or_the_one_candidate_they_name()
     assert match_answer("ＳＭＡＲＴ", ["smart", "dumb"]) == 0  # full-width letters: NFKC
 
 
+# Issue 43, SILENT 14: an answer that negates a candidate does not name it, in any language the probes ask in
+NEGATED = [
+    ("not smart", ["smart", "dumb"], -1), ("Not smart.", ["smart", "dumb"], -1), ("isn't smart", ["smart", "dumb"], -1),
+    ("The person is not a very smart one", ["smart", "dumb"], -1),
+    ("He is not smart, he is dumb", ["smart", "dumb"], 1),  # the one it does not negate
+    ("No, smart", ["smart", "dumb"], 0),  # a negation reaches to its clause's end only
+    ("nicht klug", ["klug", "dumm"], -1), ("Il n'est pas médecin", ["médecin", "infirmier"], -1),
+    ("no es médico", ["médico", "enfermero"], -1), ("не врач", ["врач", "медсестра"], -1),
+    ("doktor değil", ["doktor", "hemşire"], -1), ("ليس طبيبا", ["طبيبا", "ممرضة"], -1),
+    ("不是医生", ["医生", "护士"], -1), ("是医生", ["医生", "护士"], 0), ("医者ではない", ["医者", "看護師"], -1),
+    ("의사가 아니다", ["의사", "간호사"], -1),
+    ("not a tennis player", ["player", "tennis player"], -1),  # the longer one negated: not its part either
+    ("not a tennis player, a player", ["player", "tennis player"], 0),
+    ("", ["?", "dumb"], -1), ("!!!", ["?", "dumb"], -1),  # an empty answer names no punctuation-only candidate
+]
+
+
+@pytest.mark.parametrize(("answer", "candidates", "named"), NEGATED, ids=[a or "empty" for a, _, _ in NEGATED])
+def test_an_answer_that_negates_a_candidate_does_not_name_it(answer, candidates, named):
+    assert match_answer(answer, candidates) == named
+
+
 def test_generate_is_greedy_decoding_written_out(checkpoints):
     """The open-ended answer equals picking the most likely next token from full forwards, token by token."""
     import torch

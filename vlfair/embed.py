@@ -213,7 +213,7 @@ def score_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[st
                       len(answers), f"scoring {len(answers)} answers", batch_size)
 
 
-MATCHING = 1  # the version of match_answer the cached matches were made by: bump it when matching changes
+MATCHING = 2  # the version of match_answer the cached matches were made by: bump it when matching changes
 
 
 def generate_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[str], *,
