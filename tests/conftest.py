@@ -25,6 +25,8 @@ if _WORKERS > 1:  # the cores this process may run on (a container's share, not 
 # evaluate's modules cache (where `vlfair install-metrics` and the metric Spaces put modules): the
 # session's own, so tests neither read a user's copies nor leave theirs behind
 os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="vlfair-test-modules-"))
+# vlfair's own default cache (embeddings, the file hashes of local models): the session's, not the user's
+os.environ.setdefault("VLFAIR_CACHE", tempfile.mkdtemp(prefix="vlfair-test-cache-"))
 
 from vlfair import logging as vlfair_logging  # noqa: E402
 from vlfair import testing  # noqa: E402

@@ -234,13 +234,47 @@ def test_an_encoder_s_own_code_is_refused_in_one_line_naming_the_model(tmp_path,
     assert not ran.exists()
 
 
-def test_revision_changes_when_local_weights_change(tmp_path, clip_dir):
+def _swap_keeping_times(weights, other, how: str) -> None:
+    """``other``'s bytes put in ``weights``' place, its times set back as ``cp -p`` or ``rsync -a`` leave them."""
+    before = weights.stat()
+    if how == "cp -p over it":
+        shutil.copy2(other, weights)
+    elif how == "rsync -a (a new file renamed in)":
+        staged = weights.with_name(".staged")
+        shutil.copy2(other, staged)
+        os.replace(staged, weights)
+    else:  # written in place
+        weights.write_bytes(other.read_bytes())
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert weights.stat().st_size == before.st_size and weights.stat().st_mtime_ns == before.st_mtime_ns
+
+
+@pytest.mark.parametrize("how", ["cp -p over it", "rsync -a (a new file renamed in)", "written in place"])
+def test_weights_swapped_with_their_times_kept_are_another_model(tmp_path, clip_dir, how):
+    """Issue 43, SILENT 13: a local model's revision (and cache key) is its files' content."""
+    from vlfair import testing
+
     copy = shutil.copytree(clip_dir, tmp_path / "clip")
-    before = vlfair.load_encoder(str(copy)).revision
+    other = testing.tiny_clip(tmp_path / "other", seed=3)
+    data = vlfair.load_dataset("synthetic:fairface").select(range(6))
+    encoder = vlfair.load_encoder(str(copy), dtype="float32")
+    first = vlfair.embed_images(encoder, data, cache_dir=tmp_path / "cache", progress=False)
+    _swap_keeping_times(copy / "model.safetensors", other / "model.safetensors", how)
+    swapped = vlfair.load_encoder(str(copy), dtype="float32")
+    assert swapped.revision != encoder.revision
+    again = vlfair.embed_images(swapped, data, cache_dir=tmp_path / "cache", progress=False)
+    fresh = vlfair.embed_images(vlfair.load_encoder(str(other), dtype="float32"), data, cache_dir=None, progress=False)
+    np.testing.assert_allclose(again, fresh, rtol=1e-5, atol=1e-6)  # the new weights' embeddings, not the cached ones
+    assert not np.allclose(again, first)
+
+
+def test_a_local_model_keeps_its_revision_when_copied_or_touched(tmp_path, clip_dir):
+    before = vlfair.load_encoder(str(clip_dir)).revision
+    copy = shutil.copytree(clip_dir, tmp_path / "clip")
     weights = copy / "model.safetensors"
-    weights.write_bytes(weights.read_bytes())  # rewritten in place (new mtime)
+    weights.write_bytes(weights.read_bytes())  # the same bytes written again, a new time
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
-    assert vlfair.load_encoder(str(copy)).revision != before
+    assert vlfair.load_encoder(str(copy)).revision == before  # same content, same model: its cache is reused
 
 
 @pytest.mark.parametrize("native_bf16", [True, False])

@@ -62,13 +62,76 @@ def split_revision(ref: str, revision: str | None = None) -> tuple[str, str | No
 
 
 def directory_fingerprint(path: str | os.PathLike) -> str:
-    """Hash of (file name, size, mtime) of every file, so rewritten weights change the cache key."""
+    """Hash of every file's name and content, so weights swapped in change the cache key and the run's
+    revision, even with their times kept (``cp -p``, ``rsync -a``: a fingerprint of names, sizes and times
+    reused the old model's embeddings), and a copy of the folder elsewhere keeps its revision. A file's
+    content hash is remembered by what no copy or edit keeps (:class:`_ContentHashes`): read once."""
     digest = hashlib.sha256()
     root = Path(path)
+    hashes = _ContentHashes.load()
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        stat = file.stat()
-        digest.update(f"{file.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        digest.update(f"{file.relative_to(root).as_posix()}\0{hashes.of(file)}\n".encode())
+    hashes.save()
     return "local-" + digest.hexdigest()[:16]
+
+
+class _ContentHashes:
+    """Files' SHA-256 remembered (``$VLFAIR_CACHE/file-hashes.json``) by device, inode, size, modification
+    and status-change time: a file written again, or another file put in its place, changes its inode or
+    its status-change time, which no tool sets back (``cp -p`` and ``rsync -a`` keep the modification time
+    only), so its content is hashed again; an unchanged model is not read at every load."""
+
+    KEEP = 20_000  # entries: the newest are kept
+    _seen: dict[str, str] = {}  # this process's, whatever could be written
+
+    def __init__(self, path: Path | None, known: dict[str, str]):
+        self.path, self.known, self.added = path, known, False
+
+    @classmethod
+    def load(cls) -> _ContentHashes:
+        import json
+
+        from vlfair.cache import cache_root
+
+        path = cache_root("default")
+        path = path / "file-hashes.json" if path is not None else None
+        known: dict[str, str] = {}
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8")) if path is not None and path.is_file() else {}
+            known = {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            pass  # unreadable: hashed again, and written anew
+        return cls(path, {**known, **cls._seen})
+
+    def of(self, file: Path) -> str:
+        stat = file.stat()
+        key = f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
+        if key not in self.known:
+            self.known[key] = _sha256(file)
+            self.added = True
+        _ContentHashes._seen[key] = self.known[key]
+        return self.known[key]
+
+    def save(self) -> None:
+        import json
+
+        from vlfair.atomic import atomic_write
+
+        if not self.added or self.path is None:
+            return
+        kept = dict(list(self.known.items())[-self.KEEP:])
+        try:
+            atomic_write(self.path, lambda handle: handle.write(json.dumps(kept).encode()))
+        except OSError:
+            pass  # a cache that cannot be written: hashed again next time, nothing else lost
+
+
+def _sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with open(file, "rb") as handle:
+        for block in iter(lambda: handle.read(2**22), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 _HUB_ONLY = contextvars.ContextVar("vlfair_hub_only", default=False)
