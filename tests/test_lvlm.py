@@ -242,6 +242,45 @@ def test_a_chat_template_that_leaves_the_image_out_is_refused_by_name(llava, tmp
     assert code == 2 and len(error.splitlines()) == 1 and "leaves the image out of the question" in error, error
 
 
+# Issue 43, SILENT 12 and UNCLEAR: a chat template is a checkpoint's text; what it does wrong is said naming it
+_EACH = "{% for message in messages %}USER: {% for c in message['content'] %}"
+TEMPLATES = {
+    "drops the question": (_EACH + "{% if c['type'] == 'image' %}<image>{% endif %}{% endfor %}{% endfor %}ASSISTANT:",
+                           "its chat template leaves the question out"),
+    "image twice": (_EACH + "{% if c['type'] == 'image' %}<image> <image>{% else %}{{ c['text'] }}{% endif %}"
+                    "{% endfor %}{% endfor %}ASSISTANT:", "its chat template writes the image 2 times for one image"),
+    "raises": ("{{ raise_exception('no images here') }}", r"its chat template fails on a question about one image "
+                                                          r"\(TemplateError: no images here\)"),
+    "syntax error": ("{% for message in messages %}", "its chat template fails on a question about one image"),
+    "includes a file": ("{% include '/etc/passwd' %}", "its chat template fails on a question about one image"),
+    "loops for ever": ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                       "its chat template ran for more than 1 s on one question"),
+    "writes megabytes": ("{% for i in range(100000) %}" + "x" * 30 + "{% endfor %}",
+                         "its chat template writes 3,000,000 characters for one question"),
+}
+
+
+@pytest.mark.parametrize("case", TEMPLATES, ids=list(TEMPLATES))
+def test_a_chat_template_that_misbehaves_is_refused_naming_the_model(scorer, case, monkeypatch):
+    import copy
+
+    from vlfair.models import lvlm
+
+    monkeypatch.setattr(lvlm, "TEMPLATE_SECONDS", 1)
+    template, said = TEMPLATES[case]
+    processor = copy.copy(scorer.processor)
+    processor.chat_template = template
+    crafted = GenerativeScorer(scorer.model, processor, "lvlm:acme/crafted")
+    with pytest.raises(GenerativeModelError, match=r"^model 'lvlm:acme/crafted': " + said):
+        crafted.prompt("who is this ?")
+
+
+def test_the_open_ended_mode_checks_the_model_s_context_as_the_likelihood_mode_does(scorer):
+    limit = scorer.model.config.get_text_config().max_position_embeddings
+    with pytest.raises(GenerativeModelError, match=rf"and max_new_tokens \({limit}\) exceed its context of {limit} "):
+        scorer.generate(generated_image(0), "who is this ?", max_new_tokens=limit)
+
+
 def test_one_process_with_several_gpus_spreads_the_model_over_them():
     from vlfair.models.lvlm import placement
 

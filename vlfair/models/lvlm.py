@@ -52,6 +52,10 @@ class AnswerScores:
         return shifted / shifted.sum()
 
 
+TEMPLATE_SECONDS = 10  # a chat template renders one question in milliseconds
+TEMPLATE_CHARACTERS = 1_000_000  # a question's prompt is hundreds of characters (a system prompt: thousands)
+
+
 class GenerativeScorer:
     """``AutoModelForImageTextToText`` + ``AutoProcessor`` of one checkpoint, scoring answers.
 
@@ -126,12 +130,45 @@ class GenerativeScorer:
         refused where the template leaves the image out (a text-only template would ask the question
         without it, and every image would score the same)."""
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
-        prompt = str(self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+        prompt = self._templated(messages)
         # the token the template writes for an image (Gemma 3's processor expands its begin-of-image token)
         marks = [str(m) for m in (getattr(self.processor, n, None) for n in ("image_token", "boi_token")) if m]
-        if marks and not any(mark in prompt for mark in marks):
+        written = max((prompt.count(mark) for mark in marks), default=1)
+        if written == 0:
             raise GenerativeModelError(f"model {self.name!r}: its chat template leaves the image out of the question "
-                                       f"(no {marks[0]} in {prompt!r}), so the model would answer without seeing it")
+                                       f"(no {marks[0]} in {prompt[:200]!r}), so the model would answer without "
+                                       "seeing it")
+        if written > 1:  # the processor would take one image for two places: refused for every row, not one
+            raise GenerativeModelError(f"model {self.name!r}: its chat template writes the image {written} times "
+                                       f"for one image ({marks[0]} in {prompt[:200]!r}); one image is asked about")
+        if question.strip() and question.strip() not in prompt:
+            raise GenerativeModelError(f"model {self.name!r}: its chat template leaves the question out (no "
+                                       f"{question.strip()[:80]!r} in {prompt[:200]!r}), so every image would be "
+                                       "asked nothing")
+        return prompt
+
+    def _templated(self, messages: list[dict[str, Any]]) -> str:
+        """The chat template applied (transformers' sandboxed Jinja), within :data:`TEMPLATE_SECONDS` and
+        :data:`TEMPLATE_CHARACTERS`: a template is a checkpoint's text, and one that loops for ever, writes
+        hundreds of MB or fails (an include, a syntax error, a raise) is said naming it and the model."""
+        from vlfair.guards import TimeLimitExceeded, call_with_time_limit
+
+        try:
+            prompt = call_with_time_limit(lambda: str(self.processor.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False)), TEMPLATE_SECONDS)
+        except TimeLimitExceeded:
+            raise GenerativeModelError(f"model {self.name!r}: its chat template ran for more than {TEMPLATE_SECONDS} s "
+                                       "on one question (a loop in the template?)") from None
+        except MemoryError:
+            raise GenerativeModelError(f"model {self.name!r}: its chat template wrote more than memory holds for "
+                                       "one question") from None
+        except Exception as exc:  # noqa: BLE001  (Jinja's and transformers' errors: the template is the checkpoint's)
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise GenerativeModelError(f"model {self.name!r}: its chat template fails on a question about one image "
+                                       f"({type(exc).__name__}: {reason})") from None
+        if len(prompt) > TEMPLATE_CHARACTERS:
+            raise GenerativeModelError(f"model {self.name!r}: its chat template writes {len(prompt):,} characters "
+                                       f"for one question (more than {TEMPLATE_CHARACTERS:,})")
         return prompt
 
     def prepared(self, question: str, answers: Sequence[str]) -> tuple[str, list[list[int]]]:
@@ -235,13 +272,10 @@ class GenerativeScorer:
         if not answers:
             raise GenerativeModelError(f"model {self.name!r}: no answers to score")
         prompt, tokens = self.prepared(question, answers)
-        limit = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
         longest = max(len(t) for t in tokens)
         totals = np.zeros((len(images), len(answers)))
         for start, inputs in self._image_batches(images, prompt, batch_size):
-            if limit is not None and inputs["input_ids"].shape[1] + longest > limit:
-                raise GenerativeModelError(f"model {self.name!r}: the prompt ({inputs['input_ids'].shape[1]} tokens) "
-                                           f"and the longest answer ({longest}) exceed its context of {limit} tokens")
+            self._check_context(inputs["input_ids"].shape[1], longest, "the longest answer")
             count = inputs["input_ids"].shape[0]
             pairs = [(image, answer) for image in range(count) for answer in range(len(answers))]
             with torch.no_grad():
@@ -254,6 +288,14 @@ class GenerativeScorer:
                     for (image, answer), value in zip(chunk, found):
                         totals[start + image, answer] = value
         return totals
+
+    def _check_context(self, prompt_tokens: int, more: int, what: str) -> None:
+        """The prompt and ``more`` tokens after it (the longest answer scored, or max_new_tokens generated) fit
+        the model's context: past it, a model reads positions it never learned and answers or scores garbage."""
+        limit = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
+        if limit is not None and prompt_tokens + more > limit:
+            raise GenerativeModelError(f"model {self.name!r}: the prompt ({prompt_tokens} tokens) and {what} ({more}) "
+                                       f"exceed its context of {limit} tokens")
 
     def _continuations(self, cache: Any, first: Any, images: list[int], tokens: list[list[int]]) -> np.ndarray:
         """The summed log-probabilities of answers (right-padded to one length), each read on from the
@@ -293,6 +335,7 @@ class GenerativeScorer:
         pad = self.processor.tokenizer.pad_token_id
         answers: list[str] = [""] * len(images)
         for start, inputs in self._image_batches(images, prompt, batch_size):
+            self._check_context(inputs["input_ids"].shape[1], max_new_tokens, "max_new_tokens")
             with torch.no_grad():
                 made = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
             for row, new in enumerate(made[:, inputs["input_ids"].shape[1]:]):
