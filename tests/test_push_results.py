@@ -19,6 +19,7 @@ from vlfair.cli import main
 from vlfair.report.hub import content_hash, run_folder
 from vlfair.report.leaderboard import read_table
 from vlfair.report.results import family_of, validate_results
+from vlfair.samples import sha256_of
 
 REPO = "acme/board"
 
@@ -230,6 +231,45 @@ def test_the_same_run_pushed_twice_is_added_once(hub, tmp_path, capsys):
         assert main(["push-results", str(folder), "--repo", REPO]) == 0
         assert "(the same run, pushed before); nothing added" in capsys.readouterr().out
     assert len(hub.commits) == 1 and hub.files() == files
+
+
+def _real_run(folder: Path, results: dict, scores: list[float]) -> Path:
+    """``results`` as a run folder with real samples (vlfair's writer: rows, and a header of the run)."""
+    import pandas as pd
+
+    from vlfair.samples import Samples, write_samples
+
+    folder.mkdir(parents=True, exist_ok=True)
+    results = copy.deepcopy(results)
+    frame = pd.DataFrame({"row": range(len(scores)), "id": [f"s{i}" for i in range(len(scores))],
+                          "profession": ["nurse"] * len(scores), "score": scores})
+    header = {key: value for key, value in results.items() if key not in ("metrics", "published", "samples")}
+    results["samples"] = write_samples(Samples(frame), folder / "samples.parquet", header)
+    (folder / "results.json").write_text(json.dumps(results))
+    return folder
+
+
+def test_a_run_with_other_samples_behind_the_same_numbers_is_another_run(hub, tmp_path, capsys):
+    """Issue 43, SILENT 8: the folder's name holds the samples' rows; the time the file records does not."""
+    results = make_results("org/clip-b", BIASED)
+    first = _real_run(tmp_path / "first", results, [0.1, 0.2, 0.3])
+    rerun = _real_run(tmp_path / "rerun", {**results, "created": "2027-05-05T00:00:00+00:00"}, [0.1, 0.2, 0.3])
+    other = _real_run(tmp_path / "other", {**results, "created": "2027-06-06T00:00:00+00:00"}, [0.1, 0.2, 0.4])
+    assert sha256_of(first / "samples.parquet") != sha256_of(rerun / "samples.parquet")  # the time inside differs
+    for run in (first, rerun, other):
+        assert main(["push-results", str(run), "--repo", REPO]) == 0
+    assert len(hub.commits) == 2  # the re-run of the same rows is the same run; other rows are another
+    folders = {path.rsplit("/", 1)[0] for commit in hub.commits for path in commit["paths"]}
+    assert len(folders) == 2
+
+
+def test_samples_rows_edited_under_a_recorded_digest_are_refused(hub, tmp_path, capsys):
+    run = _real_run(tmp_path / "run", make_results("org/clip-b", BIASED), [0.1, 0.2, 0.3])
+    results = json.loads((run / "results.json").read_text())
+    results["samples"]["content_sha256"] = "0" * 64
+    (run / "results.json").write_text(json.dumps(results))
+    assert main(["push-results", str(run), "--repo", REPO]) == 2
+    assert "its rows are not the ones results.json records" in _one_line_error(capsys) and not hub.commits
 
 
 def test_a_second_persons_push_keeps_the_firsts_files(hub, tmp_path):

@@ -67,7 +67,27 @@ def write_samples(samples: Samples, path: str | Path, header: dict[str, Any]) ->
     text = json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False, default=_plain)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), METADATA_KEY: text.encode()})
     atomic_write(path, lambda handle: pq.write_table(table, handle, compression="zstd"))
-    return {"file": path.name, "sha256": sha256_of(path), "rows": int(table.num_rows)}
+    return {"file": path.name, "sha256": sha256_of(path), "rows": int(table.num_rows),
+            "content_sha256": content_sha256(pq.read_table(path))}
+
+
+def content_sha256(table: Any) -> str:
+    """SHA-256 of a samples table's rows alone: each column's name, Arrow type and values, in the file's
+    column order (read back from the file, so a writer and a later reader hash the same table). The same
+    rows written at another time (the file's metadata records when) give the same digest; any other value
+    does not."""
+    import pyarrow as pa
+
+    digest = hashlib.sha256()
+    for name, column in zip(table.column_names, table.columns):
+        digest.update(f"{name}\0{column.type}\0{len(column)}\0".encode())
+        chunk = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        if pa.types.is_integer(chunk.type) or pa.types.is_floating(chunk.type) or pa.types.is_boolean(chunk.type):
+            digest.update(chunk.is_null().to_numpy(zero_copy_only=False).tobytes())
+            digest.update(chunk.fill_null(0).to_numpy(zero_copy_only=False).tobytes())
+        else:  # text, lists, nested values: as JSON, one row after another
+            digest.update(json.dumps(chunk.to_pylist(), ensure_ascii=False, default=str).encode())
+    return digest.hexdigest()
 
 
 def read_samples(path: str | Path, sha256: str | None = None) -> tuple[Samples, dict[str, Any]]:
@@ -100,4 +120,5 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-__all__ = ["IDENTITY", "SAMPLES_FILE", "Samples", "SamplesError", "read_samples", "sha256_of", "write_samples"]
+__all__ = ["IDENTITY", "SAMPLES_FILE", "Samples", "SamplesError", "content_sha256", "read_samples", "sha256_of",
+           "write_samples"]

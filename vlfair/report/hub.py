@@ -43,7 +43,9 @@ class HubError(ValueError):
 def content_hash(results: dict[str, Any]) -> str:
     """SHA-256 of a run's canonical JSON (sorted keys, no spaces) without what differs between two
     runs of the same numbers: its ``created`` time, and its samples file's SHA-256 (the samples
-    file records the time too, so a re-run's bytes differ while every number is the same)."""
+    file records the time too, so a re-run's bytes differ while every number is the same). The
+    samples' rows stay in it (``samples.content_sha256``): a run with other samples behind the same
+    numbers is another run, in a folder of its own, never "already there" under the first push's."""
     content = {key: value for key, value in results.items() if key != "created"}
     if isinstance(content.get("samples"), dict):
         content["samples"] = {key: value for key, value in content["samples"].items() if key != "sha256"}
@@ -143,6 +145,15 @@ def local_run(run_dir: str | Path) -> LocalRun:
     if digest != samples["sha256"]:
         raise HubError(f"{sample_path} is not the file the run wrote: its SHA-256 is {digest[:12]}..., results.json "
                        f"records {samples['sha256'][:12]}...")
+    recorded = samples.get("content_sha256")
+    if recorded is not None:  # the folder's name is made from it: it must be these rows'
+        import pyarrow.parquet as pq
+
+        from vlfair.samples import content_sha256
+
+        if content_sha256(pq.read_table(sample_path)) != recorded:
+            raise HubError(f"{sample_path}: its rows are not the ones results.json records (content_sha256); the "
+                           "run was edited after it was written: run it again")
     files[samples["file"]] = sample_path
     return LocalRun(results, files)
 
