@@ -378,6 +378,52 @@ def test_a_value_a_run_holds_as_nan_is_said_naming_its_file_column_and_sample(tr
     assert f" is {value} at 2 row(s) (the first: sample " in error and not (tmp_path / "out").exists()
 
 
+def _with_metadata(run: Path, raw: bytes) -> None:
+    """The run's samples file with ``raw`` as vlfair's metadata, its SHA-256 recorded anew."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    from vlfair.samples import METADATA_KEY
+
+    path = run / "samples.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), METADATA_KEY: raw}), path)
+    content = json.loads((run / "results.json").read_text())
+    content["samples"]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (run / "results.json").write_text(json.dumps(content))
+
+
+@pytest.mark.parametrize(("raw", "said"), [
+    (b"[" * 100_000 + b"]" * 100_000, "its vlfair metadata is not readable JSON (nested too deeply)"),
+    (b"[1, 2]", "its vlfair metadata is not the mapping vlfair writes"),
+    (b'{"header": "x"}', "its vlfair metadata is not the mapping vlfair writes"),
+    ("{}".encode("utf-16"), "its vlfair metadata is not readable JSON (UnicodeDecodeError"),
+    (b"{not json", "its vlfair metadata is not readable JSON (JSONDecodeError"),
+], ids=["deep", "list", "header-text", "utf-16", "not-json"])
+@pytest.mark.parametrize("command", ["compare", "rescore"])
+def test_samples_metadata_that_is_not_vlfair_s_is_one_line(traits_runs, tmp_path, capsys, raw, said, command):
+    """Issue 43, UNCLEAR: no RecursionError, AttributeError or UnicodeDecodeError reaches the user."""
+    run = tmp_path / "run"
+    shutil.copytree(traits_runs[0], run)
+    _with_metadata(run, raw)
+    argv = [command, str(run), str(traits_runs[1])] if command == "compare" else [command, str(run)]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith(f"vlfair {command}: {run / 'samples.parquet'}: {said}")
+
+
+@pytest.mark.parametrize("column", ["race", "gender"])
+@pytest.mark.parametrize("command", ["compare", "rescore"])
+def test_samples_without_a_group_column_name_the_file_and_column(traits_runs, tmp_path, capsys, column, command):
+    run = _copy(traits_runs[0], tmp_path / "run", frame=lambda frame: frame.drop(columns=[column]))
+    argv = [command, str(run), str(traits_runs[1])] if command == "compare" else [command, str(run)]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith(f"vlfair {command}: ")
+    assert str(run / "samples.parquet") in error and f"no column '{column}'" in error and "Traceback" not in error
+
+
 def test_rescore_cli_refuses_to_overwrite_the_run(traits_runs, capsys):
     assert main(["rescore", str(traits_runs[0]), "--out", str(traits_runs[0])]) == 2
     assert "the run's own folder" in capsys.readouterr().err

@@ -263,6 +263,22 @@ def test_a_run_with_other_samples_behind_the_same_numbers_is_another_run(hub, tm
     assert len(folders) == 2
 
 
+def test_the_rows_digest_reads_every_kind_of_column_and_each_value():
+    import pandas as pd
+    import pyarrow as pa
+
+    from vlfair.samples import content_sha256
+
+    frame = pd.DataFrame({"hit": [True, None, False], "n": pd.array([1, None, 3], dtype="Int64"),
+                          "text": ["x", None, "z"], "score": [1.5, float("nan"), 2.0], "ids": [[1], [], [2, 3]]})
+    digest = content_sha256(pa.Table.from_pandas(frame, preserve_index=False))
+    assert digest == content_sha256(pa.Table.from_pandas(frame.copy(), preserve_index=False))
+    for column, row, value in (("hit", 0, False), ("n", 2, 4), ("text", 0, "y"), ("score", 2, 2.5)):
+        changed = frame.copy()
+        changed.loc[row, column] = value
+        assert content_sha256(pa.Table.from_pandas(changed, preserve_index=False)) != digest, column
+
+
 def test_samples_rows_edited_under_a_recorded_digest_are_refused(hub, tmp_path, capsys):
     run = _real_run(tmp_path / "run", make_results("org/clip-b", BIASED), [0.1, 0.2, 0.3])
     results = json.loads((run / "results.json").read_text())

@@ -40,8 +40,13 @@ class Samples:
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
 
+    source: str | None = None  # the file it was read from, for messages
+
     def column(self, name: str) -> Any:
-        """A column as a numpy array (object for text)."""
+        """A column as a numpy array (object for text); a column the samples lack is named, with the file."""
+        if name not in self.frame.columns:
+            raise SamplesError(f"{self.source or 'the samples'}: no column {name!r} (it holds "
+                               f"{', '.join(map(str, self.frame.columns[:12]))}): not the samples this probe writes")
         return self.frame[name].to_numpy()
 
 
@@ -84,7 +89,8 @@ def content_sha256(table: Any) -> str:
         chunk = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         if pa.types.is_integer(chunk.type) or pa.types.is_floating(chunk.type) or pa.types.is_boolean(chunk.type):
             digest.update(chunk.is_null().to_numpy(zero_copy_only=False).tobytes())
-            digest.update(chunk.fill_null(0).to_numpy(zero_copy_only=False).tobytes())
+            filled = chunk.fill_null(False if pa.types.is_boolean(chunk.type) else 0)
+            digest.update(filled.to_numpy(zero_copy_only=False).tobytes())
         else:  # text, lists, nested values: as JSON, one row after another
             digest.update(json.dumps(chunk.to_pylist(), ensure_ascii=False, default=str).encode())
     return digest.hexdigest()
@@ -108,9 +114,17 @@ def read_samples(path: str | Path, sha256: str | None = None) -> tuple[Samples, 
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         raise SamplesError(f"{path}: a Parquet file without vlfair's metadata (not written by a vlfair run)")
-    meta = json.loads(raw)
+    try:  # a file may come from anyone (a board, a download): its metadata is data, checked before use
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {exc}"[:200]
+        raise SamplesError(f"{path}: its vlfair metadata is not readable JSON ({reason})") from None
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(key, {}), dict) for key in ("facts", "header")) \
+            or not isinstance(meta.get("warnings", []), list):
+        raise SamplesError(f"{path}: its vlfair metadata is not the mapping vlfair writes (facts, header, warnings)")
     frame = table.to_pandas()
-    return Samples(frame, meta.get("facts") or {}, list(meta.get("warnings") or [])), meta.get("header") or {}
+    return (Samples(frame, meta.get("facts") or {}, list(meta.get("warnings") or []), str(path)),
+            meta.get("header") or {})
 
 
 def _plain(value: Any) -> Any:

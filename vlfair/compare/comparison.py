@@ -25,7 +25,7 @@ import numpy as np
 
 from vlfair import paired
 from vlfair._version import __version__
-from vlfair.compare.runs import Run, RunError, load_run
+from vlfair.compare.runs import Run, RunError, columns_named, load_run
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
 from vlfair.report.results import jsonable
 
@@ -87,12 +87,14 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     frames = [run.samples.frame.set_index("id").loc[common].reset_index() for run in runs]
     frames, unshared = _shared_columns(runs, frames)
     reference = dataclasses.replace(runs[0].samples, frame=frames[0])
-    row_sets = probe.comparisons(reference)
+    with columns_named(runs):
+        row_sets = probe.comparisons(reference)
     if not any(row_set.statistics for row_set in row_sets):
         raise ComparisonError(f"probe {probe.name!r} gives no per-sample form of its metrics to compare"
                               + (f" in every run ({'; '.join(u['metric'] + ': ' + u['reason'] for u in unshared)})"
                                  if unshared else ""))
-    _check_groups(probe, runs, frames, row_sets)
+    with columns_named(runs):
+        _check_groups(probe, runs, frames, row_sets)
     pairs = list(itertools.combinations(range(len(runs)), 2))
     # each run's values of each row set, read once (rows are positions in the aligned frames)
     values = [[frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)

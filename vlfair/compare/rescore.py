@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vlfair.compare.runs import RunError, load_run
+from vlfair.compare.runs import RunError, columns_named, load_run
 from vlfair.defaults import INTERVAL_SETTINGS
 
 if TYPE_CHECKING:  # the probes (and their imports) load when a rescore runs, not with the CLI's help
@@ -61,7 +61,8 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None) -> Pr
     if "seed" in overrides and overrides["seed"] != recorded.get("seed") and probe.draws_with_seed():
         raise RunError(f"{run.path}: {name}'s seed also drew its samples (the per-cell sample, the generated images); "
                        "a rescore keeps them, so it cannot change the seed: run the probe again with --set seed=...")
-    output = probe.analyze_samples(run.samples)
+    with columns_named([run]):
+        output = probe.analyze_samples(run.samples)
     output.samples = run.samples
     output.notes.append("Rescored from samples.parquet (vlfair rescore): figures drawn from the images or the model "
                         "themselves (median images, Grad-CAM, generated images) are in the original run's report.")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,4 +90,15 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
-__all__ = ["Run", "RunError", "load_run"]
+@contextlib.contextmanager
+def columns_named(runs: list[Run]) -> Iterator[None]:
+    """A column a run's samples lack, met while they are analysed, as a RunError naming the file and the
+    column (a KeyError would reach a user, or a Space's visitor, as a traceback)."""
+    try:
+        yield
+    except KeyError as exc:
+        files = ", ".join(str(run.path / run.results["samples"]["file"]) for run in runs)
+        raise RunError(f"{files}: no column {exc} in the samples (not the samples this probe writes)") from None
+
+
+__all__ = ["Run", "RunError", "columns_named", "load_run"]
