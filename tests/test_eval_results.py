@@ -254,6 +254,19 @@ def test_two_runs_of_one_model_on_one_task_are_refused_before_anything_is_writte
     (["--out", "{tmp}", "--benchmark-repo", "acme"], "--benchmark-repo must be a Hub dataset id ORG/NAME, got 'acme'"),
     (["--out", "{tmp}", "--benchmark-repo", BENCHMARK, "--source-url", "https://x/{run}"],
      "--source-url must hold {record}"),
+    # issue 43, UNCLEAR: a link a card shows: an address, of a link's length, the record's name as it is
+    (["--out", "{tmp}", "--benchmark-repo", BENCHMARK, "--source-url", "javascript:alert(1)//{record}"],
+     "--source-url must be an https:// (or http://) address"),
+    (["--out", "{tmp}", "--benchmark-repo", BENCHMARK, "--source-url", "data:text/html,{record}"],
+     "--source-url must be an https:// (or http://) address"),
+    (["--out", "{tmp}", "--benchmark-repo", BENCHMARK, "--source-url", "https:///{record}"],
+     "--source-url must be an https:// (or http://) address"),
+    (["--out", "{tmp}", "--benchmark-repo", BENCHMARK, "--source-url", "https://x/" + "a" * 2_000_000 + "{record}"],
+     "--source-url is 2,000,018 characters long"),
+    (["--out", "{tmp}", "--benchmark-repo", BENCHMARK, "--source-url", "https://x/{record:>2000000}"],
+     "--source-url must hold {record} (the record's file name, as it is"),
+    (["--out", "{tmp}", "--benchmark-repo", BENCHMARK, "--source-url", "https://x/{record!r}"],
+     "--source-url must hold {record} (the record's file name, as it is"),
 ])
 def test_a_mistake_is_one_line_and_exit_2(runs, tmp_path, capsys, extra, message):
     missing = tmp_path / "no-run"  # a folder without a results.json

@@ -45,6 +45,7 @@ import math
 import re
 import string
 import unicodedata
+import urllib.parse
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -372,6 +373,9 @@ def _notes(results: dict[str, Any], metric: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+MAX_URL_CHARACTERS = 2000  # browsers and the Hub keep links shorter than this
+
+
 def source_url(template: str | None, record: str) -> str:
     """Where an entry's Every Eval Ever record is: ``template`` with ``{record}`` (the record's file
     name) filled in, or without a template the record's path relative to card-results' --out.
@@ -381,14 +385,25 @@ def source_url(template: str | None, record: str) -> str:
     """
     if template is None:
         return f"{RECORDS_DIR}/{record}"
+    shown = repr(template) if len(template) <= 120 else repr(template[:119] + "…")
+    if len(template) > MAX_URL_CHARACTERS:
+        raise ValueError(f"--source-url is {len(template):,} characters long ({shown}); a link is at most "
+                         f"{MAX_URL_CHARACTERS:,}")
     try:
-        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+        parts = list(string.Formatter().parse(template))
     except ValueError as exc:
-        raise ValueError(f"--source-url {template!r} is not a template: {exc}") from None
-    if fields != {"record"}:
-        raise ValueError(f"--source-url must hold {{record}} (the record's file name) and no other placeholder, got "
-                         f"{template!r}; e.g. https://huggingface.co/datasets/ORG/NAME/blob/main/{RECORDS_DIR}/{{record}}")
-    return template.format(record=record)
+        raise ValueError(f"--source-url {shown} is not a template: {exc}") from None
+    fields = [(name, spec, conversion) for _, name, spec, conversion in parts if name is not None]
+    if {name for name, _, _ in fields} != {"record"} or any(spec or conversion for _, spec, conversion in fields):
+        raise ValueError(f"--source-url must hold {{record}} (the record's file name, as it is: no format spec or "
+                         f"conversion) and no other placeholder, got {shown}; e.g. "
+                         f"https://huggingface.co/datasets/ORG/NAME/blob/main/{RECORDS_DIR}/{{record}}")
+    url = template.format(record=record)
+    where = urllib.parse.urlsplit(url)
+    if where.scheme not in ("https", "http") or not where.netloc:  # a card shows it as a link: never javascript:
+        raise ValueError(f"--source-url must be an https:// (or http://) address where the records will be, "
+                         f"got {shown}")
+    return url
 
 
 def eval_result_entries(results: dict[str, Any], benchmark_repo: str, source: str) -> list[dict[str, Any]]:
