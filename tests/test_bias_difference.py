@@ -224,7 +224,7 @@ def test_integer_group_labels(module):
     ({"predictions2": [0.3, -0.4, 0.5, 0.6]}, ValueError, r"predictions2 must be >= 0 for a ratio of means .*; row 1 "),
     ({"predictions1": [0.3, float("nan"), 0.5, 0.6]}, ValueError, "predictions1 has NaN at row 1"),
     ({"predictions2": [0.3, 0.4, 0.0, 0.0]}, ValueError, "predictions2: the mean score of reference_group 'b' is 0"),
-    ({"n_permutations": -1}, ValueError, r"n_permutations must be a whole number >= 0"),
+    ({"n_permutations": -1}, ValueError, r"n_permutations must be a whole number from 0 to 10,000,000"),
     ({"confidence": 95}, ValueError, r"confidence must be a number in \(0, 1\)"),
 ], ids=["length", "references-length", "absent-group", "no-group", "unknown-option", "negative", "nan",
         "zero-reference-mean", "permutations", "confidence"])

@@ -247,8 +247,8 @@ VALID = {  # one valid call of every measure: its data, positionally or by keywo
 }
 DATA = {"strata", "languages"}  # keyword arguments that are columns of data, not options
 BAD = {  # values each option must refuse: wrong types (a bool is not a number), out of range, not finite
-    "bootstrap": [True, -1, 1.5, "10", None],
-    "n_permutations": [True, -1, 2.5, "100"],
+    "bootstrap": [True, -1, 1.5, "10", None, 10**6 + 1],
+    "n_permutations": [True, -1, 2.5, "100", 10**13],  # issue 43: 40 rows and 1e13 enumerated 2^40 relabellings
     "confidence": [True, 0, 1, 95, math.nan, "0.95", None],
     "seed": [True, -1, 1.5, "x"],
     "welch": [1, "yes", None],

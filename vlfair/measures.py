@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vlfair import stats
-from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, MAX_BOOTSTRAP, MAX_PERMUTATIONS, PERMUTATIONS, SEED
 
 MIN_GROUP_SIZE = 2  # never report a group mean from fewer samples
 # a column of labels (groups, languages, strata, class predictions): a list, a numpy array, a pandas Series;
@@ -195,9 +195,10 @@ class _Rule(NamedTuple):
     """What a valid value is: the message reads "<option> must be <valid>, got <value>"."""
 
 
-def _whole(low: int) -> Callable[[Any], bool]:
-    """Whole numbers >= ``low``; a bool is not a number here (True would be 1 silently)."""
-    return lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and bool(v >= low)
+def _whole(low: int, high: float = math.inf) -> Callable[[Any], bool]:
+    """Whole numbers from ``low`` to ``high``; a bool is not a number here (True would be 1 silently)."""
+    return lambda v: (isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                      and bool(low <= v <= high))
 
 
 def _finite_at_least_0(v: Any) -> bool:
@@ -215,8 +216,9 @@ def _two_groups(v: Any) -> bool:
 
 
 OPTIONS: dict[str, _Rule] = {
-    "bootstrap": _Rule(_whole(0), "a whole number >= 0 (0 turns it off)"),
-    "n_permutations": _Rule(_whole(0), "a whole number >= 0 (0 turns it off)"),
+    "bootstrap": _Rule(_whole(0, MAX_BOOTSTRAP), f"a whole number from 0 to {MAX_BOOTSTRAP:,} (0 turns it off)"),
+    "n_permutations": _Rule(_whole(0, MAX_PERMUTATIONS),
+                            f"a whole number from 0 to {MAX_PERMUTATIONS:,} (0 turns it off)"),
     "confidence": _Rule(lambda v: _finite_at_least_0(v) and 0 < v < 1, "a number in (0, 1), e.g. 0.95"),
     "seed": _Rule(lambda v: v is None or _whole(0)(v),
                   "a whole number or None (a whole number >= 0; None: fresh randomness each call)"),

@@ -70,9 +70,7 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     from vlfair.measures import check_options
     from vlfair.probes import probe_class
 
-    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed)
-    if n_permutations < 0:
-        raise ComparisonError(f"n_permutations must be >= 0, got {n_permutations}")
+    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
     if len(paths) < 2:
         raise ComparisonError(f"compare needs at least two runs, got {len(paths)}")
     runs = [load_run(path) for path in paths]

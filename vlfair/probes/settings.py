@@ -41,7 +41,14 @@ Flag = Annotated[bool, Strict(), BeforeValidator(_python_number)]
 Text = Annotated[str, Strict()]
 Name = Annotated[str, Strict(), AfterValidator(_not_blank)]  # a word, label, class or language: not blank
 
-from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED  # noqa: E402  (shared with vlfair.measures)
+from vlfair.defaults import (  # noqa: E402  (shared with vlfair.measures)
+    BOOTSTRAP,
+    CONFIDENCE,
+    MAX_BOOTSTRAP,
+    MAX_PERMUTATIONS,
+    PERMUTATIONS,
+    SEED,
+)
 
 
 def placeholders(*fields: str) -> Callable[[str], str]:
@@ -139,7 +146,9 @@ class Confidence(BaseModel):
 
 class Bootstrap(Confidence):
     bootstrap: NonNegative = Field(
-        BOOTSTRAP, description="bootstrap resamples of every interval, a whole number >= 0; 0 turns intervals off")
+        BOOTSTRAP, le=MAX_BOOTSTRAP,
+        description=f"bootstrap resamples of every interval, a whole number from 0 to {MAX_BOOTSTRAP:,}; 0 turns "
+                    "intervals off")
 
     @property
     def resampling(self) -> dict[str, Any]:
@@ -149,7 +158,9 @@ class Bootstrap(Confidence):
 
 class Permutations(BaseModel):
     n_permutations: NonNegative = Field(
-        PERMUTATIONS, description="relabellings of each permutation test, a whole number >= 0; 0 turns p-values off")
+        PERMUTATIONS, le=MAX_PERMUTATIONS,
+        description=f"relabellings of each permutation test, a whole number from 0 to {MAX_PERMUTATIONS:,}; 0 turns "
+                    "p-values off")
 
 
 SHARED = ("bootstrap", "confidence", "seed", "n_permutations")
