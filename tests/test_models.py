@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import transformers
 from PIL import Image
 from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPModel, SiglipImageProcessor, SiglipModel,
                           XLMRobertaConfig, XLMRobertaModel)
@@ -136,6 +137,28 @@ def test_mclip_pickled_weights_need_explicit_opt_in(models_dir, clip_dir):
         vlfair.load_encoder(f"mclip:{pickled}+{clip_dir}")
     encoder = vlfair.load_encoder(f"mclip:{pickled}+{clip_dir}", use_safetensors=False)
     assert encoder.encode_texts(["a nurse"]).shape == (1, 16)
+
+
+@pytest.mark.parametrize("kind", ["clip", "lvlm"])
+def test_a_checkpoint_of_pickled_weights_only_is_refused_naming_the_way_to_load_it(tmp_path, clip_dir, capsys, kind):
+    """Issue 43, UNCLEAR: vlfair's one line with use_safetensors=False, not transformers' own refusal."""
+    from vlfair.cli import main
+
+    if kind == "clip":
+        model = transformers.CLIPModel.from_pretrained(clip_dir)
+        source, spec = clip_dir, str(tmp_path / "pickled")
+    else:
+        source = testing.tiny_llava(tmp_path / "llava")
+        model = transformers.LlavaForConditionalGeneration.from_pretrained(source)
+        spec = f"lvlm:{tmp_path / 'pickled'}"
+    pickled = tmp_path / "pickled"
+    shutil.copytree(source, pickled, ignore=shutil.ignore_patterns("*.safetensors"))
+    torch.save(model.state_dict(), pickled / "pytorch_model.bin")
+    capsys.readouterr()  # (transformers' bars of the loads above)
+    code = main(["run", "traits", "--model", spec, "--dataset", "synthetic:fairface", "--out", str(tmp_path / "out")])
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and len(error.splitlines()) == 1 and error.startswith("vlfair run: ")
+    assert f"{pickled} has only pickled PyTorch weights (pytorch_model.bin)" in error and "use_safetensors=False" in error
 
 
 def test_mclip_errors_name_the_problem(mclip_dir, clip_dir, siglip_dir):

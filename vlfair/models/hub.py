@@ -203,6 +203,8 @@ def resolve_model(ref: str, revision: str | None = None, *, use_safetensors: boo
     if is_local_directory(ref):
         if revision is not None:
             raise ValueError(f"{ref!r} is a local directory; a revision ({revision!r}) applies only to Hub ids")
+        if use_safetensors and not config_only:
+            _refuse_pickled_only(ref)
         return ResolvedModel(ref, os.path.abspath(ref), directory_fingerprint(ref))
     if ref.startswith((".", "/", "~")) or ref.count("/") > 1:
         raise ModelNotFoundError(f"model directory {ref!r} does not exist")
@@ -227,7 +229,17 @@ def resolve_model(ref: str, revision: str | None = None, *, use_safetensors: boo
             f"({constants.HF_HUB_CACHE}), and {why}. Download it once with network access "
             f"(hf download {ref}) or pass the path of a saved checkpoint."
         ) from None
+    if use_safetensors and not config_only:  # a cached snapshot may hold what an earlier use_safetensors=False fetched
+        _refuse_pickled_only(path)
     return ResolvedModel(ref, path, Path(path).name)
+
+
+def _refuse_pickled_only(path: str) -> None:
+    """A folder whose weights are pickled only (``pytorch_model*.bin``) is refused with the one way to load
+    it, before transformers refuses it in its own words (it names neither the folder nor the way)."""
+    root = Path(path)
+    if not any(root.glob("*.safetensors")) and any(root.glob("pytorch_model*.bin")):
+        weight_files(path, use_safetensors=True)  # raises, naming use_safetensors=False
 
 
 def weight_files(path: str, use_safetensors: bool) -> list[Path]:
@@ -239,8 +251,9 @@ def weight_files(path: str, use_safetensors: bool) -> list[Path]:
     pickled = sorted(root.glob("pytorch_model*.bin"))
     if pickled and use_safetensors:
         raise ModelNotFoundError(
-            f"{path} has only pickled PyTorch weights ({pickled[0].name}) and no safetensors file. "
-            "Pass use_safetensors=False to load them (read with torch.load(weights_only=True))."
+            f"{path} has only pickled PyTorch weights ({pickled[0].name}) and no safetensors file; vlfair loads "
+            "those only when asked: use_safetensors=False (Python: vlfair.load_encoder(..., use_safetensors=False)), "
+            "which reads them with torch.load(weights_only=True)"
         )
     if not pickled:
         raise ModelNotFoundError(f"{path} holds no model weights (*.safetensors or pytorch_model*.bin)")
