@@ -261,7 +261,9 @@ def _benchmark_file(api: Any, repo_id: str, head: str, exists: bool, results: di
 
     problems: list[str] = []  # a file too large to read, or not a results.json: left out, and named
     root = download_runs(f"{HUB_PREFIX}{repo_id}@{head}", api.token, skipped=problems)
-    runs, _ = dedupe([*read_results(sorted(root.rglob("results.json")), problems), results])
+    named = [(f"datasets/{repo_id}/{path.relative_to(root).as_posix()}", read)
+             for path in sorted(root.rglob("results.json")) for read in read_results([path], problems)]
+    runs = _benchmarkable([*named, ("this run", results)], repo_id, benchmark, problems)
     warnings.extend(f"eval.yaml leaves out {problem.replace(str(root), f'datasets/{repo_id}', 1)}"
                     for problem in problems)
     text = benchmark(runs, repo_id).encode("utf-8")
@@ -270,6 +272,43 @@ def _benchmark_file(api: Any, repo_id: str, head: str, exists: bool, results: di
         if current.read_bytes() == text:
             return None
     return text
+
+
+def _benchmarkable(named: list[tuple[str, dict[str, Any]]], repo_id: str,
+                   benchmark: Callable[[list[dict[str, Any]], str], str], problems: list[str]) -> list[dict[str, Any]]:
+    """The runs eval.yaml is made from (one copy of each): all of them where they make one together; else
+    each in turn, in path order, kept where it adds to those before it and left out, named in
+    ``problems``, where it cannot (a crafted run whose numbers collide with others' task ids must not
+    block every later push)."""
+    runs, _ = dedupe([results for _, results in named])
+    try:
+        benchmark(runs, repo_id)
+        return runs
+    except (ValueError, TypeError, KeyError) as exc:  # whatever a run the schema let by makes the benchmark raise
+        first = exc
+    kept: list[tuple[str, dict[str, Any]]] = []
+    for name, results in named:
+        try:
+            benchmark(dedupe([*(r for _, r in kept), results])[0], repo_id)
+        except (ValueError, TypeError, KeyError) as exc:
+            # the run it cannot stand beside, if it is not its own problem
+            partner = next((other for other, earlier in kept
+                            if not _benchmarks(benchmark, [earlier, results], repo_id)), None)
+            problems.append(f"{name}: {' '.join(str(exc).split())[:300]}" + (f" (with {partner})" if partner else ""))
+            continue
+        kept.append((name, results))
+    if not problems:  # the runs fail only together, and no one of them can be named
+        raise HubError(f"eval.yaml cannot be made from the runs in datasets/{repo_id}: {first}")
+    return dedupe([results for _, results in kept])[0]
+
+
+def _benchmarks(benchmark: Callable[[list[dict[str, Any]], str], str], runs: list[dict[str, Any]],
+                repo_id: str) -> bool:
+    try:
+        benchmark(dedupe(runs)[0], repo_id)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return True
 
 
 # ---- read ------------------------------------------------------------------------------------
