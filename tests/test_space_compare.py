@@ -144,3 +144,32 @@ def test_a_samples_file_over_the_space_s_cap_is_refused_before_it_is_fetched(dem
     with pytest.raises(ValueError, match=r"samples.parquet: [\d,]+ bytes, more than the 1,000 a comparison here reads"):
         compare_chosen(source, runs, token=False, bootstrap=20)
     assert not any(path.endswith("samples.parquet") for path in hub.downloaded)
+
+
+# Issue 43, UNCLEAR: the compare tab has a row cap and a time limit, as every other request of a Space
+def test_runs_of_more_samples_than_the_tab_takes_are_refused_before_comparing(app, board, demo, monkeypatch):
+    from vlfair.space import compare
+
+    runs = [run for _, run in run_choices(board, _traits(app, board))]
+    monkeypatch.setattr(compare, "MAX_ROWS", 100)
+    with pytest.raises(SpaceInputError, match=r"holds [\d,]+ samples, more than the 100 a comparison here takes; "
+                                              "compare the runs with vlfair compare"):
+        compare_chosen(str(demo[0]), runs)
+
+
+def test_a_comparison_past_the_space_s_time_limit_is_stopped_and_said(app, board, demo, monkeypatch):
+    import time
+
+    from vlfair.space import compare
+
+    def slow(*args, **kwargs):
+        while True:  # Python work the limit interrupts (as the paired bootstrap's loops are)
+            time.sleep(0.01)
+
+    runs = [run for _, run in run_choices(board, _traits(app, board))]
+    monkeypatch.setenv("VLFAIR_SPACE_TIME_LIMIT_S", "0.5")
+    monkeypatch.setattr(compare, "compare_runs", slow)
+    started = time.monotonic()
+    with pytest.raises(SpaceInputError, match=r"ran past this Space's time limit of 0.5 s and was stopped; compare"):
+        compare_chosen(str(demo[0]), runs)
+    assert time.monotonic() - started < 10

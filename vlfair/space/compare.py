@@ -12,10 +12,12 @@ import pandas as pd
 from vlfair.compare import Comparison, compare_runs
 from vlfair.compare.render import differences_frame, forests, notes
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE
-from vlfair.space.limits import MB, SpaceInputError
+from vlfair.space.limits import MB, SpaceInputError, run_with_time_limit
 
 MAX_RUNS = 4  # every pair is compared: 4 runs are 6 pairs
 MAX_SAMPLES_BYTES = 64 * MB  # a run's samples file the compare tab downloads and reads (100,000s of rows)
+MAX_ROWS = 100_000  # samples of one run the compare tab compares (two runs of 200,000: 101 s and 730 MB)
+LOCAL_ADVICE = "compare the runs with vlfair compare on your own machine"
 
 
 def run_choices(board: pd.DataFrame, family: str | None) -> list[tuple[str, str]]:
@@ -57,10 +59,21 @@ def run_folders(source: str, runs: list[str], token: str | bool | None = False) 
 
 def compare_chosen(source: str, runs: list[str], token: str | bool | None = False,
                    bootstrap: int = BOOTSTRAP) -> Comparison:
-    """``vlfair compare`` of the chosen runs (2 to :data:`MAX_RUNS`)."""
+    """``vlfair compare`` of the chosen runs (2 to :data:`MAX_RUNS`), of at most :data:`MAX_ROWS` samples
+    each, within the Space's time limit (``VLFAIR_SPACE_TIME_LIMIT_S``)."""
+    from vlfair.guards import time_limit_from_env
+    from vlfair.report.leaderboard import read_results
+
     if not 2 <= len(runs) <= MAX_RUNS:
         raise SpaceInputError(f"pick 2 to {MAX_RUNS} runs of one family to compare (picked {len(runs)})")
-    return compare_runs(run_folders(source, runs, token), bootstrap=bootstrap, confidence=CONFIDENCE)
+    folders = run_folders(source, runs, token)
+    for folder in folders:  # what results.json says of its samples (compare checks it against the file)
+        rows = (read_results([folder])[0].get("samples") or {}).get("rows", 0)
+        if rows > MAX_ROWS:
+            raise SpaceInputError(f"run {folder.name[-8:]} holds {rows:,} samples, more than the {MAX_ROWS:,} a "
+                                  f"comparison here takes; {LOCAL_ADVICE}")
+    return run_with_time_limit(lambda: compare_runs(folders, bootstrap=bootstrap, confidence=CONFIDENCE),
+                               time_limit_from_env(), LOCAL_ADVICE)
 
 
 def view(comparison: Comparison) -> dict[str, Any]:
@@ -86,4 +99,4 @@ def view(comparison: Comparison) -> dict[str, Any]:
     return {"table": table, "figures": figures, "notes": notes(comparison)}
 
 
-__all__ = ["MAX_RUNS", "compare_chosen", "run_choices", "run_folders", "view"]
+__all__ = ["MAX_ROWS", "MAX_RUNS", "compare_chosen", "run_choices", "run_folders", "view"]

@@ -68,14 +68,14 @@ def _megabytes(name: str, default: int) -> int:
 DEMO_ADVICE = "use fewer images, a smaller sample or a smaller model, or run vlfair locally"
 
 
-def run_with_time_limit(work: Callable[[], T], seconds: float) -> T:
+def run_with_time_limit(work: Callable[[], T], seconds: float, advice: str = DEMO_ADVICE) -> T:
     """``work()`` in this thread, stopped after ``seconds`` (``guards.call_with_time_limit``): a
-    :class:`SpaceInputError` that says so, with :data:`DEMO_ADVICE`."""
+    :class:`SpaceInputError` that says so, with ``advice``."""
     try:
         return call_with_time_limit(work, seconds)
     except TimeLimitExceeded:
         raise SpaceInputError(f"the request ran past this Space's time limit of {seconds:g} s and was stopped; "
-                              f"{DEMO_ADVICE}") from None
+                              f"{advice}") from None
 
 
 __all__ = ["MB", "LimitSettingError", "Limits", "SpaceInputError", "TimeLimitExceeded", "run_with_time_limit"]
