@@ -424,6 +424,21 @@ def test_samples_without_a_group_column_name_the_file_and_column(traits_runs, tm
     assert str(run / "samples.parquet") in error and f"no column '{column}'" in error and "Traceback" not in error
 
 
+def test_two_runs_of_one_model_are_told_apart_by_what_differs(traits_runs, tmp_path):
+    """Issue 43, UNCLEAR: never "demo-world biased vs demo-world biased" without the setting that differs."""
+    def dtype(value):
+        def edit(content):
+            content["model"]["dtype"] = value
+        return edit
+
+    a = _copy(traits_runs[0], tmp_path / "a", results=dtype("float32"))
+    b = _copy(traits_runs[0], tmp_path / "b", results=dtype("bfloat16"))
+    labels = [run["label"] for run in compare_runs([a, b], bootstrap=0, n_permutations=0).content["runs"]]
+    assert labels == ["demo-world biased (dtype float32)", "demo-world biased (dtype bfloat16)"]
+    other = compare_runs([a, traits_runs[1]], bootstrap=0, n_permutations=0).content["runs"]
+    assert [run["label"] for run in other] == ["demo-world biased", "demo-world control"]  # names alone where they differ
+
+
 def test_rescore_cli_refuses_to_overwrite_the_run(traits_runs, capsys):
     assert main(["rescore", str(traits_runs[0]), "--out", str(traits_runs[0])]) == 2
     assert "the run's own folder" in capsys.readouterr().err

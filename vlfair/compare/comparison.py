@@ -111,7 +111,7 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         "schema": SCHEMA, "vlfair_version": __version__, "probe": probe.name,
         "probe_version": runs[0].results["probe_version"],
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "runs": [_describe(run) for run in runs],
+        "runs": [_describe(run, label) for run, label in zip(runs, distinct_labels(runs))],
         "rows": {"compared": int(len(common)), "per_run": counts, "on_common_rows": bool(on_common_rows)},
         "settings": {"bootstrap": bootstrap, "confidence": confidence, "seed": seed, "n_permutations": n_permutations},
         "multiple_testing": {"method": "holm" if len(pairs) > 1 else "none", "family": FAMILY,
@@ -273,9 +273,38 @@ def verdict_text(entry: dict[str, Any], labels: list[str]) -> str:
             "not_assessed": "not assessed (no interval: bootstrap 0)"}[entry["verdict"]]
 
 
-def _describe(run: Run) -> dict[str, Any]:
+def distinct_labels(runs: list[Run]) -> list[str]:
+    """Each run's label (its model's name), told apart where runs share one by what differs between them:
+    two runs of one model with another setting (a temperature, a generative question), revision or dtype
+    are "M (temperature 1)" and "M (temperature 0.5)", never "M vs M"."""
+    labels = [run.label for run in runs]
+    for label in set(labels):
+        same = [k for k, other in enumerate(labels) if other == label]
+        if len(same) < 2:
+            continue
+        facts = [_facts(runs[k]) for k in same]
+        differing = [key for key in dict.fromkeys(key for fact in facts for key in fact)
+                     if len({json.dumps(fact.get(key), sort_keys=True, default=str) for fact in facts}) > 1][:2]
+        for k, fact in zip(same, facts):
+            labels[k] = f"{label} ({', '.join(f'{key} {_shown_value(fact.get(key))}' for key in differing)})"
+    return labels
+
+
+def _facts(run: Run) -> dict[str, Any]:
+    """What may tell two runs of one model apart, the model's own first, the run's time last."""
+    model = run.results["model"]
+    return {"spec": model.get("spec"), "revision": model.get("revision"), "dtype": model.get("dtype"),
+            **(run.results.get("probe_settings") or {}), "created": run.results.get("created")}
+
+
+def _shown_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _describe(run: Run, label: str) -> dict[str, Any]:
     text = (run.path / "results.json").read_bytes()
-    return {"label": run.label, "path": str(run.path), "model": run.results["model"],
+    return {"label": label, "path": str(run.path), "model": run.results["model"],
             "dataset": run.results["dataset"], "created": run.results["created"],
             "results_sha256": hashlib.sha256(text).hexdigest(), "samples_sha256": run.results["samples"]["sha256"]}
 
