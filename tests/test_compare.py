@@ -7,6 +7,7 @@ import base64
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -437,6 +438,23 @@ def test_two_runs_of_one_model_are_told_apart_by_what_differs(traits_runs, tmp_p
     assert labels == ["demo-world biased (dtype float32)", "demo-world biased (dtype bfloat16)"]
     other = compare_runs([a, traits_runs[1]], bootstrap=0, n_permutations=0).content["runs"]
     assert [run["label"] for run in other] == ["demo-world biased", "demo-world control"]  # names alone where they differ
+
+
+@pytest.mark.parametrize(("keep", "said"), [
+    (1, "the runs share only 1 row"),
+    (3, "rows the runs share"),  # too few for the probe's groups, or for a group of each row set: said so
+    (12, "rows the runs share"),
+])
+def test_runs_sharing_too_few_rows_for_their_groups_are_one_line(traits_runs, tmp_path, capsys, keep, said):
+    """Issue 43, UNCLEAR: not numpy's warnings and "not assessed (no interval: bootstrap 0)"."""
+    few = _copy(traits_runs[1], tmp_path / "few", frame=lambda frame: frame.iloc[:keep].reset_index(drop=True),
+                results=lambda content: None)
+    argv = ["compare", str(traits_runs[0]), str(few), "--on-common-rows", "--out", str(tmp_path / "out")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy warning on the way
+        assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith("vlfair compare: ") and said in error
 
 
 def test_rescore_cli_refuses_to_overwrite_the_run(traits_runs, capsys):

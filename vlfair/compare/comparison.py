@@ -80,19 +80,26 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         raise ComparisonError("the runs are not comparable: " + "; ".join(problems))
     probe = probe_class(runs[0].results["probe"])(runs[0].results["probe_settings"])
     common, counts = _common_ids(runs)
-    if not len(common):
-        raise ComparisonError("the runs share no rows (no sample id is in all of them)")
+    if len(common) < 2:  # not even one pair of rows to compare: said as such, not as a probe's limitation
+        raise ComparisonError("the runs share no rows (no sample id is in all of them)" if not len(common) else
+                              f"the runs share only 1 row ({common[0]}): a paired comparison needs 2 or more")
     frames = [run.samples.frame.set_index("id").loc[common].reset_index() for run in runs]
     frames, unshared = _shared_columns(runs, frames)
     reference = dataclasses.replace(runs[0].samples, frame=frames[0])
     with columns_named(runs):
         row_sets = probe.comparisons(reference)
+    fewer = max(counts) > len(common)  # compared on the rows they share, fewer than a run holds
     if not any(row_set.statistics for row_set in row_sets):
         raise ComparisonError(f"probe {probe.name!r} gives no per-sample form of its metrics to compare"
                               + (f" in every run ({'; '.join(u['metric'] + ': ' + u['reason'] for u in unshared)})"
-                                 if unshared else ""))
+                                 if unshared else "")
+                              + (f" on the {len(common)} rows the runs share (too few for its groups; compare runs "
+                                 "that share more rows)" if fewer else ""))
     with columns_named(runs):
         _check_groups(probe, runs, frames, row_sets)
+    if fewer:  # the runs' own rows made their own numbers; fewer shared ones may leave a group too small
+        row_sets, small = _without_small_groups(row_sets, len(common))
+        unshared = [*unshared, *small]
     pairs = list(itertools.combinations(range(len(runs)), 2))
     # each run's values of each row set, read once (rows are positions in the aligned frames)
     values = [[frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
@@ -122,6 +129,26 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     content = jsonable(content)
     validate_comparison(content)
     return Comparison(content, runs)
+
+
+def _without_small_groups(row_sets: list[Any], shared: int) -> tuple[list[Any], list[dict[str, str]]]:
+    """The row sets whose every group holds 2 rows or more (as each measure asks of its groups: with fewer,
+    a mean has no spread and a resample nothing to draw: numpy's warnings, then every interval "not
+    assessed"), and the others' metrics as uncompared, with the reason; none left is an error."""
+    kept, left_out = [], []
+    for row_set in row_sets:
+        counts = np.bincount(row_set.groups) if row_set.statistics and row_set.groups.size else np.array([2])
+        if counts.min() >= 2:
+            kept.append(row_set)
+            continue
+        reason = (f"a group holds {int(counts.min())} of the {shared} rows the runs share; a paired comparison needs "
+                  "2 rows of every group")
+        left_out.extend({"metric": name, "reason": reason}
+                        for name in dict.fromkeys(statistic.name for statistic in row_set.statistics))
+    if not any(row_set.statistics for row_set in kept):
+        raise ComparisonError(f"the runs share {shared} rows: {left_out[0]['reason']} (compare runs that share more "
+                              "rows)")
+    return kept, left_out
 
 
 def _refuse_missing_values(runs: list[Run], frames: list[Any], row_sets: list[Any], values: list[list[Any]]) -> None:
