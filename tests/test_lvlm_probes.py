@@ -228,6 +228,9 @@ NEGATED = [
     ("not a tennis player", ["player", "tennis player"], -1),  # the longer one negated: not its part either
     ("not a tennis player, a player", ["player", "tennis player"], 0),
     ("", ["?", "dumb"], -1), ("!!!", ["?", "dumb"], -1),  # an empty answer names no punctuation-only candidate
+    ("非常聪明", ["聪明", "笨"], 0),  # 非常 is "very", not a negation
+    ("No, a doctor.", ["doctor", "nurse"], 0), ("not dumb but smart", ["smart", "dumb"], 0),
+    ("医者ではありません", ["医者", "看護師"], -1),  # the polite negative
 ]
 
 

@@ -144,20 +144,26 @@ class StandInHub:
 
         def snapshot_download(repo_id, *, repo_type=None, revision=None, allow_patterns=None, token=None,
                               dry_run=False, local_files_only=False, **kw):
-            from huggingface_hub.errors import DryRunError, LocalEntryNotFoundError
+            from huggingface_hub.errors import DryRunError, LocalEntryNotFoundError, RepositoryNotFoundError
             from huggingface_hub.file_download import DryRunFileInfo
             from huggingface_hub.utils import filter_repo_objects  # what the real one filters with
 
             hub.tokens.append(token)
-            repo = hub._repo(repo_id, repo_type)
-            assert revision in (None, repo["sha"]), "a read fetches at the commit it listed"
-            root = hub.tmp_path / "hub-cache" / repo_id.replace("/", "--") / repo["sha"]
+            cached = sorted((hub.tmp_path / "hub-cache" / repo_id.replace("/", "--")).glob("*"))
             if hub.offline or local_files_only:  # what the real one does without the Hub: the cached snapshot
                 if dry_run:
                     raise DryRunError("Dry run cannot be performed as the repository cannot be accessed.")
-                if not root.is_dir():
+                if not cached:  # (a repository never read: whether it exists, the cache cannot say)
                     raise LocalEntryNotFoundError("cannot find the requested files in the disk cache")
-                return str(root)
+                return str(cached[-1])
+            try:
+                repo = hub._repo(repo_id, repo_type)
+            except RepositoryNotFoundError as missing:
+                if dry_run:  # what the real one does: every answer of the Hub becomes a DryRunError
+                    raise DryRunError("Dry run cannot be performed as the repository cannot be accessed.") from missing
+                raise
+            assert revision in (None, repo["sha"]), "a read fetches at the commit it listed"
+            root = hub.tmp_path / "hub-cache" / repo_id.replace("/", "--") / repo["sha"]
             paths = list(filter_repo_objects(sorted(repo["files"]), allow_patterns=allow_patterns))
             if dry_run:
                 return [DryRunFileInfo(commit_hash=repo["sha"], file_size=len(repo["files"][path]), filename=path,

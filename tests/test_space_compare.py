@@ -173,3 +173,23 @@ def test_a_comparison_past_the_space_s_time_limit_is_stopped_and_said(app, board
     with pytest.raises(SpaceInputError, match=r"ran past this Space's time limit of 0.5 s and was stopped; compare"):
         compare_chosen(str(demo[0]), runs)
     assert time.monotonic() - started < 10
+
+
+def test_a_run_s_own_refusal_reaches_a_visitor_without_the_server_s_paths(demo, tmp_path, monkeypatch):
+    """Issue 43 (review): a crafted run's refusal names its files, in the Hub's cache on the server."""
+    import hashlib
+    import json
+
+    hub, source, runs = _hub_board(demo, tmp_path, monkeypatch)
+    files = hub.repos[("dataset", "acme/board")]["files"]
+    first = next(p for p in files if p.endswith(f"--{runs[0]}/results.json"))
+    other = next(p for p in files if p.endswith(f"--{runs[1]}/samples.parquet"))
+    files[first.replace("results.json", "samples.parquet")] = files[other]  # another run's samples, its SHA-256 set
+    results = json.loads(files[first])
+    results["samples"]["sha256"] = hashlib.sha256(files[other]).hexdigest()  # (outside the run's content hash)
+    files[first] = json.dumps(results).encode()
+    with pytest.raises(SpaceInputError) as refused:
+        compare_chosen(source, runs, token=False, bootstrap=20)
+    message = str(refused.value)
+    assert "was written by another run than the results.json beside it" in message
+    assert str(tmp_path) not in message and "hub-cache" not in message

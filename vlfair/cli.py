@@ -125,6 +125,7 @@ def _write_run(run: Any, out: Path) -> str | None:
     if failure is None:
         run.write(out)
         return None
+    out = Path(os.path.abspath(out))  # "runs/a/.." is runs: its sibling is runs.failed, not "runs/a/...failed"
     aside = out.with_name(out.name + FAILED)
     try:
         _check_out_dir(aside)

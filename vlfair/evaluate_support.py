@@ -38,8 +38,6 @@ from evaluate.naming import camelcase_to_snakecase
 from vlfair import measures, metrics, stats
 
 TEXT = datasets.Value("string")
-# text columns that do not name groups: word_influence's variants ("" is the prompt with no word replaced)
-NOT_GROUPS = frozenset({"variants"})
 # evaluate.EvaluationModule's own __init__ parameters (evaluate.load passes them with the user's options);
 # "seed" is taken only by a module whose own option it is (evaluate's seed of numpy's generator would
 # change nothing in the others), "config_name" only as "default" (no vlfair module has configurations)
@@ -130,6 +128,9 @@ class CheckedInputs(evaluate.EvaluationModule):
     filelocks: list[Any] | None
 
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
+    # text columns that name no groups (answers and classes, word_influence's variants, where "" is the prompt
+    # with no word replaced): a blank or odd value there is data, not a group no table can name
+    NOT_GROUPS: ClassVar[tuple[str, ...]] = ()
     """Label columns that may be left out: filled with "" (which the module reads as "not given")."""
     _rows_added: int = 0  # rows stored since the last compute (row numbers of the next batch start here)
     _label_kinds: Mapping[str, str] = types.MappingProxyType({})  # each label column's kind over the batches
@@ -317,7 +318,7 @@ class CheckedInputs(evaluate.EvaluationModule):
         """One column as evaluate should store it, by the measures' rules (rows counted from the rows added)."""
         first_row = self._rows_added
         if feature == TEXT:
-            texts = stats.label_column(column, name, first_row, groups=name not in NOT_GROUPS,
+            texts = stats.label_column(column, name, first_row, groups=name not in self.NOT_GROUPS,
                                        left_out=LEFT_OUT if name in self.OPTIONAL else None)
             kind = stats.label_kind(column[0])
             if kinds.setdefault(name, kind) != kind:

@@ -28,12 +28,15 @@ NEGATING_BEFORE = frozenset({
     "ليس", "ليست", "لا", "غير",  # ar
 })
 NEGATION_REACH = 3  # "not a very smart", "is not the smart"
+# words after which a negation no longer reaches: "not dumb but smart" is smart
+NEGATION_ENDS = frozenset({"but", "aber", "sondern", "mais", "pero", "sino", "ma", "mas", "но"})
 # ... and those that follow what they negate: tr "doktor değil", hi "डॉक्टर नहीं"
 NEGATING_AFTER = frozenset({"değil", "degil", "nahin", "नहीं", "नही"})
 # scripts written without spaces: a negation in the 2 characters before (zh 不是医生, 没有, 非) or the 5 after
 # (ja 医者ではない, ko 의사가 아니다) the candidate's characters
 NEGATING_CHARS_BEFORE = ("不", "没", "沒", "非", "无", "無", "未", "别", "別")
-NEGATING_CHARS_AFTER = ("ではな", "じゃな", "でな", "아니", "아님", "않")
+NEGATING_CHARS_AFTER = ("ではな", "じゃな", "でな", "ではあり", "じゃあり", "아니", "아님", "않")
+NOT_NEGATING_BEFORE = ("非常",)  # "very": 非常聪明 is very smart
 
 
 def match_answer(answer: str, candidates: list[str]) -> int:
@@ -49,7 +52,7 @@ def match_answer(answer: str, candidates: list[str]) -> int:
         return -1
     if said in forms:
         return forms.index(said)
-    clauses = [normalized(part) for part in _CLAUSE_END.split(answer)]  # a negation reaches to its clause's end
+    clauses = [normalized(part).split() for part in _CLAUSE_END.split(answer)]  # a negation ends with its clause
     found = [j for j, form in enumerate(forms) if form and _said(said, form, clauses)]
     # a candidate inside a longer one found too ("honest" in "dishonest" does not count: whole words;
     # "player" in "tennis player" does) is the longer one's part, not a second answer
@@ -60,7 +63,7 @@ def match_answer(answer: str, candidates: list[str]) -> int:
 _CLAUSE_END = re.compile(r"[.,;:!?\n。，、；：！？]+")
 
 
-def _said(text: str, words: str, clauses: list[str]) -> bool:
+def _said(text: str, words: str, clauses: list[list[str]]) -> bool:
     """Whether ``text`` says ``words`` at least once without negating it (:data:`NEGATING_BEFORE` within
     :data:`NEGATION_REACH` words before in its clause: "No, smart" is smart; :data:`NEGATING_AFTER` just
     after; in a script without spaces, the characters around it)."""
@@ -69,20 +72,23 @@ def _said(text: str, words: str, clauses: list[str]) -> bool:
         while start >= 0:
             # a particle may sit between (ko 의사가 아니다, ja 医者ではない)
             before, after = text[max(0, start - 2):start], text[start + len(words):start + len(words) + 5]
+            before = "" if before.endswith(NOT_NEGATING_BEFORE) else before
             negated = any(c in before for c in NEGATING_CHARS_BEFORE) or any(c in after for c in NEGATING_CHARS_AFTER)
             if not negated:
                 return True
             start = text.find(words, start + 1)
         return False
-    tokens, target = text.split(), words.split()
-    clause_of = [k for k, clause in enumerate(clauses) for _ in clause.split()]
-    if len(clause_of) != len(tokens):  # an article a clause's own normalizing dropped: one clause, then
-        clause_of = [0] * len(tokens)
+    # the answer's words clause by clause (a clause's leading article dropped, as the whole answer's is)
+    tokens = [token for clause in clauses for token in clause]
+    clause_of = [k for k, clause in enumerate(clauses) for _ in clause]
+    target = words.split()
     for i in range(len(tokens) - len(target) + 1):
         if tokens[i:i + len(target)] != target:
             continue
         before = [t for t, k in zip(tokens[max(0, i - NEGATION_REACH):i], clause_of[max(0, i - NEGATION_REACH):i])
                   if k == clause_of[i]]
+        ends = [j for j, token in enumerate(before) if token in NEGATION_ENDS]
+        before = before[ends[-1] + 1:] if ends else before
         after = tokens[i + len(target):i + len(target) + 1]
         if not NEGATING_BEFORE.intersection(before) and not NEGATING_AFTER.intersection(after):
             return True

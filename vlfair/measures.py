@@ -731,7 +731,10 @@ def _describe(variant: tuple[int, ...]) -> str:
 
 # ---- cross_lingual_gap, group_rate_gap ---------------------------------------------------
 def _correct(predictions: Labels, references: Labels) -> npt.NDArray[np.float64]:
-    preds, refs = _labels(predictions, "predictions"), _labels(references, "references")
+    # answers, not groups: a blank or odd answer is a wrong one, scored as such (the label rule's blank and
+    # read-alike checks are for the texts that name groups)
+    preds = stats.label_column(predictions, "predictions", groups=False)
+    refs = stats.label_column(references, "references", groups=False)
     _same_length(predictions=preds, references=refs)
     return (preds == refs).astype(float)
 
@@ -1492,7 +1495,7 @@ def bias_difference(scores_a: npt.ArrayLike, scores_b: npt.ArrayLike, groups: La
         n_permutations: swaps for the p-values (0: no test).
 
     Returns:
-        A :class:`BiasDifference`: ``bias_ratio_*`` and ``max_gap_*`` (A, B, difference with its
+        A :class:`BiasDifference`: ``ratio_*`` and ``max_gap_*`` (A, B, difference with its
         interval, p-value, its log10 and method, verdict), the ratio's distance difference,
         ``protected_group``, ``reference_group``, ``group_counts`` and ``confidence``.
 

@@ -96,9 +96,12 @@ def content_sha256(table: Any) -> str:
     return digest.hexdigest()
 
 
-def read_samples(path: str | Path, sha256: str | None = None) -> tuple[Samples, dict[str, Any]]:
+def read_samples(path: str | Path, sha256: str | None = None,
+                 rows: int | None = None) -> tuple[Samples, dict[str, Any]]:
     """(samples, header) from a file :func:`write_samples` wrote; with ``sha256`` (results.json's),
-    a file whose content changed since is refused."""
+    a file whose content changed since is refused; with ``rows``, one whose row count (its Parquet
+    footer's) is not that is refused before any row is read (a few compressed bytes may unpack to
+    gigabytes: the count a caller capped is the count read)."""
     import pyarrow.parquet as pq
 
     path = Path(path)
@@ -108,7 +111,11 @@ def read_samples(path: str | Path, sha256: str | None = None) -> tuple[Samples, 
         raise SamplesError(f"{path}: its SHA-256 is not the one results.json records: the file was changed or "
                            "replaced after the run (re-run the probe, or restore the file)")
     try:
+        if rows is not None and pq.ParquetFile(path).metadata.num_rows != rows:
+            raise SamplesError(f"{path}: {pq.ParquetFile(path).metadata.num_rows:,} rows, results.json says {rows:,}")
         table = pq.read_table(path)
+    except SamplesError:
+        raise
     except Exception as exc:  # noqa: BLE001  (pyarrow raises several types for a file that is not Parquet)
         raise SamplesError(f"{path}: not a Parquet file ({exc})") from None
     raw = (table.schema.metadata or {}).get(METADATA_KEY)

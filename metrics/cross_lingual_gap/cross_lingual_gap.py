@@ -52,6 +52,8 @@ Examples:
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class CrossLingualGap(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
+    NOT_GROUPS = ("predictions", "references")  # classes answered and true: a blank answer is a wrong one, not a group
+
     def _info(self):
         return evaluate.MetricInfo(
             module_type="metric",

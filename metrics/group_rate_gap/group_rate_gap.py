@@ -49,6 +49,7 @@ Examples:
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class GroupRateGap(vlfair.evaluate_support.CheckedInputs, evaluate.Metric):
+    NOT_GROUPS = ("predictions", "references")  # classes answered and true: a blank answer is a wrong one, not a group
     OPTIONAL = ("languages",)  # may be left out: filled with "" (no split by language)
 
     def _info(self):

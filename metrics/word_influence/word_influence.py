@@ -57,6 +57,8 @@ Examples:
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class WordInfluence(vlfair.evaluate_support.CheckedInputs, evaluate.Measurement):
+    NOT_GROUPS = ("variants",)  # variant ids: "" is the prompt with no word replaced, not a group
+
     def _info(self):
         return evaluate.MeasurementInfo(
             module_type="measurement",

@@ -311,9 +311,12 @@ def distinct_labels(runs: list[Run]) -> list[str]:
             continue
         facts = [_facts(runs[k]) for k in same]
         differing = [key for key in dict.fromkeys(key for fact in facts for key in fact)
-                     if len({json.dumps(fact.get(key), sort_keys=True, default=str) for fact in facts}) > 1][:2]
+                     if len({json.dumps(fact.get(key), sort_keys=True, default=str) for fact in facts}) > 1]
         for k, fact in zip(same, facts):
-            labels[k] = f"{label} ({', '.join(f'{key} {_shown_value(fact.get(key))}' for key in differing)})"
+            labels[k] = f"{label} ({', '.join(f'{key} {_shown_value(fact.get(key))}' for key in differing[:3])})"
+    for k, label in enumerate(labels):  # still alike (more differences than shown, or none): the folder tells
+        if labels.count(label) > 1:
+            labels[k] = f"{label} [{runs[k].path.name}]"
     return labels
 
 

@@ -55,7 +55,7 @@ def load_run(path: str | Path) -> Run:
                        f"per-sample results; run it again with this vlfair (vlfair run {results['probe']} ...) to get "
                        "samples.parquet")
     try:
-        samples, header = read_samples(folder / entry["file"], entry["sha256"])
+        samples, header = read_samples(folder / entry["file"], entry["sha256"], entry["rows"])
     except SamplesError as exc:
         raise RunError(str(exc)) from None
     if len(samples.frame) != entry["rows"]:

@@ -7,6 +7,7 @@ import contextvars
 import dataclasses
 import hashlib
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,7 +83,8 @@ class _ContentHashes:
     only), so its content is hashed again; an unchanged model is not read at every load."""
 
     KEEP = 20_000  # entries: the newest are kept
-    _seen: dict[str, str] = {}  # this process's, whatever could be written
+    _seen: dict[str, str] = {}  # this process's, whatever could be written (under _lock: loads may be concurrent)
+    _lock = threading.Lock()
 
     def __init__(self, path: Path | None, known: dict[str, str]):
         self.path, self.known, self.added = path, known, False
@@ -101,7 +103,8 @@ class _ContentHashes:
             known = {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
         except (OSError, ValueError):
             pass  # unreadable: hashed again, and written anew
-        return cls(path, {**known, **cls._seen})
+        with cls._lock:
+            return cls(path, {**known, **cls._seen})
 
     def of(self, file: Path) -> str:
         stat = file.stat()
@@ -109,7 +112,8 @@ class _ContentHashes:
         if key not in self.known:
             self.known[key] = _sha256(file)
             self.added = True
-        _ContentHashes._seen[key] = self.known[key]
+        with _ContentHashes._lock:
+            _ContentHashes._seen[key] = self.known[key]
         return self.known[key]
 
     def save(self) -> None:

@@ -422,7 +422,7 @@ def _too_large(skipped: list[str] | None, problem: str) -> None:
 @dataclass
 class _Listing:
     """The files of a Hub dataset at one commit that a read asked about, with their sizes, known before
-    anything is downloaded (huggingface_hub's dry run: the repository's tree, which it caches per commit);
+    anything is downloaded (huggingface_hub's dry run: the repository's tree at that commit);
     where the Hub cannot be reached, the cached snapshot's, which nothing then adds to."""
 
     source: str
@@ -433,7 +433,7 @@ class _Listing:
     cached: Path | None = None  # the snapshot folder, offline
 
     def size(self, path: str) -> int | None:
-        """The size of ``path`` at this commit (one the read did not ask about: the tree is cached, no request),
+        """The size of ``path`` at this commit (one the read did not ask about: a dry run of that path alone),
         None where there is no such file."""
         if self.cached is not None:
             return _local_size(self.cached / path)
@@ -475,8 +475,9 @@ def _listing(source: str, token: str | bool | None, patterns: list[str]) -> _Lis
         try:
             infos = snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns,
                                       token=token, dry_run=True)
-        except DryRunError:  # the Hub cannot be reached: the copy in the cache as it is (asking for no file:
-            # what earlier reads left out over its cap is not there, and is no reason to refuse the rest)
+        except DryRunError as exc:  # the Hub cannot be reached: the copy in the cache as it is (asking for no
+            # file: what earlier reads left out over its cap is not there, and is no reason to refuse the rest)
+            _raise_unless_unreachable(exc)
             root = Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=[],
                                           token=token, local_files_only=True))
             sizes = {path.relative_to(root).as_posix(): path.stat().st_size for path in root.rglob("*")
@@ -484,8 +485,19 @@ def _listing(source: str, token: str | bool | None, patterns: list[str]) -> _Lis
             return _Listing(source, repo_id, root.name, token,
                             {path: size for path, size in sizes.items()
                              if any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns)}, root)
-    commit = infos[0].commit_hash if infos else _head(repo_id, revision, token)
+        commit = infos[0].commit_hash if infos else _head(repo_id, revision, token)
     return _Listing(source, repo_id, commit, token, {info.filename: int(info.file_size or 0) for info in infos})
+
+
+def _raise_unless_unreachable(exc: Exception) -> None:
+    """huggingface_hub's dry run turns every answer of the Hub into a DryRunError: a missing repository or
+    revision, or a refused token, is raised as what it is (named by ``_hub_errors``), not read as "offline"."""
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+    cause = exc.__cause__
+    status = cause.response.status_code if isinstance(cause, HfHubHTTPError) and cause.response is not None else None
+    if isinstance(cause, (RepositoryNotFoundError, RevisionNotFoundError)) or status in (401, 403):
+        raise cause  # (the Hub down, 5xx, is read as unreachable: the cached copy serves)
 
 
 @functools.cache

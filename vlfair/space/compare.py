@@ -60,12 +60,22 @@ def run_folders(source: str, runs: list[str], token: str | bool | None = False) 
 def compare_chosen(source: str, runs: list[str], token: str | bool | None = False,
                    bootstrap: int = BOOTSTRAP) -> Comparison:
     """``vlfair compare`` of the chosen runs (2 to :data:`MAX_RUNS`), of at most :data:`MAX_ROWS` samples
-    each, within the Space's time limit (``VLFAIR_SPACE_TIME_LIMIT_S``)."""
+    each, within the Space's time limit (``VLFAIR_SPACE_TIME_LIMIT_S``); every refusal is a
+    :class:`SpaceInputError`, without the server's paths."""
+    if not 2 <= len(runs) <= MAX_RUNS:
+        raise SpaceInputError(f"pick 2 to {MAX_RUNS} runs of one family to compare (picked {len(runs)})")
+    try:
+        return _compared(source, runs, token, bootstrap)
+    except SpaceInputError:
+        raise
+    except ValueError as exc:  # a run's own refusal names its files: in the Hub's cache, never shown to a visitor
+        raise SpaceInputError(str(exc)) from None
+
+
+def _compared(source: str, runs: list[str], token: str | bool | None, bootstrap: int) -> Comparison:
     from vlfair.guards import time_limit_from_env
     from vlfair.report.leaderboard import read_results
 
-    if not 2 <= len(runs) <= MAX_RUNS:
-        raise SpaceInputError(f"pick 2 to {MAX_RUNS} runs of one family to compare (picked {len(runs)})")
     folders = run_folders(source, runs, token)
     for folder in folders:  # what results.json says of its samples (compare checks it against the file)
         rows = (read_results([folder])[0].get("samples") or {}).get("rows", 0)
