@@ -428,3 +428,13 @@ def test_a_target_share_of_zero_is_allowed_for_a_group_absent_from_the_items():
         M.ranking_skew(scores, item_groups=groups, k=4, target={"a": 1.0, "b": 0.0})
     with pytest.raises(ValueError, match="target share of group 'c' must be a number >= 0, got -0.1"):
         M.ranking_skew(scores, item_groups=groups, k=4, target={"a": 0.5, "b": 0.5, "c": -0.1})
+
+
+@pytest.mark.parametrize("answer", ["", " ", "cat "], ids=["empty", "space", "trailing-space"])
+def test_an_answer_that_shows_nothing_is_a_wrong_answer_not_a_refusal(answer):
+    """Predictions and references name classes, not groups: a blank answer is scored as wrong."""
+    predictions, references, groups = ["cat", answer, "dog", "dog"], ["cat", "cat", "dog", "dog"], list("aabb")
+    assert M.group_rate_gap(predictions, references, groups, **OFF)["accuracy"] == {"a": 0.5, "b": 1.0}
+    module = load_metric("group_rate_gap").compute(predictions=predictions, references=references, groups=groups,
+                                                   **OFF)
+    assert module["accuracy"] == {"a": 0.5, "b": 1.0}
