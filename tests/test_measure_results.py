@@ -106,5 +106,5 @@ def test_keys_that_are_none_stay_keys():
     assert untested["p_value"] is None and untested["max_gap_ci"] is None and "p_value" in untested
     no_pivot = M.cross_lingual_gap(["x", "y", "x", "x"], ["x", "y", "y", "x"], ["en", "en", "fr", "fr"], bootstrap=0)
     assert {"pivot", "gap_to_pivot", "gap_to_pivot_ci"} <= set(no_pivot) and no_pivot.gap_to_pivot is None
-    three = M.ranking_skew([[0.9, 0.8, 0.7]], ["a", "b", "c"], k=2)
+    three = M.ranking_skew([[0.9, 0.8, 0.7, 0.6]], ["a", "b", "c", "c"], k=3)
     assert three["bias_at_k"] is None and three["bias_pair"] is None and len(three) == len(dataclasses.fields(three))

@@ -85,12 +85,12 @@ def _said(text: str, words: str, clauses: list[list[str]]) -> bool:
     for i in range(len(tokens) - len(target) + 1):
         if tokens[i:i + len(target)] != target:
             continue
-        before = [t for t, k in zip(tokens[max(0, i - NEGATION_REACH):i], clause_of[max(0, i - NEGATION_REACH):i])
-                  if k == clause_of[i]]
-        ends = [j for j, token in enumerate(before) if token in NEGATION_ENDS]
-        before = before[ends[-1] + 1:] if ends else before
-        after = tokens[i + len(target):i + len(target) + 1]
-        if not NEGATING_BEFORE.intersection(before) and not NEGATING_AFTER.intersection(after):
+        reach = [t for t, k in zip(tokens[max(0, i - NEGATION_REACH):i], clause_of[max(0, i - NEGATION_REACH):i])
+                 if k == clause_of[i]]
+        ends = [j for j, token in enumerate(reach) if token in NEGATION_ENDS]
+        reach = reach[ends[-1] + 1:] if ends else reach
+        following = tokens[i + len(target):i + len(target) + 1]
+        if not NEGATING_BEFORE.intersection(reach) and not NEGATING_AFTER.intersection(following):
             return True
     return False
 

@@ -18,9 +18,10 @@ import pandas as pd
 
 from vlfair.figures import subplots
 from vlfair.metrics import metric_card
-from vlfair.report.hub import BOARD_FILES, Wanted
 from vlfair.report.leaderboard import (
+    BOARD_FILES,
     COLUMNS,
+    Wanted,
     download_runs,
     hub_repo,
     is_repo_id,

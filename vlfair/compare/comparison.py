@@ -135,7 +135,8 @@ def _without_small_groups(row_sets: list[Any], shared: int) -> tuple[list[Any], 
     """The row sets whose every group holds 2 rows or more (as each measure asks of its groups: with fewer,
     a mean has no spread and a resample nothing to draw: numpy's warnings, then every interval "not
     assessed"), and the others' metrics as uncompared, with the reason; none left is an error."""
-    kept, left_out = [], []
+    kept: list[Any] = []
+    left_out: list[dict[str, str]] = []
     for row_set in row_sets:
         counts = np.bincount(row_set.groups) if row_set.statistics and row_set.groups.size else np.array([2])
         if counts.min() >= 2:

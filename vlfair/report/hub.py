@@ -378,7 +378,7 @@ def download_chosen(source: str, runs: list[str], token: str | bool | None = Non
     folders: dict[str, Path] = {}
     samples: list[str] = []
     for run, paths in candidates.items():
-        problems = []
+        problems: list[str] = []
         for path in paths:
             read = read_results([root / path], problems)  # a copy that cannot be read is said as the board says it
             if not read:
@@ -496,7 +496,8 @@ def _raise_unless_unreachable(exc: Exception) -> None:
 
     cause = exc.__cause__
     status = cause.response.status_code if isinstance(cause, HfHubHTTPError) and cause.response is not None else None
-    if isinstance(cause, (RepositoryNotFoundError, RevisionNotFoundError)) or status in (401, 403):
+    if isinstance(cause, (RepositoryNotFoundError, RevisionNotFoundError)) or (
+            isinstance(cause, HfHubHTTPError) and status in (401, 403)):
         raise cause  # (the Hub down, 5xx, is read as unreachable: the cached copy serves)
 
 
@@ -513,7 +514,7 @@ def _quiet_empty_patterns() -> None:
 def _head(repo_id: str, revision: str | None, token: str | bool | None) -> str:
     from huggingface_hub import HfApi
 
-    return HfApi(token=token).repo_info(repo_id, repo_type="dataset", revision=revision).sha
+    return str(HfApi(token=token).repo_info(repo_id, repo_type="dataset", revision=revision).sha)
 
 
 @contextlib.contextmanager

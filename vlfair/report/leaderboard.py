@@ -12,7 +12,15 @@ from typing import Any
 import pandas as pd
 
 from vlfair.outputs import neutral_value
-from vlfair.report.hub import content_hash, dedupe, download_runs, hub_repo, is_repo_id  # noqa: F401  (the Space's)
+from vlfair.report.hub import (  # noqa: F401  (the Space's)
+    BOARD_FILES,
+    Wanted,
+    content_hash,
+    dedupe,
+    download_runs,
+    hub_repo,
+    is_repo_id,
+)
 from vlfair.report.markup import markdown_text  # noqa: F401  (the Space's: text from results files)
 from vlfair.report.results import family_problem, load_results
 
