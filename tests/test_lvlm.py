@@ -281,6 +281,17 @@ def test_the_open_ended_mode_checks_the_model_s_context_as_the_likelihood_mode_d
         scorer.generate(generated_image(0), "who is this ?", max_new_tokens=limit)
 
 
+def test_nan_logits_in_the_open_ended_mode_are_said_as_such_not_as_answers_too_short(llava):
+    """Issue 43, UNCLEAR: greedy decoding picks a token from NaN scores too; the answers would be noise."""
+    broken = GenerativeScorer.load(f"lvlm:{llava}")
+    with torch.no_grad():
+        broken.model.lm_head.weight[0, 0] = float("nan")
+    with pytest.raises(GenerativeModelError, match=r"its logits came out NaN or infinite at answer token 1 \(images 0 "
+                                                   r"to 1 of this question\), in float32: the answers would be noise, "
+                                                   r"not too short; its weights hold a NaN"):
+        broken.generate_many([generated_image(0), generated_image(1)], "who is this ?", max_new_tokens=3)
+
+
 def test_one_process_with_several_gpus_spreads_the_model_over_them():
     from vlfair.models.lvlm import placement
 

@@ -52,6 +52,23 @@ class AnswerScores:
         return shifted / shifted.sum()
 
 
+class _NonFiniteLogits:
+    """A logits processor that changes nothing and notes the first generation step whose scores hold a NaN or
+    an infinity (half precision overflowing; a broken checkpoint)."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self._steps = 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self.step is None and not bool(torch.isfinite(scores).all()):
+            self.step = self._steps
+        self._steps += 1
+        return scores
+
+
 TEMPLATE_SECONDS = 10  # a chat template renders one question in milliseconds
 TEMPLATE_CHARACTERS = 1_000_000  # a question's prompt is hundreds of characters (a system prompt: thousands)
 
@@ -334,10 +351,22 @@ class GenerativeScorer:
         prompt = self.prepared(question, ())[0]  # the prompt, templated once per question
         pad = self.processor.tokenizer.pad_token_id
         answers: list[str] = [""] * len(images)
+        from transformers import LogitsProcessorList
+
         for start, inputs in self._image_batches(images, prompt, batch_size):
             self._check_context(inputs["input_ids"].shape[1], max_new_tokens, "max_new_tokens")
+            watch = _NonFiniteLogits()
             with torch.no_grad():
-                made = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
+                made = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad,
+                                           logits_processor=LogitsProcessorList([watch]))
+            if watch.step is not None:  # greedy decoding picks a token from NaN scores too: the answers are noise
+                dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
+                advice = ("its weights hold a NaN or an infinity?" if dtype == "float32" else
+                          "load it in float32 (--dtype float32)")
+                rows = f"images {start} to {start + inputs['input_ids'].shape[0] - 1}"
+                raise GenerativeModelError(
+                    f"model {self.name!r}: its logits came out NaN or infinite at answer token {watch.step + 1} "
+                    f"({rows} of this question), in {dtype}: the answers would be noise, not too short; {advice}")
             for row, new in enumerate(made[:, inputs["input_ids"].shape[1]:]):
                 answers[start + row] = str(self.processor.tokenizer.decode(new, skip_special_tokens=True)).strip()
         return answers
