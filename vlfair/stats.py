@@ -127,15 +127,18 @@ def label_column(values: Iterable[Any], name: str = "groups", first_row: int = 0
     if texts.size == 0:
         raise ValueError(f"{name} is empty")
     if written_as_text:  # numbers are spelled one way by label_text; text as it was written
-        _one_spelling_per_number(texts, name, first_row)
+        distinct = np.unique(texts).tolist()  # sorted once for both checks (a column of ids has thousands)
+        _one_spelling_per_number(texts, distinct, name, first_row)
         if groups:
-            _one_visible_spelling(texts, name, first_row, left_out)
+            _one_visible_spelling(texts, distinct, name, first_row, left_out)
     return texts
 
 
 def visible_text(text: str) -> str:
     """What a person sees of ``text`` in a table: without surrounding whitespace and without invisible
     format characters (zero-width spaces and joiners, a byte-order mark, a soft hyphen: Unicode's Cf)."""
+    if text.isascii():  # the common case, on every distinct label of every measure: ASCII holds no Cf character
+        return text.strip()
     return "".join(c for c in text if unicodedata.category(c) != "Cf").strip()
 
 
@@ -144,12 +147,13 @@ def is_blank(text: str) -> bool:
     return not visible_text(text)
 
 
-def _one_visible_spelling(texts: npt.NDArray[np.str_], name: str, first_row: int, left_out: str | None) -> None:
+def _one_visible_spelling(texts: npt.NDArray[np.str_], distinct: list[str], name: str, first_row: int,
+                          left_out: str | None) -> None:
     """Refuse a text label that shows nothing ('', ' ', a tab, a zero-width space: it would be a group no
     table can name), and two that show alike ("smart" and "smart\u200b", "Male" and "Male "): two groups
     of what a person reads as one, each measured apart."""
     seen: dict[str, str] = {}
-    for text in np.unique(texts).tolist():
+    for text in distinct:
         if text == left_out:
             continue
         visible = visible_text(text)
@@ -224,11 +228,11 @@ def _spelled_number(text: str) -> Decimal | None:
     return number if number.is_finite() else None
 
 
-def _one_spelling_per_number(texts: npt.NDArray[np.str_], name: str, first_row: int) -> None:
+def _one_spelling_per_number(texts: npt.NDArray[np.str_], distinct: list[str], name: str, first_row: int) -> None:
     """Refuse text labels that spell one number two ways ("1" and "1.0", " 2" and "2"): they would
     be two groups of what reads as one."""
     seen: dict[Decimal, str] = {}
-    for text in np.unique(texts).tolist():
+    for text in distinct:
         number = _spelled_number(text)
         if number is None:
             continue
