@@ -69,6 +69,15 @@ def write_or_warn(path: Path, write: Callable[[Any], None]) -> bool:
         return False
 
 
+def sha256_of(path: str | os.PathLike) -> str:
+    """A file's SHA-256 (hex), read in blocks: a samples file's, a model file's."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _digest(*arrays: np.ndarray) -> str:
     sha = hashlib.sha256()
     for array in arrays:

@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vlfair.cache import sha256_of  # noqa: F401  (part of this module's API: a samples file's SHA-256)
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -48,14 +50,6 @@ class Samples:
             raise SamplesError(f"{self.source or 'the samples'}: no column {name!r} (it holds "
                                f"{', '.join(map(str, self.frame.columns[:12]))}): not the samples this probe writes")
         return self.frame[name].to_numpy()
-
-
-def sha256_of(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_samples(samples: Samples, path: str | Path, header: dict[str, Any]) -> dict[str, Any]:

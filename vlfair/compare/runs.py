@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,20 +73,19 @@ def _check_same_run(path: Path, header: dict[str, Any], results: dict[str, Any])
     """The samples file was written by the run whose results.json names it: another run's samples (copied
     in, with its SHA-256), or a results.json edited since (another temperature, another family), would
     report one run's numbers under the other's name."""
+    from vlfair.report.results import json_shown
+
     if not header:
         raise RunError(f"{path}: the samples file records no run (not written by a vlfair run's write)")
     differ = [key for key in SAME_RUN if header.get(key) != results.get(key)]
     if differ:
         key = differ[0]
-        shown = ", ".join(differ)
+        ours, theirs = json_shown(results.get(key), 80), json_shown(header.get(key), 80)
         raise RunError(f"{path} was written by another run than the results.json beside it, or results.json was "
-                       f"edited since: they differ in {shown} ({key}: {_short(results.get(key))} in results.json, "
-                       f"{_short(header.get(key))} in the samples file)")
+                       f"edited since: they differ in {', '.join(differ)} ({key}: {ours} in results.json, {theirs} in "
+                       "the samples file)")
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    return text if len(text) <= 80 else text[:79] + "…"
 
 
 @contextlib.contextmanager

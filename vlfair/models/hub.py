@@ -107,10 +107,12 @@ class _ContentHashes:
             return cls(path, {**known, **cls._seen})
 
     def of(self, file: Path) -> str:
+        from vlfair.cache import sha256_of
+
         stat = file.stat()
         key = f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
         if key not in self.known:
-            self.known[key] = _sha256(file)
+            self.known[key] = sha256_of(file)
             self.added = True
         with _ContentHashes._lock:
             _ContentHashes._seen[key] = self.known[key]
@@ -130,12 +132,6 @@ class _ContentHashes:
             pass  # a cache that cannot be written: hashed again next time, nothing else lost
 
 
-def _sha256(file: Path) -> str:
-    digest = hashlib.sha256()
-    with open(file, "rb") as handle:
-        for block in iter(lambda: handle.read(2**22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 _HUB_ONLY = contextvars.ContextVar("vlfair_hub_only", default=False)

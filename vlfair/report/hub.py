@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vlfair.cache import sha256_of
 from vlfair.report.results import MAX_RESULTS_BYTES
-from vlfair.samples import sha256_of
 
 HUB_PREFIX = "hf://datasets/"
 RUNS = "runs"

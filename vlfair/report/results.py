@@ -96,14 +96,15 @@ def family_problem(results: dict[str, Any]) -> str | None:
             return f"its family is of the dataset's {field} {value!r}, the run's is {dataset.get(field)!r}"
     for name, value in (key.get("settings") or {}).items():
         if settings.get(name) != value:
-            return (f"its family is of {name} = {_shown(value)}, the run's probe_settings say "
-                    f"{_shown(settings.get(name, '(none)'))}")
+            return (f"its family is of {name} = {json_shown(value)}, the run's probe_settings say "
+                    f"{json_shown(settings.get(name, '(none)'))}")
     return None
 
 
-def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 60 else text[:59] + "…"
+def json_shown(value: Any, limit: int = 60) -> str:
+    """A results.json value in a message, as JSON (null, not None), cut to ``limit`` characters."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 # RFC 3339's date-time, which JSON Schema's "date-time" format means: a date, "T", a time and an offset
