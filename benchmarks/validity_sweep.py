@@ -105,14 +105,18 @@ def _load(kind: str, path: str) -> Any:
     return load_encoder(path if kind == "encoders" else f"lvlm:{path}", dtype="float32", device="cpu")
 
 
+# the sweep keeps each run's entries and drops its folder: drawing the runs' plots would be wasted work
+NOT_DRAWN = "Figures: not drawn (benchmarks/validity_sweep.py keeps the numbers only)."
+
+
 def _measure(kind: str, models: dict[str, Any], out: Path) -> list[dict]:
     if kind == "encoders":
         from vlfair.demo.run import measure
 
-        return measure(models, out, log=lambda _: None)
+        return measure(models, out, log=lambda _: None, without_figures=NOT_DRAWN)
     from vlfair.demo.generative import measure as measure_answerers
 
-    return measure_answerers(models, out, log=lambda _: None)
+    return measure_answerers(models, out, log=lambda _: None, without_figures=NOT_DRAWN)
 
 
 def _key(entry: dict) -> tuple[str, str, str, str]:

@@ -35,10 +35,14 @@ from vlfair import testing  # noqa: E402
 # pytest-xdist hands each worker whole test files (scripts/test: --dist loadfile), in the order they are
 # collected. Alphabetically, a 40 s file can come last and keep one core busy while the other has
 # nothing left to do; the slowest files go first instead (longest first: the shorter ones fill in
-# around them). The files that took more than 20 s of the suite's time on 2 cores, slowest first.
-SLOW_FILES_FIRST = ["test_lvlm_probes.py", "test_browser.py", "test_spaces.py", "test_probes.py", "test_samples.py",
-                    "test_studies.py", "test_torchrun.py", "test_readable.py", "test_lvlm.py", "test_demo.py",
-                    "test_evaluate_idioms.py", "test_hardening_writes.py", "test_retrieval.py"]
+# around them). First of all, two files whose first test needs the session's demo: one worker runs it
+# (the demo forks a process per core) while the other waits for it, so the demo has the machine to
+# itself instead of sharing it with a third process (on 2 cores: 34 s beside another worker's tests,
+# about 20 s alone). Then the files that took more than 20 s of the suite's time on 2 cores, slowest first.
+SLOW_FILES_FIRST = ["test_demo.py", "test_samples.py",
+                    "test_lvlm_probes.py", "test_browser.py", "test_spaces.py", "test_probes.py", "test_studies.py",
+                    "test_torchrun.py", "test_readable.py", "test_lvlm.py", "test_evaluate_idioms.py",
+                    "test_hardening_writes.py", "test_retrieval.py"]
 
 
 def pytest_collection_modifyitems(items) -> None:

@@ -179,6 +179,41 @@ def test_demo_retrain_flag_reaches_the_demo(tmp_path, monkeypatch):
     assert main(["demo", "--retrain", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]) == 0
     assert asked[0]["retrain"] is True and asked[0]["cache_dir"] == str(tmp_path / "cache")
     assert main(["demo", "--out", str(tmp_path / "out")]) == 0 and asked[1]["retrain"] is False
+    assert asked[1]["full"] is False
+    assert main(["demo", "--full", "--profile", "--out", str(tmp_path / "out")]) == 0
+    assert asked[2]["full"] is True and asked[2]["profile"] is True
+
+
+def test_the_default_demo_writes_the_answerers_runs_without_figures_and_says_so(demo):
+    """The report shows the answerers' measures as forests; their runs keep every table and number but
+    not their own plots (``--full`` draws them), and each run's report says so. The encoders' runs,
+    whose figures the report shows, keep theirs."""
+    from vlfair.demo.run import ANSWERER_FIGURES_LEFT_OUT
+
+    out, entries = demo
+    for probe in {e["probe"] for e in entries}:
+        for answerer in ("answerer-biased", "answerer-control"):
+            run = out / answerer / probe
+            assert not list(run.glob("*.png")) and list(run.glob("*.csv")) and (run / "samples.parquet").exists()
+            report = (run / "report.html").read_text()
+            assert "data:image/png" not in report and "forest plots; vlfair demo --full draws them." in report
+        assert list((out / "biased" / probe).glob("*.png"))
+    assert "vlfair demo --full" in ANSWERER_FIGURES_LEFT_OUT
+
+
+def test_a_full_demo_draws_the_answerers_figures_too(demo_cache, tmp_path):
+    """``vlfair demo --full``: a probe's answerer runs are written with their plots, as a probe run is."""
+    from vlfair.demo import run
+
+    _, encoders, answerers = run.world_models(run.plantings(), demo_cache, log=lambda _: None)
+    data = {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
+    world = run.WorldModels(encoders, answerers, data, tmp_path, demo_cache, full=True)
+    result = run.measure_probe_on_world("multilingual", world)
+    assert result.asked
+    for answerer in ("answerer-biased", "answerer-control"):
+        pngs = list((tmp_path / answerer / "multilingual").glob("*.png"))
+        report = (tmp_path / answerer / "multilingual" / "report.html").read_text()
+        assert pngs and report.count("data:image/png;base64,") == len(pngs) and "--full" not in report
 
 
 @pytest.mark.parametrize(("argv", "said"), [
@@ -340,12 +375,15 @@ def test_sweep_measures_each_kind_with_the_demo_s_measures(monkeypatch, tmp_path
 
     sweep = _sweep_module()
     called = []
-    monkeypatch.setattr(run, "measure", lambda models, out, log: called.append(("encoders", list(models), out)) or [1])
-    monkeypatch.setattr(generative, "measure", lambda models, out, log: called.append(("answerers", list(models), out))
-                        or [2])
+    monkeypatch.setattr(run, "measure", lambda models, out, log, without_figures: called.append(
+        ("encoders", list(models), out, without_figures)) or [1])
+    monkeypatch.setattr(generative, "measure", lambda models, out, log, without_figures: called.append(
+        ("answerers", list(models), out, without_figures)) or [2])
     assert sweep._measure("encoders", {"biased": "m"}, tmp_path) == [1]
     assert sweep._measure("answerers", {"control": "m"}, tmp_path) == [2]
-    assert called == [("encoders", ["biased"], tmp_path), ("answerers", ["control"], tmp_path)]
+    # each training's runs go to a folder the sweep drops: their plots are not drawn
+    assert called == [("encoders", ["biased"], tmp_path, sweep.NOT_DRAWN),
+                      ("answerers", ["control"], tmp_path, sweep.NOT_DRAWN)]
 
 
 def test_sweep_answerer_overrides_are_training_fields(capsys):

@@ -46,25 +46,37 @@ def _live_figures() -> int:
     return sum(type(thing) is Figure for thing in gc.get_objects())  # type(): isinstance wakes lazy modules
 
 
-@pytest.fixture(scope="module")
-def runs(clip_dir, tmp_path_factory):
-    """Every probe through the CLI in this one process (as a Space, the demo or a loop over models runs
-    them), and one more measured and dropped unwritten; what their figures did is kept in ``figures``:
-    how many were made, the warnings, the figures alive before and after, and for each PNG written
-    whether it was cropped to the box of matplotlib's own tight crop."""
+# The runs in two halves, each a loop of probe runs in one process (as a Space, the demo or a loop over models
+# runs them) with its figures watched: a test waits for the half it reads, not for every probe (no setup
+# over 30 s on 2 cores); the figure tests check each half
+HALVES = {"studies": ["professions", "traits", "multilingual-multi30k", "multilingual-fairface"],
+          "rankings": ["public-figures", "retrieval"]}
+HALF_OF = {key: half for half, keys in HALVES.items() for key in keys}
+FIXTURE_OF = {"studies": "study_runs", "rankings": "ranking_runs"}  # each half's module fixture, below
+
+
+def _watched_runs(keys: list[str], clip_dir: Path, base: Path, cache: Path, drop_one: bool) -> dict:
+    """The probes of ``keys`` through the CLI in this one process, and with ``drop_one`` one more measured
+    and dropped unwritten; what their figures did is kept in ``figures``: how many were made, the
+    warnings, the figures alive before and after, and for the first PNG of each kind written (the figures
+    of one name's variants, heatmap_race and heatmap_gender, are drawn by one function) whether it was
+    cropped to the box of matplotlib's own tight crop."""
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
     from vlfair.report import pages, writer
 
-    base = tmp_path_factory.mktemp("probe-runs")
-    figures: dict = {"drawn": 0, "crops": []}
+    figures: dict = {"drawn": 0, "crops": [], "kinds": set()}
 
     def counted(self, *args, _made=Figure.__init__, **kwargs):
         figures["drawn"] += 1
         _made(self, *args, **kwargs)
 
     def compared(figure, target, dpi, _save=pages.save_png):
+        kind = Path(target).stem.split("_")[0]
+        if kind in figures["kinds"]:
+            return _save(figure, target, dpi)
+        figures["kinds"].add(kind)
         ours = pages.tight_box(figure, dpi).extents
         _save(figure, target, dpi)
         # what savefig(bbox_inches="tight") crops to: the box after a drawing pass with the drawing off
@@ -80,43 +92,83 @@ def runs(clip_dir, tmp_path_factory):
         patch.setattr(Figure, "__init__", counted)
         patch.setattr(writer, "save_png", compared)
         warnings.simplefilter("always")
-        for key, (probe, dataset, extra) in RUNS.items():
+        for key in keys:
+            probe, dataset, extra = RUNS[key]
             out = base / key
             argv = ["run", probe, "--model", str(clip_dir), "--dataset", dataset, "--out", str(out), "--dtype",
-                    "float32", "--cache-dir", str(base / "cache"), *extra]
+                    "float32", "--cache-dir", str(cache), *extra]
             assert main(argv) == 0
             outputs[key] = out
-        encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
-        dropped = measure_probe("traits", encoder, "synthetic:fairface", cache_dir=base / "cache",
-                                settings={"bootstrap": 20, "per_cell": 4})
-        assert dropped.output.figures  # drawn, never written
-        del dropped, encoder
+        if drop_one:
+            encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+            dropped = measure_probe("traits", encoder, "synthetic:fairface", cache_dir=cache,
+                                    settings={"bootstrap": 20, "per_cell": 4})
+            assert dropped.output.figures  # drawn, never written
+            del dropped, encoder
     figures["after"], figures["pyplot"] = _live_figures(), plt.get_fignums()
     figures["warnings"] = [str(w.message) for w in caught]
     return outputs | {"figures": figures}
 
 
-def test_probe_runs_in_one_process_leave_no_figure_and_no_warning(runs):
+@pytest.fixture(scope="module")
+def runs_cache(tmp_path_factory) -> Path:
+    """The embedding cache of both halves (three runs embed the same synthetic FairFace images)."""
+    return tmp_path_factory.mktemp("probe-runs-cache")
+
+
+@pytest.fixture(scope="module")
+def study_runs(clip_dir, tmp_path_factory, runs_cache):
+    return _watched_runs(HALVES["studies"], clip_dir, tmp_path_factory.mktemp("study-runs"), runs_cache, drop_one=True)
+
+
+@pytest.fixture(scope="module")
+def ranking_runs(clip_dir, tmp_path_factory, runs_cache):
+    return _watched_runs(HALVES["rankings"], clip_dir, tmp_path_factory.mktemp("ranking-runs"), runs_cache,
+                         drop_one=False)
+
+
+class _Runs:
+    """``runs[key]``: the folder of one of :data:`RUNS`, its half run when a test first reads it."""
+
+    def __init__(self, request):
+        self._request = request
+
+    def __getitem__(self, key: str) -> Path:
+        return self._request.getfixturevalue(FIXTURE_OF[HALF_OF[key]])[key]
+
+
+@pytest.fixture
+def runs(request) -> _Runs:
+    return _Runs(request)
+
+
+@pytest.mark.parametrize("half", sorted(HALVES))
+def test_probe_runs_in_one_process_leave_no_figure_and_no_warning(request, half):
     """A Space, the demo or a loop over models runs probe after probe in one process: each run's
     figures go once written (or once its results are dropped), and matplotlib never warns that
     too many figures are open, however many were drawn."""
     import matplotlib.pyplot as plt
 
-    figures = runs["figures"]
-    assert figures["drawn"] > plt.rcParams["figure.max_open_warning"]  # more than pyplot keeps open unwarned
+    figures = request.getfixturevalue(FIXTURE_OF[half])["figures"]
+    if half == "studies":  # more than pyplot keeps open unwarned
+        assert figures["drawn"] > plt.rcParams["figure.max_open_warning"]
     assert figures["pyplot"] == []  # pyplot's registry never saw them
     assert figures["after"] == figures["before"]  # and none is kept alive: memory stays flat
     assert figures["warnings"] == []
 
 
-def test_every_png_a_probe_writes_is_cropped_as_matplotlib_crops_it(runs):
+@pytest.mark.parametrize("half", sorted(HALVES))
+def test_every_kind_of_png_a_probe_writes_is_cropped_as_matplotlib_crops_it(request, half):
     """save_png measures the tight box without matplotlib's extra drawing pass: the same box (so the
     same pixels: test_figures' test_a_png_has_the_pixels_of_matplotlib_s_tight_crop) for every kind of
     figure the probes draw (mosaics, heatmaps, overlays with colour bars, histograms, scatters, bars
     with legends, forests)."""
-    names = {name for name, _ in runs["figures"]["crops"]}
-    assert len(names) >= 16 and any(n.startswith("median_images_") for n in names)
-    assert [name for name, same in runs["figures"]["crops"] if not same] == []
+    figures = request.getfixturevalue(FIXTURE_OF[half])["figures"]
+    kinds = {Path(name).stem.split("_")[0] for name, _ in figures["crops"]}
+    expected = {"studies": {"median", "heatmap", "gradcam", "confidence", "ratio", "gap", "accuracy", "age"},
+                "rankings": {"bias", "capability", "retention", "max", "skew"}}[half]
+    assert expected <= kinds, kinds
+    assert [name for name, same in figures["crops"] if not same] == []
 
 
 @pytest.mark.parametrize("key", sorted(RUNS))
@@ -132,6 +184,23 @@ def test_probe_writes_valid_results_and_a_readable_report(runs, key):
     report = (out / "report.html").read_text()
     assert report.count("data:image/png;base64,") == len(pngs) and "<table" in report  # self-contained
     assert "src='http" not in report and 'src="http' not in report
+
+
+def test_a_run_without_figures_measures_the_same_and_its_report_says_why(runs, clip_dir, tmp_path):
+    """``vlfair run --no-figures`` (a sweep that needs the numbers): the same results and tables, no plot."""
+    from vlfair.cli import NOT_DRAWN
+
+    probe, dataset, extra = RUNS["traits"]
+    out = tmp_path / "numbers-only"
+    assert main(["run", probe, "--model", str(clip_dir), "--dataset", dataset, "--out", str(out), "--dtype", "float32",
+                 "--cache-dir", str(tmp_path / "cache"), "--no-figures", *extra]) == 0
+    drawn = runs["traits"]
+    assert not list(out.glob("*.png")) and list(drawn.glob("*.png"))
+    assert sorted(p.name for p in out.glob("*.csv")) == sorted(p.name for p in drawn.glob("*.csv"))
+    report = (out / "report.html").read_text()
+    assert "data:image/png" not in report and NOT_DRAWN in report
+    assert_same_numbers(comparable_results(json.loads((out / "results.json").read_text())),
+                        comparable_results(json.loads((drawn / "results.json").read_text())), "traits")
 
 
 def test_probes_measure_the_test_data_as_they_did_before_the_plugin_refactor(runs):

@@ -1,8 +1,9 @@
 """Two processes under torchrun (gloo, CPU) give what one process gives: embeddings, the probes'
 numbers, the generative answers' scores, generated images, and the errors every process must raise.
 
-Every scenario runs in one launch (tests/torchrun_scenarios.py): a launch is two interpreters that
-import torch and transformers, the most expensive thing these tests do.
+The scenarios run in two launches (tests/torchrun_scenarios.py), three in each: a launch is two
+interpreters that import torch and transformers, the most expensive thing these tests do, and one
+launch of all six took 24-34 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ SCENARIOS = Path(__file__).with_name("torchrun_scenarios.py")
 SCENARIO_NAMES = ["embed", "professions", "retrieval", "generative-professions", "generation", "refused-row"]
 UNREADABLE_ROW = 20  # chunk [16, 24) of 37 rows in chunks of 8: the second process's share
 OPTIONS = {  # what each probe scenario passes after its model and dataset, here and in the one-process run
-    "professions_options": ["--dtype", "float32", "--set", "bootstrap=20", "--set", "n_permutations=50"],
+    # (the numbers are compared, not the plots: none is drawn, in either)
+    "professions_options": ["--dtype", "float32", "--set", "bootstrap=20", "--set", "n_permutations=50", "--no-figures"],
     "retrieval_options": ["--dtype", "float32", "--set", "bootstrap=20", "--set", "k=20", "--set", "ranking=dvl",
-                          "--set", "concepts=[male, female]"],
-    "generative_options": ["--limit", "24", "--dtype", "float32", "--set", "bootstrap=20"],
+                          "--set", "concepts=[male, female]", "--no-figures"],
+    "generative_options": ["--limit", "24", "--dtype", "float32", "--set", "bootstrap=20", "--no-figures"],
 }
 
 
@@ -56,38 +58,86 @@ class Launch:
         return [(self.out / name / f"stdout-{rank}.txt").read_text() for rank in (0, 1)]
 
 
-@pytest.fixture(scope="module")
-def launch(clip_dir, jpeg_paths, broken_files, tmp_path_factory) -> Launch:
-    base = tmp_path_factory.mktemp("torchrun")
+# two launches, each a module fixture a test waits for only when it reads one of its scenarios: one launch of
+# all six was a 24-34 s setup on 2 cores
+LAUNCHES = {"image_launch": ["embed", "generation", "refused-row"],
+            "probe_launch": ["professions", "retrieval", "generative-professions"]}
+LAUNCH_OF = {name: launch for launch, names in LAUNCHES.items() for name in names}
+assert sorted(LAUNCH_OF) == sorted(SCENARIO_NAMES)
+
+
+def _launch(names: list[str], base: Path, clip_dir: Path, llava_dir: Path, jpeg_paths: list[Path],
+            broken_files: dict) -> Launch:
     paths = [str(p) for p in jpeg_paths]
     paths[UNREADABLE_ROW] = str(broken_files["not_image"])
-    config = {"out": str(base / "out"), "clip": str(clip_dir), "llava": str(tiny_llava(base / "llava")),
-              "paths": paths, **OPTIONS}
+    config = {"out": str(base / "out"), "clip": str(clip_dir), "llava": str(llava_dir), "paths": paths, **OPTIONS}
     (base / "config.json").write_text(json.dumps(config))
     # --standalone: a free port, so a test run beside this one (another worktree, another user) cannot collide
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(SCENARIOS),
-               str(base / "config.json")]
+               str(base / "config.json"), *names]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     return Launch(base / "out", config, done.stdout, done.stderr)
 
 
-def test_every_scenario_ran_in_both_processes(launch):
-    assert sorted(p.name for p in launch.out.iterdir() if p.is_dir()) == sorted(SCENARIO_NAMES)
-    for name in SCENARIO_NAMES:
+@pytest.fixture(scope="module")
+def llava_dir(tmp_path_factory) -> Path:
+    return tiny_llava(tmp_path_factory.mktemp("torchrun-llava") / "llava")
+
+
+@pytest.fixture(scope="module")
+def image_launch(clip_dir, llava_dir, jpeg_paths, broken_files, tmp_path_factory) -> Launch:
+    return _launch(LAUNCHES["image_launch"], tmp_path_factory.mktemp("torchrun-images"), clip_dir, llava_dir,
+                   jpeg_paths, broken_files)
+
+
+@pytest.fixture(scope="module")
+def probe_launch(clip_dir, llava_dir, jpeg_paths, broken_files, tmp_path_factory) -> Launch:
+    return _launch(LAUNCHES["probe_launch"], tmp_path_factory.mktemp("torchrun-probes"), clip_dir, llava_dir,
+                   jpeg_paths, broken_files)
+
+
+class _Launches:
+    """The scenario's launch, made when a test first reads one of its scenarios."""
+
+    def __init__(self, request):
+        self._request = request
+
+    def of(self, name: str) -> Launch:
+        return self._request.getfixturevalue(LAUNCH_OF[name])
+
+    def scenario(self, name: str) -> Path:
+        return self.of(name).scenario(name)
+
+    def printed(self, name: str) -> list[str]:
+        return self.of(name).printed(name)
+
+
+@pytest.fixture
+def launch(request) -> _Launches:
+    return _Launches(request)
+
+
+@pytest.mark.parametrize("fixture", sorted(LAUNCHES))
+def test_every_scenario_ran_in_both_processes(request, fixture):
+    launch = request.getfixturevalue(fixture)
+    assert sorted(p.name for p in launch.out.iterdir() if p.is_dir()) == sorted(LAUNCHES[fixture])
+    for name in LAUNCHES[fixture]:
         launch.scenario(name)
         assert all((launch.out / name / f"stdout-{rank}.txt").exists() for rank in (0, 1)), name
 
 
-def test_the_group_vlfair_formed_is_closed_before_the_processes_exit(launch):
+@pytest.mark.parametrize("fixture", sorted(LAUNCHES))
+def test_the_group_vlfair_formed_is_closed_before_the_processes_exit(request, fixture):
+    launch = request.getfixturevalue(fixture)
     # closed before exit: gloo's teardown cannot abort a process whose work is done
     assert [(launch.out / f"closed{rank}").read_text() for rank in (0, 1)] == ["True", "True"]
 
 
 def test_embeddings_of_two_processes_equal_one_s(launch, clip_encoder):
     folder = launch.scenario("embed")
-    paths = launch.config["paths"]
+    paths = launch.of("embed").config["paths"]
     single = vlfair.embed_images(clip_encoder, paths, cache_dir=None, chunk_size=8, batch_size=3, on_bad_image="skip")
     runs = [dict(np.load(folder / f"rank{rank}.npz")) for rank in (0, 1)]
     for run in runs:  # every process gets the full result, in dataset order
@@ -105,8 +155,8 @@ def test_embeddings_of_two_processes_equal_one_s(launch, clip_encoder):
     assert np.array_equal(cached.embeddings, runs[0]["all"])
 
 
-def _one_process(launch: Launch, tmp_path: Path, probe: str, model: str, dataset: str, options: str) -> Path:
-    assert main(["run", probe, "--model", model, "--dataset", dataset, *launch.config[options],
+def _one_process(tmp_path: Path, probe: str, model: str, dataset: str, options: str) -> Path:
+    assert main(["run", probe, "--model", model, "--dataset", dataset, *OPTIONS[options],
                  "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "one")]) == 0
     return tmp_path / "one"
 
@@ -114,7 +164,7 @@ def _one_process(launch: Launch, tmp_path: Path, probe: str, model: str, dataset
 def test_a_probe_under_torchrun_equals_one_process(launch, clip_dir, tmp_path):
     folder = launch.scenario("professions")
     assert "".join(launch.printed("professions")).count("professions: ") == 1  # one process reports and writes
-    one = _one_process(launch, tmp_path, "professions", str(clip_dir), "synthetic:professions", "professions_options")
+    one = _one_process(tmp_path, "professions", str(clip_dir), "synthetic:professions", "professions_options")
     assert_metrics_close(json.loads((folder / "run" / "results.json").read_text())["metrics"],
                          json.loads((one / "results.json").read_text())["metrics"], rtol=1e-4)
 
@@ -122,7 +172,7 @@ def test_a_probe_under_torchrun_equals_one_process(launch, clip_dir, tmp_path):
 def test_retrieval_with_dvl_s_ranking_under_torchrun_equals_one_process(launch, clip_dir, tmp_path):
     """Both embeddings (normalised, and the raw features DVL ranks by) are computed by two processes."""
     folder = launch.scenario("retrieval")
-    one = _one_process(launch, tmp_path, "retrieval", str(clip_dir), "synthetic:fairface", "retrieval_options")
+    one = _one_process(tmp_path, "retrieval", str(clip_dir), "synthetic:fairface", "retrieval_options")
     two, one = pd.read_parquet(folder / "run" / "samples.parquet"), pd.read_parquet(one / "samples.parquet")
     columns = [c for c in one.columns if c.startswith(SCORE)]
     np.testing.assert_allclose(two[columns].to_numpy(), one[columns].to_numpy(), rtol=1e-5, atol=1e-6)
@@ -131,7 +181,8 @@ def test_retrieval_with_dvl_s_ranking_under_torchrun_equals_one_process(launch, 
 
 def test_answers_are_scored_by_two_processes_as_by_one(launch, tmp_path):
     folder = launch.scenario("generative-professions")
-    one = _one_process(launch, tmp_path, "professions", f"lvlm:{launch.config['llava']}", "synthetic:professions",
+    llava = launch.of("generative-professions").config["llava"]
+    one = _one_process(tmp_path, "professions", f"lvlm:{llava}", "synthetic:professions",
                        "generative_options")
     two, one = pd.read_parquet(folder / "run" / "samples.parquet"), pd.read_parquet(one / "samples.parquet")
     np.testing.assert_allclose(two["likelihood"], one["likelihood"], rtol=1e-5)

@@ -1,9 +1,9 @@
-"""What tests/test_torchrun.py runs under ``torchrun --nproc_per_node 2``: every multi-process scenario
-in one launch (each launch costs two interpreters importing torch and transformers, ~10 s of the
-suite's 2 cores apiece), one after the other in the same process group, as a user's script that
-calls vlfair several times would.
+"""What tests/test_torchrun.py runs under ``torchrun --nproc_per_node 2``: the multi-process scenarios
+named (all of them by default), one after the other in the same process group, as a user's script that
+calls vlfair several times would (each launch costs two interpreters importing torch and transformers,
+~10 s of the suite's 2 cores apiece: the tests make two launches, each under 30 s).
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/torchrun_scenarios.py CONFIG.json
+    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/torchrun_scenarios.py CONFIG.json [NAME...]
 
 CONFIG names the inputs the test prepared (``clip``, ``llava``, ``paths``, ``out``). Each scenario
 writes into ``out/<scenario>/``: its results, what each process printed (``stdout-<rank>.txt``) and,
@@ -159,5 +159,5 @@ def run(name: str) -> None:
 
 
 if __name__ == "__main__":
-    for name in SCENARIOS:
+    for name in sys.argv[2:] or SCENARIOS:
         run(name)

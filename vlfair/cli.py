@@ -22,7 +22,7 @@ log = get_logger(__name__)  # results and progress: stdout at info; warnings: st
 def _demo(args: argparse.Namespace) -> int:
     if args.selfcheck:
         given = [flag for flag, value in (("--retrain", args.retrain), ("--profile", args.profile),
-                                          ("--cache-dir", args.cache_dir)) if value]
+                                          ("--full", args.full), ("--cache-dir", args.cache_dir)) if value]
         if given:
             raise UserError(f"--selfcheck checks the embedding engine instead of running the demo: "
                             f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to the demo")
@@ -34,7 +34,7 @@ def _demo(args: argparse.Namespace) -> int:
         from vlfair.demo.run import DEMO_OUTPUT, run_demo
     _check_out_dir(Path(args.out or "vlfair-demo"), DEMO_OUTPUT)
     entries = run_demo(args.out or "vlfair-demo", cache_dir=args.cache_dir or "default", retrain=args.retrain,
-                       timings=timings, profile=args.profile)
+                       timings=timings, profile=args.profile, full=args.full)
     return 0 if entries else 1
 
 
@@ -66,6 +66,9 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--profile", action="store_true",
                         help="also print where the time went: each probe on each kind of model, the comparisons, "
                              "loading and the report")
+    parser.add_argument("--full", action="store_true",
+                        help="also draw the figures of the answerers' own runs (the report shows their measures as "
+                             "forest plots either way); slower")
     parser.add_argument("--selfcheck", action="store_true",
                         help="instead, check the embedding engine on a tiny encoder")
     parser.set_defaults(handler=_demo)
@@ -94,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
     encoder = load_encoder(args.model, dtype=args.dtype)
     run = measure_probe(args.probe, encoder, dataset, split=args.split, subset=args.subset, limit=args.limit,
                         batch_size=args.batch_size, settings=settings or None, cache_dir=args.cache_dir or "default")
-    failure = _write_run(run, Path(args.out))
+    failure = _write_run(run, Path(args.out), NOT_DRAWN if args.no_figures else None)
     results = run.results
     from vlfair.distributed import current_world
 
@@ -115,15 +118,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 FAILED = ".failed"  # beside --out: a run that is no result to build on (ProbeRun.failure)
+# what report.html says of a run written with --no-figures (a sweep that needs the numbers only: drawing
+# is about half of a small run's time)
+NOT_DRAWN = "Figures: not drawn (vlfair run --no-figures); the tables and results.json hold every number."
 
 
-def _write_run(run: Any, out: Path) -> str | None:
-    """Write ``run`` into ``out``; a run that failed (:meth:`ProbeRun.failure`) goes beside it, into
-    ``OUT.failed``, so a failed command leaves an earlier run in ``out`` as it was and loses nothing it
-    measured. Returns the failure, saying where the run went, or None."""
+def _write_run(run: Any, out: Path, without_figures: str | None = None) -> str | None:
+    """Write ``run`` into ``out`` (``without_figures``: :meth:`ProbeRun.write`'s); a run that failed
+    (:meth:`ProbeRun.failure`) goes beside it, into ``OUT.failed``, so a failed command leaves an earlier
+    run in ``out`` as it was and loses nothing it measured. Returns the failure, saying where the run
+    went, or None."""
     failure = run.failure()
     if failure is None:
-        run.write(out)
+        run.write(out, without_figures)
         return None
     out = Path(os.path.abspath(out))  # "runs/a/.." is runs: its sibling is runs.failed, not "runs/a/...failed"
     aside = out.with_name(out.name + FAILED)
@@ -131,7 +138,7 @@ def _write_run(run: Any, out: Path) -> str | None:
         _check_out_dir(aside)
     except UserError as exc:  # nowhere to set it aside: said, and --out is still left as it was
         return f"{failure}; the run could not be kept ({exc}); {out} was left as it was"
-    run.write(aside)
+    run.write(aside, without_figures)
     return f"{failure}; this run is in {aside}, {out} was left as it was"
 
 
@@ -213,6 +220,8 @@ def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:
                         help="directory for results.json, tables, plots, report.html (default out)")
     parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
     parser.add_argument("--limit", type=int, help="use only the first N rows (quick runs)")
+    parser.add_argument("--no-figures", action="store_true",
+                        help="write the numbers and tables without drawing the plots (faster: a sweep over models)")
     parser.add_argument("--dtype", default="auto",
                         help="auto (bf16 where the hardware has it, else float32), float32 (exact), bfloat16, float16")
     parser.add_argument("--cache-dir", help="embedding cache (default $VLFAIR_CACHE or ~/.cache/vlfair)")

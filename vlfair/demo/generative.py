@@ -171,12 +171,13 @@ COMPARED = ("traits", "public-figures", "retrieval")
 
 
 def measure(answerers: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
-            log: Callable[[str], None] = logger.info) -> list[dict[str, Any]]:
+            log: Callable[[str], None] = logger.info, without_figures: str | None = None) -> list[dict[str, Any]]:
     """Every probe's entries for the world answerers ``{"biased": ..., "control": ...}``; runs are
-    written to out/answerer-NAME/PROBE. Entries name the answerer ("biased answerer")."""
+    written to out/answerer-NAME/PROBE (``without_figures``: as :func:`vlfair.demo.run.on_models`).
+    Entries name the answerer ("biased answerer")."""
     from vlfair.demo import run
 
-    return run.measure(answerers, out, cache_dir, data, log, PROBES, KIND)
+    return run.measure(answerers, out, cache_dir, data, log, PROBES, KIND, without_figures)
 
 
 def compare_kind(out: Path, probe: str) -> list[dict[str, Any]]:

@@ -253,30 +253,33 @@ PROBES: list[tuple[str, Callable]] = [  # (probe, run(encoder, name, world data,
 
 
 def on_models(probe: str, run: Callable, models: dict[str, Any], out: Path, cache_dir: Any, data: dict,
-              log: Callable[[str], None], kind: str = "encoder") -> list[dict[str, Any]]:
+              log: Callable[[str], None], kind: str = "encoder",
+              without_figures: str | None = None) -> list[dict[str, Any]]:
     """``probe`` (``run``: its entry of :data:`PROBES` or another kind's table) on the world models
     ``{"biased": ..., "control": ...}``, drawn on shared scales and written: the encoders' runs to
-    out/NAME/PROBE, entries named NAME; another ``kind``'s to out/KIND-NAME/PROBE, named "NAME KIND"."""
+    out/NAME/PROBE, entries named NAME; another ``kind``'s to out/KIND-NAME/PROBE, named "NAME KIND".
+    ``without_figures``: the runs are written without their plots, their reports saying this sentence."""
     runs, entries = {}, []
     for name, model in models.items():
         label = name if kind == "encoder" else f"{name} {kind}"
         log(f"running {probe} on the {label}{' encoder' if kind == 'encoder' else ''}")
         found, runs[name] = run(model, label, data, cache_dir, name == "biased")
         entries += found
-    share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side
+    if not without_figures:
+        share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side
     for name, r in runs.items():
-        r.write(out / (name if kind == "encoder" else f"{kind}-{name}") / probe)
+        r.write(out / (name if kind == "encoder" else f"{kind}-{name}") / probe, without_figures)
     return entries
 
 
 def measure(models: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
             log: Callable[[str], None] = logger.info, probes: list[tuple[str, Callable]] | None = None,
-            kind: str = "encoder") -> list[dict[str, Any]]:
+            kind: str = "encoder", without_figures: str | None = None) -> list[dict[str, Any]]:
     """Every probe's entries for the world models of one ``kind`` (:func:`on_models`, probe after probe:
     the validity sweep's measure of each training)."""
     data = data or {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
     return [entry for probe, run in probes or PROBES
-            for entry in on_models(probe, run, models, out, cache_dir, data, log, kind)]
+            for entry in on_models(probe, run, models, out, cache_dir, data, log, kind, without_figures)]
 
 
 @dataclasses.dataclass
@@ -289,6 +292,14 @@ class WorldModels:
     data: dict[str, Any]
     out: Path
     cache_dir: Any
+    full: bool = False  # the answerers' runs written with their figures too (vlfair demo --full)
+
+
+# what an answerer's run of the default demo says in place of its figures: the demo's report shows each
+# measure of the answerers as a forest plot, and drawing every run's own plots again took 10-20 % of the
+# demo's time (the encoders' runs keep theirs: the report shows them)
+ANSWERER_FIGURES_LEFT_OUT = ("Figures: not drawn by the demo's default run, whose report shows the answerers' measures "
+                             "as forest plots; vlfair demo --full draws them.")
 
 
 @dataclasses.dataclass
@@ -322,7 +333,7 @@ def measure_probe_on_world(probe: str, world: WorldModels) -> ProbeResults:
         paired = compare_probe(world.out, probe)
     with timings("answerers", probe):
         asked = on_models(probe, dict(generative.PROBES)[probe], world.answerers, world.out, world.cache_dir,
-                          world.data, said.append, generative.KIND)
+                          world.data, said.append, generative.KIND, None if world.full else ANSWERER_FIGURES_LEFT_OUT)
     with timings("compared", probe):
         kinds = generative.compare_kind(world.out, probe) if probe in generative.COMPARED else []
     with timings("report", probe):
@@ -339,14 +350,15 @@ LONGEST_FIRST = ["public-figures", "retrieval", "professions", "traits", "word-i
 
 def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", planting: Planting | None = None,
              retrain: bool = False, log: Callable[[str], None] = logger.info, timings: Timings | None = None,
-             profile: bool = False, workers: int | None = None) -> list[dict[str, Any]]:
+             profile: bool = False, workers: int | None = None, full: bool = False) -> list[dict[str, Any]]:
     """Load the shipped biased and control world encoders and answerers (or train them on this
     machine with ``retrain`` or a ``planting`` vlfair does not ship), run every probe on both kinds,
     compare, write the summary and the report; with ``profile``, log where the time went
     (``timings``: the caller's, which may hold its own steps already). The probes run side by side
     in ``workers`` processes (default: one per core, up to one per probe; :mod:`vlfair.demo.forked`).
     ``out_dir`` is written as a whole (``vlfair.atomic``): an earlier demo there is replaced once
-    the new one is complete, a demo stopped midway leaves it as it was."""
+    the new one is complete, a demo stopped midway leaves it as it was. With ``full``, the answerers'
+    runs are written with their figures too (by default: :data:`ANSWERER_FIGURES_LEFT_OUT`)."""
     from vlfair.demo import generative
     from vlfair.demo.forked import default_workers, forked_map
     from vlfair.demo.paired import paired_summary
@@ -359,7 +371,7 @@ def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", pl
             paths, encoders, answerers = world_models(worlds, cache_dir, retrain, log)
         with timings("world data"):
             data = {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
-        world = WorldModels(encoders, answerers, data, out, cache_dir)
+        world = WorldModels(encoders, answerers, data, out, cache_dir, full)
         bar = tqdm(total=len(probes), desc="probes on both kinds of model", unit="probe",
                    disable=not progress_bars_enabled())
 

@@ -142,12 +142,13 @@ class ProbeRun:
     results: dict[str, Any]
     output: Output
 
-    def write(self, out_dir: str | Path) -> Path:
+    def write(self, out_dir: str | Path, without_figures: str | None = None) -> Path:
         """results.json, samples.parquet (where the probe keeps samples), tables, plots and
         report.html into ``out_dir`` (the main process only writes: under torchrun or accelerate
         launch there is one writer); returns report.html. The folder is written as a whole
         (``vlfair.atomic``): a run killed while writing leaves an earlier run there whole, and a
-        second process writing the same folder is refused."""
+        second process writing the same folder is refused. ``without_figures``: no plot is drawn
+        (drawing is most of a small run's writing time), and report.html says this sentence instead."""
         from vlfair.atomic import atomic_output
         from vlfair.distributed import current_world
         from vlfair.report.results import validate_results
@@ -160,8 +161,10 @@ class ProbeRun:
                     header = {k: v for k, v in self.results.items() if k not in ("metrics", "published", "samples")}
                     self.results["samples"] = write_samples(self.output.samples, out / SAMPLES_FILE, header)
                     validate_results(self.results)
-                write_outputs(out, self.results, self.output.tables, self.output.figures, self.output.notes,
-                              f"vlfair {self.name} probe")
+                figures, notes = self.output.figures, self.output.notes
+                if without_figures:
+                    figures, notes = {}, [*notes, without_figures]
+                write_outputs(out, self.results, self.output.tables, figures, notes, f"vlfair {self.name} probe")
         return Path(out_dir) / "report.html"
 
     def failure(self) -> str | None:
