@@ -225,6 +225,10 @@ def test_a_full_demo_draws_the_answerers_figures_too(demo_cache, tmp_path):
     (["demo", "--selfcheck", "--retrain", "--cache-dir", "c"], "vlfair demo: --selfcheck checks the embedding engine "
                                                                "instead of running the demo: --retrain and --cache-dir "
                                                                "apply to the demo"),
+    (["demo", "--selfcheck", "--full"], "vlfair demo: --selfcheck checks the embedding engine instead of running "
+                                        "the demo: --full applies to the demo"),
+    (["demo", "--full=yes"], "vlfair demo: argument --full: ignored explicit argument 'yes' (vlfair demo --help lists "
+                             "what it takes)"),
 ])
 def test_demo_flags_it_cannot_take_are_one_line_and_exit_2(argv, said, capsys):
     try:
