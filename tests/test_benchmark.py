@@ -83,3 +83,15 @@ def test_lvlm_prefix_benchmark_prints_its_ratio(benchmark, family):
     assert re.fullmatch(r"speedup_vs_full_forward=[\d.]+ shared_images_per_second=[\d.]+ "
                         r"max_abs_difference=[\d.e+-]+", last), last
     assert float(last.split("max_abs_difference=")[1]) < 1e-4  # both paths give the same log-likelihoods
+
+
+def test_input_pipeline_benchmark_prints_its_ratios(benchmark):
+    """benchmarks/input_pipeline.py --quick: the pipeline without its device step on 1 and 2 decode workers,
+    the decode ceiling of a process pool, the main process's time per image, and its contract line."""
+    result = benchmark("input_pipeline.py", "--quick", "--images", "24", "--batch-size", "8")
+    last = result.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"workers_speedup=[\d.]+ vs_decode_ceiling=[\d.]+ main_ms_per_image=[\d.]+ "
+                        r"main_cap_img_s=\d+", last), last
+    for label in ("(a) pipeline, 1 worker", "pipeline, 2 workers", "(b) decode ceiling, 2 processes",
+                  "(c) main process, model on", "-> (224, 224)"):
+        assert label in result.stdout

@@ -233,6 +233,33 @@ def test_batches_stay_inside_a_chunk_and_an_empty_share_still_joins_its_gather()
     assert batches == [[0, 1], [2], [], [3]] and owners == [0, 0, 1, 2]
 
 
+def test_a_forward_batch_is_decoded_in_pieces_and_put_together_in_order(clip_encoder, jpeg_paths, broken_files,
+                                                                         monkeypatch):
+    """Workers hand over pieces of at most DECODE_BATCH images (a large batch no longer waits on one worker);
+    the model still sees the same whole batches, so the embeddings are bit for bit those of whole batches."""
+    from vlfair import embed
+
+    paths = _paths(jpeg_paths)  # 37 rows, 5 and 9 unreadable: pieces with fewer images than rows
+    paths[5], paths[9] = str(broken_files["truncated"]), str(broken_files["not_image"])
+    whole = vlfair.embed_images(clip_encoder, paths, batch_size=12, chunk_size=30, num_workers=0, cache_dir=None,
+                                on_bad_image="skip")
+    seen = []
+    original = type(clip_encoder).encode_pixels
+    monkeypatch.setattr(type(clip_encoder), "encode_pixels",
+                        lambda self, batch, normalize=True: seen.append(batch.shape[0]) or original(self, batch, normalize))
+    monkeypatch.setattr(embed, "DECODE_BATCH", 5)
+    pieces = vlfair.embed_images(clip_encoder, paths, batch_size=12, chunk_size=30, num_workers=2, cache_dir=None,
+                                 on_bad_image="skip")
+    assert seen == [10, 12, 6, 7]  # rows [0,12) less 5 and 9, [12,24), [24,30) (the first chunk's end), [30,37)
+    assert np.array_equal(pieces.embeddings, whole.embeddings) and pieces.skipped_rows == whole.skipped_rows
+
+
+def test_pieces_cut_each_batch_and_an_empty_batch_is_one_empty_piece():
+    from vlfair.embed import _pieces
+
+    assert _pieces([[0, 1, 2, 3, 4], [], [5]], 2) == ([[0, 1], [2, 3], [4], [], [5]], [0, 0, 0, 1, 2])
+
+
 def test_texts_ensemble_and_raw_features(clip_encoder, tmp_path):
     templates = ["a photo of a {}", "the {} at the office"]
     ensembled = vlfair.embed_texts(clip_encoder, ["doctor", "nurse"], templates=templates, cache_dir=tmp_path)

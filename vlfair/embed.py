@@ -341,36 +341,113 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
     logger.debug(f"{len(done)} of {len(ranges)} chunks cached, {len(todo)} to embed")
     shares = [world.split(list(range(*ranges[i]))) for i in todo]
     batches, owners = _batches(shares, batch_size)
+    pieces, completes = _pieces(batches, DECODE_BATCH)
     workers = default_num_workers(encoder.device) if num_workers is None else num_workers
     loader = torch.utils.data.DataLoader(
         _DecodeDataset(source, [row for share in shares for row in share], encoder.preprocessing),
-        batch_sampler=batches, num_workers=workers, collate_fn=_collate, pin_memory=encoder.device.type == "cuda",
+        batch_sampler=pieces, num_workers=workers, collate_fn=_collate,
     )
     finished_at = np.cumsum([ranges[i][1] - ranges[i][0] for i in todo]).tolist()  # rows done after each chunk
     total = finished_at[-1] if todo else 0
     shown = progress and world.is_main and total and progress_bars_enabled()
     bar = tqdm(total=total, unit="img", desc="embedding images", disable=not shown)
     pending: list[tuple[list[int], np.ndarray, list[BadRow]]] = []
+
+    def finish(batch: int, rows: list[int], features: torch.Tensor | None, bad: list[BadRow]) -> None:
+        """Batch ``batch``'s features to the host (waiting for its forward) and, at a chunk's last batch, the
+        chunk gathered from every process and cached."""
+        nonlocal pending
+        owner = owners[batch]
+        pending.append((rows, features.cpu().numpy() if features is not None
+                        else np.zeros((0, encoder.embedding_dim), np.float32), bad))
+        # The main process's share is the largest, so world.size times its rows overestimates
+        # the chunk's progress; capped at the chunk's end, the bar is exact once it is gathered.
+        bar.update(min(world.size * (len(rows) + len(bad)), finished_at[owner] - bar.n))
+        if batch + 1 == len(owners) or owners[batch + 1] != owner:  # the last batch of this chunk on every process
+            start, end = ranges[todo[owner]]
+            chunk = _merge(world.gather(pending), encoder.embedding_dim)
+            if world.is_main:
+                store.write_chunk(start, end, chunk)
+            done[todo[owner]] = chunk
+            pending = []
+            if chunk.bad and stop_on_bad:  # the finished work is saved; fail before doing more
+                raise BadImageError(chunk.bad[0].row, chunk.bad[0].path, chunk.bad[0].reason + _more(chunk.bad))
+
+    assembler = _Assembler(batch_size, encoder.preprocessing.output_hw, pinned=encoder.device.type == "cuda")
+    in_flight: tuple[int, list[int], torch.Tensor | None, list[BadRow]] | None = None  # sent, not yet back
     try:
-        for owner, next_owner, (rows, pixels, bad) in zip(owners, owners[1:] + [None], loader):
-            features = (encoder.encode_pixels(pixels, normalize).cpu().numpy() if pixels is not None
-                        else np.zeros((0, encoder.embedding_dim), np.float32))
-            pending.append((rows, features, bad))
-            # The main process's share is the largest, so world.size times its rows overestimates
-            # the chunk's progress; capped at the chunk's end, the bar is exact once it is gathered.
-            bar.update(min(world.size * (len(rows) + len(bad)), finished_at[owner] - bar.n))
-            if next_owner != owner:  # the last batch of this chunk on every process
-                start, end = ranges[todo[owner]]
-                chunk = _merge(world.gather(pending), encoder.embedding_dim)
-                if world.is_main:
-                    store.write_chunk(start, end, chunk)
-                done[todo[owner]] = chunk
-                pending = []
-                if chunk.bad and stop_on_bad:  # the finished work is saved; fail before doing more
-                    raise BadImageError(chunk.bad[0].row, chunk.bad[0].path, chunk.bad[0].reason + _more(chunk.bad))
+        for piece, (rows, pixels, bad) in enumerate(loader):
+            assembler.add(rows, pixels, bad)
+            if piece + 1 < len(pieces) and completes[piece + 1] == completes[piece]:
+                continue  # more pieces of this forward batch to come
+            rows, pixels, bad = assembler.take()
+            batch = completes[piece]
+            features = encoder.encode_pixels(pixels, normalize) if pixels is not None else None
+            # the previous batch is brought back while this one runs on the device, so the device does not wait
+            # on the host's bookkeeping (on a CPU the forward has already run: the order changes nothing); a
+            # chunk's last batch at once, as its chunk is cached (and a bad image stops the run) before more work
+            if in_flight is not None:
+                finish(*in_flight)
+            in_flight = (batch, rows, features, bad)
+            if batch + 1 == len(owners) or owners[batch + 1] != owners[batch]:
+                finish(*in_flight)
+                in_flight = None
     finally:
         bar.close()
     return [done[i] for i in range(len(ranges))]
+
+
+# Images a decode worker hands over at a time. A forward batch (up to thousands of images on a GPU) is
+# decoded in pieces by every worker at once and put together in the main process: handed to one worker
+# whole, the first batch came after one worker had decoded all of it, and the last round of batches
+# kept one worker busy while the others idled (more workers made a GPU run slower). Not smaller: each
+# hand-over costs the main process a few milliseconds (the piece's shared memory received and mapped)
+DECODE_BATCH = 64
+
+
+def _pieces(batches: list[list[int]], size: int) -> tuple[list[list[int]], list[int]]:
+    """Each forward batch cut into pieces of at most ``size`` rows (an empty batch: one empty piece), and
+    the forward batch each piece belongs to."""
+    pieces, belongs = [], []
+    for index, batch in enumerate(batches):
+        for start in range(0, len(batch), size) or [0]:
+            pieces.append(batch[start:start + size])
+            belongs.append(index)
+    return pieces, belongs
+
+
+class _Assembler:
+    """A forward batch put together from its decoded pieces, in order: a batch of one piece as it came, one of
+    several copied into one of two buffers used in turn (allocated once: a new batch-sized tensor each time
+    cost more in page faults than the copy). For a GPU the buffers are page-locked, so the copy to the device
+    is asynchronous: a buffer is filled again two batches later, once the batch that used it has come back."""
+
+    def __init__(self, batch_size: int, height_width: tuple[int, int], pinned: bool):
+        self.rows: list[int] = []
+        self.pixels: list[torch.Tensor] = []
+        self.bad: list[BadRow] = []
+        self.shape, self.pinned = (batch_size, *height_width, 3), pinned
+        self.buffers: list[torch.Tensor] = []
+        self.turn = 0
+
+    def add(self, rows: list[int], pixels: torch.Tensor | None, bad: list[BadRow]) -> None:
+        self.rows += rows
+        self.bad += bad
+        if pixels is not None:
+            self.pixels.append(pixels)
+
+    def take(self) -> tuple[list[int], torch.Tensor | None, list[BadRow]]:
+        rows, pixels, bad = self.rows, self.pixels, self.bad
+        self.rows, self.pixels, self.bad = [], [], []
+        if not pixels:
+            return rows, None, bad
+        if len(pixels) == 1 and not self.pinned:
+            return rows, pixels[0], bad
+        if not self.buffers:
+            self.buffers = [torch.empty(self.shape, dtype=torch.uint8, pin_memory=self.pinned) for _ in range(2)]
+        buffer = self.buffers[self.turn][:len(rows)]
+        self.turn = 1 - self.turn
+        return rows, torch.cat(pixels, out=buffer), bad
 
 
 def _merge(batches: list[tuple[list[int], np.ndarray, list[BadRow]]], dim: int) -> Chunk:
