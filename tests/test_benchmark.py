@@ -76,13 +76,18 @@ def test_ranking_skew_benchmark_prints_its_ratios(benchmark):
 @pytest.mark.parametrize("family", ["llava", "qwen2_vl"])
 def test_lvlm_prefix_benchmark_prints_its_ratio(benchmark, family):
     """benchmarks/lvlm_prefix_speed.py --quick: answers scored through the prompt's cache against one
-    full forward per answer, and its contract line (the speedup itself is measured, never asserted)."""
-    result = benchmark("lvlm_prefix_speed.py", "--quick", "--family", family)
+    full forward per answer and against the dataset path (images batched), and its contract line (the
+    speedups themselves are measured, never asserted)."""
+    result = benchmark("lvlm_prefix_speed.py", "--quick", "--family", family, "--batch-size", "3")
     assert result.stdout.startswith({"llava": "tiny LLaVA", "qwen2_vl": "tiny Qwen2-VL"}[family]), result.stdout
+    assert "dataset, batch 3" in result.stdout
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"speedup_vs_full_forward=[\d.]+ shared_images_per_second=[\d.]+ "
-                        r"max_abs_difference=[\d.e+-]+", last), last
-    assert float(last.split("max_abs_difference=")[1]) < 1e-4  # both paths give the same log-likelihoods
+                        r"max_abs_difference=[\d.e+-]+ dataset_vs_loop=[\d.]+ dataset_max_abs_difference=[\d.e+-]+",
+                        last), last
+    numbers = dict(field.split("=") for field in last.split())
+    # every path gives the same log-likelihoods (the batched one pads 4 images into batches of 3 and 1)
+    assert float(numbers["max_abs_difference"]) < 1e-4 and float(numbers["dataset_max_abs_difference"]) < 1e-4
 
 
 def test_input_pipeline_benchmark_prints_its_ratios(benchmark):
