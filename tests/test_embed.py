@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -221,7 +220,7 @@ def test_a_group_accelerate_cannot_see_is_an_error_not_a_silent_world_of_one(tmp
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     done = subprocess.run([sys.executable, str(tmp_path / "spawned.py"), str(port)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                          timeout=300, env=testing.launch_env(2))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("has 2 processes but Accelerate's state sees 1") == 2
 

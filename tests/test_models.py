@@ -305,7 +305,7 @@ def test_auto_dtype_is_bf16_exactly_where_the_cpu_has_it(clip_dir, monkeypatch, 
     from vlfair.models import base
 
     monkeypatch.setattr(base, "cpu_has_native_bf16", lambda: native_bf16)
-    encoder = vlfair.load_encoder(str(clip_dir))
+    encoder = vlfair.load_encoder(str(clip_dir), device="cpu")  # the CPU's rule, on a machine with a GPU too
     assert encoder.dtype == (torch.bfloat16 if native_bf16 else torch.float32)
     assert next(encoder.model.parameters()).dtype == encoder.dtype
     assert encoder.identity()["dtype"] == ("bfloat16" if native_bf16 else "float32")
@@ -325,6 +325,32 @@ def test_bf16_matches_transformers_in_bf16(clip_dir):
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, reference, atol=2e-2)
     np.testing.assert_allclose(encoder.encode_texts(PROMPTS), _reference_texts(model, tokenizer, PROMPTS), atol=2e-2)
+
+
+@pytest.mark.parametrize("local_processes, local_rank", [(2, 0), (2, 1), (1, 1)])
+def test_more_processes_than_gpus_is_one_sentence_on_every_process(clip_dir, tmp_path, monkeypatch, capsys,
+                                                                 local_processes, local_rank):
+    """torchrun --nproc_per_node 2 on a machine with one GPU: every process says why in one line (exit 2);
+    the second process used to fail on 'CUDA error: invalid device ordinal', the first to wait for it."""
+    from vlfair.cli import main
+    from vlfair.models.base import DeviceError, pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local_processes))
+    monkeypatch.setenv("LOCAL_RANK", str(local_rank))
+    with pytest.raises(DeviceError, match=r"this machine runs 2 processes of this launch but has 1 GPU: .* "
+                                          r"\(torchrun --nproc_per_node 1\), or run them all on the CPU"):
+        pick_device("auto")
+    assert pick_device("cpu") == torch.device("cpu")  # a device asked for is taken as it is
+    code = main(["run", "professions", "--model", str(clip_dir), "--dataset", "synthetic:professions",
+                 "--out", str(tmp_path / "out"), "--quiet"])
+    error = capsys.readouterr().err
+    assert code == 2 and error.startswith("vlfair run: this machine runs 2 processes") and error.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert pick_device("auto") == torch.device("cuda", 0)  # one process per GPU: its own
 
 
 def test_explicit_dtypes(clip_dir):

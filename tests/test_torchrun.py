@@ -9,7 +9,6 @@ launch of all six took 24-34 s on 2 cores.
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pandas as pd
 import pytest
 
 import vlfair
+from vlfair import testing
 from vlfair.cli import main
 from vlfair.imageio import RejectedImageError
 from vlfair.probes.retrieval import SCORE
@@ -75,8 +75,7 @@ def _launch(names: list[str], base: Path, clip_dir: Path, llava_dir: Path, jpeg_
     # --standalone: a free port, so a test run beside this one (another worktree, another user) cannot collide
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(SCENARIOS),
                str(base / "config.json"), *names]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=testing.launch_env(2))
     assert done.returncode == 0, done.stderr[-3000:]
     return Launch(base / "out", config, done.stdout, done.stderr)
 

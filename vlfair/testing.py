@@ -19,7 +19,7 @@ from vlfair.tiny import __all__ as _TINY
 from vlfair.tiny import qwen2_vl_processor
 
 __all__ = [*_TINY, "NUMBERS_KEYS", "assert_metrics_close", "assert_same_numbers", "assert_statistics_are_metrics",
-           "checkpoint_with_its_own_code", "comparable_results", "qwen2_vl_processors_without_video"]
+           "checkpoint_with_its_own_code", "comparable_results", "launch_env", "qwen2_vl_processors_without_video"]
 
 
 def assert_metrics_close(actual: list[dict[str, Any]], expected: list[dict[str, Any]], rtol: float = 1e-5,
@@ -126,6 +126,20 @@ def qwen2_vl_processors_without_video() -> Iterator[None]:
 
     with mock.patch.object(AutoProcessor, "from_pretrained", from_pretrained):
         yield
+
+
+def launch_env(processes: int) -> dict[str, str]:
+    """The environment for a test that starts ``processes`` processes of one run (torchrun, a spawned group):
+    one thread each, and, where the machine has fewer GPUs than processes, no GPU at all, so that every
+    process runs on the CPU and the group on gloo (a process without a GPU of its own is an error)."""
+    import os
+
+    import torch
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if torch.cuda.device_count() < processes:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
 
 
 def checkpoint_with_its_own_code(source: str | Path, target: str | Path, ran: Path, auto_class: str) -> Path:

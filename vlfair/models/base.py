@@ -138,12 +138,32 @@ def concat_rows(parts: list[np.ndarray], dim: int) -> npt.NDArray[np.float32]:
     return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros((0, dim), np.float32)
 
 
+class DeviceError(ValueError):
+    """A launch whose processes cannot each have a GPU of their own."""
+
+
 def pick_device(device: str | torch.device) -> torch.device:
+    """``auto``: this process's GPU (under torchrun or accelerate launch, the one its ``LOCAL_RANK`` names),
+    else the CPU.
+
+    Raises:
+        DeviceError: more processes on this machine than it has GPUs: every process says so (the one
+            without a GPU of its own would otherwise fail on a CUDA error, "invalid device ordinal").
+    """
     if str(device) != "auto":
         return torch.device(device)
     if torch.cuda.is_available():
+        gpus = torch.cuda.device_count()
+        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        local_rank = int(os.environ["LOCAL_RANK"]) if "LOCAL_RANK" in os.environ else torch.cuda.current_device()
+        if max(local_processes, local_rank + 1) > gpus:
+            raise DeviceError(
+                f"this machine runs {max(local_processes, local_rank + 1)} processes of this launch but has {gpus} "
+                f"GPU{'s' if gpus != 1 else ''}: vlfair gives each process a GPU of its own. Start at most {gpus} "
+                f"per machine (torchrun --nproc_per_node {gpus}), or run them all on the CPU "
+                "(CUDA_VISIBLE_DEVICES= torchrun ...)")
         # one GPU per process under torchrun / accelerate launch
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
+        return torch.device("cuda", local_rank)
     return torch.device("cpu")
 
 
