@@ -100,3 +100,15 @@ def test_input_pipeline_benchmark_prints_its_ratios(benchmark):
     for label in ("(a) pipeline, 1 worker", "pipeline, 2 workers", "(b) decode ceiling, 2 processes",
                   "(c) main process, model on", "-> (224, 224)"):
         assert label in result.stdout
+
+
+def test_jpeg_draft_benchmark_prints_its_ratios(benchmark):
+    """benchmarks/jpeg_draft.py --quick: large JPEGs decoded whole and reduced, timed, and their embeddings'
+    distance set beside the one between PIL's resize and torch's, and its contract line."""
+    result = benchmark("jpeg_draft.py", "--quick")
+    last = result.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"decode_speedup=[\d.]+ reduced_median=[\d.e+-]+ reduced_max=[\d.e+-]+ "
+                        r"resizer_median=[\d.e+-]+ resizer_max=[\d.e+-]+", last), last
+    assert "(decoded at 600x450)" in result.stdout  # 1200x900 for a 224 input: halved, twice the input kept
+    numbers = {key: float(value) for key, value in (field.split("=") for field in last.split())}
+    assert 0 < numbers["reduced_max"] < 1e-3 and numbers["resizer_max"] < 1e-4  # other pixels, nearly one picture

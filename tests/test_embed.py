@@ -253,6 +253,21 @@ def test_a_forward_batch_is_decoded_in_pieces_and_put_together_in_order(clip_enc
     assert np.array_equal(pieces.embeddings, whole.embeddings) and pieces.skipped_rows == whole.skipped_rows
 
 
+def test_a_reduced_jpeg_decode_is_asked_for_at_load_and_cached_apart(clip_dir, tmp_path):
+    """load_encoder(..., jpeg_draft=True): a large JPEG decoded at a reduced size, through every path that
+    embeds images (a dataset, an in-memory list), its embeddings close to the whole decode's, cached apart."""
+    path = tmp_path / "large.jpg"
+    testing.generated_image(0, size=(640, 520)).save(path, quality=95)
+    whole = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    reduced = vlfair.load_encoder(str(clip_dir), dtype="float32", jpeg_draft=True)
+    assert reduced.identity() != whole.identity() and reduced.preprocessing.jpeg_draft
+    first = vlfair.embed_images(whole, [str(path)], cache_dir=tmp_path / "cache")
+    second = vlfair.embed_images(reduced, [str(path)], cache_dir=tmp_path / "cache")  # not the first's entry
+    assert not np.array_equal(first, second)
+    np.testing.assert_allclose(second, first, atol=0.05)
+    np.testing.assert_array_equal(reduced.encode_images([str(path)]), second)
+
+
 def test_pieces_cut_each_batch_and_an_empty_batch_is_one_empty_piece():
     from vlfair.embed import _pieces
 

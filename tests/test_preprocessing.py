@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -53,3 +55,38 @@ def test_key_changes_with_any_setting():
     base = ImagePreprocessing.from_image_processor(CLIPImageProcessor())
     other = ImagePreprocessing.from_image_processor(CLIPImageProcessor(crop_size={"height": 200, "width": 200}))
     assert base.key() != other.key() and base.key() == ImagePreprocessing.from_image_processor(CLIPImageProcessor()).key()
+
+
+def test_a_reduced_decode_keeps_twice_the_resize_s_input_and_only_when_asked():
+    clip = ImagePreprocessing.from_image_processor(CLIPImageProcessor())  # shortest edge 224
+    siglip = ImagePreprocessing.from_image_processor(SiglipImageProcessor())  # exactly 224 x 224
+    assert clip.smallest_decode(1792, 1344) is None  # off unless asked: embeddings as transformers makes them
+    clip, siglip = (dataclasses.replace(prep, jpeg_draft=True) for prep in (clip, siglip))
+    assert clip.smallest_decode(1792, 1344) == (598, 448)  # the short side at twice 224, the aspect kept
+    assert clip.smallest_decode(1344, 1792) == (448, 598)
+    assert siglip.smallest_decode(2000, 500) == (1792, 448)  # each side at least twice 224, turned either way
+    assert "jpeg_draft" not in ImagePreprocessing.from_image_processor(CLIPImageProcessor()).key()  # caches kept
+    assert clip.key()["jpeg_draft"] is True
+
+
+def test_a_large_jpeg_is_decoded_reduced_close_to_whole_and_other_files_whole(tmp_path):
+    from vlfair.tiny import generated_image
+
+    whole = ImagePreprocessing.from_image_processor(CLIPImageProcessor(size={"shortest_edge": 64},
+                                                                       crop_size={"height": 64, "width": 64}))
+    reduced = dataclasses.replace(whole, jpeg_draft=True)
+    picture = generated_image(0, size=(640, 520))  # shapes: edges a reduced decode could blur
+    picture.save(tmp_path / "large.jpg", quality=95)
+    picture.save(tmp_path / "large.png")
+    picture.resize((200, 160)).save(tmp_path / "small.jpg", quality=95)
+    seen = []
+    original = ImagePreprocessing.to_uint8
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ImagePreprocessing, "to_uint8", lambda self, image: seen.append(image.size) or original(self, image))
+        reduced_pixels = reduced.load(str(tmp_path / "large.jpg"), 0)
+        for name in ("large.png", "small.jpg"):  # a PNG has no DCT to scale; 160 < 4 x 64: nothing to gain
+            assert np.array_equal(reduced.load(str(tmp_path / name), 0), whole.load(str(tmp_path / name), 0))
+    assert seen[0] == (160, 130)  # a quarter of 640 x 520: 130 >= 2 x 64, an eighth (65) would not be
+    assert seen[1:] == [(640, 520), (640, 520), (200, 160), (200, 160)]
+    difference = np.abs(reduced_pixels.astype(int) - whole.load(str(tmp_path / "large.jpg"), 0).astype(int))
+    assert difference.mean() < 2 and 0 < difference.max()  # the same picture, not the same pixels

@@ -71,10 +71,9 @@ class _DecodeDataset(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> tuple[int, np.ndarray | None, BadRow | None]:
         row = self.rows[index]
         try:
-            image = load_rgb(self.source.cell(row), row)
+            return row, self.preprocessing.load(self.source.cell(row), row), None
         except BadImageError as exc:
             return row, None, BadRow(exc.row, exc.path, exc.reason)
-        return row, self.preprocessing.to_uint8(image), None
 
 
 def _collate(samples: list[tuple[int, np.ndarray | None, BadRow | None]]):

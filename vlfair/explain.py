@@ -16,8 +16,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from vlfair.imageio import load_rgb
-
 CAM_COLOURMAP = "inferno"  # perceptually uniform and readable in grey: brighter means more evidence, unlike jet
 
 
@@ -49,7 +47,7 @@ def gradcam(encoder: Any, images: Sequence[Any], text_pos: np.ndarray, text_neg:
     """
     model, block, prefix, grid = _vision(encoder)
     scale = encoder.logit_scale if scale is None else scale
-    batch = torch.from_numpy(np.stack([encoder.preprocessing.to_uint8(load_rgb(im, i)) for i, im in enumerate(images)]))
+    batch = torch.from_numpy(np.stack([encoder.preprocessing.load(im, i) for i, im in enumerate(images)]))
     pixels = encoder.preprocessing.normalize(batch.to(encoder.device), encoder.dtype)
     captured = {}
 
@@ -88,7 +86,7 @@ def overlay_figure(encoder: Any, images: Sequence[Any], maps: np.ndarray, titles
 
     figure, axes = subplots(1, len(images), figsize=(2.4 * len(images), 2.7), squeeze=False)
     for axis, image, cam, caption in zip(axes[0], images, maps, titles):
-        axis.imshow(encoder.preprocessing.to_uint8(load_rgb(image, 0)))
+        axis.imshow(encoder.preprocessing.load(image, 0))
         peak = cam.max()
         axis.imshow(cam / peak if peak > 0 else cam, cmap=CAM_COLOURMAP, alpha=0.45, vmin=0, vmax=1)
         axis.set_title(caption, fontsize=8)

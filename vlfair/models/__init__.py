@@ -6,6 +6,7 @@ Adding a backend is one module with a ``load_<name>(ref, **options)`` function p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -66,7 +67,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | torch.dtype = "auto",
                  revision: str | None = None, trust_remote_code: bool = False,
-                 use_safetensors: bool = True) -> Encoder:
+                 use_safetensors: bool = True, jpeg_draft: bool = False) -> Encoder:
     """Load a dual encoder from a spec.
 
     Args:
@@ -78,6 +79,10 @@ def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | to
         trust_remote_code: run code shipped with the checkpoint. Never on unless you pass it.
         use_safetensors: refuse pickled weights (the default). ``False`` allows ``.bin`` files,
             read with ``torch.load(weights_only=True)``.
+        jpeg_draft: decode a JPEG at least four times the model's input at a half, a quarter or an eighth of
+            its size, never below twice the input (libjpeg's DCT scaling): decoding 1792x1344 photographs
+            for ViT-B/32 ran 1.9x faster, and it moved their embeddings by 1 - cos ~ 6e-6 (docs/DESIGN.md: 15
+            times what the choice between PIL's and torch's resize moves them, so it is not the default).
 
     Returns:
         The encoder, loaded by the backend its spec names.
@@ -91,8 +96,11 @@ def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | to
     # every backend's loads (a plugin's too): a checkpoint that names its own code, refused by transformers
     # under trust_remote_code=False, is said in one line naming the model
     with refusing_remote_code(ref, "vlfair runs it only when asked: vlfair.load_encoder(..., trust_remote_code=True)"):
-        return BACKENDS[prefix](ref, device=device, dtype=dtype, revision=revision,
-                                trust_remote_code=trust_remote_code, use_safetensors=use_safetensors, spec=spec)
+        encoder = BACKENDS[prefix](ref, device=device, dtype=dtype, revision=revision,
+                                   trust_remote_code=trust_remote_code, use_safetensors=use_safetensors, spec=spec)
+    if jpeg_draft:  # the preprocessing is part of the cache key: these embeddings are cached apart
+        encoder.preprocessing = dataclasses.replace(encoder.preprocessing, jpeg_draft=True)
+    return encoder
 
 
 __all__ = [

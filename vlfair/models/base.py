@@ -11,7 +11,6 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from vlfair.imageio import load_rgb
 from vlfair.models.preprocessing import ImagePreprocessing
 
 
@@ -84,10 +83,8 @@ class Encoder(abc.ABC):
         """
         out = []
         for start in range(0, len(images), batch_size):
-            arrays = [
-                self.preprocessing.to_uint8(load_rgb(image, start + i))
-                for i, image in enumerate(images[start : start + batch_size])
-            ]
+            chunk = images[start : start + batch_size]
+            arrays = [self.preprocessing.load(image, start + i) for i, image in enumerate(chunk)]
             out.append(self.encode_pixels(torch.from_numpy(np.stack(arrays)), normalize).cpu().numpy())
         return concat_rows(out, self.embedding_dim)
 

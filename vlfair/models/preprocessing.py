@@ -16,10 +16,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
-from vlfair.imageio import to_rgb
+from vlfair.imageio import load_rgb, to_rgb
 
 if TYPE_CHECKING:  # torch is imported where it is used: the CPU half runs without it
     import torch
+
+
+# With jpeg_draft, a JPEG is decoded at a reduced size no smaller than this many times the resize's input, so
+# that the resize still antialiases a reduction of at least 2: decoded down to the input itself, the embeddings
+# of 1792x1344 photographs (ViT-B/32, benchmarks/jpeg_draft.py) moved twice as far (1 - cos 1.1e-5, not 5.9e-6)
+DRAFT_MARGIN = 2
 
 
 class UnsupportedPreprocessing(ValueError):
@@ -39,6 +45,9 @@ class ImagePreprocessing:
         scale, offset: pixel = uint8 * scale + offset.
         mean, std: per-channel normalisation applied after scaling (None: none).
         extra_std: a second division by std (EfficientNet/ALIGN ``include_top``), or None.
+        jpeg_draft: a JPEG at least twice the size :meth:`smallest_decode` gives is decoded at a reduced
+            size (``load_encoder(..., jpeg_draft=True)``; in the key only when on, so that every cache
+            written before it stays valid).
     """
 
     resize: str
@@ -50,6 +59,7 @@ class ImagePreprocessing:
     mean: tuple[float, ...] | None
     std: tuple[float, ...] | None
     extra_std: tuple[float, ...] | None = None
+    jpeg_draft: bool = False  # large JPEGs decoded at a reduced size (smallest_decode)
 
     @property
     def output_hw(self) -> tuple[int, int]:
@@ -60,9 +70,28 @@ class ImagePreprocessing:
         raise UnsupportedPreprocessing("images without a fixed output size cannot be batched")
 
     def key(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        key = dataclasses.asdict(self)
+        if not self.jpeg_draft:
+            del key["jpeg_draft"]
+        return key
 
     # ---- CPU half: runs in DataLoader workers -------------------------------------------
+    def smallest_decode(self, width: int, height: int) -> tuple[int, int] | None:
+        """The smallest (width, height) an image of ``width`` x ``height`` may be decoded at before the resize
+        (:data:`DRAFT_MARGIN` times the resize's own input, the aspect ratio kept), or None: decode it whole."""
+        if not self.jpeg_draft or self.resize == "none":
+            return None
+        # shortest_edge: the short side at its target; exact: each side at least the larger target side,
+        # whichever way the EXIF orientation turns the picture afterwards
+        side = self.size[0] if self.resize == "shortest_edge" else max(self.size)
+        scale = DRAFT_MARGIN * side / min(width, height)
+        return ceil(width * scale), ceil(height * scale)
+
+    def load(self, value: Any, row: int) -> np.ndarray:
+        """Decode one cell (:func:`vlfair.imageio.load_rgb`, at a reduced size where it can) and resize and crop
+        it: the (H, W, 3) uint8 array the model's device half takes."""
+        return self.to_uint8(load_rgb(value, row, self.smallest_decode))
+
     def to_uint8(self, image: Image.Image) -> np.ndarray:
         """Resize and crop one image; returns an (H, W, 3) uint8 array."""
         image = to_rgb(image)
