@@ -15,12 +15,17 @@ generated images, in one run:
 and checks that all three give the same log-likelihoods. The last line:
 
   speedup_vs_full_forward=A shared_images_per_second=B max_abs_difference=C dataset_vs_loop=D
-  dataset_max_abs_difference=E
+  dataset_max_abs_difference=E dataset_vs_ceiling=F
 
-with D = the dataset path's images/s over the loop of ``score`` (shared), E its largest difference from it.
+with D = the dataset path's images/s over the loop of ``score`` (shared), E its largest difference from it,
+and F = the dataset path's images/s over the prefix ceiling: the prompt's forward alone (image and question)
+on batches of the same size, its tensors prepared before the clock. On a GPU the model runs there in
+vlfair's dtype (bf16); --hidden 2048 --layers 24 --heads 16 --image-size 336 --patch-size 14
+--positions 1024 builds the LLaVA architecture at 1.8 B parameters (random weights).
 
 Usage: python benchmarks/lvlm_prefix_speed.py [--family llava|idefics3|gemma3|qwen2_vl] [--images 20] [--hidden 64]
-       [--layers 4] [--image-size 64] [--batch-size 32] [--quick]
+       [--layers 4] [--image-size 64] [--patch-size P] [--heads H] [--positions N] [--batch-size 32]
+       [--skip-full] [--quick]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import platform
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +46,31 @@ QUESTION = "is this person smart or dumb ?"
 FAMILIES = {"llava": "LLaVA", "idefics3": "Idefics3", "gemma3": "Gemma 3", "qwen2_vl": "Qwen2-VL"}  # vlfair.tiny
 
 
+def _synchronized(device: Any) -> float:
+    import torch
+
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def prefix_ceiling(scorer: Any, images: list, batch_size: int) -> float:
+    """Images/s of the prompt's forward alone (image and question, no answer), ``batch_size`` images in each
+    forward, their tensors prepared before the clock: no pipeline can score faster."""
+    import torch
+
+    prompt = scorer.prompt(QUESTION)
+    batches = [scorer._batch_inputs(images[at:at + batch_size], prompt) for at in range(0, len(images), batch_size)]
+    if any(batch is None for batch in batches):
+        raise SystemExit("lvlm_prefix_speed.py: the prompts came out of different lengths; no ceiling to time")
+    with torch.inference_mode():
+        scorer.model(**batches[0])  # warm-up
+        start = _synchronized(scorer.device)
+        for batch in batches:
+            scorer.model(**batch)
+        return len(images) / (_synchronized(scorer.device) - start)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--family", choices=sorted(FAMILIES), default="llava")
@@ -47,8 +78,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--patch-size", type=int, help="llava only (default: the tiny model's)")
+    parser.add_argument("--heads", type=int, help="llava only: attention heads (default: the tiny model's, 2)")
+    parser.add_argument("--positions", type=int, help="llava only: the decoder's context (default 256)")
     parser.add_argument("--batch-size", type=int, default=32,
                         help="images per forward on the dataset path (default: score_answers' own)")
+    parser.add_argument("--skip-full", action="store_true", help="leave out the full forward per answer (slow at size)")
     parser.add_argument("--quick", action="store_true", help="4 images, the smallest model")
     args = parser.parse_args(argv)
     if min(args.images, args.batch_size) < 1:
@@ -59,39 +94,56 @@ def main(argv: list[str] | None = None) -> None:
 
     from vlfair import tiny
     from vlfair.embed import score_answers
+    from vlfair.models.base import pick_device, pick_dtype
     from vlfair.models.lvlm import GenerativeScorer
     from vlfair.testing import qwen2_vl_processors_without_video
 
+    # a GPU where there is one, in the dtype vlfair picks there (bf16), as a user's run; float32 on a CPU
+    device = pick_device("auto")
+    dtype = pick_dtype("auto", device) if device.type == "cuda" else torch.float32
+    sized = {key: value for key, value in (("patch_size", args.patch_size), ("heads", args.heads),
+                                           ("positions", args.positions)) if value is not None}
+    if sized and args.family != "llava":
+        parser.error("--patch-size, --heads and --positions size the llava family only")
     with tempfile.TemporaryDirectory() as tmp, qwen2_vl_processors_without_video():  # Qwen2-VL: no torchvision
         build = getattr(tiny, f"tiny_{args.family}")
-        path = build(Path(tmp) / args.family, image_size=args.image_size, hidden=args.hidden, layers=args.layers)
-        scorer = GenerativeScorer.load(f"lvlm:{path}")
+        path = build(Path(tmp) / args.family, image_size=args.image_size, hidden=args.hidden, layers=args.layers,
+                     **sized)
+        scorer = GenerativeScorer.load(f"lvlm:{path}", dtype=dtype, device=device)
+        parameters = sum(p.numel() for p in scorer.model.parameters())
         images = [tiny.generated_image(i) for i in range(args.images)]
-        print(f"tiny {FAMILIES[args.family]} (hidden {args.hidden}, {args.layers} layers, {args.image_size} px), "
-              f"{args.images} images x {len(ANSWERS)} answers; {platform.processor() or platform.machine()}, "
-              f"{os.cpu_count()} cores, torch threads {torch.get_num_threads()}")
+        print(f"tiny {FAMILIES[args.family]} (hidden {args.hidden}, {args.layers} layers, {args.image_size} px, "
+              f"{parameters / 1e6:,.1f} M parameters), {args.images} images x {len(ANSWERS)} answers; "
+              f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
+              f"{torch.get_num_threads()}, {device} {str(dtype).removeprefix('torch.')}")
         scorer.score(images[0], QUESTION, ANSWERS)  # warm-up: first calls allocate
-        start = time.perf_counter()
+        start = _synchronized(device)
         shared = [scorer.score(image, QUESTION, ANSWERS).log_likelihood for image in images]
-        shared_seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        full = [scorer.score_by_full_forward(image, QUESTION, ANSWERS).log_likelihood for image in images]
-        full_seconds = time.perf_counter() - start
+        shared_seconds = _synchronized(device) - start
+        full_seconds, full = float("nan"), shared
+        if not args.skip_full:
+            start = _synchronized(device)
+            full = [scorer.score_by_full_forward(image, QUESTION, ANSWERS).log_likelihood for image in images]
+            full_seconds = _synchronized(device) - start
         score_answers(scorer, images[:args.batch_size], QUESTION, ANSWERS, cache_dir=None, progress=False,
                       batch_size=args.batch_size)  # warm-up of the batched shapes
-        start = time.perf_counter()
+        start = _synchronized(device)
         dataset = score_answers(scorer, images, QUESTION, ANSWERS, cache_dir=None, progress=False,
                                 batch_size=args.batch_size).embeddings
-        dataset_seconds = time.perf_counter() - start
+        dataset_seconds = _synchronized(device) - start
+        ceiling = prefix_ceiling(scorer, images, args.batch_size)
     difference = float(np.max(np.abs(np.array(shared) - np.array(full))))
     dataset_difference = float(np.max(np.abs(np.array(shared) - dataset)))
+    dataset_rate = args.images / dataset_seconds
     print(f"  shared prefix      {shared_seconds:7.2f} s  ({args.images / shared_seconds:.1f} images/s)")
-    print(f"  full forward each  {full_seconds:7.2f} s  ({args.images / full_seconds:.1f} images/s)")
-    print(f"  dataset, batch {args.batch_size:<3} {dataset_seconds:7.2f} s  "
-          f"({args.images / dataset_seconds:.1f} images/s)")
+    full_rate = f"{full_seconds:7.2f} s  ({args.images / full_seconds:.1f} images/s)"
+    print(f"  full forward each  {'skipped (--skip-full)' if args.skip_full else full_rate}")
+    print(f"  dataset, batch {args.batch_size:<3} {dataset_seconds:7.2f} s  ({dataset_rate:.1f} images/s)")
+    print(f"  prefix ceiling     {ceiling:.1f} images/s (the prompt's forward alone, batch {args.batch_size})")
     print(f"speedup_vs_full_forward={full_seconds / shared_seconds:.2f} "
           f"shared_images_per_second={args.images / shared_seconds:.2f} max_abs_difference={difference:.2e} "
-          f"dataset_vs_loop={shared_seconds / dataset_seconds:.2f} dataset_max_abs_difference={dataset_difference:.2e}")
+          f"dataset_vs_loop={shared_seconds / dataset_seconds:.2f} dataset_max_abs_difference={dataset_difference:.2e} "
+          f"dataset_vs_ceiling={dataset_rate / ceiling:.2f}")
 
 
 if __name__ == "__main__":

@@ -83,8 +83,9 @@ def test_lvlm_prefix_benchmark_prints_its_ratio(benchmark, family):
     assert "dataset, batch 3" in result.stdout
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"speedup_vs_full_forward=[\d.]+ shared_images_per_second=[\d.]+ "
-                        r"max_abs_difference=[\d.e+-]+ dataset_vs_loop=[\d.]+ dataset_max_abs_difference=[\d.e+-]+",
-                        last), last
+                        r"max_abs_difference=[\d.e+-]+ dataset_vs_loop=[\d.]+ dataset_max_abs_difference=[\d.e+-]+ "
+                        r"dataset_vs_ceiling=[\d.]+", last), last
+    assert "prefix ceiling" in result.stdout and "cpu float32" in result.stdout
     numbers = dict(field.split("=") for field in last.split())
     # every path gives the same log-likelihoods (the batched one pads 4 images into batches of 3 and 1)
     assert float(numbers["max_abs_difference"]) < 1e-4 and float(numbers["dataset_max_abs_difference"]) < 1e-4

@@ -277,19 +277,20 @@ CHAT_WORDS = ("<image>", "USER:", "ASSISTANT:", "?", ".", ",", "is", "this", "or
 
 
 def tiny_llava(path: str | Path, *, image_size: int = 32, patch_size: int = 16, hidden: int = 32, layers: int = 2,
-               seed: int = 0) -> Path:
+               seed: int = 0, heads: int = 2, positions: int = 256) -> Path:
     """A LlavaForConditionalGeneration (a CLIP vision tower, a projector, a Llama decoder) with a
     word-level tokenizer, an image token and a chat template, as ``AutoModelForImageTextToText`` and
-    ``AutoProcessor`` load a real LLaVA checkpoint."""
+    ``AutoProcessor`` load a real LLaVA checkpoint. ``heads`` and ``positions`` (the decoder's context) let a
+    benchmark build the architecture at a real model's size (hidden 2048, 24 layers, 336 px: 1.8 B parameters)."""
     model, processor = llava_parts(image_size=image_size, patch_size=patch_size, hidden=hidden, layers=layers,
-                                   seed=seed)
+                                   heads=heads, positions=positions, seed=seed)
     model.save_pretrained(path)
     processor.save_pretrained(path)
     return Path(path)
 
 
 def llava_parts(words: list[str] | None = None, *, image_size: int = 32, patch_size: int = 16, hidden: int = 32,
-                layers: int = 2, heads: int = 2, seed: int = 0) -> tuple[Any, Any]:
+                layers: int = 2, heads: int = 2, positions: int = 256, seed: int = 0) -> tuple[Any, Any]:
     """A randomly initialised tiny LLaVA and its processor (the chat words, ``words`` and the tiny
     vocabulary as its word-level tokens), unsaved: :func:`tiny_llava` saves one, the demo world trains one."""
     import torch
@@ -305,7 +306,7 @@ def llava_parts(words: list[str] | None = None, *, image_size: int = 32, patch_s
     tokenizer = _word_level([*CHAT_WORDS[1:], *(words or [])], "<eos>", {"image_token": "<image>"})
     tower = {**_tower(hidden, layers), "num_attention_heads": heads}
     vision = CLIPVisionConfig(**tower, image_size=image_size, patch_size=patch_size)
-    text = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=256, num_key_value_heads=heads,
+    text = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=positions, num_key_value_heads=heads,
                        **tower, **_ids(tokenizer))
     config = LlavaConfig(vision_config=vision, text_config=text,
                          image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
