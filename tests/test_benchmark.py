@@ -113,3 +113,25 @@ def test_jpeg_draft_benchmark_prints_its_ratios(benchmark):
     assert "(decoded at 600x450)" in result.stdout  # 1200x900 for a 224 input: halved, twice the input kept
     numbers = {key: float(value) for key, value in (field.split("=") for field in last.split())}
     assert 0 < numbers["reduced_max"] < 1e-3 and numbers["resizer_max"] < 1e-4  # other pixels, nearly one picture
+
+
+def test_gpu_check_prints_a_contract_line_per_step_and_refuses_a_machine_without_cuda(capsys, monkeypatch):
+    """benchmarks/gpu_check.py: without CUDA it stops in one line (exit 2) unless --cpu; with --cpu --quick each
+    step's benchmark runs small and prints its contract line; a step that fails is said and the exit is 1."""
+    import torch
+
+    check = runpy.run_path(str(BENCHMARKS / "gpu_check.py"), run_name="gpu_check")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert check["main"]([]) == 2
+    assert capsys.readouterr().err.count("no CUDA device here") == 1
+    with pytest.raises(SystemExit) as exit:
+        check["main"](["--steps", "embed,warp"])
+    assert exit.value.code == 2 and "--steps: warp" in capsys.readouterr().err
+    code = check["main"](["--cpu", "--quick", "--steps", "generative,tests", "--tests", "tests/test_world.py"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"^gpu_check generative: dataset_vs_loop=[\d.]+ dataset_vs_ceiling=[\d.]+ "
+                     r"dataset_max_abs_difference=[\d.e+-]+$", out, re.M), out
+    assert re.search(r"^gpu_check tests: passed=\d+ failed=0 errors=0 files=1$", out, re.M), out
+    assert check["main"](["--cpu", "--quick", "--steps", "tests", "--tests", "tests/no_such_file.py"]) == 1
+    assert "gpu_check tests: failed (exit 4)" in capsys.readouterr().out
