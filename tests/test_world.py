@@ -127,6 +127,20 @@ def test_pieces_run_in_forked_workers_in_order_and_are_said_as_they_finish():
     assert [square for square, _ in alone] == [9, 36] and {pid for _, pid in alone} == {os.getpid()}
 
 
+def test_pieces_run_here_where_the_models_are_on_a_gpu(monkeypatch):
+    """A forked child cannot use the parent's CUDA: with a model on a GPU the demo's probes run one after
+    another in this process (their forward passes on the GPU)."""
+    import os
+
+    import torch
+
+    from vlfair.demo.forked import forked_map
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    results = forked_map(_square_and_pid, [1, 2, 3], workers=2)
+    assert [square for square, _ in results] == [1, 4, 9] and {pid for _, pid in results} == {os.getpid()}
+
+
 def test_an_error_in_a_worker_is_raised_in_the_parent():
     from vlfair.demo.forked import forked_map
 

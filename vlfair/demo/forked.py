@@ -5,7 +5,8 @@ The demo's probes do not depend on each other, and most of a probe's time is sin
 time. Workers are forked (Linux): they start with the parent's loaded models and data, without
 importing anything again; each runs torch on one thread, so that the workers share the cores
 instead of each spreading over all of them. Where fork is not the platform's way (macOS, Windows),
-or with one worker, the pieces run one after another in this process.
+with one worker, or where the models are on a GPU (a forked child cannot use the parent's CUDA), the
+pieces run one after another in this process.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ def default_workers(pieces: int) -> int:
     return min(pieces, available_cpus()) if sys.platform == "linux" else 1
 
 
+def _gpu_in_use() -> bool:
+    """Whether this process has started CUDA (a model on a GPU): a forked child cannot use it ("Cannot
+    re-initialize CUDA in forked subprocess"), so the pieces run here, one after another, their forward
+    passes on the GPU."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.cuda.is_initialized())
+
+
 def _worker_started() -> None:
     import torch
 
@@ -51,7 +60,7 @@ def forked_map(work: Callable[[Item], Result], items: Sequence[Item], workers: i
     finishes (in the order they finish). ``workers`` > 1 forks that many worker processes (Linux);
     an exception in a worker is raised here once the pieces already running have stopped."""
     global _WORK
-    if workers <= 1 or len(items) <= 1 or sys.platform != "linux":
+    if workers <= 1 or len(items) <= 1 or sys.platform != "linux" or _gpu_in_use():
         results = []
         for item in items:
             results.append(work(item))
