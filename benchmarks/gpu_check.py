@@ -86,13 +86,12 @@ def pipeline_step(size: str, args: argparse.Namespace) -> bool:
         ok, fields = benchmark("pipeline", "input_pipeline.py", [*SIZES["pipeline"][size], "--workers", str(workers)])
         if not ok:
             return False
-        # workers_speedup is the rate with this many workers over one worker's: comparable across the sweep
-        rates[workers] = float(fields["workers_speedup"])
+        rates[workers] = float(fields["pipeline_img_s"])
         main_ms = fields["main_ms_per_image"]
     fastest = max(rates, key=rates.__getitem__)
-    say("pipeline", {"fastest_workers": fastest, "speedup_at_fastest": f"{rates[fastest]:.2f}",
+    say("pipeline", {"fastest_workers": fastest, "img_s_at_fastest": f"{rates[fastest]:.0f}",
                      "main_ms_per_image": main_ms,
-                     "speedups": ",".join(f"{w}:{r:.2f}" for w, r in sorted(rates.items()))})
+                     "img_s_by_workers": ",".join(f"{w}:{r:.0f}" for w, r in sorted(rates.items()))})
     return True
 
 

@@ -13,8 +13,9 @@ On generated JPEGs it measures, in one run:
       exceed is 1 / that (on a CPU the device step, normalisation and forward, runs in the main process;
       its time is measured around it and subtracted)
 
-The last line is ``workers_speedup=A vs_decode_ceiling=B main_ms_per_image=C main_cap_img_s=D``, with
-A = (a) with ``--workers`` / (a) with 1 worker, B = (a) with ``--workers`` / (b), C from (c) and D = 1000 / C.
+The last line is ``workers_speedup=A vs_decode_ceiling=B main_ms_per_image=C main_cap_img_s=D pipeline_img_s=E``,
+with A = (a) with ``--workers`` / (a) with 1 worker, B = (a) with ``--workers`` / (b), C from (c), D = 1000 / C
+and E = (a) with ``--workers``.
 
 (a) and (b) are measured in turn, ``--repeats`` times, and the best of each kept.
 
@@ -145,7 +146,7 @@ def main() -> None:
     print(f"(c) main process, model on    : {main_ms:9.3f} ms CPU per image outside the device step "
           f"({clock.seconds / num_images * 1000:.3f} ms in it)")
     print(f"workers_speedup={many / one:.2f} vs_decode_ceiling={many / ceiling:.2f} main_ms_per_image={main_ms:.3f} "
-          f"main_cap_img_s={1000 / max(main_ms, 1e-9):.0f}")
+          f"main_cap_img_s={1000 / max(main_ms, 1e-9):.0f} pipeline_img_s={many:.0f}")
 
 
 if __name__ == "__main__":

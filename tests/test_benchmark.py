@@ -97,7 +97,7 @@ def test_input_pipeline_benchmark_prints_its_ratios(benchmark):
     result = benchmark("input_pipeline.py", "--quick", "--images", "24", "--batch-size", "8")
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"workers_speedup=[\d.]+ vs_decode_ceiling=[\d.]+ main_ms_per_image=[\d.]+ "
-                        r"main_cap_img_s=\d+", last), last
+                        r"main_cap_img_s=\d+ pipeline_img_s=\d+", last), last
     for label in ("(a) pipeline, 1 worker", "pipeline, 2 workers", "(b) decode ceiling, 2 processes",
                   "(c) main process, model on", "-> (224, 224)"):
         assert label in result.stdout
@@ -135,3 +135,25 @@ def test_gpu_check_prints_a_contract_line_per_step_and_refuses_a_machine_without
     assert re.search(r"^gpu_check tests: passed=\d+ failed=0 errors=0 files=1$", out, re.M), out
     assert check["main"](["--cpu", "--quick", "--steps", "tests", "--tests", "tests/no_such_file.py"]) == 1
     assert "gpu_check tests: failed (exit 4)" in capsys.readouterr().out
+
+
+def test_gpu_check_names_the_fastest_worker_count_and_reads_each_benchmark_s_contract(capsys):
+    """The embed and pipeline steps read what embed_throughput.py and input_pipeline.py print last (their
+    contract lines, as the tests above check them): the fastest worker count by images/s."""
+    check = runpy.run_path(str(BENCHMARKS / "gpu_check.py"), run_name="gpu_check")
+    rates = {"4": 900, "8": 1500, "15": 1200}
+
+    def fake_run(command):
+        if command[1].endswith("embed_throughput.py"):
+            return 0, "(a) ...\nratio_vs_forward=0.812 ratio_vs_naive=9.10 cache_speedup=3000\n", "a bar\n"
+        workers = command[command.index("--workers") + 1]
+        return 0, (f"workers_speedup=1.9 vs_decode_ceiling=0.85 main_ms_per_image=0.040 main_cap_img_s=25000 "
+                   f"pipeline_img_s={rates[workers]}\n"), ""
+
+    check["pipeline_step"].__globals__["run"] = fake_run
+    namespace = SimpleNamespace(workers=[4, 8, 15])
+    assert check["embed_step"]("full", namespace) and check["pipeline_step"]("full", namespace)
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["gpu_check embed: ratio_vs_forward=0.812 ratio_vs_naive=9.10",
+                   "gpu_check pipeline: fastest_workers=8 img_s_at_fastest=1500 main_ms_per_image=0.040 "
+                   "img_s_by_workers=4:900,8:1500,15:1200"]
