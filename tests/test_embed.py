@@ -244,8 +244,11 @@ def test_a_forward_batch_is_decoded_in_pieces_and_put_together_in_order(clip_enc
                                 on_bad_image="skip")
     seen = []
     original = type(clip_encoder).encode_pixels
-    monkeypatch.setattr(type(clip_encoder), "encode_pixels",
-                        lambda self, batch, normalize=True: seen.append(batch.shape[0]) or original(self, batch, normalize))
+    def spy(self, batch, normalize=True):
+        seen.append(batch.shape[0])
+        return original(self, batch, normalize)
+
+    monkeypatch.setattr(type(clip_encoder), "encode_pixels", spy)
     monkeypatch.setattr(embed, "DECODE_BATCH", 5)
     pieces = vlfair.embed_images(clip_encoder, paths, batch_size=12, chunk_size=30, num_workers=2, cache_dir=None,
                                  on_bad_image="skip")

@@ -82,7 +82,8 @@ def test_a_large_jpeg_is_decoded_reduced_close_to_whole_and_other_files_whole(tm
     seen = []
     original = ImagePreprocessing.to_uint8
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ImagePreprocessing, "to_uint8", lambda self, image: seen.append(image.size) or original(self, image))
+        patch.setattr(ImagePreprocessing, "to_uint8",
+                      lambda self, image: seen.append(image.size) or original(self, image))
         reduced_pixels = reduced.load(str(tmp_path / "large.jpg"), 0)
         for name in ("large.png", "small.jpg"):  # a PNG has no DCT to scale; 160 < 4 x 64: nothing to gain
             assert np.array_equal(reduced.load(str(tmp_path / name), 0), whole.load(str(tmp_path / name), 0))
