@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import datasets
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from PIL import Image
 
 import vlfair
@@ -307,3 +309,75 @@ def test_chunk_store_writes_are_atomic(tmp_path):
     store = ChunkStore(tmp_path / "entry", {"k": 1})
     assert store.read_chunk(0, 4) is None and store.read_final() is None
     assert not [p for p in (tmp_path / "entry").iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("error", [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+                                   RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: "
+                                                "can't allocate memory: you tried to allocate 99 bytes.")])
+def test_a_batch_the_device_has_no_memory_for_names_batch_size_and_keeps_the_finished_chunks(
+        clip_encoder, jpeg_paths, tmp_path, monkeypatch, counted, error):
+    from vlfair.embed import BatchTooLargeError
+
+    original = type(clip_encoder).encode_pixels
+
+    def out_of_memory_after_two_batches(self, batch, normalize=True):
+        if counted["images"] >= 16:
+            raise error
+        return original(self, batch, normalize)
+
+    monkeypatch.setattr(type(clip_encoder), "encode_pixels", out_of_memory_after_two_batches)
+    with pytest.raises(BatchTooLargeError, match=r"a batch of 8 images does not fit in the device's memory \(.*"
+                                                 r"(out of memory|can't allocate memory).*\): lower batch_size \(now "
+                                                 r"8; --batch-size .*\); the 2 chunks finished before it are cached"):
+        vlfair.embed_images(clip_encoder, _paths(jpeg_paths), batch_size=8, chunk_size=8, cache_dir=tmp_path)
+    monkeypatch.setattr(type(clip_encoder), "encode_pixels", original)
+    counted["images"] = 0
+    vlfair.embed_images(clip_encoder, _paths(jpeg_paths), batch_size=8, chunk_size=8, cache_dir=tmp_path)
+    assert counted["images"] == 37 - 16  # the two chunks done before the failure came from the cache
+
+
+@pytest.mark.parametrize("workers", [-1, 1.5, True, "2"])
+def test_a_worker_count_out_of_range_is_named(clip_encoder, jpeg_paths, workers):
+    """Named before any work, not left to the DataLoader's own message."""
+    with pytest.raises(ValueError, match=r"num_workers must be None .* 0 or more .*got " + re.escape(repr(workers))):
+        vlfair.embed_images(clip_encoder, _paths(jpeg_paths), num_workers=workers, cache_dir=None)
+
+
+def test_a_generative_batch_the_device_has_no_memory_for_names_batch_size(jpeg_paths, tmp_path):
+    from vlfair.embed import BatchTooLargeError, score_answers
+
+    class Scorer:  # the part of a GenerativeScorer score_answers uses; its second batch is too large
+        calls = 0
+
+        def identity(self):
+            return {"spec": "lvlm:fake", "revision": None, "dtype": "float32"}
+
+        def prompt(self, question):
+            return question
+
+        def log_likelihoods(self, images, question, answers, batch_size):
+            Scorer.calls += 1
+            if Scorer.calls > 1:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
+            return np.zeros((len(images), len(answers)))
+
+    with pytest.raises(BatchTooLargeError, match=r"a batch of 4 images does not fit .* lower batch_size \(now 4;"
+                                                 r".* the chunk finished before it is cached"):
+        score_answers(Scorer(), _paths(jpeg_paths)[:12], "who ?", ["a", "b"], batch_size=4, chunk_size=4,
+                      cache_dir=tmp_path, progress=False)
+
+
+def test_the_command_line_says_a_batch_too_large_in_one_line(clip_dir, tmp_path, monkeypatch, capsys):
+    from vlfair.cli import main
+    from vlfair.models.hf import HFEncoder
+
+    def out_of_memory(self, batch, normalize=True):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(HFEncoder, "encode_pixels", out_of_memory)
+    code = main(["run", "professions", "--model", str(clip_dir), "--dataset", "synthetic:professions", "--batch-size",
+                 "16", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--quiet"])
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1, error
+    assert error.startswith("vlfair run: a batch of 16 images does not fit in the device's memory (CUDA out of memory")
+    assert "lower batch_size (now 16; --batch-size on the command line)" in error and "--debug" not in error

@@ -13,8 +13,9 @@ Under ``torchrun`` / ``accelerate launch`` each process takes a contiguous share
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
@@ -165,6 +166,10 @@ def embed_images(
         raise ValueError(f"on_bad_image must be one of {BAD_IMAGE_POLICIES}, got {on_bad_image!r}")
     if batch_size < 1 or chunk_size < 1:
         raise ValueError(f"batch_size and chunk_size must be positive, got {batch_size} and {chunk_size}")
+    if num_workers is not None and (isinstance(num_workers, bool) or not isinstance(num_workers, int)
+                                    or num_workers < 0):
+        raise ValueError(f"num_workers must be None (vlfair's choice for the device) or a whole number of decode "
+                         f"processes, 0 or more (0: decode in this process), got {num_workers!r}")
     source = image_source(dataset, image_column)
     components = {"kind": "images", "encoder": {k: v for k, v in encoder.identity().items() if k != "text"},
                   "dataset": source.fingerprint, "image_column": source.name, "num_rows": len(source),
@@ -261,7 +266,7 @@ def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chu
     store = ChunkStore.open(cache_dir, str(key["kind"]), components)
     final = store.read_final(expected_rows=len(source))
     if final is None:
-        chunks = []
+        chunks: list[Chunk] = []
         bar = tqdm(total=len(source), unit="img", desc=desc,
                    disable=not (progress and world.is_main and progress_bars_enabled()))
         for start, end in _chunk_ranges(len(source), chunk_size):
@@ -279,7 +284,8 @@ def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chu
                 rejected: RejectedImageError | None = None
                 for at in range(0, len(images), batch_size):
                     try:
-                        values.append(np.asarray(compute(images[at:at + batch_size]), dtype=np.float32))
+                        with _naming_batch_size(len(images[at:at + batch_size]), batch_size, len(chunks)):
+                            values.append(np.asarray(compute(images[at:at + batch_size]), dtype=np.float32))
                     except RejectedImageError as exc:  # named by its position in the batch
                         row = rows[at + (exc.row or 0)]
                         rejected = exc.at(row, imageio.cell_path(source.cell(row)))
@@ -381,7 +387,8 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
                 continue  # more pieces of this forward batch to come
             rows, pixels, bad = assembler.take()
             batch = completes[piece]
-            features = encoder.encode_pixels(pixels, normalize) if pixels is not None else None
+            with _naming_batch_size(len(rows), batch_size, len(done)):
+                features = encoder.encode_pixels(pixels, normalize) if pixels is not None else None
             # the previous batch is brought back while this one runs on the device, so the device does not wait
             # on the host's bookkeeping (on a CPU the forward has already run: the order changes nothing); a
             # chunk's last batch at once, as its chunk is cached (and a bad image stops the run) before more work
@@ -447,6 +454,27 @@ class _Assembler:
         buffer = self.buffers[self.turn][:len(rows)]
         self.turn = 1 - self.turn
         return rows, torch.cat(pixels, out=buffer), bad
+
+
+class BatchTooLargeError(MemoryError, ValueError):
+    """A batch that does not fit in the device's memory: the message names ``batch_size`` (a ValueError too: an
+    option to change, said by the CLI in one line as one)."""
+
+
+@contextlib.contextmanager
+def _naming_batch_size(images: int, batch_size: int, chunks_done: int) -> Iterator[None]:
+    """A batch the device has no memory for, said with what to change (the chunks finished before it stay cached)."""
+    try:
+        yield
+    except RuntimeError as exc:  # a GPU's OutOfMemoryError; a CPU's allocator says it in a RuntimeError
+        if not (isinstance(exc, torch.OutOfMemoryError) or "DefaultCPUAllocator: can't allocate memory" in str(exc)):
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BatchTooLargeError(
+            f"a batch of {images} images does not fit in the device's memory ({first}): lower batch_size "
+            f"(now {batch_size}; --batch-size on the command line); "
+            + (f"the {chunks_done} chunks finished before it are cached and are not computed again" if chunks_done != 1
+               else "the chunk finished before it is cached and is not computed again")) from exc
 
 
 def _merge(batches: list[tuple[list[int], np.ndarray, list[BadRow]]], dim: int) -> Chunk:
