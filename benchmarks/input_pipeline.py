@@ -6,8 +6,8 @@ On generated JPEGs it measures, in one run:
       of normalisation and the forward, which run on the device), so that nothing but the pipeline is
       timed (decode, resize, crop, collation, hand-over to the main process, assembling the batch,
       gathering, chunking), with 1 and with ``--workers`` decode workers
-  (b) the decode ceiling: the same decoding and resizing (``load_rgb`` + ``to_uint8``, vlfair's own
-      functions) over the same files in a ``multiprocessing`` pool of ``--workers`` processes
+  (b) the decode ceiling: the same decoding and resizing (``ImagePreprocessing.load``, what a decode worker
+      does with a row) over the same files in a ``multiprocessing`` pool of ``--workers`` processes
   (c) the main process's CPU time per image while embedding with the model, the device step's own time
       taken out: what the main process spends per image whatever the device does, so the rate no GPU can
       exceed is 1 / that (on a CPU the device step, normalisation and forward, runs in the main process;
@@ -32,17 +32,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import vlfair
-from vlfair.imageio import load_rgb
 from vlfair.tiny import tiny_clip, write_jpegs
 
 
 def _decode(job: tuple[str, object]) -> tuple[int, ...]:
     path, preprocessing = job
-    return preprocessing.to_uint8(load_rgb(path, 0)).shape
+    return preprocessing.load(path, 0).shape  # what a decode worker does with a row
 
 
 def decode_ceiling(paths: list[str], preprocessing, workers: int) -> float:
@@ -150,5 +148,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    np.seterr(all="ignore")
     main()

@@ -23,6 +23,7 @@ Usage: python benchmarks/jpeg_draft.py [--images 48] [--image-size 1792 1344] [-
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import tempfile
 import time
@@ -75,8 +76,6 @@ def main() -> None:
         args.images, args.image_size = 6, (1200, 900)
     if args.images < 1:
         parser.error("--images must be at least 1")
-    import dataclasses
-
     import vlfair
     from vlfair.imageio import load_rgb
     from vlfair.tiny import tiny_clip

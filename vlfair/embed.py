@@ -283,9 +283,10 @@ def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chu
                 values: list[np.ndarray] = []
                 rejected: RejectedImageError | None = None
                 for at in range(0, len(images), batch_size):
+                    batch = images[at:at + batch_size]
                     try:
-                        with _naming_batch_size(len(images[at:at + batch_size]), batch_size, len(chunks)):
-                            values.append(np.asarray(compute(images[at:at + batch_size]), dtype=np.float32))
+                        with _naming_batch_size(len(batch), batch_size, len(chunks)):
+                            values.append(np.asarray(compute(batch), dtype=np.float32))
                     except RejectedImageError as exc:  # named by its position in the batch
                         row = rows[at + (exc.row or 0)]
                         rejected = exc.at(row, imageio.cell_path(source.cell(row)))
@@ -358,6 +359,9 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
     bar = tqdm(total=total, unit="img", desc="embedding images", disable=not shown)
     pending: list[tuple[list[int], np.ndarray, list[BadRow]]] = []
 
+    def ends_chunk(batch: int) -> bool:  # the last batch of its chunk, on every process
+        return batch + 1 == len(owners) or owners[batch + 1] != owners[batch]
+
     def finish(batch: int, rows: list[int], features: torch.Tensor | None, bad: list[BadRow]) -> None:
         """Batch ``batch``'s features to the host (waiting for its forward) and, at a chunk's last batch, the
         chunk gathered from every process and cached."""
@@ -368,7 +372,7 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
         # The main process's share is the largest, so world.size times its rows overestimates
         # the chunk's progress; capped at the chunk's end, the bar is exact once it is gathered.
         bar.update(min(world.size * (len(rows) + len(bad)), finished_at[owner] - bar.n))
-        if batch + 1 == len(owners) or owners[batch + 1] != owner:  # the last batch of this chunk on every process
+        if ends_chunk(batch):
             start, end = ranges[todo[owner]]
             chunk = _merge(world.gather(pending), encoder.embedding_dim)
             if world.is_main:
@@ -394,10 +398,11 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
             # chunk's last batch at once, as its chunk is cached (and a bad image stops the run) before more work
             if in_flight is not None:
                 finish(*in_flight)
-            in_flight = (batch, rows, features, bad)
-            if batch + 1 == len(owners) or owners[batch + 1] != owners[batch]:
-                finish(*in_flight)
                 in_flight = None
+            if ends_chunk(batch):
+                finish(batch, rows, features, bad)
+            else:
+                in_flight = (batch, rows, features, bad)
     finally:
         bar.close()
     return [done[i] for i in range(len(ranges))]

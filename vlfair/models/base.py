@@ -151,11 +151,11 @@ def pick_device(device: str | torch.device) -> torch.device:
         return torch.device(device)
     if torch.cuda.is_available():
         gpus = torch.cuda.device_count()
-        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         local_rank = int(os.environ["LOCAL_RANK"]) if "LOCAL_RANK" in os.environ else torch.cuda.current_device()
-        if max(local_processes, local_rank + 1) > gpus:
+        processes = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), local_rank + 1)  # on this machine
+        if processes > gpus:
             raise DeviceError(
-                f"this machine runs {max(local_processes, local_rank + 1)} processes of this launch but has {gpus} "
+                f"this machine runs {processes} processes of this launch but has {gpus} "
                 f"GPU{'s' if gpus != 1 else ''}: vlfair gives each process a GPU of its own. Start at most {gpus} "
                 f"per machine (torchrun --nproc_per_node {gpus}), or run them all on the CPU "
                 "(CUDA_VISIBLE_DEVICES= torchrun ...)")
