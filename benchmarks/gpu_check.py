@@ -100,7 +100,8 @@ def generative_step(size: str, _: argparse.Namespace) -> bool:
     if ok:
         say("generative", {"dataset_vs_loop": fields["dataset_vs_loop"],
                            "dataset_vs_ceiling": fields["dataset_vs_ceiling"],
-                           "dataset_max_abs_difference": fields["dataset_max_abs_difference"]})
+                           "dataset_max_abs_difference": fields["dataset_max_abs_difference"],
+                           "questions_together_vs_apart": fields["questions_together_vs_apart"]})
     return ok
 
 

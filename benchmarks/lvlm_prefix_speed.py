@@ -11,15 +11,19 @@ generated images, in one run:
              every answer
   dataset    vlfair.embed.score_answers over the same images as a dataset (no cache), --batch-size images
              in each forward: what a probe runs
+  questions  the traits study's six pairs asked of the same images (2 answers each, "is this person X or
+             Y ?", traits.yaml's generative question): vlfair.embed.score_questions, the prompts' shared
+             opening (the image) encoded once for the six, against score_answers once per question
 
-and checks that all three give the same log-likelihoods. The last line:
+and checks that all paths give the same log-likelihoods. The last line:
 
   speedup_vs_full_forward=A shared_images_per_second=B max_abs_difference=C dataset_vs_loop=D
-  dataset_max_abs_difference=E dataset_vs_ceiling=F
+  dataset_max_abs_difference=E dataset_vs_ceiling=F questions_together_vs_apart=G questions_max_abs_difference=H
 
 with D = the dataset path's images/s over the loop of ``score`` (shared), E its largest difference from it,
-and F = the dataset path's images/s over the prefix ceiling: the prompt's forward alone (image and question)
-on batches of the same size, its tensors prepared before the clock. On a GPU the model runs there in
+F = the dataset path's images/s over the prefix ceiling: the prompt's forward alone (image and question)
+on batches of the same size, its tensors prepared before the clock; G = the six questions' time apart over
+their time together, H the largest difference between the two. On a GPU the model runs there in
 vlfair's dtype (bf16); --hidden 2048 --layers 24 --heads 16 --image-size 336 --patch-size 14
 --positions 1024 builds the LLaVA architecture at 1.8 B parameters (random weights).
 
@@ -43,6 +47,8 @@ import numpy as np
 ANSWERS = ["smart", "dumb", "a smart person", "a dumb person", "happy", "sad", "doctor", "nurse",
            "a photo of a nurse", "lawyer", "none of these", "scientist"]
 QUESTION = "is this person smart or dumb ?"
+PAIRS = [("smart", "dumb"), ("happy", "sad"), ("hardworking", "lazy"), ("nice", "mean"),  # the traits study's
+         ("dominant", "agentic"), ("honest", "dishonest")]                                  # six pairs
 FAMILIES = {"llava": "LLaVA", "idefics3": "Idefics3", "gemma3": "Gemma 3", "qwen2_vl": "Qwen2-VL"}  # vlfair.tiny
 
 
@@ -93,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from vlfair import tiny
-    from vlfair.embed import score_answers
+    from vlfair.embed import score_answers, score_questions
     from vlfair.models.base import pick_device, pick_dtype
     from vlfair.models.lvlm import GenerativeScorer
     from vlfair.testing import qwen2_vl_processors_without_video
@@ -132,6 +138,16 @@ def main(argv: list[str] | None = None) -> None:
                                 batch_size=args.batch_size).embeddings
         dataset_seconds = _synchronized(device) - start
         ceiling = prefix_ceiling(scorer, images, args.batch_size)
+        asks = [(f"is this person {a} or {b} ?", [a, b]) for a, b in PAIRS]
+        start = _synchronized(device)
+        apart = [score_answers(scorer, images, question, answers, cache_dir=None, progress=False,
+                               batch_size=args.batch_size).embeddings for question, answers in asks]
+        apart_seconds = _synchronized(device) - start
+        start = _synchronized(device)
+        together = [found.embeddings for found in score_questions(scorer, images, asks, cache_dir=None,
+                                                                  progress=False, batch_size=args.batch_size)]
+        together_seconds = _synchronized(device) - start
+    questions_difference = max(float(np.max(np.abs(a - b))) for a, b in zip(apart, together))
     difference = float(np.max(np.abs(np.array(shared) - np.array(full))))
     dataset_difference = float(np.max(np.abs(np.array(shared) - dataset)))
     dataset_rate = args.images / dataset_seconds
@@ -140,10 +156,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  full forward each  {'skipped (--skip-full)' if args.skip_full else full_rate}")
     print(f"  dataset, batch {args.batch_size:<3} {dataset_seconds:7.2f} s  ({dataset_rate:.1f} images/s)")
     print(f"  prefix ceiling     {ceiling:.1f} images/s (the prompt's forward alone, batch {args.batch_size})")
+    print(f"  6 questions apart  {apart_seconds:7.2f} s  ({args.images / apart_seconds:.1f} images/s)")
+    print(f"  6 asked together   {together_seconds:7.2f} s  ({args.images / together_seconds:.1f} images/s)")
     print(f"speedup_vs_full_forward={full_seconds / shared_seconds:.2f} "
           f"shared_images_per_second={args.images / shared_seconds:.2f} max_abs_difference={difference:.2e} "
           f"dataset_vs_loop={shared_seconds / dataset_seconds:.2f} dataset_max_abs_difference={dataset_difference:.2e} "
-          f"dataset_vs_ceiling={dataset_rate / ceiling:.2f}")
+          f"dataset_vs_ceiling={dataset_rate / ceiling:.2f} questions_together_vs_apart="
+          f"{apart_seconds / together_seconds:.2f} questions_max_abs_difference={questions_difference:.2e}")
 
 
 if __name__ == "__main__":

@@ -84,11 +84,13 @@ def test_lvlm_prefix_benchmark_prints_its_ratio(benchmark, family):
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"speedup_vs_full_forward=[\d.]+ shared_images_per_second=[\d.]+ "
                         r"max_abs_difference=[\d.e+-]+ dataset_vs_loop=[\d.]+ dataset_max_abs_difference=[\d.e+-]+ "
-                        r"dataset_vs_ceiling=[\d.]+", last), last
+                        r"dataset_vs_ceiling=[\d.]+ questions_together_vs_apart=[\d.]+ "
+                        r"questions_max_abs_difference=[\d.e+-]+", last), last
     assert "prefix ceiling" in result.stdout and "cpu float32" in result.stdout
     numbers = dict(field.split("=") for field in last.split())
     # every path gives the same log-likelihoods (the batched one pads 4 images into batches of 3 and 1)
     assert float(numbers["max_abs_difference"]) < 1e-4 and float(numbers["dataset_max_abs_difference"]) < 1e-4
+    assert float(numbers["questions_max_abs_difference"]) < 1e-4  # six questions together: each one's numbers
 
 
 def test_input_pipeline_benchmark_prints_its_ratios(benchmark):
@@ -148,7 +150,8 @@ def test_gpu_check_names_the_fastest_worker_count_and_reads_each_benchmark_s_con
             return 0, "(a) ...\nratio_vs_forward=0.812 ratio_vs_naive=9.10 cache_speedup=3000\n", "a bar\n"
         if command[1].endswith("lvlm_prefix_speed.py"):
             return 0, ("speedup_vs_full_forward=nan shared_images_per_second=13.1 max_abs_difference=0.00e+00 "
-                       "dataset_vs_loop=7.40 dataset_max_abs_difference=3.1e-02 dataset_vs_ceiling=0.61\n"), ""
+                       "dataset_vs_loop=7.40 dataset_max_abs_difference=3.1e-02 dataset_vs_ceiling=0.61 "
+                       "questions_together_vs_apart=4.10 questions_max_abs_difference=2.0e-02\n"), ""
         workers = command[command.index("--workers") + 1]
         return 0, (f"workers_speedup=1.9 vs_decode_ceiling=0.85 main_ms_per_image=0.040 main_cap_img_s=25000 "
                    f"pipeline_img_s={rates[workers]}\n"), ""
@@ -161,4 +164,4 @@ def test_gpu_check_names_the_fastest_worker_count_and_reads_each_benchmark_s_con
                    "gpu_check pipeline: fastest_workers=8 img_s_at_fastest=1500 main_ms_per_image=0.040 "
                    "img_s_by_workers=4:900,8:1500,15:1200",
                    "gpu_check generative: dataset_vs_loop=7.40 dataset_vs_ceiling=0.61 "
-                   "dataset_max_abs_difference=3.1e-02"]
+                   "dataset_max_abs_difference=3.1e-02 questions_together_vs_apart=4.10"]

@@ -77,6 +77,83 @@ def test_images_scored_together_equal_one_full_forward_per_image_and_answer(chec
         scorer.generate(image, QUESTION, 4) for image in images]
 
 
+ASKS = [("is this person smart or dumb ?", ["smart", "dumb", "a smart person"]),
+        ("is this person happy or sad ?", ["happy", "sad"]),
+        ("who is this ?", ["a doctor", "a nurse", "none of these"])]
+
+
+def _image_forwards(model) -> list[int]:
+    """The batch size of every forward pass ``model`` runs with images (the vision tower's work)."""
+    seen: list[int] = []
+    model.register_forward_hook(lambda module, args, kwargs, output: seen.append(kwargs["input_ids"].shape[0])
+                                if kwargs.get("pixel_values") is not None else None, with_kwargs=True)
+    return seen
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("batch_size", [32, 5])
+def test_questions_asked_together_share_the_image_and_equal_each_asked_alone(checkpoints, family, batch_size):
+    """Issue 44: several questions about the same images (traits' pairs, multilingual's languages) encode
+    the prompts' shared opening, the image with it, once per batch of images; each question's numbers
+    are those of one full forward per (image, answer) (float32, 1e-5), in every family."""
+    scorer = GenerativeScorer.load(f"lvlm:{checkpoints[family]}")
+    images = [generated_image(index) for index in range(7)]
+    seen = _image_forwards(scorer.model)
+    together = scorer.log_likelihoods_many(images, ASKS, batch_size=batch_size)
+    assert seen == [min(batch_size, 7 - at) for at in range(0, 7, batch_size)]  # not once per question
+    head, tails = scorer.shared_head([scorer.prompt(question) for question, _ in ASKS], images[0])
+    assert scorer.prompt(ASKS[0][0]).startswith(head) and len(tails) == 3 and all(tails)
+    for (question, answers), found in zip(ASKS, together):
+        assert found.shape == (7, len(answers))
+        for image, row in zip(images, found):
+            np.testing.assert_allclose(row, scorer.score_by_full_forward(image, question, answers).log_likelihood,
+                                       rtol=1e-5, atol=1e-5)
+
+
+QUESTION_FIRST_TEMPLATE = ("{% for message in messages %}USER: {% for c in message['content'] | reverse %}"
+                           "{% if c['type'] == 'image' %}<image> {% else %}{{ c['text'] }} {% endif %}"
+                           "{% endfor %}{% endfor %}ASSISTANT:")
+
+
+def test_questions_that_come_before_the_image_are_asked_one_by_one(llava, tmp_path):
+    """A template that writes the question before the image leaves no opening to share: each question is
+    encoded whole, with the same numbers."""
+    first = tmp_path / "question-first"
+    shutil.copytree(llava, first)
+    (first / "chat_template.jinja").write_text(QUESTION_FIRST_TEMPLATE)
+    scorer = GenerativeScorer.load(f"lvlm:{first}")
+    images = [generated_image(index) for index in range(3)]
+    assert scorer.prompt(ASKS[0][0]) == "USER: is this person smart or dumb ? <image> ASSISTANT:"
+    assert scorer.shared_head([scorer.prompt(question) for question, _ in ASKS], images[0]) is None
+    seen = _image_forwards(scorer.model)
+    together = scorer.log_likelihoods_many(images, ASKS, batch_size=32)
+    assert seen == [3, 3, 3]  # each question's prompt with the images
+    for (question, answers), found in zip(ASKS, together):
+        for image, row in zip(images, found):
+            np.testing.assert_allclose(row, scorer.score_by_full_forward(image, question, answers).log_likelihood,
+                                       rtol=1e-5, atol=1e-5)
+
+
+def test_an_opening_the_processor_encodes_otherwise_is_not_shared(scorer, monkeypatch):
+    """The opening is used only where the processor's tokens for it, followed by each question's
+    remaining tokens, are its tokens for the whole prompt: a processor that reads the opening
+    otherwise (here: one token more at its end) makes each question be asked whole."""
+    prompts = [scorer.prompt(question) for question, _ in ASKS]
+    image = generated_image(0)
+    fresh = GenerativeScorer(scorer.model, scorer.processor, scorer.name)
+    original = fresh._batch_inputs
+
+    def longer_opening(images, text, check_end=True):
+        inputs = original(images, text, check_end)
+        if text not in prompts:  # the opening: a token appended
+            inputs["input_ids"] = torch.cat([inputs["input_ids"], inputs["input_ids"][:, -1:]], dim=1)
+        return inputs
+
+    monkeypatch.setattr(fresh, "_batch_inputs", longer_opening)
+    assert fresh.shared_head(prompts, image) is None
+    assert scorer.shared_head(prompts, image) is not None
+
+
 def _forwards(model) -> list[int]:
     """The batch size of every forward pass ``model`` runs (a list that grows)."""
     seen: list[int] = []
@@ -363,11 +440,41 @@ def test_scores_of_a_dataset_are_cached_like_embeddings(scorer, tmp_path, monkey
     assert sum(calls) == 4  # the four readable images, for the new question
 
 
+def test_questions_asked_of_a_dataset_together_are_cached_each_as_asked_alone(scorer, tmp_path, monkeypatch):
+    """score_questions: each question's scores are those score_answers gives it, cached under the same
+    key (either finds the other's work), an unreadable row skipped; asked again with one question
+    new, only the new one is computed, each image read once for all."""
+    from vlfair.embed import score_answers, score_questions
+
+    images = [generated_image(i) for i in range(5)]
+    images[1] = {"bytes": b"not an image", "path": "broken.jpg"}
+    data = {"image": images}
+    together = score_questions(scorer, data, ASKS[:2], cache_dir=tmp_path / "cache", chunk_size=3, batch_size=2,
+                               progress=False)
+    alone = [score_answers(scorer, data, question, answers, cache_dir=None, progress=False)
+             for question, answers in ASKS[:2]]
+    for found, expected in zip(together, alone):
+        assert found.skipped_rows == [1] and found.kept_rows.tolist() == [0, 2, 3, 4]
+        np.testing.assert_allclose(found.embeddings, expected.embeddings, rtol=1e-6)
+    asked: list[int] = []
+    original = scorer.log_likelihoods_many
+    monkeypatch.setattr(scorer, "log_likelihoods_many", lambda images, asks, *a: asked.append(len(asks))
+                        or original(images, asks, *a))
+    cached = score_answers(scorer, data, *ASKS[1], cache_dir=tmp_path / "cache", progress=False)
+    assert asked == [] and np.array_equal(cached.embeddings, together[1].embeddings)
+    again = score_questions(scorer, data, ASKS, cache_dir=tmp_path / "cache", chunk_size=3, batch_size=2,
+                            progress=False)
+    assert asked == [1, 1]  # the third question only, one batch per chunk (rows 0-2 and 3-4: 2 readable each)
+    assert [np.array_equal(a.embeddings, b.embeddings) for a, b in zip(again[:2], together)] == [True, True]
+    np.testing.assert_allclose(again[2].embeddings, score_answers(scorer, data, *ASKS[2], cache_dir=None,
+                                                                  progress=False).embeddings, rtol=1e-6)
+
+
 def _images_scored(scorer, monkeypatch) -> list[int]:
-    """The number of images each call of the scorer's log_likelihoods is given (a list that grows)."""
+    """The number of images each call of the scorer's log_likelihoods_many is given (a list that grows)."""
     calls: list[int] = []
-    original = scorer.log_likelihoods
-    monkeypatch.setattr(scorer, "log_likelihoods", lambda images, *a, **k: calls.append(len(images))
+    original = scorer.log_likelihoods_many
+    monkeypatch.setattr(scorer, "log_likelihoods_many", lambda images, *a, **k: calls.append(len(images))
                         or original(images, *a, **k))
     return calls
 
@@ -451,28 +558,37 @@ def test_an_unreadable_image_in_a_drawn_sample_is_named_by_its_row_in_the_data_g
     assert run.results["skipped_rows"] == [broken] and broken not in run.output.samples.frame["row"].tolist()
 
 
-def test_traits_runs_on_a_generative_model_through_the_cli(llava, tmp_path):
+def test_traits_runs_on_a_generative_model_through_the_cli(llava, tmp_path, monkeypatch):
     """`vlfair run traits --model lvlm:...`: each confidence is the positive word's probability as the
-    answer to the YAML's question, renormalised over the pair; the study's F-tests follow unchanged."""
+    answer to the YAML's question, renormalised over the pair; the study's F-tests follow unchanged.
+    The pairs are asked together (issue 44): one pass over the images for all of them."""
     import json
 
     import pandas as pd
 
     import vlfair
+    import vlfair.embed
     from vlfair.cli import main
 
+    asked: list[int] = []
+    original = vlfair.embed.score_questions
+    monkeypatch.setattr(vlfair.embed, "score_questions", lambda scorer, data, asks, **k: asked.append(len(asks))
+                        or original(scorer, data, asks, **k))
     assert main(["run", "traits", "--model", f"lvlm:{llava}", "--dataset", "synthetic:fairface", "--per-cell", "3",
                  "--dtype", "float32", "--out", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "cache"),
-                 "--set", "bootstrap=50", "--set", "pairs=[[smart, dumb]]"]) == 0
+                 "--set", "bootstrap=50", "--set", "pairs=[[smart, dumb], [happy, sad]]"]) == 0
+    assert asked == [2]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["model"]["spec"] == f"lvlm:{llava}" and results["settings"]["scorer"] == "generative"
     assert any(m["name"] == "trait_anova" for m in results["metrics"])
     samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
     data = vlfair.load_dataset("synthetic:fairface", subset="adults")
     scorer = GenerativeScorer.load(f"lvlm:{llava}")
-    for row, confidence in zip(samples["row"][:5], samples["confidence smart/dumb"][:5]):
-        found = scorer.score(data["image"][int(row)], "is this person smart or dumb ?", ["smart", "dumb"])
-        assert confidence == pytest.approx(found.probabilities()[0], rel=1e-5)
+    for positive, negative in [("smart", "dumb"), ("happy", "sad")]:
+        for row, confidence in zip(samples["row"][:5], samples[f"confidence {positive}/{negative}"][:5]):
+            found = scorer.score(data["image"][int(row)], f"is this person {positive} or {negative} ?",
+                                 [positive, negative])
+            assert confidence == pytest.approx(found.probabilities()[0], rel=1e-5)
 
 
 def test_a_clip_run_and_a_generative_run_of_traits_compare_on_the_same_rows(llava, tmp_path):

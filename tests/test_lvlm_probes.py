@@ -156,6 +156,20 @@ def test_multilingual_asks_each_language_s_question_with_the_study_s_prompts_as_
             assert sample[f"gender correct {lang}"] == (best == sample["gender"])
 
 
+def test_multilingual_asks_every_task_and_language_in_one_pass_over_the_images(checkpoints, tmp_path, monkeypatch):
+    """Issue 44: the eight languages' questions (and each task's answers) are asked of an image together,
+    its image encoded once for all: one call of score_questions with one question per column."""
+    import vlfair.embed
+
+    asked: list[int] = []
+    original = vlfair.embed.score_questions
+    monkeypatch.setattr(vlfair.embed, "score_questions", lambda scorer, data, asks, **k: asked.append(len(asks))
+                        or original(scorer, data, asks, **k))
+    assert _run("multilingual", f"lvlm:{checkpoints['llava']}", tmp_path / "run", "--no-figures") == 0
+    columns = [c for c in pd.read_parquet(tmp_path / "run" / "samples.parquet").columns if " correct " in c]
+    assert len(columns) >= 8 * 2 and asked == [len(columns)]
+
+
 def test_retrieval_ranks_images_by_each_prompt_s_log_likelihood(checkpoints, cli_run):
     out = cli_run("retrieval", f"lvlm:{checkpoints['llava']}")
     samples = pd.read_parquet(out / "samples.parquet")

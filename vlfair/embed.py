@@ -210,11 +210,26 @@ def score_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[st
         An :class:`EmbeddingResult` whose ``embeddings`` are the (readable images,
         answers) log-likelihoods (float32, as the cache keeps them), with the rows kept and skipped.
     """
-    answers = list(answers)
-    return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress,
-                      {"kind": "answers", "prompt": scorer.prompt(question), "answers": answers},
-                      lambda images: scorer.log_likelihoods(images, question, answers, batch_size),
-                      len(answers), f"scoring {len(answers)} answers", batch_size)
+    return score_questions(scorer, dataset, [(question, answers)], image_column=image_column, cache_dir=cache_dir,
+                           chunk_size=chunk_size, batch_size=batch_size, progress=progress)[0]
+
+
+def score_questions(scorer: Any, dataset: Any, asks: Sequence[tuple[str, Sequence[str]]], *,
+                    image_column: str = "image", cache_dir: Any = "default", chunk_size: int = 256,
+                    batch_size: int = 32, progress: bool = True) -> list[EmbeddingResult]:
+    """:func:`score_answers` of each (question, answers) of ``asks`` over the same images, asked together:
+    each image is read once and the prompts' shared opening (the image) encoded once for every
+    question (``GenerativeScorer.log_likelihoods_many``). Each question is cached under the key
+    :func:`score_answers` gives it, so either finds the other's work."""
+    asks = [(question, list(answers)) for question, answers in asks]
+    keys = [{"kind": "answers", "prompt": scorer.prompt(question), "answers": answers} for question, answers in asks]
+
+    def compute(images: list[Any], todo: list[int]) -> list[Any]:
+        return scorer.log_likelihoods_many(images, [asks[i] for i in todo], batch_size)
+
+    what = f"{len(asks[0][1])} answers" if len(asks) == 1 else f"{len(asks)} questions"
+    return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress, keys, compute,
+                      [len(answers) for _, answers in asks], f"scoring {what}", batch_size)
 
 
 MATCHING = 2  # the version of match_answer the cached matches were made by: bump it when matching changes
@@ -230,12 +245,15 @@ def generate_answers(scorer: Any, dataset: Any, question: str, answers: Sequence
     from vlfair.models.lvlm import match_answer
 
     answers = list(answers)
+
+    def compute(images: list[Any], todo: list[int]) -> list[Any]:
+        said = scorer.generate_many(images, question, max_new_tokens, batch_size)
+        return [[[match_answer(text, answers)] for text in said]]
+
     return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress,
-                      {"kind": "generated", "prompt": scorer.prompt(question), "answers": answers,
-                       "max_new_tokens": max_new_tokens, "matching": MATCHING},
-                      lambda images: [[match_answer(said, answers)] for said in
-                                      scorer.generate_many(images, question, max_new_tokens, batch_size)],
-                      1, "answering", batch_size)
+                      [{"kind": "generated", "prompt": scorer.prompt(question), "answers": answers,
+                        "max_new_tokens": max_new_tokens, "matching": MATCHING}],
+                      compute, [1], "answering", batch_size)[0]
 
 
 def readable_rows(dataset: Any, image_column: str = "image") -> tuple[np.ndarray, list[int]]:
@@ -254,65 +272,91 @@ def readable_rows(dataset: Any, image_column: str = "image") -> tuple[np.ndarray
 
 
 def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chunk_size: int, progress: bool,
-               key: dict[str, Any], compute: Any, width: int, desc: str, batch_size: int) -> EmbeddingResult:
-    """``compute(images)`` (``width`` numbers per image) for every readable image, ``batch_size`` images
-    at a time, cached by ``key``, the model and the data, chunk by chunk; each chunk's rows shared
-    out over the processes and gathered."""
+               keys: list[dict[str, Any]], compute: Any, widths: list[int], desc: str,
+               batch_size: int) -> list[EmbeddingResult]:
+    """For each key (a question asked of every image), ``widths[k]`` numbers per readable image by
+    ``compute(images, todo)`` (one array per key of ``todo``, the keys still to compute), ``batch_size``
+    images at a time; each key cached by itself with the model and the data, chunk by chunk, so a
+    question computed before is read, not asked again; each chunk's rows shared out over the
+    processes and gathered."""
     source = image_source(dataset, image_column)
     world = current_world()
-    components = world.broadcast({**key, "model": scorer.identity(), "dataset": source.fingerprint,
-                                  "image_column": source.name, "num_rows": len(source),
-                                  "decoding": imageio.DECODING})
-    store = ChunkStore.open(cache_dir, str(key["kind"]), components)
-    final = store.read_final(expected_rows=len(source))
-    if final is None:
-        chunks: list[Chunk] = []
+    data = {"model": scorer.identity(), "dataset": source.fingerprint, "image_column": source.name,
+            "num_rows": len(source), "decoding": imageio.DECODING}
+    stores = [ChunkStore.open(cache_dir, str(key["kind"]), world.broadcast({**key, **data})) for key in keys]
+    finals = [store.read_final(expected_rows=len(source)) for store in stores]
+    todo = [k for k, final in enumerate(finals) if final is None]
+    if todo:
+        chunks: dict[int, list[Chunk]] = {k: [] for k in todo}
         bar = tqdm(total=len(source), unit="img", desc=desc,
                    disable=not (progress and world.is_main and progress_bars_enabled()))
         for start, end in _chunk_ranges(len(source), chunk_size):
-            chunk = store.read_chunk(start, end)
-            if chunk is None:
-                rows, images, bad = [], [], []
-                for row in world.split(list(range(start, end))):
-                    try:
-                        images.append(load_rgb(source.cell(row), row))
-                    except BadImageError as exc:
-                        bad.append(BadRow(exc.row, exc.path, exc.reason))
-                        continue
-                    rows.append(row)
-                values: list[np.ndarray] = []
-                rejected: RejectedImageError | None = None
-                for at in range(0, len(images), batch_size):
-                    batch = images[at:at + batch_size]
-                    try:
-                        with _naming_batch_size(len(batch), batch_size, len(chunks)):
-                            values.append(np.asarray(compute(batch), dtype=np.float32))
-                    except RejectedImageError as exc:  # named by its position in the batch
-                        row = rows[at + (exc.row or 0)]
-                        rejected = exc.at(row, imageio.cell_path(source.cell(row)))
-                        rows = rows[:at]
-                        break
-                    # every process's images of this step, about
-                    bar.update(min(world.size * len(values[-1]), end - bar.n))
-                mine = np.concatenate(values).reshape(-1, width) if values else np.zeros((0, width), np.float32)
-                shares = world.gather([(rows, mine, bad, rejected)])
-                refusals = [share[3] for share in shares if share[3] is not None]
-                if refusals:  # every process stops at the first refused row (one alone would leave the
-                    bar.close()  # others waiting at the next gather); earlier chunks stay cached
-                    raise refusals[0]
-                chunk = _merge([share[:3] for share in shares], width)
+            cached = {k: stores[k].read_chunk(start, end) for k in todo}
+            found = {k: chunk for k, chunk in cached.items() if chunk is not None}
+            missing = [k for k in todo if k not in found]
+            if missing:
+                computed = _chunk_of(source, world, start, end, missing, compute, [widths[k] for k in missing],
+                                     batch_size, bar, len(chunks[todo[0]]))
+                found.update(computed)
                 if world.is_main:
-                    store.write_chunk(start, end, chunk)
+                    for k, chunk in computed.items():
+                        stores[k].write_chunk(start, end, chunk)
             bar.update(end - bar.n)
-            chunks.append(chunk)
+            for k in todo:
+                chunks[k].append(found[k])
         bar.close()
-        final = (concat_rows([c.embeddings for c in chunks], width), [b for c in chunks for b in c.bad])
-        if world.is_main:
-            store.write_final(*final)
+        for k in todo:
+            embeddings = concat_rows([c.embeddings for c in chunks[k]], widths[k])
+            bad = [b for c in chunks[k] for b in c.bad]
+            if world.is_main:
+                stores[k].write_final(embeddings, bad)
+            finals[k] = (embeddings, bad)
         world.barrier()
-    result = _apply_policy(final[0], final[1], len(source), "skip")
-    assert isinstance(result, EmbeddingResult)  # "skip" always gives one
-    return result
+    results = []
+    for final in finals:
+        assert final is not None  # read from the cache or computed above
+        result = _apply_policy(final[0], final[1], len(source), "skip")
+        assert isinstance(result, EmbeddingResult)  # "skip" always gives one
+        results.append(result)
+    return results
+
+
+def _chunk_of(source: ImageSource, world: World, start: int, end: int, todo: list[int], compute: Any,
+              widths: list[int], batch_size: int, bar: Any, chunk: int) -> dict[int, Chunk]:
+    """One chunk's rows (``start`` to ``end``) read and computed for the keys ``todo``, this process's
+    share, gathered from every process: {key: its chunk}. An image the model refuses stops every
+    process at its row (the earlier chunks are cached)."""
+    rows, images, bad = [], [], []
+    for row in world.split(list(range(start, end))):
+        try:
+            images.append(load_rgb(source.cell(row), row))
+        except BadImageError as exc:
+            bad.append(BadRow(exc.row, exc.path, exc.reason))
+            continue
+        rows.append(row)
+    values: list[list[np.ndarray]] = [[] for _ in todo]
+    rejected: RejectedImageError | None = None
+    for at in range(0, len(images), batch_size):
+        batch = images[at:at + batch_size]
+        try:
+            with _naming_batch_size(len(batch), batch_size, chunk):
+                for into, found in zip(values, compute(batch, todo)):
+                    into.append(np.asarray(found, dtype=np.float32))
+        except RejectedImageError as exc:  # named by its position in the batch
+            row = rows[at + (exc.row or 0)]
+            rejected = exc.at(row, imageio.cell_path(source.cell(row)))
+            rows = rows[:at]  # the batches before it are kept (their values are in)
+            break
+        bar.update(min(world.size * (at + len(batch)), end - start) + start - bar.n)  # every process's, about
+    mine = [np.concatenate(into).reshape(-1, width) if into else np.zeros((0, width), np.float32)
+            for into, width in zip(values, widths)]
+    shares = world.gather([(rows, mine, bad, rejected)])
+    refusals = [share[3] for share in shares if share[3] is not None]
+    if refusals:  # every process stops at the first refused row (one alone would leave the others waiting at
+        bar.close()  # the next gather); earlier chunks stay cached
+        raise refusals[0]
+    return {k: _merge([(share[0], share[1][i], share[2]) for share in shares], width)
+            for i, (k, width) in enumerate(zip(todo, widths))}
 
 
 def _apply_policy(embeddings: npt.NDArray[np.float32], bad: list[BadRow], num_rows: int,

@@ -71,6 +71,7 @@ class _NonFiniteLogits:
 
 TEMPLATE_SECONDS = 10  # a chat template renders one question in milliseconds
 TEMPLATE_CHARACTERS = 1_000_000  # a question's prompt is hundreds of characters (a system prompt: thousands)
+HEAD_CUTS = 16  # places tried for the end of the prompts' shared opening, back from where their texts part
 
 
 class GenerativeScorer:
@@ -93,6 +94,7 @@ class GenerativeScorer:
         self.device = model.get_input_embeddings().weight.device
         self._asked: dict[tuple[str, tuple[str, ...]], tuple[str, list[list[int]]]] = {}
         self._last_token: dict[str, int] = {}
+        self._heads: dict[tuple[str, ...], tuple[str, list[list[int]]] | None] = {}
 
     def identity(self) -> dict[str, Any]:
         """What makes two scorers give the same scores (the cache key's model part)."""
@@ -219,7 +221,7 @@ class GenerativeScorer:
         assert inputs is not None  # one image: nothing to pad
         return inputs
 
-    def _batch_inputs(self, images: Sequence[Any], text: str) -> Any:
+    def _batch_inputs(self, images: Sequence[Any], text: str, check_end: bool = True) -> Any:
         """The processor's tensors for ``text`` about each of ``images`` (one row each), or None where
         their prompts come out of different lengths (the processor padded them: a padded prefix is
         not the prefix one image has alone) or the processor refuses one of several images (asked
@@ -227,7 +229,9 @@ class GenerativeScorer:
 
         Special tokens are added only where the chat template has not put the tokenizer's BOS first
         already (as transformers' apply_chat_template decides); a processor that appends a token
-        after the text (an EOS), which would sit between the prompt and every answer, is refused."""
+        after the text (an EOS), which would sit between the prompt and every answer, is refused
+        (``check_end``: a prompt's opening, whose end the processor may expand, is checked otherwise:
+        :meth:`shared_head`)."""
         tokenizer = self.processor.tokenizer
         special = not (tokenizer.bos_token and text.startswith(tokenizer.bos_token))
         try:  # one list per text: the form every family's processor takes (Gemma 3 wants it)
@@ -241,6 +245,8 @@ class GenerativeScorer:
             raise RejectedImageError(f"model {self.name!r}: its processor rejects the image ({exc})", 0) from exc
         if len(images) > 1 and not bool(inputs["attention_mask"].all()):
             return None
+        if not check_end:
+            return inputs.to(self.device)
         if text not in self._last_token:  # every image is asked the same texts: tokenized once
             self._last_token[text] = tokenizer(text, add_special_tokens=False)["input_ids"][-1]
         last = inputs["input_ids"][:, -1]
@@ -250,7 +256,8 @@ class GenerativeScorer:
                                        "between the question's prompt and any answer")
         return inputs.to(self.device)
 
-    def _image_batches(self, images: Sequence[Any], text: str, batch_size: int) -> Iterator[tuple[int, Any]]:
+    def _image_batches(self, images: Sequence[Any], text: str, batch_size: int,
+                       check_end: bool = True) -> Iterator[tuple[int, Any]]:
         """(position of the first image, the processor's tensors) for ``images`` in batches of up to
         ``batch_size``; a batch the processor cannot take whole (:meth:`_batch_inputs`) goes one image
         at a time. A refused image is named by its position in ``images``."""
@@ -258,13 +265,13 @@ class GenerativeScorer:
 
         for start in range(0, len(images), batch_size):
             part = images[start:start + batch_size]
-            inputs = self._batch_inputs(part, text) if len(part) > 1 else None
+            inputs = self._batch_inputs(part, text, check_end) if len(part) > 1 else None
             if inputs is not None:
                 yield start, inputs
                 continue
             for offset, image in enumerate(part):
                 try:
-                    single = self._batch_inputs([image], text)
+                    single = self._batch_inputs([image], text, check_end)
                 except RejectedImageError as exc:
                     raise RejectedImageError(exc.reason, start + offset) from exc
                 yield start + offset, single
@@ -284,27 +291,117 @@ class GenerativeScorer:
         per forward pass: the same numbers as one image at a time (float32: to 1e-5), without a forward
         per image. Images whose prompts differ in length (a processor that tiles large images) are
         scored one at a time."""
+        return self.log_likelihoods_many(images, [(question, answers)], batch_size)[0]
+
+    def log_likelihoods_many(self, images: Sequence[Any], asks: Sequence[tuple[str, Sequence[str]]],
+                             batch_size: int = 32) -> list[npt.NDArray[np.float64]]:
+        """:meth:`log_likelihoods` of each (question, answers) of ``asks`` about the same images, the part
+        of the prompt they share (the chat template's opening and the image: most of the prompt's
+        tokens, and the vision tower's whole work) encoded once per batch of images and each question's
+        remaining tokens read on from its cache (:meth:`shared_head`): the numbers each question gets
+        alone. Where the prompts share no such part, each question is asked by itself."""
         import torch
 
-        if not answers:
-            raise GenerativeModelError(f"model {self.name!r}: no answers to score")
-        prompt, tokens = self.prepared(question, answers)
-        longest = max(len(t) for t in tokens)
-        totals = np.zeros((len(images), len(answers)))
-        for start, inputs in self._image_batches(images, prompt, batch_size):
-            self._check_context(inputs["input_ids"].shape[1], longest, "the longest answer")
-            count = inputs["input_ids"].shape[0]
-            pairs = [(image, answer) for image in range(count) for answer in range(len(answers))]
-            with torch.no_grad():
-                prefix = self.model(**inputs, use_cache=True)
-                first = torch.log_softmax(prefix.logits[:, -1].float(), dim=-1)  # each answer's first token
-                for at in range(0, len(pairs), batch_size):
-                    chunk = pairs[at:at + batch_size]
-                    found = self._continuations(_cache_of(prefix), first, [i for i, _ in chunk],
-                                                [tokens[a] for _, a in chunk])
-                    for (image, answer), value in zip(chunk, found):
-                        totals[start + image, answer] = value
+        for _, answers in asks:
+            if not answers:
+                raise GenerativeModelError(f"model {self.name!r}: no answers to score")
+        prepared = [self.prepared(question, answers) for question, answers in asks]
+        totals = [np.zeros((len(images), len(answers))) for _, answers in asks]
+        for head, members in self._plan([prompt for prompt, _ in prepared], images):
+            for start, inputs in self._image_batches(images, head, batch_size, check_end=len(members) == 1
+                                                     and not members[0][1]):
+                count, length = inputs["input_ids"].shape
+                for ask, tail in members:
+                    self._check_context(length + len(tail), max(len(t) for t in prepared[ask][1]),
+                                        "the longest answer")
+                with torch.no_grad():
+                    opening = self.model(**inputs, use_cache=True)
+                    for ask, tail in members:
+                        tokens = prepared[ask][1]
+                        if not tail:  # the whole prompt was the opening
+                            self._answers_from(_cache_of(opening), opening.logits[:, -1], tokens, batch_size,
+                                               totals[ask][start:start + count])
+                            continue
+                        ids = torch.tensor([tail] * count, device=self.device)
+                        # on a copy of the opening's cache: it serves every question of the batch
+                        with _rows_of(self.model, _cache_of(opening), torch.arange(count)) as cache:
+                            asked = self.model(input_ids=ids, use_cache=True,
+                                               **{_cache_argument(self.model): cache})
+                            self._answers_from(_cache_of(asked), asked.logits[:, -1], tokens, batch_size,
+                                               totals[ask][start:start + count])
         return totals
+
+    def _answers_from(self, cache: Any, last_logits: Any, tokens: list[list[int]], batch_size: int,
+                      into: npt.NDArray[np.float64]) -> None:
+        """Every (image, answer) continuation of a batch whose prompt ends in ``cache`` (its last
+        position's logits: ``last_logits``), ``batch_size`` per forward, written into ``into``
+        (images, answers)."""
+        import torch
+
+        first = torch.log_softmax(last_logits.float(), dim=-1)  # each answer's first token
+        pairs = [(image, answer) for image in range(into.shape[0]) for answer in range(len(tokens))]
+        for at in range(0, len(pairs), batch_size):
+            chunk = pairs[at:at + batch_size]
+            found = self._continuations(cache, first, [i for i, _ in chunk], [tokens[a] for _, a in chunk])
+            for (image, answer), value in zip(chunk, found):
+                into[image, answer] = value
+
+    def _plan(self, prompts: list[str], images: Sequence[Any]) -> list[tuple[str, list[tuple[int, list[int]]]]]:
+        """How the prompts are encoded: [(the text encoded with the image, [(prompt's index, the token ids
+        read on after it)])]: one opening shared by every prompt (:meth:`shared_head`), or each prompt whole."""
+        shared = self.shared_head(prompts, images[0]) if len(prompts) > 1 and len(images) else None
+        if shared is None:
+            return [(prompt, [(index, [])]) for index, prompt in enumerate(prompts)]
+        head, tails = shared
+        return [(head, list(enumerate(tails)))]
+
+    def shared_head(self, prompts: Sequence[str], image: Any) -> tuple[str, list[list[int]]] | None:
+        """The opening of ``prompts`` (their chat template's text up to and with the image) that the
+        processor encodes into exactly the first tokens of each prompt, and each prompt's token ids
+        after it; None where there is none (the prompts part before the image ends, or the tokenizer
+        reads the boundary differently in each). Checked once per set of prompts against the
+        processor's own encoding of each prompt with ``image``: a head that would change one token of
+        one prompt is not used."""
+        key = tuple(prompts)
+        if key not in self._heads:
+            self._heads[key] = self._find_head(list(prompts), image)
+        return self._heads[key]
+
+    def _find_head(self, prompts: list[str], image: Any) -> tuple[str, list[list[int]]] | None:
+        tokenizer = self.processor.tokenizer
+        common = os.path.commonprefix(prompts)
+        marks = [str(m) for m in (getattr(self.processor, n, None) for n in ("image_token", "boi_token")) if m]
+        image_end = max((prompts[0].rfind(mark) + len(mark) for mark in marks if mark in prompts[0]), default=-1)
+        if image_end < 0 or len(common) < image_end:
+            return None
+        full = [tokenizer(prompt, add_special_tokens=False)["input_ids"] for prompt in prompts]
+        # cut where the tokenizer agrees: the common text itself, else at a space back towards the image
+        cuts = [len(common)] + [at for at in range(len(common) - 1, image_end - 1, -1)
+                                if common[at].isspace() or common[at - 1].isspace()][:HEAD_CUTS]
+        for cut in dict.fromkeys(cuts):
+            head = common[:cut]
+            ids = tokenizer(head, add_special_tokens=False)["input_ids"]
+            if all(tokens[:len(ids)] == ids for tokens in full) and self._encodes_alike(head, prompts, full, len(ids),
+                                                                                       image):
+                return head, [tokens[len(ids):] for tokens in full]
+        return None
+
+    def _encodes_alike(self, head: str, prompts: list[str], full: list[list[int]], head_tokens: int,
+                       image: Any) -> bool:
+        """Whether the processor's tokens for ``head`` with ``image``, followed by each prompt's remaining
+        tokens, are its tokens for that prompt whole (an image expanded alike, nothing appended)."""
+        try:
+            opening = self._batch_inputs([image], head, check_end=False)
+            if opening is None:
+                return False
+            start = opening["input_ids"][0].tolist()
+            for prompt, tokens in zip(prompts, full):
+                whole = self._batch_inputs([image], prompt, check_end=False)
+                if whole is None or whole["input_ids"][0].tolist() != start + tokens[head_tokens:]:
+                    return False
+        except Exception:  # noqa: BLE001  (an image or template the processor refuses: asked whole, it is named)
+            return False
+        return True
 
     def _check_context(self, prompt_tokens: int, more: int, what: str) -> None:
         """The prompt and ``more`` tokens after it (the longest answer scored, or max_new_tokens generated) fit

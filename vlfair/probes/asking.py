@@ -78,8 +78,9 @@ def text_scores(ctx: Context, texts: list[str], asked: Answering | None = None, 
     ``asked.question``) with ``answers`` (default ``texts``) as the candidates, as ``asked`` says.
     """
     if within is not None and ctx.generative:  # ask only these images (a model's forward per image is dear)
+        # its rows map through ``within``; nothing asked of the whole data is this part's
         part = dataclasses.replace(ctx, dataset=ctx.dataset.select(np.asarray(within).tolist()), unmatched={},
-                                   _unmatched_ids=set(), source_rows=None)  # its rows map through ``within``
+                                   _unmatched_ids=set(), _answered={}, source_rows=None)
         try:
             found = text_scores(part, texts, asked, answers, question)
         except RejectedImageError as exc:  # named by its row in the subset: name the dataset's

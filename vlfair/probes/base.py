@@ -90,6 +90,9 @@ class Context:
     unmatched: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # question -> (none named, asked)
     _unmatched_ids: set[str] = dataclasses.field(default_factory=set)
     _readable: np.ndarray | None = None
+    # (question, answers) -> a generative model's scores, their rows and the rows skipped (ask_together)
+    _answered: dict[tuple[str, tuple[str, ...]], tuple[np.ndarray, np.ndarray, list[int]]] = dataclasses.field(
+        default_factory=dict)
     # each row of ``dataset`` as a row of the data the run was given, where a probe drew a sample of it
     source_rows: list[int] | None = None
 
@@ -132,12 +135,29 @@ class Context:
     def answer_scores(self, question: str, answers: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """A generative model's log-likelihood of each answer to ``question`` about each readable
         image, (images, answers), and those images' rows; cached like image embeddings."""
-        from vlfair.embed import score_answers
+        key = (question, tuple(answers))
+        if key not in self._answered:
+            self.ask_together([(question, answers)])
+        scores, rows, self.skipped_rows = self._answered[key]
+        return scores, rows
 
-        result = score_answers(self.encoder, self.dataset, question, answers, batch_size=self.batch_size,
-                               cache_dir=self.cache_dir)
-        self.skipped_rows = result.skipped_rows
-        return result.embeddings.astype(np.float64), result.kept_rows
+    def ask_together(self, asks: list[tuple[str, list[str]]]) -> None:
+        """A generative model's answers to every (question, answers) of ``asks`` scored in one pass over
+        the images (:func:`vlfair.embed.score_questions`: each image read once, the prompts' shared
+        opening encoded once), for :meth:`answer_scores` to read: a probe that asks each image several
+        questions says them first. A contrastive model has nothing to do here."""
+        if not self.generative:
+            return
+        todo = list(dict.fromkeys((question, tuple(answers)) for question, answers in asks
+                                  if (question, tuple(answers)) not in self._answered))
+        if not todo:
+            return
+        from vlfair.embed import score_questions
+
+        results = score_questions(self.encoder, self.dataset, todo, batch_size=self.batch_size,
+                                  cache_dir=self.cache_dir)
+        for key, result in zip(todo, results):
+            self._answered[key] = (result.embeddings.astype(np.float64), result.kept_rows, result.skipped_rows)
 
     def rows(self) -> np.ndarray:
         """The dataset rows whose images can be read (the others are skipped and reported)."""
