@@ -258,6 +258,72 @@ def test_a_forward_batch_is_decoded_in_pieces_and_put_together_in_order(clip_enc
     assert np.array_equal(pieces.embeddings, whole.embeddings) and pieces.skipped_rows == whole.skipped_rows
 
 
+def test_workers_write_pixels_in_place_and_hand_over_only_rows(clip_encoder, jpeg_paths, broken_files):
+    """A decode worker writes each image into its place in its forward batch's shared buffer and hands the main
+    process (offset, row, unreadable) only: no pixels travel; a batch with unreadable rows is its readable ones."""
+    from vlfair import embed
+
+    paths = _paths(jpeg_paths)[:4]
+    paths[1] = str(broken_files["not_image"])
+    source = embed.image_source(paths, "image")
+    slots = embed._Slots(2, 4, clip_encoder.preprocessing.output_hw, shared=True, pinned=False)
+    assert all(tensor.is_shared() for tensor in slots.tensors)
+    dataset = embed._DecodeDataset(source, [0, 1, 2, 3], clip_encoder.preprocessing, slots)
+    handed = embed._collate([dataset[(1, offset, offset)] for offset in range(4)])
+    assert [(offset, row) for offset, row, _ in handed] == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    assert [bad is None for _, _, bad in handed] == [True, False, True, True]
+    rows, pixels, bad = slots.batch(1, handed)
+    assert rows == [0, 2, 3] and [b.row for b in bad] == [1]
+    for row, image in zip(rows, pixels):
+        np.testing.assert_array_equal(image.numpy(), clip_encoder.preprocessing.load(paths[row], row))
+    whole_rows, whole, _ = slots.batch(1, [handed[0], handed[2]])
+    assert whole.data_ptr() == slots.tensors[1].data_ptr()  # no gap: the buffer itself, not a copy
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_no_worker_writes_a_buffer_whose_batch_the_main_process_still_reads(seed):
+    """_slot_count against the DataLoader's order, brute force: while the main process holds piece p (the batch
+    it is putting together and the batch before it, on its way to the device), the pieces up to p + ahead may be
+    decoded; no two of those batches may share a buffer. One buffer fewer is not enough."""
+    from vlfair.embed import _batches, _pieces, _slot_count
+
+    rng = np.random.default_rng(seed)
+    shares = [list(range(int(rng.integers(0, 40)))) for _ in range(int(rng.integers(1, 5)))]
+    batches, _ = _batches(shares, int(rng.integers(1, 20)))
+    _, completes = _pieces(batches, int(rng.integers(1, 8)))
+    ahead = int(rng.integers(0, 9))
+
+    def clashes(count: int) -> bool:  # two batches live at once in one buffer
+        for piece, batch in enumerate(completes):
+            live = {b for b in (batch - 1, batch, *completes[piece + 1:piece + ahead + 1]) if b >= 0}
+            if len({b % count for b in live}) < len(live):
+                return True
+        return False
+
+    count = _slot_count(completes, ahead)
+    assert not clashes(count)
+    assert count == 2 or clashes(count - 1)
+
+
+def test_too_little_shared_memory_for_the_workers_is_said_before_any_work(clip_dir, tmp_path, monkeypatch, capsys):
+    """A container's /dev/shm (64 MB by default in Docker) smaller than the workers' buffers: one line naming what
+    to lower, exit 2, before a worker would die of a bus error mid-run."""
+    import shutil
+
+    from vlfair import embed
+    from vlfair.cli import main
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(2**30, 2**30 - 2**20, 2**20))
+    monkeypatch.setattr(embed, "default_num_workers", lambda device: 2)
+    code = main(["run", "professions", "--model", str(clip_dir), "--dataset", "synthetic:professions", "--batch-size",
+                 "16", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--quiet"])
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1, error
+    assert re.match(r"vlfair run: decode workers need \d+ MB of shared memory for \d+ batches of 16 images, and "
+                    r"/dev/shm has 1 MB free: lower batch_size \(--batch-size on the command line\)", error), error
+    assert "--shm-size" in error and not (tmp_path / "out" / "results.json").exists()
+
+
 def test_a_reduced_jpeg_decode_is_asked_for_at_load_and_cached_apart(clip_dir, tmp_path):
     """load_encoder(..., jpeg_draft=True): a large JPEG decoded at a reduced size, through every path that
     embeds images (a dataset, an in-memory list), its embeddings close to the whole decode's, cached apart."""

@@ -218,6 +218,38 @@ def test_option_probabilities_equal_the_model_s_logits_written_out(checkpoints, 
     np.testing.assert_allclose(found.probabilities(normalized=True), per_token / per_token.sum(), rtol=1e-5)
 
 
+@pytest.mark.parametrize("family", ["llava", "qwen2_vl"])
+def test_no_third_party_deprecation_reaches_the_terminal(checkpoints, family, capfd, monkeypatch):
+    """Issue 44: transformers 5.2x says "`past_key_values` is deprecated" (a FutureWarning, and a logged warning
+    once per process) where a cache is passed or read by its old name; every generative path (answers scored,
+    questions asked together, answers generated) passes and reads it by the name the installed transformers
+    takes. Python's warnings are all recorded and the log's once-per-process memory is cleared, so neither a
+    filter nor an earlier test can hide one."""
+    import logging
+    import warnings
+
+    scorer = GenerativeScorer.load(f"lvlm:{checkpoints[family]}")
+    images = [generated_image(index) for index in range(2)]
+
+    def said(work) -> str:
+        logging.Logger.warning_once.cache_clear()  # transformers' warning_once: an lru_cache on the Logger class
+        capfd.readouterr()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            work()
+        return " ".join(str(w.message) for w in caught) + capfd.readouterr().err
+
+    def every_path():
+        scorer.log_likelihoods(images, QUESTION, ANSWERS[:3])
+        scorer.log_likelihoods_many(images, [(QUESTION, ANSWERS[:2]), ("who is this ?", ANSWERS[2:4])])
+        scorer.generate_many(images, QUESTION, 3)
+
+    assert "deprecated" not in said(every_path)
+    # the check itself: the old name passed again is said
+    monkeypatch.setattr("vlfair.models.lvlm._cache_argument", lambda model: "past_key_values")
+    assert "deprecated" in said(lambda: scorer.log_likelihoods(images, QUESTION, ANSWERS[:3]))
+
+
 def test_a_real_model_id_resolves_to_the_tiny_checkpoint_offline(llava, tmp_path):
     """llava-hf/llava-1.5-7b-hf laid out in a local Hub cache: the id loads under HF_HUB_OFFLINE=1
     through the same auto classes a user's online run takes."""

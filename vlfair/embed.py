@@ -1,7 +1,8 @@
 """Batched, cached and sharded image/text embedding: the only expensive step of a probe.
 
-Images flow as: DataLoader workers decode + resize + crop to uint8 (CPU) -> pinned batch ->
-device, where rescale/normalise and the vision tower run under ``inference_mode``. Rows are
+Images flow as: DataLoader workers decode + resize + crop to uint8 (CPU), each image written in
+place into its forward batch's buffer in shared memory (page-locked where the main process decodes for
+a GPU) -> device, where rescale/normalise and the vision tower run under ``inference_mode``. Rows are
 processed in fixed chunks of ``chunk_size``; each finished chunk is written to the cache by
 atomic rename, so a killed run resumes where it stopped and, because a chunk's batches are the
 same whether resumed or not, its final array is bitwise the uninterrupted one.
@@ -63,24 +64,94 @@ def default_num_workers(device: torch.device) -> int:
 
 # ---- worker side ------------------------------------------------------------------------
 class _DecodeDataset(torch.utils.data.Dataset):
-    def __init__(self, source: ImageSource, rows: list[int], preprocessing: ImagePreprocessing):
-        self.source, self.rows, self.preprocessing = source, rows, preprocessing
+    """Rows decoded, resized and cropped (``ImagePreprocessing.load``) straight into their place in a forward
+    batch's buffer (:class:`_Slots`): an item is (slot, offset, position in ``rows``), and what goes back to
+    the main process is the row and where it went, never its pixels."""
+
+    def __init__(self, source: ImageSource, rows: list[int], preprocessing: ImagePreprocessing, slots: _Slots):
+        self.source, self.rows, self.preprocessing, self.slots = source, rows, preprocessing, slots
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, index: int) -> tuple[int, np.ndarray | None, BadRow | None]:
+    def __getitem__(self, item: tuple[int, int, int]) -> tuple[int, int, BadRow | None]:
+        slot, offset, index = item
         row = self.rows[index]
         try:
-            return row, self.preprocessing.load(self.source.cell(row), row), None
+            pixels = self.preprocessing.load(self.source.cell(row), row)
+            self.slots.tensors[slot][offset].numpy()[...] = pixels  # a read-only array too (no tensor made of it)
         except BadImageError as exc:
-            return row, None, BadRow(exc.row, exc.path, exc.reason)
+            return offset, row, BadRow(exc.row, exc.path, exc.reason)
+        return offset, row, None
 
 
-def _collate(samples: list[tuple[int, np.ndarray | None, BadRow | None]]):
-    good = [(row, array) for row, array, _ in samples if array is not None]
-    pixels = torch.from_numpy(np.stack([a for _, a in good])) if good else None
-    return [row for row, _ in good], pixels, [bad for _, _, bad in samples if bad is not None]
+def _collate(samples: list[tuple[int, int, BadRow | None]]) -> list[tuple[int, int, BadRow | None]]:
+    return samples  # (offset, row, bad) per image: a few numbers each, the pixels are in place already
+
+
+class _Slots:
+    """The buffers forward batches are decoded into, one batch each, used in turn: in shared memory where
+    decode workers write them (so a piece's pixels never travel: what a worker hands over is its rows, and the
+    main process neither receives, maps nor copies pixels), page-locked on a GPU where the main process
+    decodes. ``count`` is enough that a worker, however far ahead it decodes, never writes a buffer whose batch
+    the main process has not yet sent to the device (:func:`_slot_count`)."""
+
+    def __init__(self, count: int, batch_size: int, height_width: tuple[int, int], shared: bool, pinned: bool):
+        shape = (batch_size, *height_width, 3)
+        need = count * int(np.prod(shape))
+        if shared:
+            _check_shared_memory(need, count, batch_size)
+        self.tensors = [_shared_empty(shape) if shared else torch.empty(shape, dtype=torch.uint8, pin_memory=pinned)
+                        for _ in range(count)]
+
+    def batch(self, slot: int, placed: list[tuple[int, int, BadRow | None]]
+              ) -> tuple[list[int], torch.Tensor | None, list[BadRow]]:
+        """A forward batch's rows, pixels and unreadable rows from its pieces' (offset, row, bad): the buffer's
+        first rows as they are, or, where unreadable rows left gaps, the readable ones gathered."""
+        good = [(offset, row) for offset, row, bad in placed if bad is None]
+        bad = [b for _, _, b in placed if b is not None]
+        rows = [row for _, row in good]
+        if not good:
+            return rows, None, bad
+        buffer = self.tensors[slot]
+        if len(good) == len(placed):
+            return rows, buffer[:len(good)], bad
+        return rows, buffer[torch.tensor([offset for offset, _ in good])], bad
+
+
+def _shared_empty(shape: tuple[int, ...]) -> torch.Tensor:
+    """An uninitialised uint8 tensor in shared memory (made once per run, before the workers start; every
+    batch after is written in place). Allocated there directly where torch can (``share_memory_`` would
+    allocate, then copy: 0.2 s for a GPU batch's 150 MB)."""
+    new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
+    if new_shared is None:
+        return torch.empty(shape, dtype=torch.uint8).share_memory_()
+    return torch.empty(0, dtype=torch.uint8).set_(new_shared(int(np.prod(shape)))).view(shape)
+
+
+def _check_shared_memory(need: int, count: int, batch_size: int) -> None:
+    """Refuse, naming what to lower, buffers larger than the free shared memory (a container's /dev/shm is often
+    64 MB): past it a worker would die of a bus error mid-run."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage("/dev/shm").free
+    except OSError:  # no /dev/shm (macOS): the system's shared memory has no such small limit
+        return
+    if need > free:
+        raise ValueError(f"decode workers need {need / 2**20:,.0f} MB of shared memory for {count} batches of "
+                         f"{batch_size} images, and /dev/shm has {free / 2**20:,.0f} MB free: lower batch_size "
+                         "(--batch-size on the command line) or num_workers, or give the container more shared "
+                         "memory (docker run --shm-size)")
+
+
+def _slot_count(completes: list[int], ahead: int) -> int:
+    """Buffers enough for the batch being put together, the one before it, and every batch a piece up to
+    ``ahead`` pieces later (what the DataLoader has workers decode while the main process works) belongs to."""
+    last = len(completes) - 1
+    live = max((completes[min(piece + ahead, last)] - max(completes[piece] - 1, 0) + 1  # consecutive batches
+                for piece in range(len(completes))), default=0)
+    return max(live, 2)  # two at least: with no workers, a GPU's batch copies while the next is decoded
 
 
 # ---- planning ---------------------------------------------------------------------------
@@ -393,9 +464,18 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
     batches, owners = _batches(shares, batch_size)
     pieces, completes = _pieces(batches, DECODE_BATCH)
     workers = default_num_workers(encoder.device) if num_workers is None else num_workers
+    # each piece's images named by their place: (the batch's buffer, offset in the batch, position in the rows)
+    slots = _Slots(_slot_count(completes, PREFETCH * workers), batch_size, encoder.preprocessing.output_hw,
+                   shared=workers > 0, pinned=encoder.device.type == "cuda")
+    placed, offset = [], 0
+    for piece, indices in enumerate(pieces):
+        offset = 0 if piece == 0 or completes[piece] != completes[piece - 1] else offset
+        placed.append([(completes[piece] % len(slots.tensors), offset + k, index) for k, index in enumerate(indices)])
+        offset += len(indices)
     loader = torch.utils.data.DataLoader(
-        _DecodeDataset(source, [row for share in shares for row in share], encoder.preprocessing),
-        batch_sampler=pieces, num_workers=workers, collate_fn=_collate,
+        _DecodeDataset(source, [row for share in shares for row in share], encoder.preprocessing, slots),
+        batch_sampler=placed, num_workers=workers, collate_fn=_collate,
+        **({"prefetch_factor": PREFETCH} if workers else {}),
     )
     finished_at = np.cumsum([ranges[i][1] - ranges[i][0] for i in todo]).tolist()  # rows done after each chunk
     total = finished_at[-1] if todo else 0
@@ -426,15 +506,16 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
             if chunk.bad and stop_on_bad:  # the finished work is saved; fail before doing more
                 raise BadImageError(chunk.bad[0].row, chunk.bad[0].path, chunk.bad[0].reason + _more(chunk.bad))
 
-    assembler = _Assembler(batch_size, encoder.preprocessing.output_hw, pinned=encoder.device.type == "cuda")
     in_flight: tuple[int, list[int], torch.Tensor | None, list[BadRow]] | None = None  # sent, not yet back
+    gathered: list[tuple[int, int, BadRow | None]] = []  # the pieces of the batch being put together
     try:
-        for piece, (rows, pixels, bad) in enumerate(loader):
-            assembler.add(rows, pixels, bad)
+        for piece, done_here in enumerate(loader):
+            gathered += done_here
             if piece + 1 < len(pieces) and completes[piece + 1] == completes[piece]:
                 continue  # more pieces of this forward batch to come
-            rows, pixels, bad = assembler.take()
             batch = completes[piece]
+            rows, pixels, bad = slots.batch(batch % len(slots.tensors), gathered)
+            gathered = []
             with _naming_batch_size(len(rows), batch_size, len(done)):
                 features = encoder.encode_pixels(pixels, normalize) if pixels is not None else None
             # the previous batch is brought back while this one runs on the device, so the device does not wait
@@ -456,8 +537,9 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
 # decoded in pieces by every worker at once and put together in the main process: handed to one worker
 # whole, the first batch came after one worker had decoded all of it, and the last round of batches
 # kept one worker busy while the others idled (more workers made a GPU run slower). Not smaller: each
-# hand-over costs the main process a few milliseconds (the piece's shared memory received and mapped)
+# hand-over costs the main process a message from the worker (its rows: the pixels are written in place)
 DECODE_BATCH = 64
+PREFETCH = 2  # pieces each worker is given ahead (the DataLoader's prefetch_factor): the buffers cover them
 
 
 def _pieces(batches: list[list[int]], size: int) -> tuple[list[list[int]], list[int]]:
@@ -469,40 +551,6 @@ def _pieces(batches: list[list[int]], size: int) -> tuple[list[list[int]], list[
             pieces.append(batch[start:start + size])
             belongs.append(index)
     return pieces, belongs
-
-
-class _Assembler:
-    """A forward batch put together from its decoded pieces, in order: a batch of one piece as it came, one of
-    several copied into one of two buffers used in turn (allocated once: a new batch-sized tensor each time
-    cost more in page faults than the copy). For a GPU the buffers are page-locked, so the copy to the device
-    is asynchronous: a buffer is filled again two batches later, once the batch that used it has come back."""
-
-    def __init__(self, batch_size: int, height_width: tuple[int, int], pinned: bool):
-        self.rows: list[int] = []
-        self.pixels: list[torch.Tensor] = []
-        self.bad: list[BadRow] = []
-        self.shape, self.pinned = (batch_size, *height_width, 3), pinned
-        self.buffers: list[torch.Tensor] = []
-        self.turn = 0
-
-    def add(self, rows: list[int], pixels: torch.Tensor | None, bad: list[BadRow]) -> None:
-        self.rows += rows
-        self.bad += bad
-        if pixels is not None:
-            self.pixels.append(pixels)
-
-    def take(self) -> tuple[list[int], torch.Tensor | None, list[BadRow]]:
-        rows, pixels, bad = self.rows, self.pixels, self.bad
-        self.rows, self.pixels, self.bad = [], [], []
-        if not pixels:
-            return rows, None, bad
-        if len(pixels) == 1 and not self.pinned:
-            return rows, pixels[0], bad
-        if not self.buffers:
-            self.buffers = [torch.empty(self.shape, dtype=torch.uint8, pin_memory=self.pinned) for _ in range(2)]
-        buffer = self.buffers[self.turn][:len(rows)]
-        self.turn = 1 - self.turn
-        return rows, torch.cat(pixels, out=buffer), bad
 
 
 class BatchTooLargeError(MemoryError, ValueError):
