@@ -323,12 +323,10 @@ class GenerativeScorer:
                                                totals[ask][start:start + count])
                             continue
                         ids = torch.tensor([tail] * count, device=self.device)
-                        # on a copy of the opening's cache: it serves every question of the batch
-                        with _rows_of(self.model, _cache_of(opening), torch.arange(count)) as cache:
-                            asked = self.model(input_ids=ids, use_cache=True,
-                                               **{_cache_argument(self.model): cache})
-                            self._answers_from(_cache_of(asked), asked.logits[:, -1], tokens, batch_size,
-                                               totals[ask][start:start + count])
+                        asked = self.model(input_ids=ids, use_cache=True,
+                                           **{_cache_argument(self.model): _forked(_cache_of(opening))})
+                        self._answers_from(_cache_of(asked), asked.logits[:, -1], tokens, batch_size,
+                                           totals[ask][start:start + count])
         return totals
 
     def _answers_from(self, cache: Any, last_logits: Any, tokens: list[list[int]], batch_size: int,
@@ -498,6 +496,20 @@ def _cache_of(output: Any) -> Any:
     before 5.2x: reading the old name warns in newer ones)."""
     cache = getattr(output, "cache", None)
     return cache if cache is not None else output.past_key_values
+
+
+def _forked(cache: Any) -> Any:
+    """``cache`` for a continuation that must leave it as it is (the opening every question of a batch reads on
+    from): its structure copied, not its tensors. transformers' dynamic layers (full and sliding-window) take
+    new tokens by concatenation, a new tensor bound to the copy's layer, so the opening's own tensors are never
+    written and its memory is not held twice; any other layer (a static cache's writes in place) is copied
+    whole."""
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    forked = copy.copy(cache)
+    forked.layers = [copy.copy(layer) if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer)
+                     else copy.deepcopy(layer) for layer in cache.layers]
+    return forked
 
 
 # A model's state that holds one row per image of its last prefix forward, beside the key-value cache:
