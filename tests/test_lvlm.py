@@ -108,6 +108,11 @@ def test_questions_asked_together_share_the_image_and_equal_each_asked_alone(che
         for image, row in zip(images, found):
             np.testing.assert_allclose(row, scorer.score_by_full_forward(image, question, answers).log_likelihood,
                                        rtol=1e-5, atol=1e-5)
+    # the open-ended mode alike: each question decoded on from the opening's cache, each image's own answers
+    seen.clear()
+    said = scorer.generate_questions(images, [question for question, _ in ASKS], 3, batch_size=batch_size)
+    assert seen == [min(batch_size, 7 - at) for at in range(0, 7, batch_size)]
+    assert said == [[scorer.generate(image, question, 3) for image in images] for question, _ in ASKS]
 
 
 QUESTION_FIRST_TEMPLATE = ("{% for message in messages %}USER: {% for c in message['content'] | reverse %}"
@@ -500,6 +505,26 @@ def test_questions_asked_of_a_dataset_together_are_cached_each_as_asked_alone(sc
     assert [np.array_equal(a.embeddings, b.embeddings) for a, b in zip(again[:2], together)] == [True, True]
     np.testing.assert_allclose(again[2].embeddings, score_answers(scorer, data, *ASKS[2], cache_dir=None,
                                                                   progress=False).embeddings, rtol=1e-6)
+
+
+def test_questions_generated_together_are_matched_and_cached_each_as_asked_alone(scorer, tmp_path, monkeypatch):
+    """generate_questions: a question asked with two answer lists is generated once and matched to each; each
+    (question, answers) is cached under the key generate_answers gives it."""
+    from vlfair.embed import generate_answers, generate_questions
+
+    data = {"image": [generated_image(i) for i in range(4)]}
+    monkeypatch.setattr(type(scorer), "generate_questions", lambda self, images, questions, *a: [
+        [f"{question[-5:]} smart" if i % 2 else "dumb" for i, _ in enumerate(images)] for question in questions])
+    asked: list[list[str]] = []
+    original = scorer.generate_questions
+    monkeypatch.setattr(scorer, "generate_questions", lambda images, questions, *a: asked.append(list(questions))
+                        or original(images, questions, *a))
+    asks = [("who is this ?", ["smart", "dumb"]), ("who is this ?", ["smart", "lazy"]), ("and this ?", ["dumb", "x"])]
+    found = generate_questions(scorer, data, asks, max_new_tokens=4, cache_dir=tmp_path, progress=False)
+    assert asked == [["who is this ?", "and this ?"]]  # each question once, for its two answer lists
+    assert [result.embeddings[:, 0].tolist() for result in found] == [[1, 0, 1, 0], [-1, 0, -1, 0], [0, -1, 0, -1]]
+    again = generate_answers(scorer, data, *asks[1], max_new_tokens=4, cache_dir=tmp_path, progress=False)
+    assert len(asked) == 1 and np.array_equal(again.embeddings, found[1].embeddings)
 
 
 def _images_scored(scorer, monkeypatch) -> list[int]:

@@ -313,18 +313,31 @@ def generate_answers(scorer: Any, dataset: Any, question: str, answers: Sequence
     ``max_new_tokens`` tokens), as the index of the candidate in ``answers`` it names
     (``vlfair.models.lvlm.match_answer``; -1: none), cached and shared out as
     :func:`score_answers`. ``embeddings`` holds the indices, one column (float32)."""
+    return generate_questions(scorer, dataset, [(question, answers)], max_new_tokens=max_new_tokens,
+                              image_column=image_column, cache_dir=cache_dir, chunk_size=chunk_size,
+                              batch_size=batch_size, progress=progress)[0]
+
+
+def generate_questions(scorer: Any, dataset: Any, asks: Sequence[tuple[str, Sequence[str]]], *,
+                       max_new_tokens: int = 16, image_column: str = "image", cache_dir: Any = "default",
+                       chunk_size: int = 256, batch_size: int = 32, progress: bool = True) -> list[EmbeddingResult]:
+    """:func:`generate_answers` of each (question, answers) of ``asks`` over the same images, asked together as
+    :func:`score_questions` asks (``GenerativeScorer.generate_questions``: the prompts' opening encoded once;
+    a question asked with several answer lists is generated once), each cached under the key
+    :func:`generate_answers` gives it."""
     from vlfair.models.lvlm import match_answer
 
-    answers = list(answers)
+    listed = [(question, list(answers)) for question, answers in asks]
+    keys = [{"kind": "generated", "prompt": scorer.prompt(question), "answers": answers,
+             "max_new_tokens": max_new_tokens, "matching": MATCHING} for question, answers in listed]
 
     def compute(images: list[Any], todo: list[int]) -> list[Any]:
-        said = scorer.generate_many(images, question, max_new_tokens, batch_size)
-        return [[[match_answer(text, answers)] for text in said]]
+        questions = list(dict.fromkeys(listed[i][0] for i in todo))
+        said = dict(zip(questions, scorer.generate_questions(images, questions, max_new_tokens, batch_size)))
+        return [[[match_answer(text, listed[i][1])] for text in said[listed[i][0]]] for i in todo]
 
-    return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress,
-                      [{"kind": "generated", "prompt": scorer.prompt(question), "answers": answers,
-                        "max_new_tokens": max_new_tokens, "matching": MATCHING}],
-                      compute, [1], "answering", batch_size)[0]
+    return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress, keys, compute,
+                      [1] * len(listed), "answering", batch_size)
 
 
 def readable_rows(dataset: Any, image_column: str = "image") -> tuple[np.ndarray, list[int]]:

@@ -441,30 +441,57 @@ class GenerativeScorer:
         ``max_new_tokens`` tokens, special tokens left out (the open-ended mode); ``batch_size`` images
         decoded together where their prompts are of one length (no padding: the same answers as one
         image at a time)."""
+        return self.generate_questions(images, [question], max_new_tokens, batch_size)[0]
+
+    def generate_questions(self, images: Sequence[Any], questions: Sequence[str], max_new_tokens: int = 16,
+                           batch_size: int = 32) -> list[list[str]]:
+        """:meth:`generate_many` of each of ``questions`` about the same images, the prompts' shared opening
+        encoded once per batch of images and each question decoded on from a fork of its cache
+        (:meth:`shared_head`, as :meth:`log_likelihoods_many`): the answers each question gets alone."""
         import torch
 
-        prompt = self.prepared(question, ())[0]  # the prompt, templated once per question
-        pad = self.processor.tokenizer.pad_token_id
-        answers: list[str] = [""] * len(images)
+        prompts = [self.prepared(question, ())[0] for question in questions]  # templated once per question
+        answers = [[""] * len(images) for _ in questions]
+        for head, members in self._plan(prompts, images):
+            whole = len(members) == 1 and not members[0][1]
+            for start, inputs in self._image_batches(images, head, batch_size, check_end=whole):
+                count, length = inputs["input_ids"].shape
+                for _, tail in members:
+                    self._check_context(length + len(tail), max_new_tokens, "max_new_tokens")
+                if whole:
+                    self._decode(dict(inputs), max_new_tokens, start, answers[members[0][0]])
+                    continue
+                with torch.no_grad():
+                    opening = self.model(**inputs, use_cache=True)
+                for ask, tail in members:
+                    ids = torch.cat([inputs["input_ids"], torch.tensor([tail] * count, device=self.device)], dim=1)
+                    self._decode({"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                                  _cache_argument(self.model): _forked(_cache_of(opening))},
+                                 max_new_tokens, start, answers[ask])
+        return answers
+
+    def _decode(self, inputs: dict[str, Any], max_new_tokens: int, start: int, into: list[str]) -> None:
+        """Greedy decoding of one batch of images (``inputs``: the prompt's tensors, and the cache of its opening
+        where it was encoded before), each answer's text written into ``into`` from position ``start``."""
+        import torch
         from transformers import LogitsProcessorList
 
-        for start, inputs in self._image_batches(images, prompt, batch_size):
-            self._check_context(inputs["input_ids"].shape[1], max_new_tokens, "max_new_tokens")
-            watch = _NonFiniteLogits()
-            with torch.no_grad():
-                made = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad,
-                                           logits_processor=LogitsProcessorList([watch]))
-            if watch.step is not None:  # greedy decoding picks a token from NaN scores too: the answers are noise
-                dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
-                advice = ("its weights hold a NaN or an infinity?" if dtype == "float32" else
-                          "load it in float32 (--dtype float32)")
-                rows = f"images {start} to {start + inputs['input_ids'].shape[0] - 1}"
-                raise GenerativeModelError(
-                    f"model {self.name!r}: its logits came out NaN or infinite at answer token {watch.step + 1} "
-                    f"({rows} of this question), in {dtype}: the answers would be noise, not too short; {advice}")
-            for row, new in enumerate(made[:, inputs["input_ids"].shape[1]:]):
-                answers[start + row] = str(self.processor.tokenizer.decode(new, skip_special_tokens=True)).strip()
-        return answers
+        watch = _NonFiniteLogits()
+        with torch.no_grad():
+            made = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
+                                       pad_token_id=self.processor.tokenizer.pad_token_id,
+                                       logits_processor=LogitsProcessorList([watch]))
+        prompt_length = inputs["input_ids"].shape[1]
+        if watch.step is not None:  # greedy decoding picks a token from NaN scores too: the answers are noise
+            dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
+            advice = ("its weights hold a NaN or an infinity?" if dtype == "float32" else
+                      "load it in float32 (--dtype float32)")
+            rows = f"images {start} to {start + inputs['input_ids'].shape[0] - 1}"
+            raise GenerativeModelError(
+                f"model {self.name!r}: its logits came out NaN or infinite at answer token {watch.step + 1} "
+                f"({rows} of this question), in {dtype}: the answers would be noise, not too short; {advice}")
+        for row, new in enumerate(made[:, prompt_length:]):
+            into[start + row] = str(self.processor.tokenizer.decode(new, skip_special_tokens=True)).strip()
 
     def score_by_full_forward(self, image: Any, question: str, answers: Sequence[str]) -> AnswerScores:
         """The same numbers, one full forward per answer: the reference the prefix-shared path must equal."""

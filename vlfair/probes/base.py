@@ -90,9 +90,10 @@ class Context:
     unmatched: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # question -> (none named, asked)
     _unmatched_ids: set[str] = dataclasses.field(default_factory=set)
     _readable: np.ndarray | None = None
-    # (question, answers) -> a generative model's scores, their rows and the rows skipped (ask_together)
-    _answered: dict[tuple[str, tuple[str, ...]], tuple[np.ndarray, np.ndarray, list[int]]] = dataclasses.field(
-        default_factory=dict)
+    # (question, answers, max_new_tokens: None where scored) -> a generative model's scores or chosen answers,
+    # their rows and the rows skipped (ask_together)
+    _answered: dict[tuple[str, tuple[str, ...], int | None], tuple[np.ndarray, np.ndarray, list[int]]] = (
+        dataclasses.field(default_factory=dict))
     # each row of ``dataset`` as a row of the data the run was given, where a probe drew a sample of it
     source_rows: list[int] | None = None
 
@@ -135,29 +136,39 @@ class Context:
     def answer_scores(self, question: str, answers: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """A generative model's log-likelihood of each answer to ``question`` about each readable
         image, (images, answers), and those images' rows; cached like image embeddings."""
-        key = (question, tuple(answers))
+        key = (question, tuple(answers), None)
         if key not in self._answered:
-            self.ask_together([(question, answers)])
+            self._ask([(question, answers)], None)
         scores, rows, self.skipped_rows = self._answered[key]
         return scores, rows
 
-    def ask_together(self, asks: list[tuple[str, list[str]]]) -> None:
-        """A generative model's answers to every (question, answers) of ``asks`` scored in one pass over
-        the images (:func:`vlfair.embed.score_questions`: each image read once, the prompts' shared
-        opening encoded once), for :meth:`answer_scores` to read: a probe that asks each image several
-        questions says them first. A contrastive model has nothing to do here."""
-        if not self.generative:
-            return
+    def ask_together(self, asks: list[tuple[str, list[str]]], asked: Any) -> None:
+        """A generative model's answers to every (question, answers) of ``asks`` in one pass over the images
+        (:func:`vlfair.embed.score_questions`, or :func:`vlfair.embed.generate_questions` in the open-ended
+        mode: each image read once, the prompts' shared opening encoded once), for :meth:`answer_scores` and
+        :meth:`generated_answers` to read: a probe that asks each image several questions says them first
+        (``asked``: its generative section). A contrastive model has nothing to do here."""
+        if self.generative:
+            self._ask(asks, asked.max_new_tokens if asked.mode == "generate" else None)
+
+    def _ask(self, asks: list[tuple[str, list[str]]], max_new_tokens: int | None) -> None:
+        """Score (``max_new_tokens`` None) or generate the answers of ``asks`` not asked yet, into :attr:`_answered`."""
         todo = list(dict.fromkeys((question, tuple(answers)) for question, answers in asks
-                                  if (question, tuple(answers)) not in self._answered))
+                                  if (question, tuple(answers), max_new_tokens) not in self._answered))
         if not todo:
             return
-        from vlfair.embed import score_questions
+        from vlfair import embed
 
-        results = score_questions(self.encoder, self.dataset, todo, batch_size=self.batch_size,
-                                  cache_dir=self.cache_dir)
-        for key, result in zip(todo, results):
-            self._answered[key] = (result.embeddings.astype(np.float64), result.kept_rows, result.skipped_rows)
+        if max_new_tokens is None:
+            results = embed.score_questions(self.encoder, self.dataset, todo, batch_size=self.batch_size,
+                                            cache_dir=self.cache_dir)
+        else:
+            results = embed.generate_questions(self.encoder, self.dataset, todo, max_new_tokens=max_new_tokens,
+                                               batch_size=self.batch_size, cache_dir=self.cache_dir)
+        for (question, answers), result in zip(todo, results):
+            found = (result.embeddings.astype(np.float64) if max_new_tokens is None  # scores; else each image's
+                     else result.embeddings[:, 0].astype(np.int64))                  # chosen candidate
+            self._answered[(question, answers, max_new_tokens)] = (found, result.kept_rows, result.skipped_rows)
 
     def rows(self) -> np.ndarray:
         """The dataset rows whose images can be read (the others are skipped and reported)."""
@@ -174,13 +185,10 @@ class Context:
         """A generative model's own answer to ``question`` about each readable image, as the index of
         the candidate it names (-1: none), and those images' rows; cached like answer scores. Rows
         whose answer names none are recorded (:attr:`unmatched`): the run leaves them out."""
-        from vlfair.embed import generate_answers
-
-        result = generate_answers(self.encoder, self.dataset, question, answers, max_new_tokens=max_new_tokens,
-                                  batch_size=self.batch_size, cache_dir=self.cache_dir)
-        self.skipped_rows = result.skipped_rows
-        chosen = result.embeddings[:, 0].astype(np.int64)
-        rows = result.kept_rows
+        key = (question, tuple(answers), max_new_tokens)
+        if key not in self._answered:
+            self._ask([(question, answers)], max_new_tokens)
+        chosen, rows, self.skipped_rows = self._answered[key]
         before = self.unmatched.get(question, (0, 0))  # one question may be asked with several answer lists
         self.unmatched[question] = (before[0] + int((chosen < 0).sum()), before[1] + len(chosen))
         self._unmatched_ids.update(self.identity(rows[chosen < 0])["id"])

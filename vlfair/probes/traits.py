@@ -175,8 +175,8 @@ class TraitsProbe(Probe):
         s, asked = self.settings, self.settings.generative
         columns: dict = {}
         questions = [asked.question.format(positive=positive, negative=negative) for positive, negative in s.pairs]
-        if asked.mode == "likelihood":  # every pair asked of an image in one pass, the image encoded once
-            ctx.ask_together([(question, list(pair)) for question, pair in zip(questions, s.pairs)])
+        # every pair asked of an image in one pass, the image encoded once
+        ctx.ask_together([(question, list(pair)) for question, pair in zip(questions, s.pairs)], asked)
         for (positive, negative), question in zip(s.pairs, questions):
             found = ctx.text_scores([positive, negative], asked, question=question)
             if not columns:
