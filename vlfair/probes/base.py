@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from vlfair.paired import RowSet
+    from vlfair.probes.asking import Answering
 
 
 class ProbeError(ValueError):
@@ -142,7 +143,7 @@ class Context:
         scores, rows, self.skipped_rows = self._answered[key]
         return scores, rows
 
-    def ask_together(self, asks: list[tuple[str, list[str]]], asked: Any) -> None:
+    def ask_together(self, asks: list[tuple[str, list[str]]], asked: Answering) -> None:
         """A generative model's answers to every (question, answers) of ``asks`` in one pass over the images
         (:func:`vlfair.embed.score_questions`, or :func:`vlfair.embed.generate_questions` in the open-ended
         mode: each image read once, the prompts' shared opening encoded once), for :meth:`answer_scores` and

@@ -334,10 +334,10 @@ class MultilingualProbe(Probe):
                  "age_group": np.array([AGE_GROUP_OF_BIN[a] for a in ctx.column("age", rows)])}
         columns: dict[str, Any] = {**ctx.identity(rows), **truth}
         warnings: list[str] = []
-        # every task and language asked of an image in one pass, the image encoded once
-        ctx.ask_together([(s.generative.questions[lang], [classes[c][lang] for c in classes])
-                          for task, classes in s.prompt_sets[s.prompt_set].items() if task in truth
-                          for lang in _languages(classes) if lang in s.generative.questions], s.generative)
+        if ctx.generative:  # every task and language asked of an image in one pass, the image encoded once
+            ctx.ask_together([(s.generative.questions[lang], [classes[c][lang] for c in classes])
+                              for task, classes in s.prompt_sets[s.prompt_set].items() if task in truth
+                              for lang in _languages(classes) if lang in s.generative.questions], s.generative)
         for task, classes in s.prompt_sets[s.prompt_set].items():
             if task not in truth:
                 raise ProbeError(f"multilingual: zero-shot task {task!r} has no label column; tasks: {sorted(truth)}")
