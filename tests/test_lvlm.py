@@ -115,6 +115,36 @@ def test_questions_asked_together_share_the_image_and_equal_each_asked_alone(che
     assert said == [[scorer.generate(image, question, 3) for image in images] for question, _ in ASKS]
 
 
+def test_a_question_asked_twice_is_encoded_once_and_answered_alike(scorer):
+    """The same question in several asks (multilingual with one language asks it once per task): its prompt is
+    the whole opening, encoded once, and each ask gets the numbers it gets alone."""
+    images = [generated_image(index) for index in range(3)]
+    seen = _image_forwards(scorer.model)
+    found = scorer.log_likelihoods_many(images, [(QUESTION, ANSWERS[:2]), (QUESTION, ANSWERS[2:5])])
+    assert seen == [3]
+    np.testing.assert_allclose(found[0], scorer.log_likelihoods(images, QUESTION, ANSWERS[:2]), rtol=1e-6)
+    np.testing.assert_allclose(found[1], scorer.log_likelihoods(images, QUESTION, ANSWERS[2:5]), rtol=1e-6)
+    seen.clear()
+    said = scorer.generate_questions(images, [QUESTION, QUESTION, "who is this ?"], 3)
+    assert said[0] == said[1] == scorer.generate_many(images, QUESTION, 3)
+    assert said[2] == scorer.generate_many(images, "who is this ?", 3)
+
+
+def test_an_opening_is_not_shared_where_other_per_token_inputs_say_more_of_the_question():
+    """A continuation is given ids only: where the processor marks the question's tokens too (a prefix-LM's
+    token types, text attending to an image), the opening is not shared; zeros after it (Gemma 3's text tokens)
+    and the opening's own values before it are what a continuation assumes."""
+    from vlfair.models.lvlm import _other_token_inputs_alike
+
+    opening = {"input_ids": torch.tensor([[5, 6, 7]]), "token_type_ids": torch.tensor([[0, 1, 1]])}
+    whole = {"input_ids": torch.tensor([[5, 6, 7, 8, 9]]), "attention_mask": torch.ones(1, 5),
+             "token_type_ids": torch.tensor([[0, 1, 1, 0, 0]]), "pixel_values": torch.zeros(1, 3, 4, 4)}
+    assert _other_token_inputs_alike(opening, whole)
+    assert not _other_token_inputs_alike(opening, {**whole, "token_type_ids": torch.tensor([[0, 1, 1, 1, 0]])})
+    assert not _other_token_inputs_alike(opening, {**whole, "token_type_ids": torch.tensor([[1, 1, 1, 0, 0]])})
+    assert not _other_token_inputs_alike({"input_ids": opening["input_ids"]}, whole)  # the opening lacks them
+
+
 QUESTION_FIRST_TEMPLATE = ("{% for message in messages %}USER: {% for c in message['content'] | reverse %}"
                            "{% if c['type'] == 'image' %}<image> {% else %}{{ c['text'] }} {% endif %}"
                            "{% endfor %}{% endfor %}ASSISTANT:")

@@ -339,11 +339,19 @@ def test_open_ended_answers_naming_nothing_stop_the_run_by_name(checkpoints, tmp
     ("professions", ["--set", "generative.mode=generate"], "takes generative.mode = 'likelihood'"),
     ("professions", ["--set", "generative.normalize_length=true"], "normalize_length = false"),
 ])
-def test_what_a_probe_cannot_ask_is_refused_by_name(checkpoints, tmp_path, capsys, probe, extra, message):
+def test_what_a_probe_cannot_ask_is_refused_by_name(checkpoints, tmp_path, capsys, monkeypatch, probe, extra,
+                                                    message):
+    """Refused in one line, before the model is asked anything (a generative model's pass over the images is
+    the run's dear part)."""
+    import vlfair.embed
+
+    asked: list[str] = []
+    for name in ("score_questions", "generate_questions"):
+        monkeypatch.setattr(vlfair.embed, name, lambda *a, _name=name, **k: asked.append(_name))
     assert _run(probe, f"lvlm:{checkpoints['llava']}", tmp_path / "run", *extra) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"vlfair run: {probe}: ") or last.startswith("vlfair run: ")
-    assert message in last
+    assert message in last and asked == []
 
 
 def test_multi30k_reads_embeddings_and_refuses_a_generative_model_by_name(checkpoints, tmp_path, capsys):

@@ -473,6 +473,8 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
             done[index] = cached
     todo = [i for i in range(len(ranges)) if i not in done]
     logger.debug(f"{len(done)} of {len(ranges)} chunks cached, {len(todo)} to embed")
+    if not todo:  # every chunk cached (a run stopped before its final file): no workers, no buffers
+        return [done[i] for i in range(len(ranges))]
     shares = [world.split(list(range(*ranges[i]))) for i in todo]
     batches, owners = _batches(shares, batch_size)
     pieces, completes = _pieces(batches, DECODE_BATCH)

@@ -308,21 +308,21 @@ class GenerativeScorer:
         prepared = [self.prepared(question, answers) for question, answers in asks]
         totals = [np.zeros((len(images), len(answers))) for _, answers in asks]
         for head, members in self._plan([prompt for prompt, _ in prepared], images):
-            for start, inputs in self._image_batches(images, head, batch_size, check_end=len(members) == 1
-                                                     and not members[0][1]):
+            for start, inputs in self._image_batches(images, head, batch_size,
+                                                     check_end=all(not tail for _, tail in members)):
                 count, length = inputs["input_ids"].shape
                 for ask, tail in members:
                     self._check_context(length + len(tail), max(len(t) for t in prepared[ask][1]),
                                         "the longest answer")
                 with torch.no_grad():
-                    opening = self.model(**inputs, use_cache=True)
+                    opening = self.model(**inputs, use_cache=True, **self._last_logits_only())
                     for ask, tail in members:
                         tokens = prepared[ask][1]
                         if not tail:  # the whole prompt was the opening
                             self._answers_from(_cache_of(opening), opening.logits[:, -1], tokens, batch_size,
                                                totals[ask][start:start + count])
                             continue
-                        ids = torch.tensor([tail] * count, device=self.device)
+                        ids = torch.tensor([tail] * count, dtype=torch.long, device=self.device)
                         asked = self.model(input_ids=ids, use_cache=True,
                                            **{_cache_argument(self.model): _forked(_cache_of(opening))})
                         self._answers_from(_cache_of(asked), asked.logits[:, -1], tokens, batch_size,
@@ -346,12 +346,16 @@ class GenerativeScorer:
 
     def _plan(self, prompts: list[str], images: Sequence[Any]) -> list[tuple[str, list[tuple[int, list[int]]]]]:
         """How the prompts are encoded: [(the text encoded with the image, [(prompt's index, the token ids
-        read on after it)])]: one opening shared by every prompt (:meth:`shared_head`), or each prompt whole."""
-        shared = self.shared_head(prompts, images[0]) if len(prompts) > 1 and len(images) else None
+        read on after it)])]: one opening shared by every prompt (:meth:`shared_head`), or each distinct
+        prompt whole (a prompt asked twice is encoded once)."""
+        distinct = list(dict.fromkeys(prompts))
+        shared = self.shared_head(distinct, images[0]) if len(distinct) > 1 and len(images) else None
         if shared is None:
-            return [(prompt, [(index, [])]) for index, prompt in enumerate(prompts)]
+            return [(prompt, [(index, []) for index, asked in enumerate(prompts) if asked == prompt])
+                    for prompt in distinct]
         head, tails = shared
-        return [(head, list(enumerate(tails)))]
+        tail_of = dict(zip(distinct, tails))
+        return [(head, [(index, tail_of[prompt]) for index, prompt in enumerate(prompts)])]
 
     def shared_head(self, prompts: Sequence[str], image: Any) -> tuple[str, list[list[int]]] | None:
         """The opening of ``prompts`` (their chat template's text up to and with the image) that the
@@ -396,6 +400,8 @@ class GenerativeScorer:
             for prompt, tokens in zip(prompts, full):
                 whole = self._batch_inputs([image], prompt, check_end=False)
                 if whole is None or whole["input_ids"][0].tolist() != start + tokens[head_tokens:]:
+                    return False
+                if not _other_token_inputs_alike(opening, whole):
                     return False
         except Exception:  # noqa: BLE001  (an image or template the processor refuses: asked whole, it is named)
             return False
@@ -453,22 +459,35 @@ class GenerativeScorer:
         prompts = [self.prepared(question, ())[0] for question in questions]  # templated once per question
         answers = [[""] * len(images) for _ in questions]
         for head, members in self._plan(prompts, images):
-            whole = len(members) == 1 and not members[0][1]
+            whole = all(not tail for _, tail in members)
             for start, inputs in self._image_batches(images, head, batch_size, check_end=whole):
                 count, length = inputs["input_ids"].shape
                 for _, tail in members:
                     self._check_context(length + len(tail), max_new_tokens, "max_new_tokens")
-                if whole:
+                if whole:  # one prompt (however many times asked): decoded once
                     self._decode(dict(inputs), max_new_tokens, start, answers[members[0][0]])
+                    for ask, _ in members[1:]:
+                        answers[ask][start:start + count] = answers[members[0][0]][start:start + count]
                     continue
                 with torch.no_grad():
-                    opening = self.model(**inputs, use_cache=True)
+                    opening = self.model(**inputs, use_cache=True, **self._last_logits_only())
                 for ask, tail in members:
-                    ids = torch.cat([inputs["input_ids"], torch.tensor([tail] * count, device=self.device)], dim=1)
+                    if not tail:  # a prompt that is the opening itself: generate() needs a token to start from
+                        self._decode(dict(inputs), max_new_tokens, start, answers[ask])
+                        continue
+                    more = torch.tensor([tail] * count, dtype=torch.long, device=self.device)
+                    ids = torch.cat([inputs["input_ids"], more], dim=1)
                     self._decode({"input_ids": ids, "attention_mask": torch.ones_like(ids),
                                   _cache_argument(self.model): _forked(_cache_of(opening))},
                                  max_new_tokens, start, answers[ask])
         return answers
+
+    def _last_logits_only(self) -> dict[str, int]:
+        """The argument that makes a prompt's forward compute its last position's logits only (what is read of
+        them), where the model takes it: all positions' would be images x tokens x vocabulary (gigabytes)."""
+        import inspect
+
+        return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
 
     def _decode(self, inputs: dict[str, Any], max_new_tokens: int, start: int, into: list[str]) -> None:
         """Greedy decoding of one batch of images (``inputs``: the prompt's tensors, and the cache of its opening
@@ -508,6 +527,22 @@ class GenerativeScorer:
                 positions = torch.arange(ids.shape[0] - n, ids.shape[0], device=self.device)
                 totals.append(float(logs[positions - 1, ids[positions]].double().sum()))
         return AnswerScores(np.array(totals), np.array([len(t) for t in tokens], dtype=np.int64))
+
+
+def _other_token_inputs_alike(opening: Any, whole: Any) -> bool:
+    """Whether the processor's per-token inputs other than the ids and the attention mask (Gemma 3's
+    ``token_type_ids``, mllama's ``cross_attention_mask``...) are, for the whole prompt, the opening's followed
+    by zeros: what a continuation given only ids assumes. Where they say more of the question's tokens (a
+    prefix-LM's attention, text attending to the image), the opening is not shared."""
+    ids = whole["input_ids"]
+    length = opening["input_ids"].shape[1]
+    for key, value in whole.items():
+        if key in ("input_ids", "attention_mask") or not hasattr(value, "shape") or value.shape[:2] != ids.shape:
+            continue
+        head = opening.get(key)
+        if head is None or not bool((value[:, :length] == head).all()) or bool(value[:, length:].any()):
+            return False
+    return True
 
 
 def _cache_argument(model: Any) -> str:

@@ -334,13 +334,17 @@ class MultilingualProbe(Probe):
                  "age_group": np.array([AGE_GROUP_OF_BIN[a] for a in ctx.column("age", rows)])}
         columns: dict[str, Any] = {**ctx.identity(rows), **truth}
         warnings: list[str] = []
-        if ctx.generative:  # every task and language asked of an image in one pass, the image encoded once
-            ctx.ask_together([(s.generative.questions[lang], [classes[c][lang] for c in classes])
-                              for task, classes in s.prompt_sets[s.prompt_set].items() if task in truth
-                              for lang in _languages(classes) if lang in s.generative.questions], s.generative)
-        for task, classes in s.prompt_sets[s.prompt_set].items():
+        for task, classes in s.prompt_sets[s.prompt_set].items():  # what is refused, refused before any work
             if task not in truth:
                 raise ProbeError(f"multilingual: zero-shot task {task!r} has no label column; tasks: {sorted(truth)}")
+            if ctx.generative:
+                for lang in _languages(classes):
+                    self._question(lang)
+        if ctx.generative:  # every task and language asked of an image in one pass, the image encoded once
+            ctx.ask_together([(s.generative.questions[lang], [classes[c][lang] for c in classes])
+                              for classes in s.prompt_sets[s.prompt_set].values() for lang in _languages(classes)],
+                             s.generative)
+        for task, classes in s.prompt_sets[s.prompt_set].items():
             names = list(classes)
             for lang in _languages(classes):
                 prompts = [classes[c][lang] for c in names]
@@ -364,12 +368,16 @@ class MultilingualProbe(Probe):
     def _asked(self, ctx: Context, lang: str, prompts: list[str]) -> np.ndarray:
         """Each image's answer among ``prompts`` to the question in ``lang`` (its index; -1 where an
         open-ended answer named none: the run leaves that image out)."""
+        return ctx.text_scores(prompts, self.settings.generative, question=self._question(lang)).best()
+
+    def _question(self, lang: str) -> str:
+        """The question a generative model is asked in ``lang`` (refused by name where the settings have none)."""
         asked = self.settings.generative
         if lang not in asked.questions:
             raise ProbeError(f"multilingual: setting generative.questions has no question in {lang!r} (it has "
                              f"{sorted(asked.questions)}): a generative model is asked in every language of the "
                              "prompts")
-        return ctx.text_scores(prompts, asked, question=asked.questions[lang]).best()
+        return asked.questions[lang]
 
     def _fairface(self, samples: Samples) -> Output:
         import pandas as pd
