@@ -290,7 +290,7 @@ def test_no_worker_writes_a_buffer_whose_batch_the_main_process_still_reads(seed
     rng = np.random.default_rng(seed)
     shares = [list(range(int(rng.integers(0, 40)))) for _ in range(int(rng.integers(1, 5)))]
     batches, _ = _batches(shares, int(rng.integers(1, 20)))
-    _, completes = _pieces(batches, int(rng.integers(1, 8)))
+    _, completes, _ = _pieces(batches, int(rng.integers(1, 8)))
     ahead = int(rng.integers(0, 9))
 
     def clashes(count: int) -> bool:  # two batches live at once in one buffer
@@ -342,7 +342,8 @@ def test_a_reduced_jpeg_decode_is_asked_for_at_load_and_cached_apart(clip_dir, t
 def test_pieces_cut_each_batch_and_an_empty_batch_is_one_empty_piece():
     from vlfair.embed import _pieces
 
-    assert _pieces([[0, 1, 2, 3, 4], [], [5]], 2) == ([[0, 1], [2, 3], [4], [], [5]], [0, 0, 0, 1, 2])
+    assert _pieces([[0, 1, 2, 3, 4], [], [5]], 2) == ([[0, 1], [2, 3], [4], [], [5]], [0, 0, 0, 1, 2],
+                                                       [0, 2, 4, 0, 0])
 
 
 def test_texts_ensemble_and_raw_features(clip_encoder, tmp_path):

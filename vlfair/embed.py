@@ -477,16 +477,13 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
         return [done[i] for i in range(len(ranges))]
     shares = [world.split(list(range(*ranges[i]))) for i in todo]
     batches, owners = _batches(shares, batch_size)
-    pieces, completes = _pieces(batches, DECODE_BATCH)
+    pieces, completes, starts = _pieces(batches, DECODE_BATCH)
     workers = default_num_workers(encoder.device) if num_workers is None else num_workers
     # each piece's images named by their place: (the batch's buffer, offset in the batch, position in the rows)
     slots = _Slots(_slot_count(completes, PREFETCH * workers), batch_size, encoder.preprocessing.output_hw,
                    shared=workers > 0, pinned=encoder.device.type == "cuda")
-    placed, offset = [], 0
-    for piece, indices in enumerate(pieces):
-        offset = 0 if piece == 0 or completes[piece] != completes[piece - 1] else offset
-        placed.append([(completes[piece] % len(slots.tensors), offset + k, index) for k, index in enumerate(indices)])
-        offset += len(indices)
+    placed = [[(batch % len(slots.tensors), start + k, index) for k, index in enumerate(indices)]
+              for indices, batch, start in zip(pieces, completes, starts)]
     loader = torch.utils.data.DataLoader(
         _DecodeDataset(source, [row for share in shares for row in share], encoder.preprocessing, slots),
         batch_sampler=placed, num_workers=workers, collate_fn=_collate,
@@ -557,15 +554,16 @@ DECODE_BATCH = 64
 PREFETCH = 2  # pieces each worker is given ahead (the DataLoader's prefetch_factor): the buffers cover them
 
 
-def _pieces(batches: list[list[int]], size: int) -> tuple[list[list[int]], list[int]]:
-    """Each forward batch cut into pieces of at most ``size`` rows (an empty batch: one empty piece), and
-    the forward batch each piece belongs to."""
-    pieces, belongs = [], []
+def _pieces(batches: list[list[int]], size: int) -> tuple[list[list[int]], list[int], list[int]]:
+    """Each forward batch cut into pieces of at most ``size`` rows (an empty batch: one empty piece), the
+    forward batch each piece belongs to, and where in that batch it starts."""
+    pieces, belongs, starts = [], [], []
     for index, batch in enumerate(batches):
         for start in range(0, len(batch), size) or [0]:
             pieces.append(batch[start:start + size])
             belongs.append(index)
-    return pieces, belongs
+            starts.append(start)
+    return pieces, belongs, starts
 
 
 class BatchTooLargeError(MemoryError, ValueError):

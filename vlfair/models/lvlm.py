@@ -317,15 +317,10 @@ class GenerativeScorer:
                 with torch.no_grad():
                     opening = self.model(**inputs, use_cache=True, **self._last_logits_only())
                     for ask, tail in members:
-                        tokens = prepared[ask][1]
-                        if not tail:  # the whole prompt was the opening
-                            self._answers_from(_cache_of(opening), opening.logits[:, -1], tokens, batch_size,
-                                               totals[ask][start:start + count])
-                            continue
-                        ids = torch.tensor([tail] * count, dtype=torch.long, device=self.device)
-                        asked = self.model(input_ids=ids, use_cache=True,
-                                           **{_cache_argument(self.model): _forked(_cache_of(opening))})
-                        self._answers_from(_cache_of(asked), asked.logits[:, -1], tokens, batch_size,
+                        asked = opening if not tail else self.model(  # the question's own tokens, if any
+                            input_ids=torch.tensor([tail] * count, dtype=torch.long, device=self.device),
+                            use_cache=True, **{_cache_argument(self.model): _forked(_cache_of(opening))})
+                        self._answers_from(_cache_of(asked), asked.logits[:, -1], prepared[ask][1], batch_size,
                                            totals[ask][start:start + count])
         return totals
 
