@@ -10,10 +10,13 @@ vlfair.load_encoder, so the same code path as the real checkpoint), it measures 
       default dtype (float32), as a hand-written script runs it; the same loop in vlfair's dtype
       is printed beside it so the share due to bf16 is visible
   (d) a cached re-run of (a)
+  (e) the decode ceiling: the same files decoded and resized (what a decode worker does with a row) in a
+      process pool of all the machine's CPUs, images/s
   and peak memory.
 
-The last line is ``ratio_vs_forward=A ratio_vs_naive=B cache_speedup=C`` with A = a/b,
-B = a/c and C = time(a)/time(d). Runs unchanged on a GPU (bf16, sdpa) when one is present.
+The last line is ``ratio_vs_forward=A ratio_vs_naive=B cache_speedup=C ratio_vs_ceiling=D`` with A = a/b,
+B = a/c, C = time(a)/time(d) and D = a / min(b, e): the share of the rate that the slower of the model
+and the machine's decoding allows. Runs unchanged on a GPU (bf16, sdpa) when one is present.
 
 Usage: python benchmarks/embed_throughput.py [--quick] [--images N] [--batch-size B] [--workers W]
                                             [--model vit-b32|tiny]
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import platform
 import resource
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,8 +40,12 @@ from PIL import Image
 from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
 import vlfair
+from vlfair._cpu import available_cpus
 from vlfair.embed import default_num_workers
 from vlfair.tiny import tiny_clip, word_tokenizer, write_jpegs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also where runpy runs this file (tests)
+from input_pipeline import decode_ceiling  # noqa: E402  (the ceiling input_pipeline.py measures, defined once)
 
 
 def build_vit_b32(directory: Path) -> Path:
@@ -143,6 +151,7 @@ def main() -> None:
         naive_same_s = time_naive(checkpoint, paths[:naive_images], encoder.device, encoder.dtype)
         cached_s, cached = time_vlfair(encoder, paths, batch_size, workers, cache)
         assert np.array_equal(cached, embeddings)
+        ceiling = decode_ceiling(paths, encoder.preprocessing, available_cpus())
 
     rates = {"vlfair": num_images / vlfair_s, "forward": num_images / forward_s, "naive": naive_images / naive_s,
              "naive_same": naive_images / naive_same_s}
@@ -154,9 +163,11 @@ def main() -> None:
     print(f"    same, in {dtype:<9} : {rates['naive_same']:9.1f} img/s  -> vlfair / naive at equal dtype = "
           f"{rates['vlfair'] / rates['naive_same']:.2f}")
     print(f"(d) cached re-run     : {num_images / cached_s:9.1f} img/s  ({cached_s * 1000:.1f} ms)")
+    print(f"(e) decode ceiling    : {ceiling:9.1f} img/s  ({available_cpus()} processes)")
     print(peak_memory())
     print(f"ratio_vs_forward={rates['vlfair'] / rates['forward']:.3f} "
-          f"ratio_vs_naive={rates['vlfair'] / rates['naive']:.2f} cache_speedup={vlfair_s / cached_s:.0f}")
+          f"ratio_vs_naive={rates['vlfair'] / rates['naive']:.2f} cache_speedup={vlfair_s / cached_s:.0f} "
+          f"ratio_vs_ceiling={rates['vlfair'] / min(rates['forward'], ceiling):.3f}")
 
 
 if __name__ == "__main__":

@@ -3,21 +3,22 @@ one contract line each.
 
 Steps (each a fresh process, as a person runs it; --steps picks some):
 
-  embed       benchmarks/embed_throughput.py: CLIP ViT-B/32 end to end against its raw forward, 16,384 JPEGs
-              in batches of 1,024
-  pipeline    benchmarks/input_pipeline.py at each decode-worker count of --workers (default: 4, 8, 12 and
-              the machine's CPUs less one): the fastest, and the main process's CPU time per image
+  embed       benchmarks/embed_throughput.py: CLIP ViT-B/32 end to end against its raw forward and against the
+              decode ceiling of all the machine's CPUs, 16,384 JPEGs in batches of 1,024
+  pipeline    benchmarks/input_pipeline.py (4,096 JPEGs) at each decode-worker count of --workers (default: 4,
+              8, 12 and the machine's CPUs less one): the fastest, and the main process's CPU time per image
   generative  benchmarks/lvlm_prefix_speed.py with the LLaVA architecture at 1.8 B parameters: the dataset
               path (images batched) against the loop of one image at a time and the prefix ceiling
   tests       pytest on the files whose code runs on the device (models, embedding, generative models,
-              torchrun), on this machine's GPU
+              torchrun, the demo against its recorded numbers), on this machine's GPU, in --jobs processes
 
 Each step prints ``gpu_check STEP: key=value ...`` (a step that failed: ``gpu_check STEP: failed (exit N)``
-and the end of its output); the exit status is 1 if any failed. Without CUDA it says so and stops (exit 2),
+and the end of its output); the exit status is 1 if any failed. --log-dir keeps each step's whole output
+(STEP.log; the pipeline's one per worker count). Without CUDA it says so and stops (exit 2),
 unless --cpu (a smoke run of the script itself at small sizes, with --quick).
 
 Usage: python benchmarks/gpu_check.py [--steps embed,pipeline,generative,tests] [--workers 4,8,12]
-                                      [--tests PATH...] [--quick] [--cpu]
+                                      [--tests PATH...] [--jobs N] [--log-dir DIR] [--quick] [--cpu]
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STEPS = ("embed", "pipeline", "generative", "tests")
-TESTS = ["tests/test_models.py", "tests/test_embed.py", "tests/test_lvlm.py", "tests/test_torchrun.py"]
+TESTS = ["tests/test_models.py", "tests/test_embed.py", "tests/test_lvlm.py", "tests/test_torchrun.py",
+         "tests/test_demo.py"]
 SIZES = {  # full: the sizes of issue 44's H200 measurement; quick: a smoke run of this script
-    "embed": {"full": ["--images", "16384", "--batch-size", "1024"],
+    "embed": {"full": ["--images", "16384", "--naive-images", "2048", "--batch-size", "1024"],
               "quick": ["--model", "tiny", "--images", "16", "--naive-images", "4", "--batch-size", "8"]},
-    "pipeline": {"full": ["--images", "8192", "--batch-size", "1024"],
+    "pipeline": {"full": ["--images", "4096", "--batch-size", "1024", "--repeats", "1"],  # 1 worker: ~9 s a round
                  "quick": ["--images", "24", "--batch-size", "8", "--repeats", "1"]},
     "generative": {"full": ["--hidden", "2048", "--layers", "24", "--heads", "16", "--image-size", "336",
                             "--patch-size", "14", "--positions", "1024", "--images", "256", "--batch-size", "32",
@@ -50,9 +52,15 @@ def contract(output: str) -> dict[str, str]:
     return dict(field.split("=", 1) for field in last.split() if "=" in field)
 
 
-def run(command: list[str]) -> tuple[int, str, str]:
-    """(exit status, standard output, standard error) of ``command`` run from the project's root."""
+LOG_DIR: list[Path] = []  # --log-dir, where given
+
+
+def run(command: list[str], log: str = "") -> tuple[int, str, str]:
+    """(exit status, standard output, standard error) of ``command`` run from the project's root; kept in
+    --log-dir's ``log``.log where both are given."""
     done = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent)
+    if LOG_DIR and log:
+        (LOG_DIR[0] / f"{log}.log").write_text(f"$ {' '.join(command)}\n{done.stdout}\n{done.stderr}")
     return done.returncode, done.stdout, done.stderr
 
 
@@ -65,8 +73,8 @@ def failed(step: str, code: int, output: str) -> bool:
     return False
 
 
-def benchmark(step: str, script: str, args: list[str]) -> tuple[bool, dict[str, str]]:
-    code, output, errors = run([sys.executable, str(HERE / script), *args])
+def benchmark(step: str, script: str, args: list[str], log: str = "") -> tuple[bool, dict[str, str]]:
+    code, output, errors = run([sys.executable, str(HERE / script), *args], log or step)
     if code != 0:
         return failed(step, code, output + errors), {}
     return True, contract(output)
@@ -75,7 +83,8 @@ def benchmark(step: str, script: str, args: list[str]) -> tuple[bool, dict[str, 
 def embed_step(size: str, _: argparse.Namespace) -> bool:
     ok, fields = benchmark("embed", "embed_throughput.py", SIZES["embed"][size])
     if ok:
-        say("embed", {"ratio_vs_forward": fields["ratio_vs_forward"], "ratio_vs_naive": fields["ratio_vs_naive"]})
+        say("embed", {"ratio_vs_forward": fields["ratio_vs_forward"], "ratio_vs_ceiling": fields["ratio_vs_ceiling"],
+                      "ratio_vs_naive": fields["ratio_vs_naive"]})
     return ok
 
 
@@ -83,7 +92,8 @@ def pipeline_step(size: str, args: argparse.Namespace) -> bool:
     rates: dict[int, float] = {}
     main_ms = None
     for workers in args.workers:
-        ok, fields = benchmark("pipeline", "input_pipeline.py", [*SIZES["pipeline"][size], "--workers", str(workers)])
+        ok, fields = benchmark("pipeline", "input_pipeline.py", [*SIZES["pipeline"][size], "--workers", str(workers)],
+                               f"pipeline-{workers}")
         if not ok:
             return False
         rates[workers] = float(fields["pipeline_img_s"])
@@ -106,8 +116,9 @@ def generative_step(size: str, _: argparse.Namespace) -> bool:
 
 
 def tests_step(_: str, args: argparse.Namespace) -> bool:
+    jobs = ["-n", str(args.jobs)] if args.jobs > 1 else []  # pytest-xdist, a test dependency
     code, output, errors = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
-                                *args.tests])
+                                *jobs, *args.tests], "tests")
     counts = dict((name, int(number)) for number, name in re.findall(r"(\d+) (passed|failed|errors?)", output))
     say("tests", {"passed": counts.get("passed", 0), "failed": counts.get("failed", 0),
                   "errors": counts.get("error", 0) + counts.get("errors", 0), "files": len(args.tests)})
@@ -122,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, of {', '.join(STEPS)}")
     parser.add_argument("--workers", help="decode-worker counts the pipeline step compares (comma-separated)")
     parser.add_argument("--tests", nargs="+", default=TESTS, help="test files of the tests step")
+    parser.add_argument("--jobs", type=int, help="pytest processes of the tests step (default: half the CPUs)")
+    parser.add_argument("--log-dir", type=Path, help="keep each step's whole output here (STEP.log)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of this script")
     parser.add_argument("--cpu", action="store_true", help="run without CUDA (a smoke run: with --quick)")
     args = parser.parse_args(argv)
@@ -143,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--workers: {args.workers!r} is not a comma-separated list of whole numbers")
     if min(args.workers) < 1:
         parser.error("--workers: each count must be at least 1")
+    args.jobs = max(1, cpus // 2) if args.jobs is None else args.jobs
+    if args.jobs < 1:
+        parser.error(f"--jobs: {args.jobs} is not a number of processes (1 or more)")
+    if args.log_dir:
+        args.log_dir.mkdir(parents=True, exist_ok=True)
+        LOG_DIR[:] = [args.log_dir]
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU (--cpu)"
     print(f"gpu_check: {device}, {cpus} CPUs, torch {torch.__version__}; steps {', '.join(steps)}", flush=True)
     size = "quick" if args.quick else "full"

@@ -10,6 +10,9 @@ the variables read at import time, a console script) starts one with ``subproces
 
 Linux only (fork), as the suite's machines are. torch runs on one thread in the child, as in
 vlfair's own forked workers (``vlfair.demo.forked``): libgomp's thread pool is not one a fork may use.
+A child of a test process that has started CUDA runs on the CPU: CUDA cannot be started again in a
+forked child ("Cannot re-initialize CUDA in forked subprocess"), so the child sees no GPU, and neither
+do the processes it starts.
 """
 
 from __future__ import annotations
@@ -59,8 +62,20 @@ def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
-def _run(target: Callable[..., int | None], args: tuple, env: dict[str, str], out: Path, err: Path) -> None:
+def _cuda_started() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.cuda.is_initialized())
+
+
+def _run(target: Callable[..., int | None], args: tuple, env: dict[str, str], out: Path, err: Path,
+         without_gpu: bool) -> None:
     os.environ.update(env)
+    if without_gpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # for the processes it starts
+        import torch
+
+        torch.cuda.is_available = lambda: False  # read before any CUDA call: vlfair picks the CPU
+        torch.cuda.device_count = lambda: 0
     if "huggingface_hub.constants" in sys.modules:  # read once, at import: read again from this environment
         importlib.reload(sys.modules["huggingface_hub.constants"])
     for fd, path in ((1, out), (2, err)):  # C-level writes too (a warning printed by a library's C code)
@@ -88,7 +103,7 @@ def start(directory: Path, target: Callable[..., int | None], *args: Any, env: d
     out, err = directory / f"{name}.out", directory / f"{name}.err"
     sys.stdout.flush()
     sys.stderr.flush()
-    process = get_context("fork").Process(target=_run, args=(target, args, env or {}, out, err))
+    process = get_context("fork").Process(target=_run, args=(target, args, env or {}, out, err, _cuda_started()))
     process.start()
     return Child(process, out, err)
 

@@ -14,9 +14,11 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture
-def benchmark(monkeypatch, capsys):
+def run_benchmark(monkeypatch, capsys):
     """``python benchmarks/NAME ARGS...`` as a user runs it (its ``__main__`` block, its exit status), in
-    this process: a fresh interpreter would spend seconds importing torch and transformers again."""
+    this process: a fresh interpreter would spend seconds importing torch and transformers again. (Not named
+    ``benchmark``: where pytest-benchmark is installed, as on the GPU machines, its plugin takes a fixture of that
+    name for its own and stops the whole run.)"""
 
     def run(name: str, *args: str) -> SimpleNamespace:
         monkeypatch.setattr(sys, "argv", [str(BENCHMARKS / name), *args])
@@ -30,20 +32,21 @@ def benchmark(monkeypatch, capsys):
     return run
 
 
-def test_benchmark_prints_its_ratios(benchmark):
-    result = benchmark("embed_throughput.py", "--images", "12", "--naive-images", "3", "--batch-size", "4",
+def test_benchmark_prints_its_ratios(run_benchmark):
+    result = run_benchmark("embed_throughput.py", "--images", "12", "--naive-images", "3", "--batch-size", "4",
                        "--model", "tiny")
     last = result.stdout.strip().splitlines()[-1]
-    assert re.fullmatch(r"ratio_vs_forward=[\d.]+ ratio_vs_naive=[\d.]+ cache_speedup=\d+", last), last
-    for label in ("(a) vlfair end to end", "(b) raw model forward", "(c) naive per-image", "(d) cached re-run", "peak RSS",
-                  "vlfair's tiny CLIP"):
+    assert re.fullmatch(r"ratio_vs_forward=[\d.]+ ratio_vs_naive=[\d.]+ cache_speedup=\d+ ratio_vs_ceiling=[\d.]+",
+                        last), last
+    for label in ("(a) vlfair end to end", "(b) raw model forward", "(c) naive per-image", "(d) cached re-run",
+                  "(e) decode ceiling", "peak RSS", "vlfair's tiny CLIP"):
         assert label in result.stdout
 
 
-def test_stats_scaling_benchmark_prints_its_ratios(benchmark):
+def test_stats_scaling_benchmark_prints_its_ratios(run_benchmark):
     """benchmarks/stats_scaling.py --quick: every method timed on 1e3 rows (Monte Carlo p) and 2e4
     rows (the normal limit), fairlearn's MetricFrame bootstrap included, and its contract line."""
-    result = benchmark("stats_scaling.py", "--quick")
+    result = run_benchmark("stats_scaling.py", "--quick")
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"speedup_vs_fairlearn=[\d.]+ speedup_vs_scipy=[\d.]+ speedup_vs_naive=[\d.]+ seconds_1e6=[\d.]+",
                         lines[-1]), lines[-1]
@@ -52,10 +55,10 @@ def test_stats_scaling_benchmark_prints_its_ratios(benchmark):
     assert rows["1e+03"][5] != "not" and rows["2e+04"][5] == "not"  # fairlearn timed at 1e3 only in a quick run
 
 
-def test_compare_benchmark_prints_its_ratios(benchmark):
+def test_compare_benchmark_prints_its_ratios(run_benchmark):
     """benchmarks/compare_speed.py --quick: the traits probe on a small world run twice (the re-run
     from cached embeddings), rescored and compared, and its contract line."""
-    result = benchmark("compare_speed.py", "--quick")
+    result = run_benchmark("compare_speed.py", "--quick")
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"compare_seconds=[\d.]+ rescore_seconds=[\d.]+ compare_vs_rerun=[\d.]+ "
                         r"rescore_vs_rerun=[\d.]+ samples_bytes=\d+", lines[-1]), lines[-1]
@@ -63,10 +66,10 @@ def test_compare_benchmark_prints_its_ratios(benchmark):
         assert label in result.stdout
 
 
-def test_ranking_skew_benchmark_prints_its_ratios(benchmark):
+def test_ranking_skew_benchmark_prints_its_ratios(run_benchmark):
     """benchmarks/ranking_skew_speed.py --quick: ranking_skew's bootstrap for three attributes against
     re-ranking every resample from scratch, and its contract line."""
-    result = benchmark("ranking_skew_speed.py", "--quick")
+    result = run_benchmark("ranking_skew_speed.py", "--quick")
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"ratio_vs_full_rerank=[\d.]+ topk_vs_sort=[\d.]+ seconds_gender=[\d.]+ seconds_race=[\d.]+ "
                         r"seconds_age=[\d.]+ seconds_probe=[\d.]+", lines[-1]), lines[-1]
@@ -74,11 +77,11 @@ def test_ranking_skew_benchmark_prints_its_ratios(benchmark):
 
 
 @pytest.mark.parametrize("family", ["llava", "qwen2_vl"])
-def test_lvlm_prefix_benchmark_prints_its_ratio(benchmark, family):
+def test_lvlm_prefix_benchmark_prints_its_ratio(run_benchmark, family):
     """benchmarks/lvlm_prefix_speed.py --quick: answers scored through the prompt's cache against one
     full forward per answer and against the dataset path (images batched), and its contract line (the
     speedups themselves are measured, never asserted)."""
-    result = benchmark("lvlm_prefix_speed.py", "--quick", "--family", family, "--batch-size", "3")
+    result = run_benchmark("lvlm_prefix_speed.py", "--quick", "--family", family, "--batch-size", "3")
     assert result.stdout.startswith({"llava": "tiny LLaVA", "qwen2_vl": "tiny Qwen2-VL"}[family]), result.stdout
     assert "dataset, batch 3" in result.stdout
     last = result.stdout.strip().splitlines()[-1]
@@ -93,10 +96,10 @@ def test_lvlm_prefix_benchmark_prints_its_ratio(benchmark, family):
     assert float(numbers["questions_max_abs_difference"]) < 1e-4  # six questions together: each one's numbers
 
 
-def test_input_pipeline_benchmark_prints_its_ratios(benchmark):
+def test_input_pipeline_benchmark_prints_its_ratios(run_benchmark):
     """benchmarks/input_pipeline.py --quick: the pipeline without its device step on 1 and 2 decode workers,
     the decode ceiling of a process pool, the main process's time per image, and its contract line."""
-    result = benchmark("input_pipeline.py", "--quick", "--images", "24", "--batch-size", "8")
+    result = run_benchmark("input_pipeline.py", "--quick", "--images", "24", "--batch-size", "8")
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"workers_speedup=[\d.]+ vs_decode_ceiling=[\d.]+ main_ms_per_image=[\d.]+ "
                         r"main_cap_img_s=\d+ pipeline_img_s=\d+", last), last
@@ -105,10 +108,10 @@ def test_input_pipeline_benchmark_prints_its_ratios(benchmark):
         assert label in result.stdout
 
 
-def test_jpeg_draft_benchmark_prints_its_ratios(benchmark):
+def test_jpeg_draft_benchmark_prints_its_ratios(run_benchmark):
     """benchmarks/jpeg_draft.py --quick: large JPEGs decoded whole and reduced, timed, and their embeddings'
     distance set beside the one between PIL's resize and torch's, and its contract line."""
-    result = benchmark("jpeg_draft.py", "--quick")
+    result = run_benchmark("jpeg_draft.py", "--quick")
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"decode_speedup=[\d.]+ reduced_median=[\d.e+-]+ reduced_max=[\d.e+-]+ "
                         r"resizer_median=[\d.e+-]+ resizer_max=[\d.e+-]+", last), last
@@ -144,10 +147,13 @@ def test_gpu_check_names_the_fastest_worker_count_and_reads_each_benchmark_s_con
     count by images/s."""
     check = runpy.run_path(str(BENCHMARKS / "gpu_check.py"), run_name="gpu_check")
     rates = {"4": 900, "8": 1500, "15": 1200}
+    logs = []
 
-    def fake_run(command):
+    def fake_run(command, log=""):
+        logs.append(log)
         if command[1].endswith("embed_throughput.py"):
-            return 0, "(a) ...\nratio_vs_forward=0.812 ratio_vs_naive=9.10 cache_speedup=3000\n", "a bar\n"
+            return 0, ("(a) ...\nratio_vs_forward=0.812 ratio_vs_naive=9.10 cache_speedup=3000 "
+                       "ratio_vs_ceiling=0.903\n"), "a bar\n"
         if command[1].endswith("lvlm_prefix_speed.py"):
             return 0, ("speedup_vs_full_forward=nan shared_images_per_second=13.1 max_abs_difference=0.00e+00 "
                        "dataset_vs_loop=7.40 dataset_max_abs_difference=3.1e-02 dataset_vs_ceiling=0.61 "
@@ -160,8 +166,20 @@ def test_gpu_check_names_the_fastest_worker_count_and_reads_each_benchmark_s_con
     namespace = SimpleNamespace(workers=[4, 8, 15])
     assert all(check[f"{step}_step"]("full", namespace) for step in ("embed", "pipeline", "generative"))
     out = capsys.readouterr().out.splitlines()
-    assert out == ["gpu_check embed: ratio_vs_forward=0.812 ratio_vs_naive=9.10",
+    assert out == ["gpu_check embed: ratio_vs_forward=0.812 ratio_vs_ceiling=0.903 ratio_vs_naive=9.10",
                    "gpu_check pipeline: fastest_workers=8 img_s_at_fastest=1500 main_ms_per_image=0.040 "
                    "img_s_by_workers=4:900,8:1500,15:1200",
                    "gpu_check generative: dataset_vs_loop=7.40 dataset_vs_ceiling=0.61 "
                    "dataset_max_abs_difference=3.1e-02 questions_together_vs_apart=4.10"]
+    assert logs == ["embed", "pipeline-4", "pipeline-8", "pipeline-15", "generative"]  # --log-dir's file names
+
+
+def test_gpu_check_keeps_each_step_s_output_and_refuses_a_count_of_no_processes(capsys, tmp_path):
+    check = runpy.run_path(str(BENCHMARKS / "gpu_check.py"), run_name="gpu_check")
+    with pytest.raises(SystemExit) as exit:
+        check["main"](["--cpu", "--quick", "--steps", "tests", "--jobs", "0"])
+    assert exit.value.code == 2 and "--jobs: 0 is not a number of processes (1 or more)" in capsys.readouterr().err
+    assert check["main"](["--cpu", "--quick", "--steps", "tests", "--tests", "tests/test_world.py", "--jobs", "2",
+                          "--log-dir", str(tmp_path / "logs")]) == 0
+    log = (tmp_path / "logs" / "tests.log").read_text()
+    assert " -n 2 tests/test_world.py" in log.splitlines()[0] and re.search(r"\d+ passed", log), log

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
@@ -130,6 +131,7 @@ def test_resume_after_kill_equals_uninterrupted_run(clip_encoder, jpeg_paths, tm
     process = forking.start(tmp_path, _slow_embedding, str(Path(clip_encoder.spec)), _paths(jpeg_paths), str(cache))
     deadline = time.time() + 120
     while len(list(cache.glob("images/*/*/rows-*.npz"))) < 3 and time.time() < deadline:
+        assert process.returncode is None, f"the run stopped by itself (exit {process.returncode}): {process.stderr}"
         time.sleep(0.05)
     process.kill()
     process.wait()
@@ -139,7 +141,25 @@ def test_resume_after_kill_equals_uninterrupted_run(clip_encoder, jpeg_paths, tm
     resumed = vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=cache, chunk_size=4, batch_size=2)
     assert counted["images"] == 37 - 4 * finished  # only the missing chunks were computed
     uninterrupted = vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=None, chunk_size=4, batch_size=2)
-    assert np.array_equal(resumed, uninterrupted)
+    # bit for bit where the killed run computed on this process's device; a child of a process that started CUDA
+    # computes on the CPU (tests/forking.py), and float32 on a CPU and a GPU agree to rounding
+    np.testing.assert_allclose(resumed, uninterrupted, rtol=0, atol=0 if clip_encoder.device.type == "cpu" else 1e-5)
+
+
+def test_a_child_of_a_process_that_started_cuda_runs_on_the_cpu(tmp_path, monkeypatch):
+    """On a GPU machine the resume test's child was forked from a test process that had started CUDA, which a
+    forked child cannot start again: it failed at its first CUDA call, and the test waited for it for two minutes.
+    Such a child now sees no GPU (nor do the processes it starts); a child of a process without CUDA is left alone."""
+    code = ("import os, torch; "
+            "print(torch.cuda.is_available(), torch.cuda.device_count(), repr(os.environ.get('CUDA_VISIBLE_DEVICES')))")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    status, out, err = forking.run(tmp_path, forking.python, code, name="after-cuda")
+    assert status == 0, err
+    assert out.split() == ["False", "0", "''"]
+    monkeypatch.undo()
+    status, out, err = forking.run(tmp_path, forking.python, code, name="without-cuda")
+    assert status == 0, err
+    assert out.split()[2:] == [repr(os.environ.get("CUDA_VISIBLE_DEVICES"))]
 
 
 def _with_broken(jpeg_paths, broken_files):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from vlfair.models.lvlm import GenerativeModelError, GenerativeScorer
-from vlfair.testing import qwen2_vl_processors_without_video
+from vlfair.testing import float32_switches, lower_float32_precision, qwen2_vl_processors_without_video
 from vlfair.tiny import generated_image, tiny_clip, tiny_gemma3, tiny_idefics3, tiny_llava, tiny_qwen2_vl
 
 import forking
@@ -744,3 +744,18 @@ def test_a_template_that_starts_with_bos_gets_no_second_one(checkpoints):
     np.testing.assert_allclose(shared.log_likelihood,
                                scorer.score_by_full_forward(generated_image(0), QUESTION, ANSWERS[:4]).log_likelihood,
                                rtol=1e-5, atol=1e-5)
+
+
+def test_a_float32_scorer_scores_and_generates_in_ieee_float32_whatever_the_process_set(llava):
+    """As an encoder's (tests/test_models.py): with the process asking for TF32 and bf16, every forward of a float32
+    scorer runs with each switch at "ieee", and the switches are given back."""
+    scorer = GenerativeScorer.load(f"lvlm:{llava}", dtype=torch.float32)
+    seen = []
+    scorer.model.register_forward_pre_hook(lambda *_: seen.append(float32_switches()))
+    image = generated_image(0)
+    with lower_float32_precision() as asked:
+        scorer.score(image, "who is this?", ["a doctor", "a nurse"])
+        scorer.generate(image, "who is this?", max_new_tokens=2)
+        scorer.score_by_full_forward(image, "who is this?", ["a doctor"])
+        assert float32_switches() == asked
+    assert len(seen) >= 4 and all(found == dict.fromkeys(asked, "ieee") for found in seen), seen

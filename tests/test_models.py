@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -358,6 +360,51 @@ def test_explicit_dtypes(clip_dir):
     assert vlfair.load_encoder(str(clip_dir), dtype=torch.bfloat16).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="unknown dtype 'float8'"):
         vlfair.load_encoder(str(clip_dir), dtype="float8")
+
+
+@pytest.fixture
+def lower_precision_set() -> Iterator[dict[str, str]]:
+    with testing.lower_float32_precision() as asked:
+        yield asked
+
+
+def test_float32_forwards_are_ieee_float32_whatever_the_process_set(clip_dir, lower_precision_set):
+    """On a GPU, cuDNN's TF32 convolutions moved a CLIP tower's float32 embeddings by ~1e-4 from the CPU's: a model
+    vlfair runs in float32 computes in float32 (every switch at "ieee" while its forwards run) and leaves the
+    switches as it found them; a bf16 model's forwards are left as the process set them."""
+    seen = {}
+    for dtype in ("float32", "bfloat16"):
+        encoder = vlfair.load_encoder(str(clip_dir), dtype=dtype)
+        for tower in ("image_features", "text_features"):
+            forward = getattr(encoder, tower)
+
+            def watched(*args, forward=forward, key=(dtype, tower)):
+                seen[key] = testing.float32_switches()
+                return forward(*args)
+            setattr(encoder, tower, watched)
+        encoder.encode_images(_images(2))
+        encoder.encode_texts(PROMPTS[:2])
+        assert testing.float32_switches() == lower_precision_set  # given back
+    ieee = dict.fromkeys(lower_precision_set, "ieee")
+    assert seen == {("float32", "image_features"): ieee, ("float32", "text_features"): ieee,
+                    ("bfloat16", "image_features"): lower_precision_set,
+                    ("bfloat16", "text_features"): lower_precision_set}
+
+
+def test_before_torch_2_9_float32_turns_off_the_two_tf32_flags_of_that_time(monkeypatch):
+    """torch 2.2-2.8 have no fp32_precision switches, only cuDNN's and cuBLAS's allow_tf32 (stand-ins here: this
+    torch refuses the old flags once the new switches were used in the process)."""
+    from vlfair.models import precision
+
+    monkeypatch.setattr(precision, "_switches", lambda: [])
+    cudnn, matmul = SimpleNamespace(allow_tf32=True), SimpleNamespace(allow_tf32=True)
+    monkeypatch.setattr(torch.backends, "cudnn", cudnn)
+    monkeypatch.setattr(torch.backends.cuda, "matmul", matmul)
+    with precision.ieee_float32(torch.float32):
+        assert (cudnn.allow_tf32, matmul.allow_tf32) == (False, False)
+    assert (cudnn.allow_tf32, matmul.allow_tf32) == (True, True)
+    with precision.ieee_float32(torch.bfloat16):
+        assert (cudnn.allow_tf32, matmul.allow_tf32) == (True, True)
 
 
 def _fake_hub_repo(hub: Path, repo_id: str, source: Path, commit: str) -> None:

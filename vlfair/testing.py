@@ -128,6 +128,36 @@ def qwen2_vl_processors_without_video() -> Iterator[None]:
         yield
 
 
+# what a process may ask of float32 work: TF32 on a GPU (cuDNN's default for convolutions;
+# set_float32_matmul_precision("high") for matmuls), bf16 on a CPU
+LOWER_FLOAT32 = {"cuda.matmul": "tf32", "cudnn.conv": "tf32", "cudnn.rnn": "tf32", "mkldnn.matmul": "bf16"}
+
+
+def float32_switches() -> dict[str, str]:
+    """The ``fp32_precision`` switches of :data:`LOWER_FLOAT32`, as they stand."""
+    import torch
+
+    return {name: getattr(getattr(torch.backends, name.split(".")[0]), name.split(".")[1]).fp32_precision
+            for name in LOWER_FLOAT32}
+
+
+@contextmanager
+def lower_float32_precision() -> Iterator[dict[str, str]]:
+    """The process asks for :data:`LOWER_FLOAT32` within it (torch 2.9's switches; each given back after)."""
+    import torch
+
+    switches = {name: getattr(getattr(torch.backends, name.split(".")[0]), name.split(".")[1])
+                for name in LOWER_FLOAT32}
+    before = float32_switches()
+    try:
+        for name, value in LOWER_FLOAT32.items():
+            switches[name].fp32_precision = value
+        yield dict(LOWER_FLOAT32)
+    finally:
+        for name, value in before.items():
+            switches[name].fp32_precision = value
+
+
 def launch_env(processes: int) -> dict[str, str]:
     """The environment for a test that starts ``processes`` processes of one run (torchrun, a spawned group):
     one thread each, and, where the machine has fewer GPUs than processes, no GPU at all, so that every

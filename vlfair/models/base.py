@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from vlfair.models.precision import in_asked_precision
 from vlfair.models.preprocessing import ImagePreprocessing
 
 
@@ -69,6 +70,7 @@ class Encoder(abc.ABC):
 
     # ---- images --------------------------------------------------------------------------
     @torch.inference_mode()
+    @in_asked_precision
     def encode_pixels(self, batch: torch.Tensor, normalize: bool = True) -> torch.Tensor:
         """(B, H, W, 3) uint8 from ``preprocessing.to_uint8`` -> (B, D) float32 on the device."""
         batch = batch.to(self.device, non_blocking=True)
@@ -90,6 +92,7 @@ class Encoder(abc.ABC):
 
     # ---- texts ---------------------------------------------------------------------------
     @torch.inference_mode()
+    @in_asked_precision
     def encode_texts(self, texts: Sequence[str], batch_size: int = 256,
                      normalize: bool = True) -> npt.NDArray[np.float32]:
         """Embed strings; float32 (M, D), L2-normalised unless ``normalize=False``."""

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vlfair.matching import match_answer, normalized
+from vlfair.models.precision import in_asked_precision
 
 
 class GenerativeModelError(ValueError):
@@ -92,6 +93,7 @@ class GenerativeScorer:
         self.revision = revision
         # where the inputs go: the token embeddings' device (the first of several under device_map="auto")
         self.device = model.get_input_embeddings().weight.device
+        self.dtype = next(model.parameters()).dtype
         self._asked: dict[tuple[str, tuple[str, ...]], tuple[str, list[list[int]]]] = {}
         self._last_token: dict[str, int] = {}
         self._heads: dict[tuple[str, ...], tuple[str, list[list[int]]] | None] = {}
@@ -99,7 +101,7 @@ class GenerativeScorer:
     def identity(self) -> dict[str, Any]:
         """What makes two scorers give the same scores (the cache key's model part)."""
         return {"spec": self.name, "revision": self.revision,
-                "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."), "separator": self.separator}
+                "dtype": str(self.dtype).removeprefix("torch."), "separator": self.separator}
 
     kind = "generative"  # what a probe asks of its model: answers' log-likelihoods, not embeddings
 
@@ -293,6 +295,7 @@ class GenerativeScorer:
         scored one at a time."""
         return self.log_likelihoods_many(images, [(question, answers)], batch_size)[0]
 
+    @in_asked_precision
     def log_likelihoods_many(self, images: Sequence[Any], asks: Sequence[tuple[str, Sequence[str]]],
                              batch_size: int = 32) -> list[npt.NDArray[np.float64]]:
         """:meth:`log_likelihoods` of each (question, answers) of ``asks`` about the same images, the part
@@ -444,6 +447,7 @@ class GenerativeScorer:
         image at a time)."""
         return self.generate_questions(images, [question], max_new_tokens, batch_size)[0]
 
+    @in_asked_precision
     def generate_questions(self, images: Sequence[Any], questions: Sequence[str], max_new_tokens: int = 16,
                            batch_size: int = 32) -> list[list[str]]:
         """:meth:`generate_many` of each of ``questions`` about the same images, the prompts' shared opening
@@ -497,7 +501,7 @@ class GenerativeScorer:
                                        logits_processor=LogitsProcessorList([watch]))
         prompt_length = inputs["input_ids"].shape[1]
         if watch.step is not None:  # greedy decoding picks a token from NaN scores too: the answers are noise
-            dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
+            dtype = str(self.dtype).removeprefix("torch.")
             advice = ("its weights hold a NaN or an infinity?" if dtype == "float32" else
                       "load it in float32 (--dtype float32)")
             rows = f"images {start} to {start + inputs['input_ids'].shape[0] - 1}"
@@ -507,6 +511,7 @@ class GenerativeScorer:
         for row, new in enumerate(made[:, prompt_length:]):
             into[start + row] = str(self.processor.tokenizer.decode(new, skip_special_tokens=True)).strip()
 
+    @in_asked_precision
     def score_by_full_forward(self, image: Any, question: str, answers: Sequence[str]) -> AnswerScores:
         """The same numbers, one full forward per answer: the reference the prefix-shared path must equal."""
         import torch

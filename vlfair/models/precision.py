@@ -1,0 +1,73 @@
+"""float32 asked for is float32 computed.
+
+PyTorch lets some float32 work run at lower precision by default or by a global switch: cuDNN's
+convolutions use TF32 (a 10-bit mantissa) on Ampere and later GPUs unless told otherwise, and a
+training script's ``torch.set_float32_matmul_precision("high")`` makes every float32 matmul TF32 (on
+a CPU, ``torch.backends.mkldnn.*.fp32_precision = "bf16"`` does the same with bf16). Measured on an
+H200, a CLIP tower's patch embedding in TF32 moved its embeddings by ~1e-4 from a CPU's float32 and
+from one batch size to another, enough to change a demo number in its fourth digit. So a model vlfair
+runs in float32 runs its forwards with every such switch at "ieee" (full float32), and gives each
+switch back as it found it: the precision is the user's choice (``dtype``), not the process's.
+bf16 and float16 forwards are left as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+
+# (torch.backends' module, operation): the switches of torch 2.9 and later (``fp32_precision``)
+SWITCHES = (("cuda", "matmul"), ("cudnn", "conv"), ("cudnn", "rnn"), ("mkldnn", "matmul"), ("mkldnn", "conv"),
+            ("mkldnn", "rnn"))
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def _switches() -> list[Any]:
+    import torch
+
+    found = (getattr(getattr(torch.backends, backend, None), op, None) for backend, op in SWITCHES)
+    return [switch for switch in found if switch is not None and hasattr(switch, "fp32_precision")]
+
+
+@contextmanager
+def ieee_float32(dtype: torch.dtype) -> Iterator[None]:
+    """Within it, float32 work is IEEE float32 (no TF32, no bf16), where ``dtype`` is float32."""
+    import torch  # here, not at import: a module that only declares a model's methods need not load torch
+
+    if dtype != torch.float32:
+        yield
+        return
+    switches = _switches()
+    if not switches:  # torch before 2.9: the two TF32 flags of that time
+        saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            yield
+        finally:
+            torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+        return
+    before = [switch.fp32_precision for switch in switches]
+    for switch in switches:
+        switch.fp32_precision = "ieee"
+    try:
+        yield
+    finally:
+        for switch, value in zip(switches, before):
+            switch.fp32_precision = value
+
+
+def in_asked_precision(method: Method) -> Method:
+    """A model's method that runs its forwards under :func:`ieee_float32` of the model's ``dtype``."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with ieee_float32(self.dtype):
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
