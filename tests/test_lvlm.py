@@ -197,13 +197,39 @@ def _forwards(model) -> list[int]:
     return seen
 
 
-def test_images_of_one_prompt_length_share_their_forward_passes(checkpoints):
-    """Seven images, twelve answers, batches of 32: one prefix forward of 7 images and 84 continuations
-    in 3 forwards (not a prefix and a continuation per image)."""
-    scorer = GenerativeScorer.load(f"lvlm:{checkpoints['llava']}")
+@pytest.mark.parametrize(("family", "forwards"), [("llava", [7, 7]), ("qwen2_vl", [7, 32, 32, 20])])
+def test_images_of_one_prompt_length_share_their_forward_passes(checkpoints, family, forwards):
+    """Seven images, twelve answers, batches of 32: one prefix forward of 7 images, then the 84 continuations.
+    LLaVA's decoder (Llama) packs every answer of an image into one continuation of its cache: one forward of 7
+    rows. Qwen2-VL's (M-RoPE positions; not in PACKED_DECODERS) reads them in chunks of 32 (image, answer)
+    pairs: 3 forwards. Never a prefix and a continuation per image."""
+    scorer = GenerativeScorer.load(f"lvlm:{checkpoints[family]}")
+    assert scorer._packs_answers() == (family == "llava")
     seen = _forwards(scorer.model)
     scorer.log_likelihoods([generated_image(index) for index in range(7)], QUESTION, ANSWERS, batch_size=32)
-    assert seen == [7, 32, 32, 20]
+    assert seen == forwards
+
+
+@pytest.mark.parametrize("family", ["llava", "idefics3"])
+def test_packed_answers_in_several_groups_equal_the_chunked_path(checkpoints, family, monkeypatch):
+    """Where one forward's logits would hold more than PACKED_LOGITS numbers, the answers go in groups of whole
+    answers; packed in any grouping, and at any batch of images, the scores are the chunked path's."""
+    from vlfair.models import lvlm
+
+    scorer = GenerativeScorer.load(f"lvlm:{checkpoints[family]}")
+    images = [generated_image(index) for index in range(5)]
+    monkeypatch.setattr(GenerativeScorer, "_packs_answers", lambda self: False)
+    chunked = scorer.log_likelihoods(images, QUESTION, ANSWERS, batch_size=3)
+    monkeypatch.undo()
+    vocab = scorer.model.get_output_embeddings().weight.shape[0]
+    for groups_of, batch_size in ((None, 5), (4, 5), (1, 2)):  # all at once; 4 tokens a row; the least (the longest)
+        if groups_of:
+            monkeypatch.setattr(lvlm, "PACKED_LOGITS", groups_of * batch_size * vocab)
+        seen = _forwards(scorer.model)
+        packed = scorer.log_likelihoods(images, QUESTION, ANSWERS, batch_size=batch_size)
+        np.testing.assert_allclose(packed, chunked, rtol=1e-5, atol=1e-5)
+        if groups_of == 4:  # following tokens 2, 2, 4, 2 (answers of 3, 3, 5, 3 tokens): three groups
+            assert len(seen) == 1 + 3
 
 
 def test_images_whose_prompts_differ_in_length_are_scored_one_at_a_time(checkpoints):
