@@ -146,6 +146,17 @@ def test_resume_after_kill_equals_uninterrupted_run(clip_encoder, jpeg_paths, tm
     np.testing.assert_allclose(resumed, uninterrupted, rtol=0, atol=0 if clip_encoder.device.type == "cpu" else 1e-5)
 
 
+@pytest.mark.parametrize(("cpus", "cuda", "cpu"), [(16, 15, 2), (4, 3, 0), (2, 1, 0), (1, 1, 0)])
+def test_default_decode_workers_are_every_core_but_the_main_process_s_on_a_gpu(monkeypatch, cpus, cuda, cpu):
+    """On a GPU the most workers were the fastest (an H200's 16 CPUs: 15 workers 1.22x 8); on a CPU the forward
+    keeps the cores busy, so none up to 4 cores and 2 beyond."""
+    from vlfair import embed
+
+    monkeypatch.setattr(embed, "available_cpus", lambda: cpus)
+    assert embed.default_num_workers(torch.device("cuda", 0)) == cuda
+    assert embed.default_num_workers(torch.device("cpu")) == cpu
+
+
 def test_a_child_of_a_process_that_started_cuda_runs_on_the_cpu(tmp_path, monkeypatch):
     """On a GPU machine the resume test's child was forked from a test process that had started CUDA, which a
     forked child cannot start again: it failed at its first CUDA call, and the test waited for it for two minutes.
