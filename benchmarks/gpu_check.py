@@ -35,7 +35,7 @@ STEPS = ("embed", "pipeline", "generative", "tests")
 TESTS = ["tests/test_models.py", "tests/test_embed.py", "tests/test_lvlm.py", "tests/test_torchrun.py",
          "tests/test_demo.py"]
 SIZES = {  # full: the sizes of issue 44's H200 measurement; quick: a smoke run of this script
-    "embed": {"full": ["--images", "16384", "--naive-images", "2048", "--batch-size", "1024"],
+    "embed": {"full": ["--images", "16384", "--naive-images", "2048", "--batch-size", "1024", "--repeats", "2"],
               "quick": ["--model", "tiny", "--images", "16", "--naive-images", "4", "--batch-size", "8"]},
     "pipeline": {"full": ["--images", "4096", "--batch-size", "1024", "--repeats", "1"],  # 1 worker: ~9 s a round
                  "quick": ["--images", "24", "--batch-size", "8", "--repeats", "1"]},

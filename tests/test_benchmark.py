@@ -34,13 +34,14 @@ def run_benchmark(monkeypatch, capsys):
 
 def test_benchmark_prints_its_ratios(run_benchmark):
     result = run_benchmark("embed_throughput.py", "--images", "12", "--naive-images", "3", "--batch-size", "4",
-                       "--model", "tiny")
+                           "--model", "tiny", "--repeats", "2")
     last = result.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"ratio_vs_forward=[\d.]+ ratio_vs_naive=[\d.]+ cache_speedup=\d+ ratio_vs_ceiling=[\d.]+",
                         last), last
     for label in ("(a) vlfair end to end", "(b) raw model forward", "(c) naive per-image", "(d) cached re-run",
                   "(e) decode ceiling", "peak RSS", "vlfair's tiny CLIP"):
         assert label in result.stdout
+    assert result.stdout.count("best of 2)") == 2  # (a) and (b), each the best of --repeats rounds
 
 
 def test_stats_scaling_benchmark_prints_its_ratios(run_benchmark):
