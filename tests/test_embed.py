@@ -355,6 +355,23 @@ def test_too_little_shared_memory_for_the_workers_is_said_before_any_work(clip_d
     assert "--shm-size" in error and not (tmp_path / "out" / "results.json").exists()
 
 
+def test_under_torchrun_each_process_counts_on_its_share_of_shared_memory(monkeypatch):
+    """Every process of a machine allocates its buffers from the same /dev/shm, each having seen it free: 100 MB
+    of buffers fit 256 MB free for one process, not for each of four."""
+    import shutil
+
+    from vlfair.embed import _check_shared_memory
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(2**30, 2**30 - 2**28, 2**28))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    _check_shared_memory(100 * 2**20, 4, 256)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    with pytest.raises(ValueError, match=r"need 100 MB of shared memory for 4 batches of 256 images, and /dev/shm has "
+                                         r"256 MB free \(64 MB for each of this machine's 4 processes\): lower"):
+        _check_shared_memory(100 * 2**20, 4, 256)
+    _check_shared_memory(60 * 2**20, 4, 256)
+
+
 def test_a_reduced_jpeg_decode_is_asked_for_at_load_and_cached_apart(clip_dir, tmp_path):
     """load_encoder(..., jpeg_draft=True): a large JPEG decoded at a reduced size, through every path that
     embeds images (a dataset, an in-memory list), its embeddings close to the whole decode's, cached apart."""

@@ -140,11 +140,16 @@ def _check_shared_memory(need: int, count: int, batch_size: int) -> None:
         free = shutil.disk_usage("/dev/shm").free
     except OSError:  # no /dev/shm (macOS): the system's shared memory has no such small limit
         return
-    if need > free:
+    # under torchrun every process of this machine allocates its own buffers from the same /dev/shm, each having
+    # seen it free: a process may count on its share only
+    processes = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+    if need > free // processes:
+        share = f" ({free // processes / 2**20:,.0f} MB for each of this machine's {processes} processes)" \
+            if processes > 1 else ""
         raise ValueError(f"decode workers need {need / 2**20:,.0f} MB of shared memory for {count} batches of "
-                         f"{batch_size} images, and /dev/shm has {free / 2**20:,.0f} MB free: lower batch_size "
-                         "(--batch-size on the command line) or num_workers, or give the container more shared "
-                         "memory (docker run --shm-size)")
+                         f"{batch_size} images, and /dev/shm has {free / 2**20:,.0f} MB free{share}: lower "
+                         "batch_size (--batch-size on the command line) or num_workers, or give the container more "
+                         "shared memory (docker run --shm-size)")
 
 
 def _slot_count(completes: list[int], ahead: int) -> int:
