@@ -253,7 +253,7 @@ def test_every_bad_row_is_reported_with_its_row(tmp_path):
 def test_skip_bad_leaves_rows_out_and_lists_them_in_the_card(tmp_path):
     source = _small_fairface(tmp_path, BAD_ROWS)
     out = tmp_path / "out"
-    assert main(["prepare", "fairface", "--source", str(source), "--out", str(out)]) == 1
+    assert main(["prepare", "fairface", "--source", str(source), "--out", str(out)]) == 2  # refused, as every command refuses what it was given: exit 2
     assert main(["prepare", "fairface", "--source", str(source), "--out", str(out), "--skip-bad"]) == 0
     ds = load_dataset("fairface", source=out, split="validation")
     assert ds["file"] == ["val/1.jpg", "val/7.jpg"]

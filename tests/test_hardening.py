@@ -165,14 +165,14 @@ def test_prepare_names_the_file_and_row_of_a_malformed_csv(tmp_path, capsys, con
     (source / "fairface_label_val.csv").write_bytes(content)
     code = main(["prepare", "fairface", "--source", str(source), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert code != 0 and "Traceback" not in err and message in err and "--skip-bad" not in err
+    assert code == 2 and "Traceback" not in err and message in err and "--skip-bad" not in err
 
 
 def test_prepare_without_its_metadata_file(tmp_path, capsys):
     (tmp_path / "portraits").mkdir()
     code = main(["prepare", "pfi", "--source", str(tmp_path / "portraits"), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert code != 0 and f"{tmp_path / 'portraits' / 'metadata.csv'}: is missing" in err
+    assert code == 2 and f"{tmp_path / 'portraits' / 'metadata.csv'}: is missing" in err
 
 
 # ---- the leaderboard ---------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def _prepare_problems(tmp_path: Path, capsys, files: dict[str, bytes]) -> str:
     code = main(["prepare", "fairface", "--source", str(_fairface_source(tmp_path, files)),
                  "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert code != 0 and "Traceback" not in err
+    assert code == 2 and "Traceback" not in err
     return err
 
 

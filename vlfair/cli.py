@@ -240,7 +240,7 @@ def _prepare(args: argparse.Namespace) -> int:
                       **options)
     except BuildError as exc:
         print(f"vlfair prepare {args.dataset}: {exc}", file=sys.stderr)
-        return 1
+        return 2  # a mistake in what was given, as every command says one
     log.info(f"wrote {out} (Parquet per config and split and a README.md card, as a Hub dataset repository)"
           + (f"; pushed to {args.push_to_hub}" if args.push_to_hub else ""))
     return 0
