@@ -33,7 +33,6 @@ from vlfair.demo.shipped import WORLDS, display_name, world_encoder
 from vlfair.logging import disable_progress_bars
 from vlfair.probes import measure_probe
 
-
 # six pairs the world's encoders read as different words (see the docstring)
 PAIRS = [["smart", "dumb"], ["happy", "sad"], ["politician", "actor"], ["athlete", "politician"],
          ["hospital", "gym"], ["actor", "athlete"]]

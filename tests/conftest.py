@@ -31,7 +31,6 @@ os.environ.setdefault("VLFAIR_CACHE", tempfile.mkdtemp(prefix="vlfair-test-cache
 from vlfair import logging as vlfair_logging  # noqa: E402
 from vlfair import testing  # noqa: E402
 
-
 # pytest-xdist hands each worker whole test files (scripts/test: --dist loadfile), in the order they are
 # collected. Alphabetically, a 40 s file can come last and keep one core busy while the other has
 # nothing left to do; the slowest files go first instead (longest first: the shorter ones fill in

@@ -252,7 +252,7 @@ def test_retraining_trains_every_world_model_instead_of_loading_the_shipped_ones
 
     answerer_path = generative.answerer_path
 
-    def small_answerer(planting, cache_dir, *, retrain=False, name=None, log=print, config=AnswererConfig()):
+    def small_answerer(planting, cache_dir, *, retrain=False, name=None, log=print, config=None):
         asked.append(("answerer", retrain))
         return answerer_path(planting, cache_dir, retrain=retrain, config=AnswererConfig(steps=5, pairs=256),
                              name=name, log=log)

@@ -17,8 +17,7 @@ import pytest
 
 import vlfair
 from vlfair.cli import main
-from vlfair.metrics import (available_metrics, load_metric, metrics_dir, module_columns, module_parameters,
-                            module_type)
+from vlfair.metrics import available_metrics, load_metric, metrics_dir, module_columns, module_parameters, module_type
 
 import forking
 

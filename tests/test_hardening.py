@@ -178,8 +178,8 @@ def test_prepare_without_its_metadata_file(tmp_path, capsys):
 # ---- the leaderboard ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def one_result(clip_dir, tmp_path_factory) -> Path:
-    from vlfair.probes import run_probe
     import vlfair
+    from vlfair.probes import run_probe
 
     out = tmp_path_factory.mktemp("one-result")
     run_probe("professions", vlfair.load_encoder(str(clip_dir), dtype="float32"), "synthetic:professions", out,

@@ -10,7 +10,6 @@ import math
 
 import pytest
 
-import vlfair
 from vlfair.cli import main
 from vlfair.probes import ProbeError, probe_class, probe_names, run_probe
 from vlfair.probes.settings import keys

@@ -19,12 +19,12 @@ import jsonschema
 import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
+from test_push_results import BIASED, FAIR, make_results, write_run
 
 from vlfair.cli import main
 from vlfair.report.markup import markdown_text
 from vlfair.report.results import validate_results
 
-from test_push_results import BIASED, FAIR, make_results, write_run
 from test_spaces import _load
 
 REPO = Path(__file__).resolve().parents[1]
@@ -202,7 +202,7 @@ def test_error_toasts_show_their_text_as_text():
 
 
 def test_the_compare_view_draws_names_with_dollars_as_text(monkeypatch):
-    """A "$" in a run's metric or model name would start mathtext, and "$\\frac{" would fail to draw."""
+    r"""A "$" in a run's metric or model name would start mathtext, and "$\frac{" would fail to draw."""
     from vlfair.report import plots
     from vlfair.space import compare
 

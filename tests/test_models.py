@@ -18,8 +18,15 @@ import pytest
 import torch
 import transformers
 from PIL import Image
-from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPModel, SiglipImageProcessor, SiglipModel,
-                          XLMRobertaConfig, XLMRobertaModel)
+from transformers import (
+    AutoTokenizer,
+    CLIPImageProcessor,
+    CLIPModel,
+    SiglipImageProcessor,
+    SiglipModel,
+    XLMRobertaConfig,
+    XLMRobertaModel,
+)
 
 import vlfair
 from vlfair import testing

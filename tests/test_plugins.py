@@ -301,10 +301,9 @@ def test_two_classes_of_one_name_are_refused_but_one_class_imported_twice_is_one
 def test_a_probe_must_define_run_or_score_and_analyze():
     """register refuses a class that can measure nothing; a class used without registering says
     what it lacks, and a probe with score but no analyze has no samples path."""
+    import vlfair.probes.traits as traits_module
     from vlfair.probes import register
     from vlfair.probes.base import Probe, ProbeError
-
-    import vlfair.probes.traits as traits_module
 
     class Nothing(Probe):
         name = "nothing-defined"

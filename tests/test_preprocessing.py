@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from transformers import CLIPImageProcessor, ChineseCLIPImageProcessor, EfficientNetImageProcessor, SiglipImageProcessor
+from transformers import ChineseCLIPImageProcessor, CLIPImageProcessor, EfficientNetImageProcessor, SiglipImageProcessor
 
 from vlfair.models.preprocessing import ImagePreprocessing, UnsupportedPreprocessing
 

@@ -89,17 +89,17 @@ def test_wheel_ships_metrics_and_loads_them_offline(tmp_path):
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel), "-q"],
                              capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr[-2000:]
-    code = ("import vlfair; assert vlfair.__file__.startswith(%r), vlfair.__file__; "
+    site = repr(str(target))
+    code = (f"import vlfair; assert vlfair.__file__.startswith({site}), vlfair.__file__; "
             "m = vlfair.load_metric('bias_ratio'); "
             "print(round(m.compute(predictions=[70.13, 70.13, 81.85, 81.85], references=['w', 'w', 'm', 'm'], "
             "protected_group='w', reference_group='m', bootstrap=0)['bias_ratio'], 4)); "
             "import runpy, evaluate; from vlfair.metrics import metrics_dir; "
             "space = runpy.run_path(str(metrics_dir() / 'group_rate_gap' / 'app.py'), run_name='space'); "
-            "assert str(metrics_dir()).startswith(%r) and space['demo'].title == 'Metric: group_rate_gap'; "
+            f"assert str(metrics_dir()).startswith({site}) and space['demo'].title == 'Metric: group_rate_gap'; "
             "assert evaluate.load('vlfair/group_rate_gap').compute(**space['EXAMPLE'], bootstrap=0)['gap']; "
             "from vlfair.demo.shipped import WORLDS, shipped_path; "
-            "assert all(str(shipped_path(p)).startswith(%r) for p in WORLDS.values()), 'demo encoders not shipped'"
-            ) % (str(target), str(target), str(target))
+            f"assert all(str(shipped_path(p)).startswith({site}) for p in WORLDS.values()), 'demo encoders not shipped'")
     env = {**os.environ, "PYTHONPATH": str(target), "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1",
            "HF_HOME": str(tmp_path / "hf-home"), "HF_MODULES_CACHE": str(tmp_path / "hf-home" / "modules")}
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

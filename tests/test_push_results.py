@@ -416,7 +416,7 @@ def test_a_crafted_run_on_the_board_never_blocks_a_later_benchmark_push(hub, tmp
         assert f"eval.yaml leaves out {crafted_path}: " in err
         assert hub.files()["eval.yaml"].decode() == benchmark_eval_yaml([honest_results], REPO)
     else:  # the runs already there stay; the new one is left out of eval.yaml (its files land), naming the other
-        assert f"eval.yaml leaves out this run: " in err and f"(with {crafted_path})" in err
+        assert "eval.yaml leaves out this run: " in err and f"(with {crafted_path})" in err
         assert hub.files()["eval.yaml"].decode() == benchmark_eval_yaml([bad], REPO)
     assert any(path.startswith(run_folder(honest_results)) for path in hub.files())  # the push itself landed
 

@@ -135,10 +135,11 @@ def test_demo_world_encoders_are_named_in_results(tmp_path, demo_cache):
 
 
 def test_report_headers_name_things_plainly(clip_dir, tmp_path):
+    from PIL import Image
+
     import vlfair
     from vlfair.probes import run_probe
     from vlfair.t2i.generators import CallableGenerator
-    from PIL import Image
 
     encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
     run_probe("professions", encoder, "synthetic:professions", tmp_path / "p", cache_dir=None,

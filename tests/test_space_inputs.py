@@ -178,7 +178,6 @@ def test_no_server_path_reaches_a_visitor_whatever_raised_the_error(tmp_path, cl
     """Every refusal a visitor reads is a SpaceInputError, which drops the server's paths from any message,
     a library's included: transformers shows a local folder as "https://hf.co//root/.cache/..."."""
     import huggingface_hub
-
     from test_models import _fake_hub_repo
 
     folder = tmp_path / "hub" / "models--acme--clip" / "snapshots" / ("a" * 40)

@@ -10,16 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 from datasets import concatenate_datasets
+from test_models import _fake_hub_repo  # the local Hub-cache layout, as the model tests build it
 
 import vlfair
 from vlfair.probes import probe_class, run_probe
-from vlfair.report.plots import median_picks
 from vlfair.probes.published import hub_id, load_published
 from vlfair.report.numbers import format_value
+from vlfair.report.plots import median_picks
 from vlfair.report.writer import MARK_COLUMN_MAX, html_table, markdown_table
 
 import forking
-from test_models import _fake_hub_repo  # the local Hub-cache layout, as the model tests build it
 
 # ---- typed from the study texts -----------------------------------------------------------
 # 000: "12 professions, 2 genders, and 4 races ... Profession: Doctor, Teacher, Scientist, Nurse,
