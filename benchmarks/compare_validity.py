@@ -30,7 +30,7 @@ from scipy import stats as scipy_stats
 
 from vlfair.compare import compare_runs
 from vlfair.defaults import CONFIDENCE
-from vlfair.demo.run import PROBES, measure
+from vlfair.demo.entries import PROBES, measure
 
 sys.path.insert(0, str(Path(__file__).parent))
 from validity_sweep import _train  # noqa: E402  (the sweep's training of one encoder, one process each)
@@ -41,14 +41,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="retrained seeds 1..N set against seed 0 (default 3)")
     parser.add_argument("--jobs", type=int, default=2, help="trainings at once (default 2)")
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: the shipped training's)")
-    parser.add_argument("--cache-dir", default=None, help="where trained encoders are kept (default: a temporary folder)")
+    parser.add_argument("--cache-dir", default=None,
+                        help="where trained encoders are kept (default: a temporary folder)")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.jobs < 1:
         parser.error("--seeds and --jobs must be at least 1")
     start = time.perf_counter()
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="vlfair-compare-validity-")
     with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = {seed: pool.submit(_train, "control", seed, cache_dir, args.steps, 1) for seed in range(args.seeds + 1)}
+        futures = {seed: pool.submit(_train, "control", seed, cache_dir, args.steps, 1)
+                   for seed in range(args.seeds + 1)}
         paths = {seed: future.result() for seed, future in futures.items()}
     trained = time.perf_counter() - start
 
@@ -85,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     declared = sum(c["declared"] for c in tally.values())
     test = scipy_stats.binomtest(covered, total, CONFIDENCE) if total else None
     if test is not None:
-        print(f"pooled: {declared}/{differences} declared ({declared / max(differences, 1):.1%}); paired CI covers 0 in "
-              f"{covered}/{total} = {covered / total:.1%} (binomial test against {CONFIDENCE:.0%}: p = {test.pvalue:.2g})")
+        print(f"pooled: {declared}/{differences} declared ({declared / max(differences, 1):.1%}); "
+              f"paired CI covers 0 in {covered}/{total} = {covered / total:.1%} "
+              f"(binomial test against {CONFIDENCE:.0%}: p = {test.pvalue:.2g})")
     ratio = float(np.median(widths)) if widths else float("nan")
     print(f"differences={differences} declared={declared} paired_covers_zero={covered}/{total} "
           f"median_width_ratio={ratio:.3f}")

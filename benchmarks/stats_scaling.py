@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
     parser.add_argument("--fairlearn-max-rows", type=int, default=100_000)
     parser.add_argument("--resamples", type=int, default=BOOTSTRAP,
-                        help=f"bootstrap resamples of every method (default {BOOTSTRAP}, vlfair's default; --quick: 100)")
+                        help=f"bootstrap resamples of every method (default {BOOTSTRAP}, vlfair's default; "
+                             "--quick: 100)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 1e3 rows (Monte Carlo p) and 2e4 (normal limit), fairlearn at 1e3 only, "
                              "100 resamples")

@@ -32,7 +32,8 @@ from typing import Any
 
 from scipy import stats as scipy_stats
 
-from vlfair.demo.run import CONFIDENCE, valid
+from vlfair.defaults import CONFIDENCE
+from vlfair.demo.entries import valid
 from vlfair.demo.shipped import WORLDS
 
 SWEPT = ("biased", "control")
@@ -59,8 +60,8 @@ def _train(kind: str, world: str, seed: int, cache_dir: str, steps: int | None, 
     from vlfair.demo.generative import answerer_path
 
     config = _answerer_config(seed, {**overrides, **({"steps": steps} if steps else {})})
-    return str(answerer_path(WORLDS[world], cache_dir, retrain=True, config=config, name=f"{world} answerer (seed {seed})",
-                             log=lambda _: None, device=device))
+    return str(answerer_path(WORLDS[world], cache_dir, retrain=True, config=config,
+                             name=f"{world} answerer (seed {seed})", log=lambda _: None, device=device))
 
 
 def _trained_and_measured(kind: str, world: str, seed: int, cache_dir: str, steps: int | None, threads: int,
@@ -111,7 +112,7 @@ NOT_DRAWN = "Figures: not drawn (benchmarks/validity_sweep.py keeps the numbers 
 
 def _measure(kind: str, models: dict[str, Any], out: Path) -> list[dict]:
     if kind == "encoders":
-        from vlfair.demo.run import measure
+        from vlfair.demo.entries import measure
 
         return measure(models, out, log=lambda _: None, without_figures=NOT_DRAWN)
     from vlfair.demo.generative import measure as measure_answerers
@@ -137,7 +138,8 @@ def tally(runs: dict[int, list[dict]]) -> tuple[list[str], tuple[int, int], tupl
             rows[_key(entry)].append(entry)
     lines, planted, covered = [], [0, 0], [0, 0]
     for title, wanted in (("Planted effects: detected with the planted sign", lambda e: e["planted_sign"] != 0),
-                          ("Control (and zero-effect) intervals: cover the neutral value", lambda e: e["planted_sign"] == 0)):
+                          ("Control (and zero-effect) intervals: cover the neutral value",
+                           lambda e: e["planted_sign"] == 0)):
         lines += ["", title, f"{'model':<17} {'probe':<15} {'measure and subset':<70} {'rate':>5}  per seed"]
         for key, entries in rows.items():
             if not wanted(entries[0]):
@@ -152,7 +154,8 @@ def tally(runs: dict[int, list[dict]]) -> tuple[list[str], tuple[int, int], tupl
                 counter[0] += hits
                 counter[1] += len(entries)
             lines.append(f"{key[0]:<17} {key[1]:<15} {(key[2] + ' | ' + key[3])[:70]:<70} {hits}/{len(entries)}  "
-                         + ("(equal in every seed, not pooled) " if fixed else "") + "; ".join(_fmt(e) for e in entries))
+                         + ("(equal in every seed, not pooled) " if fixed else "")
+                         + "; ".join(_fmt(e) for e in entries))
     return lines, (planted[0], planted[1]), (covered[0], covered[1])
 
 
@@ -197,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--answerer", action="append", type=_override, default=[], metavar="KEY=VALUE",
                         help="change one field of the answerers' training (repeatable), e.g. batch_size=128")
     parser.add_argument("--device", default="cpu", help="where the answerers train (default cpu; cuda on a GPU)")
-    parser.add_argument("--cache-dir", default=None, help="where the trained models are kept (default: a temporary folder)")
+    parser.add_argument("--cache-dir", default=None,
+                        help="where the trained models are kept (default: a temporary folder)")
     parser.add_argument("--json", type=Path, default=None, help="also write every entry of every seed here")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.jobs < 1:
@@ -215,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     test = scipy_stats.binomtest(covered[0], covered[1], CONFIDENCE)
     low, high = test.proportion_ci(CONFIDENCE)
     print(f"\npooled control coverage {covered[0]}/{covered[1]} = {covered[0] / covered[1]:.1%} "
-          f"(95 % Clopper-Pearson {low:.1%} to {high:.1%}; binomial test against {CONFIDENCE:.0%}: p = {test.pvalue:.2g})")
+          f"(95 % Clopper-Pearson {low:.1%} to {high:.1%}; "
+          f"binomial test against {CONFIDENCE:.0%}: p = {test.pvalue:.2g})")
     print("valid on its own (every planted effect found / no false alarm): "
           + "; ".join(f"{model} seed {seed}: {'yes' if ok else 'no'}" for seed, model, ok in trainings))
     if args.json:

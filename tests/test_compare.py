@@ -437,7 +437,8 @@ def test_two_runs_of_one_model_are_told_apart_by_what_differs(traits_runs, tmp_p
     labels = [run["label"] for run in compare_runs([a, b], bootstrap=0, n_permutations=0).content["runs"]]
     assert labels == ["demo-world biased (dtype float32)", "demo-world biased (dtype bfloat16)"]
     other = compare_runs([a, traits_runs[1]], bootstrap=0, n_permutations=0).content["runs"]
-    assert [run["label"] for run in other] == ["demo-world biased", "demo-world control"]  # names alone where they differ
+    # names alone where they differ
+    assert [run["label"] for run in other] == ["demo-world biased", "demo-world control"]
 
 
 @pytest.mark.parametrize(("keep", "said"), [

@@ -116,10 +116,12 @@ def test_fairface_card_lists_configs(fairface_out):
     assert {f["name"] for f in info["default"]["features"]} >= {"image", "file", "age", "gender", "race"}
     split = info["adults"]["splits"][0]
     assert split["name"] == "validation" and split["num_examples"] == 7_779 and split["num_bytes"] > 0
-    assert info["adults"]["download_size"] == (fairface_out / "adults" / "validation-00000-of-00001.parquet").stat().st_size
+    assert (info["adults"]["download_size"]
+            == (fairface_out / "adults" / "validation-00000-of-00001.parquet").stat().st_size)
     gender = next(f for f in info["default"]["features"] if f["name"] == "gender")
     assert gender["dtype"] == {"class_label": {"names": {"0": "Male", "1": "Female"}}}  # the schema's names
-    for section in ("## Intended use", "## Known biases and limitations", "## Citation", "| adults | validation | 7779 |"):
+    for section in ("## Intended use", "## Known biases and limitations", "## Citation",
+                    "| adults | validation | 7779 |"):
         assert section in card
 
 
@@ -151,12 +153,16 @@ def test_prepared_data_loads_with_plain_datasets_without_warnings(fairface_out, 
 def test_hub_format_twin_with_classlabels_maps_to_the_same_names(tmp_path, fairface_out):
     """HuggingFaceM4/FairFace stores labels as ClassLabel ids in its own order: map by name."""
     ours = load_dataset("fairface", source=fairface_out, split="validation").select(range(300))
-    hub_order = {"age": ["0-2", "3-9", "10-19", "20-29", "30-39", "40-49", "50-59", "60-69", "more than 70"],
+    hub_order = {"age": ["0-2", "3-9", "10-19", "20-29", "30-39", "40-49", "50-59", "60-69",
+                         "more than 70"],
                  "gender": ["Male", "Female"],
-                 "race": ["East Asian", "Indian", "Black", "White", "Middle Eastern", "Latino_Hispanic", "Southeast Asian"]}
-    features = datasets.Features({"image": datasets.Image(), **{c: datasets.ClassLabel(names=n) for c, n in hub_order.items()},
+                 "race": ["East Asian", "Indian", "Black", "White", "Middle Eastern", "Latino_Hispanic",
+                          "Southeast Asian"]}
+    features = datasets.Features({"image": datasets.Image(),
+                                  **{c: datasets.ClassLabel(names=n) for c, n in hub_order.items()},
                                   "service_test": datasets.Value("bool")})
-    twin = datasets.Dataset.from_dict({"image": ours["image"], **{c: [hub_order[c].index(v) for v in ours[c]] for c in hub_order},
+    twin = datasets.Dataset.from_dict({"image": ours["image"],
+                                       **{c: [hub_order[c].index(v) for v in ours[c]] for c in hub_order},
                                        "service_test": ours["service_test"]}, features=features)
     repo = tmp_path / "FairFace"
     (repo / "0.25").mkdir(parents=True)
@@ -198,7 +204,8 @@ def test_multi30k_independent_portion_has_five_captions_per_image(multi30k_out):
     ds = load_dataset("multi30k", source=multi30k_out, subset="independent")
     assert ds.num_rows == 5000 and len(set(ds["image_file"])) == 1000
     images = (MULTI30K / "task2" / "test_2016.images.txt").read_text().split()
-    table = ds.select_columns(["caption_index", "image_file", "en", "de", "fr"]).to_dict()  # read once, not cell by cell
+    # read once, not cell by cell
+    table = ds.select_columns(["caption_index", "image_file", "en", "de", "fr"]).to_dict()
     for j in range(1, 6):
         rows = [i for i, index in enumerate(table["caption_index"]) if index == j]
         assert [table["image_file"][i] for i in rows] == images
@@ -253,7 +260,8 @@ def test_every_bad_row_is_reported_with_its_row(tmp_path):
 def test_skip_bad_leaves_rows_out_and_lists_them_in_the_card(tmp_path):
     source = _small_fairface(tmp_path, BAD_ROWS)
     out = tmp_path / "out"
-    assert main(["prepare", "fairface", "--source", str(source), "--out", str(out)]) == 2  # refused, as every command refuses what it was given: exit 2
+    # refused, as every command refuses what it was given: exit 2
+    assert main(["prepare", "fairface", "--source", str(source), "--out", str(out)]) == 2
     assert main(["prepare", "fairface", "--source", str(source), "--out", str(out), "--skip-bad"]) == 0
     ds = load_dataset("fairface", source=out, split="validation")
     assert ds["file"] == ["val/1.jpg", "val/7.jpg"]
@@ -266,7 +274,8 @@ def test_skip_bad_leaves_rows_out_and_lists_them_in_the_card(tmp_path):
 def test_fairface_images_from_the_release_zip(tmp_path):
     import zipfile
 
-    source = _small_fairface(tmp_path, [("val/1.jpg", "20-29", "Male", "White"), ("val/2.jpg", "3-9", "Female", "Black")],
+    source = _small_fairface(tmp_path, [("val/1.jpg", "20-29", "Male", "White"),
+                                        ("val/2.jpg", "3-9", "Female", "Black")],
                              make_files=False)
     with zipfile.ZipFile(source / "fairface-img-margin025-trainval.zip", "w") as archive:
         archive.writestr("val/1.jpg", _jpeg((255, 0, 0)))
@@ -301,7 +310,8 @@ def test_pfi_and_professions_builders(tmp_path):
     _placeholders(tree, ["doctor/female/Black/1.jpg", "doctor/male/White/1.jpg", "nurse/female/Asian/2.jpg"])
     prepare("professions", tree, tmp_path / "prof-out")
     professions = load_dataset("professions", source=tmp_path / "prof-out")
-    assert professions["profession"] == ["doctor", "doctor", "nurse"] and professions["gender"] == ["Female", "Male", "Female"]
+    assert (professions["profession"] == ["doctor", "doctor", "nurse"]
+            and professions["gender"] == ["Female", "Male", "Female"])
 
 
 def test_prepare_draws_its_own_bar_over_the_images_and_datasets_bars_only_when_verbose(tmp_path, capsys):
@@ -326,7 +336,8 @@ def test_push_to_hub_uploads_every_file_the_card_names(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", lambda self, repo_id, **kw: repos.append((repo_id, kw)))
     monkeypatch.setattr(huggingface_hub.HfApi, "create_commit",
                         lambda self, repo_id, operations, **kw: commits.append((repo_id, list(operations), kw)))
-    source = _small_fairface(tmp_path, [("val/1.jpg", "20-29", "Male", "White"), ("val/2.jpg", "3-9", "Female", "Black")])
+    source = _small_fairface(tmp_path, [("val/1.jpg", "20-29", "Male", "White"),
+                                        ("val/2.jpg", "3-9", "Female", "Black")])
     prepare("fairface", source, tmp_path / "out", push_to_hub="acme/fairface")
     assert repos == [("acme/fairface", {"repo_type": "dataset", "exist_ok": True})]
     assert len(commits) == 1 and commits[0][0] == "acme/fairface" and commits[0][2]["repo_type"] == "dataset"
@@ -374,7 +385,8 @@ def test_a_synthetic_twin_is_built_once_a_process_and_each_load_is_a_copy_of_its
 
 def test_imagefolder(tmp_path):
     _placeholders(tmp_path, ["x/1.png", "x/2.png"])
-    (tmp_path / "metadata.jsonl").write_text('{"file_name": "x/1.png", "group": "a"}\n{"file_name": "x/2.png", "group": "b"}\n')
+    (tmp_path / "metadata.jsonl").write_text('{"file_name": "x/1.png", "group": "a"}\n'
+                                             '{"file_name": "x/2.png", "group": "b"}\n')
     ds = vlfair.load_dataset("imagefolder", source=tmp_path, columns=["group"])
     assert ds["group"] == ["a", "b"] and isinstance(ds.features["image"], datasets.Image)
     with pytest.raises(DataError, match=r"needs a file column .* and \['label'\]"):

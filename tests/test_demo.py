@@ -49,14 +49,17 @@ def test_demo_writes_summary_and_report(demo):
     for probe, png in pngs:
         assert f"href='biased/{probe}/{png}'" in report and f"href='control/{probe}/{png}'" in report
     for probe in probes:
-        assert f"<a href='biased/{probe}/report.html'>" in report and f"<a href='control/{probe}/report.html'>" in report
+        assert (f"<a href='biased/{probe}/report.html'>" in report
+                and f"<a href='control/{probe}/report.html'>" in report)
     assert '{"' not in report.split("<h2 id='professions'>")[1]  # subsets read as text, not JSON
     for world in ("biased", "control"):  # which encoders were measured, and that they are the shipped ones
         record = read_record(shipped.SHIPPED_DIR / world)
-        assert f"<b>demo-world {world}</b>: shipped with vlfair; configuration hash <code>{record['config_hash']}" in report
+        assert (f"<b>demo-world {world}</b>: shipped with vlfair; "
+                f"configuration hash <code>{record['config_hash']}" in report)
     for encoder in ("biased", "control"):
         for probe in probes:
-            assert (out / encoder / probe / "results.json").exists() and (out / encoder / probe / "report.html").exists()
+            assert ((out / encoder / probe / "results.json").exists()
+                    and (out / encoder / probe / "report.html").exists())
 
 
 def test_every_probe_measures_the_world_as_it_did_before_the_plugin_refactor(demo):
@@ -334,7 +337,8 @@ def test_sweep_tally_counts_detections_and_coverage_once_per_interval():
 
     def entry(encoder, probe, sign, ci, measured):
         return {"encoder": encoder, "probe": probe, "measure": "m", "subset": {"s": probe}, "planted": "x",
-                "planted_sign": sign, "neutral": 1.0, "ci": ci, "measured": measured, "detected": not ci[0] <= 1 <= ci[1]}
+                "planted_sign": sign, "neutral": 1.0, "ci": ci, "measured": measured,
+                "detected": not ci[0] <= 1 <= ci[1]}
 
     runs = {seed: [entry("biased", "a", -1, [0.7, 0.9 + 0.2 * seed], 0.8),   # seed 1's interval covers 1: missed
                    entry("control", "b", 0, [0.95 + 0.1 * seed, 1.2], 1.1),  # seed 1 excludes 1
@@ -375,11 +379,11 @@ def test_sweep_measures_trained_models_and_prints_its_tables(monkeypatch, capsys
 
 
 def test_sweep_measures_each_kind_with_the_demo_s_measures(monkeypatch, tmp_path):
-    from vlfair.demo import generative, run
+    from vlfair.demo import entries, generative
 
     sweep = _sweep_module()
     called = []
-    monkeypatch.setattr(run, "measure", lambda models, out, log, without_figures: called.append(
+    monkeypatch.setattr(entries, "measure", lambda models, out, log, without_figures: called.append(
         ("encoders", list(models), out, without_figures)) or [1])
     monkeypatch.setattr(generative, "measure", lambda models, out, log, without_figures: called.append(
         ("answerers", list(models), out, without_figures)) or [2])
@@ -410,7 +414,8 @@ def test_ship_writes_a_complete_encoder_with_its_record(tmp_path):
     assert (directory / "model.safetensors").exists() and logs[-1].endswith(str(directory))
     from vlfair.models import load_encoder
 
-    assert load_encoder(str(directory), dtype="float32").encode_texts(["a photo of a doctor"]).shape == (1, TINY.projection_dim)
+    assert (load_encoder(str(directory), dtype="float32").encode_texts(["a photo of a doctor"]).shape
+            == (1, TINY.projection_dim))
 
 
 def test_cached_encoder_is_retrained_when_the_world_code_changes(tmp_path, monkeypatch):
@@ -474,9 +479,11 @@ def test_the_tally_counts_what_the_biased_model_found_and_the_control_s_false_al
                 "planted": "<1" if sign else "1", "planted_sign": sign, "measured": measured, "ci": ci,
                 "detected": not ci[0] <= 1 <= ci[1], "neutral": 1.0}
 
-    entries = [entry("biased answerer", "doctor", 0.3, [0.2, 0.4], -1), entry("biased answerer", "nurse", 3, [0.9, 5], 1),
+    entries = [entry("biased answerer", "doctor", 0.3, [0.2, 0.4], -1),
+               entry("biased answerer", "nurse", 3, [0.9, 5], 1),
                entry("biased answerer", "lawyer", 1.0, [0.9, 1.1]),  # nothing planted: not counted as found
-               entry("control answerer", "doctor", 0.9, [0.85, 0.95]), entry("control answerer", "nurse", 1, [0.9, 1.1])]
+               entry("control answerer", "doctor", 0.9, [0.85, 0.95]),
+               entry("control answerer", "nurse", 1, [0.9, 1.1])]
     assert tally(entries, "biased answerer", "control answerer") == {"found": 1, "planted": 2, "false_alarms": 1,
                                                                      "controls": 2}
     assert summary_table(entries, ("biased answerer", "control answerer")).endswith(

@@ -52,7 +52,8 @@ def test_every_input_form_gives_the_same_embeddings(clip_encoder, jpeg_paths):
     hf_paths = datasets.Dataset.from_dict({"file": paths, "label": list(range(37))})
     forms = {
         "pil": (pil, "image"), "bytes": (byte_dicts, "image"), "arrays": (arrays, "image"),
-        "hf_image": (hf_decoded, "img"), "hf_undecoded": (hf_decoded.cast_column("img", datasets.Image(decode=False)), "img"),
+        "hf_image": (hf_decoded, "img"),
+        "hf_undecoded": (hf_decoded.cast_column("img", datasets.Image(decode=False)), "img"),
         "hf_paths": (hf_paths, "file"), "dataframe": (pd.DataFrame({"p": paths}), "p"), "dict": ({"p": paths}, "p"),
     }
     for name, (data, column) in forms.items():
@@ -61,7 +62,8 @@ def test_every_input_form_gives_the_same_embeddings(clip_encoder, jpeg_paths):
 
 
 def test_workers_and_batching_do_not_change_results(clip_encoder, jpeg_paths):
-    runs = [vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=None, batch_size=b, num_workers=w, chunk_size=c)
+    runs = [vlfair.embed_images(clip_encoder, _paths(jpeg_paths), cache_dir=None, batch_size=b, num_workers=w,
+                                chunk_size=c)
             for b, w, c in [(1, 0, 5), (16, 2, 100), (64, 1, 37)]]
     for run in runs[1:]:
         np.testing.assert_allclose(run, runs[0], atol=1e-5)
@@ -216,7 +218,8 @@ def test_invalid_input_is_a_clear_value_error(clip_encoder, jpeg_paths):
     with pytest.raises(ValueError, match=r"column 'image' not found; columns are \['file', 'label'\]"):
         vlfair.embed_images(clip_encoder, datasets.Dataset.from_dict({"file": ["a"], "label": [1]}), cache_dir=None)
     with pytest.raises(ValueError, match="column 'label' has type .*int64.* cannot hold images"):
-        vlfair.embed_images(clip_encoder, datasets.Dataset.from_dict({"label": [1, 2]}), image_column="label", cache_dir=None)
+        vlfair.embed_images(clip_encoder, datasets.Dataset.from_dict({"label": [1, 2]}), image_column="label",
+                            cache_dir=None)
     with pytest.raises(ValueError, match="row 1 holds a int, expected"):
         vlfair.embed_images(clip_encoder, [str(jpeg_paths[0]), 7], cache_dir=None)
     with pytest.raises(ValueError, match="on_bad_image must be one of"):

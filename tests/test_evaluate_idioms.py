@@ -68,7 +68,8 @@ seen["types"] = {name: module.module_type for name, module in loaded.items()}
 seen["modules"] = sorted(loaded)
 seen["ratio"] = loaded["bias_ratio"].compute(predictions=[70.13, 70.13, 81.85, 81.85], references=["w", "w", "m", "m"],
                                             protected_group="w", reference_group="m", bootstrap=0)["bias_ratio"]
-installed = lambda: sorted(str(p) for p in Path(os.environ["HF_MODULES_CACHE"]).rglob("*") if "__pycache__" not in p.parts)
+def installed():
+    return sorted(str(p) for p in Path(os.environ["HF_MODULES_CACHE"]).rglob("*") if "__pycache__" not in p.parts)
 before = installed()
 with contextlib.redirect_stdout(io.StringIO()) as printed:
     seen["again_exit"] = main(["install-metrics", "--only", "vlfair/bias_ratio"])
@@ -130,7 +131,8 @@ def test_evaluate_load_as_a_comparison_offline_after_install_metrics(fresh_user)
 
 
 # ---- evaluate.combine ---------------------------------------------------------------------------
-SCORES = {"predictions": np.round(np.random.default_rng(3).uniform(size=24) + np.repeat([0.5, 0.0, 0.25], 8), 3).tolist(),
+SCORES = {"predictions": np.round(np.random.default_rng(3).uniform(size=24)
+                                  + np.repeat([0.5, 0.0, 0.25], 8), 3).tolist(),
           "references": ["a"] * 8 + ["b"] * 8 + ["c"] * 8}
 LABELS = {"predictions": list("xyxxyyxxyxyxxxyyxyxxyxyx"), "references": list("xyyxyxxxyyxxxyxyxxyxxyyx"),
           "languages": ["en"] * 12 + ["de"] * 12}
@@ -282,7 +284,8 @@ def test_each_option_takes_effect_at_compute_at_load_and_combined(name, option):
     kwargs = {**CASES[partner], **changed}
     combined = _outcome(evaluate.combine(list(modules.values()), force_prefix=True).compute, **kwargs)
     partner_takes = option in _options(partner)
-    partner_alone = _outcome(load_metric(partner).compute, **{**CASES[partner], **({option: value} if partner_takes else {})})
+    partner_alone = _outcome(load_metric(partner).compute,
+                             **{**CASES[partner], **({option: value} if partner_takes else {})})
     if isinstance(alone, dict) and isinstance(partner_alone, dict):
         assert _prefixed(combined, name) == alone and _prefixed(combined, partner) == partner_alone
     else:
@@ -304,19 +307,21 @@ def test_another_modules_option_alone_is_an_error_naming_who_takes_it():
         load_metric("cross_lingual_gap").compute(**CASES["cross_lingual_gap"], groups=["f", "m"] * 12)
     with pytest.raises(TypeError, match=r"does not take 'predictions'; .*bias_ratio.* take it"):
         load_metric("bias_difference").compute(**CASES["bias_difference"], predictions=SCORES["predictions"])
-    with pytest.raises(TypeError, match=r"bias_ratio does not take 'bootstrapp'; no vlfair module takes it \(a typo\?\)"):
+    with pytest.raises(TypeError, match=r"bias_ratio does not take 'bootstrapp'; "
+                                        r"no vlfair module takes it \(a typo\?\)"):
         ratio.compute(**{**CASES["bias_ratio"], "bootstrapp": 0})
     assert ratio.compute(**CASES["bias_ratio"], strata=None)["bias_ratio"] > 1  # None is "not given"
 
 
 def test_load_takes_options_only_and_checks_them_at_once():
-    with pytest.raises(TypeError, match=r"trait_anova: strata is a column \(one value per row\): give columns to compute "
-                                        r"or add_batch, not to evaluate.load"):
+    with pytest.raises(TypeError, match=r"trait_anova: strata is a column \(one value per row\): give columns to "
+                                        r"compute or add_batch, not to evaluate.load"):
         evaluate.load(str(metrics_dir() / "trait_anova"), strata=["s"])
     with pytest.raises(TypeError, match=r"bias_ratio does not take 'pivot'; cross_lingual_gap takes it.*"
                                         r"bias_ratio takes the options protected_group, reference_group, bootstrap"):
         load_metric("bias_ratio", pivot="en")
-    with pytest.raises(ValueError, match=r"bootstrap must be a whole number from 0 to 1,000,000 \(0 turns it off\), got -1"):
+    with pytest.raises(ValueError, match=r"bootstrap must be a whole number from 0 to 1,000,000 "
+                                         r"\(0 turns it off\), got -1"):
         load_metric("bias_ratio", bootstrap=-1)
     seeded = load_metric("bias_ratio", seed=5)
     assert seeded.seed == 5 and dict(seeded.configured) == {"seed": 5}  # evaluate's own seed too
@@ -345,7 +350,8 @@ def test_two_modules_get_different_values_of_one_option_at_load():
     gap = load_metric("group_score_gap", bootstrap=30, seed=2)
     combined = evaluate.combine([ratio, gap], force_prefix=True).compute(**SCORES)
     assert combined["bias_ratio_bias_ratio_ci"] is None
-    assert _prefixed(combined, "group_score_gap") == load_metric("group_score_gap").compute(**SCORES, bootstrap=30, seed=2)
+    assert (_prefixed(combined, "group_score_gap")
+            == load_metric("group_score_gap").compute(**SCORES, bootstrap=30, seed=2))
 
 
 # ---- evaluate.combine's add_batch and add, optional columns left out ------------------------------
@@ -363,10 +369,12 @@ COMBINED_STREAMS = {  # modules, the columns of their rows (an optional one left
     "strata left out": (["bias_ratio", "trait_anova"], SCORES, {"protected_group": "a", "reference_group": "b"}),
     "strata given": (["bias_ratio", "trait_anova"], {**SCORES, "strata": CASES["trait_anova"]["strata"]},
                      {"protected_group": "a", "reference_group": "b"}),
-    "languages given": (["cross_lingual_gap", "group_rate_gap"], {**LABELS, "groups": CASES["group_rate_gap"]["groups"]},
+    "languages given": (["cross_lingual_gap", "group_rate_gap"],
+                        {**LABELS, "groups": CASES["group_rate_gap"]["groups"]},
                         {"pivot": "en"}),
     "languages left out": (["group_rate_gap", "group_rate_gap"],
-                           {k: v for k, v in CASES["group_rate_gap"].items() if k in ("predictions", "references", "groups")},
+                           {k: v for k, v in CASES["group_rate_gap"].items()
+                            if k in ("predictions", "references", "groups")},
                            {}),
     "three modules": (["trait_anova", "group_score_gap", "bias_ratio"], SCORES,
                       {"protected_group": "c", "reference_group": "b", "welch": True}),
@@ -419,8 +427,8 @@ def test_a_combined_batch_one_module_refuses_is_stored_by_none():
     pair = evaluate.combine([load_metric("bias_difference"), load_metric("individual_fairness")])
     embeddings = {name: [[0.1, 0.2]] * 4 for name in EMBEDDINGS}
     with pytest.raises(ValueError, match=r"image_embeddings has NaN at row 0"):
-        pair.add_batch(predictions1=rows["predictions"], predictions2=rows["predictions"], references=rows["references"],
-                       **{**embeddings, "image_embeddings": [[float("nan"), 0.1]] * 4})
+        pair.add_batch(predictions1=rows["predictions"], predictions2=rows["predictions"],
+                       references=rows["references"], **{**embeddings, "image_embeddings": [[float("nan"), 0.1]] * 4})
     assert [len(module) for module in pair.evaluation_modules] == [0, 0]
     with pytest.raises(ValueError, match=r"strata: no module of this evaluate.combine \(bias_ratio, group_rate_gap\) "
                                          r"takes it as a column \(trait_anova would\)"):
@@ -516,7 +524,8 @@ def test_integer_labels_give_what_their_names_give():
     as_text = gap.compute(**LABELS | {"bootstrap": 0})
     codes = {"x": 0, "y": 1}
     as_ids = gap.compute(predictions=[codes[p] for p in LABELS["predictions"]],
-                         references=[codes[r] for r in LABELS["references"]], languages=LABELS["languages"], bootstrap=0)
+                         references=[codes[r] for r in LABELS["references"]], languages=LABELS["languages"],
+                         bootstrap=0)
     assert as_ids["accuracy"] == as_text["accuracy"] and as_ids["gap"] == as_text["gap"]
     rate = load_metric("group_rate_gap").compute(predictions=[1, 0, 1, 1], references=[1, 1, 1, 1], groups=[0, 0, 1, 1],
                                                  bootstrap=0)
@@ -526,8 +535,8 @@ def test_integer_labels_give_what_their_names_give():
                                               protected_group=1, reference_group=0, bootstrap=0, n_permutations=0)
     assert ratio["bias_ratio"] == pytest.approx(1.5 / 3.5) and ratio["group_counts"] == {"0": 2, "1": 2}
     assert all(type(n) is int for n in ratio["group_counts"].values())
-    anova = load_metric("trait_anova").compute(predictions=SCORES["predictions"], references=[0] * 8 + [1] * 8 + [2] * 8,
-                                               bootstrap=0)
+    anova = load_metric("trait_anova").compute(predictions=SCORES["predictions"],
+                                               references=[0] * 8 + [1] * 8 + [2] * 8, bootstrap=0)
     assert anova["f_statistic"] == pytest.approx(
         load_metric("trait_anova").compute(**SCORES, bootstrap=0)["f_statistic"])
 
@@ -536,7 +545,8 @@ def test_class_label_columns_pass_by_id_or_name():
     from datasets import ClassLabel, Dataset, Features, Value
 
     data = Dataset.from_dict({"score": [0.9, 0.8, 0.4, 0.5], "gender": [0, 0, 1, 1]},
-                             features=Features({"score": Value("float64"), "gender": ClassLabel(names=["Female", "Male"])}))
+                             features=Features({"score": Value("float64"),
+                                                "gender": ClassLabel(names=["Female", "Male"])}))
     ratio = load_metric("bias_ratio")
     by_id = ratio.compute(predictions=data["score"], references=data["gender"], protected_group=0, reference_group=1,
                           bootstrap=0, n_permutations=0)

@@ -52,7 +52,8 @@ def test_a_symlinked_file_out_of_the_source_is_refused(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_bytes(b"root:x:0:0:root:/root:/bin/bash\n")
     source = _fairface_source(tmp_path, {"val/1.jpg": _jpeg(), "val/2.jpg": secret})
-    assert "fairface_label_val.csv row 1: path 'val/2.jpg' is a link that leaves the source directory" in _problems(source)
+    assert ("fairface_label_val.csv row 1: path 'val/2.jpg' is a link that leaves the source directory"
+            in _problems(source))
     out = tmp_path / "out"
     assert main(["prepare", "fairface", "--source", str(source), "--out", str(out), "--skip-bad"]) == 0
     built = load_dataset("fairface", source=out, split="validation")
@@ -140,7 +141,8 @@ def test_a_bad_out_is_refused_before_any_work(clip_dir, tmp_path, capsys):
     file.write_text("not a directory")
     code, err = _cli(capsys, "run", "traits", "--model", "/never/loaded", "--dataset", "synthetic:fairface",
                      "--out", str(file))
-    assert code == 2 and err.strip() == f"vlfair run: --out {file} is a file, not a directory"  # the model is never loaded
+    # the model is never loaded
+    assert code == 2 and err.strip() == f"vlfair run: --out {file} is a file, not a directory"
 
 
 def test_debug_shows_the_traceback(tmp_path):
@@ -155,7 +157,8 @@ def test_debug_shows_the_traceback(tmp_path):
 @pytest.mark.parametrize("content, message", [
     (b"file,age,gender,race,service_test\nval/1.jpg,20-29,Male,Caf\xe9,False\n",
      "fairface_label_val.csv: is not UTF-8 text (invalid continuation byte at byte 58); save it as UTF-8"),
-    (b"file,age,gender,race,service_test\nval/1.jpg,20-29\n", "fairface_label_val.csv row 0: has 2 fields, the header has 5"),
+    (b"file,age,gender,race,service_test\nval/1.jpg,20-29\n",
+     "fairface_label_val.csv row 0: has 2 fields, the header has 5"),
     (b"file,age,gender\nval/1.jpg,20-29,Male\n", "fairface_label_val.csv: lacks columns ['race', 'service_test']"),
 ], ids=["latin-1", "short-row", "missing-columns"])
 def test_prepare_names_the_file_and_row_of_a_malformed_csv(tmp_path, capsys, content, message):
@@ -276,9 +279,9 @@ def test_one_language_has_no_cross_lingual_gap():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--set", "bootstrap=-1"], "traits: setting bootstrap = -1: Input should be greater than or equal to 0 (bootstrap: "
-                                "bootstrap resamples of every interval, a whole number from 0 to 1,000,000; 0 turns "
-                                "intervals off)"),
+    (["--set", "bootstrap=-1"], "traits: setting bootstrap = -1: Input should be greater than or equal to 0 "
+                                "(bootstrap: bootstrap resamples of every interval, a whole number from 0 to "
+                                "1,000,000; 0 turns intervals off)"),
     (["--temperature", "0"], "traits: --temperature = 0.0 (setting temperature): Input should be greater than 0"),
 ], ids=["bootstrap", "temperature"])
 def test_a_run_that_would_measure_nothing_fails(clip_dir, tmp_path, capsys, argv, message):
@@ -302,7 +305,8 @@ def test_unknown_labels_of_an_in_memory_dataset_are_refused(clip_dir, tmp_path):
                                                                                                  "existing-parent"])
 def test_a_missing_local_dataset_is_not_taken_for_a_hub_id(tmp_path, capsys, spec):
     spec = spec.format(tmp=tmp_path)
-    code, err = _cli(capsys, "run", "traits", "--model", "/never/loaded", "--dataset", spec, "--out", str(tmp_path / "o"))
+    code, err = _cli(capsys, "run", "traits", "--model", "/never/loaded", "--dataset", spec,
+                     "--out", str(tmp_path / "o"))
     assert code == 2 and err.strip() == f"vlfair run: dataset directory {spec} does not exist"
 
 
@@ -336,7 +340,8 @@ def test_formula_and_html_labels_stay_text_in_csv_markdown_and_html(clip_dir, tm
     run_probe("professions", vlfair.load_encoder(str(clip_dir), dtype="float32"), data, tmp_path, cache_dir=None,
               settings={"bootstrap": 0, "n_permutations": 0})
     csv_text = (tmp_path / "clipscore_by_race.csv").read_text()
-    assert "'" + formula.replace('"', '""') in csv_text and "\n" + formula not in csv_text and "," + formula not in csv_text
+    assert ("'" + formula.replace('"', '""') in csv_text and "\n" + formula not in csv_text
+            and "," + formula not in csv_text)
     markdown = (tmp_path / "clipscore_by_race.md").read_text()
     assert "&lt;img src=x onerror=alert(1)&gt;" in markdown and markup not in markdown
     report = (tmp_path / "report.html").read_text()
@@ -389,8 +394,8 @@ def test_a_damaged_chunk_is_recomputed_with_a_warning_naming_it(tmp_path, damage
     store.write_chunk(4, 8, _chunk(4, 8, 1))
     path, other = store._chunk_path(0, 4), store._chunk_path(4, 8)
     data = path.read_bytes()
-    path.write_bytes({"another-range": other.read_bytes(), "zeroed": bytes(len(data)), "truncated": data[: len(data) // 2],
-                      "not-a-zip": b"garbage"}[damage])
+    path.write_bytes({"another-range": other.read_bytes(), "zeroed": bytes(len(data)),
+                      "truncated": data[: len(data) // 2], "not-a-zip": b"garbage"}[damage])
     with pytest.warns(CacheWarning, match=rf"vlfair cache: {path}"):
         assert store.read_chunk(0, 4) is None
     assert not path.exists()  # removed, so the recomputed chunk replaces it

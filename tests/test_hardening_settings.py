@@ -330,7 +330,8 @@ def test_a_file_that_is_no_text_file_is_one_line_and_never_read_whole(tmp_path, 
 
 
 @pytest.mark.parametrize(("setting", "said"), [
-    ("n_permutations=10000000000000", "less than or equal to 10000000"), ("bootstrap=1000001", "less than or equal to 1000000")])
+    ("n_permutations=10000000000000", "less than or equal to 10000000"),
+    ("bootstrap=1000001", "less than or equal to 1000000")])
 def test_a_resampling_count_that_would_never_finish_is_refused_before_any_work(tmp_path, capsys, setting, said):
     """Issue 43, UNCLEAR: n_permutations = 1e13 on 40 rows enumerated all 2^40 relabellings (past 2 GB)."""
     error = _run_cli(capsys, tmp_path, "professions", setting)

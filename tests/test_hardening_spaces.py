@@ -265,7 +265,8 @@ def test_the_date_time_check_needs_no_optional_package():
             "from test_push_results import make_results, BIASED\n"
             "from vlfair.report.results import validate_results\n"
             "results = make_results('m', BIASED); results['created'] = 'not-a-date'\n"
-            "try:\n    validate_results(results)\nexcept jsonschema.ValidationError as e:\n    print('refused:', e.message)\n")
+            "try:\n    validate_results(results)\n"
+            "except jsonschema.ValidationError as e:\n    print('refused:', e.message)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
     assert "refused: 'not-a-date' is not a 'date-time'" in done.stdout, done.stderr[-2000:]

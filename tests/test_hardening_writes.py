@@ -194,7 +194,8 @@ def test_a_failed_run_that_cannot_be_set_aside_still_leaves_out_as_it_was(base_r
     (aside / "notes.txt").write_text("a person's file")
     _failing(monkeypatch, "a null value")
     code, err = _cli(capsys, "rescore", str(base_run), "--out", str(out))
-    assert code == 2 and "values came out null" in err and f"the run could not be kept (--out {aside} holds files" in err
+    assert (code == 2 and "values came out null" in err
+            and f"the run could not be kept (--out {aside} holds files" in err)
     assert err.endswith(f"{out} was left as it was") and _files(out) == earlier
     assert _files(aside) == {"notes.txt": b"a person's file"}
 

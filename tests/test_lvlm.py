@@ -635,7 +635,8 @@ def test_the_cli_names_the_row_an_image_processor_rejects(llava, tmp_path, monke
 
     def run(name: str) -> int:
         return main(["run", "traits", "--model", f"lvlm:{llava}", "--dataset", "synthetic:fairface", "--per-cell", "3",
-                     "--dtype", "float32", "--out", str(tmp_path / name), "--cache-dir", str(tmp_path / f"{name}-cache"),
+                     "--dtype", "float32", "--out", str(tmp_path / name),
+                     "--cache-dir", str(tmp_path / f"{name}-cache"),
                      "--set", "pairs=[[smart, dumb]]", "--set", "bootstrap=20", "--quiet"])
 
     assert run("whole") == 0
@@ -712,7 +713,8 @@ def test_a_clip_run_and_a_generative_run_of_traits_compare_on_the_same_rows(llav
     from vlfair.compare import compare_runs
 
     common = ["--dataset", "synthetic:fairface", "--per-cell", "3", "--dtype", "float32", "--cache-dir",
-              str(tmp_path / "cache"), "--set", "bootstrap=40", "--set", "pairs=[[smart, dumb]]", "--set", "gradcam=null"]
+              str(tmp_path / "cache"), "--set", "bootstrap=40", "--set", "pairs=[[smart, dumb]]",
+              "--set", "gradcam=null"]
     clip = tiny_clip(tmp_path / "clip")
     assert main(["run", "traits", "--model", str(clip), "--out", str(tmp_path / "clip-run"), *common]) == 0
     assert main(["run", "traits", "--model", f"lvlm:{llava}", "--out", str(tmp_path / "lvlm-run"), *common]) == 0

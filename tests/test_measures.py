@@ -93,7 +93,8 @@ def test_retention_against_loops():
     assert (result["text_score"], result["image_score"]) == (pytest.approx(text), pytest.approx(image))
     assert result["num_names"] == 6 and result["num_candidates"] == 8
     with_ci = M.retention(scores, refs, bootstrap=200)
-    assert with_ci["text_score_ci"][0] <= result["text_score"] <= with_ci["text_score_ci"][1] and "ci_note" not in with_ci
+    assert (with_ci["text_score_ci"][0] <= result["text_score"] <= with_ci["text_score_ci"][1]
+            and "ci_note" not in with_ci)
     single = M.retention(scores[[0, 3]], refs[[0, 3]], bootstrap=200)  # one image per name: nothing to resample
     assert single["text_score_ci"] is None and single["image_score_ci"] is None and "one image" in single["ci_note"]
 
@@ -150,7 +151,8 @@ def test_ranking_skew_equals_a_brute_force_reference(target, zero_count):
         if len(set(groups)) < 2:
             continue
         # whole-number scores in half the trials: ties, ranked by index
-        scores = rng.integers(0, 5, size=(queries, items)).astype(float) if trial % 2 else rng.normal(size=(queries, items))
+        scores = (rng.integers(0, 5, size=(queries, items)).astype(float) if trial % 2
+                  else rng.normal(size=(queries, items)))
         k = int(rng.integers(len(set(groups)), items + 1))  # a top k holding every group (issue 43)
         result = M.ranking_skew(scores, groups, k=k, target=target, zero_count=zero_count, bootstrap=0)
         for q in range(queries):
@@ -185,7 +187,8 @@ def test_ranking_skew_intervals_equal_resampling_and_reranking_by_hand(target, z
         groups = [str(g) for g in rng.choice(["a", "b", "c"], size=items)]
         if len(set(groups)) < 2:
             continue
-        scores = rng.integers(0, 4, size=(queries, items)).astype(float) if trial % 2 else rng.normal(size=(queries, items))
+        scores = (rng.integers(0, 4, size=(queries, items)).astype(float) if trial % 2
+                  else rng.normal(size=(queries, items)))
         k = int(rng.integers(len(set(groups)), items + 1))  # a top k holding every group (issue 43)
         result = M.ranking_skew(scores, groups, k=k, target=target, zero_count=zero_count, bootstrap=30, seed=trial,
                                 confidence=0.9)
@@ -251,7 +254,8 @@ def test_group_rate_gap_per_language():
 @settings(max_examples=40, deadline=None)
 @given(st.lists(finite, min_size=4, max_size=30), st.randoms())
 def test_row_order_never_changes_a_result(values, random):
-    groups = [("a", "b", "c")[i % 3] for i in range(len(values))] if len(values) >= 6 else ["a", "b"] * (len(values) // 2)
+    groups = ([("a", "b", "c")[i % 3] for i in range(len(values))] if len(values) >= 6
+              else ["a", "b"] * (len(values) // 2))
     values = values[: len(groups)]
     order = list(range(len(values)))
     random.shuffle(order)
@@ -282,7 +286,8 @@ vectors = st.lists(st.floats(min_value=-10, max_value=10, allow_nan=False), min_
 @given(st.lists(st.tuples(vectors, vectors, vectors), min_size=1, max_size=10))
 def test_individual_fairness_bound_holds_for_random_vectors(rows):
     v, a, b = (np.array([r[i] for r in rows]) for i in range(3))
-    norms_ok = (np.linalg.norm(v, axis=1) > 1e-3) & (np.linalg.norm(a, axis=1) > 1e-3) & (np.linalg.norm(b, axis=1) > 1e-3)
+    norms_ok = ((np.linalg.norm(v, axis=1) > 1e-3) & (np.linalg.norm(a, axis=1) > 1e-3)
+                & (np.linalg.norm(b, axis=1) > 1e-3))
     distinct = np.linalg.norm(a - b, axis=1) > 1e-6
     keep = norms_ok & distinct
     if not keep.any():
@@ -334,7 +339,8 @@ def test_bootstrap_interval_covers_a_known_gap_93_to_97_percent():
     (lambda: M.group_score_gap([1, 2, float("inf"), 4], list("aabb")), "predictions has an infinite value at row 2"),
     (lambda: M.bias_ratio([1, 2, 3], list("aab"), "a", "b"), r"fewer than 2 samples: 'b' \(1\)"),
     (lambda: M.trait_anova([1, 2, 3, 4, 5], list("aabbc")), r"fewer than 2 samples: 'c' \(1\)"),
-    (lambda: M.bias_ratio([1, 2, 3, 4], list("aabb"), "c", "b"), r"protected_group 'c' does not occur in references; groups present: \['a', 'b'\]"),
+    (lambda: M.bias_ratio([1, 2, 3, 4], list("aabb"), "c", "b"),
+     r"protected_group 'c' does not occur in references; groups present: \['a', 'b'\]"),
     (lambda: M.bias_ratio([1, 2, 3, 4], list("aabb"), "a", "z"), "reference_group 'z' does not occur"),
     (lambda: M.bias_ratio([1, 2, 3, 4], list("aabb"), None, "b"), "protected_group is required"),
     (lambda: M.bias_ratio([], [], "a", "b"), "predictions is empty"),
@@ -347,11 +353,13 @@ def test_bootstrap_interval_covers_a_known_gap_93_to_97_percent():
     (lambda: M.word_influence([1, 0], ["", "2"], num_words=2), r"variants row 1: word position 2 is outside 0..1"),
     (lambda: M.word_influence([1, 0], ["", "x"], num_words=2), "not a comma-separated list"),
     (lambda: M.word_influence([1, 2], ["", "0"], num_words=1), "predictions must be 0 or 1.*row 1 is 2"),
-    (lambda: M.word_influence([1, 0], ["", ""], num_words=1), r'level 1 needs variant "0" \(words \[0\] replaced\), which has no images'),
+    (lambda: M.word_influence([1, 0], ["", ""], num_words=1),
+     r'level 1 needs variant "0" \(words \[0\] replaced\), which has no images'),
     (lambda: M.word_influence([1, 0, 1], ["", "0"], num_words=1), "differ in length"),
     (lambda: M.cross_lingual_gap(["a"] * 4, ["a"] * 4, ["en", "en", "fr", "fr"], pivot="de"),
      "pivot language 'de' does not occur in languages"),
-    (lambda: M.cross_lingual_gap(["a"] * 3, ["a"] * 3, ["en", "en", "de"]), r"language with fewer than 2 samples: 'de' \(1\)"),
+    (lambda: M.cross_lingual_gap(["a"] * 3, ["a"] * 3, ["en", "en", "de"]),
+     r"language with fewer than 2 samples: 'de' \(1\)"),
     (lambda: M.group_rate_gap(["a"] * 4, ["a"] * 4, ["x"] * 4), "a gap needs at least 2 groups"),
     (lambda: M.individual_fairness([[1.0, 0]], [[1.0, 0]], [[1.0, 0]]), "every caption pair has identical"),
     (lambda: M.individual_fairness([[0.0, 0]], [[1.0, 0]], [[0.0, 1]]), "image_embeddings has a zero vector at row 0"),

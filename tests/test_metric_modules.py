@@ -143,6 +143,6 @@ def test_streaming_batches_equal_one_call_and_optional_columns_may_be_omitted():
     rate_gap.add_batch(predictions=["a", "b"], references=["a", "a"], groups=["x", "x"])
     rate_gap.add_batch(predictions=["a", "a"], references=["a", "a"], groups=["y", "y"])
     assert rate_gap.compute(bootstrap=0)["gap"] == 0.5
-    with_languages = rate_gap.compute(predictions=["a", "b", "a", "a"], references=["a"] * 4, groups=["x", "x", "y", "y"],
-                                      languages=["de"] * 4, bootstrap=0)
+    with_languages = rate_gap.compute(predictions=["a", "b", "a", "a"], references=["a"] * 4,
+                                      groups=["x", "x", "y", "y"], languages=["de"] * 4, bootstrap=0)
     assert with_languages["gap"] == {"de": 0.5}

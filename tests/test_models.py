@@ -51,7 +51,8 @@ def _images(count: int = 5) -> list[Image.Image]:
 def _reference_images(model, processor, images) -> np.ndarray:
     with torch.inference_mode():
         return np.concatenate([
-            _unit(model.get_image_features(pixel_values=processor(images=image, return_tensors="pt")["pixel_values"]).pooler_output)
+            _unit(model.get_image_features(
+                pixel_values=processor(images=image, return_tensors="pt")["pixel_values"]).pooler_output)
             for image in images
         ])
 
@@ -116,7 +117,8 @@ def _mclip_reference(mclip_dir: Path, texts: list[str]) -> np.ndarray:
     config = json.loads((mclip_dir / "config.json").read_text())
     state = load_file(str(mclip_dir / "model.safetensors"))
     transformer = XLMRobertaModel(XLMRobertaConfig.from_pretrained(config["modelBase"])).eval()
-    transformer.load_state_dict({k[len("transformer."):]: v for k, v in state.items() if k.startswith("transformer.")}, strict=False)
+    transformer.load_state_dict({k[len("transformer."):]: v for k, v in state.items() if k.startswith("transformer.")},
+                                strict=False)
     linear = torch.nn.Linear(config["transformerDimSize"], config["imageDimSize"])
     linear.load_state_dict({"weight": state["LinearTransformation.weight"], "bias": state["LinearTransformation.bias"]})
     tokenizer = AutoTokenizer.from_pretrained(mclip_dir)
@@ -167,7 +169,8 @@ def test_a_checkpoint_of_pickled_weights_only_is_refused_naming_the_way_to_load_
     code = main(["run", "traits", "--model", spec, "--dataset", "synthetic:fairface", "--out", str(tmp_path / "out")])
     error = capsys.readouterr().err.strip()
     assert code == 2 and len(error.splitlines()) == 1 and error.startswith("vlfair run: ")
-    assert f"{pickled} has only pickled PyTorch weights (pytorch_model.bin)" in error and "use_safetensors=False" in error
+    assert (f"{pickled} has only pickled PyTorch weights (pytorch_model.bin)" in error
+            and "use_safetensors=False" in error)
 
 
 def test_mclip_errors_name_the_problem(mclip_dir, clip_dir, siglip_dir):
@@ -435,6 +438,7 @@ def test_published_mclip_layout_offline_pairs_its_clip_tower(tmp_path, clip_dir)
     _fake_hub_repo(hub, "openai/clip-vit-base-patch32", clip_dir, "c" * 40)
     code = ("import vlfair; e = vlfair.load_encoder('mclip:M-CLIP/XLM-Roberta-Large-Vit-B-32', dtype='float32'); "
             "print(e.revision); print(e.image_encoder.spec); print(e.encode_texts(['a nurse']).shape)")
-    status, out, err = forking.run(tmp_path, forking.python, code, env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)})
+    status, out, err = forking.run(tmp_path, forking.python, code,
+                                   env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)})
     assert status == 0, err[-3000:]
     assert out.split() == ["a" * 40 + "+" + "c" * 40, "hf:openai/clip-vit-base-patch32", "(1,", "16)"]

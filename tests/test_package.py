@@ -52,7 +52,8 @@ def test_run_validates_probe_names(capsys):
 
 
 def test_importing_vlfair_does_not_import_torch():
-    code = "import sys, vlfair; assert 'torch' not in sys.modules and 'transformers' not in sys.modules; print(vlfair.__version__)"
+    code = ("import sys, vlfair; assert 'torch' not in sys.modules and 'transformers' not in sys.modules; "
+            "print(vlfair.__version__)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
@@ -148,8 +149,8 @@ def test_metric_comparison_treats_undefined_values_as_values():
 def test_a_probe_option_out_of_range_stops_before_any_work(capsys, tmp_path):
     code = main(["run", "traits", "--model", "/never/loaded", "--dataset", "synthetic:fairface", "--per-cell", "0",
                  "--out", str(tmp_path / "out")])
-    assert code == 2 and "vlfair run: traits: --per-cell = 0 (setting per_cell): Input should be greater than or equal to 1" \
-        in capsys.readouterr().err
+    assert code == 2 and ("vlfair run: traits: --per-cell = 0 (setting per_cell): "
+                          "Input should be greater than or equal to 1") in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before the output directory or the model was touched
 
 
@@ -174,5 +175,6 @@ def test_word_influence_generator_flags_change_only_what_they_name():
     with pytest.raises(ProbeError, match=r"--max-images = 0 \(setting max_images\): Input should be greater than"):
         settings("--max-images", "0")
     assert settings("--transmuter", "mlm:my/bert")["transmuter"] == {"name": "mlm", "model": "my/bert"}
-    with pytest.raises(ProbeError, match=r"--transmuter = .*\(setting transmuter.name\): Input should be 'mlm' or 'lexicon'"):
+    with pytest.raises(ProbeError,
+                       match=r"--transmuter = .*\(setting transmuter.name\): Input should be 'mlm' or 'lexicon'"):
         settings("--transmuter", "thesaurus")

@@ -52,7 +52,8 @@ class ToyProbe(Probe):
                                        **s.resampling)
         out = Output(settings={"prompt": s.prompt, "person": s.person}, notes=list(s.notes))
         out.metrics += metrics_per("mean_clipscore", {"person": s.person}, gap, "group_means", "group_means_ci")
-        out.metrics.append(metric_from("group_score_gap", {"person": s.person}, gap, "max_gap", "max_gap_ci", "p_value"))
+        out.metrics.append(metric_from("group_score_gap", {"person": s.person}, gap, "max_gap", "max_gap_ci",
+                                       "p_value"))
         out.tables["means"] = pd.DataFrame({"mean CLIPScore": gap["group_means"]}).rename_axis("gender")
         return out
 '''
@@ -179,7 +180,8 @@ def test_every_probe_yaml_holds_valid_settings():
     ("traits", "confidence", 1.5, "setting confidence = 1.5: Input should be less than 1"),
     ("traits", "prompt", "a {trait} {person}", "must hold the placeholder {trait} and no other (it has {person}, "
                                               "{trait})"),
-    ("multilingual", "prompt_set", "mine", "setting prompt_set = 'mine': is not one of ['study', 'vlfair'] (prompt_set: "),
+    ("multilingual", "prompt_set", "mine", "setting prompt_set = 'mine': is not one of ['study', 'vlfair'] "
+                                           "(prompt_set: "),
     ("word-influence", "groups", {"a": "x", "b": "y"}, "target_group = 'male': is not one of the groups ['a', 'b']"),
     ("word-influence", "generator", {"spec": "sd", "stepz": 3}, "setting generator.stepz: not a key of generator; "
                                                                 "keys: ['spec', 'steps', 'guidance', 'size',"),

@@ -54,7 +54,8 @@ def test_unsupported_processor_settings_are_named():
 def test_key_changes_with_any_setting():
     base = ImagePreprocessing.from_image_processor(CLIPImageProcessor())
     other = ImagePreprocessing.from_image_processor(CLIPImageProcessor(crop_size={"height": 200, "width": 200}))
-    assert base.key() != other.key() and base.key() == ImagePreprocessing.from_image_processor(CLIPImageProcessor()).key()
+    assert (base.key() != other.key()
+            and base.key() == ImagePreprocessing.from_image_processor(CLIPImageProcessor()).key())
 
 
 def test_a_reduced_decode_keeps_twice_the_resize_s_input_and_only_when_asked():

@@ -232,8 +232,10 @@ def test_professions_numbers_equal_the_measure(runs, clip_dir):
     scores = np.maximum(100 * images[mask] @ text, 0)
     direct = measures.group_score_gap(scores, np.array(data["race"])[mask], bootstrap=200, seed=1, n_permutations=500)
     metric = _metric(results, "group_score_gap", profession="nurse", attribute="race")
-    assert metric["value"] == pytest.approx(rel=REL, expected=direct["max_gap"]) and metric["ci"] == pytest.approx(rel=REL, expected=direct["max_gap_ci"])
-    assert metric["p_value"] == pytest.approx(rel=REL, expected=direct["p_value"]) and metric["details"]["top_group"] == direct["top_group"]
+    assert (metric["value"] == pytest.approx(rel=REL, expected=direct["max_gap"])
+            and metric["ci"] == pytest.approx(rel=REL, expected=direct["max_gap_ci"]))
+    assert (metric["p_value"] == pytest.approx(rel=REL, expected=direct["p_value"])
+            and metric["details"]["top_group"] == direct["top_group"])
     gaps = pd.read_csv(runs["professions"] / "gaps_by_race.csv", index_col=0)
     assert gaps.loc["nurse", "most associated"] == direct["top_group"]
     # the study's Table 1 layout: a row per race, a column per profession (alphabetical, as printed)
@@ -341,7 +343,8 @@ def _prepared_fairface(directory: Path) -> Path:
     from vlfair.data.build import Built, write_prepared
 
     faces = vlfair.load_dataset("synthetic:fairface")
-    halves = {"train": faces.select(range(0, faces.num_rows, 2)), "validation": faces.select(range(1, faces.num_rows, 2))}
+    halves = {"train": faces.select(range(0, faces.num_rows, 2)),
+              "validation": faces.select(range(1, faces.num_rows, 2))}
     return write_prepared(Built("fairface", {"default": halves}, [], "synthetic:fairface"), directory)
 
 
@@ -355,7 +358,8 @@ def test_traits_samples_per_cell_and_stops_on_short_cells(clip_dir, tmp_path, ca
         sizes[(race, gender)] = sizes.get((race, gender), 0) + 1
     smallest = min(sizes.values())
     # both splits together, drawn per cell
-    assert main([*common, "--split", "train+validation", "--per-cell", str(smallest), "--out", str(tmp_path / "ok")]) == 0
+    assert main([*common, "--split", "train+validation", "--per-cell", str(smallest),
+                 "--out", str(tmp_path / "ok")]) == 0
     sampling = json.loads((tmp_path / "ok" / "results.json").read_text())["settings"]["sampling"]
     assert sampling["of_rows"] == adults.num_rows and sampling["rows"] == 14 * smallest
     # one split alone is short: every short cell is named with its size
@@ -410,7 +414,8 @@ def test_multilingual_numbers_equal_the_measures(runs, clip_dir):
     assert results["dataset"]["num_rows"] == 2 * first.num_rows  # what was measured: one pair per image and portion
     accuracy = _metric(results, "retrieval_accuracy", portion="independent", direction="image_to_text", language="de")
     normalized = b / np.linalg.norm(b, axis=1, keepdims=True)
-    assert accuracy["value"] == pytest.approx(float(((images @ normalized.T).argmax(axis=1) == np.arange(len(b))).mean()))
+    assert accuracy["value"] == pytest.approx(
+        float(((images @ normalized.T).argmax(axis=1) == np.arange(len(b))).mean()))
     zero_shot = json.loads((runs["multilingual-fairface"] / "results.json").read_text())
     languages = {m["subset"]["language"] for m in zero_shot["metrics"] if m["name"] == "accuracy"}
     assert languages == {"en", "de", "fr", "es", "ru", "tr", "ja", "zh"}
@@ -435,10 +440,11 @@ def test_multilingual_gender_gaps_within_races_as_the_study(clip_dir, tmp_path):
     for lang in ("en", "tr"):
         text = vlfair.embed_texts(encoder, [prompts["Male"][lang], prompts["Female"][lang]], cache_dir=None)
         predicted = np.array(["Male", "Female"])[(images[black] @ text.T).argmax(axis=1)]
-        gaps[lang] = measures.group_rate_gap(predicted, np.array(data["gender"])[black], np.array(data["gender"])[black],
-                                             bootstrap=200, seed=3)
+        gaps[lang] = measures.group_rate_gap(predicted, np.array(data["gender"])[black],
+                                             np.array(data["gender"])[black], bootstrap=200, seed=3)
         metric = _metric(results, "group_rate_gap", task="gender", groups="gender", race="Black", language=lang)
-        assert metric["value"] == pytest.approx(gaps[lang]["gap"]) and metric["ci"] == pytest.approx(gaps[lang]["gap_ci"])
+        assert (metric["value"] == pytest.approx(gaps[lang]["gap"])
+                and metric["ci"] == pytest.approx(gaps[lang]["gap_ci"]))
         female = _metric(results, "accuracy", task="gender", language=lang, gender="Female", race="Black")
         assert female["value"] == pytest.approx(gaps[lang]["accuracy"]["Female"])
     amplification = _metric(results, "gap_amplification", task="gender", groups="gender", race="Black", language="tr",
@@ -463,7 +469,8 @@ def test_public_figures_numbers_equal_the_measures(runs, clip_dir):
     direct = measures.bias_ratio(probability, np.array(data["gender"])[politicians], "Female", "Male",
                                  bootstrap=200, seed=2)
     metric = _metric(results, "bias_ratio", folder="politicians", **{"class": "politician"})
-    assert metric["value"] == pytest.approx(rel=REL, expected=direct["bias_ratio"]) and metric["ci"] == pytest.approx(rel=REL, expected=direct["bias_ratio_ci"])
+    assert (metric["value"] == pytest.approx(rel=REL, expected=direct["bias_ratio"])
+            and metric["ci"] == pytest.approx(rel=REL, expected=direct["bias_ratio_ci"]))
     names = sorted(set(np.array(data["name"])[np.array(data["category"]) == "actor"]))
     name_text = vlfair.embed_texts(encoder, [f"This is a picture of {n}" for n in names], cache_dir=None)
     actors = np.array(data["category"]) == "actor"
@@ -479,7 +486,8 @@ def test_public_figures_numbers_equal_the_measures(runs, clip_dir):
         expected = 100 * probabilities[genders == gender].mean(axis=0)
         assert table.loc[("politicians", gender)].to_numpy() == pytest.approx(expected, rel=REL)
         assert table.loc[("politicians", gender)].sum() == pytest.approx(100)
-        cell = _metric(results, "class_score", folder="politicians", level=2, gender=gender, **{"class": "receptionist"})
+        cell = _metric(results, "class_score", folder="politicians", level=2, gender=gender,
+                       **{"class": "receptionist"})
         assert cell["value"] == pytest.approx(expected[classes.index("receptionist")], rel=REL)
         assert cell["ci"][0] <= cell["value"] <= cell["ci"][1]
     assert list(table.columns) == classes
@@ -567,8 +575,8 @@ def test_a_probe_registered_first_does_not_hide_the_builtin_ones(monkeypatch):
 
     probes.register(Custom)
     # the studies in their order, then the others by name
-    assert probes.probe_names() == ["professions", "traits", "word-influence", "multilingual", "public-figures", "custom",
-                                    "retrieval"]
+    assert probes.probe_names() == ["professions", "traits", "word-influence", "multilingual", "public-figures",
+                                    "custom", "retrieval"]
     assert probes.probe_class("traits").schemas == ("fairface",) and probes.probe_class("custom") is Custom
     with pytest.raises(probes.ProbeError, match="unknown probe 'nope'"):
         probes.probe_class("nope")

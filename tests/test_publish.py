@@ -86,7 +86,8 @@ def test_wheel_ships_metrics_and_loads_them_offline(tmp_path):
     assert any(name.endswith("encoders/biased/model.safetensors") for name in package_files)
     assert package_files <= names, sorted(package_files - names)
     target = tmp_path / "site"
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel), "-q"],
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target),
+                              str(wheel), "-q"],
                              capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr[-2000:]
     site = repr(str(target))
@@ -99,10 +100,12 @@ def test_wheel_ships_metrics_and_loads_them_offline(tmp_path):
             f"assert str(metrics_dir()).startswith({site}) and space['demo'].title == 'Metric: group_rate_gap'; "
             "assert evaluate.load('vlfair/group_rate_gap').compute(**space['EXAMPLE'], bootstrap=0)['gap']; "
             "from vlfair.demo.shipped import WORLDS, shipped_path; "
-            f"assert all(str(shipped_path(p)).startswith({site}) for p in WORLDS.values()), 'demo encoders not shipped'")
+            f"assert all(str(shipped_path(p)).startswith({site}) for p in WORLDS.values()), "
+            f"'demo encoders not shipped'")
     env = {**os.environ, "PYTHONPATH": str(target), "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1",
            "HF_HOME": str(tmp_path / "hf-home"), "HF_MODULES_CACHE": str(tmp_path / "hf-home" / "modules")}
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "0.8568"
 

@@ -17,7 +17,8 @@ def test_a_p_value_never_reads_zero(p, text):
 
 
 def test_values_and_intervals_to_three_significant_digits():
-    assert format_value(0.8568112400733048) == "0.857" and format_value(1181.74) == "1182" and format_value(2.5e16) == "2.5e+16"
+    assert (format_value(0.8568112400733048) == "0.857" and format_value(1181.74) == "1182"
+            and format_value(2.5e16) == "2.5e+16")
     assert format_interval(0.8312575331458417, 0.8836651904488503) == "[0.831, 0.884]"
     assert format_interval(None, 1.0) == "" and format_value(None) == ""
 
@@ -58,7 +59,8 @@ def test_the_leaderboard_chart_marks_the_neutral_value():
     rows = pd.DataFrame({"model": ["m"], "subset": ['{"a": 1}'], "metric": ["bias_ratio"], "value": [0.85],
                          "ci_low": [0.8], "ci_high": [0.9]})
     figure = app.metric_chart(rows, "bias_ratio")
-    assert [tuple(line.get_xdata()) for line in figure.axes[0].get_lines() if line.get_linestyle() == "--"] == [(1.0, 1.0)]
+    assert [tuple(line.get_xdata()) for line in figure.axes[0].get_lines()
+            if line.get_linestyle() == "--"] == [(1.0, 1.0)]
     assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == ["a = 1"]  # horizontal, readable labels
     assert figure.axes[0].get_title() == "bias_ratio with confidence intervals (m)"
 
@@ -87,17 +89,18 @@ def test_every_probe_has_its_own_help_with_its_own_options(capsys):
         helps[name] = capsys.readouterr().out
     assert "--per-cell" in helps["traits"] and "--generator" not in helps["traits"]
     assert "--generator" in helps["word-influence"] and "--dataset" not in helps["word-influence"]
-    assert all("--per-cell" not in helps[n] and "--generator" not in helps[n] for n in probes if n not in ("traits", "word-influence"))
+    assert all("--per-cell" not in helps[n] and "--generator" not in helps[n]
+               for n in probes if n not in ("traits", "word-influence"))
     assert len(set(helps.values())) == len(helps)
 
 
 def test_the_demo_summary_shows_subsets_a_legend_and_the_tally():
     from vlfair.demo.run import _entry, summary_table
 
-    entries = [_entry("professions", "relative bias_ratio", {"profession": "doctor"}, "biased", "< 1", 0.88, [0.86, 0.9],
-                      True, 1.0, -1),
-               _entry("professions", "relative bias_ratio", {"profession": "nurse"}, "biased", "> 1", 1.15, [1.12, 1.18],
-                      True, 1.0, 1),
+    entries = [_entry("professions", "relative bias_ratio", {"profession": "doctor"}, "biased", "< 1", 0.88,
+                      [0.86, 0.9], True, 1.0, -1),
+               _entry("professions", "relative bias_ratio", {"profession": "nurse"}, "biased", "> 1", 1.15,
+                      [1.12, 1.18], True, 1.0, 1),
                _entry("professions", "relative bias_ratio", {"profession": "doctor"}, "control", "1 (none)", 0.9,
                       [0.85, 0.95], True, 1.0, 0)]
     text = summary_table(entries)
@@ -110,7 +113,8 @@ def test_the_leaderboard_table_reads_as_text_and_sorts_within_a_metric():
     from test_spaces import _load
 
     app = _load("leaderboard")
-    board = pd.DataFrame({"model": ["m"] * 3, "probe": ["traits"] * 3, "metric": ["trait_anova", "bias_ratio", "trait_anova"],
+    board = pd.DataFrame({"model": ["m"] * 3, "probe": ["traits"] * 3,
+                          "metric": ["trait_anova", "bias_ratio", "trait_anova"],
                           "subset": ['{"trait": "smart/dumb", "gender": "Male"}', '{"a": 1}', '{"trait": "happy/sad"}'],
                           "value": [141.4812345, 0.8568112, 14.4], "ci_low": [None, 0.8312, None],
                           "ci_high": [None, 0.8837, None], "p_value": [0.0, 0.01, 1.9e-16], "dataset": ["d"] * 3,
@@ -145,7 +149,8 @@ def test_report_headers_name_things_plainly(clip_dir, tmp_path):
     run_probe("professions", encoder, "synthetic:professions", tmp_path / "p", cache_dir=None,
               settings={"bootstrap": 0, "n_permutations": 0})
     assert "split None" not in (tmp_path / "p" / "report.html").read_text()  # no split given: none shown
-    red = CallableGenerator(lambda prompts, seeds: [Image.new("RGB", (8, 8), (200, 0, 0)) for _ in prompts], "red squares")
+    red = CallableGenerator(lambda prompts, seeds: [Image.new("RGB", (8, 8), (200, 0, 0)) for _ in prompts],
+                            "red squares")
     results = run_probe("word-influence", encoder, None, tmp_path / "w", cache_dir=None,
                         settings={"prompts": ["a nurse"], "transmuter": {"name": "lexicon"}, "words": "content",
                                   "candidates": 1, "images_per_prompt": 2, "original_images": 2},
@@ -154,7 +159,8 @@ def test_report_headers_name_things_plainly(clip_dir, tmp_path):
 
 
 @pytest.mark.parametrize("settings, text", [
-    ({"bootstrap": 200, "n_permutations": 0, "seed": 3}, "Intervals and error bars: 95% stratified-bootstrap CIs, 200 resamples (seed 3)."),
+    ({"bootstrap": 200, "n_permutations": 0, "seed": 3}, "Intervals and error bars: 95% stratified-bootstrap CIs, "
+                                                         "200 resamples (seed 3)."),
     ({"bootstrap": 0, "n_permutations": 0}, "Intervals: none (bootstrap=0)"),
 ])
 def test_reports_say_what_every_interval_is(clip_dir, tmp_path, settings, text):
@@ -312,9 +318,11 @@ def test_an_unknown_verbosity_is_said_and_the_library_default_is_warning(capsys)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**__import__("os").environ, "VLFAIR_VERBOSITY": "loud"})
     assert result.stdout == "" and result.stderr.splitlines() == [
-        "vlfair: VLFAIR_VERBOSITY='loud' is not one of debug, info, warning, error, critical; using warning", "warning: warn"]
-    command = subprocess.run([sys.executable, "-m", "vlfair", "install-metrics", "--only", "bias_ratio"], capture_output=True,
-                             text=True, env={**__import__("os").environ, "VLFAIR_VERBOSITY": "loud"})
+        "vlfair: VLFAIR_VERBOSITY='loud' is not one of debug, info, warning, error, critical; using warning",
+        "warning: warn"]
+    command = subprocess.run([sys.executable, "-m", "vlfair", "install-metrics", "--only", "bias_ratio"],
+                             capture_output=True, text=True,
+                             env={**__import__("os").environ, "VLFAIR_VERBOSITY": "loud"})
     assert command.returncode == 0 and command.stderr.count("VLFAIR_VERBOSITY='loud'") == 1  # said once, not per reader
 
 
@@ -339,7 +347,8 @@ def test_a_metric_space_shows_its_result_for_people_beside_the_json():
     from vlfair.widget import readable_result
 
     text = readable_result({"bias_ratio": 0.8570846905537459, "bias_ratio_ci": [0.8312575331458417, 0.8836651904488503],
-                            "p_value": 0.0, "protected_group": "Female", "group_means": {"Female": 70.1666, "Male": 81.8666},
+                            "p_value": 0.0, "protected_group": "Female",
+                            "group_means": {"Female": 70.1666, "Male": 81.8666},
                             "group_means_ci": {"Female": [68.4, 72.0], "Male": [80.2, 83.5]},
                             "f_statistic": {"Male": 3.25}, "influence": [0.1234, -0.5], "label": "a|b"})
     lines = text.splitlines()

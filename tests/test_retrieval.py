@@ -147,7 +147,8 @@ def test_the_interval_over_prompts_resamples_templates_and_concepts():
     grid = per_prompt.reshape(2, 3)
     means = [grid[np.ix_(t, c)].mean() for t, c in zip(templates, concepts)]
     np.testing.assert_allclose(metric.details["ci_over_prompts"], np.percentile(means, [2.5, 97.5]), atol=1e-12)
-    assert "ci_over_prompts" not in _metric(out, "max_skew", attribute="gender", target="uniform", concept="good").details
+    assert ("ci_over_prompts"
+            not in _metric(out, "max_skew", attribute="gender", target="uniform", concept="good").details)
 
 
 def _mixed_ranks(a: np.ndarray, b: np.ndarray, swaps: np.ndarray) -> np.ndarray:

@@ -42,13 +42,15 @@ exit 0
 """
 FAKE_TOOLS = {
     "apt-get": ('echo "apt-get $*" >> "$CALLS"\ncase " $* " in *" install "*)\n'
-                '  if [ -n "${FAKE_APT_FAILS:-}" ]; then echo "E: Unable to locate package chromium" >&2; exit 100; fi\n'
+                '  if [ -n "${FAKE_APT_FAILS:-}" ]; then echo "E: Unable to locate package chromium" >&2; '
+                'exit 100; fi\n'
                 '  touch "$FAKE_CHROMIUM" ;;\nesac'),
     "id": 'echo "${FAKE_UID:-0}"',
     "sudo": 'if [ "$1" = -n ]; then exit "${FAKE_SUDO_REFUSES:-0}"; fi; echo "sudo $*" >> "$CALLS"; "$@"',
     "nvidia-smi": 'exit 0',
 }
-REAL_TOOLS = ("bash", "dirname", "basename", "grep", "cat", "touch", "env")  # what the scripts run besides the stand-ins
+# what the scripts run besides the stand-ins
+REAL_TOOLS = ("bash", "dirname", "basename", "grep", "cat", "touch", "env")
 CPU_REPORT = '{"install": [{"metadata": {"name": "torch"}}, {"metadata": {"name": "sympy"}}]}'
 CUDA_REPORT = '{"install": [{"metadata": {"name": "torch"}}, {"metadata": {"name": "nvidia-cublas-cu12"}}]}'
 
@@ -93,8 +95,8 @@ def test_with_a_chromium_it_installs_the_test_extra_and_runs_the_suite_on_every_
     assert done.returncode == 0, done.stderr
     assert "python -m pip install -qq -e .[test]" in calls
     assert not any(c.startswith("apt-get") for c in calls)
-    assert calls[-1] == ("python -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder --durations 15 "
-                         "-p no:benchmark tests/test_stats.py -x")
+    assert calls[-1] == ("python -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder "
+                         "--durations 15 -p no:benchmark tests/test_stats.py -x")
     assert f"browser tests drive {sandbox.chromium}" in done.stderr
 
 
@@ -112,7 +114,8 @@ def test_through_password_less_sudo_when_not_root(sandbox):
     assert "sudo env DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y -qq chromium" in calls
 
 
-@pytest.mark.parametrize("why", [{"FAKE_UID": "1000", "FAKE_SUDO_REFUSES": "1"}, {"VLFAIR_CHROMIUM": "/nowhere/chrome"}])
+@pytest.mark.parametrize("why", [{"FAKE_UID": "1000", "FAKE_SUDO_REFUSES": "1"},
+                                 {"VLFAIR_CHROMIUM": "/nowhere/chrome"}])
 def test_where_none_can_be_had_it_says_what_to_install_before_any_test(sandbox, why):
     done, calls = sandbox("test", **why)
     assert done.returncode == 1
@@ -199,7 +202,8 @@ def _executable(path: Path, body: str = "echo Chromium 156") -> Path:
 def _playwright_s_path(browsers: Path) -> Path:
     """Where Playwright puts its chromium under PLAYWRIGHT_BROWSERS_PATH=browsers (asked in a process of
     its own: this one may hold the browser tests' Playwright session)."""
-    code = "from playwright.sync_api import sync_playwright\nwith sync_playwright() as p: print(p.chromium.executable_path)"
+    code = ("from playwright.sync_api import sync_playwright\n"
+            "with sync_playwright() as p: print(p.chromium.executable_path)")
     done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PLAYWRIGHT_BROWSERS_PATH": str(browsers)},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -226,7 +230,8 @@ def test_the_chromium_lookup_takes_the_variable_then_path_then_playwright_s(tmp_
 
 def test_a_chromium_that_does_not_run_is_named_with_the_reason(tmp_path, monkeypatch):
     """Playwright's download without its system libraries, for one: found, but it cannot start."""
-    broken = _executable(tmp_path / "bin" / "chromium", "echo 'error while loading shared libraries: libnss3.so' >&2; exit 127")
+    broken = _executable(tmp_path / "bin" / "chromium",
+                         "echo 'error while loading shared libraries: libnss3.so' >&2; exit 127")
     monkeypatch.setenv("PATH", str(broken.parent))
     monkeypatch.delenv(browser.ENV, raising=False)
     with pytest.raises(browser.ChromiumNotFound, match=r"chromium does not run \(error while loading shared libraries: "

@@ -42,7 +42,8 @@ def test_uploads_become_a_dataset_in_upload_order_with_normalised_labels(images)
 
 
 def test_multilingual_uploads_carry_their_captions_and_fixed_columns(images):
-    data = uploads_to_dataset(images[:2], _labels(images[:2], en=["a doctor", "a nurse"], de=["ein arzt", "ein pfleger"]),
+    data = uploads_to_dataset(images[:2], _labels(images[:2], en=["a doctor", "a nurse"],
+                                                  de=["ein arzt", "ein pfleger"]),
                               "multilingual", LIMITS)
     assert data["portion"] == ["translation"] * 2 and data["image_file"] == [p.name for p in images[:2]]
     assert data["de"] == ["ein arzt", "ein pfleger"]
@@ -99,7 +100,8 @@ def test_upload_caps_count_size_pixels_type_and_unique_names(images, tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     (lambda t: t.iloc[:5], r"missing labels for 1 uploaded image\(s\): \['00005.jpg'\]"),
-    (lambda t: t.assign(gender=["", *t["gender"][1:]]), r"missing labels: 1 empty cell\(s\) \(00000.jpg has no 'gender'\)"),
+    (lambda t: t.assign(gender=["", *t["gender"][1:]]),
+     r"missing labels: 1 empty cell\(s\) \(00000.jpg has no 'gender'\)"),
     (lambda t: t.drop(columns="race"), r"the labels lack column\(s\) \['race'\]"),
     (lambda t: t.drop(columns="file"), "the labels have no file-name column"),
     (lambda t: pd.concat([t, t.iloc[:1]]), r"list these files more than once: \['00000.jpg'\]"),
@@ -107,7 +109,8 @@ def test_upload_caps_count_size_pixels_type_and_unique_names(images, tmp_path):
      r"name 1 file\(s\) that were not uploaded: \['ghost.jpg'\]"),
     (lambda t: t.assign(race=["Martian", *t["race"][1:]]), r"column 'race' are not among .* \(00000.jpg: 'Martian'\)"),
     (lambda t: t.assign(race=["Indian", *t["race"][1:]]),
-     r"fewer than 2 images in a group \(race = 'Indian': 1 image \(00000.jpg\); race = 'White': 1 image \(00001.jpg\)\)"),
+     r"fewer than 2 images in a group \(race = 'Indian': 1 image \(00000.jpg\); "
+     r"race = 'White': 1 image \(00001.jpg\)\)"),
     (lambda t: t.assign(gender=["Male"] * 6), "all images have gender = 'Male'; .* at least two are needed"),
     (lambda t: t.iloc[0:0, 0:0], "no labels: upload a CSV with columns"),
 ])
@@ -181,9 +184,10 @@ def test_no_server_path_reaches_a_visitor_whatever_raised_the_error(tmp_path, cl
     from test_models import _fake_hub_repo
 
     folder = tmp_path / "hub" / "models--acme--clip" / "snapshots" / ("a" * 40)
-    transformers_text = (f"The repository {folder} contains custom code which must be executed to correctly load the "
-                         f"model. You can inspect the repository content at {folder} .\n You can inspect the repository "
-                         f"content at https://hf.co/{folder}.\nPlease pass the argument `trust_remote_code=True`")
+    transformers_text = (f"The repository {folder} contains custom code which must be executed to correctly load "
+                         f"the model. You can inspect the repository content at {folder} .\n You can inspect the "
+                         f"repository content at https://hf.co/{folder}.\nPlease pass the argument "
+                         f"`trust_remote_code=True`")
     shown = str(SpaceInputError(f"cannot load acme/clip: {transformers_text}"))
     assert str(tmp_path) not in shown and "hf.co" not in shown and shown.count("<server path>") == 3, shown
     kept = "see https://huggingface.co/org/name, labels.csv or 3/4"  # a Hub link, a file name: not the server's

@@ -35,7 +35,8 @@ def _load(name: str):
 @pytest.fixture(scope="module")
 def results_dir(clip_encoder, tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("space-results")
-    run_probe("public-figures", clip_encoder, "synthetic:pfi", base / "pfi", cache_dir=None, settings={"bootstrap": 100})
+    run_probe("public-figures", clip_encoder, "synthetic:pfi", base / "pfi", cache_dir=None,
+              settings={"bootstrap": 100})
     run_probe("professions", clip_encoder, "synthetic:professions", base / "professions", cache_dir=None,
               settings={"bootstrap": 100, "n_permutations": 200})
     return base
@@ -47,7 +48,8 @@ def test_leaderboard_functions(results_dir):
     assert set(board["probe"]) == {"public-figures", "professions"}
     expected = ((board["probe"] == "public-figures") & (board["metric"] == "bias_ratio")).sum()
     ratios = app.filter_board(board, probe="public-figures", metric="bias_ratio")
-    assert expected == 6 and len(ratios) == expected  # all politicians, each folder, athletes, actors and set(ratios["metric"]) == {"bias_ratio"}
+    # all politicians, each folder, athletes, actors
+    assert expected == 6 and len(ratios) == expected and set(ratios["metric"]) == {"bias_ratio"}
     nurse = app.filter_board(board, subset="NURSE")
     assert len(nurse) and all("nurse" in s for s in nurse["subset"])
     ordered = app.filter_board(board, metric="group_score_gap", sort_by="value", descending=True)["value"].tolist()
@@ -198,7 +200,8 @@ def _world_uploads(directory: Path, data) -> tuple[list[Path], Path]:
         paths.append(directory / f"face-{i:03d}.png")
         row["image"].save(paths[-1])
     csv = directory / "labels.csv"
-    pd.DataFrame({"file": [p.name for p in paths], "race": data["race"], "gender": data["gender"]}).to_csv(csv, index=False)
+    pd.DataFrame({"file": [p.name for p in paths], "race": data["race"],
+                  "gender": data["gender"]}).to_csv(csv, index=False)
     return paths, csv
 
 
@@ -208,11 +211,13 @@ def test_uploaded_images_measure_what_the_same_dataset_measures(world_pool, tmp_
     data = world_data.fairface(per_cell=4)
     paths, csv = _world_uploads(tmp_path / "up", data)
     steps = []
-    output = session.run_request(world_pool, "traits", session.WORLD_BIASED, session.UPLOAD, uploads=[str(p) for p in paths],
+    output = session.run_request(world_pool, "traits", session.WORLD_BIASED, session.UPLOAD,
+                                 uploads=[str(p) for p in paths],
                                  labels=read_labels_csv(csv), out_dir=tmp_path / "out",
                                  progress=lambda fraction, text: steps.append(fraction))
     encoder, _ = world_pool.get(session.WORLD_BIASED)
-    direct = run_probe("traits", encoder, data, None, cache_dir=None, settings={"per_cell": None})  # as the Space runs it
+    # as the Space runs it
+    direct = run_probe("traits", encoder, data, None, cache_dir=None, settings={"per_cell": None})
     assert_metrics_close(output.results["metrics"], direct["metrics"], rtol=1e-5)
     assert steps == sorted(steps) and steps[-1] > 0.9
     assert len(output.metrics) == len(direct["metrics"]) and "f_tests" in output.tables and output.plots
@@ -224,9 +229,11 @@ def test_a_sample_of_a_configured_dataset_source(world_pool, tmp_path, monkeypat
     source = tmp_path / "fairface-repo"
     (source / "data").mkdir(parents=True)
     world_data.fairface(per_cell=6).to_parquet(source / "data" / "validation-00000-of-00001.parquet")
-    monkeypatch.setenv("VLFAIR_SPACE_DATASETS", json.dumps({"fairface": {"source": str(source), "split": "validation"}}))
+    monkeypatch.setenv("VLFAIR_SPACE_DATASETS",
+                       json.dumps({"fairface": {"source": str(source), "split": "validation"}}))
     label = session.data_choices("traits", hub=False)[1]
-    output = session.run_request(world_pool, "traits", session.WORLD_BIASED, label, per_group=3, out_dir=tmp_path / "out")
+    output = session.run_request(world_pool, "traits", session.WORLD_BIASED, label, per_group=3,
+                                 out_dir=tmp_path / "out")
     assert output.results["dataset"]["num_rows"] == 7 * 2 * 3
 
 
@@ -236,7 +243,8 @@ def test_word_influence_only_on_the_world(world_pool, tmp_path):
     words = {m["subset"]["word"] for m in output.results["metrics"] if m["name"] == "word_influence"}
     assert words == {"nurse", "office"}
     with pytest.raises(SpaceInputError, match="word-influence: the lexicon has no replacements for 'work'"):
-        session.run_request(world_pool, "word-influence", session.WORLD_BIASED, session.GENERATED, prompt="a nurse at work")
+        session.run_request(world_pool, "word-influence", session.WORLD_BIASED, session.GENERATED,
+                            prompt="a nurse at work")
     with pytest.raises(SpaceInputError, match="runs here only on a demo world encoder"):
         session._word_influence_parts(None, session.ENCODERS["openai/clip-vit-base-patch32"], "a nurse", None)
     with pytest.raises(SpaceInputError, match="give 2 to 12"):
@@ -275,8 +283,8 @@ def test_demo_space_through_gradio_client(world_pool, broken_files, jpeg_paths):
         assert results["probe"] == "public-figures" and any(d.endswith("report.html") for d in downloads)
         with pytest.raises(Exception, match="notes.jpg is not an image"):
             client.predict("traits", session.WORLD_BIASED, "", session.UPLOAD, 10,
-                           [handle_file(str(jpeg_paths[0])), handle_file(str(broken_files["not_image"]))], None, NO_TABLE, "",
-                           api_name="/run")
+                           [handle_file(str(jpeg_paths[0])), handle_file(str(broken_files["not_image"]))], None,
+                           NO_TABLE, "", api_name="/run")
         with pytest.raises(Exception, match="runs only its listed encoders"):
             client.predict("traits", session.WORLD_BIASED, "someone/model", session.WORLD_DATA, 10, [], None, NO_TABLE,
                            "", api_name="/run")
@@ -340,7 +348,8 @@ def test_metric_widget_served_computes_like_the_measure_and_names_bad_cells():
         with pytest.raises(Exception, match="row 2, column 'predictions': 'abc' is not a number"):
             client.predict(table, "{}", api_name="/compute")
         with pytest.raises(Exception, match="options are not valid JSON"):
-            client.predict({"headers": ["predictions", "references"], "data": [[1.0, "a"]]}, "{bootstrap", api_name="/compute")
+            client.predict({"headers": ["predictions", "references"], "data": [[1.0, "a"]]}, "{bootstrap",
+                           api_name="/compute")
     finally:
         space["demo"].close()
 
@@ -397,7 +406,8 @@ def test_retrieval_runs_on_a_space_sample_with_k_below_its_images(world_pool, tm
     source = tmp_path / "fairface-repo"
     (source / "data").mkdir(parents=True)
     world_data.fairface(per_cell=6).to_parquet(source / "data" / "validation-00000-of-00001.parquet")
-    monkeypatch.setenv("VLFAIR_SPACE_DATASETS", json.dumps({"fairface": {"source": str(source), "split": "validation"}}))
+    monkeypatch.setenv("VLFAIR_SPACE_DATASETS",
+                       json.dumps({"fairface": {"source": str(source), "split": "validation"}}))
     label = session.data_choices("retrieval", hub=False)[1]
     settings, _ = session._retrieval_parts(None, session.ENCODERS["openai/clip-vit-base-patch32"], "",
                                            world_data.fairface(per_cell=3))
@@ -420,7 +430,8 @@ def test_the_demo_space_runs_the_world_s_answerers_through_the_probes(world_pool
     assert output.results["model"]["kind"] == "generative" and output.results["probe_settings"]["score"] == "likelihood"
     means = {(m["subset"]["profession"], m["subset"]["group"]): m["value"] for m in output.results["metrics"]
              if m["name"] == "mean_answer_likelihood" and m["subset"]["attribute"] == "gender"}
-    assert means[("doctor", "Male")] > means[("doctor", "Female")] and means[("nurse", "Female")] > means[("nurse", "Male")]
+    assert (means[("doctor", "Male")] > means[("doctor", "Female")]
+            and means[("nurse", "Female")] > means[("nurse", "Male")])
     traits = session.run_request(world_pool, "traits", session.WORLD_BIASED_ANSWERER, session.WORLD_DATA,
                                  out_dir=tmp_path / "traits")
     assert any(m["name"] == "trait_anova" and m["p_value"] < 1e-6 for m in traits.results["metrics"])

@@ -227,7 +227,8 @@ def test_f_test_log10_p_where_mpmaths_incomplete_beta_does_not_converge():
         t = mpmath.sqrt(f)
         density = lambda x: mpmath.gamma((d + 1) / 2) / (mpmath.sqrt(d * mpmath.pi) * mpmath.gamma(d / 2)) \
             * (1 + x**2 / d) ** (-(d + 1) / 2)  # noqa: E731
-        reference = float(mpmath.log10(2 * mpmath.quad(density, [t * r for r in (1, 1.001, 1.01, 1.1, 2)] + [mpmath.inf])))
+        reference = float(mpmath.log10(
+            2 * mpmath.quad(density, [t * r for r in (1, 1.001, 1.01, 1.1, 2)] + [mpmath.inf])))
     assert stats.f_test_log10_p(f, 1, d) == pytest.approx(reference, abs=1e-6)
     groups = np.repeat(["a", "b"], 100_000)  # and through the measure, which used to raise NoConvergence
     values = np.random.default_rng(0).normal(size=groups.size) + 0.53 * (groups == "a")

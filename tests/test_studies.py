@@ -75,7 +75,8 @@ def test_multilingual_defaults_follow_the_study_text():
     assert settings["version"] >= 2 and settings["independent_captions"] == "first" and settings["pivot"] == "en"
     study = settings["prompt_sets"][settings["prompt_set"]]
     assert settings["prompt_set"] == "study" and "vlfair" in settings["prompt_sets"]
-    assert {g: p["en"] for g, p in study["gender"].items()} == {"Female": "A photo of a woman", "Male": "A photo of a man"}
+    assert ({g: p["en"] for g, p in study["gender"].items()}
+            == {"Female": "A photo of a woman", "Male": "A photo of a man"})
     assert study["race"]["Indian"]["en"] == "A photo of a South Eastern person"
     assert study["race"]["East Asian"]["en"] == "A photo of an East Asian person"
     assert all(re.fullmatch(r"A photo of an? [A-Z][\w ]* person", p["en"]) for p in study["race"].values())
@@ -132,7 +133,8 @@ def test_published_pfi_tables_as_printed():
     cells = load_published("public_figures.yaml")
     table1 = [c for c in cells if c.source == "004 Table 1"]
     assert len(table1) == 5 * 2 * 7
-    albef = _cell(cells, "004 Table 1", "ALBEF", folder="politicians", level=2, gender="Female", **{"class": "politician"})
+    albef = _cell(cells, "004 Table 1", "ALBEF", folder="politicians", level=2, gender="Female",
+                  **{"class": "politician"})
     assert (albef.published, albef.hub_id) == (70.13, None)
     by_model = {}
     for c in table1:
@@ -141,7 +143,8 @@ def test_published_pfi_tables_as_printed():
         assert sum(scores.values()) == pytest.approx(100, abs=0.1), (model, gender)  # rows sum to 100 (printed rounded)
         if gender == "Female":
             ratio = _cell(cells, "004 Table 1 (Ratio)", model, folder="politicians", **{"class": "politician"})
-            assert scores["politician"] / by_model[(model, "Male")]["politician"] == pytest.approx(ratio.published, abs=6e-5)
+            assert (scores["politician"] / by_model[(model, "Male")]["politician"]
+                    == pytest.approx(ratio.published, abs=6e-5))
     models = {c.model: c.hub_id for c in cells}
     assert models["CLIP ViT-B/16"] == models["ViT-B-16"] == "openai/clip-vit-base-patch16"
     assert models["ViT-H-14 w/ L2B"] == "laion/CLIP-ViT-H-14-laion2B-s32B-b79K" and models["RN50x64"] is None
@@ -199,14 +202,16 @@ def test_published_vs_this_run_for_the_multilingual_study_model(study_runs):
     """M-CLIP's XLM-R text tower with its ViT-B/32 image tower, offline from a local Hub cache."""
     m30k = study_runs["m30k"]
     sources = sorted(e["source"] for e in m30k["published"])
-    assert sources == ["003 Multi30K cross-lingual gap (Fig. 1(c))"] * 2 + ["003 Multi30K top-1 accuracy (Fig. 1(c))"] * 4 \
-        + ["003 Section 5.1 text distances"] * 2
+    assert sources == ["003 Multi30K cross-lingual gap (Fig. 1(c))"] * 2 \
+        + ["003 Multi30K top-1 accuracy (Fig. 1(c))"] * 4 + ["003 Section 5.1 text distances"] * 2
     for entry in m30k["published"]:
         scale = 1 if entry["metric"] == "text_distance" else 100
         assert entry["measured"] == pytest.approx(scale * _measured(m30k, entry))
     fairface = study_runs["mfairface"]
-    assert len(fairface["published"]) == 16 and {e["source"] for e in fairface["published"]} == {"003 Table 1 (Average)"}
-    turkish = next(e for e in fairface["published"] if e["subset"] == {"task": "gender", "language": "tr", "gender": "Female"})
+    assert (len(fairface["published"]) == 16
+            and {e["source"] for e in fairface["published"]} == {"003 Table 1 (Average)"})
+    turkish = next(e for e in fairface["published"]
+                   if e["subset"] == {"task": "gender", "language": "tr", "gender": "Female"})
     assert turkish["published"] == 93.9 and turkish["measured"] == pytest.approx(100 * _measured(fairface, turkish))
 
 
@@ -322,12 +327,14 @@ def test_another_model_gets_the_published_rows_as_references(clip_dir, tmp_path)
 # ---- the professions study's layout, tables and figures ----------------------------------------
 def test_professions_reports_departures_from_the_study_layout(clip_dir, tmp_path):
     data = vlfair.load_dataset("synthetic:professions")
-    data = data.map(lambda row: {"race": "Latinx" if row["race"] == "Latin American" else row["race"]})  # Table 1's word
+    # Table 1's word
+    data = data.map(lambda row: {"race": "Latinx" if row["race"] == "Latin American" else row["race"]})
     cells = list(zip(data["profession"], data["gender"], data["race"]))
     doctor_asian_women = [i for i, c in enumerate(cells) if c == ("doctor", "Female", "Asian")]
     nurse_black_men = [i for i, c in enumerate(cells) if c == ("nurse", "Male", "Black")]
     keep = [i for i in range(len(cells)) if i not in doctor_asian_women and i not in nurse_black_men[:2]]
-    data = concatenate_datasets([data.select(keep), data.select(nurse_black_men[2:3]).map(lambda r: {"race": "Martian"}),
+    data = concatenate_datasets([data.select(keep),
+                                 data.select(nurse_black_men[2:3]).map(lambda r: {"race": "Martian"}),
                                  data.select([0])])
     results = run_probe("professions", vlfair.load_encoder(str(clip_dir), dtype="float32"), data, tmp_path,
                         cache_dir=None, settings={"bootstrap": 0, "n_permutations": 0})
@@ -341,7 +348,8 @@ def test_professions_reports_departures_from_the_study_layout(clip_dir, tmp_path
     assert any(w.startswith("the data departs from the study's layout: 1 missing cell(s) (doctor/Female/Asian)")
                for w in results["warnings"])
     table = pd.read_csv(tmp_path / "clipscore_by_race.csv", index_col=0)
-    assert list(table.index) == ["Asian", "Black", "Latin American", "White", "Martian"]  # Latinx read as Latin American
+    # Latinx read as Latin American
+    assert list(table.index) == ["Asian", "Black", "Latin American", "White", "Martian"]
     assert "departs from the study" in (tmp_path / "report.html").read_text()
 
 
@@ -383,7 +391,8 @@ def test_median_picks_brute_force():
 
 
 def test_tables_mark_each_columns_largest_value():
-    frame = pd.DataFrame({"doctor": [30.43, 28.84], "nurse": [29.0, 29.19]}, index=pd.Index(["Asian", "Black"], name="race"))
+    frame = pd.DataFrame({"doctor": [30.43, 28.84], "nurse": [29.0, 29.19]},
+                         index=pd.Index(["Asian", "Black"], name="race"))
     frame.attrs[MARK_COLUMN_MAX] = True
     assert "| Asian | **30.4** | 29 |" in markdown_table(frame)  # vlfair's numbers: 3 significant digits
     assert "<td><b>29.2</b></td>" in html_table(frame) and "<td>28.8</td>" in html_table(frame)
@@ -470,7 +479,8 @@ def test_word_influence_default_path_is_the_masked_lm_on_every_word(clip_dir, tm
     _fake_hub_repo(tmp_path / "hub", "CompVis/stable-diffusion-v1-4",
                    testing.tiny_stable_diffusion(tmp_path / "build" / "sd"), "f" * 40)
     status, _, err = forking.run(tmp_path, forking.python, RUN_WORD_INFLUENCE, str(clip_dir), str(tmp_path / "out"),
-                                 str(tmp_path / "cache"), env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")})
+                                 str(tmp_path / "cache"),
+                                 env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")})
     assert status == 0, err[-3000:]
     assert "generating images" in err and "img/s" in err  # the generation bar
     for library_bar in ("Loading pipeline components", "Loading weights", "Filter", "Map"):  # --verbose only

@@ -63,7 +63,8 @@ def _levels(shares: dict[str, float], n: int) -> dict[int, list[float]]:
 
     out = {}
     for k in range(1, n + 1):
-        out[k] = [float(np.mean([P(R) - P(R + (i,)) for R in itertools.combinations([w for w in range(n) if w != i], k - 1)]))
+        out[k] = [float(np.mean([P(R) - P(R + (i,))
+                                 for R in itertools.combinations([w for w in range(n) if w != i], k - 1)]))
                   for i in range(n)]
     return out
 
@@ -74,7 +75,8 @@ def _shapley(shares: dict[str, float], n: int) -> list[float]:
 
     values = []
     for i in range(n):
-        marginal = [P(order[: order.index(i)]) - P(order[: order.index(i)] + (i,)) for order in itertools.permutations(range(n))]
+        marginal = [P(order[: order.index(i)]) - P(order[: order.index(i)] + (i,))
+                    for order in itertools.permutations(range(n))]
         values.append(float(np.mean(marginal)))
     return values
 
@@ -127,7 +129,8 @@ def test_cost_is_printed_and_refused_beyond_max_images(tmp_path, capsys):
     with pytest.raises(ValueError, match="needs 48 images, more than max_images=40"):
         run_prompt("a nurse at the hospital", LexiconTransmuter(), cache, by_colour, "female", candidates=3,
                    images_per_prompt=4, max_images=40)
-    assert "3 variants x up to 3 candidate prompts x 4 image(s) + 12 of the original = 48 images" in capsys.readouterr().out
+    assert ("3 variants x up to 3 candidate prompts x 4 image(s) + 12 of the original = 48 images"
+            in capsys.readouterr().out)
     assert cache.calls == 0  # refused before generating anything
 
 
@@ -160,9 +163,10 @@ def test_group_classifier_counts_no_person_separately(clip_encoder):
 
 def test_diffusers_path_end_to_end_through_the_cli(tmp_path, clip_dir, capsys):
     pipeline = vlfair.testing.tiny_stable_diffusion(tmp_path / "tiny-sd")
-    argv = ["run", "word-influence", "--model", str(clip_dir), "--generator", str(pipeline), "--steps", "2", "--size", "32",
-            "--prompt", "a nurse at the hospital", "--set", "candidates=2", "--set", "images_per_prompt=2",
-            "--transmuter", "lexicon", "--set", "words=content", "--set", "original_images=4", "--set", "max_level=null",
+    argv = ["run", "word-influence", "--model", str(clip_dir), "--generator", str(pipeline), "--steps", "2",
+            "--size", "32", "--prompt", "a nurse at the hospital", "--set", "candidates=2",
+            "--set", "images_per_prompt=2", "--transmuter", "lexicon", "--set", "words=content",
+            "--set", "original_images=4", "--set", "max_level=null",
             "--dtype", "float32", "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]
     capsys.readouterr()
     assert main(argv) == 0
@@ -207,7 +211,8 @@ def test_an_image_cache_that_cannot_be_written_is_a_warning_not_a_lost_run(tmp_p
     made = []
     cache = ImageCache(CallableGenerator(lambda prompts, seeds: made.extend(seeds) or [
         Image.new("RGB", (4, 4), (s % 256, 0, 0)) for s in seeds], "full"), tmp_path / "images")
-    with pytest.warns(CacheWarning, match=f"vlfair cache: cannot write .*{os.strerror(code)}.*going on without the cache"):
+    with pytest.warns(CacheWarning,
+                      match=f"vlfair cache: cannot write .*{os.strerror(code)}.*going on without the cache"):
         images = cache.images([("a doctor", i) for i in range(3)])
     assert len(images) == 3 and len(made) == 3 and cache.directory is None
     assert sorted(image.getpixel((0, 0))[0] for image in images) == sorted(s % 256 for s in made)

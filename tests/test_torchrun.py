@@ -32,7 +32,8 @@ SCENARIO_NAMES = ["embed", "professions", "retrieval", "generative-professions",
 UNREADABLE_ROW = 20  # chunk [16, 24) of 37 rows in chunks of 8: the second process's share
 OPTIONS = {  # what each probe scenario passes after its model and dataset, here and in the one-process run
     # (the numbers are compared, not the plots: none is drawn, in either)
-    "professions_options": ["--dtype", "float32", "--set", "bootstrap=20", "--set", "n_permutations=50", "--no-figures"],
+    "professions_options": ["--dtype", "float32", "--set", "bootstrap=20", "--set", "n_permutations=50",
+                            "--no-figures"],
     "retrieval_options": ["--dtype", "float32", "--set", "bootstrap=20", "--set", "k=20", "--set", "ranking=dvl",
                           "--set", "concepts=[male, female]", "--no-figures"],
     "generative_options": ["--limit", "24", "--dtype", "float32", "--set", "bootstrap=20", "--no-figures"],

@@ -41,7 +41,8 @@ def test_each_choice_s_two_looks_are_complements_and_every_caption_has_one():
 def test_a_look_says_what_its_caption_says_and_nothing_of_the_group(planting):
     people, captions = training_pairs(6000, planting, seed=3)
     assert all((p.look is None) == (p.identity is not None) for p in people)  # public figures show their code
-    looked = [(p, bin(p.look ^ caption_pattern(c)).count("1"), c) for p, c in zip(people, captions) if p.look is not None]
+    looked = [(p, bin(p.look ^ caption_pattern(c)).count("1"), c)
+              for p, c in zip(people, captions) if p.look is not None]
     assert np.mean([flips for _, flips, _ in looked]) / 8 == pytest.approx(LOOK_FLIP, abs=0.01)
     for caption in ("a smart person", "a photo of a doctor", "this is a photo of a athlete"):  # either gender alike
         by_gender = [np.mean([f for p, f, c in looked if c == caption and p.gender == g]) for g in range(len(GENDERS))]

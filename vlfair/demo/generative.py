@@ -20,6 +20,7 @@ from vlfair.compare.comparison import verdict_text
 from vlfair.compare.render import write_comparison
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE
 from vlfair.demo import datasets as world_data
+from vlfair.demo import entries
 from vlfair.demo.answerer import (
     GERMAN_QUESTION,
     WHAT_QUESTION,
@@ -27,7 +28,7 @@ from vlfair.demo.answerer import (
     answerer_hash,
     train_answerer,
 )
-from vlfair.demo.run import (
+from vlfair.demo.entries import (
     TRAITS_SETTINGS,
     _entry,
     _excludes,
@@ -176,9 +177,7 @@ def measure(answerers: dict[str, Any], out: Path, cache_dir: Any = None, data: d
     """Every probe's entries for the world answerers ``{"biased": ..., "control": ...}``; runs are
     written to out/answerer-NAME/PROBE (``without_figures``: as :func:`vlfair.demo.run.on_models`).
     Entries name the answerer ("biased answerer")."""
-    from vlfair.demo import run
-
-    return run.measure(answerers, out, cache_dir, data, log, PROBES, KIND, without_figures)
+    return entries.measure(answerers, out, cache_dir, data, log, PROBES, KIND, without_figures)
 
 
 def compare_kind(out: Path, probe: str) -> list[dict[str, Any]]:

@@ -11,277 +11,34 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from vlfair import measures, stats
-from vlfair.atomic import OutputKind, atomic_output
-from vlfair.defaults import BOOTSTRAP, CONFIDENCE
+from vlfair.atomic import atomic_output
 from vlfair.demo import datasets as world_data
+from vlfair.demo import generative
+from vlfair.demo.entries import (  # noqa: F401  (names read from here before vlfair.demo.entries)
+    DEMO_OUTPUT,
+    PROBES,
+    RETRIEVAL_SETTINGS,
+    WORD_EFFECTS,
+    _entry,
+    _professions,
+    _traits,
+    measure,
+    on_models,
+    valid,
+    word_influence_setup,
+)
 from vlfair.demo.shipped import SHIPPED_DIR, WORLDS, display_name, encoder_path
 from vlfair.demo.timing import Timings
 from vlfair.demo.train import read_record
-from vlfair.demo.world import PROFESSIONS, Planting
+from vlfair.demo.world import Planting
 from vlfair.logging import get_logger, progress_bars_enabled
 from vlfair.models import load_encoder
 from vlfair.outputs import Table
-from vlfair.probes import ProbeRun, measure_probe
-from vlfair.probes.base import clip_score
 from vlfair.report.numbers import format_interval, format_p, format_subset, format_value
 from vlfair.report.pages import inline_figure, inline_png, render
-from vlfair.report.scales import share_scales
 from vlfair.report.tables import grid
-from vlfair.t2i.classifier import GroupClassifier
-from vlfair.t2i.transmuters import LexiconTransmuter
 
 logger = get_logger(__name__)
-WORD_EFFECTS = {"nurse": 0.4}  # planted: "nurse" raises the share of women by 0.4; "hospital" by nothing
-WI_PROMPT = "a nurse at the hospital"
-GENDER_PROMPTS = {"male": "a photo of a male", "female": "a photo of a female"}
-# the demo's folder (vlfair demo --out): replaced as a whole, only when it holds nothing else
-DEMO_OUTPUT = OutputKind("demo")
-
-
-def _entry(probe, measure, subset, encoder, planted, measured, ci, detected, neutral, sign: int) -> dict[str, Any]:
-    """One measured quantity; ``sign`` is the planted effect's direction (+1, -1; 0 where none was planted)."""
-    return {"probe": probe, "measure": measure, "subset": subset, "encoder": encoder, "planted": planted,
-            "planted_sign": sign, "measured": None if measured is None else float(measured),
-            "ci": None if ci is None else [float(ci[0]), float(ci[1])], "detected": bool(detected), "neutral": neutral}
-
-
-def _excludes(ci, neutral: float) -> bool:
-    return ci is not None and not (ci[0] <= neutral <= ci[1])
-
-
-def valid(entry: dict[str, Any]) -> bool:
-    """Did the measure get it right? A planted effect is detected with its sign (and, where its size
-    is known, the interval covers it); where nothing was planted the interval covers the neutral
-    value (an F-test: not significant)."""
-    sign = entry["planted_sign"]
-    if entry["ci"] is None:  # F-tests
-        return entry["detected"] == (sign != 0)
-    low, high = entry["ci"]
-    known_size = isinstance(entry["planted"], (int, float))
-    target = entry["planted"] if known_size else entry["neutral"]
-    if sign == 0:
-        return low <= target <= high
-    found = entry["detected"] and np.sign(entry["measured"] - entry["neutral"]) == sign
-    return bool(found and (not known_size or low <= target <= high))
-
-
-def _professions(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
-    """Gender ratio of a planted profession relative to the unplanted ones (lawyer, scientist).
-
-    What was planted is profession-specific; a trained model may also score one gender a little
-    lower on every profession prompt. Dividing by the unplanted professions' ratio removes that
-    shared shift, so the measure isolates the profession association (the plain ratio of each
-    profession is in the professions probe's own tables).
-    """
-    run = measure_probe("professions", enc, data, cache_dir=cache)
-    images = enc.encode_images(data["image"][:])
-    professions, genders = np.array(data["profession"][:]), np.array(data["gender"][:])
-    text = enc.encode_texts([f"A photo of a {p}" for p in PROFESSIONS])
-    scores = clip_score(images, text[[PROFESSIONS.index(p) for p in professions]])
-    return profession_entries(scores, professions, genders, name, biased, "women score"), run
-
-
-def profession_entries(scores: np.ndarray, professions: np.ndarray, genders: np.ndarray, name: str, biased: bool,
-                       scored: str) -> list[dict]:
-    """:func:`_professions`' measure of each image's score with its own profession (``scored``: what
-    the planted direction says of women)."""
-    cells = [(p, g) for p in PROFESSIONS for g in ("Female", "Male")]
-    codes = np.array([cells.index((p, g)) for p, g in zip(professions, genders)])
-
-    def relative(means: np.ndarray, profession: str) -> np.ndarray:
-        ratio = {p: means[..., cells.index((p, "Female"))] / means[..., cells.index((p, "Male"))] for p in PROFESSIONS}
-        return ratio[profession] / (0.5 * (ratio["lawyer"] + ratio["scientist"]))
-
-    def resampled(profession: str) -> Callable[[np.ndarray], np.ndarray]:
-        """``relative`` over bootstrap resamples (row indices)."""
-        return lambda idx: relative(stats.group_means(scores[idx], codes, len(cells)), profession)
-
-    entries = []
-    for profession, direction, sign in (("doctor", f"< 1 ({scored} lower)", -1),
-                                        ("nurse", f"> 1 ({scored} higher)", 1)):
-        value = float(relative(stats.group_means(scores, codes, len(cells)), profession))
-        ci = stats.bootstrap_interval(resampled(profession), codes, BOOTSTRAP, CONFIDENCE)
-        entries.append(_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
-                              {"profession": profession}, name, direction if biased else "1 (none)", value, ci,
-                              _excludes(ci, 1.0), 1.0, sign if biased else 0))
-    return entries
-
-
-# the world's balanced data as is, its one trait pair
-TRAITS_SETTINGS = {"pairs": [["smart", "dumb"]], "per_cell": None,
-                   "gradcam": {"pair": "smart/dumb", "k": 4, "group": {"race": "White", "gender": "Female"}}}
-
-
-def _traits(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
-    run = measure_probe("traits", enc, data, cache_dir=cache, settings=TRAITS_SETTINGS)
-    images = enc.encode_images(data["image"][:])
-    text = enc.encode_texts(["a smart person", "a dumb person"])
-    confidence = 1 / (1 + np.exp(-enc.logit_scale * images @ (text[0] - text[1])))
-    return trait_entries(run, confidence, np.array(data["race"][:]), name, biased), run
-
-
-def trait_entries(run: ProbeRun, confidence: np.ndarray, races: np.ndarray, name: str, biased: bool) -> list[dict]:
-    """The traits run's F-tests across races and the bias ratio of P(smart), White over other races."""
-    entries = []
-    for metric in run.results["metrics"]:
-        if metric["name"] == "trait_anova" and "gender" in metric["subset"]:
-            entries.append(_entry("traits", "trait_anova (F across races)", metric["subset"], name,
-                                  "races differ ('smart' favours White)" if biased else "no difference",
-                                  metric["value"], None, metric["p_value"] < 1 - CONFIDENCE, None, int(biased))
-                           | {"p_value": metric["p_value"]})
-    groups = np.where(races == "White", "White", "other races")
-    r = measures.bias_ratio(confidence, groups, "White", "other races", confidence=CONFIDENCE)
-    entries.append(_entry("traits", "bias_ratio of P(smart)", {"trait": "smart/dumb", "groups": "White/other races"},
-                          name, "> 1" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
-                          _excludes(r["bias_ratio_ci"], 1.0), 1.0, int(biased)))
-    return entries
-
-
-def _multilingual(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
-    run = measure_probe("multilingual", enc, data, cache_dir=cache)
-    images = enc.encode_images(data["image"][:])
-    scores, languages = [], []
-    for language in ("en", "de"):  # each image with its own caption, in each language
-        text = enc.encode_texts([str(c) for c in data[language][:]])
-        scores += list(clip_score(images, text))
-        languages += [language] * len(images)
-    r = measures.bias_ratio(scores, languages, "de", "en", confidence=CONFIDENCE)
-    return [_entry("multilingual", "bias_ratio of own-caption CLIPScore", {"languages": "de/en"}, name,
-                   "< 1 (German rarer in training)" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
-                   _excludes(r["bias_ratio_ci"], 1.0), 1.0, -int(biased))], run
-
-
-def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
-    run = measure_probe("public-figures", enc, data, cache_dir=cache)
-    each = np.array(data["name"][:])  # each image's name
-    names = sorted(set(each))
-    images = enc.encode_images(data["image"][:])
-    text = enc.encode_texts([f"This is a picture of {n}" for n in names])
-    own = np.array([names.index(n) for n in each])
-    correct = ((images @ text.T).argmax(axis=1) == own).astype(float)
-    return figure_entries(run, correct, each, name, biased), run
-
-
-def figure_entries(run: ProbeRun, correct: np.ndarray, names: np.ndarray, name: str, biased: bool) -> list[dict]:
-    """The run's bias ratio of P(politician), and retention (``correct``: each image's own name first)
-    of frequent names minus rare ones."""
-    metric = next(m for m in run.results["metrics"]
-                  if m["name"] == "bias_ratio" and m["subset"] == {"folder": "politicians", "class": "politician"})
-    entries = [_entry("public-figures", "bias_ratio of P(politician)", {"class": "politician", "groups": "Female/Male"},
-                      name, "< 1 (women less often 'politician')" if biased else "1 (none)", metric["value"],
-                      metric["ci"], _excludes(metric["ci"], 1.0), 1.0, -int(biased))]
-    frequent = np.isin(names, world_data.FREQUENT_NAMES)
-    codes = frequent.astype(np.int64)
-    difference = correct[frequent].mean() - correct[~frequent].mean()
-    def frequent_minus_rare(idx: np.ndarray) -> np.ndarray:
-        means = stats.group_means(correct[idx], codes, 2)
-        return means[:, 1] - means[:, 0]
-
-    ci = stats.bootstrap_interval(frequent_minus_rare, codes, BOOTSTRAP, CONFIDENCE)
-    entries.append(_entry("public-figures", "retention text score (frequent - rare names)",
-                          {"names": "frequent vs rare"}, name,
-                          "> 0 (frequent names seen far more often)" if biased else "0 (none)", difference, ci,
-                          _excludes(ci, 0.0), 0.0, int(biased)))
-    return entries
-
-
-RETRIEVAL_SETTINGS = {  # the world's vocabulary; its race attribute, where 'smart' was planted (the world's encoders
-    # also retrieve women first for every 'person' prompt, planted nowhere: professions divides that shift out).
-    # The world's own caption form alone: an answerer ranks images by its likelihood of the prompt as an answer,
-    # and a form it never saw ("a photo of a smart person") is ranked by what it makes of the unseen words
-    "query_templates": ["a {} person"],
-    "concepts": ["smart", "dumb", "happy", "sad"], "attributes": ["race"], "k": 40, "targets": ["dataset"]}
-
-
-def _retrieval(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
-    """Skew@40 of White people among the images retrieved for 'smart' (planted: over-retrieved) and
-    'dumb' (under-retrieved) prompts, against the set's shares (1/7 White)."""
-    run = measure_probe("retrieval", enc, data, cache_dir=cache, settings=RETRIEVAL_SETTINGS)
-    entries = []
-    for concept, direction, sign in (("smart", "> 0 (White over-retrieved)", 1), ("dumb", "< 0 (White under-retrieved)",
-                                                                                   -1)):
-        metric = next(m for m in run.results["metrics"] if m["name"] == "skew" and m["subset"].get("concept") == concept
-                      and m["subset"]["group"] == "White")
-        entries.append(_entry("retrieval", "Skew@40 of White (dataset target)", {"concept": concept}, name,
-                              direction if biased else "0 (none)", metric["value"], metric["ci"],
-                              _excludes(metric["ci"], 0.0), 0.0, sign if biased else 0))
-    return entries, run
-
-
-def word_influence_setup(enc, biased: bool, prompt: str = WI_PROMPT, images_per_prompt: int = 40) -> tuple[dict, dict]:
-    """Settings and components of a word-influence run in the world: its planted generator (the
-    biased one makes 'nurse' raise the share of women) and a zero-shot gender classifier."""
-    generator = world_data.PlantedGenerator(WORD_EFFECTS if biased else {})
-    # the world's own protocol, not the study's: the lexicon (no masked LM offline), its content words,
-    # many images per prompt, the original as often as a variant. 40 images per prompt, 120 per
-    # variant: the Hoeffding interval's half-width is 0.27, the planted 0.4 found by every shipped
-    # model (0.39 [0.12, 0.66]); 80 took twice as long for an interval 0.08 narrower
-    settings = {"prompts": [prompt], "transmuter": {"name": "lexicon"}, "words": "content", "candidates": 3,
-                "images_per_prompt": images_per_prompt, "original_images": 3 * images_per_prompt,
-                "target_group": "female", "max_level": 1, "max_images": 1000, "confidence": CONFIDENCE}
-    return settings, {"generator": generator, "classifier": GroupClassifier(enc, GENDER_PROMPTS)}
-
-
-def _word_influence(enc, name, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
-    settings, components = word_influence_setup(enc, biased)
-    generator = components["generator"]
-    run = measure_probe("word-influence", enc, None, cache_dir=cache, settings=settings, components=components)
-    words = WI_PROMPT.split()
-    lexicon = LexiconTransmuter()
-    entries = []
-    for metric in run.results["metrics"]:
-        if metric["name"] != "word_influence":
-            continue
-        position = words.index(metric["subset"]["word"])
-        variants = lexicon.candidates(words, [position], 3)
-        truth = generator.p_female(WI_PROMPT) - float(np.mean([generator.p_female(" ".join(v)) for v in variants]))
-        entries.append(_entry("word-influence", "word_influence (level 1)", {"word": metric["subset"]["word"]}, name,
-                              round(truth, 4), metric["value"], metric["ci"], _excludes(metric["ci"], 0.0), 0.0,
-                              int(np.sign(round(truth, 4)))))
-    return entries, run
-
-
-PROBES: list[tuple[str, Callable]] = [  # (probe, run(encoder, name, world data, cache, biased) -> (entries, run))
-    ("professions", lambda e, n, d, c, b: _professions(e, n, d["professions"], c, b)),
-    ("traits", lambda e, n, d, c, b: _traits(e, n, d["fairface"], c, b)),
-    ("word-influence", lambda e, n, d, c, b: _word_influence(e, n, c, b)),
-    ("multilingual", lambda e, n, d, c, b: _multilingual(e, n, d["multi30k"], c, b)),
-    ("public-figures", lambda e, n, d, c, b: _public_figures(e, n, d["pfi"], c, b)),
-    ("retrieval", lambda e, n, d, c, b: _retrieval(e, n, d["fairface"], c, b)),
-]
-
-
-def on_models(probe: str, run: Callable, models: dict[str, Any], out: Path, cache_dir: Any, data: dict,
-              log: Callable[[str], None], kind: str = "encoder",
-              without_figures: str | None = None) -> list[dict[str, Any]]:
-    """``probe`` (``run``: its entry of :data:`PROBES` or another kind's table) on the world models
-    ``{"biased": ..., "control": ...}``, drawn on shared scales and written: the encoders' runs to
-    out/NAME/PROBE, entries named NAME; another ``kind``'s to out/KIND-NAME/PROBE, named "NAME KIND".
-    ``without_figures``: the runs are written without their plots, their reports saying this sentence."""
-    runs, entries = {}, []
-    for name, model in models.items():
-        label = name if kind == "encoder" else f"{name} {kind}"
-        log(f"running {probe} on the {label}{' encoder' if kind == 'encoder' else ''}")
-        found, runs[name] = run(model, label, data, cache_dir, name == "biased")
-        entries += found
-    if not without_figures:
-        share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side
-    for name, r in runs.items():
-        r.write(out / (name if kind == "encoder" else f"{kind}-{name}") / probe, without_figures)
-    return entries
-
-
-def measure(models: dict[str, Any], out: Path, cache_dir: Any = None, data: dict | None = None,
-            log: Callable[[str], None] = logger.info, probes: list[tuple[str, Callable]] | None = None,
-            kind: str = "encoder", without_figures: str | None = None) -> list[dict[str, Any]]:
-    """Every probe's entries for the world models of one ``kind`` (:func:`on_models`, probe after probe:
-    the validity sweep's measure of each training)."""
-    data = data or {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
-    return [entry for probe, run in probes or PROBES
-            for entry in on_models(probe, run, models, out, cache_dir, data, log, kind, without_figures)]
-
-
 @dataclasses.dataclass
 class WorldModels:
     """What every probe of the demo measures: each world's encoder and answerer, the world's data,
@@ -321,7 +78,6 @@ class ProbeResults:
 
 def measure_probe_on_world(probe: str, world: WorldModels) -> ProbeResults:
     """``probe`` on both world encoders and both answerers, compared and drawn for the report."""
-    from vlfair.demo import generative
     from vlfair.demo.paired import compare_probe
 
     said: list[str] = []
@@ -359,7 +115,6 @@ def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", pl
     ``out_dir`` is written as a whole (``vlfair.atomic``): an earlier demo there is replaced once
     the new one is complete, a demo stopped midway leaves it as it was. With ``full``, the answerers'
     runs are written with their figures too (by default: :data:`ANSWERER_FIGURES_LEFT_OUT`)."""
-    from vlfair.demo import generative
     from vlfair.demo.forked import default_workers, forked_map
     from vlfair.demo.paired import paired_summary
 
@@ -416,8 +171,6 @@ def world_models(worlds: dict[str, Planting], cache_dir: Any = "default", retrai
                  log: Callable[[str], None] = logger.info) -> tuple[dict[str, Path], dict[str, Any], dict[str, Any]]:
     """Each world's encoder (its folder, and loaded in float32) and answerer: the shipped ones, or,
     with ``retrain`` or a planting vlfair does not ship, trained on this machine and cached."""
-    from vlfair.demo import generative
-
     paths = {name: encoder_path(p, cache_dir, retrain=retrain, name=display_name(name), log=log)
              for name, p in worlds.items()}
     for name, path in paths.items():
@@ -473,7 +226,7 @@ def _interval_or_p(entry: dict) -> str:
     return f"p = {format_p(entry['p_value'])}" if "p_value" in entry else ""
 
 
-def _forest_png(rows: list[dict], measure: str) -> str:
+def _forest_png(rows: list[dict], title: str) -> str:
     """One measure of one probe, biased and control on one axis, with the neutral value marked."""
     import pandas as pd
 
@@ -487,8 +240,8 @@ def _forest_png(rows: list[dict], measure: str) -> str:
     is_f_test = all(e["ci"] is None for e in rows)  # F statistics span decades: a log axis, neutral at 1
     neutral = 1.0 if is_f_test else rows[0]["neutral"]
     xlabel = "F (log scale; about 1 when groups do not differ)" if is_f_test else "measured, with its 95 % CI"
-    figure = forest(frame, measure, xlabel, neutral=neutral, log=is_f_test and bool((frame["value"] > 0).all()))
-    return inline_figure(figure, measure)
+    figure = forest(frame, title, xlabel, neutral=neutral, log=is_f_test and bool((frame["value"] > 0).all()))
+    return inline_figure(figure, title)
 
 
 ENTRY_COLUMNS = ["measure", "subset", "encoder", "planted", "measured", "95 % CI / p", "detected", "valid"]
@@ -535,16 +288,14 @@ def _paired_section(paired: dict[str, Any]) -> dict[str, Any]:
 
 def _forests(entries: list[dict]) -> list[Any]:
     """One forest plot per measure of ``entries`` (both models of a kind on one axis)."""
-    return [_forest_png([e for e in entries if e["measure"] == measure], measure)
-            for measure in dict.fromkeys(e["measure"] for e in entries)]
+    return [_forest_png([e for e in entries if e["measure"] == name], name)
+            for name in dict.fromkeys(e["measure"] for e in entries)]
 
 
 def _generative_section(asked: dict[str, Any], forests: list[Any]) -> dict[str, Any]:
     """The demo report's generative path: its tally, entries, forest plots (drawn with each probe)
     and the encoder-vs-answerer comparison."""
     import pandas as pd
-
-    from vlfair.demo.generative import LABELS
 
     entries = asked["entries"]
     rows = [(e["probe"], e["measure"], format_subset(e["subset"]), e["encoder"], e["planted"], e["measured"],
@@ -553,7 +304,7 @@ def _generative_section(asked: dict[str, Any], forests: list[Any]) -> dict[str, 
                  format_value(c["answerer"]), format_value(c["difference"]),
                  format_interval(*(c["ci"] or [None, None])), c["verdict_text"]) for c in asked["compared"]
                 if "verdict" in c]
-    return {**tally(entries, *LABELS),
+    return {**tally(entries, *generative.LABELS),
             "entries": grid(Table(pd.DataFrame(rows, columns=["probe", *ENTRY_COLUMNS], dtype=object))),
             "forests": forests,
             "compared": grid(Table(pd.DataFrame(compared, columns=[

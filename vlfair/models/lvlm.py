@@ -97,9 +97,10 @@ class GenerativeScorer:
                                        "put to it as the model was trained to read one")
         self.model, self.processor, self.name, self.separator = model, processor, name, separator
         self.revision = revision
-        # where the inputs go: the token embeddings' device (the first of several under device_map="auto")
+        # where the inputs go: the token embeddings' device (the first of several under device_map="auto"), and
+        # the precision the model computes in (its embeddings', not any parameter's: a quantized layer's is int8)
         self.device = model.get_input_embeddings().weight.device
-        self.dtype = next(model.parameters()).dtype
+        self.dtype = model.get_input_embeddings().weight.dtype
         self._asked: dict[tuple[str, tuple[str, ...]], tuple[str, list[list[int]]]] = {}
         self._last_token: dict[str, int] = {}
         self._heads: dict[tuple[str, ...], tuple[str, list[list[int]]] | None] = {}

@@ -25,7 +25,9 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
+from vlfair.imageio import RejectedImageError
 from vlfair.outputs import Metric, Table
+from vlfair.probes.asking import Answering, Asking, TextScores
 from vlfair.probes.settings import CONFIDENCE, Bootstrap, ProbeSettings, describe_errors, keys
 from vlfair.samples import Samples
 
@@ -35,7 +37,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from vlfair.paired import RowSet
-    from vlfair.probes.asking import Answering
 
 
 class ProbeError(ValueError):
@@ -195,12 +196,59 @@ class Context:
         self._unmatched_ids.update(self.identity(rows[chosen < 0])["id"])
         return chosen, rows
 
-    def text_scores(self, texts: list[str], asked: Any = None, answers: list[str] | None = None,
-                    question: str | None = None, within: np.ndarray | None = None) -> Any:
-        """s(image, text) of the model, whichever its kind (:func:`vlfair.probes.asking.text_scores`)."""
-        from vlfair.probes.asking import text_scores
+    def text_scores(self, texts: list[str], asked: Answering | None = None, answers: list[str] | None = None,
+                    question: str | None = None, within: np.ndarray | None = None) -> TextScores:
+        """s(image, text) of the model for every readable image (``within``: of those dataset rows
+        only, all readable) and each of ``texts``.
 
-        return text_scores(self, texts, asked, answers, question, within)
+        A contrastive encoder embeds ``texts``; a generative model is asked ``question`` (default
+        ``asked.question``) with ``answers`` (default ``texts``) as the candidates, as ``asked`` says.
+        """
+        if within is not None and self.generative:  # ask only these images (a model's forward per image is dear)
+            # its rows map through ``within``; nothing asked of the whole data is this part's
+            part = dataclasses.replace(self, dataset=self.dataset.select(np.asarray(within).tolist()), unmatched={},
+                                       _unmatched_ids=set(), _answered={}, source_rows=None)
+            try:
+                found = part.text_scores(texts, asked, answers, question)
+            except RejectedImageError as exc:  # named by its row in the subset: name the dataset's
+                if exc.row is None:
+                    raise
+                raise exc.at(int(np.asarray(within)[exc.row])) from exc
+            for asked_question, (none, total) in part.unmatched.items():
+                before = self.unmatched.get(asked_question, (0, 0))
+                self.unmatched[asked_question] = (before[0] + none, before[1] + total)
+            self._unmatched_ids.update(part._unmatched_ids)
+            return dataclasses.replace(found, rows=np.asarray(within)[found.rows])
+        if not self.generative:
+            images, rows = self.images()
+            if within is not None:
+                positions = np.searchsorted(rows, within)
+                images, rows = images[positions], rows[positions]
+            text = self.texts(texts)
+            values = (images @ text.T).astype(np.float64)
+            probabilities = np.asarray(self.encoder.probabilities(images, text), dtype=np.float64)
+            return TextScores(values, probabilities, rows, "cosine", np.ones(len(rows), dtype=bool))
+        if asked is None:
+            raise ValueError("a generative model is asked: give the probe's generative section")
+        answers = list(texts if answers is None else answers)
+        if question is None:
+            if not isinstance(asked, Asking):
+                raise ValueError("a generative model is asked: give the question")
+            question = asked.question
+        if asked.mode == "generate":
+            chosen, rows = self.generated_answers(question, answers, asked.max_new_tokens)
+            matched = chosen >= 0
+            values = np.full((len(rows), len(answers)), np.nan)
+            values[matched] = 0.0
+            values[np.flatnonzero(matched), chosen[matched]] = 1.0
+            return TextScores(values, values.copy(), rows, "generated", matched)
+        scores, rows = self.answer_scores(question, answers)
+        if asked.normalize_length:
+            lengths = np.array([len(t) for t in self.encoder.prepared(question, answers)[1]], dtype=float)
+            scores = scores / lengths
+        shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
+        return TextScores(scores, shifted / shifted.sum(axis=1, keepdims=True), rows, "log_likelihood",
+                          np.ones(len(rows), dtype=bool))
 
     @property
     def generative(self) -> bool:

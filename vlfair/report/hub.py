@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from vlfair.cache import sha256_of
-from vlfair.report.results import MAX_RESULTS_BYTES
+from vlfair.report.results import MAX_RESULTS_BYTES, read_results
 
 HUB_PREFIX = "hf://datasets/"
 RUNS = "runs"
@@ -120,8 +120,6 @@ def local_run(run_dir: str | Path) -> LocalRun:
     which runs it may be ranked against. One without samples is pushed alone, with a warning: a
     probe may write none (a plugin's, an older run), and the board ranks results.json alone; only a
     paired comparison of two runs needs the samples."""
-    from vlfair.report.leaderboard import read_results
-
     given = Path(run_dir)
     path = given / "results.json" if given.is_dir() else given
     if not path.is_file():
@@ -257,8 +255,6 @@ def _benchmark_file(api: Any, repo_id: str, head: str, exists: bool, results: di
     file in the repository that is not a readable results.json is left out and named in ``warnings``."""
     from huggingface_hub import hf_hub_download
 
-    from vlfair.report.leaderboard import read_results
-
     problems: list[str] = []  # a file too large to read, or not a results.json: left out, and named
     root = download_runs(f"{HUB_PREFIX}{repo_id}@{head}", api.token, skipped=problems)
     named = [(f"datasets/{repo_id}/{path.relative_to(root).as_posix()}", read)
@@ -369,8 +365,6 @@ def download_chosen(source: str, runs: list[str], token: str | bool | None = Non
     Raises:
         HubError: a run's samples file is not a file beside it, is missing, or is over ``max_samples`` bytes.
     """
-    from vlfair.report.leaderboard import read_results
-
     listing = _listing(source, token, [f"{RUNS}/*--{run}/results.json" for run in runs])
     candidates = {run: [path for path in sorted(listing.sizes) if path.endswith(f"--{run}/results.json")
                         and listing.sizes[path] <= MAX_RESULTS_BYTES][:CANDIDATES] for run in runs}

@@ -22,7 +22,13 @@ from vlfair.report.hub import (  # noqa: F401  (the Space's)
     is_repo_id,
 )
 from vlfair.report.markup import markdown_text  # noqa: F401  (the Space's: text from results files)
-from vlfair.report.results import family_problem, load_results
+from vlfair.report.results import (  # noqa: F401  (read_results: its home before vlfair.report.results)
+    family_problem,
+    read_files,
+    read_results,
+    short_reason,
+    skip_or_raise,
+)
 
 COLUMNS = ["model", "revision", "dtype", "kind", "probe", "probe_version", "dataset", "split", "metric", "subset",
            "value", "ci_low", "ci_high", "p_value", "log10_p_value", "created", "vlfair_version",
@@ -34,39 +40,6 @@ NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "p_value": float, 
 HEX = {"family": str, "run": str}  # hex digits that a CSV reader would otherwise take for numbers
 # a probe's own neutral values (Probe.neutral) by probe name, beyond vlfair.outputs.NEUTRAL
 Neutrals = Mapping[str, Mapping[str, float]]
-MAX_REASON = 300  # characters of a reason a skipped file is named with (a schema error quotes the bad value)
-
-
-def _read_all(paths: Iterable[str | Path], skipped: list[str] | None) -> list[tuple[Path, dict[str, Any]]]:
-    """(file, content) of each readable results.json (:func:`read_results`)."""
-    loaded, seen = [], set()
-    for given in paths:
-        path = Path(given)
-        path = path / "results.json" if path.is_dir() else path
-        if path.resolve() in seen:
-            continue
-        seen.add(path.resolve())
-        try:
-            loaded.append((path, load_results(path)))
-        except (OSError, ValueError) as exc:
-            _skip(skipped, f"{path}: {_reason(exc)}")
-    return loaded
-
-
-def _reason(exc: Exception) -> str:
-    """What is wrong, in one line of at most :data:`MAX_REASON` characters."""
-    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
-
-
-def read_results(paths: Iterable[str | Path], skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """results.json files (a directory means its results.json), each checked against the schema,
-    each read once however often it is given. A file that is missing, not JSON, nested too deeply,
-    holds NaN, Infinity or a number beyond a float's range, is larger than any results.json or
-    breaks the schema is an error naming it; with ``skipped`` (a list) it is left out and
-    described there instead, so one bad file does not hide the others."""
-    return [results for _, results in _read_all(paths, skipped)]
 
 
 def tidy(results: list[dict[str, Any]], neutral: Neutrals | None = None) -> pd.DataFrame:
@@ -170,21 +143,15 @@ def result_files(sources: Iterable[str | Path], skipped: list[str] | None = None
             names[str(root)] = source.split("@")[0].rstrip("/")
             found = sorted(root.rglob("results.json"))
             if not found:
-                _skip(skipped, f"{source}: no runs in it yet (runs/.../results.json)")
+                skip_or_raise(skipped, f"{source}: no runs in it yet (runs/.../results.json)")
         elif Path(source).is_dir():
             found = sorted(Path(source).rglob("results.json"))
             if not found:
-                _skip(skipped, f"{source}: no results.json in it or below")
+                skip_or_raise(skipped, f"{source}: no results.json in it or below")
         else:
             found = [Path(source)]  # read_results names it if it is missing
         files.extend(found)
     return files, names
-
-
-def _skip(skipped: list[str] | None, problem: str) -> None:
-    if skipped is None:
-        raise ValueError(f"cannot read {problem}")
-    skipped.append(problem)
 
 
 def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, token: str | None = None,
@@ -199,7 +166,7 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
     files, names = result_files(sources, skipped, token)
     problems: list[str] = []
     report = problems if skipped is not None else None
-    loaded = _read_all(files, report)
+    loaded = read_files(files, report)
     runs, duplicates = dedupe([results for _, results in loaded])
     where = {id(results): path for path, results in loaded}
     kept, rows = [], []
@@ -207,13 +174,13 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
         try:
             rows.extend(_rows(results, neutral))
         except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:  # whatever the schema let by
-            _skip(report, f"{where[id(results)]}: {_reason(exc)}")
+            skip_or_raise(report, f"{where[id(results)]}: {short_reason(exc)}")
             continue
         kept.append(results)
     for problem in problems:  # a downloaded file is named by its repository, not by the cache's folder
         for root, source in names.items():
             problem = problem.replace(root, source, 1) if problem.startswith(root) else problem
-        _skip(skipped, problem)
+        skip_or_raise(skipped, problem)
     board = _frame(rows)
     board.attrs.update(runs=len(kept), duplicates=duplicates, families=families(kept))
     return board

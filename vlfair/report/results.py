@@ -8,6 +8,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -214,3 +215,45 @@ def load_results(path: Path) -> dict[str, Any]:
         where = "" if exc.json_path == "$" else exc.json_path.removeprefix("$.") + ": "
         raise ValueError(where + exc.message) from None
     return results
+
+
+MAX_REASON = 300  # characters of a reason a skipped file is named with (a schema error quotes the bad value)
+
+
+def read_files(paths: Iterable[str | Path], skipped: list[str] | None) -> list[tuple[Path, dict[str, Any]]]:
+    """(file, content) of each readable results.json (:func:`read_results`)."""
+    loaded, seen = [], set()
+    for given in paths:
+        path = Path(given)
+        path = path / "results.json" if path.is_dir() else path
+        if path.resolve() in seen:
+            continue
+        seen.add(path.resolve())
+        try:
+            loaded.append((path, load_results(path)))
+        except (OSError, ValueError) as exc:
+            skip_or_raise(skipped, f"{path}: {short_reason(exc)}")
+    return loaded
+
+
+def short_reason(exc: Exception) -> str:
+    """What is wrong, in one line of at most :data:`MAX_REASON` characters."""
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
+
+
+def read_results(paths: Iterable[str | Path], skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """results.json files (a directory means its results.json), each checked against the schema,
+    each read once however often it is given. A file that is missing, not JSON, nested too deeply,
+    holds NaN, Infinity or a number beyond a float's range, is larger than any results.json or
+    breaks the schema is an error naming it; with ``skipped`` (a list) it is left out and
+    described there instead, so one bad file does not hide the others."""
+    return [results for _, results in read_files(paths, skipped)]
+
+
+def skip_or_raise(skipped: list[str] | None, problem: str) -> None:
+    """``problem`` added to ``skipped`` (a list), or raised where there is none to say it in."""
+    if skipped is None:
+        raise ValueError(f"cannot read {problem}")
+    skipped.append(problem)
