@@ -401,6 +401,17 @@ def test_float32_forwards_are_ieee_float32_whatever_the_process_set(clip_dir, lo
                     ("bfloat16", "text_features"): lower_precision_set}
 
 
+def test_at_torch_s_defaults_only_cudnn_s_tf32_convolutions_are_turned_off(clip_dir):
+    """A switch at "none" under a process-wide "none" computes IEEE float32 already and is left as it is."""
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    before, seen = testing.float32_switches(), []
+    forward = encoder.image_features
+    encoder.image_features = lambda pixels: seen.append(testing.float32_switches()) or forward(pixels)
+    encoder.encode_images(_images(1))
+    assert seen == [{**before, "cudnn.conv": "ieee", "cudnn.rnn": "ieee"}] and before["mkldnn.matmul"] == "none"
+    assert testing.float32_switches() == before
+
+
 def test_before_torch_2_9_float32_turns_off_the_two_tf32_flags_of_that_time(monkeypatch):
     """torch 2.2-2.8 have no fp32_precision switches, only cuDNN's and cuBLAS's allow_tf32 (stand-ins here: this
     torch refuses the old flags once the new switches were used in the process)."""

@@ -240,14 +240,27 @@ def _word_influence(enc, name, cache, biased: bool) -> tuple[list[dict], ProbeRu
     return entries, run
 
 
-PROBES: list[tuple[str, Callable]] = [  # (probe, run(encoder, name, world data, cache, biased) -> (entries, run))
-    ("professions", lambda e, n, d, c, b: _professions(e, n, d["professions"], c, b)),
-    ("traits", lambda e, n, d, c, b: _traits(e, n, d["fairface"], c, b)),
-    ("word-influence", lambda e, n, d, c, b: _word_influence(e, n, c, b)),
-    ("multilingual", lambda e, n, d, c, b: _multilingual(e, n, d["multi30k"], c, b)),
-    ("public-figures", lambda e, n, d, c, b: _public_figures(e, n, d["pfi"], c, b)),
-    ("retrieval", lambda e, n, d, c, b: _retrieval(e, n, d["fairface"], c, b)),
-]
+# the world data each probe reads (word-influence generates its own images)
+WORLD_DATA: dict[str, str | None] = {"professions": "professions", "traits": "fairface", "word-influence": None,
+                                     "multilingual": "multi30k", "public-figures": "pfi", "retrieval": "fairface"}
+ProbeRunner = Callable[..., tuple[list[dict], ProbeRun]]
+
+
+def probe_table(runners: dict[str, ProbeRunner], data: dict[str, str | None] = WORLD_DATA
+                ) -> list[tuple[str, Callable]]:
+    """(probe, run(model, name, world data, cache, biased) -> (entries, run)) for a model kind's ``runners``
+    (each taking its own data set, ``data[probe]``, or none), in the order given."""
+
+    def given(runner: ProbeRunner, key: str | None) -> Callable:
+        if key is None:
+            return lambda model, name, _, cache, biased: runner(model, name, cache, biased)
+        return lambda model, name, world, cache, biased: runner(model, name, world[key], cache, biased)
+
+    return [(probe, given(runner, data[probe])) for probe, runner in runners.items()]
+
+
+PROBES = probe_table({"professions": _professions, "traits": _traits, "word-influence": _word_influence,
+                      "multilingual": _multilingual, "public-figures": _public_figures, "retrieval": _retrieval})
 
 
 def on_models(probe: str, run: Callable, models: dict[str, Any], out: Path, cache_dir: Any, data: dict,

@@ -30,11 +30,13 @@ from vlfair.demo.answerer import (
 )
 from vlfair.demo.entries import (
     TRAITS_SETTINGS,
+    WORLD_DATA,
     _entry,
     _excludes,
     _retrieval,
     _word_influence,
     figure_entries,
+    probe_table,
     profession_entries,
     trait_entries,
 )
@@ -158,14 +160,11 @@ def _public_figures(model, name, data, cache, biased: bool) -> tuple[list[dict],
     return entries, run
 
 
-PROBES: list[tuple[str, Callable]] = [  # (probe, run(model, name, world data, cache, biased) -> (entries, run))
-    ("professions", lambda m, n, d, c, b: _professions(m, n, d["professions"], c, b)),
-    ("traits", lambda m, n, d, c, b: _traits(m, n, d["fairface"], c, b)),
-    ("word-influence", lambda m, n, d, c, b: _word_influence(m, n, c, b)),
-    ("multilingual", lambda m, n, d, c, b: _multilingual(m, n, d["fairface"], c, b)),
-    ("public-figures", lambda m, n, d, c, b: _public_figures(m, n, d["pfi"], c, b)),
-    ("retrieval", lambda m, n, d, c, b: _retrieval(m, n, d["fairface"], c, b)),
-]
+# the encoders' table, with the answerers' own functions where they ask questions; multilingual reads the
+# FairFace-schema data (MULTILINGUAL_SETTINGS: its Multi30K part reads embeddings, which an answerer has none of)
+PROBES = probe_table({"professions": _professions, "traits": _traits, "word-influence": _word_influence,
+                      "multilingual": _multilingual, "public-figures": _public_figures, "retrieval": _retrieval},
+                     {**WORLD_DATA, "multilingual": "fairface"})
 # the probes whose encoder and answerer runs measure one quantity on the same rows (professions: the
 # encoder's CLIPScore, the answerer's answer likelihood; multilingual: Multi30K vs FairFace; word-influence:
 # other generated images)

@@ -52,13 +52,19 @@ def ieee_float32(dtype: torch.dtype) -> Iterator[None]:
         finally:
             torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
         return
-    before = [switch.fp32_precision for switch in switches]
-    for switch in switches:
+    # only the switches that ask for less are set: one at "none" under a process-wide "none" computes IEEE float32
+    # already, so a process at torch's defaults changes only cuDNN's convolutions (TF32 by default)
+    inherited = getattr(torch.backends, "fp32_precision", "none")
+    lowered = [switch for switch in switches
+               if switch.fp32_precision not in ("none", "ieee")
+               or (switch.fp32_precision == "none" and inherited not in ("none", "ieee"))]
+    before = [switch.fp32_precision for switch in lowered]
+    for switch in lowered:
         switch.fp32_precision = "ieee"
     try:
         yield
     finally:
-        for switch, value in zip(switches, before):
+        for switch, value in zip(lowered, before):
             switch.fp32_precision = value
 
 
