@@ -26,6 +26,20 @@ def test_help_lists_every_design_subcommand():
         assert command in result.stdout
 
 
+def test_every_package_of_vlfair_is_in_the_wheel_s_list():
+    """pyproject.toml lists vlfair's packages by name: one left out imports from a checkout (editable install)
+    and is missing from the wheel, which a stale build/ folder can hide from the wheel test."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    block = re.search(r"^packages = \[(.*?)\]", (root / "pyproject.toml").read_text(), re.S | re.M)
+    listed = set(re.findall(r'"([\w.]+)"', block.group(1)))
+    found = {".".join(init.parent.relative_to(root).parts) for init in (root / "vlfair").rglob("__init__.py")
+             if "__pycache__" not in init.parts}
+    assert found <= listed, sorted(found - listed)
+
+
 def test_version():
     result = _run("--version")
     assert result.stdout.strip() == f"vlfair {vlfair.__version__}"

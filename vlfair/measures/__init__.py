@@ -1,0 +1,126 @@
+"""Every bias measure of vlfair as a pure function of arrays; numpy and scipy only.
+
+Each returns a frozen dataclass, one per measure (:class:`BiasRatio`, :class:`GroupScoreGap`, ...),
+whose fields are read as attributes (``gap.max_gap``). Every one is also a :class:`MeasureResult`,
+a read-only mapping that reads exactly as the flat dict the measures returned before (JSON-friendly:
+floats, lists, dicts of floats), with at least the keys of the evaluate table in DESIGN.md, plus
+confidence intervals (``<key>_ci``), sample counts and p-values; ``to_dict()`` gives that dict.
+Group statistics take ``bootstrap`` (stratified resamples; 0 turns intervals off), ``confidence``
+and ``seed``. Accuracies and shares are fractions in [0, 1].
+Group labels are read by one rule (:func:`vlfair.stats.label_column`): compared as text, a number by its
+value (1 and 1.0 are one group), a missing label (None, NaN, NaT, pandas' NA) an error naming its row.
+Numbers are read by one rule (:func:`float_column`), options by one table (:data:`OPTIONS`), and a result
+holding a number that no finite input can give (an overflow) is refused where it is assembled. Bad input
+raises a ValueError that names the problem.
+
+The package's rooms: ``checks`` (the result type; how numbers, labels and options are read; the checks
+on groups), ``groups`` (the group statistics on one engine of group means), ``ranking`` (ranking_skew and
+its top-k engine) and ``comparison`` (bias_difference); every public name is importable from here.
+"""
+
+from __future__ import annotations
+
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, MAX_BOOTSTRAP, MAX_PERMUTATIONS, PERMUTATIONS, SEED
+from vlfair.measures.checks import (
+    MIN_GROUP_SIZE,
+    OPTIONS,
+    Labels,
+    MeasureResult,
+    check_options,
+    float_column,
+    whole_column,
+)
+from vlfair.measures.comparison import (
+    A_LESS_BIASED,
+    B_LESS_BIASED,
+    NEITHER_CLOSER,
+    NO_DIFFERENCE,
+    BiasDifference,
+    bias_difference,
+)
+from vlfair.measures.groups import (
+    BiasRatio,
+    CrossLingualGap,
+    GroupRateGap,
+    GroupScoreGap,
+    IndividualFairness,
+    Retention,
+    TraitAnova,
+    WordInfluence,
+    bias_ratio,
+    cross_lingual_gap,
+    group_rate_gap,
+    group_score_gap,
+    individual_fairness,
+    parse_variant,
+    retention,
+    trait_anova,
+    word_influence,
+)
+from vlfair.measures.ranking import (
+    SMOOTHING,
+    RankingSkew,
+    prefix_length,
+    ranking_skew,
+    resampled_top_k,
+    top_k_groups_problem,
+    top_k_interval,
+    top_k_order,
+    top_k_shares,
+)
+
+MEASURES = {
+    "bias_ratio": bias_ratio, "group_score_gap": group_score_gap, "trait_anova": trait_anova,
+    "word_influence": word_influence, "cross_lingual_gap": cross_lingual_gap, "group_rate_gap": group_rate_gap,
+    "individual_fairness": individual_fairness, "retention": retention, "ranking_skew": ranking_skew,
+    "bias_difference": bias_difference,
+}
+
+__all__ = [
+    "A_LESS_BIASED",
+    "BOOTSTRAP",
+    "B_LESS_BIASED",
+    "BiasDifference",
+    "BiasRatio",
+    "CONFIDENCE",
+    "CrossLingualGap",
+    "GroupRateGap",
+    "GroupScoreGap",
+    "IndividualFairness",
+    "Labels",
+    "MAX_BOOTSTRAP",
+    "MAX_PERMUTATIONS",
+    "MEASURES",
+    "MIN_GROUP_SIZE",
+    "MeasureResult",
+    "NEITHER_CLOSER",
+    "NO_DIFFERENCE",
+    "OPTIONS",
+    "PERMUTATIONS",
+    "RankingSkew",
+    "Retention",
+    "SEED",
+    "SMOOTHING",
+    "TraitAnova",
+    "WordInfluence",
+    "bias_difference",
+    "bias_ratio",
+    "check_options",
+    "cross_lingual_gap",
+    "float_column",
+    "group_rate_gap",
+    "group_score_gap",
+    "individual_fairness",
+    "parse_variant",
+    "prefix_length",
+    "ranking_skew",
+    "resampled_top_k",
+    "retention",
+    "top_k_groups_problem",
+    "top_k_interval",
+    "top_k_order",
+    "top_k_shares",
+    "trait_anova",
+    "whole_column",
+    "word_influence",
+]
