@@ -269,6 +269,22 @@ def test_zero_shot_prompts_the_model_cannot_tell_apart_are_named_in_the_warnings
     assert not any(w.startswith("gender prompts in en:") for w in results["warnings"])
 
 
+def test_vlfair_run_builds_its_probe_once_and_asks_once_whether_it_takes_the_model(clip_dir, tmp_path, monkeypatch):
+    """The CLI used to validate the settings, then build the probe again in measure_probe, and ask three times
+    whether the probe takes the model (the spec, the CLI's loaded model, measure_probe's): once each now."""
+    from vlfair.probes import base, runner
+
+    built, asked = [], []
+    validate, refuse = base.Probe.validate_settings.__func__, runner.refuse_generative
+    monkeypatch.setattr(base.Probe, "validate_settings",
+                        classmethod(lambda cls, *a, **k: built.append(cls.name) or validate(cls, *a, **k)))
+    monkeypatch.setattr(runner, "refuse_generative", lambda probe, model: asked.append(model) or refuse(probe, model))
+    assert main(["run", "professions", "--model", str(clip_dir), "--dataset", "synthetic:professions", "--limit", "40",
+                 "--out", str(tmp_path / "run"), "--set", "bootstrap=0", "--set", "n_permutations=0", "--no-figures",
+                 "--dtype", "float32", "--cache-dir", str(tmp_path / "cache"), "--quiet"]) == 0
+    assert built == ["professions"] and asked == [str(clip_dir)]
+
+
 # ---- rescore --set: the same checks ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -133,7 +133,7 @@ def test_a_broken_plugin_is_named_and_the_others_still_run(plugin, tmp_path):
 def test_register_probe_in_python_shows_the_probe_everywhere(tmp_path, monkeypatch):
     """vlfair.register_probe: the registry, the demo Space's choices and the generated reference."""
     import vlfair
-    import vlfair.probes as probes
+    from vlfair.probes import registry as probes
     from vlfair.probes.reference import reference
     from vlfair.space import session
 
@@ -244,7 +244,7 @@ def test_a_probe_that_makes_its_data_without_describing_it_still_writes_valid_re
         def run(self, ctx, schema):
             return Output(metrics=[Metric("count", {"what": "nothing"}, 0.0)])
 
-    import vlfair.probes as probes
+    from vlfair.probes import registry as probes
 
     probes.probe_names()
     original, registered = dict(probes.PROBES), list(probes._REGISTERED)
@@ -285,7 +285,7 @@ def test_word_influence_says_its_intervals_are_hoeffding_bounds():
 
 
 def test_two_classes_of_one_name_are_refused_but_one_class_imported_twice_is_one_probe(monkeypatch):
-    import vlfair.probes as probes
+    from vlfair.probes import registry as probes
     from vlfair.probes.base import Probe
 
     probes.probe_names()

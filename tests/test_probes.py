@@ -561,7 +561,7 @@ def test_limit(clip_dir, tmp_path):
 
 
 def test_a_probe_registered_first_does_not_hide_the_builtin_ones(monkeypatch):
-    import vlfair.probes as probes
+    from vlfair.probes import registry as probes
     from vlfair.probes.base import Probe
 
     monkeypatch.setattr(probes, "PROBES", {})

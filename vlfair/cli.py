@@ -77,12 +77,12 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from vlfair.probes import measure_probe, probe_class
 
-    probe = probe_class(args.probe)
     settings = _parse_sets(args.set)
     _at_least_one(("--limit", args.limit), ("--batch-size", args.batch_size))
-    from_options, sources = probe.overrides_from(vars(args))
+    from_options, sources = probe_class(args.probe).overrides_from(vars(args))
     settings.update(from_options)
-    probe.validate_settings(settings, sources)  # before any work: an error names the key (or flag) and the value
+    # built once, before any work: a settings error names the key (or flag) and the value
+    probe = probe_class(args.probe)(settings, sources=sources)
     _check_out_dir(Path(args.out))  # before any work: a bad --out must not waste a run
     dataset = getattr(args, "dataset", None)
     from vlfair.data.loading import check_source, split_parts
@@ -90,13 +90,8 @@ def _run(args: argparse.Namespace) -> int:
     split_parts(args.split)  # a split named twice is said at once, before the model loads
     if dataset and not dataset.startswith("synthetic:"):
         check_source(dataset)  # a missing local directory is said at once, before the model loads
-    from vlfair.models import load_encoder
-    from vlfair.probes import refuse_generative
-
-    refuse_generative(probe, args.model)  # before a generative model's weights load (or download)
-    encoder = load_encoder(args.model, dtype=args.dtype)
-    run = measure_probe(args.probe, encoder, dataset, split=args.split, subset=args.subset, limit=args.limit,
-                        batch_size=args.batch_size, settings=settings or None, cache_dir=args.cache_dir or "default")
+    run = measure_probe(probe, args.model, dataset, split=args.split, subset=args.subset, limit=args.limit,
+                        batch_size=args.batch_size, cache_dir=args.cache_dir or "default", dtype=args.dtype)
     failure = _write_run(run, Path(args.out), NOT_DRAWN if args.no_figures else None)
     results = run.results
     from vlfair.distributed import current_world

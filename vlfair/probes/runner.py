@@ -1,0 +1,215 @@
+"""Running a probe: its dataset resolved and checked, its model loaded (a generative one refused where the
+probe only reads embeddings), its output made a run (results.json validated), written where asked."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from vlfair.imageio import RejectedImageError
+from vlfair.logging import library_progress_bars
+from vlfair.probes.base import Context, Output, Probe, ProbeError
+from vlfair.probes.registry import probe_class, probe_names
+
+
+def _schema_of(spec: str, default: str) -> str:
+    from vlfair.data.loading import prepared_schema
+
+    if spec.startswith("synthetic:"):
+        return spec.split(":", 1)[1]
+    return (Path(spec).is_dir() and prepared_schema(spec)) or default
+
+
+def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | None, schema: str | None):
+    """A Dataset object is used as is; a spec string is loaded with the probe's schema."""
+    if not isinstance(spec, (str, Path)):
+        if schema is None:
+            fitting = [s for s in probe.schemas
+                       if all(c in spec.column_names for c in probe.required_columns.get(s, ()))]
+            schema = fitting[0] if fitting else probe.schemas[0]
+        from vlfair.data.conform import conform
+        from vlfair.data.schemas import SCHEMAS
+
+        # an in-memory dataset meets the same checks as a loaded one: labels by name, in the vocabulary
+        if schema in SCHEMAS and all(c in spec.column_names for c in probe.required_columns.get(schema, ())):
+            spec = conform(spec, SCHEMAS[schema], "the dataset given", partial=True)
+        return spec, schema, schema
+    from vlfair.data import load_dataset
+
+    spec = str(spec)
+    schema = schema or _schema_of(spec, probe.schemas[0])
+    if schema not in probe.schemas:
+        raise ProbeError(f"probe {probe.name!r} runs on {list(probe.schemas)} data, not {schema!r} ({spec})")
+    name = spec if spec.startswith("synthetic:") else schema
+    source = None if spec.startswith("synthetic:") else spec
+    subsets = probe.default_subsets(schema) if subset is None else None
+    if subsets:  # e.g. both Multi30K portions
+        from datasets import concatenate_datasets
+
+        parts = [load_dataset(name, source=source, subset=s, split=split) for s in subsets]
+        return concatenate_datasets(parts), schema, spec
+    return load_dataset(name, source=source, subset=subset, split=split), schema, spec
+
+
+@dataclasses.dataclass
+class ProbeRun:
+    """A probe's measured results and its outputs (tables, figures, notes), not yet written."""
+
+    name: str
+    results: dict[str, Any]
+    output: Output
+
+    def write(self, out_dir: str | Path, without_figures: str | None = None) -> Path:
+        """results.json, samples.parquet (where the probe keeps samples), tables, plots and
+        report.html into ``out_dir`` (the main process only writes: under torchrun or accelerate
+        launch there is one writer); returns report.html. The folder is written as a whole
+        (``vlfair.atomic``): a run killed while writing leaves an earlier run there whole, and a
+        second process writing the same folder is refused. ``without_figures``: no plot is drawn
+        (drawing is most of a small run's writing time), and report.html says this sentence instead."""
+        from vlfair.atomic import atomic_output
+        from vlfair.distributed import current_world
+        from vlfair.report.results import validate_results
+        from vlfair.report.writer import RUN_OUTPUT, write_outputs
+        from vlfair.samples import SAMPLES_FILE, write_samples
+
+        if current_world().is_main:
+            with atomic_output(out_dir, RUN_OUTPUT) as out:  # samples and the rest: one folder, swapped in at once
+                if self.output.samples is not None:
+                    header = {k: v for k, v in self.results.items() if k not in ("metrics", "published", "samples")}
+                    self.results["samples"] = write_samples(self.output.samples, out / SAMPLES_FILE, header)
+                    validate_results(self.results)
+                figures, notes = self.output.figures, self.output.notes
+                if without_figures:
+                    figures, notes = {}, [*notes, without_figures]
+                write_outputs(out, self.results, self.output.tables, figures, notes, f"vlfair {self.name} probe")
+        return Path(out_dir) / "report.html"
+
+    def failure(self) -> str | None:
+        """Why this run is not a result to build on, or None: it measured nothing, or some of its
+        values came out null (the CLI then writes it beside ``--out``, never over an earlier run)."""
+        metrics = self.results["metrics"]
+        if not metrics:
+            warnings = self.results["warnings"]
+            more = f"; and {len(warnings) - 3} more warnings, in results.json" if len(warnings) > 3 else ""
+            return "measured nothing (" + ("; ".join(warnings[:3]) or "no metric came out") + more + ")"
+        nulls = [m for m in metrics if m["value"] is None]
+        if nulls:
+            first = nulls[0]
+            return (f"{len(nulls)} of {len(metrics)} values came out null (e.g. {first['name']} "
+                    f"{json.dumps(first['subset'])}; see the run's warnings)")
+        return None
+
+
+def refuse_generative(probe: Any, model: Any) -> None:
+    """A generative model (an ``lvlm:`` spec, before its weights load, or a loaded one) for a probe
+    that only reads embeddings is refused by name."""
+    from vlfair.models import parse_spec
+
+    generative = (parse_spec(model)[0] == "lvlm" if isinstance(model, str)
+                  else getattr(model, "kind", "contrastive") == "generative")
+    if generative and not probe.asks_questions:
+        asking = [name for name in probe_names() if probe_class(name).asks_questions]
+        spec = model if isinstance(model, str) else model.name
+        raise ProbeError(f"probe {probe.name!r} reads image and text embeddings; {spec!r} is a generative model, "
+                         f"which answers questions instead (the probes that ask it: {', '.join(asking)})")
+
+
+@library_progress_bars("datasets.utils.logging")  # its bar for every filter, select and flatten: short steps
+def measure_probe(name: str | Probe, encoder: Any, dataset: Any = None, *, split: str | None = None,
+                  subset: str | None = None, schema: str | None = None, limit: int | None = None, batch_size: int = 64,
+                  cache_dir: Any = "default", settings: dict[str, Any] | None = None,
+                  components: dict[str, Any] | None = None, dtype: Any = "auto") -> ProbeRun:
+    """Run probe ``name`` and keep what it measured and drew, without writing anything (the demo
+    draws a biased and a control run on shared scales before writing both); see :func:`run_probe`.
+    ``name`` may be a probe already built with its settings (the CLI's: built once, its errors naming the
+    flags); ``encoder`` a spec, loaded here in ``dtype`` once the probe has taken it."""
+    from vlfair.models import load_encoder
+
+    if isinstance(name, Probe):
+        if settings is not None or components is not None:
+            raise TypeError("measure_probe: a built probe has its settings and components already")
+        probe = name
+    else:
+        probe = probe_class(name)(settings, components)
+    name = probe.name
+    refuse_generative(probe, encoder)  # a spec: before its weights load (or download)
+    encoder = load_encoder(encoder, dtype=dtype) if isinstance(encoder, str) else encoder
+    if probe.needs_dataset:
+        if dataset is None:
+            raise ProbeError(f"probe {name!r} needs a dataset")
+        data, schema, dataset_name = resolve_dataset(probe, dataset, subset, split, schema)
+        probe.check_columns(data, schema)
+        if limit is not None:
+            data = data.select(range(min(int(limit), data.num_rows)))
+        if data.num_rows == 0:
+            raise ProbeError(f"probe {name!r}: the dataset has no rows")
+    else:
+        data = None
+    ctx = Context(encoder, data, batch_size=batch_size, cache_dir=cache_dir)
+    try:
+        output = probe.run(ctx, schema)
+    except RejectedImageError as exc:  # named by its row in the probe's sample: name the data's
+        if exc.row is None:
+            raise
+        raise exc.at(ctx.given_rows([exc.row])[0]) from exc
+    if output.dataset is not None:  # a probe that makes its own data says what it made
+        described = output.dataset
+    elif data is None:  # what it made follows from its settings
+        made = json.dumps(probe.settings.model_dump(mode="json"), sort_keys=True)
+        described = {"name": f"made by the {name} probe", "split": None, "subset": None,
+                     "fingerprint": hashlib.sha256(made.encode()).hexdigest()[:16], "num_rows": 0}
+    else:  # a probe may narrow it (multilingual keeps one caption pair per image): described as read
+        described = {"name": str(dataset_name), "split": split, "subset": subset,
+                     "fingerprint": ctx.dataset._fingerprint, "num_rows": ctx.dataset.num_rows}
+    from vlfair.report.results import model_record
+
+    return finish_run(probe, output, model_record(encoder), described, ctx.given_rows(ctx.skipped_rows),
+                      {"schema": schema, "limit": limit})
+
+
+def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dict[str, Any], skipped_rows: list[int],
+               run_settings: dict[str, Any]) -> ProbeRun:
+    """A probe's output as a run: the intervals' note, the study's published numbers beside the
+    measured ones, and results.json (validated). ``run_settings``: how the data was read (schema,
+    limit), reported among the settings."""
+    from vlfair.report.results import build_results, validate_results
+
+    output.notes.append(probe.intervals_note())
+    published = []
+    if probe.published_file:
+        from vlfair.probes.published import attach
+
+        published = attach(output, probe.directory(), probe.published_file, output.published_model or model["spec"])
+    results = build_results(probe.name, probe.version, model, dataset, output.metrics, skipped_rows,
+                            {**output.settings, **run_settings}, output.warnings, published,
+                            probe.settings.model_dump(mode="json", exclude={"notes"}), probe.family_key(dataset))
+    validate_results(results)
+    return ProbeRun(probe.name, results, output)
+
+
+def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path | None = "out", **options: Any
+              ) -> dict[str, Any]:
+    """Run probe ``name`` end to end; writes results.json, tables, plots and report.html into ``out_dir``.
+
+    Args:
+        name: a registered probe (:func:`probe_names`).
+        encoder: an Encoder or a model spec.
+        dataset: a ``datasets.Dataset`` with the probe's columns, or a dataset spec (Hub id,
+            prepared directory, ``synthetic:<name>``).
+        out_dir: where to write; None writes nothing.
+        options: ``split``, ``subset``, ``schema``, ``limit`` (use only the first rows),
+            ``batch_size``, ``cache_dir``, ``settings`` (overrides of the probe's YAML; an unknown
+            key is an error) and ``components`` (objects replacing configured parts, e.g.
+            word-influence's ``generator``: any object with ``generate`` and ``identity``,
+            ``classifier`` or ``transmuter``).
+
+    Returns:
+        the results.json content.
+    """
+    run = measure_probe(name, encoder, dataset, **options)
+    if out_dir is not None:
+        run.write(out_dir)
+    return run.results
