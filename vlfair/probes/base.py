@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import yaml
-from pydantic import ValidationError
 
 from vlfair.imageio import RejectedImageError
 from vlfair.outputs import Metric, Table
 from vlfair.probes.asking import Answering, Asking, TextScores
-from vlfair.probes.settings import CONFIDENCE, Bootstrap, ProbeSettings, describe_errors, keys
+from vlfair.probes.errors import ProbeError
+from vlfair.probes.settings import CONFIDENCE, Bootstrap, ProbeSettings, overrides_from, settings_with
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:
@@ -37,10 +37,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from vlfair.paired import RowSet
-
-
-class ProbeError(ValueError):
-    """A probe cannot run on this input; the message names the probe and the problem."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -373,81 +369,15 @@ class Probe(abc.ABC):
     @classmethod
     def validate_settings(cls, overrides: Mapping[str, Any] | None = None,
                           sources: Mapping[str, str] | None = None) -> ProbeSettings:
-        """The YAML with ``overrides``, checked against :attr:`Settings`: an error names where a key
-        was set (``sources``: key or ``record.field`` -> "--per-cell"; else "setting"), the key, the
-        value and what it takes."""
-        defaults = cls.default_settings()
-        try:
-            cls.Settings.model_validate(defaults)
-        except ValidationError as exc:
-            raise ProbeError(f"{cls.name}: {describe_errors(cls.Settings, exc, lambda path: cls.settings_path())}"
-                             ) from None
-        overrides = cls._nested(cls._overrides(overrides), defaults)
-        try:
-            return cls.Settings.model_validate({**defaults, **overrides})
-        except ValidationError as exc:
-            named = dict(sources or {})
-
-            def source(path: str) -> str:  # the flag that set this field or its record, else --set / settings=
-                return named.get(path) or named.get(path.partition(".")[0]) or "setting"
-
-            raise ProbeError(f"{cls.name}: {describe_errors(cls.Settings, exc, source)}") from None
-
-    @classmethod
-    def _overrides(cls, overrides: Any) -> dict[str, Any]:
-        """``settings=`` / ``--set`` as a dict: a mapping whose keys are texts (else a sentence, not
-        dict()'s TypeError)."""
-        if overrides is None:
-            return {}
-        if not isinstance(overrides, Mapping):
-            raise ProbeError(f"{cls.name}: settings are a mapping of keys to values (e.g. {{'seed': 1}}), not "
-                             f"{type(overrides).__name__} {overrides!r}")
-        not_text = [key for key in overrides if not isinstance(key, str)]
-        if not_text:
-            raise ProbeError(f"{cls.name}: settings keys are texts, not {not_text!r}; keys: {keys(cls.Settings)}")
-        return dict(overrides)
-
-    @classmethod
-    def _nested(cls, overrides: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-        """``record.field`` keys (``--set generative.mode=generate``) as the record with that field
-        changed (the record as given or as the YAML holds it)."""
-        flat = {key: value for key, value in overrides.items() if "." not in key}
-        for key, value in overrides.items():
-            if "." not in key:
-                continue
-            path = key.split(".")
-            if path[0] not in flat and path[0] not in defaults:
-                raise ProbeError(f"{cls.name}: setting {key!r}: {path[0]!r} is not a settings key of this probe; "
-                                 f"keys: {keys(cls.Settings)}")
-            record: Any = flat.setdefault(path[0], copy.deepcopy(defaults.get(path[0])))
-            for depth, part in enumerate(path[1:], start=1):
-                if not isinstance(record, dict):
-                    raise ProbeError(f"{cls.name}: setting {key!r}: {'.'.join(path[:depth])!r} is not a record of "
-                                     f"fields; keys: {keys(cls.Settings)}")
-                record = record.setdefault(part, {}) if depth < len(path) - 1 else record
-            record[path[-1]] = value
-        return flat
+        """The YAML with ``overrides``, checked against :attr:`Settings`
+        (:func:`~vlfair.probes.settings.settings_with`)."""
+        return settings_with(cls.Settings, cls.default_settings(), overrides, sources, cls.name, cls.settings_path())
 
     @classmethod
     def overrides_from(cls, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        """(settings, key -> flag) from the parsed values of :attr:`options` (None and False: not
-        given); a nested field is merged into the YAML's record."""
-        settings: dict[str, Any] = {}
-        sources: dict[str, str] = {}
-        defaults = cls.default_settings() if any("." in option.setting for option in cls.options) else {}
-        for option in cls.options:
-            value = values.get(option.dest)
-            if value is None or value is False or value == []:
-                continue
-            value = option.convert(value) if option.convert else value
-            key, _, field = option.setting.partition(".")
-            if field:
-                record = settings.setdefault(key, dict(defaults.get(key) or {}))
-                record[field] = value
-            else:
-                settings[key] = value
-            sources[option.setting] = option.flag
-        return settings, sources
+        """(settings, key -> flag) from the parsed values of :attr:`options`
+        (:func:`~vlfair.probes.settings.overrides_from`)."""
+        return overrides_from(cls.options, values, cls.default_settings)
 
     def intervals_note(self) -> str:
         """What every interval and error bar of the report is (said under every report)."""

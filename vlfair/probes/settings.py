@@ -9,9 +9,10 @@ An error names the key, the value given and what is allowed (:func:`describe_err
 
 from __future__ import annotations
 
+import copy
 import string
 import types
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Annotated, Any, NoReturn, TypeVar, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
@@ -49,6 +50,7 @@ from vlfair.defaults import (  # noqa: E402  (shared with vlfair.measures)
     PERMUTATIONS,
     SEED,
 )
+from vlfair.probes.errors import ProbeError  # noqa: E402
 
 
 def placeholders(*fields: str) -> Callable[[str], str]:
@@ -284,3 +286,83 @@ def _read_value_file(key: str, path: str) -> Any:
 __all__ = ["BOOTSTRAP", "CONFIDENCE", "PERMUTATIONS", "SEED", "Bootstrap", "Confidence", "Count", "Flag", "Float",
            "Int", "Name", "NonNegative", "Permutations", "ProbeSettings", "Settings", "Text", "describe_errors",
            "distinct", "keys", "placeholders", "read_override", "refuse", "same_text"]
+
+
+# ---- overrides: the YAML with what a user set (settings=, --set, a probe's own flags) -------------------
+def settings_with(model: type[ProbeSettings], defaults: dict[str, Any], overrides: Any,
+                  sources: Mapping[str, str] | None, probe: str, yaml_path: str) -> ProbeSettings:
+    """The probe's YAML (``defaults``) with ``overrides``, checked against ``model``: an error names where a
+    key was set (``sources``: key or ``record.field`` -> "--per-cell"; else "setting"), the key, the value
+    and what it takes."""
+    try:
+        model.model_validate(defaults)
+    except ValidationError as exc:
+        raise ProbeError(f"{probe}: {describe_errors(model, exc, lambda path: yaml_path)}") from None
+    nested = _nested(_as_mapping(overrides, probe, model), defaults, probe, model)
+    try:
+        return model.model_validate({**defaults, **nested})
+    except ValidationError as exc:
+        named = dict(sources or {})
+
+        def source(path: str) -> str:  # the flag that set this field or its record, else --set / settings=
+            return named.get(path) or named.get(path.partition(".")[0]) or "setting"
+
+        raise ProbeError(f"{probe}: {describe_errors(model, exc, source)}") from None
+
+
+def _as_mapping(overrides: Any, probe: str, model: type[BaseModel]) -> dict[str, Any]:
+    """``settings=`` / ``--set`` as a dict: a mapping whose keys are texts (else a sentence, not dict()'s
+    TypeError)."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, Mapping):
+        raise ProbeError(f"{probe}: settings are a mapping of keys to values (e.g. {{'seed': 1}}), not "
+                         f"{type(overrides).__name__} {overrides!r}")
+    not_text = [key for key in overrides if not isinstance(key, str)]
+    if not_text:
+        raise ProbeError(f"{probe}: settings keys are texts, not {not_text!r}; keys: {keys(model)}")
+    return dict(overrides)
+
+
+def _nested(overrides: dict[str, Any], defaults: dict[str, Any], probe: str, model: type[BaseModel]
+            ) -> dict[str, Any]:
+    """``record.field`` keys (``--set generative.mode=generate``) as the record with that field changed (the
+    record as given or as the YAML holds it)."""
+    flat = {key: value for key, value in overrides.items() if "." not in key}
+    for key, value in overrides.items():
+        if "." not in key:
+            continue
+        path = key.split(".")
+        if path[0] not in flat and path[0] not in defaults:
+            raise ProbeError(f"{probe}: setting {key!r}: {path[0]!r} is not a settings key of this probe; "
+                             f"keys: {keys(model)}")
+        record: Any = flat.setdefault(path[0], copy.deepcopy(defaults.get(path[0])))
+        for depth, part in enumerate(path[1:], start=1):
+            if not isinstance(record, dict):
+                raise ProbeError(f"{probe}: setting {key!r}: {'.'.join(path[:depth])!r} is not a record of "
+                                 f"fields; keys: {keys(model)}")
+            record = record.setdefault(part, {}) if depth < len(path) - 1 else record
+        record[path[-1]] = value
+    return flat
+
+
+def overrides_from(options: Sequence[Any], values: Mapping[str, Any], defaults: Callable[[], dict[str, Any]]
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
+    """(settings, key -> flag) from the parsed values of a probe's ``options`` (its flags; None and False: not
+    given); a nested field is merged into the YAML's record (``defaults()``, read only where one is)."""
+    settings: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    yaml = defaults() if any("." in option.setting for option in options) else {}
+    for option in options:
+        value = values.get(option.dest)
+        if value is None or value is False or value == []:
+            continue
+        value = option.convert(value) if option.convert else value
+        key, _, field = option.setting.partition(".")
+        if field:
+            record = settings.setdefault(key, dict(yaml.get(key) or {}))
+            record[field] = value
+        else:
+            settings[key] = value
+        sources[option.setting] = option.flag
+    return settings, sources
