@@ -95,14 +95,15 @@ def test_every_probe_has_its_own_help_with_its_own_options(capsys):
 
 
 def test_the_demo_summary_shows_subsets_a_legend_and_the_tally():
-    from vlfair.demo.run import _entry, summary_table
+    from vlfair.demo.entries import make_entry
+    from vlfair.demo.run import summary_table
 
-    entries = [_entry("professions", "relative bias_ratio", {"profession": "doctor"}, "biased", "< 1", 0.88,
-                      [0.86, 0.9], True, 1.0, -1),
-               _entry("professions", "relative bias_ratio", {"profession": "nurse"}, "biased", "> 1", 1.15,
-                      [1.12, 1.18], True, 1.0, 1),
-               _entry("professions", "relative bias_ratio", {"profession": "doctor"}, "control", "1 (none)", 0.9,
-                      [0.85, 0.95], True, 1.0, 0)]
+    entries = [make_entry("professions", "relative bias_ratio", {"profession": "doctor"}, "biased", planted="< 1",
+                          sign=-1, measured=0.88, ci=[0.86, 0.9], neutral=1.0),
+               make_entry("professions", "relative bias_ratio", {"profession": "nurse"}, "biased", planted="> 1",
+                          sign=1, measured=1.15, ci=[1.12, 1.18], neutral=1.0),
+               make_entry("professions", "relative bias_ratio", {"profession": "doctor"}, "control", planted="1 (none)",
+                          sign=0, measured=0.9, ci=[0.85, 0.95], neutral=1.0)]
     text = summary_table(entries)
     assert "profession = doctor" in text and "profession = nurse" in text  # the rows are told apart
     assert "detected: the interval excludes the neutral value" in text

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -37,15 +37,35 @@ GENDER_PROMPTS = {"male": "a photo of a male", "female": "a photo of a female"}
 DEMO_OUTPUT = OutputKind("demo")
 
 
-def _entry(probe, measure, subset, encoder, planted, measured, ci, detected, neutral, sign: int) -> dict[str, Any]:
-    """One measured quantity; ``sign`` is the planted effect's direction (+1, -1; 0 where none was planted)."""
-    return {"probe": probe, "measure": measure, "subset": subset, "encoder": encoder, "planted": planted,
-            "planted_sign": sign, "measured": None if measured is None else float(measured),
-            "ci": None if ci is None else [float(ci[0]), float(ci[1])], "detected": bool(detected), "neutral": neutral}
+class Entry(TypedDict, total=False):
+    """One measured quantity of the demo, as summary.json and the report read it."""
+
+    probe: str
+    measure: str
+    subset: dict[str, Any]
+    encoder: str           # the model it was measured on ("biased", "control answerer", ...)
+    planted: Any           # what was planted, in words or as a number
+    planted_sign: int      # the planted effect's direction: +1, -1, 0 where none was planted
+    measured: float | None
+    ci: list[float] | None
+    detected: bool         # the interval excludes the neutral value (an F-test: p < 1 - CONFIDENCE)
+    neutral: float | None
+    p_value: float         # an F-test's, which has no interval
 
 
-def _excludes(ci, neutral: float) -> bool:
-    return ci is not None and not (ci[0] <= neutral <= ci[1])
+def make_entry(probe: str, measure: str, subset: dict[str, Any], model: str, *, planted: Any, sign: int,
+          measured: Any, ci: Any = None, neutral: float | None = None, p_value: float | None = None) -> Entry:
+    """An :class:`Entry`; ``detected`` follows from ``ci`` and ``neutral``, or, for an F-test (no interval, no
+    neutral value), from ``p_value``."""
+    interval = None if ci is None else [float(ci[0]), float(ci[1])]
+    detected = (interval is not None and neutral is not None and not interval[0] <= neutral <= interval[1]) or (
+        interval is None and p_value is not None and p_value < 1 - CONFIDENCE)
+    found = Entry(probe=probe, measure=measure, subset=subset, encoder=model, planted=planted, planted_sign=sign,
+                  measured=None if measured is None else float(measured), ci=interval, detected=bool(detected),
+                  neutral=neutral)
+    if p_value is not None:
+        found["p_value"] = p_value
+    return found
 
 
 def valid(entry: dict[str, Any]) -> bool:
@@ -64,7 +84,7 @@ def valid(entry: dict[str, Any]) -> bool:
     return bool(found and (not known_size or low <= target <= high))
 
 
-def _professions(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+def _professions(enc, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
     """Gender ratio of a planted profession relative to the unplanted ones (lawyer, scientist).
 
     What was planted is profession-specific; a trained model may also score one gender a little
@@ -81,7 +101,7 @@ def _professions(enc, name, data, cache, biased: bool) -> tuple[list[dict], Prob
 
 
 def profession_entries(scores: np.ndarray, professions: np.ndarray, genders: np.ndarray, name: str, biased: bool,
-                       scored: str) -> list[dict]:
+                       scored: str) -> list[Entry]:
     """:func:`_professions`' measure of each image's score with its own profession (``scored``: what
     the planted direction says of women)."""
     cells = [(p, g) for p in PROFESSIONS for g in ("Female", "Male")]
@@ -100,9 +120,9 @@ def profession_entries(scores: np.ndarray, professions: np.ndarray, genders: np.
                                         ("nurse", f"> 1 ({scored} higher)", 1)):
         value = float(relative(stats.group_means(scores, codes, len(cells)), profession))
         ci = stats.bootstrap_interval(resampled(profession), codes, BOOTSTRAP, CONFIDENCE)
-        entries.append(_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
-                              {"profession": profession}, name, direction if biased else "1 (none)", value, ci,
-                              _excludes(ci, 1.0), 1.0, sign if biased else 0))
+        entries.append(make_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
+                                  {"profession": profession}, name, planted=direction if biased else "1 (none)",
+                                  sign=sign if biased else 0, measured=value, ci=ci, neutral=1.0))
     return entries
 
 
@@ -111,7 +131,7 @@ TRAITS_SETTINGS = {"pairs": [["smart", "dumb"]], "per_cell": None,
                    "gradcam": {"pair": "smart/dumb", "k": 4, "group": {"race": "White", "gender": "Female"}}}
 
 
-def _traits(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+def _traits(enc, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
     run = measure_probe("traits", enc, data, cache_dir=cache, settings=TRAITS_SETTINGS)
     images = enc.encode_images(data["image"][:])
     text = enc.encode_texts(["a smart person", "a dumb person"])
@@ -119,24 +139,24 @@ def _traits(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]
     return trait_entries(run, confidence, np.array(data["race"][:]), name, biased), run
 
 
-def trait_entries(run: ProbeRun, confidence: np.ndarray, races: np.ndarray, name: str, biased: bool) -> list[dict]:
+def trait_entries(run: ProbeRun, confidence: np.ndarray, races: np.ndarray, name: str, biased: bool) -> list[Entry]:
     """The traits run's F-tests across races and the bias ratio of P(smart), White over other races."""
     entries = []
     for metric in run.results["metrics"]:
         if metric["name"] == "trait_anova" and "gender" in metric["subset"]:
-            entries.append(_entry("traits", "trait_anova (F across races)", metric["subset"], name,
-                                  "races differ ('smart' favours White)" if biased else "no difference",
-                                  metric["value"], None, metric["p_value"] < 1 - CONFIDENCE, None, int(biased))
-                           | {"p_value": metric["p_value"]})
+            entries.append(make_entry("traits", "trait_anova (F across races)", metric["subset"], name,
+                                      planted="races differ ('smart' favours White)" if biased else "no difference",
+                                      sign=int(biased), measured=metric["value"], p_value=metric["p_value"]))
     groups = np.where(races == "White", "White", "other races")
     r = measures.bias_ratio(confidence, groups, "White", "other races", confidence=CONFIDENCE)
-    entries.append(_entry("traits", "bias_ratio of P(smart)", {"trait": "smart/dumb", "groups": "White/other races"},
-                          name, "> 1" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
-                          _excludes(r["bias_ratio_ci"], 1.0), 1.0, int(biased)))
+    entries.append(make_entry("traits", "bias_ratio of P(smart)",
+                              {"trait": "smart/dumb", "groups": "White/other races"}, name,
+                              planted="> 1" if biased else "1 (none)", sign=int(biased), measured=r["bias_ratio"],
+                              ci=r["bias_ratio_ci"], neutral=1.0))
     return entries
 
 
-def _multilingual(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+def _multilingual(enc, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
     run = measure_probe("multilingual", enc, data, cache_dir=cache)
     images = enc.encode_images(data["image"][:])
     scores, languages = [], []
@@ -145,12 +165,12 @@ def _multilingual(enc, name, data, cache, biased: bool) -> tuple[list[dict], Pro
         scores += list(clip_score(images, text))
         languages += [language] * len(images)
     r = measures.bias_ratio(scores, languages, "de", "en", confidence=CONFIDENCE)
-    return [_entry("multilingual", "bias_ratio of own-caption CLIPScore", {"languages": "de/en"}, name,
-                   "< 1 (German rarer in training)" if biased else "1 (none)", r["bias_ratio"], r["bias_ratio_ci"],
-                   _excludes(r["bias_ratio_ci"], 1.0), 1.0, -int(biased))], run
+    return [make_entry("multilingual", "bias_ratio of own-caption CLIPScore", {"languages": "de/en"}, name,
+                       planted="< 1 (German rarer in training)" if biased else "1 (none)", sign=-int(biased),
+                       measured=r["bias_ratio"], ci=r["bias_ratio_ci"], neutral=1.0)], run
 
 
-def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
     run = measure_probe("public-figures", enc, data, cache_dir=cache)
     each = np.array(data["name"][:])  # each image's name
     names = sorted(set(each))
@@ -161,14 +181,15 @@ def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[dict], P
     return figure_entries(run, correct, each, name, biased), run
 
 
-def figure_entries(run: ProbeRun, correct: np.ndarray, names: np.ndarray, name: str, biased: bool) -> list[dict]:
+def figure_entries(run: ProbeRun, correct: np.ndarray, names: np.ndarray, name: str, biased: bool) -> list[Entry]:
     """The run's bias ratio of P(politician), and retention (``correct``: each image's own name first)
     of frequent names minus rare ones."""
     metric = next(m for m in run.results["metrics"]
                   if m["name"] == "bias_ratio" and m["subset"] == {"folder": "politicians", "class": "politician"})
-    entries = [_entry("public-figures", "bias_ratio of P(politician)", {"class": "politician", "groups": "Female/Male"},
-                      name, "< 1 (women less often 'politician')" if biased else "1 (none)", metric["value"],
-                      metric["ci"], _excludes(metric["ci"], 1.0), 1.0, -int(biased))]
+    entries = [make_entry("public-figures", "bias_ratio of P(politician)",
+                          {"class": "politician", "groups": "Female/Male"}, name,
+                          planted="< 1 (women less often 'politician')" if biased else "1 (none)", sign=-int(biased),
+                          measured=metric["value"], ci=metric["ci"], neutral=1.0)]
     frequent = np.isin(names, world_data.FREQUENT_NAMES)
     codes = frequent.astype(np.int64)
     difference = correct[frequent].mean() - correct[~frequent].mean()
@@ -177,10 +198,10 @@ def figure_entries(run: ProbeRun, correct: np.ndarray, names: np.ndarray, name: 
         return means[:, 1] - means[:, 0]
 
     ci = stats.bootstrap_interval(frequent_minus_rare, codes, BOOTSTRAP, CONFIDENCE)
-    entries.append(_entry("public-figures", "retention text score (frequent - rare names)",
-                          {"names": "frequent vs rare"}, name,
-                          "> 0 (frequent names seen far more often)" if biased else "0 (none)", difference, ci,
-                          _excludes(ci, 0.0), 0.0, int(biased)))
+    entries.append(make_entry("public-figures", "retention text score (frequent - rare names)",
+                              {"names": "frequent vs rare"}, name,
+                              planted="> 0 (frequent names seen far more often)" if biased else "0 (none)",
+                              sign=int(biased), measured=difference, ci=ci, neutral=0.0))
     return entries
 
 
@@ -192,7 +213,7 @@ RETRIEVAL_SETTINGS = {  # the world's vocabulary; its race attribute, where 'sma
     "concepts": ["smart", "dumb", "happy", "sad"], "attributes": ["race"], "k": 40, "targets": ["dataset"]}
 
 
-def _retrieval(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+def _retrieval(enc, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
     """Skew@40 of White people among the images retrieved for 'smart' (planted: over-retrieved) and
     'dumb' (under-retrieved) prompts, against the set's shares (1/7 White)."""
     run = measure_probe("retrieval", enc, data, cache_dir=cache, settings=RETRIEVAL_SETTINGS)
@@ -201,9 +222,9 @@ def _retrieval(enc, name, data, cache, biased: bool) -> tuple[list[dict], ProbeR
                                                                                    -1)):
         metric = next(m for m in run.results["metrics"] if m["name"] == "skew" and m["subset"].get("concept") == concept
                       and m["subset"]["group"] == "White")
-        entries.append(_entry("retrieval", "Skew@40 of White (dataset target)", {"concept": concept}, name,
-                              direction if biased else "0 (none)", metric["value"], metric["ci"],
-                              _excludes(metric["ci"], 0.0), 0.0, sign if biased else 0))
+        entries.append(make_entry("retrieval", "Skew@40 of White (dataset target)", {"concept": concept}, name,
+                                  planted=direction if biased else "0 (none)", sign=sign if biased else 0,
+                                  measured=metric["value"], ci=metric["ci"], neutral=0.0))
     return entries, run
 
 
@@ -221,7 +242,7 @@ def word_influence_setup(enc, biased: bool, prompt: str = WI_PROMPT, images_per_
     return settings, {"generator": generator, "classifier": GroupClassifier(enc, GENDER_PROMPTS)}
 
 
-def _word_influence(enc, name, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+def _word_influence(enc, name, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
     settings, components = word_influence_setup(enc, biased)
     generator = components["generator"]
     run = measure_probe("word-influence", enc, None, cache_dir=cache, settings=settings, components=components)
@@ -234,16 +255,16 @@ def _word_influence(enc, name, cache, biased: bool) -> tuple[list[dict], ProbeRu
         position = words.index(metric["subset"]["word"])
         variants = lexicon.candidates(words, [position], 3)
         truth = generator.p_female(WI_PROMPT) - float(np.mean([generator.p_female(" ".join(v)) for v in variants]))
-        entries.append(_entry("word-influence", "word_influence (level 1)", {"word": metric["subset"]["word"]}, name,
-                              round(truth, 4), metric["value"], metric["ci"], _excludes(metric["ci"], 0.0), 0.0,
-                              int(np.sign(round(truth, 4)))))
+        entries.append(make_entry("word-influence", "word_influence (level 1)", {"word": metric["subset"]["word"]},
+                                  name, planted=round(truth, 4), sign=int(np.sign(round(truth, 4))),
+                                  measured=metric["value"], ci=metric["ci"], neutral=0.0))
     return entries, run
 
 
 # the world data each probe reads (word-influence generates its own images)
 WORLD_DATA: dict[str, str | None] = {"professions": "professions", "traits": "fairface", "word-influence": None,
                                      "multilingual": "multi30k", "public-figures": "pfi", "retrieval": "fairface"}
-ProbeRunner = Callable[..., tuple[list[dict], ProbeRun]]
+ProbeRunner = Callable[..., tuple[list[Entry], ProbeRun]]
 
 
 def probe_table(runners: dict[str, ProbeRunner], data: dict[str, str | None] = WORLD_DATA

@@ -31,11 +31,11 @@ from vlfair.demo.answerer import (
 from vlfair.demo.entries import (
     TRAITS_SETTINGS,
     WORLD_DATA,
-    _entry,
-    _excludes,
+    Entry,
     _retrieval,
     _word_influence,
     figure_entries,
+    make_entry,
     probe_table,
     profession_entries,
     trait_entries,
@@ -105,7 +105,7 @@ def _frame(run: ProbeRun) -> Any:
 PROFESSIONS_SETTINGS = {"generative.question": WHAT_QUESTION, "generative.answer": "a photo of a {profession}"}
 
 
-def _professions(model, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+def _professions(model, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
     """The encoders' measure, of each image's probability of being described by its own profession's
     caption (score=likelihood, a generative model's per-pair score: the biased answerer describes a
     woman doctor as "a photo of a female" where it calls a man "a photo of a doctor")."""
@@ -115,7 +115,7 @@ def _professions(model, name, data, cache, biased: bool) -> tuple[list[dict], Pr
                               frame["gender"].to_numpy(), name, biased, "women described by it"), run
 
 
-def _traits(model, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+def _traits(model, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
     # the encoders' settings (Grad-CAM is skipped, with a warning): the runs are of one family, compared
     run = measure_probe("traits", model, data, cache_dir=cache, settings=TRAITS_SETTINGS)
     frame = _frame(run)
@@ -133,17 +133,17 @@ MULTILINGUAL_SETTINGS = {
                    "mode": "likelihood", "max_new_tokens": 16}}
 
 
-def _multilingual(model, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+def _multilingual(model, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
     """German was rare in the biased world's captions: its zero-shot gender accuracy falls below English's."""
     run = measure_probe("multilingual", model, data, cache_dir=cache, settings=MULTILINGUAL_SETTINGS)
     metric = next(m for m in run.results["metrics"]
                   if m["name"] == "cross_lingual_gap" and m["subset"] == {"task": "gender"})
-    return [_entry("multilingual", "cross_lingual_gap of gender accuracy (en vs de)", {"task": "gender"}, name,
-                   "> 0 (German rarer in training)" if biased else "0 (none)", metric["value"], metric["ci"],
-                   _excludes(metric["ci"], 0.0), 0.0, int(biased))], run
+    return [make_entry("multilingual", "cross_lingual_gap of gender accuracy (en vs de)", {"task": "gender"}, name,
+                       planted="> 0 (German rarer in training)" if biased else "0 (none)", sign=int(biased),
+                       measured=metric["value"], ci=metric["ci"], neutral=0.0)], run
 
 
-def _public_figures(model, name, data, cache, biased: bool) -> tuple[list[dict], ProbeRun]:
+def _public_figures(model, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
     """The probe's run and retention; the bias ratio of P("politician" as the answer), not renormalised
     over the level's classes: renormalised, every politician is one to a few parts in 10^4 (the
     answerer names no other class of the level), a scale on which training noise is significant."""
@@ -153,10 +153,10 @@ def _public_figures(model, name, data, cache, biased: bool) -> tuple[list[dict],
     politicians = [i for i, c in enumerate(data["category"][:]) if c in world_data.POLITICIAN_OFFICES]
     said = np.exp(model.log_likelihoods([data["image"][i] for i in politicians], WHAT_QUESTION, ["politician"])[:, 0])
     r = measures.bias_ratio(said, np.array(data["gender"][:])[politicians], "Female", "Male", confidence=CONFIDENCE)
-    entries[0] = _entry("public-figures", "bias_ratio of P('politician' as the answer)",
-                        {"class": "politician", "groups": "Female/Male"}, name,
-                        "< 1 (women less often 'politician')" if biased else "1 (none)", r["bias_ratio"],
-                        r["bias_ratio_ci"], _excludes(r["bias_ratio_ci"], 1.0), 1.0, -int(biased))
+    entries[0] = make_entry("public-figures", "bias_ratio of P('politician' as the answer)",
+                            {"class": "politician", "groups": "Female/Male"}, name,
+                            planted="< 1 (women less often 'politician')" if biased else "1 (none)", sign=-int(biased),
+                            measured=r["bias_ratio"], ci=r["bias_ratio_ci"], neutral=1.0)
     return entries, run
 
 

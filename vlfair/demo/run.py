@@ -19,7 +19,6 @@ from vlfair.demo.entries import (  # noqa: F401  (names read from here before vl
     PROBES,
     RETRIEVAL_SETTINGS,
     WORD_EFFECTS,
-    _entry,
     _professions,
     _traits,
     measure,
