@@ -149,9 +149,9 @@ def _earlier(run: Path, out: Path) -> dict[str, bytes]:
 # ---- issue 43, LOSS 4: a command that fails after measuring leaves --out as it was ----------------
 def _failing(monkeypatch, how: str) -> None:
     """Every run made from here on fails as ``how`` says, the way a measure that cannot compute leaves it."""
-    import vlfair.probes
+    from vlfair.probes import runner
 
-    finish_run = vlfair.probes.finish_run
+    finish_run = runner.finish_run  # what measure_probe and rescore both call
 
     def failing(*args, **kwargs):
         run = finish_run(*args, **kwargs)
@@ -162,7 +162,7 @@ def _failing(monkeypatch, how: str) -> None:
             run.results["warnings"].append("every cell had fewer than 2 rows")
         return run
 
-    monkeypatch.setattr(vlfair.probes, "finish_run", failing)
+    monkeypatch.setattr(runner, "finish_run", failing)
 
 
 @pytest.mark.parametrize("how", ["a null value", "nothing measured"])

@@ -36,7 +36,7 @@ def rescore(run_dir: str | Path, out_dir: str | Path | None, overrides: dict[str
 
 def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None) -> ProbeRun:
     """The run in ``run_dir`` recomputed from its samples (:func:`rescore`), not yet written."""
-    from vlfair.probes import ProbeError, finish_run, probe_class
+    from vlfair.probes import ProbeError, probe_class, runner
 
     run = load_run(run_dir)
     results = run.results
@@ -67,7 +67,7 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None) -> Pr
     output.notes.append("Rescored from samples.parquet (vlfair rescore): figures drawn from the images or the model "
                         "themselves (median images, Grad-CAM, generated images) are in the original run's report.")
     run_settings = {key: results["settings"].get(key) for key in ("schema", "limit")}
-    return finish_run(probe, output, results["model"], results["dataset"], results.get("skipped_rows", []),
+    return runner.finish_run(probe, output, results["model"], results["dataset"], results.get("skipped_rows", []),
                       run_settings)
 
 
