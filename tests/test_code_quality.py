@@ -58,6 +58,39 @@ def test_no_module_of_vlfair_imports_itself_back_through_others():
     assert not circles, "\n".join(circles[:10])
 
 
+def test_design_s_layout_names_every_module_and_benchmark():
+    """DESIGN.md's layout is the map a newcomer reads: every module of vlfair (its packages' modules too) and every
+    benchmark is named there, so a new one cannot go in unmentioned (a review found compare/, paired.py,
+    samples.py and 5 of 7 benchmarks missing)."""
+    import re
+
+    text = (ROOT / "docs" / "DESIGN.md").read_text()
+    layout = text[text.index("## Layout"):]
+    layout = layout[layout.index("```") + 3:]
+    named = set(re.findall(r"[\w.]+\.py|\w+/", layout[:layout.index("```")]))
+    modules = [path for path in sorted((ROOT / "vlfair").rglob("*.py"))
+               if path.name != "__init__.py" and "__pycache__" not in path.parts and path.parent.name != "encoders"]
+    missing = [str(path.relative_to(ROOT)) for path in modules if path.name not in named]
+    missing += [f"{package.relative_to(ROOT)}/" for package in sorted((ROOT / "vlfair").iterdir())
+                if (package / "__init__.py").exists() and f"{package.name}/" not in named]
+    missing += [f"benchmarks/{path.name}" for path in sorted((ROOT / "benchmarks").glob("*.py"))
+                if path.name not in named]
+    assert not missing, f"name these in DESIGN.md's layout: {missing}"
+
+
+def test_design_names_every_built_in_probe_where_it_lists_them():
+    """"PROBE is one of ..." in DESIGN.md lists the probes vlfair ships (retrieval was missing from it)."""
+    import re
+
+    from vlfair.probes import probe_class, probe_names
+
+    text = (ROOT / "docs" / "DESIGN.md").read_text()
+    listed = text[text.index("PROBE is one of"):]
+    listed = re.findall(r"`([\w-]+)`", listed[:listed.index("plugin's")])
+    shipped = [name for name in probe_names() if probe_class(name).__module__.startswith("vlfair.probes.")]
+    assert listed == shipped, listed
+
+
 def test_ruff_is_clean():
     result = _tool(_script("ruff"), "check", "vlfair", "metrics", "spaces", "tests", "benchmarks", "--no-cache")
     assert result.returncode == 0, result.stdout[-3000:]
