@@ -401,6 +401,19 @@ def test_float32_forwards_are_ieee_float32_whatever_the_process_set(clip_dir, lo
                     ("bfloat16", "text_features"): lower_precision_set}
 
 
+def test_grad_cam_of_a_float32_encoder_runs_in_ieee_float32(clip_dir, lower_precision_set):
+    """Grad-CAM's forward and backward (vlfair.explain) follow the same rule as the embeddings."""
+    from vlfair.explain import _vision, gradcam
+
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    seen = []
+    _vision(encoder)[1].register_forward_pre_hook(lambda *_: seen.append(testing.float32_switches()))
+    text = encoder.encode_texts(PROMPTS[:2])
+    gradcam(encoder, _images(2), text[0], text[1])
+    assert seen == [dict.fromkeys(lower_precision_set, "ieee")]
+    assert testing.float32_switches() == lower_precision_set
+
+
 def test_at_torch_s_defaults_only_cudnn_s_tf32_convolutions_are_turned_off(clip_dir):
     """A switch at "none" under a process-wide "none" computes IEEE float32 already and is left as it is."""
     encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from vlfair.models.precision import ieee_float32
+
 CAM_COLOURMAP = "inferno"  # perceptually uniform and readable in grey: brighter means more evidence, unlike jet
 
 
@@ -59,7 +61,7 @@ def gradcam(encoder: Any, images: Sequence[Any], text_pos: np.ndarray, text_neg:
     direction = torch.as_tensor(np.asarray(text_pos) - np.asarray(text_neg), dtype=torch.float32, device=encoder.device)
     handle = block.register_forward_pre_hook(keep, with_kwargs=True)
     try:
-        with torch.enable_grad():
+        with torch.enable_grad(), ieee_float32(encoder.dtype):  # float32 asked for is float32 computed
             output = model.get_image_features(pixel_values=pixels)
             features = (output if isinstance(output, torch.Tensor) else output.pooler_output).float()
             features = features / features.norm(dim=-1, keepdim=True)
