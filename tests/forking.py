@@ -25,6 +25,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from vlfair.demo.forked import cuda_started
+
 
 class Child:
     """A forked child: ``communicate`` waits for it and gives what it printed; ``returncode`` (None while
@@ -60,11 +62,6 @@ class Child:
 
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
-
-
-def _cuda_started() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and bool(torch.cuda.is_initialized())
 
 
 def _run(target: Callable[..., int | None], args: tuple, env: dict[str, str], out: Path, err: Path,
@@ -103,7 +100,7 @@ def start(directory: Path, target: Callable[..., int | None], *args: Any, env: d
     out, err = directory / f"{name}.out", directory / f"{name}.err"
     sys.stdout.flush()
     sys.stderr.flush()
-    process = get_context("fork").Process(target=_run, args=(target, args, env or {}, out, err, _cuda_started()))
+    process = get_context("fork").Process(target=_run, args=(target, args, env or {}, out, err, cuda_started()))
     process.start()
     return Child(process, out, err)
 

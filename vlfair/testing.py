@@ -133,21 +133,23 @@ def qwen2_vl_processors_without_video() -> Iterator[None]:
 LOWER_FLOAT32 = {"cuda.matmul": "tf32", "cudnn.conv": "tf32", "cudnn.rnn": "tf32", "mkldnn.matmul": "bf16"}
 
 
-def float32_switches() -> dict[str, str]:
-    """The ``fp32_precision`` switches of :data:`LOWER_FLOAT32`, as they stand."""
+def _switch(name: str) -> Any:
+    """The ``fp32_precision`` switch ``backend.op`` of torch (``cudnn.conv``)."""
     import torch
 
-    return {name: getattr(getattr(torch.backends, name.split(".")[0]), name.split(".")[1]).fp32_precision
-            for name in LOWER_FLOAT32}
+    backend, op = name.split(".")
+    return getattr(getattr(torch.backends, backend), op)
+
+
+def float32_switches() -> dict[str, str]:
+    """The ``fp32_precision`` switches of :data:`LOWER_FLOAT32`, as they stand."""
+    return {name: _switch(name).fp32_precision for name in LOWER_FLOAT32}
 
 
 @contextmanager
 def lower_float32_precision() -> Iterator[dict[str, str]]:
     """The process asks for :data:`LOWER_FLOAT32` within it (torch 2.9's switches; each given back after)."""
-    import torch
-
-    switches = {name: getattr(getattr(torch.backends, name.split(".")[0]), name.split(".")[1])
-                for name in LOWER_FLOAT32}
+    switches = {name: _switch(name) for name in LOWER_FLOAT32}
     before = float32_switches()
     try:
         for name, value in LOWER_FLOAT32.items():

@@ -32,7 +32,7 @@ def default_workers(pieces: int) -> int:
     return min(pieces, available_cpus()) if sys.platform == "linux" else 1
 
 
-def _gpu_in_use() -> bool:
+def cuda_started() -> bool:
     """Whether this process has started CUDA (a model on a GPU): a forked child cannot use it ("Cannot
     re-initialize CUDA in forked subprocess"), so the pieces run here, one after another, their forward
     passes on the GPU."""
@@ -60,7 +60,7 @@ def forked_map(work: Callable[[Item], Result], items: Sequence[Item], workers: i
     finishes (in the order they finish). ``workers`` > 1 forks that many worker processes (Linux);
     an exception in a worker is raised here once the pieces already running have stopped."""
     global _WORK
-    if workers <= 1 or len(items) <= 1 or sys.platform != "linux" or _gpu_in_use():
+    if workers <= 1 or len(items) <= 1 or sys.platform != "linux" or cuda_started():
         results = []
         for item in items:
             results.append(work(item))

@@ -369,14 +369,16 @@ class GenerativeScorer:
         count, prompt = first.shape[0], cache.get_seq_length()
         per_row = max(max((len(tokens[a]) - 1 for a in longer), default=1),  # tokens a group packs per image
                       PACKED_LOGITS // (count * first.shape[-1]))
-        group: list[int] = []
-        for a in [*longer, None]:  # None: the last group's turn
-            if a is not None and sum(len(tokens[g]) - 1 for g in group) + len(tokens[a]) - 1 <= per_row:
-                group.append(a)
-                continue
-            if group:
-                into[:, group] += self._packed_group(cache, prompt, count, [tokens[g] for g in group])
-            group = [a] if a is not None else []
+        groups: list[list[int]] = [[]]
+        packed = 0
+        for a in longer:  # whole answers, in order, as many as fit
+            if packed + len(tokens[a]) - 1 > per_row:
+                groups.append([])
+                packed = 0
+            groups[-1].append(a)
+            packed += len(tokens[a]) - 1
+        for group in filter(None, groups):
+            into[:, group] += self._packed_group(cache, prompt, count, [tokens[g] for g in group])
 
     def _packed_group(self, cache: Any, prompt: int, count: int, tokens: list[list[int]]) -> np.ndarray:
         """(images, answers): each answer's log-probability after its first token, read on from ``cache``."""
