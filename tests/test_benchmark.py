@@ -180,7 +180,9 @@ def test_gpu_check_keeps_each_step_s_output_and_refuses_a_count_of_no_processes(
     with pytest.raises(SystemExit) as exit:
         check["main"](["--cpu", "--quick", "--steps", "tests", "--jobs", "0"])
     assert exit.value.code == 2 and "--jobs: 0 is not a number of processes (1 or more)" in capsys.readouterr().err
-    assert check["main"](["--cpu", "--quick", "--steps", "tests", "--tests", "tests/test_world.py", "--jobs", "2",
+    one = tmp_path / "test_one.py"  # a test file of one test: what is checked is how the step runs pytest
+    one.write_text("def test_one():\n    assert sum([1, 1]) == 2\n")
+    assert check["main"](["--cpu", "--quick", "--steps", "tests", "--tests", str(one), "--jobs", "2",
                           "--log-dir", str(tmp_path / "logs")]) == 0
     log = (tmp_path / "logs" / "tests.log").read_text()
-    assert " -n 2 tests/test_world.py" in log.splitlines()[0] and re.search(r"\d+ passed", log), log
+    assert f" -n 2 {one}" in log.splitlines()[0] and "1 passed" in log, log
