@@ -78,6 +78,20 @@ def test_every_probe_measures_the_world_as_it_did_before_the_plugin_refactor(dem
         assert_same_numbers(actual, expected, run, atol=1e-5)
 
 
+def test_every_comparison_is_what_it_was_before_metrics_were_declared(demo):
+    """Issue 45 moved every probe's paired statistics from hand-written ``comparisons()`` onto its
+    declared metrics: the demo's comparisons (biased vs control encoder, and encoder vs answerer) are
+    the ones recorded before (tests/data/numbers/comparisons.json), difference by difference."""
+    out, _ = demo
+    recorded = json.loads((Path(__file__).parent / "data" / "numbers" / "comparisons.json").read_text())
+    assert sorted(recorded) == sorted(str(p.parent.relative_to(out)) for p in out.glob("compare*/*/comparison.json"))
+    for folder, expected in recorded.items():
+        content = json.loads((out / folder / "comparison.json").read_text())
+        actual = json.loads(json.dumps({key: content[key] for key in expected}, sort_keys=True))  # as recorded
+        # atol as above: the compared values are the same float32 CLIPScores and probabilities
+        assert_same_numbers(actual, expected, folder, atol=1e-5)
+
+
 def test_biased_encoder_shows_every_planted_bias_with_its_sign(demo):
     _, entries = demo
     biased = [e for e in entries if e["encoder"] == "biased"]
