@@ -261,7 +261,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
                         f"push-results RUN_DIR --repo {args.push_to_hub}`, read them all with `vlfair leaderboard "
                         f"hf://datasets/{args.push_to_hub} --out FILE`")
     skipped: list[str] = []
-    neutral = {name: probe_class(name).neutral for name in probe_names()}  # plugins' bias measures too
+    neutral = {name: probe_class(name).facts for name in probe_names()}  # plugins' bias measures too
     frame = read_board(args.results, skipped, token=args.token, neutral=neutral)
     for problem in skipped:
         log.warning(f"vlfair leaderboard: skipped {problem}")

@@ -48,37 +48,6 @@ class Table:
         return cls(table, bool(table.attrs.get(MARK_COLUMN_MAX)), list(table.attrs.get(FOOTNOTES, [])))
 
 
-# Each bias measure's neutral value: the value it takes when the groups do not differ. "Less
-# biased" means closer to it (|value - neutral|), never "higher is better". Measures that are
-# levels, not biases (a group's mean score, an accuracy), have none: two models differ in them,
-# neither is "less biased". A probe adds its own measures with its class attribute ``neutral``.
-NEUTRAL: dict[str, float] = {
-    "bias_ratio": 1.0,              # s_w / s_m
-    "group_score_gap": 0.0,         # largest minus smallest group mean
-    "trait_anova": 0.0,             # F across groups
-    "group_rate_gap": 0.0,
-    "cross_lingual_gap": 0.0,
-    "gap_amplification": 0.0,       # a language's gap minus the pivot's
-    "individual_fairness": 0.0,     # epsilon: the largest ratio of similarity gap to text distance
-    "text_distance": 0.0,           # distance between a caption and its translation
-    "word_influence": 0.0,
-    "word_influence_shapley": 0.0,
-    "mean_word_influence": 0.0,
-    "max_skew": 0.0,
-    "min_skew": 0.0,
-    "ndkl": 0.0,
-    "skew": 0.0,                    # one group's Skew@k: ln(its share of the top k / its target share)
-    "bias_at_k": 0.0,               # (n_a - n_b) / k
-}
-
-
-def neutral_value(metric: str, extra: Mapping[str, float] | None = None) -> float | None:
-    """The neutral value of ``metric`` (``extra``: a probe's own), None for a level such as an accuracy."""
-    if extra and metric in extra:
-        return extra[metric]
-    return NEUTRAL.get(metric)
-
-
 def _pick(result: Mapping[str, Any], field: str | None, key: Any = None) -> Any:
     """``result[field]``, or its entry ``key`` (a group, a stratum); None where the field is None
     (an interval that was not computed) or absent."""
@@ -109,4 +78,4 @@ def metrics_per(name: str, subset: dict[str, Any], result: Mapping[str, Any], va
             for entry, number in values.items()]
 
 
-__all__ = ["FOOTNOTES", "MARK_COLUMN_MAX", "NEUTRAL", "Metric", "neutral_value", "Table", "metric_from", "metrics_per"]
+__all__ = ["FOOTNOTES", "MARK_COLUMN_MAX", "Metric", "Table", "metric_from", "metrics_per"]

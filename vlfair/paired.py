@@ -152,6 +152,32 @@ def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *
     return differences
 
 
+def measure(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+            seed: int | None = SEED) -> list[tuple[float, list[float] | None]]:
+    """Every statistic of ``row_set`` for one model (its (n, k) ``values``): the value and its
+    stratified-bootstrap interval, on the resamples :func:`compare` draws for the same seed (None
+    where nothing was resampled or no resample gave a finite value)."""
+    a = np.asarray(values, dtype=float).reshape(len(row_set.rows), -1)
+    engine = (row_set.engine or _Engine)(row_set, a, a)
+    point = engine.point()[0]
+    samples = np.empty((0, len(row_set.statistics)))
+    if bootstrap:
+        stream = np.random.SeedSequence(seed).spawn(3)[0]  # compare's stream of resamples
+        samples = np.concatenate([engine.resampled(indices)[0] for indices in
+                                  stats.stratified_resamples(row_set.resampling_strata, bootstrap, stream)])
+        if row_set.recentre:
+            samples = _recentred(samples, point)
+    return [(float(point[j]), _interval(samples[:, j], confidence)) for j in range(len(row_set.statistics))]
+
+
+def _interval(samples: np.ndarray, confidence: float) -> list[float] | None:
+    """The percentile interval of some resampled values; None where there are none finite."""
+    if samples.size == 0 or not np.isfinite(samples).any():
+        return None
+    low, high = stats.percentile_interval(samples, confidence)
+    return [float(low), float(high)]
+
+
 def _recentred(samples: np.ndarray, point: np.ndarray) -> np.ndarray:
     """(b, M) resampled values moved so that each column's mean is its point value (where finite)."""
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
@@ -163,10 +189,7 @@ def _recentred(samples: np.ndarray, point: np.ndarray) -> np.ndarray:
 def _difference(statistic: Statistic, value_a: float, value_b: float, samples_a: np.ndarray, samples_b: np.ndarray,
                 apart: np.ndarray, confidence: float, test: stats.PermutationResult) -> Difference:
     def interval(samples: np.ndarray) -> list[float] | None:
-        if samples.size == 0 or not np.isfinite(samples).any():
-            return None
-        low, high = stats.percentile_interval(samples, confidence)
-        return [float(low), float(high)]
+        return _interval(samples, confidence)
 
     neutral = statistic.neutral
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -318,4 +341,4 @@ def iter_columns(row_sets: list[RowSet]) -> Iterator[str]:
 
 
 __all__ = ["Difference", "Moments", "RowSet", "Statistic", "compare", "f_statistic", "group_mean", "iter_columns",
-           "mean_range", "mean_ratio"]
+           "mean_range", "mean_ratio", "measure"]

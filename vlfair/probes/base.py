@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 
 from vlfair.imageio import RejectedImageError
+from vlfair.measures.facts import Facts
 from vlfair.outputs import Metric, Table
 from vlfair.probes.asking import Answering, Asking, TextScores
 from vlfair.probes.errors import ProbeError
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from vlfair.paired import RowSet
+    from vlfair.probes.declared import Declared
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,12 +333,12 @@ class Probe(abc.ABC):
     published_file: ClassVar[str | None] = None           # the study's published tables (published/<file>)
     asks_questions: ClassVar[bool] = False                # it can measure a generative model (lvlm:) by
                                                           # asking it questions (Context.answer_scores)
-    neutral: ClassVar[dict[str, float]] = {}              # its own bias measures' neutral values (beyond
-                                                          # vlfair.outputs.NEUTRAL): "less biased" = closer
+    facts: ClassVar[dict[str, Facts | float]] = {}       # its own metrics' facts (or neutral values) beyond
+                                                          # vlfair.measures.facts.FACTS: "less biased" = closer
     model_settings: ClassVar[tuple[str, ...]] = ()        # settings that choose the model measured (word-
                                                           # influence's generator): runs that differ in them
                                                           # are of one family, compared and ranked together
-    uncompared: ClassVar[dict[str, str]] = {}             # metrics comparisons() leaves out -> why (said
+    uncompared: ClassVar[dict[str, str]] = {}             # metrics declare() leaves out -> why (said
                                                           # by vlfair compare)
     _registered: ClassVar[bool] = False                   # set by vlfair.probes.register
     position: ClassVar[float] = float("inf")              # where listings put it (the studies in their order;
@@ -433,8 +435,25 @@ class Probe(abc.ABC):
                          "class; this one was used without it)")
 
     def analyze(self, samples: Samples) -> Output:
-        """The metrics, tables and figures from the samples alone (no model, no dataset)."""
-        raise ProbeError(f"probe {self.name!r} defines score but not analyze: it cannot be measured from samples")
+        """The metrics, tables and figures from the samples alone (no model, no dataset): by default
+        the metrics :meth:`declare` states, each with its bootstrap interval, and their table."""
+        from vlfair.probes import declared
+
+        if type(self).declare is Probe.declare:
+            raise ProbeError(f"probe {self.name!r} defines score but not analyze (nor declare): it cannot be measured "
+                             "from samples")
+        metrics = declared.evaluate(samples, self.declare(samples), self.facts,
+                                   **getattr(self.settings, "resampling", {}))
+        if not metrics:
+            raise ProbeError(f"probe {self.name!r}: no metric it declares is defined on these samples")
+        return Output(metrics=metrics, tables={"metrics": declared.table(metrics)}, settings=dict(samples.facts),
+                      notes=list(self.settings.notes), warnings=list(samples.warnings))
+
+    def declare(self, samples: Samples) -> list[Declared]:
+        """Each metric of the samples, declared once (:mod:`vlfair.probes.declared`): its rows,
+        groups, strata and statistic. ``vlfair compare`` evaluates them on two runs' shared
+        resamples; a probe without its own :meth:`analyze` reports them as its metrics."""
+        return []
 
     def analyze_samples(self, samples: Samples) -> Output:
         """:meth:`analyze`, and the share of open-ended answers that named no candidate, per question
@@ -451,8 +470,10 @@ class Probe(abc.ABC):
 
     def comparisons(self, samples: Samples) -> list[RowSet]:
         """The metrics as functions of per-sample values (:mod:`vlfair.paired`), for ``vlfair
-        compare``: each must equal the run's metric of the same name and subset."""
-        return []
+        compare``: :meth:`declare`'s, each equal to the run's metric of the same name and subset."""
+        from vlfair.probes import declared
+
+        return declared.row_sets(samples, self.declare(samples), self.facts)
 
     # ---- comparability -------------------------------------------------------------------
     def draws_with_seed(self) -> bool:
@@ -487,7 +508,7 @@ class Probe(abc.ABC):
     @classmethod
     def keeps_samples(cls) -> bool:
         """Whether the probe's runs write samples.parquet (it defines score and analyze)."""
-        return cls.score is not Probe.score and cls.analyze is not Probe.analyze
+        return cls.score is not Probe.score and (cls.analyze is not Probe.analyze or cls.declare is not Probe.declare)
 
 
 @functools.cache

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from vlfair.outputs import Metric, metric_from, metrics_per, neutral_value
+from vlfair.measures.facts import neutral_value
+from vlfair.outputs import Metric, metric_from, metrics_per
 from vlfair.probes import register
 from vlfair.probes.asking import Answering
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, indistinguishable

@@ -5,16 +5,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import Counter
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import AfterValidator, Field
 
-from vlfair.outputs import Metric, Table, metric_from, metrics_per, neutral_value
+from vlfair.outputs import Metric, Table, metric_from, metrics_per
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, clip_score
+from vlfair.probes.declared import Declared, Mean, Range
 from vlfair.probes.settings import (
     Bootstrap,
     Count,
@@ -27,9 +27,6 @@ from vlfair.probes.settings import (
     placeholders,
 )
 from vlfair.samples import Samples
-
-if TYPE_CHECKING:
-    from vlfair.paired import Moments, RowSet
 
 Attribute = Literal["race", "gender"]
 Column = Literal["profession", "gender", "race"]
@@ -253,40 +250,25 @@ class ProfessionsProbe(Probe):
                 list(frame.index), f"Image with the median {quantity.label} of each profession per {attribute}")
         out.figures = figures
 
-    def comparisons(self, samples: Samples) -> list[RowSet]:
-        """Per attribute, one row set of every image: its groups are the profession x group cells
-        (each resampled within itself, as group_score_gap resamples within the groups of each
-        profession); each cell's mean_clipscore is its mean, each profession's group_score_gap the
-        range of its cells' means (where the run reported one: at least 2 groups of 2 images)."""
-        from vlfair import measures, paired, stats
-
+    def declare(self, samples: Samples) -> list[Declared]:
+        """Per attribute, over every image, grouped by profession x group cell (each resampled within
+        itself, as group_score_gap resamples within the groups of each profession): each cell's mean
+        score, and each profession's group_score_gap, the range of its cells' means."""
         quantity = _quantity(samples)
         professions = samples.column("profession")
-        row_sets = []
+        metrics = []
         for attribute in self.settings.attributes:
             groups = samples.column(attribute)
-            cells: list[tuple[str, str]] = []
-            codes = np.empty(len(professions), dtype=np.int64)
-            statistics = []
-            for profession in self._ordered("profession", set(professions.tolist())):
-                rows = np.flatnonzero(professions == profession)
-                names, local = stats.encode_groups(groups[rows].tolist())  # sorted, as the measure's
-                first = len(cells)
-                codes[rows] = first + local
-                cells += [(profession, name) for name in names]
+            cells = [(p, g) for p in self._ordered("profession", set(professions.tolist()))
+                     for g in sorted(set(groups[professions == p].tolist()))]
+            on = {"group": ("profession", attribute), "order": cells}
+            for profession in dict.fromkeys(p for p, _ in cells):
+                own = tuple(c for c in cells if c[0] == profession)
                 subset = {"profession": profession, "attribute": attribute}
-                statistics += [paired.Statistic(quantity.metric, {**subset, "group": name},
-                                                paired.group_mean(first + g), neutral_value(quantity.metric))
-                               for g, name in enumerate(names)]
-                counts = np.bincount(local, minlength=len(names))
-                if len(names) >= 2 and counts.min() >= measures.MIN_GROUP_SIZE:  # as group_score_gap raises
-                    statistics.append(paired.Statistic("group_score_gap", subset,
-                                                       _range_of(range(first, len(cells))),
-                                                       neutral_value("group_score_gap")))
-            if statistics:
-                row_sets.append(paired.RowSet(np.arange(len(professions)), (quantity.column,), codes,
-                                              tuple(statistics)))
-        return row_sets
+                metrics += [Declared(quantity.metric, {**subset, "group": c[1]}, Mean(quantity.column, c), **on)
+                            for c in own]
+                metrics.append(Declared("group_score_gap", subset, Range(quantity.column, own), **on))
+        return metrics
 
     def _canonical(self, column: Column, values: np.ndarray) -> np.ndarray:
         """Labels in the study's spelling: case, '_' and '-' ignored; ``aliases`` (Latinx -> Latin American)."""
@@ -328,17 +310,6 @@ def _title(samples: Samples, quantity: Quantity, attribute: str) -> str:
     if samples.facts.get("scorer") == "generative":
         return f"Mean {quantity.label} of the own profession, asked '{samples.facts['question']}', by {attribute}"
     return f"Mean {quantity.label} of '{samples.facts['prompt']}' by {attribute}"
-
-
-def _range_of(groups: Iterable[int]) -> Callable[[Moments], np.ndarray]:
-    """The largest minus the smallest mean of some of a row set's groups (one profession's cells):
-    group_score_gap's max_gap."""
-    index = np.asarray(list(groups), dtype=np.int64)
-
-    def statistic(m: Moments) -> np.ndarray:
-        means = m.means[:, index, 0]
-        return np.nanmax(means, axis=1) - np.nanmin(means, axis=1)
-    return statistic
 
 
 def _cells(cells: list[dict], shown: int = 6) -> str:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
-from vlfair.outputs import Metric, metric_from, neutral_value
+from vlfair.measures.facts import neutral_value
+from vlfair.outputs import Metric, metric_from
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec

@@ -33,7 +33,7 @@ def register(probe: type[Probe]) -> type[Probe]:
         raise TypeError(f"{probe.__qualname__} declares no name (a class attribute: name = 'my-probe')")
     if probe.run is Probe.run and not probe.keeps_samples():
         raise TypeError(f"{probe.__qualname__} defines neither run(ctx, schema) nor score(ctx, schema) and "
-                        "analyze(samples)")
+                        "analyze(samples) (or declare(samples))")
     known = PROBES.get(name)
     same = known is not None and (known.__module__, known.__qualname__) == (probe.__module__, probe.__qualname__)
     if known is not None and known is not probe and not same:  # (a module imported twice defines its class again)

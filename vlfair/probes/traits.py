@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import numpy as np
 from pydantic import AfterValidator, Field
 
-from vlfair.outputs import Table, metric_from, metrics_per, neutral_value
+from vlfair.measures.facts import neutral_value
+from vlfair.outputs import Table, metric_from, metrics_per
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec, indistinguishable

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
-from vlfair.outputs import Metric, neutral_value
+from vlfair.measures.facts import neutral_value
+from vlfair.outputs import Metric
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
@@ -283,19 +284,19 @@ class WordInfluenceProbe(Probe):
                     levels[level].append(function)
                     statistics.append(paired.Statistic(
                         "word_influence", {"prompt": r.prompt, "word": word, "level": int(level), "group": target},
-                        function, neutral_value("word_influence", self.neutral)))
+                        function, neutral_value("word_influence", self.facts)))
             if r.result["shapley"] is not None:
                 for i, word in enumerate(r.words):
                     statistics.append(paired.Statistic(
                         "word_influence_shapley", {"prompt": r.prompt, "word": word},
                         _mean_of([levels[level][i] for level in r.result["levels"]]),
-                        neutral_value("word_influence_shapley", self.neutral)))
+                        neutral_value("word_influence_shapley", self.facts)))
             for v, name in enumerate(names):
                 statistics.append(paired.Statistic("target_share", {"prompt": r.prompt, "variant": name},
-                                                   _share(shares, v, 0), neutral_value("target_share", self.neutral)))
+                                                   _share(shares, v, 0), neutral_value("target_share", self.facts)))
                 statistics += [paired.Statistic("group_share", {"prompt": r.prompt, "variant": name, "group": g},
                                                 _share(shares, v, groups.index(g)),
-                                                neutral_value("group_share", self.neutral)) for g in shown]
+                                                neutral_value("group_share", self.facts)) for g in shown]
             row_sets.append(paired.RowSet(rows, columns, codes, tuple(statistics)))
         if s.large_scale:
             row_sets += self._mean_comparisons(samples, prompts)
@@ -336,7 +337,7 @@ class WordInfluenceProbe(Probe):
                 shares = _VariantShares(1)
                 statistic = paired.Statistic("mean_word_influence", {"word": word, "kind": kind},
                                              _mean_difference(shares, left, right),
-                                             neutral_value("mean_word_influence", self.neutral))
+                                             neutral_value("mean_word_influence", self.facts))
                 row_sets.append(paired.RowSet(np.concatenate(chosen), columns, np.concatenate(codes), (statistic,)))
         return row_sets
 

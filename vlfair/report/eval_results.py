@@ -51,7 +51,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from vlfair.outputs import neutral_value
+from vlfair.measures.facts import facts_of
 from vlfair.report.numbers import format_interval, format_p, format_subset
 
 SCHEMA_FILE = "every_eval_ever.schema.json"
@@ -64,19 +64,6 @@ FRAMEWORK = "vlfair"  # eval.yaml's evaluation_framework
 RESULTS_CONFIG, RESULTS_SPLIT = "default", "train"
 RECORDS_DIR = "every_eval_ever"  # under card-results' --out; the default source url is relative to --out
 
-# What vlfair knows of its own measures' ranges. Every Eval Ever asks a continuous metric for
-# min_score and max_score; None writes null, "not provided" (a plugin's measure, or no bound known).
-_RANGES: dict[str, tuple[float | None, float | None]] = {
-    **dict.fromkeys(("accuracy", "retrieval_accuracy", "trait_confidence", "target_share", "group_share",
-                     "retention_text_score", "retention_image_score",
-                     "group_rate_gap", "cross_lingual_gap", "unmatched_share"), (0.0, 1.0)),  # fractions, their gaps
-    **dict.fromkeys(("mean_clipscore", "class_score", "mean_probability", "mean_answer_likelihood"),
-                    (0.0, 100.0)),  # CLIPScore; probabilities x100
-    **dict.fromkeys(("trait_anova", "bias_ratio"), (0.0, math.inf)),       # F; a ratio of positive means
-    **dict.fromkeys(("group_score_gap", "individual_fairness", "text_distance"), (0.0, None)),
-    **dict.fromkeys(("word_influence", "word_influence_shapley", "mean_word_influence",
-                     "gap_amplification"), (-1.0, 1.0)),                    # differences of fractions
-}
 _GLOBAL_METRIC_IDS = {"accuracy": "accuracy"}  # Every Eval Ever's canonical ids; the rest are vlfair's own
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
@@ -227,27 +214,23 @@ def _confidence(results: dict[str, Any]) -> float | None:
 
 def _metric_config(results: dict[str, Any], metric: dict[str, Any]) -> dict[str, Any]:
     name = metric["name"]
-    low, high = _RANGES.get(name, (None, None))
-    neutral = neutral_value(name)
-    # The schema asks for a direction; vlfair's is "closer to the neutral value is less biased".
-    # Lower is that only for a bias measure that is never below its neutral 0 (F, a gap, epsilon).
-    lower_is_better = neutral == 0.0 and low == 0.0
-    if lower_is_better:
-        direction = "lower is less biased: 0 is no difference between the groups"
-    elif neutral is not None:
-        direction = (f"closer to {neutral:g} (no difference between the groups) is less biased; neither higher "
-                     "nor lower is better: lower_is_better is false only because the schema asks for a direction")
-    else:
-        direction = ("a level, not a bias measure: neither higher nor lower is better; lower_is_better is "
-                     "false only because the schema asks for a direction")
+    facts = facts_of(name)
+    # The schema asks for a direction; vlfair's is "closer to the neutral value is less biased", which
+    # is "lower" only for a bias measure never below its neutral 0 (an F, a gap, epsilon). Every Eval Ever
+    # asks a continuous metric for min_score and max_score; None writes null, "not provided".
+    lower_is_better = facts.lower_is_less_biased
+    direction = facts.direction
+    if not lower_is_better:
+        direction += ("; neither higher nor lower is better" if facts.neutral is not None else "") + \
+            "; lower_is_better is false only because the schema asks for a direction"
     subset = format_subset(metric["subset"])
     return {
         "evaluation_description": f"{name}{f' on {subset}' if subset else ''} (vlfair's {results['probe']} probe)",
         "metric_id": _GLOBAL_METRIC_IDS.get(name, f"vlfair.{name}"), "metric_name": name,
         "metric_parameters": metric["subset"],  # what the number was computed on (a trait, a group, a language)
         "lower_is_better": lower_is_better, "score_type": "continuous",
-        "min_score": _bound(low), "max_score": _bound(high),
-        "additional_details": _strings({"neutral_value": neutral, "direction": direction}),
+        "min_score": _bound(facts.low), "max_score": _bound(facts.high),
+        "additional_details": _strings({"neutral_value": facts.neutral, "direction": direction}),
     }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from vlfair.outputs import neutral_value
+from vlfair.measures.facts import Facts, neutral_value
 from vlfair.report.hub import (  # noqa: F401  (the Space's)
     BOARD_FILES,
     Wanted,
@@ -38,8 +38,8 @@ COLUMNS = ["model", "revision", "dtype", "kind", "probe", "probe_version", "data
 NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "p_value": float, "log10_p_value": float,
            "neutral": float, "rank": float}
 HEX = {"family": str, "run": str}  # hex digits that a CSV reader would otherwise take for numbers
-# a probe's own neutral values (Probe.neutral) by probe name, beyond vlfair.outputs.NEUTRAL
-Neutrals = Mapping[str, Mapping[str, float]]
+# a probe's own facts (Probe.facts: metric -> Facts or neutral value) by probe name, beyond vlfair.measures.facts.FACTS
+Neutrals = Mapping[str, Mapping[str, Facts | float]]
 
 
 def tidy(results: list[dict[str, Any]], neutral: Neutrals | None = None) -> pd.DataFrame:
@@ -47,7 +47,7 @@ def tidy(results: list[dict[str, Any]], neutral: Neutrals | None = None) -> pd.D
 
     Args:
         results: parsed results.json contents.
-        neutral: each probe's own neutral values (``Probe.neutral`` by probe name).
+        neutral: each probe's own facts (``Probe.facts`` by probe name).
 
     Returns:
         The leaderboard's rows: the model, probe, dataset and metric, the subset as sorted JSON,

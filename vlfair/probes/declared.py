@@ -1,0 +1,274 @@
+"""Metrics declared once: what a probe states of each metric, and the one engine that evaluates
+those statements on one run (``analyze``, ``rescore``) and on two runs with shared resamples
+(``vlfair compare``).
+
+A :class:`Declared` metric names its rows (positions in samples.parquet), the column whose values
+are its groups (or several columns, whose value combinations are the groups: a profession x race
+cell), the column whose values are its resampling strata (None: the groups), and one statistic of
+the groups' means (:class:`Mean`, :class:`Range`, :class:`Ratio`, :class:`FStatistic`, or a
+probe's own :class:`Custom`). Its facts (neutral value, range, direction) are its name's
+(:func:`vlfair.measures.facts.facts_of`, with the probe's own). Metrics on the same rows, groups and
+strata are evaluated together, on the same resamples: one :class:`vlfair.paired.RowSet` each, in
+the order they were declared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from vlfair import paired, stats
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, SEED
+from vlfair.measures import MIN_GROUP_SIZE
+from vlfair.measures.facts import Facts, neutral_value
+from vlfair.outputs import Metric
+
+if TYPE_CHECKING:
+    from vlfair.samples import Samples
+
+Group = Any  # a value of a metric's group column (a tuple of values for several columns)
+Function = Callable[[paired.Moments], np.ndarray]  # (b,) values of a statistic from a row set's moments
+
+
+@dataclasses.dataclass(frozen=True)
+class Mean:
+    """One group's mean of ``column`` (``group`` None: the mean over every row, whatever its group),
+    times ``scale`` (100: a probability read as a percentage)."""
+
+    column: str
+    group: Group = None
+    scale: float = 1.0
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
+        j = at[self.column]
+        if self.group is None:
+            def mean(m: paired.Moments) -> np.ndarray:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    return m.total[:, :, j].sum(axis=1) / m.count.sum(axis=1) + m.shift[j]
+        else:
+            g = code[self.group]
+
+            def mean(m: paired.Moments) -> np.ndarray:  # m.means[:, g, j] without every group's and column's
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    return m.total[:, g, j] / m.count[:, g] + m.shift[j]
+        return lambda m: self.scale * mean(m)  # (x 1.0 is exact)
+
+    def defined(self, counts: Mapping[Group, int]) -> bool:
+        return self.group is None or counts.get(self.group, 0) > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The largest minus the smallest group mean of ``column`` among ``groups`` (None: every group of
+    the row set): a gap. Defined where at least 2 of them hold ``MIN_GROUP_SIZE`` rows each, as the
+    measures' gaps are."""
+
+    column: str
+    groups: tuple[Group, ...] | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
+        j = at[self.column]
+        if self.groups is None:
+            return paired.mean_range(j)
+        index = np.asarray([code[g] for g in self.groups], dtype=np.int64)
+
+        def statistic(m: paired.Moments) -> np.ndarray:
+            means = m.means[:, index, j]
+            return np.nanmax(means, axis=1) - np.nanmin(means, axis=1)
+        return statistic
+
+    def defined(self, counts: Mapping[Group, int]) -> bool:
+        sizes = [counts.get(g, 0) for g in (counts if self.groups is None else self.groups)]
+        return len(sizes) >= 2 and min(sizes) >= MIN_GROUP_SIZE
+
+
+@dataclasses.dataclass(frozen=True)
+class Ratio:
+    """One group's mean of ``column`` over another's (a bias ratio); defined where both hold
+    ``MIN_GROUP_SIZE`` rows (the reference mean's 0 is the measure's to refuse: :meth:`accepts`)."""
+
+    column: str
+    numerator: Group
+    denominator: Group
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
+        return paired.mean_ratio(code[self.numerator], code[self.denominator], at[self.column])
+
+    def defined(self, counts: Mapping[Group, int]) -> bool:
+        return min(counts.get(self.numerator, 0), counts.get(self.denominator, 0)) >= MIN_GROUP_SIZE
+
+
+@dataclasses.dataclass(frozen=True)
+class FStatistic:
+    """The one-way ANOVA F of ``column`` across the groups; defined for 2 groups or more."""
+
+    column: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
+        return paired.f_statistic(at[self.column])
+
+    def defined(self, counts: Mapping[Group, int]) -> bool:
+        return len(counts) >= 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Custom:
+    """A probe's own statistic of some ``columns``: ``make(at, code)`` returns its function of the
+    row set's moments (``at``: each column's index; ``code``: each group's), or with ``values`` of the
+    rows' (b, n, k) values (a maximum over rows)."""
+
+    columns: tuple[str, ...]
+    make: Callable[[Mapping[str, int], Mapping[Group, int]], Callable[[Any], np.ndarray]]
+    values: bool = False
+
+    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Callable[[Any], np.ndarray]:
+        return self.make(at, code)
+
+    def defined(self, counts: Mapping[Group, int]) -> bool:
+        return True
+
+
+Statistic = Mean | Range | Ratio | FStatistic | Custom
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """One metric: its name and subset, its statistic, the rows it reads (None: every row), its
+    groups' column(s) (None: one group), its resampling strata's column (None: the groups), the
+    groups' order where it matters (None: sorted), and value columns read with it that its statistic
+    does not use (paired, so that vlfair compare checks they are the model's and pairs them)."""
+
+    name: str
+    subset: Mapping[str, Any]
+    statistic: Statistic
+    rows: np.ndarray | None = None
+    group: str | tuple[str, ...] | None = None
+    strata: str | None = None
+    order: Sequence[Group] | None = None
+    also: tuple[str, ...] = ()
+
+    def key(self) -> tuple:
+        rows = None if self.rows is None else np.asarray(self.rows, dtype=np.int64).tobytes()
+        return rows, self.group, self.strata, None if self.order is None else tuple(self.order), \
+            isinstance(self.statistic, Custom) and self.statistic.values
+
+
+def row_sets(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None
+             ) -> list[paired.RowSet]:
+    """The declared metrics as row sets (:class:`vlfair.paired.RowSet`): one per distinct rows, groups and
+    strata (their metrics share the resamples and relabellings), each with the metrics defined on the
+    data, in the order declared; ``own``: the probe's own facts."""
+    frame = samples.frame
+    built: dict[tuple, _Building] = {}
+    for metric in metrics:
+        key = metric.key()
+        if key not in built:
+            built[key] = _Building.of(frame, metric)
+        built[key].add(metric, own)
+    return [found.row_set() for found in built.values() if found.statistics]
+
+
+@dataclasses.dataclass
+class _Building:
+    """A row set as it fills: its rows, their group codes and strata, and its columns and statistics so far."""
+
+    rows: np.ndarray
+    codes: np.ndarray
+    code: dict[Group, int]
+    counts: dict[Group, int]
+    strata: np.ndarray | None
+    values: bool
+    at: dict[str, int] = dataclasses.field(default_factory=dict)
+    statistics: list[paired.Statistic] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def of(cls, frame: Any, metric: Declared) -> _Building:
+        rows = np.arange(len(frame)) if metric.rows is None else np.asarray(metric.rows, dtype=np.int64)
+        if metric.group is None:
+            levels: list[Group] = [None]
+            codes = np.zeros(rows.size, dtype=np.int64)
+        else:
+            labels = _labels(frame, metric.group, rows)
+            if metric.order is None:
+                levels, codes = stats.encode_groups(labels, "groups")
+                if isinstance(metric.group, tuple):
+                    levels = [tuple(level) for level in levels]
+            else:
+                levels = list(metric.order)
+                position = {level: i for i, level in enumerate(levels)}
+                codes = np.asarray([position[label] for label in labels], dtype=np.int64)
+        counts = np.bincount(codes, minlength=len(levels))
+        strata = None
+        if metric.strata is not None:
+            _names, strata = stats.encode_groups(frame[metric.strata].to_numpy()[rows].tolist(), metric.strata)
+            # where every stratum holds one row, resampling within them draws nothing (an interval of no
+            # width): the rows are resampled together instead
+            if np.bincount(strata).max() <= 1:
+                strata = np.zeros(rows.size, dtype=np.int64)
+        values = isinstance(metric.statistic, Custom) and metric.statistic.values
+        return cls(rows, codes, {level: i for i, level in enumerate(levels)},
+                   {level: int(c) for level, c in zip(levels, counts) if c}, strata, values)
+
+    def add(self, metric: Declared, own: Mapping[str, Facts | float] | None) -> None:
+        if not metric.statistic.defined(self.counts):
+            return
+        for column in (*metric.statistic.columns, *metric.also):
+            self.at.setdefault(column, len(self.at))
+        self.statistics.append(paired.Statistic(metric.name, dict(metric.subset),
+                                                metric.statistic.function(self.at, self.code),
+                                                neutral_value(metric.name, own)))
+
+    def row_set(self) -> paired.RowSet:
+        return paired.RowSet(self.rows, tuple(self.at), self.codes, tuple(self.statistics), strata=self.strata,
+                             values=self.values)
+
+
+def _labels(frame: Any, group: str | tuple[str, ...], rows: np.ndarray) -> list[Group]:
+    if isinstance(group, str):
+        return frame[group].to_numpy()[rows].tolist()
+    return list(zip(*(frame[column].to_numpy()[rows].tolist() for column in group)))
+
+
+def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None, *,
+             bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED) -> list[Metric]:
+    """The declared metrics of one run, each with its stratified-bootstrap interval (the resamples
+    :func:`vlfair.compare` draws for the same rows, strata and seed), in the order declared."""
+    frame = samples.frame
+    found = []
+    for row_set in row_sets(samples, metrics, own):
+        values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
+        for statistic, (value, ci) in zip(row_set.statistics, paired.measure(
+                row_set, values, bootstrap=bootstrap, confidence=confidence, seed=seed)):
+            found.append(Metric(statistic.name, statistic.subset, value, ci))
+    return found
+
+
+def table(metrics: Sequence[Metric]) -> Any:
+    """The metrics as a table: one row each, its subset's entries as columns, then value and interval."""
+    import pandas as pd
+
+    return pd.DataFrame([{"metric": m.name, **m.subset, "value": m.value,
+                          "CI low": m.ci[0] if m.ci else None, "CI high": m.ci[1] if m.ci else None}
+                         for m in metrics]).set_index("metric")
+
+
+__all__ = ["Custom", "Declared", "FStatistic", "Mean", "Range", "Ratio", "Statistic", "evaluate", "row_sets", "table"]
