@@ -55,6 +55,48 @@ def test_paired_interval_is_a_brute_force_paired_bootstrap():
         np.testing.assert_allclose([difference.value_a, difference.value_b], [brute(a)[j], brute(b)[j]], rtol=1e-9)
 
 
+def test_declared_metrics_of_one_run_are_a_brute_force_stratified_bootstrap():
+    """Issue 45's one engine on one run (a probe's declared metrics, ``analyze`` and ``rescore``):
+    each declared statistic's value and interval are what recomputing it with scipy and numpy on the
+    same stratified resamples gives; metrics on the same rows and groups share one row set, and one
+    that its groups cannot define (a gap of one group) is left out."""
+    import pandas as pd
+
+    from vlfair.probes import declared
+    from vlfair.samples import Samples
+
+    codes, a, _ = _two_models()
+    frame = pd.DataFrame({"group": np.array(list("pqrs"))[codes], "x": a[:, 0], "y": np.abs(a[:, 1]),
+                          "site": codes % 2})
+    metrics = [declared.Declared("F", {}, declared.FStatistic("x"), group="group"),
+               declared.Declared("mean", {"group": "q"}, declared.Mean("y", "q", 100.0), group="group"),
+               declared.Declared("gap", {}, declared.Range("y"), group="group"),
+               declared.Declared("ratio", {}, declared.Ratio("y", "q", "p"), group="group"),
+               declared.Declared("pooled", {}, declared.Mean("x")),  # one group: its own row set
+               declared.Declared("lone gap", {}, declared.Range("x", ("p",)), group="group")]
+    samples = Samples(frame, {})
+    assert [len(r.statistics) for r in declared.row_sets(samples, metrics)] == [4, 1]
+    found = declared.evaluate(samples, metrics, bootstrap=300, seed=5)
+    assert [m.name for m in found] == ["F", "mean", "gap", "ratio", "pooled"]
+
+    def brute(rows: np.ndarray) -> list[float]:
+        x, y, g = a[rows, 0], np.abs(a[rows, 1]), codes  # a resample keeps each slot's group
+        means = [y[g == k].mean() for k in range(4)]
+        return [sps.f_oneway(*[x[g == k] for k in range(4)]).statistic, 100 * means[1], max(means) - min(means),
+                means[1] / means[0]]
+
+    every = np.arange(len(codes))
+    resamples = np.concatenate(list(stats.stratified_resamples(codes, 300, np.random.SeedSequence(5).spawn(3)[0])))
+    expected = np.quantile(np.array([brute(rows) for rows in resamples]), [0.025, 0.975], axis=0)
+    for j, metric in enumerate(found[:4]):
+        np.testing.assert_allclose(metric.value, brute(every)[j], rtol=1e-9)
+        np.testing.assert_allclose(metric.ci, expected[:, j], rtol=1e-9)
+    pooled = [a[rows, 0].mean() for rows in np.concatenate(list(stats.stratified_resamples(
+        np.zeros(len(codes), dtype=np.int64), 300, np.random.SeedSequence(5).spawn(3)[0])))]
+    np.testing.assert_allclose(found[4].value, a[:, 0].mean(), rtol=1e-9)
+    np.testing.assert_allclose(found[4].ci, np.quantile(pooled, [0.025, 0.975]), rtol=1e-9)
+
+
 @pytest.mark.parametrize("rows", [6, 9, 12])
 def test_paired_test_is_scipy_s_paired_permutation_test(rows):
     """Exact for up to log2(n_permutations) rows: the same p as scipy.stats.permutation_test with

@@ -327,3 +327,114 @@ def test_a_probe_must_define_run_or_score_and_analyze():
         Nothing().run(None, None)
     with pytest.raises(ProbeError, match="defines score but not analyze"):
         ScoreOnly().run(None, None)
+
+
+# ---- a probe that declares its metrics and nothing else (issue 45) --------------------------------
+DECLARED_MODULE = '''
+"""A toy probe that declares its metrics: each image's CLIPScore with one prompt; its mean per gender
+and the gap between those means. No analyze, no comparisons: vlfair evaluates the declarations."""
+from __future__ import annotations
+
+from pydantic import Field
+
+from vlfair.probes.base import Probe, clip_score
+from vlfair.probes.declared import Declared, Mean, Range
+from vlfair.probes.settings import Bootstrap, ProbeSettings
+from vlfair.samples import Samples
+
+
+class DeclaredSettings(ProbeSettings, Bootstrap):
+    prompt: str = Field(description="the prompt every image is scored with")
+
+
+class DeclaredProbe(Probe):
+    name = "toy-declared"
+    Settings = DeclaredSettings
+    help = "a plugin's probe that only declares its metrics"
+    description = "Mean CLIPScore of one prompt per gender and their gap, declared."
+    schemas = ("fairface",)
+    required_columns = {"fairface": ("image", "gender")}
+
+    def score(self, ctx, schema):
+        import pandas as pd
+
+        images, rows = ctx.images()
+        frame = ctx.identity(rows)
+        frame["gender"] = ctx.column("gender", rows)
+        frame["clipscore"] = clip_score(images, ctx.texts([self.settings.prompt])[[0] * len(rows)])
+        return Samples(pd.DataFrame(frame), {"prompt": self.settings.prompt})
+
+    def declare(self, samples):
+        genders = sorted(set(samples.column("gender").tolist()))
+        return [*(Declared("mean_clipscore", {"gender": g}, Mean("clipscore", g), group="gender") for g in genders),
+                Declared("group_score_gap", {}, Range("clipscore"), group="gender")]
+'''
+
+DECLARED_YAML = """\
+version: 1
+prompt: "a photo of a doctor"
+bootstrap: 400
+"""
+
+
+@pytest.fixture(scope="module")
+def declared_plugin(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("declared-plugin")
+    (root / "vlfair_declared.py").write_text(DECLARED_MODULE)
+    (root / "vlfair_declared.yaml").write_text(DECLARED_YAML)
+    info = root / "vlfair_declared-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vlfair-declared\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[vlfair.probes]\ntoy-declared = vlfair_declared:DeclaredProbe\n")
+    return root
+
+
+def test_a_probe_that_only_declares_its_metrics_runs_rescores_and_compares(declared_plugin, clip_dir, siglip_dir,
+                                                                          tmp_path):
+    """Issue 45: one module and one YAML, two metrics declared and nothing else. Its runs report each
+    metric (the value is the samples' group mean and the measures' gap, the interval a bootstrap's),
+    rescoring reproduces them, and vlfair compare compares two models' runs with paired intervals."""
+    import pandas as pd
+
+    from vlfair import measures
+    from vlfair.samples import read_samples
+
+    runs = {}
+    for model, path in (("clip", clip_dir), ("siglip", siglip_dir)):
+        runs[model] = tmp_path / model
+        done = _vlfair(declared_plugin, "run", "toy-declared", "--model", str(path), "--dataset", "synthetic:fairface",
+                       "--out", str(runs[model]), "--dtype", "float32", "--cache-dir", str(tmp_path / "cache"))
+        assert done.returncode == 0, done.stderr
+    results = json.loads((runs["clip"] / "results.json").read_text())
+    samples, _ = read_samples(runs["clip"] / "samples.parquet")
+    frame = samples.frame
+    means = frame["clipscore"].astype(float).groupby(frame["gender"]).mean()  # (the column is float32)
+    gap = measures.group_score_gap(frame["clipscore"].to_numpy(), frame["gender"].to_numpy(), bootstrap=0,
+                                   n_permutations=0)
+    found = {(m["name"], m["subset"].get("gender")): m for m in results["metrics"]}
+    assert sorted(found) == [("group_score_gap", None), *(("mean_clipscore", g) for g in sorted(means.index))]
+    for gender, mean in means.items():
+        assert found["mean_clipscore", gender]["value"] == pytest.approx(mean, rel=1e-12)
+    assert found["group_score_gap", None]["value"] == pytest.approx(gap["max_gap"], rel=1e-12)
+    for metric in found.values():  # 400 resamples: an interval around the value, of some width
+        low, high = metric["ci"]
+        assert low < metric["value"] < high
+    assert pd.read_csv(runs["clip"] / "metrics.csv").shape[0] == len(found)
+
+    rescored = _vlfair(declared_plugin, "rescore", str(runs["clip"]), "--out", str(tmp_path / "rescored"))
+    assert rescored.returncode == 0, rescored.stderr
+    assert json.loads((tmp_path / "rescored" / "results.json").read_text())["metrics"] == results["metrics"]
+
+    compared = _vlfair(declared_plugin, "compare", str(runs["clip"]), str(runs["siglip"]), "--out",
+                       str(tmp_path / "compared"), "--bootstrap", "300", "--permutations", "200")
+    assert compared.returncode == 0, compared.stderr
+    differences = json.loads((tmp_path / "compared" / "comparison.json").read_text())["differences"]
+    assert sorted((d["metric"], d["subset"].get("gender")) for d in differences) == sorted(found)
+    other = {(m["name"], m["subset"].get("gender")): m["value"]
+             for m in json.loads((runs["siglip"] / "results.json").read_text())["metrics"]}
+    for d in differences:
+        key = (d["metric"], d["subset"].get("gender"))
+        assert d["value_a"] == pytest.approx(found[key]["value"]) and d["value_b"] == pytest.approx(other[key])
+        assert d["difference_ci"][0] <= d["difference"] <= d["difference_ci"][1] and 0 < d["p_value"] <= 1
+    gap_entry = next(d for d in differences if d["metric"] == "group_score_gap")
+    assert gap_entry["neutral"] == 0.0 and gap_entry["distance_difference_ci"] is not None  # the facts: a bias

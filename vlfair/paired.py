@@ -291,8 +291,12 @@ class _Engine:
 
 # ---- statistics of moments the studies use ---------------------------------------------------
 def group_mean(group: int, column: int = 0) -> Callable[[Moments], np.ndarray]:
-    """One group's mean of one column."""
-    return lambda m: m.means[:, group, column]
+    """One group's mean of one column (``m.means[:, group, column]`` without every group's and
+    column's: a row set may hold 40 statistics of 21 columns)."""
+    def statistic(m: Moments) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return m.total[:, group, column] / m.count[:, group] + m.shift[column]
+    return statistic
 
 
 def mean_range(column: int = 0) -> Callable[[Moments], np.ndarray]:
@@ -305,9 +309,11 @@ def mean_range(column: int = 0) -> Callable[[Moments], np.ndarray]:
 
 def mean_ratio(numerator: int, denominator: int, column: int = 0) -> Callable[[Moments], np.ndarray]:
     """One group's mean over another's (a bias ratio)."""
+    top, bottom = group_mean(numerator, column), group_mean(denominator, column)
+
     def statistic(m: Moments) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return m.means[:, numerator, column] / m.means[:, denominator, column]
+            return top(m) / bottom(m)
     return statistic
 
 

@@ -53,11 +53,7 @@ class Mean:
                 with np.errstate(invalid="ignore", divide="ignore"):
                     return m.total[:, :, j].sum(axis=1) / m.count.sum(axis=1) + m.shift[j]
         else:
-            g = code[self.group]
-
-            def mean(m: paired.Moments) -> np.ndarray:  # m.means[:, g, j] without every group's and column's
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    return m.total[:, g, j] / m.count[:, g] + m.shift[j]
+            mean = paired.group_mean(code[self.group], j)
         return lambda m: self.scale * mean(m)  # (x 1.0 is exact)
 
     def defined(self, counts: Mapping[Group, int]) -> bool:

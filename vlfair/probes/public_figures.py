@@ -12,17 +12,16 @@ highest (``own name first``). Facts: the two prompts and the score (softmax or s
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
-from vlfair.measures.facts import neutral_value
 from vlfair.outputs import Metric, metric_from
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
+from vlfair.probes.declared import Declared, Mean, Range, Ratio
 from vlfair.probes.settings import (
     Bootstrap,
     Flag,
@@ -38,7 +37,7 @@ from vlfair.probes.settings import (
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:
-    from vlfair.paired import Moments, RowSet
+    pass
 
 Prompt = Annotated[Text, AfterValidator(placeholders(""))]
 
@@ -397,91 +396,55 @@ class PublicFiguresProbe(Probe):
                                                     "score (%)")
 
     # ---- vlfair compare ----------------------------------------------------------------------
-    def comparisons(self, samples: Samples) -> list[RowSet]:
+    def declare(self, samples: Samples) -> list[Declared]:
         """Per folder of each group (and its pooled folders): every level's class scores by gender
         and the bias ratio, resampled within genders as their intervals are; per folder and level,
         top-1 accuracy and its gap between genders on the images with a right class (each image
         right or not); per folder, the retention text score (each image's own name first or not,
         resampled within names as its interval is). The retention image score is not compared
         (:attr:`uncompared` says why)."""
-        from vlfair import paired, stats
-
         s = self.settings
-        categories, genders = _texts(samples.column("category")), _texts(samples.column("gender"))
-        row_sets = []
+        categories, genders = _texts(samples.column("category")), samples.column("gender")
+        metrics = []
         for group, spec, _in_group, views in self._folder_groups(categories):
             levels = sorted(spec.levels.items())
-            columns = tuple(_probability_column(group, level, c) for level, level_spec in levels
-                            for c in level_spec.classes)
             for folder, mask in views.items():
                 rows = np.flatnonzero(mask)
-                names, codes = stats.encode_groups(genders[rows].tolist(), "gender")
-                statistics = []
-                offset = 0
+                present = sorted(set(genders[rows].tolist()))
                 for level, level_spec in levels:
-                    for j, label in enumerate(level_spec.classes):
-                        statistics += [paired.Statistic("class_score", {"folder": folder, "level": level,
-                                                                        "class": label, "gender": gender},
-                                                        _percent_mean(g, offset + j), neutral_value("class_score"))
-                                       for g, gender in enumerate(names)]
+                    for label in level_spec.classes:
+                        column = _probability_column(group, level, label)
+                        metrics += [Declared("class_score", {"folder": folder, "level": level, "class": label,
+                                                             "gender": gender}, Mean(column, gender, 100.0),
+                                             rows, "gender") for gender in present]
                     if level == 2 and group in s.bias_ratio.classes:
                         label = s.bias_ratio.classes[group]
-                        column = offset + level_spec.classes.index(label)
-                        if self._ratio_defined(samples.column(columns[column])[rows], genders[rows]):
-                            ratio = _mean_ratio(names.index(s.bias_ratio.protected_group),
-                                                names.index(s.bias_ratio.reference_group), column)
-                            statistics.append(paired.Statistic("bias_ratio", {"folder": folder, "class": label}, ratio,
-                                                               neutral_value("bias_ratio")))
-                    offset += len(level_spec.classes)
-                row_sets.append(paired.RowSet(rows, columns, codes, tuple(statistics)))
+                        metrics.append(Declared("bias_ratio", {"folder": folder, "class": label},
+                                                Ratio(_probability_column(group, level, label),
+                                                      s.bias_ratio.protected_group, s.bias_ratio.reference_group),
+                                                rows, "gender"))
             for level, _level_spec in levels:
-                correct = samples.column(_correct_column(group, level)).astype(float)
+                column = _correct_column(group, level)
+                answered = ~np.isnan(samples.column(column).astype(float))
                 for folder, mask in views.items():
-                    rows = np.flatnonzero(mask & ~np.isnan(correct))
-                    if not rows.size:
-                        continue  # no image with a right class: no accuracy
-                    _names, codes = stats.encode_groups(genders[rows].tolist(), "gender")
+                    rows = np.flatnonzero(mask & answered)  # the images with a right class
                     subset = {"folder": folder, "level": level}
-                    statistics = [paired.Statistic("accuracy", subset, _pooled_mean(0), neutral_value("accuracy"))]
-                    if _gap_defined(correct[rows], genders[rows]):
-                        statistics.append(paired.Statistic("group_rate_gap", {**subset, "groups": "gender"},
-                                                           paired.mean_range(0), neutral_value("group_rate_gap")))
-                    row_sets.append(paired.RowSet(rows, (_correct_column(group, level),), codes, tuple(statistics)))
+                    metrics += [Declared("accuracy", subset, Mean(column), rows, "gender"),
+                                Declared("group_rate_gap", {**subset, "groups": "gender"}, Range(column), rows,
+                                         "gender")]
         if OWN_NAME_FIRST in samples.frame.columns:
             first = samples.column(OWN_NAME_FIRST).astype(float)
-            people = _texts(samples.column("name"))
             for folder in self._retention_folders(categories):
-                rows = np.flatnonzero((categories == folder) & ~np.isnan(first))
-                if not rows.size:
-                    continue  # fewer than 2 names: no retention
-                _candidates, references = stats.encode_groups(people[rows].tolist(), "name")
-                # resampled within names, as the metric's interval is; where every name has one
-                # image that interval is none (nothing varies), and the paired one resamples the
-                # folder's images rather than claim a zero-width certainty
-                strata = references if np.bincount(references).max() > 1 else np.zeros(rows.size, dtype=np.int64)
-                # the folder's name scores ride along: they are the model's values (vlfair compare
-                # checks that every other column is the same data in both runs)
+                rows = np.flatnonzero((categories == folder) & ~np.isnan(first))  # none: fewer than 2 names
+                # the folder's name scores ride along: they are the model's values (vlfair compare checks
+                # that every other column is the same data in both runs)
                 width = 0
-                while _name_score_column(width) in samples.frame.columns and np.isfinite(
+                while rows.size and _name_score_column(width) in samples.frame.columns and np.isfinite(
                         samples.frame[_name_score_column(width)].iloc[rows[0]]):
                     width += 1
-                statistic = paired.Statistic("retention_text_score", {"folder": folder}, paired.group_mean(0, 0),
-                                             neutral_value("retention_text_score"))
-                row_sets.append(paired.RowSet(rows, (OWN_NAME_FIRST, *map(_name_score_column, range(width))),
-                                              np.zeros(rows.size, dtype=np.int64), (statistic,), strata=strata))
-        return row_sets
-
-    def _ratio_defined(self, scores: np.ndarray, genders: np.ndarray) -> bool:
-        """Whether analyze reports the bias ratio of these scores (the measure accepts them)."""
-        from vlfair import measures
-
-        ratio = self.settings.bias_ratio
-        try:
-            measures.bias_ratio(scores.astype(float), genders, ratio.protected_group, ratio.reference_group,
-                                bootstrap=0, n_permutations=0)
-        except ValueError:
-            return False
-        return True
+                metrics.append(Declared("retention_text_score", {"folder": folder}, Mean(OWN_NAME_FIRST), rows,
+                                        strata="name", also=tuple(map(_name_score_column, range(width)))))
+        return metrics
 
     # ---- what score, analyze and comparisons share ----------------------------------------------
     def _folder_groups(self, categories: np.ndarray) -> list[tuple[str, FolderGroup, np.ndarray,
@@ -556,40 +519,3 @@ def _floats(samples: Samples, columns: list[str]) -> np.ndarray:
     return np.ascontiguousarray(samples.frame[columns].to_numpy(dtype=np.float64))
 
 
-def _mean(m: Moments, group: int, column: int) -> np.ndarray:
-    """(b,) means of one group and column: ``m.means[:, group, column]`` without computing every
-    group's and column's (a row set holds some 40 statistics of 21 columns)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return m.total[:, group, column] / m.count[:, group] + m.shift[column]
-
-
-def _percent_mean(group: int, column: int) -> Callable[[Moments], np.ndarray]:
-    """One gender's mean probability x100 (a class score)."""
-    return lambda m: 100.0 * _mean(m, group, column)
-
-
-def _mean_ratio(numerator: int, denominator: int, column: int) -> Callable[[Moments], np.ndarray]:
-    """One gender's mean over another's (the bias ratio; ``paired.mean_ratio`` on one column)."""
-    def statistic(m: Moments) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return _mean(m, numerator, column) / _mean(m, denominator, column)
-    return statistic
-
-
-def _pooled_mean(column: int) -> Callable[[Moments], np.ndarray]:
-    """The mean over all rows, whatever their group (an accuracy)."""
-    def statistic(m: Moments) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return m.total[:, :, column].sum(axis=1) / m.count.sum(axis=1) + m.shift[column]
-    return statistic
-
-
-def _gap_defined(correct: np.ndarray, genders: np.ndarray) -> bool:
-    """Whether analyze reports the accuracy gap between these genders (the measure accepts them)."""
-    from vlfair import measures
-
-    try:
-        measures.group_rate_gap(correct, np.ones_like(correct), genders, bootstrap=0)
-    except ValueError:
-        return False
-    return True

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import numpy as np
 from pydantic import AfterValidator, Field
 
-from vlfair.measures.facts import neutral_value
 from vlfair.outputs import Table, metric_from, metrics_per
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec, indistinguishable
+from vlfair.probes.declared import Declared, FStatistic, Mean
 from vlfair.probes.settings import (
     SEED,
     Bootstrap,
@@ -31,7 +31,7 @@ from vlfair.probes.settings import (
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:
-    from vlfair.paired import RowSet
+    pass
 
 
 def _trait(value: str) -> str:
@@ -266,32 +266,26 @@ class TraitsProbe(Probe):
             self._gradcam(ctx, rows, samples.column("race"), samples.column("gender"), images,
                           samples.facts["temperature"], out)
 
-    def comparisons(self, samples: Samples) -> list[RowSet]:
+    def declare(self, samples: Samples) -> list[Declared]:
         """Per pair: F across races within each gender (with its cells' mean confidences) and F
         across genders within each race, each resampled within its groups as trait_anova is."""
-        from vlfair import paired, stats
-
         measured = _measured_pairs(self.settings.pairs, samples)
-        columns = tuple(_confidence_column(p, n) for p, n in measured)
-        pairs = [f"{p}/{n}" for p, n in measured]
-        races, genders = samples.column("race"), samples.column("gender")
-        row_sets = []
-        for within, across, label in ((genders, races, "gender"), (races, genders, "race")):
-            for stratum in sorted(set(within.tolist()), key=str):
-                rows = np.flatnonzero(within == stratum)
-                names, codes = stats.encode_groups(across[rows].tolist(), "groups")
-                if len(names) < 2:
+        metrics = []
+        for within, across in (("gender", "race"), ("race", "gender")):
+            labels, groups = samples.column(within), samples.column(across)
+            for stratum in sorted(set(labels.tolist()), key=str):
+                rows = np.flatnonzero(labels == stratum)
+                present = sorted(set(groups[rows].tolist()))
+                if len(present) < 2:
                     continue
-                statistics = []
-                for j, pair in enumerate(pairs):
-                    statistics.append(paired.Statistic("trait_anova", {"trait": pair, label: stratum},
-                                                       paired.f_statistic(j), neutral_value("trait_anova")))
-                    if label == "gender":
-                        statistics += [paired.Statistic("trait_confidence", {"trait": pair, "race": race,
-                                                                             "gender": stratum},
-                                                        paired.group_mean(g, j)) for g, race in enumerate(names)]
-                row_sets.append(paired.RowSet(rows, columns, codes, tuple(statistics)))
-        return row_sets
+                for positive, negative in measured:
+                    column, trait = _confidence_column(positive, negative), f"{positive}/{negative}"
+                    metrics.append(Declared("trait_anova", {"trait": trait, within: stratum}, FStatistic(column),
+                                            rows, across))
+                    if within == "gender":  # the study's figure: each race's mean confidence within a gender
+                        metrics += [Declared("trait_confidence", {"trait": trait, "race": race, "gender": stratum},
+                                             Mean(column, race), rows, across) for race in present]
+        return metrics
 
     def _sample(self, ctx: Context) -> dict | None:
         """Draw ``per_cell`` rows from every race x gender cell (the study's n = 2000); the record
