@@ -90,6 +90,25 @@ class Range:
 
 
 @dataclasses.dataclass(frozen=True)
+class ColumnRange:
+    """The largest minus the smallest of several ``columns``' means over the rows (one group): a gap
+    between quantities measured on the same rows, such as one accuracy per language."""
+
+    columns: tuple[str, ...]
+
+    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
+        picked = [at[column] for column in self.columns]
+
+        def statistic(m: paired.Moments) -> np.ndarray:
+            means = m.means[:, 0, picked]
+            return means.max(axis=1) - means.min(axis=1)
+        return statistic
+
+    def defined(self, counts: Mapping[Group, int]) -> bool:
+        return len(counts) == 1
+
+
+@dataclasses.dataclass(frozen=True)
 class Ratio:
     """One group's mean of ``column`` over another's (a bias ratio); defined where both hold
     ``MIN_GROUP_SIZE`` rows (the reference mean's 0 is the measure's to refuse: :meth:`accepts`)."""
@@ -143,7 +162,7 @@ class Custom:
         return True
 
 
-Statistic = Mean | Range | Ratio | FStatistic | Custom
+Statistic = Mean | Range | ColumnRange | Ratio | FStatistic | Custom
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,4 +286,5 @@ def table(metrics: Sequence[Metric]) -> Any:
                          for m in metrics]).set_index("metric")
 
 
-__all__ = ["Custom", "Declared", "FStatistic", "Mean", "Range", "Ratio", "Statistic", "evaluate", "row_sets", "table"]
+__all__ = ["ColumnRange", "Custom", "Declared", "FStatistic", "Mean", "Range", "Ratio", "Statistic", "evaluate",
+           "row_sets", "table"]

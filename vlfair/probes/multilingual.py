@@ -9,23 +9,23 @@ per image (gender, race, age group; whether each task's zero-shot prediction is 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from vlfair.measures.facts import neutral_value
+from vlfair import paired
 from vlfair.outputs import Metric, metric_from, metrics_per
 from vlfair.probes import register
 from vlfair.probes.asking import Answering
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, indistinguishable
+from vlfair.probes.declared import ColumnRange, Custom, Declared, Mean, Range
 from vlfair.probes.settings import Bootstrap, Flag, Name, ProbeSettings, Settings, Text, distinct, refuse, same_text
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:  # the probe imports its measures when it runs
-    from vlfair import measures, paired
-    from vlfair.paired import RowSet
+    from vlfair import measures
 
 Task = Literal["gender", "race", "age_group"]
 # a zero-shot task's classes: class -> language -> prompt
@@ -169,14 +169,14 @@ class MultilingualProbe(Probe):
                  "status": ["this run", "not available: transformers has no CLIP ResNet image tower"]},
                 index=pd.Index(["Vision Transformer", "ResNet-50"], name="the study's image towers"))
 
-    def comparisons(self, samples: Samples) -> list[RowSet]:
+    def declare(self, samples: Samples) -> list[Declared]:
         """Multi30K, per portion: epsilon (a maximum over the caption pairs: the pairs' values) and
         the mean text distance; per direction both languages' retrieval accuracies and their gap
         (the same images, or captions, for both languages). FairFace: per task the accuracies per
         language and their gap; per group gap and rate gap the group accuracies per language, each
         language's gap and its amplification over the pivot's, resampled within the groups."""
-        return (self._multi30k_row_sets(samples) if _schema_of(samples) == "multi30k"
-                else self._fairface_row_sets(samples))
+        return (self._multi30k_metrics(samples) if _schema_of(samples) == "multi30k"
+                else self._fairface_metrics(samples))
 
     # ---- (a) Multi30K ---------------------------------------------------------------------
     def _score_multi30k(self, ctx: Context) -> Samples:
@@ -282,33 +282,27 @@ class MultilingualProbe(Probe):
                          "under its own bound")
         return out
 
-    def _multi30k_row_sets(self, samples: Samples) -> list[RowSet]:
-        from vlfair import paired
-
+    def _multi30k_metrics(self, samples: Samples) -> list[Declared]:
         lang_a, lang_b = samples.facts["languages"]
         portions, files = samples.column("portion"), samples.column("image_file")
         distances = samples.column("text_distance")
-        parts: list[_Part] = []
-        row_sets = []
+        metrics = []
         for portion in sorted(set(portions.tolist())):
             mask = portions == portion
             rows = np.flatnonzero(mask & (distances > 0))  # the pairs with a ratio (identical ones left out)
             pair = {"portion": portion, "languages": f"{lang_a}-{lang_b}"}
             if rows.size:  # (bound: a per-pair quantity too, read so that vlfair compare pairs it, not checks it)
-                parts.append(_Part(rows, None, ("text_distance", "bound"),
-                                   [("text_distance", pair, _mean_of(0, "text_distance"))]))
-                epsilon = paired.Statistic("individual_fairness", pair, _epsilon, neutral_value("individual_fairness"))
-                row_sets.append(paired.RowSet(rows, ("similarity_gap", "text_distance"),
-                                              np.zeros(rows.size, dtype=np.int64), (epsilon,), values=True))
+                metrics += [Declared("text_distance", pair, Mean("text_distance"), rows, also=("bound",)),
+                            Declared("individual_fairness", pair, EPSILON, rows)]
             for direction in DIRECTIONS:
                 subset = {"portion": portion, "direction": direction}
                 columns = tuple(_retrieval_column(direction, lang) for lang in (lang_a, lang_b))
                 # sorted: the same rows as text_to_image's where each image has one caption (one row set)
-                parts.append(_Part(np.sort(_retrieval_rows(files, mask, direction)), None, columns, [
-                    ("cross_lingual_gap", subset, _range_of(columns)),
-                    *(("retrieval_accuracy", {**subset, "language": lang}, _mean_of(0, column))
-                      for lang, column in zip((lang_a, lang_b), columns))]))
-        return _merged(parts) + row_sets
+                rows = np.sort(_retrieval_rows(files, mask, direction))
+                metrics += [Declared("cross_lingual_gap", subset, ColumnRange(columns), rows),
+                            *(Declared("retrieval_accuracy", {**subset, "language": lang}, Mean(column), rows)
+                              for lang, column in zip((lang_a, lang_b), columns))]
+        return metrics
 
     def _select_pairs(self, ctx: Context) -> dict[str, int]:
         """Keep the independent portion's first (en, de) caption pair per image (the study), or all (the
@@ -516,51 +510,47 @@ class MultilingualProbe(Probe):
             by_group, None, f"{task} accuracy by {column}, per language (vlfair's extra)", "accuracy", ylim=(0, 1),
             legend_title="language")
 
-    def _fairface_row_sets(self, samples: Samples) -> list[RowSet]:
+    def _fairface_metrics(self, samples: Samples) -> list[Declared]:
         s = self.settings
         truth = {task: samples.column(task) for task in TASKS}
-        everything = np.arange(len(samples.frame))
-        parts: list[_Part] = []
+        metrics = []
         languages_of = {}
         for task, classes in s.prompt_sets[s.prompt_set].items():
             languages_of[task] = languages = _languages(classes)
             columns = _correct_columns(task, languages)
-            parts.append(_Part(everything, None, columns, [
-                ("cross_lingual_gap", {"task": task}, _range_of(columns)),
-                *(("accuracy", {"task": task, "language": lang}, _mean_of(0, column))
-                  for lang, column in zip(languages, columns))]))
+            metrics += [Declared("cross_lingual_gap", {"task": task}, ColumnRange(columns)),
+                        *(Declared("accuracy", {"task": task, "language": lang}, Mean(column))
+                          for lang, column in zip(languages, columns))]
         for spec in s.group_gaps:
             task, between, within = spec.task, spec.between, spec.within
             languages = sorted(languages_of[task])
             columns = _correct_columns(task, languages)
             # one row set per value of `within` (one over all cells would cost a matrix product per cell)
             for value in sorted(set(truth[within].tolist()), key=str) if within else [None]:
-                rows = np.flatnonzero(truth[within] == value) if within else everything
-                groups = _gap_groups(truth[between][rows])
-                if groups is None:  # the measure refused these rows (the run's warning says why)
+                rows = np.flatnonzero(truth[within] == value) if within else None
+                names = _gap_groups(truth[between] if rows is None else truth[between][rows])
+                if names is None:  # the measure refused these rows (the run's warning says why)
                     continue
-                subset: dict[str, Any] = {"task": task, "groups": between, **({within: value} if within else {})}
-                statistics: list[tuple[str, dict[str, Any], Callable[[dict[str, int]], Callable]]] = []
+                cell = {within: value} if within else {}
+                subset: dict[str, Any] = {"task": task, "groups": between, **cell}
                 for lang, column in zip(languages, columns):
-                    statistics.append(("group_rate_gap", {**subset, "language": lang}, _gap_of(column)))
-                    statistics += [("accuracy", {"task": task, "language": lang, between: name,
-                                                 **({within: value} if within else {})}, _mean_of(g, column))
-                                   for g, name in enumerate(groups[0])]
+                    metrics.append(Declared("group_rate_gap", {**subset, "language": lang}, Range(column), rows,
+                                            between))
+                    metrics += [Declared("accuracy", {"task": task, "language": lang, between: name, **cell},
+                                         Mean(column, name), rows, between) for name in names]
                 if spec.amplification and s.pivot in languages:
                     pivot = _correct_column(task, s.pivot)
-                    statistics += [("gap_amplification", {**subset, "language": lang, "pivot": s.pivot},
-                                    _amplification_of(column, pivot))
-                                   for lang, column in zip(languages, columns) if lang != s.pivot]
-                parts.append(_Part(rows, groups[1], columns, statistics))
+                    metrics += [Declared("gap_amplification", {**subset, "language": lang, "pivot": s.pivot},
+                                         _amplification(column, pivot), rows, between)
+                                for lang, column in zip(languages, columns) if lang != s.pivot]
         for rate_gap in s.rate_gaps:
             task, column = rate_gap.task, rate_gap.groups
             languages = sorted(languages_of[task])
-            groups = _gap_groups(truth[column])
-            if groups is not None:
-                parts.append(_Part(everything, groups[1], _correct_columns(task, languages), [
-                    ("group_rate_gap", {"task": task, "groups": column, "language": lang}, _gap_of(correct))
-                    for lang, correct in zip(languages, _correct_columns(task, languages))]))
-        return _merged(parts)
+            if _gap_groups(truth[column]) is not None:
+                metrics += [Declared("group_rate_gap", {"task": task, "groups": column, "language": lang},
+                                     Range(correct), group=column)
+                            for lang, correct in zip(languages, _correct_columns(task, languages))]
+        return metrics
 
 
 # ---- samples.parquet's columns, and the measures on them -------------------------------------
@@ -664,75 +654,22 @@ def _cross_lingual_gap(correct: dict[str, np.ndarray], pivot: str | None,
     return measures.cross_lingual_gap(*_as_labels(hits), languages, pivot=pivot, **resampling)
 
 
-def _gap_groups(labels: np.ndarray) -> tuple[list[str], np.ndarray] | None:
-    """The groups a group rate gap compares (names, each row's code), or None where the measure
-    refuses them (fewer than 2 groups, a group too small for a mean)."""
+def _gap_groups(labels: np.ndarray) -> list[str] | None:
+    """The groups a group rate gap compares, or None where the measure refuses them (fewer than 2
+    groups, a group too small for a mean): their accuracies are not reported either."""
     from vlfair import measures, stats
 
     names, codes = stats.encode_groups(labels.tolist(), "groups")
     counts = np.bincount(codes, minlength=len(names))
     if len(names) < 2 or (counts < measures.MIN_GROUP_SIZE).any():
         return None
-    return names, codes
+    return names
 
 
-# ---- paired statistics (vlfair compare) --------------------------------------------------------
-class _Part(NamedTuple):
-    """Statistics of some rows, grouped by ``codes`` (None: one group), each as (metric, subset,
-    its function given the row set's column index); :func:`_merged` joins parts of the same rows."""
-
-    rows: np.ndarray
-    codes: np.ndarray | None
-    columns: tuple[str, ...]
-    statistics: list[tuple[str, dict[str, Any], Callable[[dict[str, int]], Callable]]]
-
-
-def _merged(parts: list[_Part]) -> list[RowSet]:
-    """One row set per distinct rows and groups: its statistics share the resamples and the
-    relabellings (their cost is per row, not per column)."""
-    from vlfair import paired
-
-    merged: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, dict[str, int], list]] = {}
-    for part in parts:
-        codes = np.zeros(part.rows.size, dtype=np.int64) if part.codes is None else part.codes
-        _, _, at, statistics = merged.setdefault((part.rows.tobytes(), codes.tobytes()), (part.rows, codes, {}, []))
-        for column in part.columns:
-            at.setdefault(column, len(at))
-        statistics += part.statistics
-    return [paired.RowSet(rows, tuple(at), codes, tuple(paired.Statistic(name, subset, make(at), neutral_value(name))
-                                                         for name, subset, make in statistics))
-            for rows, codes, at, statistics in merged.values()]
-
-
-def _mean_of(group: int, column: str) -> Callable[[dict[str, int]], Callable]:
-    """One group's mean of ``column`` (an accuracy)."""
-    from vlfair import paired
-
-    return lambda at: paired.group_mean(group, at[column])
-
-
-def _gap_of(column: str) -> Callable[[dict[str, int]], Callable]:
-    """The largest minus the smallest group mean of ``column`` (a group rate gap)."""
-    from vlfair import paired
-
-    return lambda at: paired.mean_range(at[column])
-
-
-def _range_of(columns: tuple[str, ...]) -> Callable[[dict[str, int]], Callable]:
-    """The largest minus the smallest mean of ``columns`` in the one group (a cross-lingual gap)."""
-    def make(at: dict[str, int]) -> Callable[[paired.Moments], np.ndarray]:
-        picked = [at[column] for column in columns]
-
-        def statistic(m: paired.Moments) -> np.ndarray:
-            means = m.means[:, 0, picked]
-            return means.max(axis=1) - means.min(axis=1)
-        return statistic
-    return make
-
-
-def _amplification_of(column: str, pivot: str) -> Callable[[dict[str, int]], Callable]:
+# ---- the statistics only this probe declares -----------------------------------------------------
+def _amplification(column: str, pivot: str) -> Custom:
     """The gap between the groups in ``column`` minus the same gap in the pivot language's column."""
-    def make(at: dict[str, int]) -> Callable[[paired.Moments], np.ndarray]:
+    def make(at: Mapping[str, int], code: Mapping[Any, int]) -> Callable[[paired.Moments], np.ndarray]:
         picked = [at[column], at[pivot]]
 
         def statistic(m: paired.Moments) -> np.ndarray:
@@ -740,7 +677,7 @@ def _amplification_of(column: str, pivot: str) -> Callable[[dict[str, int]], Cal
             gaps = np.nanmax(means, axis=1) - np.nanmin(means, axis=1)
             return gaps[:, 0] - gaps[:, 1]
         return statistic
-    return make
+    return Custom((column, pivot), make)
 
 
 def _epsilon(values: np.ndarray) -> np.ndarray:
@@ -749,3 +686,7 @@ def _epsilon(values: np.ndarray) -> np.ndarray:
         ratio = values[:, :, 0] / values[:, :, 1]
     ratio = np.where(values[:, :, 1] > 0, ratio, np.nan)  # another model's identical pair has no ratio
     return np.nanmax(ratio, axis=1)
+
+
+# epsilon from the caption pairs' (b, n, [similarity gap, text distance]) values: the largest ratio
+EPSILON = Custom(("similarity_gap", "text_distance"), lambda at, code: _epsilon, values=True)

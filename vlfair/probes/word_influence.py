@@ -5,17 +5,17 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
-from vlfair.measures.facts import neutral_value
 from vlfair.outputs import Metric
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
+from vlfair.probes.declared import Custom, Declared
 from vlfair.probes.settings import (
     SEED,
     Confidence,
@@ -33,7 +33,7 @@ from vlfair.samples import Samples
 if TYPE_CHECKING:
     import pandas as pd
 
-    from vlfair.paired import Moments, RowSet
+    from vlfair.paired import Moments
     from vlfair.t2i.influence import PromptInfluence
 
 
@@ -254,92 +254,67 @@ class WordInfluenceProbe(Probe):
                     figures[mosaic] = mosaics.pop(mosaic)
         out.figures = {**figures, **mosaics}
 
-    def comparisons(self, samples: Samples) -> list[RowSet]:
-        """Per prompt, one row set over its images grouped by variant (each resampled within its
-        variant): every variant's share of each group among its images of a person, and the word
-        influences (differences of target shares, every level scored) and Shapley values made of
-        them. With the study's 150 prompts, the mean influence of each word over the prompts that
-        contain it, over all the images."""
-        from vlfair import paired
-
+    def declare(self, samples: Samples) -> list[Declared]:
+        """Per prompt, over its images grouped by variant (each resampled within its variant): every
+        variant's share of each group among its images of a person, and the word influences
+        (differences of target shares, every level scored) and Shapley values made of them. With the
+        study's 150 prompts, the mean influence of each word over the prompts that contain it, over all
+        the images."""
         s = self.settings
         known = _known_groups(samples)
         target = s.target_group
-        row_sets = []
+        metrics = []
         prompts = self._prompts(samples)
         for rows, r in prompts:
             shown = self._groups(r, known)
             groups = [target] + [g for g in shown if g != target]
-            columns = (*(_group_column(g) for g in groups), NO_PERSON_COLUMN)
-            shares = _VariantShares(len(groups))
+            # one _VariantShares per prompt: its statistics read the shares computed once per resample
+            shares = _VariantShares((*(_group_column(g) for g in groups), NO_PERSON_COLUMN))
             keys = [_key(v.replaced) for v in r.variants]
-            codes = np.asarray([keys.index(k) for k in samples.frame["replaced"].iloc[rows]], dtype=np.int64)
-            names = [_variant_name(v.replaced, r.words) for v in r.variants]
-            statistics = []
-            levels: dict[str, list[Callable]] = {}
+            on = {"rows": rows, "group": "replaced", "order": keys}
+            levels: dict[str, list[Custom]] = {}
             for level in r.result["levels"]:
-                levels[level] = []
-                for i, word in enumerate(r.words):
-                    function = _influence(shares, int(level), i, len(r.words), keys)
-                    levels[level].append(function)
-                    statistics.append(paired.Statistic(
-                        "word_influence", {"prompt": r.prompt, "word": word, "level": int(level), "group": target},
-                        function, neutral_value("word_influence", self.facts)))
+                levels[level] = [shares.influence(int(level), i, len(r.words), keys) for i in range(len(r.words))]
+                metrics += [Declared("word_influence", {"prompt": r.prompt, "word": word, "level": int(level),
+                                                        "group": target}, influence, **on)
+                            for word, influence in zip(r.words, levels[level])]
             if r.result["shapley"] is not None:
-                for i, word in enumerate(r.words):
-                    statistics.append(paired.Statistic(
-                        "word_influence_shapley", {"prompt": r.prompt, "word": word},
-                        _mean_of([levels[level][i] for level in r.result["levels"]]),
-                        neutral_value("word_influence_shapley", self.facts)))
-            for v, name in enumerate(names):
-                statistics.append(paired.Statistic("target_share", {"prompt": r.prompt, "variant": name},
-                                                   _share(shares, v, 0), neutral_value("target_share", self.facts)))
-                statistics += [paired.Statistic("group_share", {"prompt": r.prompt, "variant": name, "group": g},
-                                                _share(shares, v, groups.index(g)),
-                                                neutral_value("group_share", self.facts)) for g in shown]
-            row_sets.append(paired.RowSet(rows, columns, codes, tuple(statistics)))
+                metrics += [Declared("word_influence_shapley", {"prompt": r.prompt, "word": word},
+                                     shares.mean_of([levels[level][i] for level in r.result["levels"]]), **on)
+                            for i, word in enumerate(r.words)]
+            for v, variant in enumerate(r.variants):
+                name = _variant_name(variant.replaced, r.words)
+                metrics.append(Declared("target_share", {"prompt": r.prompt, "variant": name}, shares.share(v, 0),
+                                        **on))
+                metrics += [Declared("group_share", {"prompt": r.prompt, "variant": name, "group": g},
+                                     shares.share(v, groups.index(g)), **on) for g in shown]
         if s.large_scale:
-            row_sets += self._mean_comparisons(samples, prompts)
-        return row_sets
+            metrics += self._mean_influences(samples, prompts)
+        return metrics
 
-    def _mean_comparisons(self, samples: Samples, prompts: list[tuple[np.ndarray, PromptInfluence]]) -> list[RowSet]:
-        """mean_word_influence: per word, one row set of the images of the prompts that contain it,
-        their original's and the word's level-1 variant's (each resampled within its prompt and
-        variant, as the per-prompt row sets): the mean over those prompts of the difference of the
-        two target shares."""
-        from vlfair import paired
+    def _mean_influences(self, samples: Samples, prompts: list[tuple[np.ndarray, PromptInfluence]]) -> list[Declared]:
+        """mean_word_influence: per word, over the images of the prompts that contain it, their
+        original's and the word's level-1 variant's (each resampled within its prompt and variant, as
+        the per-prompt metrics): the mean over those prompts of the difference of the two target shares."""
         from vlfair.t2i.influence import ADJECTIVES, PERSONS, PLACES
 
-        pairs: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # word -> (original's rows, variant's rows)
-        replaced = samples.frame["replaced"].to_numpy()
-        for rows, r in prompts:
-            original = rows[replaced[rows] == ""]
+        pairs: dict[str, list[tuple[tuple, tuple]]] = {}  # word -> [(original's cell, variant's cell)]
+        for _rows, r in prompts:
             for i, word in enumerate(r.words):
-                pairs.setdefault(word, []).append((original, rows[replaced[rows] == _key((i,))]))
-        columns = (_group_column(self.settings.target_group), NO_PERSON_COLUMN)
-        row_sets = []
+                pairs.setdefault(word, []).append(((r.prompt, ""), (r.prompt, _key((i,)))))
+        prompt_of, replaced = samples.column("prompt"), samples.column("replaced")
+        shares = _VariantShares((_group_column(self.settings.target_group), NO_PERSON_COLUMN))
+        metrics = []
         for kind, vocabulary in (("adjective", ADJECTIVES), ("person", PERSONS), ("place", PLACES)):
             for word in vocabulary:
                 if word not in pairs:
                     continue
-                cells: dict[int, int] = {}  # a cell's first row -> its code (an original may serve two pairs)
-                chosen: list[np.ndarray] = []
-                codes: list[np.ndarray] = []
-                left: list[int] = []
-                right: list[int] = []
-                for original, variant in pairs[word]:
-                    for cell, side in ((original, left), (variant, right)):
-                        if int(cell[0]) not in cells:
-                            cells[int(cell[0])] = len(cells)
-                            chosen.append(cell)
-                            codes.append(np.full(len(cell), cells[int(cell[0])], dtype=np.int64))
-                        side.append(cells[int(cell[0])])
-                shares = _VariantShares(1)
-                statistic = paired.Statistic("mean_word_influence", {"word": word, "kind": kind},
-                                             _mean_difference(shares, left, right),
-                                             neutral_value("mean_word_influence", self.facts))
-                row_sets.append(paired.RowSet(np.concatenate(chosen), columns, np.concatenate(codes), (statistic,)))
-        return row_sets
+                cells = list(dict.fromkeys(cell for pair in pairs[word] for cell in pair))  # an original may serve
+                rows = np.concatenate([np.flatnonzero((prompt_of == p) & (replaced == k)) for p, k in cells])  # two
+                metrics.append(Declared("mean_word_influence", {"word": word, "kind": kind},
+                                        shares.mean_difference(*map(list, zip(*pairs[word]))),
+                                        rows, ("prompt", "replaced"), order=cells))
+        return metrics
 
     def _prompts(self, samples: Samples) -> list[tuple[np.ndarray, PromptInfluence]]:
         """Each prompt's rows (positions in the frame, in order) and its influence, recomputed from
@@ -574,10 +549,13 @@ class _VariantShares:
     """(b, G, k) shares: each variant's share of each group column among its images of a person
     (the last column: no person). The counts are whole numbers, rounded off the moments' float
     noise, so a share is the run's own quotient (nan where no image shows a person). Computed once
-    per moments: every statistic of a row set reads the same ones."""
+    per moments: every statistic of a row set reads the same ones, each a
+    :class:`vlfair.probes.declared.Custom` statistic of ``columns`` (the groups', the target's first,
+    then the no-person column)."""
 
-    def __init__(self, person: int):
-        self.person = person
+    def __init__(self, columns: tuple[str, ...]):
+        self.columns = columns
+        self.person = len(columns) - 1
         self._last: tuple[Moments, np.ndarray] | None = None
 
     def __call__(self, m: Moments) -> np.ndarray:
@@ -591,36 +569,31 @@ class _VariantShares:
         self._last = (m, shares)
         return shares
 
+    def _custom(self, function: Callable[[Moments], np.ndarray]) -> Custom:
+        return Custom(self.columns, lambda at, code: function)
 
-def _share(shares: _VariantShares, variant: int, column: int) -> Callable[[Moments], np.ndarray]:
-    return lambda m: shares(m)[:, variant, column]
+    def share(self, variant: int, column: int) -> Custom:
+        return self._custom(lambda m: self(m)[:, variant, column])
 
+    def influence(self, level: int, word: int, num_words: int, keys: list[str]) -> Custom:
+        """Word ``word``'s influence at ``level``, as the word_influence measure: the mean over subsets
+        R of the other words, |R| = level - 1, of P_target(R) - P_target(R + word) (column 0: the target)."""
+        others = [w for w in range(num_words) if w != word]
+        left, right = [], []
+        for subset in itertools.combinations(others, level - 1):
+            left.append(keys.index(_key(subset)))
+            right.append(keys.index(_key(tuple(sorted(subset + (word,))))))
+        return self._custom(lambda m: (self(m)[:, left, 0] - self(m)[:, right, 0]).mean(axis=1))
 
-def _influence(shares: _VariantShares, level: int, word: int, num_words: int,
-               keys: list[str]) -> Callable[[Moments], np.ndarray]:
-    """Word ``word``'s influence at ``level``, as the word_influence measure: the mean over subsets
-    R of the other words, |R| = level - 1, of P_target(R) - P_target(R + word) (column 0: the target)."""
-    others = [w for w in range(num_words) if w != word]
-    left, right = [], []
-    for subset in itertools.combinations(others, level - 1):
-        left.append(keys.index(_key(subset)))
-        right.append(keys.index(_key(tuple(sorted(subset + (word,))))))
+    def mean_of(self, statistics: list[Custom]) -> Custom:
+        """The mean of statistics (the Shapley value: the mean of every level)."""
+        functions = [s.make({}, {}) for s in statistics]
+        return self._custom(lambda m: np.mean([f(m) for f in functions], axis=0))
 
-    def statistic(m: Moments) -> np.ndarray:
-        target = shares(m)[:, :, 0]
-        return (target[:, left] - target[:, right]).mean(axis=1)
-    return statistic
-
-
-def _mean_of(functions: list[Callable[[Moments], np.ndarray]]) -> Callable[[Moments], np.ndarray]:
-    """The mean of statistics (the Shapley value: the mean of every level)."""
-    return lambda m: np.mean([f(m) for f in functions], axis=0)
-
-
-def _mean_difference(shares: _VariantShares, left: list[int], right: list[int]) -> Callable[[Moments], np.ndarray]:
-    """The mean of the target share differences of the cells ``left`` and ``right``, pair by pair
-    (a word's mean influence: each prompt's original minus its variant without the word)."""
-    def statistic(m: Moments) -> np.ndarray:
-        target = shares(m)[:, :, 0]
-        return (target[:, left] - target[:, right]).mean(axis=1)
-    return statistic
+    def mean_difference(self, left: list[tuple], right: list[tuple]) -> Custom:
+        """The mean of the target share differences of the cells ``left`` and ``right``, pair by pair
+        (a word's mean influence: each prompt's original minus its variant without the word)."""
+        def make(at: Mapping[str, int], code: Mapping[Any, int]) -> Callable[[Moments], np.ndarray]:
+            first, second = [code[c] for c in left], [code[c] for c in right]
+            return lambda m: (self(m)[:, first, 0] - self(m)[:, second, 0]).mean(axis=1)
+        return Custom(self.columns, make)
