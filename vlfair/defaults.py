@@ -15,4 +15,7 @@ MAX_PERMUTATIONS = 10_000_000
 # in them alone are of one family (comparable), and vlfair rescore may change them
 INTERVAL_SETTINGS = ("bootstrap", "confidence", "n_permutations")
 
-__all__ = ["BOOTSTRAP", "CONFIDENCE", "INTERVAL_SETTINGS", "MAX_BOOTSTRAP", "MAX_PERMUTATIONS", "PERMUTATIONS", "SEED"]
+MIN_GROUP_SIZE = 2  # never report a group mean from fewer samples (the measures and the declared metrics alike)
+
+__all__ = ["BOOTSTRAP", "CONFIDENCE", "INTERVAL_SETTINGS", "MAX_BOOTSTRAP", "MAX_PERMUTATIONS", "MIN_GROUP_SIZE",
+           "PERMUTATIONS", "SEED"]

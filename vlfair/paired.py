@@ -299,6 +299,14 @@ def group_mean(group: int, column: int = 0) -> Callable[[Moments], np.ndarray]:
     return statistic
 
 
+def pooled_mean(column: int = 0) -> Callable[[Moments], np.ndarray]:
+    """The mean of one column over every row, whatever its group (an accuracy)."""
+    def statistic(m: Moments) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return m.total[:, :, column].sum(axis=1) / m.count.sum(axis=1) + m.shift[column]
+    return statistic
+
+
 def mean_range(column: int = 0) -> Callable[[Moments], np.ndarray]:
     """The largest minus the smallest group mean (a max gap)."""
     def statistic(m: Moments) -> np.ndarray:
@@ -347,4 +355,4 @@ def iter_columns(row_sets: list[RowSet]) -> Iterator[str]:
 
 
 __all__ = ["Difference", "Moments", "RowSet", "Statistic", "compare", "f_statistic", "group_mean", "iter_columns",
-           "mean_range", "mean_ratio", "measure"]
+           "mean_range", "mean_ratio", "measure", "pooled_mean"]

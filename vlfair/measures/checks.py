@@ -14,9 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from vlfair import stats
-from vlfair.defaults import MAX_BOOTSTRAP, MAX_PERMUTATIONS
+from vlfair.defaults import MAX_BOOTSTRAP, MAX_PERMUTATIONS, MIN_GROUP_SIZE
 
-MIN_GROUP_SIZE = 2  # never report a group mean from fewer samples
 # a column of labels (groups, languages, strata, class predictions): a list, a numpy array, a pandas Series;
 # any iterable of values, compared as strings
 Labels = Iterable[Any]

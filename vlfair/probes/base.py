@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import yaml
 
+from vlfair.facts import Facts
 from vlfair.imageio import RejectedImageError
-from vlfair.measures.facts import Facts
 from vlfair.outputs import Metric, Table
 from vlfair.probes.asking import Answering, Asking, TextScores
 from vlfair.probes.errors import ProbeError
@@ -334,7 +334,7 @@ class Probe(abc.ABC):
     asks_questions: ClassVar[bool] = False                # it can measure a generative model (lvlm:) by
                                                           # asking it questions (Context.answer_scores)
     facts: ClassVar[dict[str, Facts | float]] = {}       # its own metrics' facts (or neutral values) beyond
-                                                          # vlfair.measures.facts.FACTS: "less biased" = closer
+                                                          # vlfair.facts.FACTS: "less biased" = closer
     model_settings: ClassVar[tuple[str, ...]] = ()        # settings that choose the model measured (word-
                                                           # influence's generator): runs that differ in them
                                                           # are of one family, compared and ranked together

@@ -7,7 +7,7 @@ are its groups (or several columns, whose value combinations are the groups: a p
 cell), the column whose values are its resampling strata (None: the groups), and one statistic of
 the groups' means (:class:`Mean`, :class:`Range`, :class:`Ratio`, :class:`FStatistic`, or a
 probe's own :class:`Custom`). Its facts (neutral value, range, direction) are its name's
-(:func:`vlfair.measures.facts.facts_of`, with the probe's own). Metrics on the same rows, groups and
+(:func:`vlfair.facts.facts_of`, with the probe's own). Metrics on the same rows, groups and
 strata are evaluated together, on the same resamples: one :class:`vlfair.paired.RowSet` each, in
 the order they were declared.
 """
@@ -20,17 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vlfair import paired, stats
-from vlfair.defaults import BOOTSTRAP, CONFIDENCE, SEED
-from vlfair.measures import MIN_GROUP_SIZE
-from vlfair.measures.facts import Facts, neutral_value
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, MIN_GROUP_SIZE, SEED
+from vlfair.facts import Facts, neutral_value
 from vlfair.outputs import Metric
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # vlfair.paired (scipy) is imported where a metric is evaluated: probes declare at import
+    from vlfair import paired
     from vlfair.samples import Samples
 
 Group = Any  # a value of a metric's group column (a tuple of values for several columns)
-Function = Callable[[paired.Moments], np.ndarray]  # (b,) values of a statistic from a row set's moments
+Function = Callable[[Any], np.ndarray]  # (b,) values of a statistic from a row set's paired.Moments
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,13 +46,10 @@ class Mean:
         return (self.column,)
 
     def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
+        from vlfair import paired
+
         j = at[self.column]
-        if self.group is None:
-            def mean(m: paired.Moments) -> np.ndarray:
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    return m.total[:, :, j].sum(axis=1) / m.count.sum(axis=1) + m.shift[j]
-        else:
-            mean = paired.group_mean(code[self.group], j)
+        mean = paired.pooled_mean(j) if self.group is None else paired.group_mean(code[self.group], j)
         return lambda m: self.scale * mean(m)  # (x 1.0 is exact)
 
     def defined(self, counts: Mapping[Group, int]) -> bool:
@@ -74,6 +70,8 @@ class Range:
         return (self.column,)
 
     def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
+        from vlfair import paired
+
         j = at[self.column]
         if self.groups is None:
             return paired.mean_range(j)
@@ -97,6 +95,7 @@ class ColumnRange:
     columns: tuple[str, ...]
 
     def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
+
         picked = [at[column] for column in self.columns]
 
         def statistic(m: paired.Moments) -> np.ndarray:
@@ -122,6 +121,8 @@ class Ratio:
         return (self.column,)
 
     def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
+        from vlfair import paired
+
         return paired.mean_ratio(code[self.numerator], code[self.denominator], at[self.column])
 
     def defined(self, counts: Mapping[Group, int]) -> bool:
@@ -139,6 +140,8 @@ class FStatistic:
         return (self.column,)
 
     def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
+        from vlfair import paired
+
         return paired.f_statistic(at[self.column])
 
     def defined(self, counts: Mapping[Group, int]) -> bool:
@@ -148,12 +151,16 @@ class FStatistic:
 @dataclasses.dataclass(frozen=True)
 class Custom:
     """A probe's own statistic of some ``columns``: ``make(at, code)`` returns its function of the
-    row set's moments (``at``: each column's index; ``code``: each group's), or with ``values`` of the
-    rows' (b, n, k) values (a maximum over rows)."""
+    row set's moments (``at``: each column's index; ``code``: each group's); with ``values``, of the
+    rows' (b, n, k) values (a maximum over rows); with an ``engine`` (:class:`vlfair.paired.RowSet`'s),
+    of whatever that engine computes (a ranking re-ranked in every resample), its resamples shifted
+    onto the point values where ``recentre``."""
 
     columns: tuple[str, ...]
     make: Callable[[Mapping[str, int], Mapping[Group, int]], Callable[[Any], np.ndarray]]
     values: bool = False
+    engine: Callable[..., Any] | None = None
+    recentre: bool = False
 
     def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Callable[[Any], np.ndarray]:
         return self.make(at, code)
@@ -183,8 +190,9 @@ class Declared:
 
     def key(self) -> tuple:
         rows = None if self.rows is None else np.asarray(self.rows, dtype=np.int64).tobytes()
-        return rows, self.group, self.strata, None if self.order is None else tuple(self.order), \
-            isinstance(self.statistic, Custom) and self.statistic.values
+        custom = (self.statistic.values, self.statistic.engine, self.statistic.recentre) \
+            if isinstance(self.statistic, Custom) else None
+        return rows, self.group, self.strata, None if self.order is None else tuple(self.order), custom
 
 
 def row_sets(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None
@@ -211,12 +219,14 @@ class _Building:
     code: dict[Group, int]
     counts: dict[Group, int]
     strata: np.ndarray | None
-    values: bool
+    custom: Custom | None  # the first metric's statistic, where a Custom one: how the row set is evaluated
     at: dict[str, int] = dataclasses.field(default_factory=dict)
     statistics: list[paired.Statistic] = dataclasses.field(default_factory=list)
 
     @classmethod
     def of(cls, frame: Any, metric: Declared) -> _Building:
+        from vlfair import stats
+
         rows = np.arange(len(frame)) if metric.rows is None else np.asarray(metric.rows, dtype=np.int64)
         if metric.group is None:
             levels: list[Group] = [None]
@@ -239,11 +249,13 @@ class _Building:
             # width): the rows are resampled together instead
             if np.bincount(strata).max() <= 1:
                 strata = np.zeros(rows.size, dtype=np.int64)
-        values = isinstance(metric.statistic, Custom) and metric.statistic.values
         return cls(rows, codes, {level: i for i, level in enumerate(levels)},
-                   {level: int(c) for level, c in zip(levels, counts) if c}, strata, values)
+                   {level: int(c) for level, c in zip(levels, counts) if c}, strata,
+                   metric.statistic if isinstance(metric.statistic, Custom) else None)
 
     def add(self, metric: Declared, own: Mapping[str, Facts | float] | None) -> None:
+        from vlfair import paired
+
         if not metric.statistic.defined(self.counts):
             return
         for column in (*metric.statistic.columns, *metric.also):
@@ -253,8 +265,12 @@ class _Building:
                                                 neutral_value(metric.name, own)))
 
     def row_set(self) -> paired.RowSet:
+        from vlfair import paired
+
+        custom = self.custom
         return paired.RowSet(self.rows, tuple(self.at), self.codes, tuple(self.statistics), strata=self.strata,
-                             values=self.values)
+                             values=bool(custom and custom.values), engine=custom.engine if custom else None,
+                             recentre=bool(custom and custom.recentre))
 
 
 def _labels(frame: Any, group: str | tuple[str, ...], rows: np.ndarray) -> list[Group]:
@@ -267,7 +283,9 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
              bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED) -> list[Metric]:
     """The declared metrics of one run, each with its stratified-bootstrap interval (the resamples
     :func:`vlfair.compare` draws for the same rows, strata and seed), in the order declared."""
-    frame = samples.frame
+    from vlfair import paired
+
+    frame: Any = samples.frame
     found = []
     for row_set in row_sets(samples, metrics, own):
         values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from vlfair import paired
 from vlfair.outputs import Metric, metric_from, metrics_per
 from vlfair.probes import register
 from vlfair.probes.asking import Answering
@@ -25,7 +24,7 @@ from vlfair.probes.settings import Bootstrap, Flag, Name, ProbeSettings, Setting
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:  # the probe imports its measures when it runs
-    from vlfair import measures
+    from vlfair import measures, paired
 
 Task = Literal["gender", "race", "age_group"]
 # a zero-shot task's classes: class -> language -> prompt
@@ -531,7 +530,7 @@ class MultilingualProbe(Probe):
                 names = _gap_groups(truth[between] if rows is None else truth[between][rows])
                 if names is None:  # the measure refused these rows (the run's warning says why)
                     continue
-                cell = {within: value} if within else {}
+                cell: dict[str, Any] = {within: value} if within else {}
                 subset: dict[str, Any] = {"task": task, "groups": between, **cell}
                 for lang, column in zip(languages, columns):
                     metrics.append(Declared("group_rate_gap", {**subset, "language": lang}, Range(column), rows,

@@ -261,7 +261,7 @@ class ProfessionsProbe(Probe):
             groups = samples.column(attribute)
             cells = [(p, g) for p in self._ordered("profession", set(professions.tolist()))
                      for g in sorted(set(groups[professions == p].tolist()))]
-            on = {"group": ("profession", attribute), "order": cells}
+            on: dict[str, Any] = {"group": ("profession", attribute), "order": cells}
             for profession in dict.fromkeys(p for p, _ in cells):
                 own = tuple(c for c in cells if c[0] == profession)
                 subset = {"profession": profession, "attribute": attribute}

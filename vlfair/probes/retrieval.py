@@ -30,6 +30,7 @@ from vlfair.outputs import Metric
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, indistinguishable
+from vlfair.probes.declared import Custom, Declared
 from vlfair.probes.settings import (
     Bootstrap,
     Count,
@@ -379,24 +380,26 @@ class RetrievalProbe(Probe):
                 "over-retrieved)", f"Skew@{s.k}", xlabel=attribute, ylabel="concept")
 
     # ---- two models on the same images --------------------------------------------------------
-    def comparisons(self, samples: Samples) -> list[Any]:
-        """One row set per attribute: every metric of the run, recomputed from both models' scores by
-        :class:`_PairedRanking` (each resample and relabelling re-ranks every prompt)."""
-        from vlfair import paired
-
+    def declare(self, samples: Samples) -> list[Declared]:
+        """Per attribute, every metric of the run, recomputed from the scores by :class:`_PairedRanking`
+        (each resample and relabelling re-ranks every prompt)."""
         prompts, concepts = samples.facts["queries"], samples.facts["concepts"]
         columns = tuple(SCORE + p for p in prompts)
-        row_sets = []
         if len(samples.frame) <= self.settings.k:  # the runs' common rows (compare --on-common-rows) can be few
             raise ProbeError(f"retrieval: the runs share {len(samples.frame)} images, not more than k = "
                              f"{self.settings.k}: their top k would be every image; compare runs that share more")
+        metrics = []
         for attribute, names, codes in self._measured(samples):
             design = self._design(names, codes, attribute, concepts)
-            statistics = tuple(paired.Statistic(q.name, q.subset, q.read, 0.0)
-                               for q in self._quantities(attribute, names, design, concepts))
-            row_sets.append(paired.RowSet(np.arange(codes.size), columns, codes, statistics,
-                                          engine=functools.partial(_PairedRanking, design), recentre=True))
-        return row_sets
+            engine = functools.partial(_PairedRanking, design)
+            metrics += [Declared(q.name, q.subset, Custom(columns, _reading(q.read), engine=engine, recentre=True),
+                                 group=attribute) for q in self._quantities(attribute, names, design, concepts)]
+        return metrics
+
+
+def _reading(read: Callable[[dict[str, np.ndarray]], np.ndarray]) -> Callable[..., Callable]:
+    """A quantity's reading of the engine's statistics, as a Custom statistic makes it."""
+    return lambda at, code: read
 
 
 def _read(key: str, *index: int) -> Callable[[dict[str, Any]], np.ndarray]:

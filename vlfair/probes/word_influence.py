@@ -271,7 +271,7 @@ class WordInfluenceProbe(Probe):
             # one _VariantShares per prompt: its statistics read the shares computed once per resample
             shares = _VariantShares((*(_group_column(g) for g in groups), NO_PERSON_COLUMN))
             keys = [_key(v.replaced) for v in r.variants]
-            on = {"rows": rows, "group": "replaced", "order": keys}
+            on: dict[str, Any] = {"rows": rows, "group": "replaced", "order": keys}
             levels: dict[str, list[Custom]] = {}
             for level in r.result["levels"]:
                 levels[level] = [shares.influence(int(level), i, len(r.words), keys) for i in range(len(r.words))]

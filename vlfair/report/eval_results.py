@@ -51,7 +51,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from vlfair.measures.facts import facts_of
+from vlfair.facts import facts_of
 from vlfair.report.numbers import format_interval, format_p, format_subset
 
 SCHEMA_FILE = "every_eval_ever.schema.json"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from vlfair.measures.facts import Facts, neutral_value
+from vlfair.facts import Facts, neutral_value
 from vlfair.report.hub import (  # noqa: F401  (the Space's)
     BOARD_FILES,
     Wanted,
@@ -38,7 +38,7 @@ COLUMNS = ["model", "revision", "dtype", "kind", "probe", "probe_version", "data
 NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "p_value": float, "log10_p_value": float,
            "neutral": float, "rank": float}
 HEX = {"family": str, "run": str}  # hex digits that a CSV reader would otherwise take for numbers
-# a probe's own facts (Probe.facts: metric -> Facts or neutral value) by probe name, beyond vlfair.measures.facts.FACTS
+# a probe's own facts (Probe.facts: metric -> Facts or neutral value) by probe name, beyond vlfair.facts.FACTS
 Neutrals = Mapping[str, Mapping[str, Facts | float]]
 
 
