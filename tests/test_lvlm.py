@@ -524,11 +524,11 @@ def test_scores_of_a_dataset_are_cached_like_embeddings(scorer, tmp_path, monkey
                           progress=False)
     assert first.skipped_rows == [3] and first.kept_rows.tolist() == [0, 1, 2, 4]
     for position, row in enumerate(first.kept_rows):
-        np.testing.assert_allclose(first.embeddings[position],
+        np.testing.assert_allclose(first.scores[position],
                                    scorer.score(images[row], QUESTION, ANSWERS[:4]).log_likelihood, rtol=1e-6)
     calls = _images_scored(scorer, monkeypatch)
     again = score_dataset(scorer, data, QUESTION, ANSWERS[:4], cache_dir=tmp_path / "cache", progress=False)
-    assert calls == [] and np.array_equal(again.embeddings, first.embeddings)
+    assert calls == [] and np.array_equal(again.scores, first.scores)
     score_dataset(scorer, data, "who is this ?", ANSWERS[:4], cache_dir=tmp_path / "cache", progress=False)
     assert sum(calls) == 4  # the four readable images, for the new question
 
@@ -548,19 +548,19 @@ def test_questions_asked_of_a_dataset_together_are_cached_each_as_asked_alone(sc
              for question, answers in ASKS[:2]]
     for found, expected in zip(together, alone):
         assert found.skipped_rows == [1] and found.kept_rows.tolist() == [0, 2, 3, 4]
-        np.testing.assert_allclose(found.embeddings, expected.embeddings, rtol=1e-6)
+        np.testing.assert_allclose(found.scores, expected.scores, rtol=1e-6)
     asked: list[int] = []
     original = scorer.log_likelihoods_many
     monkeypatch.setattr(scorer, "log_likelihoods_many", lambda images, asks, *a: asked.append(len(asks))
                         or original(images, asks, *a))
     cached = score_answers(scorer, data, *ASKS[1], cache_dir=tmp_path / "cache", progress=False)
-    assert asked == [] and np.array_equal(cached.embeddings, together[1].embeddings)
+    assert asked == [] and np.array_equal(cached.scores, together[1].scores)
     again = score_questions(scorer, data, ASKS, cache_dir=tmp_path / "cache", chunk_size=3, batch_size=2,
                             progress=False)
     assert asked == [1, 1]  # the third question only, one batch per chunk (rows 0-2 and 3-4: 2 readable each)
-    assert [np.array_equal(a.embeddings, b.embeddings) for a, b in zip(again[:2], together)] == [True, True]
-    np.testing.assert_allclose(again[2].embeddings, score_answers(scorer, data, *ASKS[2], cache_dir=None,
-                                                                  progress=False).embeddings, rtol=1e-6)
+    assert [np.array_equal(a.scores, b.scores) for a, b in zip(again[:2], together)] == [True, True]
+    np.testing.assert_allclose(again[2].scores, score_answers(scorer, data, *ASKS[2], cache_dir=None,
+                                                                  progress=False).scores, rtol=1e-6)
 
 
 def test_questions_generated_together_are_matched_and_cached_each_as_asked_alone(scorer, tmp_path, monkeypatch):
@@ -578,9 +578,9 @@ def test_questions_generated_together_are_matched_and_cached_each_as_asked_alone
     asks = [("who is this ?", ["smart", "dumb"]), ("who is this ?", ["smart", "lazy"]), ("and this ?", ["dumb", "x"])]
     found = generate_questions(scorer, data, asks, max_new_tokens=4, cache_dir=tmp_path, progress=False)
     assert asked == [["who is this ?", "and this ?"]]  # each question once, for its two answer lists
-    assert [result.embeddings[:, 0].tolist() for result in found] == [[1, 0, 1, 0], [-1, 0, -1, 0], [0, -1, 0, -1]]
+    assert [result.chosen.tolist() for result in found] == [[1, 0, 1, 0], [-1, 0, -1, 0], [0, -1, 0, -1]]
     again = generate_answers(scorer, data, *asks[1], max_new_tokens=4, cache_dir=tmp_path, progress=False)
-    assert len(asked) == 1 and np.array_equal(again.embeddings, found[1].embeddings)
+    assert len(asked) == 1 and np.array_equal(again.chosen, found[1].chosen)
 
 
 def _images_scored(scorer, monkeypatch) -> list[int]:

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 TOY_MODULE = '''
@@ -438,3 +439,74 @@ def test_a_probe_that_only_declares_its_metrics_runs_rescores_and_compares(decla
         assert d["difference_ci"][0] <= d["difference"] <= d["difference_ci"][1] and 0 < d["p_value"] <= 1
     gap_entry = next(d for d in differences if d["metric"] == "group_score_gap")
     assert gap_entry["neutral"] == 0.0 and gap_entry["distance_difference_ci"] is not None  # the facts: a bias
+
+
+# ---- a kind of model of its own (issue 45) --------------------------------------------------------
+class _BrightnessModel:
+    """A model of a kind no vlfair module knows: it scores an image against the i-th of n texts by how
+    near the image's mean brightness is to i / (n - 1)."""
+
+    kind = "brightness"
+    name = spec = "toy:brightness"
+
+    def identity(self) -> dict:
+        return {"spec": self.spec, "revision": None, "dtype": "float64"}
+
+
+def _brightness(dataset, rows) -> np.ndarray:
+    return np.array([np.asarray(dataset[int(r)]["image"].convert("L"), dtype=float).mean() / 255 for r in rows])
+
+
+def _brightness_scorer():
+    from vlfair.probes.asking import TextScores
+    from vlfair.probes.scorers import Scorer
+
+    class BrightnessScorer(Scorer):
+        """One module's worth: the rows it reads and s(image, text); embeddings it has none of."""
+
+        kind = "brightness"
+
+        def rows(self):
+            return np.arange(len(self.dataset))
+
+        def text_scores(self, texts, asked=None, answers=None, question=None, within=None):
+            rows = self.rows() if within is None else np.asarray(within)
+            values = -np.abs(_brightness(self.dataset, rows)[:, None] - np.linspace(0, 1, len(texts))[None])
+            shifted = np.exp(10 * (values - values.max(axis=1, keepdims=True)))
+            return TextScores(values, shifted / shifted.sum(axis=1, keepdims=True), rows, "brightness",
+                              np.ones(len(rows), dtype=bool))
+    return BrightnessScorer
+
+
+def test_a_kind_of_model_of_its_own_is_one_scorer(tmp_path, monkeypatch):
+    """Issue 45: a new kind of model is a Scorer subclass registered under its kind. The professions
+    probe measures it by the probability of each image's own profession (what the scorer gives), its
+    results name the kind, a part that reads embeddings refuses it by name, and a kind without a scorer
+    is refused naming the kinds known."""
+    from vlfair.data.synthetic import make_synthetic
+    from vlfair.probes import ProbeError, run_probe, scorers
+    from vlfair.samples import read_samples
+
+    monkeypatch.setattr(scorers, "SCORERS", dict(scorers.SCORERS))
+    scorers.register_scorer(_brightness_scorer())
+    data = make_synthetic("professions", size=48)
+    settings = {"score": "probability", "bootstrap": 50, "n_permutations": 50, "attributes": ["gender"]}
+    results = run_probe("professions", _BrightnessModel(), data, out_dir=tmp_path / "run", settings=settings)
+    assert results["model"]["kind"] == "brightness"
+    samples, _ = read_samples(tmp_path / "run" / "samples.parquet")
+    frame = samples.frame
+    names = sorted(set(frame["profession"]), key=[p for p in results["probe_settings"]["layout"]["profession"]].index)
+    values = -np.abs(_brightness(data, frame["row"])[:, None] - np.linspace(0, 1, len(names))[None])
+    probabilities = np.exp(10 * (values - values.max(axis=1, keepdims=True)))
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    own = probabilities[np.arange(len(frame)), [names.index(p) for p in frame["profession"]]]
+    np.testing.assert_allclose(frame["probability"], 100 * own, rtol=1e-12)
+    assert any(m["name"] == "mean_probability" for m in results["metrics"])
+
+    with pytest.raises(ProbeError, match="is a brightness model: this part of the probe reads image and text "
+                                         "embeddings"):
+        run_probe("professions", _BrightnessModel(), data, out_dir=None, settings={"score": "clipscore"})
+    unknown = type("Unknown", (_BrightnessModel,), {"kind": "telepathic"})()
+    with pytest.raises(ProbeError, match=r"of kind 'telepathic', which no scorer serves \(known kinds: brightness, "
+                                         r"contrastive, generative\)"):
+        run_probe("professions", unknown, data, out_dir=None, settings=settings)

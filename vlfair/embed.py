@@ -275,9 +275,30 @@ def embed_images(
     return _apply_policy(embeddings, bad, len(source), on_bad_image)
 
 
+class AnswerScores(NamedTuple):
+    """What :func:`score_answers` and :func:`score_questions` return: ``scores[i, j]``, the
+    log-likelihood of answer j about the image of dataset row ``kept_rows[i]`` (float64, from the
+    cache's float32); the rows that could not be read and why, as :class:`EmbeddingResult` has them."""
+
+    scores: npt.NDArray[np.float64]
+    skipped_rows: list[int]
+    kept_rows: npt.NDArray[np.int64]
+    skipped: list[BadRow]
+
+
+class GeneratedAnswers(NamedTuple):
+    """What :func:`generate_answers` and :func:`generate_questions` return: ``chosen[i]``, the index
+    of the candidate the model's own answer about row ``kept_rows[i]`` names (-1: none)."""
+
+    chosen: npt.NDArray[np.int64]
+    skipped_rows: list[int]
+    kept_rows: npt.NDArray[np.int64]
+    skipped: list[BadRow]
+
+
 def score_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[str], *,
                   image_column: str = "image", cache_dir: Any = "default", chunk_size: int = 256,
-                  batch_size: int = 32, progress: bool = True) -> EmbeddingResult:
+                  batch_size: int = 32, progress: bool = True) -> AnswerScores:
     """A generative model's (``vlfair.models.lvlm.GenerativeScorer``) log-likelihood of every answer
     to ``question`` about every readable image, (images, answers), cached like image
     embeddings: by the model (spec, revision, dtype), the data's fingerprint, the question as the
@@ -285,8 +306,7 @@ def score_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[st
     and shared out over the processes of a torchrun as images are.
 
     Returns:
-        An :class:`EmbeddingResult` whose ``embeddings`` are the (readable images,
-        answers) log-likelihoods (float32, as the cache keeps them), with the rows kept and skipped.
+        :class:`AnswerScores`: the (readable images, answers) log-likelihoods, with the rows kept and skipped.
     """
     return score_questions(scorer, dataset, [(question, answers)], image_column=image_column, cache_dir=cache_dir,
                            chunk_size=chunk_size, batch_size=batch_size, progress=progress)[0]
@@ -294,7 +314,7 @@ def score_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[st
 
 def score_questions(scorer: Any, dataset: Any, asks: Sequence[tuple[str, Sequence[str]]], *,
                     image_column: str = "image", cache_dir: Any = "default", chunk_size: int = 256,
-                    batch_size: int = 32, progress: bool = True) -> list[EmbeddingResult]:
+                    batch_size: int = 32, progress: bool = True) -> list[AnswerScores]:
     """:func:`score_answers` of each (question, answers) of ``asks`` over the same images, asked together:
     each image is read once and the prompts' shared opening (the image) encoded once for every
     question (``GenerativeScorer.log_likelihoods_many``). Each question is cached under the key
@@ -306,8 +326,9 @@ def score_questions(scorer: Any, dataset: Any, asks: Sequence[tuple[str, Sequenc
         return scorer.log_likelihoods_many(images, [asks[i] for i in todo], batch_size)
 
     what = f"{len(asks[0][1])} answers" if len(asks) == 1 else f"{len(asks)} questions"
-    return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress, keys, compute,
-                      [len(answers) for _, answers in asks], f"scoring {what}", batch_size)
+    found = _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress, keys, compute,
+                       [len(answers) for _, answers in asks], f"scoring {what}", batch_size)
+    return [AnswerScores(r.embeddings.astype(np.float64), r.skipped_rows, r.kept_rows, r.skipped) for r in found]
 
 
 MATCHING = 2  # the version of match_answer the cached matches were made by: bump it when matching changes
@@ -315,11 +336,11 @@ MATCHING = 2  # the version of match_answer the cached matches were made by: bum
 
 def generate_answers(scorer: Any, dataset: Any, question: str, answers: Sequence[str], *,
                      max_new_tokens: int = 16, image_column: str = "image", cache_dir: Any = "default",
-                     chunk_size: int = 256, batch_size: int = 32, progress: bool = True) -> EmbeddingResult:
+                     chunk_size: int = 256, batch_size: int = 32, progress: bool = True) -> GeneratedAnswers:
     """A generative model's own answer to ``question`` about every readable image (greedy, at most
     ``max_new_tokens`` tokens), as the index of the candidate in ``answers`` it names
     (``vlfair.models.lvlm.match_answer``; -1: none), cached and shared out as
-    :func:`score_answers`. ``embeddings`` holds the indices, one column (float32)."""
+    :func:`score_answers` (:class:`GeneratedAnswers`)."""
     return generate_questions(scorer, dataset, [(question, answers)], max_new_tokens=max_new_tokens,
                               image_column=image_column, cache_dir=cache_dir, chunk_size=chunk_size,
                               batch_size=batch_size, progress=progress)[0]
@@ -327,7 +348,7 @@ def generate_answers(scorer: Any, dataset: Any, question: str, answers: Sequence
 
 def generate_questions(scorer: Any, dataset: Any, asks: Sequence[tuple[str, Sequence[str]]], *,
                        max_new_tokens: int = 16, image_column: str = "image", cache_dir: Any = "default",
-                       chunk_size: int = 256, batch_size: int = 32, progress: bool = True) -> list[EmbeddingResult]:
+                       chunk_size: int = 256, batch_size: int = 32, progress: bool = True) -> list[GeneratedAnswers]:
     """:func:`generate_answers` of each (question, answers) of ``asks`` over the same images, asked together as
     :func:`score_questions` asks (``GenerativeScorer.generate_questions``: the prompts' opening encoded once;
     a question asked with several answer lists is generated once), each cached under the key
@@ -343,8 +364,10 @@ def generate_questions(scorer: Any, dataset: Any, asks: Sequence[tuple[str, Sequ
         said = dict(zip(questions, scorer.generate_questions(images, questions, max_new_tokens, batch_size)))
         return [[[match_answer(text, listed[i][1])] for text in said[listed[i][0]]] for i in todo]
 
-    return _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress, keys, compute,
-                      [1] * len(listed), "answering", batch_size)
+    found = _per_image(scorer, dataset, image_column, cache_dir, chunk_size, progress, keys, compute,
+                       [1] * len(listed), "answering", batch_size)  # the cache keeps each index as a float32 column
+    return [GeneratedAnswers(r.embeddings[:, 0].astype(np.int64), r.skipped_rows, r.kept_rows, r.skipped)
+            for r in found]
 
 
 def readable_rows(dataset: Any, image_column: str = "image") -> tuple[np.ndarray, list[int]]:

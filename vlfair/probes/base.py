@@ -25,10 +25,10 @@ import numpy as np
 import yaml
 
 from vlfair.facts import Facts
-from vlfair.imageio import RejectedImageError
 from vlfair.outputs import Metric, Table
-from vlfair.probes.asking import Answering, Asking, TextScores
+from vlfair.probes.asking import Answering, TextScores
 from vlfair.probes.errors import ProbeError
+from vlfair.probes.scorers import Scorer, scorer_for
 from vlfair.probes.settings import CONFIDENCE, Bootstrap, ProbeSettings, overrides_from, settings_with
 from vlfair.samples import Samples
 
@@ -78,121 +78,66 @@ class UploadSpec:
 
 @dataclasses.dataclass
 class Context:
-    """One probe run's inputs; image embeddings are computed once (cached on disk) and reused."""
+    """One probe run's inputs: the model, the dataset, and the model's scorer of that dataset
+    (:mod:`vlfair.probes.scorers`: one per kind of model), which computes each image's embeddings or
+    answers once (cached on disk) for every question the probe asks."""
 
     encoder: Any
     dataset: Any
     batch_size: int = 64
     cache_dir: Any = "default"
-    _embedded: tuple[np.ndarray, np.ndarray] | None = None
-    _raw: np.ndarray | None = None
-    skipped_rows: list[int] = dataclasses.field(default_factory=list)  # unreadable rows, for results.json
-    unmatched: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # question -> (none named, asked)
-    _unmatched_ids: set[str] = dataclasses.field(default_factory=set)
-    _readable: np.ndarray | None = None
-    # (question, answers, max_new_tokens: None where scored) -> a generative model's scores or chosen answers,
-    # their rows and the rows skipped (ask_together)
-    _answered: dict[tuple[str, tuple[str, ...], int | None], tuple[np.ndarray, np.ndarray, list[int]]] = (
-        dataclasses.field(default_factory=dict))
     # each row of ``dataset`` as a row of the data the run was given, where a probe drew a sample of it
     source_rows: list[int] | None = None
+    _scorer: Scorer | None = None
+
+    @property
+    def scorer(self) -> Scorer:
+        """The scorer of the model's kind for the current dataset (a probe that draws a sample of the
+        data replaces ``dataset`` before it asks anything)."""
+        if self._scorer is None or self._scorer.dataset is not self.dataset:
+            self._scorer = scorer_for(self.encoder, self.dataset, self.batch_size, self.cache_dir)
+        return self._scorer
 
     def given_rows(self, rows: Any) -> list[int]:
         """Rows of ``dataset`` as rows of the data given (what samples, skipped rows and errors name)."""
         return [int(self.source_rows[int(r)]) if self.source_rows is not None else int(r) for r in rows]
 
-    def _contrastive(self) -> None:
-        """Embeddings come from a dual encoder: a generative model (lvlm:) answers questions instead."""
-        if getattr(self.encoder, "kind", "contrastive") == "generative":
-            raise ProbeError(f"model {self.encoder.name!r} is a generative model: this part of the probe reads "
-                             "image and text embeddings, which a generative model does not give")
+    @property
+    def generative(self) -> bool:
+        """Whether the model answers questions (``lvlm:``) rather than embedding images and texts."""
+        return self.scorer.kind == "generative"
+
+    @property
+    def skipped_rows(self) -> list[int]:
+        """The rows whose image could not be read (results.json names them)."""
+        return self.scorer.skipped_rows
+
+    @property
+    def unmatched(self) -> dict[str, tuple[int, int]]:
+        """Per question, the open-ended answers that named no candidate, and the answers."""
+        return self.scorer.unmatched
 
     def images(self) -> tuple[np.ndarray, np.ndarray]:
         """(embeddings of readable rows, their row indices); unreadable rows are skipped and reported."""
-        self._contrastive()
-        if self._embedded is None:
-            from vlfair.embed import embed_images
-
-            result = embed_images(self.encoder, self.dataset, batch_size=self.batch_size, cache_dir=self.cache_dir,
-                                  on_bad_image="skip")
-            self._embedded = (result.embeddings, result.kept_rows)
-            self.skipped_rows = result.skipped_rows
-            self._check_dims(result.embeddings.shape[1])
-        return self._embedded
+        return self.scorer.images()
 
     def raw_images(self) -> np.ndarray:
         """The model's image features before L2 normalisation, for the rows :meth:`images` keeps
         (cached apart from the normalised ones)."""
-        if self._raw is None:
-            from vlfair.embed import embed_images
+        return self.scorer.raw_images()
 
-            _, rows = self.images()
-            result = embed_images(self.encoder, self.dataset, batch_size=self.batch_size, cache_dir=self.cache_dir,
-                                  on_bad_image="skip", normalize=False)
-            self._raw = result.embeddings
-            assert np.array_equal(result.kept_rows, rows)  # the same images, read the same way
-        return self._raw
-
-    def answer_scores(self, question: str, answers: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """A generative model's log-likelihood of each answer to ``question`` about each readable
-        image, (images, answers), and those images' rows; cached like image embeddings."""
-        key = (question, tuple(answers), None)
-        if key not in self._answered:
-            self._ask([(question, answers)], None)
-        scores, rows, self.skipped_rows = self._answered[key]
-        return scores, rows
-
-    def ask_together(self, asks: list[tuple[str, list[str]]], asked: Answering) -> None:
-        """A generative model's answers to every (question, answers) of ``asks`` in one pass over the images
-        (:func:`vlfair.embed.score_questions`, or :func:`vlfair.embed.generate_questions` in the open-ended
-        mode: each image read once, the prompts' shared opening encoded once), for :meth:`answer_scores` and
-        :meth:`generated_answers` to read: a probe that asks each image several questions says them first
-        (``asked``: its generative section). A contrastive model has nothing to do here."""
-        if self.generative:
-            self._ask(asks, asked.max_new_tokens if asked.mode == "generate" else None)
-
-    def _ask(self, asks: list[tuple[str, list[str]]], max_new_tokens: int | None) -> None:
-        """Score (``max_new_tokens`` None) or generate the answers of ``asks`` not asked yet, into :attr:`_answered`."""
-        todo = list(dict.fromkeys((question, tuple(answers)) for question, answers in asks
-                                  if (question, tuple(answers), max_new_tokens) not in self._answered))
-        if not todo:
-            return
-        from vlfair import embed
-
-        if max_new_tokens is None:
-            results = embed.score_questions(self.encoder, self.dataset, todo, batch_size=self.batch_size,
-                                            cache_dir=self.cache_dir)
-        else:
-            results = embed.generate_questions(self.encoder, self.dataset, todo, max_new_tokens=max_new_tokens,
-                                               batch_size=self.batch_size, cache_dir=self.cache_dir)
-        for (question, answers), result in zip(todo, results):
-            found = (result.embeddings.astype(np.float64) if max_new_tokens is None  # scores; else each image's
-                     else result.embeddings[:, 0].astype(np.int64))                  # chosen candidate
-            self._answered[(question, answers, max_new_tokens)] = (found, result.kept_rows, result.skipped_rows)
+    def texts(self, prompts: list[str], normalize: bool = True, templates: list[str] | None = None) -> np.ndarray:
+        return self.scorer.texts(prompts, normalize, templates)
 
     def rows(self) -> np.ndarray:
         """The dataset rows whose images can be read (the others are skipped and reported)."""
-        if not self.generative:
-            return self.images()[1]
-        if self._readable is None:
-            from vlfair.embed import readable_rows
+        return self.scorer.rows()
 
-            self._readable, self.skipped_rows = readable_rows(self.dataset)
-        return self._readable
-
-    def generated_answers(self, question: str, answers: list[str], max_new_tokens: int
-                          ) -> tuple[np.ndarray, np.ndarray]:
-        """A generative model's own answer to ``question`` about each readable image, as the index of
-        the candidate it names (-1: none), and those images' rows; cached like answer scores. Rows
-        whose answer names none are recorded (:attr:`unmatched`): the run leaves them out."""
-        key = (question, tuple(answers), max_new_tokens)
-        if key not in self._answered:
-            self._ask([(question, answers)], max_new_tokens)
-        chosen, rows, self.skipped_rows = self._answered[key]
-        before = self.unmatched.get(question, (0, 0))  # one question may be asked with several answer lists
-        self.unmatched[question] = (before[0] + int((chosen < 0).sum()), before[1] + len(chosen))
-        self._unmatched_ids.update(self.identity(rows[chosen < 0])["id"])
-        return chosen, rows
+    def ask_together(self, asks: list[tuple[str, list[str]]], asked: Answering) -> None:
+        """Every (question, answers) of ``asks``, said before any is read: a generative model answers them
+        in one pass over the images (each image read once, the prompts' shared opening encoded once); a
+        contrastive model has nothing to do here."""
+        self.scorer.ask_together(asks, asked)
 
     def text_scores(self, texts: list[str], asked: Answering | None = None, answers: list[str] | None = None,
                     question: str | None = None, within: np.ndarray | None = None) -> TextScores:
@@ -202,63 +147,14 @@ class Context:
         A contrastive encoder embeds ``texts``; a generative model is asked ``question`` (default
         ``asked.question``) with ``answers`` (default ``texts``) as the candidates, as ``asked`` says.
         """
-        if within is not None and self.generative:  # ask only these images (a model's forward per image is dear)
-            # its rows map through ``within``; nothing asked of the whole data is this part's
-            part = dataclasses.replace(self, dataset=self.dataset.select(np.asarray(within).tolist()), unmatched={},
-                                       _unmatched_ids=set(), _answered={}, source_rows=None)
-            try:
-                found = part.text_scores(texts, asked, answers, question)
-            except RejectedImageError as exc:  # named by its row in the subset: name the dataset's
-                if exc.row is None:
-                    raise
-                raise exc.at(int(np.asarray(within)[exc.row])) from exc
-            for asked_question, (none, total) in part.unmatched.items():
-                before = self.unmatched.get(asked_question, (0, 0))
-                self.unmatched[asked_question] = (before[0] + none, before[1] + total)
-            self._unmatched_ids.update(part._unmatched_ids)
-            return dataclasses.replace(found, rows=np.asarray(within)[found.rows])
-        if not self.generative:
-            images, rows = self.images()
-            if within is not None:
-                positions = np.searchsorted(rows, within)
-                images, rows = images[positions], rows[positions]
-            text = self.texts(texts)
-            values = (images @ text.T).astype(np.float64)
-            probabilities = np.asarray(self.encoder.probabilities(images, text), dtype=np.float64)
-            return TextScores(values, probabilities, rows, "cosine", np.ones(len(rows), dtype=bool))
-        if asked is None:
-            raise ValueError("a generative model is asked: give the probe's generative section")
-        answers = list(texts if answers is None else answers)
-        if question is None:
-            if not isinstance(asked, Asking):
-                raise ValueError("a generative model is asked: give the question")
-            question = asked.question
-        if asked.mode == "generate":
-            chosen, rows = self.generated_answers(question, answers, asked.max_new_tokens)
-            matched = chosen >= 0
-            values = np.full((len(rows), len(answers)), np.nan)
-            values[matched] = 0.0
-            values[np.flatnonzero(matched), chosen[matched]] = 1.0
-            return TextScores(values, values.copy(), rows, "generated", matched)
-        scores, rows = self.answer_scores(question, answers)
-        if asked.normalize_length:
-            lengths = np.array([len(t) for t in self.encoder.prepared(question, answers)[1]], dtype=float)
-            scores = scores / lengths
-        shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
-        return TextScores(scores, shifted / shifted.sum(axis=1, keepdims=True), rows, "log_likelihood",
-                          np.ones(len(rows), dtype=bool))
-
-    @property
-    def generative(self) -> bool:
-        """Whether the model answers questions (``lvlm:``) rather than embedding images and texts."""
-        return getattr(self.encoder, "kind", "contrastive") == "generative"
+        return self.scorer.text_scores(texts, asked, answers, question, within)
 
     def leave_out_unmatched(self, samples: Samples) -> Samples:
         """``samples`` without the images whose generated answer named no candidate (open-ended mode),
         each question's unmatched count in its facts and a warning saying how many were left out."""
         if not self.unmatched:
             return samples
-        keep = ~samples.frame["id"].isin(self._unmatched_ids).to_numpy()
+        keep = ~samples.frame["id"].isin(self.scorer.unmatched_ids).to_numpy()
         facts = {**samples.facts, "unmatched": {q: {"unmatched": n, "answers": total}
                                                 for q, (n, total) in self.unmatched.items()}}
         warnings = list(samples.warnings)
@@ -272,22 +168,6 @@ class Context:
                             "none of its candidates and are left out (unmatched_share per question)")
         return dataclasses.replace(samples, frame=samples.frame[keep].reset_index(drop=True), facts=facts,
                                    warnings=warnings)
-
-    def texts(self, prompts: list[str], normalize: bool = True, templates: list[str] | None = None) -> np.ndarray:
-        from vlfair.embed import embed_texts
-
-        self._contrastive()
-        embeddings = embed_texts(self.encoder, prompts, templates=templates, cache_dir=self.cache_dir,
-                                 normalize=normalize)
-        if self._embedded is not None:
-            self._check_dims(self._embedded[0].shape[1], embeddings.shape[1])
-        return embeddings
-
-    def _check_dims(self, image_dim: int, text_dim: int | None = None) -> None:
-        text_dim = text_dim if text_dim is not None else self.encoder.embedding_dim
-        if image_dim != text_dim:
-            raise ProbeError(f"encoder {self.encoder.spec!r} embeds images into {image_dim} dims but texts into "
-                             f"{text_dim}: image and text embeddings cannot be compared")
 
     def column(self, name: str, rows: np.ndarray) -> np.ndarray:
         """Column ``name`` at ``rows``, read in one take (cell by cell was 0.2 ms a row)."""

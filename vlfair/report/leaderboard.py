@@ -93,7 +93,7 @@ def model_kind(results: dict[str, Any]) -> str:
 
 
 # the Hub's task of a model card's results: a contrastive model classifies images by texts; a
-# generative one answers questions about images
+# generative one answers questions about images; a plugin's kind of model is named as its kind
 TASK_TYPES = {"contrastive": "zero-shot-image-classification", "generative": "image-text-to-text"}
 
 
@@ -273,7 +273,7 @@ def card_results(results: list[dict[str, Any]]) -> str:
                     continue
                 subset = ", ".join(f"{k}={v}" for k, v in m["subset"].items())
                 evals.append(EvalResult(
-                    task_type=TASK_TYPES[model_kind(r)], task_name=f"vlfair {r['probe']}",
+                    task_type=TASK_TYPES.get(model_kind(r), model_kind(r)), task_name=f"vlfair {r['probe']}",
                     dataset_type=r["dataset"]["name"], dataset_name=r["dataset"]["name"],
                     dataset_split=r["dataset"]["split"], metric_type=m["name"], metric_value=m["value"],
                     metric_name=f"{m['name']} ({subset})" if subset else m["name"],

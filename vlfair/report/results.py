@@ -38,7 +38,7 @@ def jsonable(value: Any) -> Any:
 
 def model_record(encoder: Any) -> dict[str, Any]:
     """results.json's ``model``: the encoder's spec, its name for people, revision, dtype and kind
-    (contrastive: a dual encoder's embeddings; generative: a model answering questions)."""
+    (contrastive: a dual encoder's embeddings; generative: a model answering questions; a plugin's own)."""
     identity = encoder.identity()
     return {"spec": identity["spec"], "name": getattr(encoder, "display_name", None) or identity["spec"],
             "revision": identity["revision"], "dtype": identity["dtype"],
