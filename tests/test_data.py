@@ -365,11 +365,15 @@ def test_synthetic_twins():
 
 
 def test_a_synthetic_twin_is_built_once_a_process_and_each_load_is_a_copy_of_its_own(monkeypatch):
-    from vlfair.data import synthetic
+    import dataclasses
+
+    from vlfair.data import registry, synthetic
 
     built = []
-    generate, size = synthetic.GENERATORS["pfi"]
-    monkeypatch.setitem(synthetic.GENERATORS, "pfi", (lambda *args: built.append(args) or generate(*args), size))
+    spec = registry.dataset_spec("pfi")
+    generate = spec.function("twin")
+    monkeypatch.setitem(registry.DATASETS, "pfi",
+                        dataclasses.replace(spec, twin=lambda *args: built.append(args) or generate(*args)))
     synthetic._built.cache_clear()
     try:
         first = vlfair.load_dataset("synthetic:pfi")

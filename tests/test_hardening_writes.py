@@ -612,7 +612,7 @@ def test_a_blank_label_is_a_bad_row_naming_its_row_and_column(tmp_path, column, 
 
 def test_a_blank_label_in_loaded_data_is_refused():
     from vlfair.data.conform import conform
-    from vlfair.data.schemas import SCHEMAS
+    from vlfair.data.registry import SCHEMAS
 
     rows = vlfair.load_dataset("synthetic:professions").select(range(4))
     blank = rows.map(lambda row, index: {"race": " " if index == 1 else row["race"]}, with_indices=True)

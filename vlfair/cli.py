@@ -242,8 +242,10 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
+    from vlfair.data.registry import buildable
+
     parser = sub.add_parser("prepare", help="build a study dataset from its raw files (Parquet + card)")
-    parser.add_argument("dataset", choices=["fairface", "multi30k", "pfi", "professions"])
+    parser.add_argument("dataset", choices=buildable(), help="a registered dataset with a builder (a plugin's too)")
     parser.add_argument("--source", required=True, help="the raw release: labels/captions/metadata (and images)")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--images", help="image directory, when it is not inside --source (Multi30K: Flickr30K)")

@@ -1,12 +1,45 @@
-"""The studies' datasets: schemas, loaders, builders and synthetic twins.
+"""The datasets: one registered spec each (:mod:`vlfair.data.registry`: schema, synthetic twin,
+subsets, builder and card, the Space's sampling, the demo world's data), and the loaders, builders
+and twins that read them. The studies' four are registered in :mod:`vlfair.data.studies`; a new
+dataset is one module registering its spec (``register_dataset``, or the entry-point group
+``vlfair.datasets``).
 
-Adding a dataset: a schema (``schemas.register_schema``), optional subsets (``loading.SUBSETS``),
-a builder (``build.BUILDERS``), a synthetic generator (``synthetic.GENERATORS``) and a card
-template in ``cards/<name>.md``.
+Names are imported when first read: the registry is light (the CLI lists the datasets for ``--help``),
+the loaders bring the datasets library.
 """
 
-from vlfair.data.conform import DataError, conform
-from vlfair.data.loading import SUBSETS, balanced_sample, load_dataset, sampling_record
-from vlfair.data.schemas import SCHEMAS, Schema
+from __future__ import annotations
 
-__all__ = ["DataError", "SCHEMAS", "SUBSETS", "Schema", "balanced_sample", "conform", "load_dataset", "sampling_record"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# (the function, not its module: vlfair.data.conform(...) checks a dataset against a schema)
+from vlfair.data.conform import DataError as DataError
+from vlfair.data.conform import conform as conform
+
+if TYPE_CHECKING:
+    from vlfair.data.loading import balanced_sample as balanced_sample
+    from vlfair.data.loading import load_dataset as load_dataset
+    from vlfair.data.loading import sampling_record as sampling_record
+    from vlfair.data.registry import DATASETS as DATASETS
+    from vlfair.data.registry import SCHEMAS as SCHEMAS
+    from vlfair.data.registry import DatasetSpec as DatasetSpec
+    from vlfair.data.registry import dataset_names as dataset_names
+    from vlfair.data.registry import dataset_spec as dataset_spec
+    from vlfair.data.registry import register_dataset as register_dataset
+    from vlfair.data.schemas import Schema as Schema
+
+_LAZY = {"balanced_sample": "loading", "load_dataset": "loading",
+         "sampling_record": "loading", "DATASETS": "registry", "SCHEMAS": "registry", "DatasetSpec": "registry",
+         "dataset_names": "registry", "dataset_spec": "registry", "register_dataset": "registry", "Schema": "schemas"}
+
+__all__ = sorted([*_LAZY, "DataError", "conform"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vlfair.data' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -13,8 +13,6 @@ import csv
 import dataclasses
 import gzip
 import string
-from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +21,12 @@ import datasets
 from vlfair._version import __version__
 from vlfair.atomic import OutputKind, atomic_output
 from vlfair.data.files import SourceFiles
+from vlfair.data.registry import SCHEMAS, buildable, dataset_spec
 from vlfair.data.schemas import (
     ADULT_AGE_BINS,
     AGE_GROUP_OF_BIN,
     MULTI30K_LANGUAGES,
     PFI_CATEGORIES,
-    SCHEMAS,
     label_problem,
     normalize_label,
 )
@@ -311,23 +309,8 @@ def build_professions(source: str | Path, skip_bad: bool = False, metadata: str 
                    skip_bad, source)
 
 
-BUILDERS: dict[str, Callable[..., Built]] = {
-    "fairface": build_fairface, "multi30k": build_multi30k, "pfi": build_pfi, "professions": build_professions,
-}
-
-
 # ---- output -------------------------------------------------------------------------------
 DATA_FILE = "{config}/{split}-00000-of-00001.parquet"  # the Hub's shard naming; the card points at these files
-# Licences the Hub does not list by id: the card names them (license_name) and links the card's own
-# "Licence" section, which states the terms (license_link may be a file of the repository).
-OTHER_LICENSES = {
-    "multi30k": ("multi30k-and-flickr30k-terms", "README.md"),
-    "pfi": ("p-fi-sources-terms", "README.md"),
-    "professions": ("professions-images-terms", "README.md"),
-}
-LANGUAGES = {"multi30k": list(MULTI30K_LANGUAGES)}  # datasets with text in them
-
-
 def size_category(rows: int) -> str:
     """The Hub's size_categories bucket of a row count."""
     for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
@@ -352,18 +335,20 @@ def render_card(built: Built, files: dict[str, dict[str, str]], infos: dict[str,
     (configs pointing at ``files``, dataset_info, size and licence fields), and its body."""
     from huggingface_hub import DatasetCardData
 
-    path = Path(str(resources.files("vlfair._cards"))) / f"{built.name}.md"
-    template = path.read_text()
+    spec = dataset_spec(built.name)
+    template = spec.function("card")() if spec.card is not None else PLAIN_CARD.replace("$name", built.name)
+    where = f"the card template of dataset {built.name!r}"
     meta_end = template.index("\n---\n", 4)
-    front, body = load_yaml(template[4:meta_end], str(path), first_line=2), template[meta_end + 5:]
+    front, body = load_yaml(template[4:meta_end], where, first_line=2), template[meta_end + 5:]
     rows = sum(info.splits.total_num_examples for config, info in infos.items() if config == "default") or \
         sum(info.splits.total_num_examples for info in infos.values())
     card = DatasetCardData(**front, size_categories=[size_category(rows)])
-    if built.name in LANGUAGES:
-        card.language = LANGUAGES[built.name]
-    # keys DatasetCardData has no field for are set through its dict interface (the YAML keeps this order)
-    if card.license == "other":
-        card["license_name"], card["license_link"] = OTHER_LICENSES[built.name]
+    if spec.languages:
+        card.language = list(spec.languages)
+    # keys DatasetCardData has no field for are set through its dict interface (the YAML keeps this order);
+    # a licence the Hub does not list by id is named, and linked to the card's own section stating its terms
+    if card.license == "other" and spec.license:
+        card["license_name"], card["license_link"] = spec.license
     card["configs"] = [{"config_name": config, "data_files": [{"split": s, "path": p} for s, p in splits.items()],
                         **({"default": True} if config == "default" else {})} for config, splits in files.items()]
     datasets.info.DatasetInfosDict(infos).to_dataset_card_data(card)
@@ -377,6 +362,20 @@ def render_card(built: Built, files: dict[str, dict[str, str]], infos: dict[str,
         vlfair_version=__version__, source=built.source)
     return f"---\n{card.to_yaml()}\n---\n{body}"
 
+
+# a dataset without a card template of its own gets this one: its name, the configs, what was skipped
+PLAIN_CARD = """---
+license: unknown
+pretty_name: $name
+---
+# $name (prepared by vlfair)
+
+$configs_table
+
+Rows left out: $skipped_rows
+
+Built from `$source` by vlfair $vlfair_version (`vlfair prepare $name`).
+"""
 
 # a prepared dataset's folder (vlfair prepare --out): replaced as a whole, only when it holds nothing else
 PREPARED_OUTPUT = OutputKind("prepared dataset")
@@ -432,7 +431,7 @@ def push(directory: str | Path, repo_id: str) -> None:
 def prepare(name: str, source: str | Path, out: str | Path, push_to_hub: str | None = None, skip_bad: bool = False,
             **options: Any) -> Path:
     """Build ``name`` from its raw source into ``out`` (and the Hub when ``push_to_hub`` names a repo)."""
-    if name not in BUILDERS:
-        raise ValueError(f"no builder for {name!r}; builders: {sorted(BUILDERS)}")
-    built = BUILDERS[name](source, skip_bad=skip_bad, **options)
+    if name not in buildable():
+        raise ValueError(f"no builder for {name!r}; builders: {buildable()}")
+    built = dataset_spec(name).function("builder")(source, skip_bad=skip_bad, **options)
     return write_prepared(built, out, push_to_hub)

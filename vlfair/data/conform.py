@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import datasets
+from typing import TYPE_CHECKING, Any
 
 from vlfair.data.schemas import Schema, label_problem, normalize_label
+
+if TYPE_CHECKING:
+    import datasets
 
 
 class DataError(ValueError):
@@ -16,6 +17,8 @@ class DataError(ValueError):
 def conform(dataset: datasets.Dataset, schema: Schema, where: str = "", partial: bool = False) -> datasets.Dataset:
     """Check columns, map ClassLabel ids to names, unify spellings, validate every label.
     ``partial``: the columns a caller needs were checked already; validate those present."""
+    import datasets  # here: vlfair.data's own import stays light (the CLI lists the datasets for --help)
+
     where = f" in {where}" if where else ""
     missing = [] if partial else [c for c in schema.required if c not in dataset.column_names]
     if missing:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,37 +11,11 @@ import datasets
 import numpy as np
 
 from vlfair.data.conform import DataError, conform
-from vlfair.data.schemas import ADULT_AGE_BINS, AGE_GROUP_OF_BIN, PFI_CATEGORIES, SCHEMAS
+from vlfair.data.registry import dataset_spec
 from vlfair.yamlfile import read_front_matter
 
 CARD = "README.md"  # a prepared directory's card: its YAML names the configs, files and vlfair schema
 SAMPLING_MARK = "vlfair.balanced_sample: "
-
-
-# ---- subsets: name -> function of a conformed dataset -------------------------------------
-def _adults(ds: datasets.Dataset) -> datasets.Dataset:
-    return ds.filter(lambda batch: [a in ADULT_AGE_BINS for a in batch["age"]], batched=True)
-
-
-def _age_groups(ds: datasets.Dataset) -> datasets.Dataset:
-    return ds.map(lambda batch: {"age_group": [AGE_GROUP_OF_BIN[a] for a in batch["age"]]}, batched=True)
-
-
-def _portion(portion: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
-    return lambda ds: ds.filter(lambda batch: [p == portion for p in batch["portion"]], batched=True)
-
-
-def _category(category: str) -> Callable[[datasets.Dataset], datasets.Dataset]:
-    return lambda ds: ds.filter(lambda batch: [c == category for c in batch["category"]], batched=True)
-
-
-SUBSETS: dict[str, dict[str, Callable[[datasets.Dataset], datasets.Dataset]]] = {
-    "fairface": {"adults": _adults, "age_groups": _age_groups},
-    "multi30k": {"translation": _portion("translation"), "independent": _portion("independent")},
-    "pfi": {category: _category(category) for category in PFI_CATEGORIES},
-    "professions": {},
-}
-DEFAULT_SUBSET = {"multi30k": "translation"}  # its two portions have different rows: never mixed by default
 
 
 # ---- sources ------------------------------------------------------------------------------
@@ -157,7 +130,8 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
     """Load a study dataset and check it against its schema.
 
     Args:
-        name: "professions", "fairface", "multi30k", "pfi", "imagefolder", or "synthetic:<name>".
+        name: a registered dataset ("professions", "fairface", "multi30k", "pfi", a plugin's:
+            :mod:`vlfair.data.registry`), "imagefolder", or "synthetic:<name>".
         source: a Hub id, a directory written by ``vlfair prepare`` (or laid out like a Hub repo),
             or, for "imagefolder", an image directory with a metadata file. Omitted for synthetic.
         subset: a named subset: FairFace "adults" / "age_groups", Multi30K "translation" /
@@ -210,7 +184,7 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
             if "config" not in str(exc).lower():
                 raise
             dataset = read_hub(str(source), None, split)
-    return _apply_subset(name, conform(dataset, schema, str(source)), subset or DEFAULT_SUBSET.get(name))
+    return _apply_subset(name, conform(dataset, schema, str(source)), subset or dataset_spec(name).default_subset)
 
 
 def check_source(source: str, directory: Path | None = None) -> None:
@@ -230,15 +204,13 @@ def check_source(source: str, directory: Path | None = None) -> None:
 
 
 def _schema(name: str):
-    if name not in SCHEMAS:
-        raise ValueError(f"unknown dataset {name!r}; known: {sorted(SCHEMAS)}, imagefolder, synthetic:<name>")
-    return SCHEMAS[name]
+    return dataset_spec(name).schema
 
 
 def _apply_subset(name: str, dataset: datasets.Dataset, subset: str | None) -> datasets.Dataset:
     if subset is None or subset == "default":
         return dataset
-    subsets = SUBSETS.get(name, {})
+    subsets = dataset_spec(name).subsets
     if subset not in subsets:
         raise ValueError(f"{name} has no subset {subset!r}; subsets: {sorted(subsets) or 'none'}")
     return subsets[subset](dataset)

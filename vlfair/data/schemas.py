@@ -1,4 +1,5 @@
-"""One validated schema per study dataset, with the label vocabularies the studies use.
+"""One validated schema per study dataset, with the label vocabularies the studies use (each
+registered with its dataset: :mod:`vlfair.data.studies`).
 
 Labels are joined by name, never by integer id: a column stored as a ClassLabel (as on the
 Hub, in an order that differs between sources) is mapped to its names, spellings are unified
@@ -70,34 +71,26 @@ class Schema:
         return next((c for c in self.columns if c.name == name), None)
 
 
-SCHEMAS: dict[str, Schema] = {}
-
-
-def register_schema(schema: Schema) -> Schema:
-    SCHEMAS[schema.name] = schema
-    return schema
-
-
-register_schema(Schema("professions", (
+PROFESSIONS = Schema("professions", (
     Column("image", "image"), Column("profession", label=True), Column("gender", vocabulary=GENDERS),
     Column("race", label=True),
-), "the professions study: images per profession x gender x race"))
-register_schema(Schema("fairface", (
+), "the professions study: images per profession x gender x race")
+FAIRFACE = Schema("fairface", (
     Column("image", "image"), Column("file", required=False, nullable=True),
     Column("age", vocabulary=FAIRFACE_AGE_BINS),
     Column("gender", vocabulary=GENDERS), Column("race", vocabulary=FAIRFACE_RACES), Column("service_test", "bool"),
     Column("age_group", vocabulary=AGE_GROUPS, required=False),
-), "FairFace faces with age bin, gender and race labels"))
-register_schema(Schema("multi30k", (
+), "FairFace faces with age bin, gender and race labels")
+MULTI30K = Schema("multi30k", (
     Column("image", "image"), Column("image_file"), Column("portion", vocabulary=MULTI30K_PORTIONS),
     Column("caption_index", "int"), Column("en"), Column("de"),
     Column("fr", required=False, nullable=True), Column("cs", required=False, nullable=True),
-), "Multi30K test 2016 images with captions per language"))
-register_schema(Schema("pfi", (
+), "Multi30K test 2016 images with captions per language")
+PFI = Schema("pfi", (
     Column("image", "image"), Column("name"), Column("category", vocabulary=PFI_CATEGORIES),
     Column("gender", vocabulary=GENDERS),
     *(Column(c, required=False, nullable=True) for c in ("party", "state", "district", "city", "sport", "role")),
-), "P-FI public-figure portraits with name, category and gender"))
+), "P-FI public-figure portraits with name, category and gender")
 
 
 def label_problem(value: Any, column: Column) -> str | None:

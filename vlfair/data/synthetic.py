@@ -9,11 +9,11 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
-from collections.abc import Callable
 
 import datasets
 import numpy as np
 
+from vlfair.data.registry import dataset_names, dataset_spec
 from vlfair.data.schemas import FAIRFACE_AGE_BINS, FAIRFACE_RACES, GENDERS, PFI_CATEGORIES
 from vlfair.tiny import generated_image
 
@@ -42,14 +42,14 @@ def _cycle(values: list[tuple], count: int, rng: np.random.Generator) -> list[tu
     return rows[:count]
 
 
-def _fairface(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
+def fairface(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
     rows = _cycle(list(itertools.product(FAIRFACE_AGE_BINS, GENDERS, FAIRFACE_RACES)), size, rng)
     return {"image": _images(size, seed), "file": [f"synthetic/{i + 1}.jpg" for i in range(size)],
             "age": [r[0] for r in rows], "gender": [r[1] for r in rows], "race": [r[2] for r in rows],
             "service_test": [bool(rng.integers(0, 2)) for _ in range(size)]}
 
 
-def _professions(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
+def professions(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
     rows = _cycle(list(itertools.product(PROFESSIONS, GENDERS, PROFESSION_RACES)), size, rng)
     return {"image": _images(size, seed), "profession": [r[0] for r in rows], "gender": [r[1] for r in rows],
             "race": [r[2] for r in rows]}
@@ -59,7 +59,7 @@ def _caption(language: str, noun: int, verb: int) -> str:
     return f"{_ARTICLE[language]} {_NOUNS[language][noun]} {_VERBS[language][verb]}."
 
 
-def _multi30k(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
+def multi30k(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
     portion = subset or "translation"
     images = _images(size, seed)
     columns: dict[str, list] = {k: [] for k in ("image", "image_file", "portion", "caption_index",
@@ -81,7 +81,7 @@ def _multi30k(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
     return columns
 
 
-def _pfi(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
+def pfi(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
     rows = _cycle(list(itertools.product(PFI_CATEGORIES, GENDERS)), size, rng)
     politician = {"senator", "representative", "mayor"}
     return {
@@ -96,19 +96,14 @@ def _pfi(size: int, rng, seed: int, subset: str | None) -> dict[str, list]:
     }
 
 
-GENERATORS: dict[str, tuple[Callable[..., dict[str, list]], int]] = {
-    "fairface": (_fairface, 252),      # every age x gender x race cell twice
-    "professions": (_professions, 480),  # 12 professions x 2 genders x 4 races x 5, as in the study
-    "multi30k": (_multi30k, 40),
-    "pfi": (_pfi, 40),
-}
-
-
 def make_synthetic(name: str, size: int | None = None, seed: int = 0, subset: str | None = None) -> datasets.Dataset:
-    """A deterministic synthetic twin of ``name`` (``size`` rows, or images for Multi30K)."""
-    if name not in GENERATORS:
-        raise ValueError(f"no synthetic twin for {name!r}; available: {sorted(GENERATORS)}")
-    size = GENERATORS[name][1] if size is None else int(size)
+    """A deterministic synthetic twin of ``name`` (``size`` rows, or images for Multi30K: by default its
+    spec's ``twin_size``)."""
+    spec = dataset_spec(name)
+    if spec.twin is None:
+        raise ValueError(f"no synthetic twin for {name!r}; available: "
+                         f"{[n for n in dataset_names() if dataset_spec(n).twin is not None]}")
+    size = spec.twin_size if size is None else int(size)
     if size < 1:
         raise ValueError(f"size must be positive, got {size}")
     # a copy of this process's one build: the same rows every time (drawing and encoding 480 images took
@@ -119,8 +114,7 @@ def make_synthetic(name: str, size: int | None = None, seed: int = 0, subset: st
 
 @functools.lru_cache(maxsize=16)
 def _built(name: str, size: int, seed: int, subset: str | None) -> datasets.Dataset:
-    generate, _ = GENERATORS[name]
-    columns = generate(size, np.random.default_rng(seed), seed, subset)
+    columns = dataset_spec(name).function("twin")(size, np.random.default_rng(seed), seed, subset)
     return columns_to_dataset(columns, (
         f"SYNTHETIC twin of {name} made by vlfair (seed={seed}, size={size}): labels drawn from the real "
         "vocabularies, images are generated shapes, not photographs of people. For tests and demos only."))

@@ -88,6 +88,7 @@ def pfi(per_identity: int = 1, seed: int = 14) -> datasets.Dataset:  # P-FI: one
     }, "planted-bias world: public figures")
 
 
+# the world's data of each study's schema (each study dataset's spec names its maker here: DatasetSpec.world)
 BY_SCHEMA = {"professions": professions, "fairface": fairface, "multi30k": multi30k, "pfi": pfi}
 
 

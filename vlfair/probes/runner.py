@@ -32,7 +32,7 @@ def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | No
                        if all(c in spec.column_names for c in probe.required_columns.get(s, ()))]
             schema = fitting[0] if fitting else probe.schemas[0]
         from vlfair.data.conform import conform
-        from vlfair.data.schemas import SCHEMAS
+        from vlfair.data.registry import SCHEMAS
 
         # an in-memory dataset meets the same checks as a loaded one: labels by name, in the vocabulary
         if schema in SCHEMAS and all(c in spec.column_names for c in probe.required_columns.get(schema, ())):

@@ -9,7 +9,8 @@ import datasets
 import pandas as pd
 from PIL import Image, UnidentifiedImageError
 
-from vlfair.data.schemas import SCHEMAS, normalize_label
+from vlfair.data.registry import SCHEMAS
+from vlfair.data.schemas import normalize_label
 from vlfair.data.synthetic import columns_to_dataset
 from vlfair.imageio import UnusableImage, decode
 from vlfair.probes.base import UploadSpec

@@ -1,0 +1,146 @@
+"""Datasets as plugins: everything vlfair knows of a dataset in one registered :class:`DatasetSpec`.
+
+A spec names the dataset's schema (its columns and label vocabularies), and what else the dataset
+has: its synthetic twin (``synthetic:NAME``), its named subsets, the builder ``vlfair prepare`` runs
+on its raw release with the card it writes, the columns the demo Space balances a sample of it by,
+and the demo world's data of its schema. The studies' four datasets are registered by
+:mod:`vlfair.data.studies`; another package registers its own with :func:`register_dataset`, or
+through the entry-point group ``vlfair.datasets`` (an entry point names a :class:`DatasetSpec`).
+A new dataset is one module: its spec, and the functions the spec names.
+
+Functions may be named as ``"module:attribute"`` (read when first used): a spec is light to
+register, and the builders' and the world's libraries load only when they run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from importlib import metadata
+from typing import Any
+
+from vlfair.data.schemas import Schema
+
+ENTRY_POINTS = "vlfair.datasets"
+Function = Callable[..., Any] | str  # a function, or "module:attribute" naming one
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset.
+
+    ``twin(size, rng, seed, subset) -> columns``: its synthetic twin's columns (labels from the real
+    vocabularies, generated images), ``twin_size`` rows by default. ``subsets``: name -> a filter of
+    the dataset (``default_subset`` read when none is named). ``builder(source, skip_bad=..., **options)``:
+    what ``vlfair prepare`` runs on the raw release (a :class:`vlfair.data.build.Built`); ``card()``: the
+    text of the card template it fills (None: a plain card), ``license`` the card's (name, link) where the
+    Hub lists no id for it, ``languages`` the languages of its text. ``sample_by``: the columns whose
+    combinations the demo Space draws a balanced sample over; ``hub``: where the Space samples it from
+    (``source``, ``config``, ``split``). ``world()``: the demo world's data of its schema.
+    """
+
+    schema: Schema
+    twin: Function | None = None
+    twin_size: int = 40
+    subsets: Mapping[str, Callable[[Any], Any]] = dataclasses.field(default_factory=dict)
+    default_subset: str | None = None
+    builder: Function | None = None
+    card: Function | None = None
+    license: tuple[str, str] | None = None
+    languages: tuple[str, ...] = ()
+    sample_by: tuple[str, ...] = ()
+    hub: Mapping[str, str] | None = None
+    world: Function | None = None
+
+    @property
+    def name(self) -> str:
+        return self.schema.name
+
+    def function(self, field: str) -> Callable[..., Any]:
+        """The spec's function ``field`` (twin, builder, card, world), imported where it is named by text."""
+        found = getattr(self, field)
+        if found is None:
+            raise ValueError(f"dataset {self.name!r} has no {field}")
+        return resolve(found)
+
+
+def resolve(function: Function) -> Callable[..., Any]:
+    """A function, or the one ``"module:attribute"`` names."""
+    if callable(function):
+        return function
+    module, _, attribute = function.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+DATASETS: dict[str, DatasetSpec] = {}  # name -> spec, as registered
+_DISCOVERED = False
+
+
+def register_dataset(spec: DatasetSpec) -> DatasetSpec:
+    """Register ``spec`` under its schema's name; another spec of that name is an error."""
+    if not isinstance(spec, DatasetSpec):
+        raise TypeError(f"register_dataset takes a vlfair.data.registry.DatasetSpec, not {spec!r}")
+    known = DATASETS.get(spec.name)
+    if known is not None and known != spec:
+        raise ValueError(f"two datasets are named {spec.name!r}")
+    if spec.default_subset is not None and spec.default_subset not in spec.subsets:
+        raise ValueError(f"dataset {spec.name!r}: default_subset {spec.default_subset!r} is not one of its subsets "
+                         f"{sorted(spec.subsets)}")
+    DATASETS[spec.name] = spec
+    return spec
+
+
+def _discover() -> None:
+    """The studies' datasets, then the entry points' (once); a broken entry point is named and left out."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    importlib.import_module("vlfair.data.studies")
+    from vlfair.logging import get_logger
+
+    for entry in metadata.entry_points(group=ENTRY_POINTS):
+        try:
+            register_dataset(entry.load())
+        except Exception as exc:  # noqa: BLE001  (a plugin's failure must not stop vlfair)
+            get_logger().warning(f"vlfair: dataset plugin {entry.name!r} ({entry.value}) not loaded: {exc}")
+
+
+def dataset_names() -> list[str]:
+    """Every registered dataset, sorted."""
+    _discover()
+    return sorted(DATASETS)
+
+
+def dataset_spec(name: str) -> DatasetSpec:
+    """The spec of dataset ``name``; an unknown name is a ValueError naming the known ones."""
+    _discover()
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}, imagefolder, synthetic:<name>")
+    return DATASETS[name]
+
+
+def buildable() -> list[str]:
+    """The registered datasets ``vlfair prepare`` builds (those with a builder)."""
+    return [name for name in dataset_names() if DATASETS[name].builder is not None]
+
+
+class _Schemas(Mapping[str, Schema]):
+    """Each registered dataset's schema by name (read through the registry, so a plugin's is there too)."""
+
+    def __getitem__(self, name: str) -> Schema:
+        _discover()
+        return DATASETS[name].schema
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dataset_names())
+
+    def __len__(self) -> int:
+        return len(dataset_names())
+
+
+SCHEMAS: Mapping[str, Schema] = _Schemas()
+
+__all__ = ["DATASETS", "DatasetSpec", "ENTRY_POINTS", "SCHEMAS", "buildable", "dataset_names", "dataset_spec",
+           "register_dataset", "resolve"]

@@ -1,0 +1,64 @@
+"""The studies' four datasets, each one registered spec (:mod:`vlfair.data.registry`): its schema,
+synthetic twin, subsets, builder and card, the Space's sampling and the demo world's data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+from vlfair.data.registry import DatasetSpec, register_dataset
+from vlfair.data.schemas import (
+    ADULT_AGE_BINS,
+    AGE_GROUP_OF_BIN,
+    FAIRFACE,
+    MULTI30K,
+    MULTI30K_LANGUAGES,
+    MULTI30K_PORTIONS,
+    PFI,
+    PFI_CATEGORIES,
+    PROFESSIONS,
+)
+
+
+def _card(name: str) -> Callable[[], str]:
+    """The card template shipped for ``name`` (cards/<name>.md, installed as vlfair._cards)."""
+    return lambda: resources.files("vlfair._cards").joinpath(f"{name}.md").read_text(encoding="utf-8")
+
+
+# ---- subsets: name -> function of a conformed dataset -------------------------------------
+def _adults(ds: Any) -> Any:
+    return ds.filter(lambda batch: [a in ADULT_AGE_BINS for a in batch["age"]], batched=True)
+
+
+def _age_groups(ds: Any) -> Any:
+    return ds.map(lambda batch: {"age_group": [AGE_GROUP_OF_BIN[a] for a in batch["age"]]}, batched=True)
+
+
+def _equal(column: str, value: str) -> Callable[[Any], Any]:
+    return lambda ds: ds.filter(lambda batch: [v == value for v in batch[column]], batched=True)
+
+
+register_dataset(DatasetSpec(
+    PROFESSIONS, twin="vlfair.data.synthetic:professions", twin_size=480,  # 12 x 2 x 4 x 5, as in the study
+    builder="vlfair.data.build:build_professions", card=_card("professions"),
+    license=("professions-images-terms", "README.md"), sample_by=("profession", "gender", "race"),
+    world="vlfair.demo.datasets:professions"))
+register_dataset(DatasetSpec(
+    FAIRFACE, twin="vlfair.data.synthetic:fairface", twin_size=252,  # every age x gender x race cell twice
+    subsets={"adults": _adults, "age_groups": _age_groups},
+    builder="vlfair.data.build:build_fairface", card=_card("fairface"), sample_by=("race", "gender"),
+    hub={"source": "HuggingFaceM4/FairFace", "config": "0.25", "split": "validation"},
+    world="vlfair.demo.datasets:fairface"))
+register_dataset(DatasetSpec(
+    MULTI30K, twin="vlfair.data.synthetic:multi30k", twin_size=40,
+    subsets={portion: _equal("portion", portion) for portion in MULTI30K_PORTIONS},
+    default_subset="translation",  # its two portions have different rows: never mixed by default
+    builder="vlfair.data.build:build_multi30k", card=_card("multi30k"),
+    license=("multi30k-and-flickr30k-terms", "README.md"), languages=MULTI30K_LANGUAGES,
+    world="vlfair.demo.datasets:multi30k"))
+register_dataset(DatasetSpec(
+    PFI, twin="vlfair.data.synthetic:pfi", twin_size=40,
+    subsets={category: _equal("category", category) for category in PFI_CATEGORIES},
+    builder="vlfair.data.build:build_pfi", card=_card("pfi"), license=("p-fi-sources-terms", "README.md"),
+    sample_by=("category", "gender"), world="vlfair.demo.datasets:pfi"))
