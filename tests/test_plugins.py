@@ -510,3 +510,104 @@ def test_a_kind_of_model_of_its_own_is_one_scorer(tmp_path, monkeypatch):
     with pytest.raises(ProbeError, match=r"of kind 'telepathic', which no scorer serves \(known kinds: brightness, "
                                          r"contrastive, generative\)"):
         run_probe("professions", unknown, data, out_dir=None, settings=settings)
+
+
+# ---- a dataset of its own (issue 45) --------------------------------------------------------------
+def _toy_dataset_spec():
+    """A plugin's dataset in one spec: portraits labelled with a mood, its synthetic twin, a subset,
+    and a builder of its raw release (a folder of images and a metadata.csv)."""
+    from vlfair.data.build import metadata_builder
+    from vlfair.data.registry import DatasetSpec
+    from vlfair.data.schemas import Column, Schema
+    from vlfair.tiny import generated_image
+
+    moods = ("calm", "tense")
+
+    def twin(size, rng, seed, subset):
+        return {"image": [generated_image(seed * 1000 + i) for i in range(size)],
+                "mood": [moods[i % 2] for i in range(size)], "gender": [("Male", "Female")[i // 2 % 2]
+                                                                         for i in range(size)]}
+
+    schema = Schema("moods", (Column("image", "image"), Column("mood", vocabulary=moods),
+                              Column("gender", vocabulary=("Male", "Female"))), "portraits by mood")
+    return DatasetSpec(schema, twin=twin, twin_size=24,
+                       subsets={"calm": lambda ds: ds.filter(lambda b: [m == "calm" for m in b["mood"]], batched=True)},
+                       builder=metadata_builder("moods"), sample_by=("mood", "gender"))
+
+
+MOODS_PROBE = '''
+from vlfair.probes.base import Probe, clip_score
+from vlfair.probes.declared import Declared, Range
+from vlfair.probes.settings import ProbeSettings
+from vlfair.samples import Samples
+
+
+class MoodProbe(Probe):
+    name, Settings, schemas = "moods-gap", ProbeSettings, ("moods",)
+    required_columns = {"moods": ("image", "mood")}
+
+    def score(self, ctx, schema):
+        import pandas as pd
+
+        images, rows = ctx.images()
+        frame = ctx.identity(rows)
+        frame["mood"] = ctx.column("mood", rows)
+        frame["score"] = clip_score(images, ctx.texts(["a calm face"])[[0] * len(rows)])
+        return Samples(pd.DataFrame(frame), {})
+
+    def declare(self, samples):
+        return [Declared("group_score_gap", {"between": "mood"}, Range("score"), group="mood")]
+'''
+
+
+def test_a_dataset_of_its_own_is_one_registered_spec(tmp_path, monkeypatch, clip_encoder, capsys):
+    """Issue 45: a new dataset is one DatasetSpec. Its twin loads as synthetic:moods (checked against
+    its schema), its subset and an unknown one are what its spec says, `vlfair prepare moods` builds its
+    raw release into a prepared folder with a card that load_dataset reads back, a bad label there is one
+    line and exit 2, and a probe runs on it."""
+    import vlfair
+    from vlfair.cli import main
+    from vlfair.data import registry
+    from vlfair.probes import measure_probe
+    from vlfair.tiny import generated_image
+
+    monkeypatch.setattr(registry, "DATASETS", dict(registry.DATASETS))
+    registry.dataset_names()  # the studies' found first
+    vlfair.data.register_dataset(_toy_dataset_spec())
+    assert "moods" in registry.dataset_names() and "moods" in registry.buildable()
+
+    twin = vlfair.load_dataset("synthetic:moods")
+    assert twin.num_rows == 24 and set(twin["mood"]) == {"calm", "tense"}
+    assert set(vlfair.load_dataset("synthetic:moods", subset="calm")["mood"]) == {"calm"}
+    with pytest.raises(ValueError, match=r"moods has no subset 'happy'; subsets: \['calm'\]"):
+        vlfair.load_dataset("synthetic:moods", subset="happy")
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    rows = ["file,mood,gender"]
+    for i in range(8):
+        generated_image(i).save(raw / f"{i}.png")
+        rows.append(f"{i}.png,{('calm', 'tense')[i % 2]},{('Male', 'Female')[i // 2 % 2]}")
+    (raw / "metadata.csv").write_text("\n".join(rows) + "\n")
+    assert main(["prepare", "moods", "--source", str(raw), "--out", str(tmp_path / "prepared")]) == 0
+    prepared = vlfair.load_dataset("moods", tmp_path / "prepared")
+    assert prepared.num_rows == 8 and prepared["mood"][:2] == ["calm", "tense"]
+    card = (tmp_path / "prepared" / "README.md").read_text()
+    assert "# moods (prepared by vlfair)" in card and "schema: moods" in card
+
+    generated_image(8).save(raw / "8.png")
+    (raw / "metadata.csv").write_text("\n".join([*rows, "8.png,sleepy,Male"]) + "\n")
+    capsys.readouterr()
+    assert main(["prepare", "moods", "--source", str(raw), "--out", str(tmp_path / "again")]) == 2
+    said = capsys.readouterr().err
+    assert "vlfair prepare moods: 1 bad rows" in said and "metadata.csv row 8: column 'mood' has 'sleepy'" in said
+    assert not (tmp_path / "again").exists()
+
+    monkeypatch.syspath_prepend(str(tmp_path))  # a probe of the new dataset's schema, one module and its YAML
+    (tmp_path / "vlfair_moods.py").write_text(MOODS_PROBE)
+    (tmp_path / "vlfair_moods.yaml").write_text("version: 1\n")
+    import vlfair_moods
+
+    run = measure_probe(vlfair_moods.MoodProbe(), clip_encoder, tmp_path / "prepared", schema="moods", cache_dir=tmp_path)
+    gap = run.results["metrics"][0]
+    assert gap["name"] == "group_score_gap" and gap["value"] > 0 and run.results["dataset"]["num_rows"] == 8

@@ -13,6 +13,7 @@ import csv
 import dataclasses
 import gzip
 import string
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +284,40 @@ def build_pfi(source: str | Path, skip_bad: bool = False, metadata: str = "metad
         if subset.num_rows:
             configs[category] = {"test": subset}
     return _finish("pfi", configs, collector.problems, skip_bad, source)
+
+
+def metadata_builder(name: str, metadata: str = "metadata.csv") -> Callable[..., Built]:
+    """The builder of a dataset whose raw release is a folder holding its images and a CSV
+    (``metadata``) with each image's ``file`` (relative to the folder) and one column per column of
+    the schema; every image is read and checked, every label checked against the schema, as the
+    studies' builders do. A plugin's dataset takes it as its ``DatasetSpec.builder``."""
+    def build(source: str | Path, skip_bad: bool = False, **options: Any) -> Built:
+        if options:
+            raise ValueError(f"{name}: unexpected options {sorted(options)}")
+        source = Path(source)
+        path = source / metadata
+        rows = _read_csv(path)
+        columns = [c for c in SCHEMAS[name].columns if c.kind != "image"]
+        _require_columns(rows, ["file", *(c.name for c in columns if c.required)], path)
+        collector = RowCollector(name, SourceFiles(source), path.name)
+        records = [r for row, values in enumerate(_reading(rows, path.name))
+                   if (r := collector.record(row, values["file"], {c.name: _typed(values.get(c.name), c.kind)
+                                                                   for c in columns})) is not None]
+        return _finish(name, {"default": {"test": _dataset(records, name)}}, collector.problems, skip_bad, source)
+    return build
+
+
+def _typed(text: str | None, kind: str) -> Any:
+    """A CSV cell as its column's kind: a whole number, a flag (true/false, 1/0, yes/no) or text; empty: None.
+    A cell that is not of its kind stays text, and the schema's check names it."""
+    if text is None or not text.strip():
+        return None
+    if kind == "int" and text.strip().lstrip("-").isdigit():
+        return int(text)
+    flags = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+    if kind == "bool" and text.strip().lower() in flags:
+        return flags[text.strip().lower()]
+    return text
 
 
 def build_professions(source: str | Path, skip_bad: bool = False, metadata: str = "metadata.csv", **_: Any) -> Built:
