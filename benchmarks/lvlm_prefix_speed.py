@@ -135,17 +135,17 @@ def main(argv: list[str] | None = None) -> None:
                       batch_size=args.batch_size)  # warm-up of the batched shapes
         start = _synchronized(device)
         dataset = score_answers(scorer, images, QUESTION, ANSWERS, cache_dir=None, progress=False,
-                                batch_size=args.batch_size).embeddings
+                                batch_size=args.batch_size).scores
         dataset_seconds = _synchronized(device) - start
         ceiling = prefix_ceiling(scorer, images, args.batch_size)
         asks = [(f"is this person {a} or {b} ?", [a, b]) for a, b in PAIRS]
         start = _synchronized(device)
         apart = [score_answers(scorer, images, question, answers, cache_dir=None, progress=False,
-                               batch_size=args.batch_size).embeddings for question, answers in asks]
+                               batch_size=args.batch_size).scores for question, answers in asks]
         apart_seconds = _synchronized(device) - start
         start = _synchronized(device)
-        together = [found.embeddings for found in score_questions(scorer, images, asks, cache_dir=None,
-                                                                  progress=False, batch_size=args.batch_size)]
+        together = [found.scores for found in score_questions(scorer, images, asks, cache_dir=None,
+                                                              progress=False, batch_size=args.batch_size)]
         together_seconds = _synchronized(device) - start
     questions_difference = max(float(np.max(np.abs(a - b))) for a, b in zip(apart, together))
     difference = float(np.max(np.abs(np.array(shared) - np.array(full))))

@@ -58,13 +58,13 @@ def test_no_module_of_vlfair_imports_itself_back_through_others():
     assert not circles, "\n".join(circles[:10])
 
 
-def test_design_s_layout_names_every_module_and_benchmark():
-    """DESIGN.md's layout is the map a newcomer reads: every module of vlfair (its packages' modules too) and every
-    benchmark is named there, so a new one cannot go in unmentioned (a review found compare/, paired.py,
+def test_the_architecture_s_layout_names_every_module_and_benchmark():
+    """ARCHITECTURE.md's layout is the map a newcomer reads: every module of vlfair (its packages' modules too) and
+    every benchmark is named there, so a new one cannot go in unmentioned (a review found compare/, paired.py,
     samples.py and 5 of 7 benchmarks missing)."""
     import re
 
-    text = (ROOT / "docs" / "DESIGN.md").read_text()
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
     layout = text[text.index("## Layout"):]
     layout = layout[layout.index("```") + 3:]
     named = set(re.findall(r"[\w.]+\.py|\w+/", layout[:layout.index("```")]))
@@ -75,7 +75,7 @@ def test_design_s_layout_names_every_module_and_benchmark():
                 if (package / "__init__.py").exists() and f"{package.name}/" not in named]
     missing += [f"benchmarks/{path.name}" for path in sorted((ROOT / "benchmarks").glob("*.py"))
                 if path.name not in named]
-    assert not missing, f"name these in DESIGN.md's layout: {missing}"
+    assert not missing, f"name these in ARCHITECTURE.md's layout: {missing}"
 
 
 def test_design_names_every_built_in_probe_where_it_lists_them():

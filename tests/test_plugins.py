@@ -608,6 +608,7 @@ def test_a_dataset_of_its_own_is_one_registered_spec(tmp_path, monkeypatch, clip
     (tmp_path / "vlfair_moods.yaml").write_text("version: 1\n")
     import vlfair_moods
 
-    run = measure_probe(vlfair_moods.MoodProbe(), clip_encoder, tmp_path / "prepared", schema="moods", cache_dir=tmp_path)
+    run = measure_probe(vlfair_moods.MoodProbe(), clip_encoder, tmp_path / "prepared", schema="moods",
+                        cache_dir=tmp_path)
     gap = run.results["metrics"][0]
     assert gap["name"] == "group_score_gap" and gap["value"] > 0 and run.results["dataset"]["num_rows"] == 8

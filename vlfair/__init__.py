@@ -19,6 +19,7 @@ silence_torchvision_fallback()  # before anything imports transformers' image pr
 if TYPE_CHECKING:
     from vlfair.data import balanced_sample as balanced_sample
     from vlfair.data import load_dataset as load_dataset
+    from vlfair.data import register_dataset as register_dataset
     from vlfair.embed import EmbeddingResult as EmbeddingResult
     from vlfair.embed import embed_images as embed_images
     from vlfair.embed import embed_texts as embed_texts
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from vlfair.models import register_backend as register_backend
     from vlfair.probes import register_probe as register_probe
     from vlfair.probes import run_probe as run_probe
+    from vlfair.probes.scorers import register_scorer as register_scorer
 
 # public name -> module that defines it
 _LAZY = {
@@ -44,6 +46,8 @@ _LAZY = {
     "balanced_sample": "vlfair.data",
     "run_probe": "vlfair.probes",
     "register_probe": "vlfair.probes",
+    "register_dataset": "vlfair.data",
+    "register_scorer": "vlfair.probes.scorers",
 }
 
 __all__ = ["__version__", *_LAZY]
