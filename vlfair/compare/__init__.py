@@ -9,9 +9,9 @@ the module would answer for the function once the CLI had read its settings)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from vlfair._lazy import lazy_getattr
 from vlfair.compare.rescore import rescore
 from vlfair.compare.runs import Run, RunError, load_run
 
@@ -25,10 +25,4 @@ _LAZY = {"Comparison": "comparison", "ComparisonError": "comparison", "compare_r
 __all__ = ["Comparison", "ComparisonError", "Run", "RunError", "compare_runs", "load_run", "rescore"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'vlfair.compare' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, {name: f".{module}" for name, module in _LAZY.items()})

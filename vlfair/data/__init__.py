@@ -10,8 +10,9 @@ the loaders bring the datasets library.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from vlfair._lazy import lazy_getattr
 
 # (the function, not its module: vlfair.data.conform(...) checks a dataset against a schema)
 from vlfair.data.conform import DataError as DataError
@@ -36,10 +37,4 @@ _LAZY = {"balanced_sample": "loading", "load_dataset": "loading",
 __all__ = sorted([*_LAZY, "DataError", "conform"])
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'vlfair.data' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, {name: f".{module}" for name, module in _LAZY.items()})
