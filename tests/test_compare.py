@@ -73,11 +73,13 @@ def test_declared_metrics_of_one_run_are_a_brute_force_stratified_bootstrap():
                declared.Declared("gap", {}, declared.Range("y"), group="group"),
                declared.Declared("ratio", {}, declared.Ratio("y", "q", "p"), group="group"),
                declared.Declared("pooled", {}, declared.Mean("x")),  # one group: its own row set
-               declared.Declared("lone gap", {}, declared.Range("x", ("p",)), group="group")]
+               declared.Declared("lone gap", {}, declared.Range("x", ("p",)), group="group"),
+               declared.Declared("cell", {}, declared.Mean("x", ("q", 1)), group=("group", "site"))]
     samples = Samples(frame, {})
-    assert [len(r.statistics) for r in declared.row_sets(samples, metrics)] == [4, 1]
+    assert [len(r.statistics) for r in declared.row_sets(samples, metrics)] == [4, 1, 1]
     found = declared.evaluate(samples, metrics, bootstrap=300, seed=5)
-    assert [m.name for m in found] == ["F", "mean", "gap", "ratio", "pooled"]
+    assert [m.name for m in found] == ["F", "mean", "gap", "ratio", "pooled", "cell"]
+    np.testing.assert_allclose(found[5].value, a[(codes == 1) & (codes % 2 == 1), 0].mean(), rtol=1e-12)
 
     def brute(rows: np.ndarray) -> list[float]:
         x, y, g = a[rows, 0], np.abs(a[rows, 1]), codes  # a resample keeps each slot's group

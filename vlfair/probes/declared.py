@@ -15,7 +15,7 @@ the order they were declared.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -216,8 +216,8 @@ class _Building:
 
     rows: np.ndarray
     codes: np.ndarray
-    code: dict[Group, int]
-    counts: dict[Group, int]
+    code: _ByLabel  # each group's code
+    counts: _ByLabel  # each group's rows (the groups present only)
     strata: np.ndarray | None
     custom: Custom | None  # the first metric's statistic, where a Custom one: how the row set is evaluated
     at: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -231,16 +231,18 @@ class _Building:
         if metric.group is None:
             levels: list[Group] = [None]
             codes = np.zeros(rows.size, dtype=np.int64)
-        else:
-            labels = _labels(frame, metric.group, rows)
-            if metric.order is None:
-                levels, codes = stats.encode_groups(labels, "groups")
-                if isinstance(metric.group, tuple):
-                    levels = [tuple(level) for level in levels]
-            else:
-                levels = list(metric.order)
-                position = {level: i for i, level in enumerate(levels)}
-                codes = np.asarray([position[label] for label in labels], dtype=np.int64)
+        elif metric.order is not None:
+            levels = list(metric.order)
+            position = _ByLabel((level, i) for i, level in enumerate(levels))
+            codes = np.asarray([position[label] for label in _labels(frame, metric.group, rows)], dtype=np.int64)
+        else:  # sorted: each column's labels by the measures' rule, the cells in that order
+            columns = (metric.group,) if isinstance(metric.group, str) else metric.group
+            parts = [stats.encode_groups(frame[c].to_numpy()[rows].tolist(), c) for c in columns]
+            cells, codes = np.unique(np.stack([part[1] for part in parts], axis=1), axis=0, return_inverse=True)
+            codes = codes.reshape(-1).astype(np.int64)
+            levels = [tuple(parts[j][0][k] for j, k in enumerate(cell)) for cell in cells]
+            if isinstance(metric.group, str):
+                levels = [level[0] for level in levels]
         counts = np.bincount(codes, minlength=len(levels))
         strata = None
         if metric.strata is not None:
@@ -249,8 +251,8 @@ class _Building:
             # width): the rows are resampled together instead
             if np.bincount(strata).max() <= 1:
                 strata = np.zeros(rows.size, dtype=np.int64)
-        return cls(rows, codes, {level: i for i, level in enumerate(levels)},
-                   {level: int(c) for level, c in zip(levels, counts) if c}, strata,
+        return cls(rows, codes, _ByLabel((level, i) for i, level in enumerate(levels)),
+                   _ByLabel((level, int(c)) for level, c in zip(levels, counts) if c), strata,
                    metric.statistic if isinstance(metric.statistic, Custom) else None)
 
     def add(self, metric: Declared, own: Mapping[str, Facts | float] | None) -> None:
@@ -271,6 +273,31 @@ class _Building:
         return paired.RowSet(self.rows, tuple(self.at), self.codes, tuple(self.statistics), strata=self.strata,
                              values=bool(custom and custom.values), engine=custom.engine if custom else None,
                              recentre=bool(custom and custom.recentre))
+
+
+class _ByLabel(Mapping[Group, int]):
+    """Group -> a number (its code, its rows), a group named as the measures read labels: by its text
+    (1, 1.0 and "1" are one group; a cell by each of its labels)."""
+
+    def __init__(self, items: Iterable[tuple[Group, int]]):
+        self._found = {_label(group): number for group, number in items}
+
+    def __getitem__(self, group: Group) -> int:
+        return self._found[_label(group)]
+
+    def __iter__(self) -> Iterator[Group]:
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+
+def _label(group: Group) -> Group:
+    from vlfair.stats import label_text
+
+    if group is None:
+        return None
+    return tuple(map(label_text, group)) if isinstance(group, tuple) else label_text(group)
 
 
 def _labels(frame: Any, group: str | tuple[str, ...], rows: np.ndarray) -> list[Group]:
