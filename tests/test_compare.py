@@ -99,6 +99,32 @@ def test_declared_metrics_of_one_run_are_a_brute_force_stratified_bootstrap():
     np.testing.assert_allclose(found[4].ci, np.quantile(pooled, [0.025, 0.975]), rtol=1e-9)
 
 
+def test_declared_metrics_come_in_their_order_and_only_where_their_data_define_them():
+    """evaluate lists the metrics in the order declared, whatever row set each lands in; a metric of no
+    rows, a gap of one group and a ratio bias_ratio would refuse (a group of one row, a negative value, a
+    reference mean of 0) are left out, as the measures leave them out of a run."""
+    import pandas as pd
+
+    from vlfair.probes import declared
+    from vlfair.samples import Samples
+
+    frame = pd.DataFrame({"g": list("aabbc"), "x": [1.0, 2.0, 3.0, 5.0, 4.0], "y": [0.0, 0.0, 1.0, 2.0, 3.0],
+                          "z": [1.0, -1.0, 2.0, 3.0, 4.0]})
+    some = np.array([0, 1, 2, 3])
+    Declared = declared.Declared
+    metrics = [Declared("A", {}, declared.Mean("x"), some), Declared("B", {}, declared.Mean("x")),
+               Declared("C", {}, declared.Mean("y"), some),
+               Declared("none", {}, declared.Mean("x"), np.array([], dtype=np.int64)),
+               Declared("one group", {}, declared.Range("x", ("a",)), group="g"),
+               Declared("ratio", {}, declared.Ratio("x", "b", "a"), some, "g"),
+               Declared("ratio with c", {}, declared.Ratio("x", "b", "a"), group="g"),  # c: one row
+               Declared("negative", {}, declared.Ratio("z", "b", "a"), some, "g"),
+               Declared("zero mean", {}, declared.Ratio("y", "b", "a"), some, "g")]
+    found = declared.evaluate(Samples(frame, {}), metrics, bootstrap=20)
+    assert [m.name for m in found] == ["A", "B", "C", "ratio"]
+    assert [m.value for m in found] == pytest.approx([2.75, 3.0, 0.75, 4.0 / 1.5])
+
+
 @pytest.mark.parametrize("rows", [6, 9, 12])
 def test_paired_test_is_scipy_s_paired_permutation_test(rows):
     """Exact for up to log2(n_permutations) rows: the same p as scipy.stats.permutation_test with

@@ -301,6 +301,21 @@ def test_two_classes_of_one_name_are_refused_but_one_class_imported_twice_is_one
         probes.register(other)
 
 
+def test_a_probe_setting_neutral_is_told_it_is_facts_now(monkeypatch):
+    """Probe.neutral became Probe.facts (each metric's facts declared once): a class still setting it is
+    refused at registration, naming what to write, rather than losing its neutral values in silence."""
+    import vlfair.probes.traits as traits_module
+    from vlfair.probes import register
+    from vlfair.probes import registry as probes
+
+    monkeypatch.setattr(probes, "PROBES", dict(probes.PROBES))
+    monkeypatch.setattr(probes, "_REGISTERED", list(probes._REGISTERED))
+    old = type("OldStyle", (traits_module.TraitsProbe,), {"name": "old-style", "neutral": {"trait_anova": 0.0},
+                                                         "__module__": traits_module.__name__})
+    with pytest.raises(TypeError, match=r"OldStyle sets neutral: .* its facts now: facts = \{'my_metric': 0.0\}"):
+        register(old)
+
+
 def test_a_probe_must_define_run_or_score_and_analyze():
     """register refuses a class that can measure nothing; a class used without registering says
     what it lacks, and a probe with score but no analyze has no samples path."""

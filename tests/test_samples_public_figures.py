@@ -98,3 +98,33 @@ def test_rows_are_named_by_their_images_not_their_order(clip_dir, tmp_path):
     values = [c for c in given.columns if c.startswith(("probability ", "name score "))]
     np.testing.assert_allclose(reversed_[values].to_numpy(float), given[values].to_numpy(float), rtol=1e-4,
                                atol=1e-6)
+
+
+def test_compare_declares_exactly_what_a_run_of_edge_cases_reports(demo):
+    """A level of a folder with no image of a right class, a folder whose images are one person's (no
+    retention), and a gender of one image (no bias ratio where it is): the run reports none of those
+    metrics, and compare's declarations are the run's metrics, one for one (they crashed or declared a
+    ratio the run did not report before the declarations checked what the measures check)."""
+    import dataclasses
+
+    from vlfair.testing import assert_statistics_are_metrics
+
+    run = _samples(demo, "biased")
+    frame = run.samples.frame.copy()
+    probe = probe_class("public-figures")(run.results["probe_settings"])
+    group, spec = next(iter(probe.settings.groups.items()))
+    folder, level = spec.folders[0], max(spec.levels)
+    in_folder = (frame["category"] == folder).to_numpy()
+    frame.loc[in_folder, [f"correct {group} level {level}", f"right class {group} level {level}"]] = np.nan
+    other = next(f for f in frame["category"].unique() if f != folder)
+    in_other = (frame["category"] == other).to_numpy()  # one person's images: as a run writes them
+    frame.loc[in_other, "name"] = frame.loc[in_other, "name"].iloc[0]
+    frame.loc[in_other, "own name first"] = np.nan
+    frame.loc[np.flatnonzero(in_folder)[0], "gender"] = "Nonbinary"
+    samples = dataclasses.replace(run.samples, frame=frame)
+    out = probe.analyze_samples(samples)
+    metrics = [dataclasses.asdict(m) for m in out.metrics]
+    assert not any(m["name"] == "accuracy" and m["subset"] == {"folder": folder, "level": level} for m in metrics)
+    assert not any(m["name"] == "retention_text_score" and m["subset"] == {"folder": other} for m in metrics)
+    assert not any(m["name"] == "bias_ratio" and m["subset"]["folder"] == folder for m in metrics)
+    assert_statistics_are_metrics(probe, samples, metrics)

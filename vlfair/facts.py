@@ -43,8 +43,8 @@ _PERCENT = Facts(None, 0.0, 100.0)              # CLIPScore; probabilities x100
 _SIGNED_SHARE_DIFFERENCE = Facts(0.0, -1.0, 1.0)  # a difference of fractions
 _SKEW = Facts(0.0)                              # a log ratio of shares, unbounded either way
 
-# The built-in metrics. A probe adds its own with its class attribute ``facts`` (or, as before,
-# ``neutral``: metric -> neutral value).
+# The built-in metrics. A probe adds its own with its class attribute ``facts`` (metric -> Facts, or
+# its neutral value alone).
 FACTS: dict[str, Facts] = {
     **dict.fromkeys(("accuracy", "retrieval_accuracy", "trait_confidence", "target_share", "group_share",
                      "retention_text_score", "retention_image_score", "unmatched_share"), _FRACTION),

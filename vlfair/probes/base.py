@@ -109,13 +109,13 @@ class Context:
 
     @property
     def skipped_rows(self) -> list[int]:
-        """The rows whose image could not be read (results.json names them)."""
-        return self.scorer.skipped_rows
+        """The rows whose image could not be read (results.json names them; none where nothing was read)."""
+        return self._scorer.skipped_rows if self._scorer is not None else []
 
     @property
     def unmatched(self) -> dict[str, tuple[int, int]]:
         """Per question, the open-ended answers that named no candidate, and the answers."""
-        return self.scorer.unmatched
+        return self._scorer.unmatched if self._scorer is not None else {}
 
     def images(self) -> tuple[np.ndarray, np.ndarray]:
         """(embeddings of readable rows, their row indices); unreadable rows are skipped and reported."""
@@ -154,7 +154,7 @@ class Context:
         each question's unmatched count in its facts and a warning saying how many were left out."""
         if not self.unmatched:
             return samples
-        keep = ~samples.frame["id"].isin(self.scorer.unmatched_ids).to_numpy()
+        keep = ~samples.frame["id"].isin(self.scorer.unmatched_ids).to_numpy()  # (asked: a scorer holds them)
         facts = {**samples.facts, "unmatched": {q: {"unmatched": n, "answers": total}
                                                 for q, (n, total) in self.unmatched.items()}}
         warnings = list(samples.warnings)
@@ -212,7 +212,7 @@ class Probe(abc.ABC):
     upload: ClassVar[UploadSpec | None] = None            # how the demo Space takes uploads, if it does
     published_file: ClassVar[str | None] = None           # the study's published tables (published/<file>)
     asks_questions: ClassVar[bool] = False                # it can measure a generative model (lvlm:) by
-                                                          # asking it questions (Context.answer_scores)
+                                                          # asking it questions (Context.text_scores)
     facts: ClassVar[dict[str, Facts | float]] = {}       # its own metrics' facts (or neutral values) beyond
                                                           # vlfair.facts.FACTS: "less biased" = closer
     model_settings: ClassVar[tuple[str, ...]] = ()        # settings that choose the model measured (word-
@@ -311,8 +311,8 @@ class Probe(abc.ABC):
     def score(self, ctx: Context, schema: str | None) -> Samples:
         """The model's part: every sample's quantities (one row per sample, with ``ctx.identity``'s
         columns first), the run's facts and the warnings scoring raised."""
-        raise ProbeError(f"probe {self.name!r} defines neither run nor score and analyze (register refuses such a "
-                         "class; this one was used without it)")
+        raise ProbeError(f"probe {self.name!r} defines neither run nor score and analyze (or declare) (register "
+                         "refuses such a class; this one was used without it)")
 
     def analyze(self, samples: Samples) -> Output:
         """The metrics, tables and figures from the samples alone (no model, no dataset): by default
@@ -387,7 +387,7 @@ class Probe(abc.ABC):
 
     @classmethod
     def keeps_samples(cls) -> bool:
-        """Whether the probe's runs write samples.parquet (it defines score and analyze)."""
+        """Whether the probe's runs write samples.parquet (it defines score, and analyze or declare)."""
         return cls.score is not Probe.score and (cls.analyze is not Probe.analyze or cls.declare is not Probe.declare)
 
 

@@ -52,14 +52,14 @@ class Mean:
         mean = paired.pooled_mean(j) if self.group is None else paired.group_mean(code[self.group], j)
         return lambda m: self.scale * mean(m)  # (x 1.0 is exact)
 
-    def defined(self, counts: Mapping[Group, int]) -> bool:
-        return self.group is None or counts.get(self.group, 0) > 0
+    def defined(self, data: _Building) -> bool:
+        return (sum(data.counts.values()) if self.group is None else data.counts.get(self.group, 0)) > 0
 
 
 @dataclasses.dataclass(frozen=True)
 class Range:
     """The largest minus the smallest group mean of ``column`` among ``groups`` (None: every group of
-    the row set): a gap. Defined where at least 2 of them hold ``MIN_GROUP_SIZE`` rows each, as the
+    the row set): a gap. Defined for 2 groups or more, each holding ``MIN_GROUP_SIZE`` rows, as the
     measures' gaps are."""
 
     column: str
@@ -82,8 +82,8 @@ class Range:
             return np.nanmax(means, axis=1) - np.nanmin(means, axis=1)
         return statistic
 
-    def defined(self, counts: Mapping[Group, int]) -> bool:
-        sizes = [counts.get(g, 0) for g in (counts if self.groups is None else self.groups)]
+    def defined(self, data: _Building) -> bool:
+        sizes = [data.counts.get(g, 0) for g in (data.counts if self.groups is None else self.groups)]
         return len(sizes) >= 2 and min(sizes) >= MIN_GROUP_SIZE
 
 
@@ -103,14 +103,15 @@ class ColumnRange:
             return means.max(axis=1) - means.min(axis=1)
         return statistic
 
-    def defined(self, counts: Mapping[Group, int]) -> bool:
-        return len(counts) == 1
+    def defined(self, data: _Building) -> bool:
+        return len(data.counts) == 1
 
 
 @dataclasses.dataclass(frozen=True)
 class Ratio:
-    """One group's mean of ``column`` over another's (a bias ratio); defined where both hold
-    ``MIN_GROUP_SIZE`` rows (the reference mean's 0 is the measure's to refuse: :meth:`accepts`)."""
+    """One group's mean of ``column`` over another's (a bias ratio); defined where ``bias_ratio``
+    accepts the rows: both groups present, every group holding ``MIN_GROUP_SIZE`` rows, no value below
+    0 (a ratio of means of values that cancel says nothing) and a reference mean other than 0."""
 
     column: str
     numerator: Group
@@ -125,8 +126,12 @@ class Ratio:
 
         return paired.mean_ratio(code[self.numerator], code[self.denominator], at[self.column])
 
-    def defined(self, counts: Mapping[Group, int]) -> bool:
-        return min(counts.get(self.numerator, 0), counts.get(self.denominator, 0)) >= MIN_GROUP_SIZE
+    def defined(self, data: _Building) -> bool:
+        if self.numerator not in data.counts or self.denominator not in data.counts:
+            return False
+        values = data.values(self.column)
+        return (min(data.counts.values()) >= MIN_GROUP_SIZE and not (values < 0).any()
+                and values[data.codes == data.code[self.denominator]].mean() != 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +149,8 @@ class FStatistic:
 
         return paired.f_statistic(at[self.column])
 
-    def defined(self, counts: Mapping[Group, int]) -> bool:
-        return len(counts) >= 2
+    def defined(self, data: _Building) -> bool:
+        return len(data.counts) >= 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +170,7 @@ class Custom:
     def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Callable[[Any], np.ndarray]:
         return self.make(at, code)
 
-    def defined(self, counts: Mapping[Group, int]) -> bool:
+    def defined(self, data: _Building) -> bool:
         return True
 
 
@@ -198,16 +203,23 @@ class Declared:
 def row_sets(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None
              ) -> list[paired.RowSet]:
     """The declared metrics as row sets (:class:`vlfair.paired.RowSet`): one per distinct rows, groups and
-    strata (their metrics share the resamples and relabellings), each with the metrics defined on the
-    data, in the order declared; ``own``: the probe's own facts."""
+    strata (their metrics share the resamples and relabellings), each holding its metrics that are defined
+    on the data in the order declared (a metric of no rows is none); ``own``: the probe's own facts."""
+    return [found.row_set() for found in _built(samples, metrics, own)]
+
+
+def _built(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None
+           ) -> list[_Building]:
     frame = samples.frame
     built: dict[tuple, _Building] = {}
-    for metric in metrics:
+    for position, metric in enumerate(metrics):
+        if metric.rows is not None and not len(metric.rows):
+            continue
         key = metric.key()
         if key not in built:
             built[key] = _Building.of(frame, metric)
-        built[key].add(metric, own)
-    return [found.row_set() for found in built.values() if found.statistics]
+        built[key].add(metric, own, position)
+    return [found for found in built.values() if found.statistics]
 
 
 @dataclasses.dataclass
@@ -220,8 +232,14 @@ class _Building:
     counts: _ByLabel  # each group's rows (the groups present only)
     strata: np.ndarray | None
     custom: Custom | None  # the first metric's statistic, where a Custom one: how the row set is evaluated
+    frame: Any = None
     at: dict[str, int] = dataclasses.field(default_factory=dict)
     statistics: list[paired.Statistic] = dataclasses.field(default_factory=list)
+    positions: list[int] = dataclasses.field(default_factory=list)  # each statistic's place among the declared
+
+    def values(self, column: str) -> np.ndarray:
+        """The rows' values of ``column`` (what a statistic's ``defined`` may ask)."""
+        return np.asarray(self.frame[column].to_numpy(float)[self.rows])
 
     @classmethod
     def of(cls, frame: Any, metric: Declared) -> _Building:
@@ -253,13 +271,14 @@ class _Building:
                 strata = np.zeros(rows.size, dtype=np.int64)
         return cls(rows, codes, _ByLabel((level, i) for i, level in enumerate(levels)),
                    _ByLabel((level, int(c)) for level, c in zip(levels, counts) if c), strata,
-                   metric.statistic if isinstance(metric.statistic, Custom) else None)
+                   metric.statistic if isinstance(metric.statistic, Custom) else None, frame)
 
-    def add(self, metric: Declared, own: Mapping[str, Facts | float] | None) -> None:
+    def add(self, metric: Declared, own: Mapping[str, Facts | float] | None, position: int) -> None:
         from vlfair import paired
 
-        if not metric.statistic.defined(self.counts):
+        if not metric.statistic.defined(self):
             return
+        self.positions.append(position)
         for column in (*metric.statistic.columns, *metric.also):
             self.at.setdefault(column, len(self.at))
         self.statistics.append(paired.Statistic(metric.name, dict(metric.subset),
@@ -308,18 +327,19 @@ def _labels(frame: Any, group: str | tuple[str, ...], rows: np.ndarray) -> list[
 
 def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None, *,
              bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED) -> list[Metric]:
-    """The declared metrics of one run, each with its stratified-bootstrap interval (the resamples
-    :func:`vlfair.compare` draws for the same rows, strata and seed), in the order declared."""
+    """The declared metrics of one run defined on its data, each with its stratified-bootstrap interval
+    (the resamples :func:`vlfair.compare` draws for the same rows, strata and seed), in the order declared."""
     from vlfair import paired
 
     frame: Any = samples.frame
-    found = []
-    for row_set in row_sets(samples, metrics, own):
+    found: list[tuple[int, Metric]] = []
+    for building in _built(samples, metrics, own):
+        row_set = building.row_set()
         values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
-        for statistic, (value, ci) in zip(row_set.statistics, paired.measure(
+        for position, statistic, (value, ci) in zip(building.positions, row_set.statistics, paired.measure(
                 row_set, values, bootstrap=bootstrap, confidence=confidence, seed=seed)):
-            found.append(Metric(statistic.name, statistic.subset, value, ci))
-    return found
+            found.append((position, Metric(statistic.name, statistic.subset, value, ci)))
+    return [metric for _, metric in sorted(found, key=lambda pair: pair[0])]
 
 
 def table(metrics: Sequence[Metric]) -> Any:

@@ -12,7 +12,7 @@ highest (``own name first``). Facts: the two prompts and the score (softmax or s
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
@@ -35,9 +35,6 @@ from vlfair.probes.settings import (
     same_text,
 )
 from vlfair.samples import Samples
-
-if TYPE_CHECKING:
-    pass
 
 Prompt = Annotated[Text, AfterValidator(placeholders(""))]
 

@@ -31,6 +31,10 @@ def register(probe: type[Probe]) -> type[Probe]:
     name = getattr(probe, "name", None)
     if not isinstance(name, str) or not name:
         raise TypeError(f"{probe.__qualname__} declares no name (a class attribute: name = 'my-probe')")
+    if "neutral" in vars(probe):  # read by nothing since each metric's facts are declared once
+        raise TypeError(f"{probe.__qualname__} sets neutral: a probe's own metrics' neutral values (and ranges) are "
+                        "its facts now: facts = {'my_metric': 0.0} or {'my_metric': "
+                        "vlfair.facts.Facts(0.0, 0.0, None)}")
     if probe.run is Probe.run and not probe.keeps_samples():
         raise TypeError(f"{probe.__qualname__} defines neither run(ctx, schema) nor score(ctx, schema) and "
                         "analyze(samples) (or declare(samples))")

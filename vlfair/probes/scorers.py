@@ -81,8 +81,9 @@ class Scorer:
         raise self._no_embeddings()
 
     def _no_embeddings(self) -> ProbeError:
-        return ProbeError(f"model {self.model.name!r} is a {self.kind} model: this part of the probe reads image and "
-                          f"text embeddings, which a {self.kind} model does not give")
+        name = getattr(self.model, "name", self.model)
+        return ProbeError(f"model {name!r} is a {self.kind} model: this part of the probe reads image and text "
+                          f"embeddings, which a {self.kind} model does not give")
 
 
 @register_scorer

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import AfterValidator, Field
@@ -29,9 +29,6 @@ from vlfair.probes.settings import (
     same_text,
 )
 from vlfair.samples import Samples
-
-if TYPE_CHECKING:
-    pass
 
 
 def _trait(value: str) -> str:
