@@ -248,6 +248,7 @@ def test_two_runs_of_one_model_on_one_task_are_refused_before_anything_is_writte
 
 
 @pytest.mark.parametrize(("extra", "message"), [
+    (["--instances"], "--instances goes with --out DIR"),
     ([], "cannot read {missing}/results.json: No such file or directory"),
     (["--out", "{tmp}"], "--out needs --benchmark-repo ORG/NAME"),
     (["--benchmark-repo", BENCHMARK], "--benchmark-repo and --source-url go with --out DIR"),
@@ -336,3 +337,51 @@ def test_a_plugin_probe_named_like_a_built_in_one_keeps_its_own_files_and_tasks(
     assert "vlfair-traits.yaml" in files and len(files) == 2
     assert re.fullmatch(r"vlfair-traits-[0-9a-f]{8}\.yaml", next(f for f in files if f != "vlfair-traits.yaml"))
     assert task_id("traits", "trait_anova", {}) != task_id("Traits", "trait_anova", {})
+
+
+# ---- instance-level records (issue 46) -----------------------------------------------------------------
+def test_instance_records_re_analyse_to_the_run_s_metrics_and_validate(runs, tmp_path, capsys):
+    """card-results --instances writes each run's instance-level records beside its aggregate record: every
+    line valid against Every Eval Ever's vendored instance schema, the file where the record's
+    detailed_evaluation_results says, with its sha256 and line count; each line joins its aggregate result
+    (evaluation_result_id), and the mean of a metric's lines is that metric's value in results.json (a
+    re-analysis from the records alone). A run whose results.json is read without its samples gets none."""
+    from vlfair.compare import instances
+
+    schema_path = Path(eval_results.__file__).with_name(instances.INSTANCE_SCHEMA_FILE)
+    assert hashlib.sha256(schema_path.read_bytes()).hexdigest() in instances.__doc__  # where the copy came from
+    validator = jsonschema.Draft7Validator(instances.instance_schema())
+    alone = tmp_path / "alone"  # a results.json without its run folder's samples
+    alone.mkdir()
+    (alone / "results.json").write_text((runs["control-traits"] / "results.json").read_text())
+    out = tmp_path / "out"
+    assert main(["card-results", str(runs["biased-professions"]), str(runs["biased-traits"]), str(alone), "--out",
+                 str(out), "--benchmark-repo", BENCHMARK, "--instances"]) == 0
+    assert f"no instance records for {alone / 'results.json'}" in capsys.readouterr().err
+    records = {path: json.loads(path.read_text()) for path in (out / "every_eval_ever").glob("*.json")}
+    linked = [record for record in records.values() if "detailed_evaluation_results" in record]
+    assert len(records) == 3 and len(linked) == 2
+    for record in linked:
+        details = record["detailed_evaluation_results"]
+        data = (out / "every_eval_ever" / details["file_path"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == details["checksum"] and details["hash_algorithm"] == "sha256"
+        lines = [json.loads(line) for line in data.decode().splitlines()]
+        assert len(lines) == details["total_rows"] > 0
+        results = {r["evaluation_result_id"]: r["score_details"]["score"] for r in record["evaluation_results"]}
+        by_result: dict[str, list[float]] = {}
+        for line in lines:
+            validator.validate(line)
+            assert line["evaluation_id"] == record["evaluation_id"] and line["model_id"] == record["model_info"]["id"]
+            assert line["evaluation_result_id"] in results
+            by_result.setdefault(line["evaluation_result_id"], []).append(line["evaluation"]["score"])
+        means = [task for task in by_result if "/mean_clipscore/" in task or "/trait_confidence/" in task]
+        assert means
+        for task in means:  # a group's mean: its samples' values
+            assert sum(by_result[task]) / len(by_result[task]) == pytest.approx(results[task], rel=1e-9)
+    again = tmp_path / "again"  # the same runs make the same files, byte for byte
+    assert main(["card-results", str(runs["biased-professions"]), "--out", str(again), "--benchmark-repo", BENCHMARK,
+                 "--instances"]) == 0
+    first = sorted((out / "every_eval_ever" / "data").rglob("*.jsonl"))
+    second = sorted((again / "every_eval_ever" / "data").rglob("*.jsonl"))
+    assert second[0].name in {path.name for path in first}
+    assert second[0].read_bytes() == next(p for p in first if p.name == second[0].name).read_bytes()

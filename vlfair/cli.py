@@ -409,7 +409,8 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 
 
 def _card_results(args: argparse.Namespace) -> int:
-    from vlfair.report.leaderboard import card_results, read_results
+    from vlfair.report.leaderboard import card_results
+    from vlfair.report.results import read_files
 
     if args.out is None and (args.benchmark_repo or args.source_url):
         raise UserError("--benchmark-repo and --source-url go with --out DIR (where the files are written)")
@@ -417,9 +418,14 @@ def _card_results(args: argparse.Namespace) -> int:
         raise UserError("--out needs --benchmark-repo ORG/NAME: the Hub dataset the .eval_results entries name")
     from vlfair.report.eval_results import RECORDS_DIR, write_card_results
 
-    results = read_results(args.results)
+    if args.instances and args.out is None:
+        raise UserError("--instances goes with --out DIR (where the records are written)")
+    found = read_files(args.results, None)
+    results = [content for _, content in found]
+    instances = _instance_files({id(content): path for path, content in found}) if args.instances else None
     # the files first: a mistake in them stops the command before anything is printed
-    written = [] if args.out is None else write_card_results(results, args.out, args.benchmark_repo, args.source_url)
+    written = [] if args.out is None else write_card_results(results, args.out, args.benchmark_repo, args.source_url,
+                                                             instances)
     print(card_results(results))
     if args.out is not None:
         # "# " lines: stdout stays the YAML it was (vlfair card-results ... > card.yaml)
@@ -429,6 +435,27 @@ def _card_results(args: argparse.Namespace) -> int:
             log.info(f"# each entry's source url is its record's path relative to {args.out} ({RECORDS_DIR}/...): "
                      "give --source-url with {record} for where the records will be online")
     return 0
+
+
+def _instance_files(paths: dict[int, Path]) -> Any:
+    """card-results' instance records: each run's from its samples.parquet (a results.json read without
+    its run folder, or from a vlfair that kept no samples, has none: said, and its aggregate record kept)."""
+    from vlfair.compare import RunError, load_run
+    from vlfair.compare.instances import instance_file
+
+    def instances(results: dict[str, Any], record: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
+        path = paths[id(results)]
+        try:
+            run = load_run(path)
+        except RunError as exc:
+            log.warning(f"vlfair card-results: no instance records for {path}: {exc}")
+            return None
+        found = instance_file(run, record)
+        if found is None:
+            log.warning(f"vlfair card-results: no instance records for {path}: no metric of its probe has a value "
+                        "per sample (a ranking's re-ranks every image)")
+        return found
+    return instances
 
 
 def _add_card_results(sub: argparse._SubParsersAction) -> None:
@@ -445,6 +472,10 @@ def _add_card_results(sub: argparse._SubParsersAction) -> None:
                         help="where the records will be online, {record} for a record's file name, e.g. "
                              "https://huggingface.co/datasets/ORG/NAME/blob/main/every_eval_ever/{record} "
                              "(default: the path relative to --out)")
+    parser.add_argument("--instances", action="store_true",
+                        help="with --out, also write each run's instance-level records from its samples.parquet "
+                             "(DIR/every_eval_ever/data/...: one line per sample and metric it enters; large), "
+                             "linked from its record")
     parser.set_defaults(handler=_card_results)
 
 

@@ -342,6 +342,37 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
     return [metric for _, metric in sorted(found, key=lambda pair: pair[0])]
 
 
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """A declared metric defined on a run's data, and the samples it reads: their positions in
+    samples.parquet (a group's mean: its group's rows; any other statistic: every row of its row set)
+    and the value columns its statistic reads."""
+
+    name: str
+    subset: Mapping[str, Any]
+    rows: np.ndarray
+    columns: tuple[str, ...]
+    group: str | tuple[str, ...] | None
+
+
+def members(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None
+            ) -> list[Member]:
+    """Each declared metric defined on the data with the samples it reads (a run's instance-level
+    records), in the order declared; a metric whose statistic re-ranks the rows (an ``engine``) reads
+    every row's whole ranking and is left out."""
+    declared = [m for m in metrics if not (isinstance(m.statistic, Custom) and m.statistic.engine is not None)]
+    found: list[tuple[int, Member]] = []
+    for building in _built(samples, declared, own):
+        for position in building.positions:
+            metric = declared[position]
+            rows = building.rows
+            if isinstance(metric.statistic, Mean) and metric.statistic.group is not None:
+                rows = rows[building.codes == building.code[metric.statistic.group]]
+            columns = tuple(dict.fromkeys((*metric.statistic.columns, *metric.also)))
+            found.append((position, Member(metric.name, metric.subset, rows, columns, metric.group)))
+    return [member for _, member in sorted(found, key=lambda pair: pair[0])]
+
+
 def table(metrics: Sequence[Metric]) -> Any:
     """The metrics as a table: one row each, its subset's entries as columns, then value and interval."""
     import pandas as pd
@@ -351,5 +382,5 @@ def table(metrics: Sequence[Metric]) -> Any:
                          for m in metrics]).set_index("metric")
 
 
-__all__ = ["ColumnRange", "Custom", "Declared", "FStatistic", "Mean", "Range", "Ratio", "Statistic", "evaluate",
-           "row_sets", "table"]
+__all__ = ["ColumnRange", "Custom", "Declared", "FStatistic", "Mean", "Member", "Range", "Ratio", "Statistic",
+           "evaluate", "members", "row_sets", "table"]

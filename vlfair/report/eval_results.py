@@ -46,7 +46,7 @@ import re
 import string
 import unicodedata
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -168,6 +168,9 @@ def check_repo_id(repo_id: str, what: str = "the benchmark repository") -> str:
 
 
 # ---- Every Eval Ever ------------------------------------------------------------------------------
+
+# a run's instance-level records: (results, its aggregate record) -> (datastore path, JSON lines, details) or None
+Instances = Callable[[dict[str, Any], dict[str, Any]], "tuple[str, str, dict[str, Any]] | None"]
 
 def every_eval_ever_schema() -> dict[str, Any]:
     """The vendored Every Eval Ever aggregate schema (version :data:`SCHEMA_VERSION`)."""
@@ -461,10 +464,14 @@ def benchmark_eval_yaml(results: list[dict[str, Any]], repo_id: str) -> str:
 # ---- card-results --out ---------------------------------------------------------------------------
 
 def write_card_results(results: list[dict[str, Any]], out_dir: str | Path, benchmark_repo: str,
-                       source_template: str | None = None) -> list[Path]:
+                       source_template: str | None = None, instances: Instances | None = None) -> list[Path]:
     """Write ``out_dir/every_eval_ever/<run>.json`` (:func:`record_name`) for every run and
     ``out_dir/<model-slug>/.eval_results/vlfair-<probe>.yaml`` for every model and probe; returns
     the files written, records first. Everything is checked before anything is written.
+
+    ``instances(results, record)``: a run's instance-level records, (their datastore path under
+    ``out_dir/every_eval_ever``, the JSON-lines text, the record's ``detailed_evaluation_results``), or
+    None for a run without them (``vlfair.compare.instances.instance_file`` reads a run's samples).
 
     Raises:
         ValueError: a bad ``benchmark_repo`` or ``source_template``, two runs with one record name,
@@ -474,6 +481,7 @@ def write_card_results(results: list[dict[str, Any]], out_dir: str | Path, bench
     task_ids(results)  # two numbers on one task id: refused before anything is written
     organization = benchmark_repo.split("/", 1)[0]
     records: dict[str, dict[str, Any]] = {}
+    samples_files: dict[str, str] = {}  # instance records: datastore path -> JSON lines
     files: dict[Path, list[dict[str, Any]]] = {}
     owner: dict[tuple[str, str], dict[str, Any]] = {}  # (model folder, task) -> the run that gave it
     for r in results:
@@ -481,6 +489,12 @@ def write_card_results(results: list[dict[str, Any]], out_dir: str | Path, bench
         if name in records:
             raise ValueError(f"two runs make the record {name} (one model, probe and second): give one of them")
         records[name] = every_eval_ever_record(r, organization=organization)
+        found = instances(r, records[name]) if instances is not None else None
+        if found is not None:
+            stored, text, details = found
+            records[name]["detailed_evaluation_results"] = details
+            validate_record(records[name])
+            samples_files[stored] = text
         folder = model_slug(r["model"])
         for entry in eval_result_entries(r, benchmark_repo, source_url(source_template, name)):
             first = owner.setdefault((folder, entry["task_id"]), r)
@@ -495,6 +509,11 @@ def write_card_results(results: list[dict[str, Any]], out_dir: str | Path, bench
         path = out / RECORDS_DIR / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(path)
+    for datastore_path, text in samples_files.items():
+        path = out / RECORDS_DIR / datastore_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
         written.append(path)
     for relative, entries in files.items():
         path = out / relative
