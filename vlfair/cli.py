@@ -262,6 +262,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
         raise UserError(f"--push-to-hub is gone (it replaced the board others fed): add each run with `vlfair "
                         f"push-results RUN_DIR --repo {args.push_to_hub}`, read them all with `vlfair leaderboard "
                         f"hf://datasets/{args.push_to_hub} --out FILE`")
+    if args.permutations < 0:
+        raise UserError(f"--permutations must be at least 0, got {args.permutations}")
     skipped: list[str] = []
     neutral = {name: probe_class(name).facts for name in probe_names()}  # plugins' bias measures too
     frame = read_board(args.results, skipped, token=args.token, neutral=neutral)
@@ -270,6 +272,13 @@ def _leaderboard(args: argparse.Namespace) -> int:
     if frame.empty and not frame.attrs["runs"]:  # the reasons are part of the error: --quiet hides the warnings
         raise UserError("no readable results.json among the files given"
                         + (f" ({'; '.join(skipped[:3])}{'; ...' if len(skipped) > 3 else ''})" if skipped else ""))
+    if not args.no_tiers:
+        from vlfair.compare.tiers import add_tiers
+
+        said: list[str] = []
+        frame = add_tiers(frame, frame.attrs["paths"], n_permutations=args.permutations, said=said)
+        for line in said:
+            log.info(f"vlfair leaderboard: {line}")
     write_table(frame, args.out)
     duplicates = frame.attrs["duplicates"]
     log.info(f"{len(frame)} rows from {frame.attrs['runs']} runs in {len(frame.attrs['families'])} families"
@@ -279,6 +288,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
+    from vlfair.defaults import PERMUTATIONS
+
     parser = sub.add_parser("leaderboard", help="one table over many runs, ranked within families of comparable runs",
                             description="One table over many runs: a row per model, probe, metric and subset, with "
                                         "the run's family (runs of one probe version on the same data with the same "
@@ -290,6 +301,11 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
                              "dataset fed by push-results: hf://datasets/ORG/NAME[@REVISION]")
     parser.add_argument("--out", required=True, help="FILE.parquet or FILE.csv")
     parser.add_argument("--token", help="Hub token for a private dataset (default: the logged-in one)")
+    parser.add_argument("--no-tiers", action="store_true",
+                        help="leave out the tiers (models whose bias the runs cannot tell apart share one; from "
+                             "paired comparisons of each family's runs on their samples)")
+    parser.add_argument("--permutations", type=int, default=PERMUTATIONS, metavar="N",
+                        help=f"relabellings of each paired test behind the tiers at most (default {PERMUTATIONS})")
     parser.add_argument("--push-to-hub", metavar="REPO", help=argparse.SUPPRESS)  # gone: says what replaces it
     parser.set_defaults(handler=_leaderboard)
 

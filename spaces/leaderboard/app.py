@@ -16,6 +16,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
+from vlfair.compare.tiers import add_tiers
 from vlfair.figures import subplots
 from vlfair.metrics import metric_card
 from vlfair.report.leaderboard import (
@@ -38,11 +39,12 @@ from vlfair.space.compare import MAX_RUNS, compare_chosen, run_choices, view
 
 ALL = "(all)"
 SHOWN = ["model", "kind", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value",
-         "dataset", "created", "rank", "neutral", "family"]
+         "dataset", "created", "rank", "tier", "neutral", "family"]
 SORTS = ["value", "rank", "p_value", "model", "metric"]
 LEGACY = "data/results-*.parquet"  # the table an older `vlfair leaderboard --push-to-hub` replaced on each push
 LEGACY_BYTES = 256 * 2**20  # such a table: one row per number of every run (hundreds of thousands of rows)
 WIDTHS = {"metric": "150px", "subset": "260px", "value": "80px", "CI": "130px", "p": "80px", "rank": "60px",
+          "tier": "50px",
           "no bias at": "90px", "model": "220px", "kind": "110px", "probe": "120px", "dataset": "120px",
           "family": "160px"}
 
@@ -75,6 +77,8 @@ def _board_in(path: Path, source: str | None, skipped: list[str] | None = None) 
                                 f"({LEGACY})")
     problems: list[str] = []  # one malformed file must not hide the board: listed, by name
     board = read_board([path], problems)
+    # tiers: paired from the runs' samples where they are here (a folder of runs), else from the intervals
+    board = add_tiers(board, board.attrs["paths"])
     board.attrs["skipped"] = [*(skipped or []),
                               *(problem.replace(f"{path}/", f"{source}/" if source else "", 1) for problem in problems)]
     return board
@@ -154,7 +158,7 @@ def filter_board(board: pd.DataFrame, probe: str = ALL, metric: str = ALL, subse
         rows = rows[rows["subset"].str.contains(re.escape(subset), case=False)]
     if sort_by in rows.columns:
         keys = {"value": ["metric", "value"], "p_value": ["metric", "p_value"],
-                "rank": ["family", "metric", "subset", "rank"]}.get(sort_by, [sort_by])
+                "rank": ["family", "metric", "subset", "tier", "rank"]}.get(sort_by, [sort_by])
         rows = rows.sort_values(keys, ascending=[True] * (len(keys) - 1) + [not descending], na_position="last")
     return rows[SHOWN].reset_index(drop=True)
 
@@ -164,7 +168,9 @@ def display(rows: pd.DataFrame) -> pd.DataFrame:
     model, whose name can be a long local path: they stay in view."""
     shown = readable(rows, extra=("model", "kind", "probe", "dataset", "family"))
     shown.insert(5, "rank", rows["rank"].map(lambda r: "" if pd.isna(r) else f"{r:.0f}").to_numpy())
-    shown.insert(6, "no bias at", rows["neutral"].map(format_value).to_numpy())
+    # models whose bias the runs cannot tell apart share a tier (vlfair.compare.tiers)
+    shown.insert(6, "tier", rows["tier"].map(lambda t: "" if pd.isna(t) else f"{t:.0f}").to_numpy())
+    shown.insert(7, "no bias at", rows["neutral"].map(format_value).to_numpy())
     return shown
 
 
@@ -178,8 +184,10 @@ def metric_chart(rows: pd.DataFrame, metric: str):
         axis.axis("off")
         return figure
     several = rows["model"].nunique() > 1
+    tiers = rows["tier"] if "tier" in rows else pd.Series(float("nan"), index=rows.index)
     points = pd.DataFrame({"label": [_plain(format_subset(s)) for s in rows["subset"]],
-                           "series": [_plain(short_model_name(m)) for m in rows["model"]] if several else "",
+                           "series": [_plain(short_model_name(m)) + ("" if pd.isna(t) else f" (tier {t:.0f})")
+                                      for m, t in zip(rows["model"], tiers)] if several else "",
                            "value": rows["value"].to_numpy(float), "low": rows["ci_low"].to_numpy(float),
                            "high": rows["ci_high"].to_numpy(float)})
     title = f"{metric} with confidence intervals" + ("" if several else f" ({short_model_name(rows['model'].iloc[0])})")

@@ -162,7 +162,7 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
     error without it).
 
     ``attrs`` of the table: ``runs`` (how many distinct runs), ``duplicates`` (copies left out),
-    ``families`` (:func:`families`)."""
+    ``families`` (:func:`families`), ``paths`` (each run's results.json, by its content hash)."""
     files, names = result_files(sources, skipped, token)
     problems: list[str] = []
     report = problems if skipped is not None else None
@@ -182,7 +182,9 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
             problem = problem.replace(root, source, 1) if problem.startswith(root) else problem
         skip_or_raise(skipped, problem)
     board = _frame(rows)
-    board.attrs.update(runs=len(kept), duplicates=duplicates, families=families(kept))
+    # each run's results.json, where its samples may be read beside it (vlfair.compare.tiers pairs them)
+    paths = {content_hash(results): str(where[id(results)]) for results in kept}
+    board.attrs.update(runs=len(kept), duplicates=duplicates, families=families(kept), paths=paths)
     return board
 
 
@@ -254,6 +256,10 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
         frame["neutral"] = [neutral_value(metric) for metric in frame["metric"]]
     if "rank" not in frame:
         frame["rank"] = float("nan")
+    if "tier" in frame:  # a board written with tiers (vlfair.compare.tiers): read back as written
+        frame["tier"] = frame["tier"].astype(float)
+        for column in ("tied_with", "tier_method"):
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
     frame = _texts(frame.astype(NUMBERS))
     unique = frame.drop_duplicates(ignore_index=True)
     unique.attrs["duplicate_rows"] = len(frame) - len(unique)

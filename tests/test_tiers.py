@@ -1,0 +1,132 @@
+"""Tiers on the board (issue 46): models whose bias the runs cannot tell apart share a tier, paired
+from their samples where they are here, unpaired from the intervals where not."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vlfair.cli import main
+from vlfair.compare.tiers import PAIRED, UNPAIRED, add_tiers
+from vlfair.report.leaderboard import read_board
+from vlfair.samples import read_samples, write_samples
+
+PLANTED = "trait_anova"  # the biased world's faces: smart/dumb confidence differs by race within each gender
+
+
+def _noisy(source: Path, folder: Path, name: str, scale: float, seed: int) -> Path:
+    """The run of ``source`` measured again with noise on each confidence (a model trained alike from
+    another seed, as far as the probe can tell), rescored into a run of its own named ``name``."""
+    raw = folder / "raw"
+    shutil.copytree(source, raw)
+    content = json.loads((raw / "results.json").read_text())
+    samples, _ = read_samples(raw / "samples.parquet")
+    column = "confidence smart/dumb"
+    noise = np.random.default_rng(seed).normal(0, scale, len(samples.frame))
+    samples.frame[column] = np.clip(samples.frame[column].to_numpy(float) + noise, 0.0, 1.0)
+    content["model"] = {**content["model"], "name": name, "spec": name}
+    stored = {key: value for key, value in content.items() if key not in ("metrics", "published", "samples")}
+    content["samples"] = write_samples(samples, raw / "samples.parquet", stored)
+    (raw / "results.json").write_text(json.dumps(content))
+    assert main(["rescore", str(raw), "--out", str(folder / "run")]) == 0
+    return folder / "run"
+
+
+@pytest.fixture(scope="module")
+def three(demo, tmp_path_factory) -> list[Path]:
+    """The biased encoder's traits run, the same measured with noise (its twin), and the control's."""
+    out, _ = demo
+    twin = _noisy(out / "biased" / "traits", tmp_path_factory.mktemp("twin"), "demo-world biased, seed 2", 0.002, 1)
+    return [out / "biased" / "traits", twin, out / "control" / "traits"]
+
+
+def _tiers(board: pd.DataFrame, metric: str) -> dict[str, dict[str, float]]:
+    """subset -> model -> tier, for ``metric``."""
+    rows = board[board["metric"] == metric]
+    return {subset: dict(zip(group["model"], group["tier"])) for subset, group in rows.groupby("subset")}
+
+
+def test_two_runs_apart_only_by_noise_share_a_tier_and_the_third_does_not(three, tmp_path):
+    """The planted F across races within each gender: the biased encoder and its noisy twin are tied
+    (tier 2, the control being less biased, tier 1); the rows say paired, and each lists the other as
+    tied. Across genders within a race nothing was planted: the twins share a tier there too."""
+    assert main(["leaderboard", *map(str, three), "--out", str(tmp_path / "board.csv"), "--permutations", "2000"]) == 0
+    board = pd.read_csv(tmp_path / "board.csv")
+    planted = {subset: tiers for subset, tiers in _tiers(board, PLANTED).items() if "gender" in json.loads(subset)}
+    assert len(planted) == 2
+    for subset, tiers in planted.items():
+        assert tiers == {"demo-world control": 1.0, "demo-world biased": 2.0, "demo-world biased, seed 2": 2.0}, subset
+    for subset, tiers in _tiers(board, PLANTED).items():
+        assert tiers["demo-world biased"] == tiers["demo-world biased, seed 2"], subset
+    planted = board[board["metric"] == PLANTED]
+    assert set(planted["tier_method"]) == {PAIRED}
+    twin = planted[(planted["model"] == "demo-world biased") & planted["subset"].str.contains("gender")]
+    assert all("demo-world biased, seed 2" in json.loads(tied) and "demo-world control" not in json.loads(tied)
+               for tied in twin["tied_with"])
+    assert board.loc[board["neutral"].isna(), "tier"].isna().all()  # a level (a mean confidence) has no tier
+
+
+def test_without_samples_a_family_is_tiered_from_its_intervals_and_says_so(demo, three):
+    """No samples to pair: the family is tiered from its intervals, said. The professions gaps planted by
+    gender (doctor, nurse) put the biased encoder below the control; an F, without an interval, has no
+    tier unpaired."""
+    out, _ = demo
+    board = read_board([str(out / encoder / "professions") for encoder in ("biased", "control")])
+    said: list[str] = []
+    tiered = add_tiers(board, {}, said=said)
+    assert said == [f"family {board['family'].iloc[0]}: tiered unpaired (from the intervals): not every run's "
+                    "samples are here"]
+    gaps = tiered[tiered["metric"] == "group_score_gap"]
+    assert set(gaps["tier_method"]) == {UNPAIRED}
+    for profession in ("doctor", "nurse"):
+        subset = json.dumps({"attribute": "gender", "profession": profession})
+        assert _tiers(tiered, "group_score_gap")[subset] == {"demo-world control": 1.0, "demo-world biased": 2.0}
+    traits = add_tiers(read_board([str(p) for p in three]), {})
+    assert traits.loc[traits["metric"] == PLANTED, "tier"].isna().all()
+
+
+def test_the_unpaired_test_is_a_normal_approximation_with_holm():
+    """Three models of one family: A and B one standard error apart (tied), C eight apart from both
+    (told apart, after Holm over the three pairs)."""
+    z = 1.959963984540054
+    rows = [{"model": m, "run": m * 8, "family": "f", "metric": "gap", "subset": "{}", "value": v, "neutral": 0.0,
+             "ci_low": v - z * 0.1, "ci_high": v + z * 0.1} for m, v in (("a", 0.10), ("b", 0.24), ("c", 1.3))]
+    tiered = add_tiers(pd.DataFrame(rows), {})
+    assert tiered["tier"].tolist() == [1.0, 1.0, 2.0]
+    assert [json.loads(t) for t in tiered["tied_with"]] == [["b"], ["a"], []]
+
+
+def test_a_family_of_one_model_has_no_tiers_and_says_so(demo):
+    board = read_board([str(demo[0] / "biased" / "traits")])
+    said: list[str] = []
+    tiered = add_tiers(board, board.attrs["paths"], said=said)
+    assert tiered["tier"].isna().all() and said == [f"family {board['family'].iloc[0]}: one model (demo-world "
+                                                     "biased), so no tiers"]
+
+
+def test_a_bad_permutation_count_is_one_line_and_exit_2(demo, tmp_path, capsys):
+    assert main(["leaderboard", str(demo[0] / "biased" / "traits"), "--out", str(tmp_path / "b.csv"),
+                 "--permutations", "-1"]) == 2
+    assert capsys.readouterr().err == "vlfair leaderboard: --permutations must be at least 0, got -1\n"
+    assert not (tmp_path / "b.csv").exists()
+
+
+def test_the_demo_s_biased_and_control_encoders_fall_in_different_tiers_on_every_planted_metric(demo, tmp_path):
+    """Every planted bias the demo finds as a paired difference (paired.json's planted metrics, all six
+    probes): on the board of its two encoders' runs, the control is in tier 1 and the biased encoder in
+    tier 2."""
+    out, _ = demo
+    assert main(["leaderboard", str(out / "biased"), str(out / "control"), "--out", str(tmp_path / "b.csv")]) == 0
+    board = pd.read_csv(tmp_path / "b.csv")
+    planted = json.loads((out / "paired.json").read_text())["planted"]
+    assert len(planted) == 8
+    for entry in planted:
+        rows = board[(board["probe"] == entry["probe"]) & (board["metric"] == entry["metric"])
+                     & (board["subset"] == json.dumps(entry["subset"], sort_keys=True))]
+        tiers = dict(zip(rows["model"], rows["tier"]))
+        assert tiers == {"demo-world control": 1.0, "demo-world biased": 2.0}, entry

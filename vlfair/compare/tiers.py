@@ -1,0 +1,165 @@
+"""Tiers on a board: models whose bias the data cannot tell apart share a tier.
+
+Within a family, metric and subset (runs that measured the same rows the same way), the least
+biased model (its value closest to the metric's neutral value) opens tier 1, with every model whose
+difference from it is not significant; the least biased of the models left opens tier 2, and so on.
+"Not significantly different" is not transitive (A ~ B and B ~ C while A and C differ), so a tier
+is read from its leader: ``tied_with`` lists, for each model, every model it is not told apart from,
+whatever their tiers.
+
+The differences are ``vlfair compare``'s: paired, from the runs' samples, Holm-adjusted over the
+family's pairs (per metric and subset), "not significant" its verdict "no difference". Where a run of
+the family has no samples here, the family is tiered unpaired, from each value's interval: a normal
+approximation (standard error = width / 2z), a z-test of the difference, Holm over the same pairs;
+``tier_method`` says which. A family of one model, a level (no neutral value), and, unpaired, a metric
+some value of which has no interval (an F) have no tier.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+
+PAIRED = "paired (vlfair compare on the runs' samples, Holm over the family's pairs)"
+UNPAIRED = "unpaired (from each value's interval: a normal approximation, Holm over the family's pairs)"
+TIER_COLUMNS = ("tier", "tied_with", "tier_method")
+
+
+def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidence: float = CONFIDENCE,
+              bootstrap: int = BOOTSTRAP, n_permutations: int = PERMUTATIONS, seed: int | None = SEED,
+              said: list[str] | None = None) -> pd.DataFrame:
+    """``board`` (:func:`vlfair.report.leaderboard.read_board`'s) with ``tier`` (1, 2, ...; NaN where
+    none), ``tied_with`` (the models not told apart from the row's, as JSON) and ``tier_method``.
+
+    Args:
+        board: the board's rows; ``run`` is each row's run (content hash), ``family`` its family.
+        paths: each run's results.json (or folder) where its samples can be read beside it.
+        confidence: the level of the tests (alpha = 1 - confidence) and of the intervals.
+        bootstrap: the paired comparisons' resamples.
+        n_permutations: their relabellings.
+        seed: their seed.
+        said: where a family tiered unpaired, or not at all, is described (one line each).
+    """
+    board = board.copy()
+    board["tier"] = float("nan")
+    board["tied_with"] = None
+    board["tier_method"] = None
+    for family, rows in board.groupby("family", dropna=True):
+        runs = list(dict.fromkeys(rows["run"]))
+        labels = _labels(rows, runs)
+        if len(runs) < 2:
+            _say(said, f"family {family}: one model ({labels[runs[0]]}), so no tiers")
+            continue
+        differs, method = _paired(runs, paths, confidence, bootstrap, n_permutations, seed, said, str(family))
+        if differs is None:
+            differs, method = _unpaired(rows, runs, confidence), UNPAIRED
+            _say(said, f"family {family}: tiered unpaired (from the intervals): not every run's samples are here")
+        for (metric, subset), group in rows.groupby(["metric", "subset"]):
+            if group["neutral"].isna().all():
+                continue  # a level: no model is less biased
+            if method == UNPAIRED and not np.isfinite(group[["ci_low", "ci_high"]].to_numpy(float)).all():
+                continue  # a value without an interval: nothing tells the models apart (an F: its test is paired)
+            found = differs.get((str(metric), str(subset)), {})
+            tiers, tied = _tiers(group, found)
+            for index, tier in tiers.items():
+                board.at[index, "tier"] = float(tier)
+                board.at[index, "tied_with"] = json.dumps(sorted(labels[r] for r in tied[index]), ensure_ascii=False)
+                board.at[index, "tier_method"] = method
+    return board
+
+
+def _labels(rows: pd.DataFrame, runs: list[str]) -> dict[str, str]:
+    """Each run's model name; runs of one model are told apart by their run hash's start."""
+    models = rows.drop_duplicates("run").set_index("run")["model"]
+    counts = models.value_counts()
+    return {run: models[run] if counts[models[run]] == 1 else f"{models[run]} ({run[:8]})" for run in runs}
+
+
+def _say(said: list[str] | None, text: str) -> None:
+    if said is not None:
+        said.append(text)
+
+
+Differs = dict[tuple[str, str], dict[frozenset[str], bool]]  # (metric, subset) -> {runs a, b} -> told apart
+
+
+def _paired(runs: list[str], paths: Mapping[str, str | Path], confidence: float, bootstrap: int, n_permutations: int,
+            seed: int | None, said: list[str] | None, family: str) -> tuple[Differs | None, str]:
+    """``vlfair compare`` of the family's runs (every pair), or None where a run has no samples here."""
+    from vlfair.compare import ComparisonError, RunError, compare_runs
+
+    if any(run not in paths for run in runs):
+        return None, UNPAIRED
+    folders = [Path(paths[run]) for run in runs]
+    try:
+        content = compare_runs([f.parent if f.name == "results.json" else f for f in folders], bootstrap=bootstrap,
+                               confidence=confidence, seed=seed, n_permutations=n_permutations).content
+    except (RunError, ComparisonError) as exc:
+        _say(said, f"family {family}: not compared on its samples ({exc})")
+        return None, UNPAIRED
+    differs: Differs = {}
+    for entry in content["differences"]:  # a and b: positions in the runs given
+        pair = frozenset((runs[entry["a"]], runs[entry["b"]]))
+        key = (entry["metric"], json.dumps(entry["subset"], sort_keys=True, ensure_ascii=False))
+        differs.setdefault(key, {})[pair] = entry["verdict"] not in ("no_difference", "not_assessed")
+    return differs, PAIRED
+
+
+def _unpaired(rows: pd.DataFrame, runs: list[str], confidence: float) -> Differs:
+    """Each pair told apart or not from the two values and their intervals (a normal approximation:
+    standard error = width / 2z), Holm over the family's pairs per metric and subset."""
+    from scipy import stats as sps
+
+    from vlfair.stats import holm
+
+    z = float(sps.norm.ppf((1 + confidence) / 2))
+    differs: Differs = {}
+    for (metric, subset), group in rows.groupby(["metric", "subset"]):
+        values = group.drop_duplicates("run").set_index("run")
+        pairs, p_values = [], []
+        for a, b in itertools.combinations([r for r in runs if r in values.index], 2):
+            errors = [(values.at[r, "ci_high"] - values.at[r, "ci_low"]) / (2 * z) for r in (a, b)]
+            spread = math.hypot(*errors)
+            difference = values.at[a, "value"] - values.at[b, "value"]
+            if not (np.isfinite(spread) and np.isfinite(difference)) or spread == 0:
+                p = 0.0 if np.isfinite(difference) and difference != 0 and spread == 0 else float("nan")
+            else:
+                p = float(2 * sps.norm.sf(abs(difference) / spread))
+            pairs.append(frozenset((a, b)))
+            p_values.append(p)
+        adjusted = holm(p_values) if p_values else []
+        differs[(str(metric), str(subset))] = {pair: bool(p < 1 - confidence) for pair, p in zip(pairs, adjusted)}
+    return differs
+
+
+def _tiers(group: pd.DataFrame, differs: dict[frozenset[str], bool]) -> tuple[dict[Any, int], dict[Any, set[str]]]:
+    """Each row's tier and the runs it is not told apart from (a pair not compared counts as not told apart)."""
+    rows = group[group["value"].notna()]
+    distance = (rows["value"] - rows["neutral"]).abs().sort_values(kind="stable")
+    run_of = rows["run"].to_dict()
+    tied = {i: {run_of[j] for j in distance.index if j != i and not differs.get(frozenset((run_of[i], run_of[j])),
+                                                                                  False)}
+            for i in distance.index}
+    tiers: dict[Any, int] = {}
+    left = list(distance.index)
+    tier = 0
+    while left:
+        tier += 1
+        leader = left[0]
+        members = [i for i in left if i == leader or run_of[i] in tied[leader]]
+        for i in members:
+            tiers[i] = tier
+        left = [i for i in left if i not in members]
+    return tiers, tied
+
+
+__all__ = ["PAIRED", "TIER_COLUMNS", "UNPAIRED", "add_tiers"]
