@@ -81,7 +81,6 @@ def test_leaderboard_served_and_called_through_gradio_client(results_dir):
         assert table["headers"] == ["metric", "subset", "value", "CI", "p", "rank", "tier", "no bias at", "model",
                                     "kind", "probe", "dataset", "family"]
         assert len(table["data"]) == 6 and {row[0] for row in table["data"]} == {"bias_ratio"}
-        assert "1" in {row[6] for row in table["data"]}  # each family's models in tiers (vlfair.compare.tiers)
         assert "bias_ratio" in explanation
     finally:
         app.close()

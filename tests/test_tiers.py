@@ -130,3 +130,25 @@ def test_the_demo_s_biased_and_control_encoders_fall_in_different_tiers_on_every
                      & (board["subset"] == json.dumps(entry["subset"], sort_keys=True))]
         tiers = dict(zip(rows["model"], rows["tier"]))
         assert tiers == {"demo-world control": 1.0, "demo-world biased": 2.0}, entry
+
+
+def test_the_leaderboard_space_shows_tiers_and_sorts_by_them(demo, tmp_path):
+    """The leaderboard Space over a folder of runs tiers each family (paired: the samples are there),
+    shows the tier beside the rank, sorts a family's metric by tier, and names each model's tier in the
+    chart's legend."""
+    from test_spaces import _load
+
+    out, _ = demo
+    for encoder in ("biased", "control"):
+        shutil.copytree(out / encoder / "professions", tmp_path / "runs" / encoder)
+    app = _load("leaderboard")
+    board = app.load_board(str(tmp_path / "runs"))
+    gaps = app.filter_board(board, metric="group_score_gap", sort_by="rank", descending=False)
+    doctor = gaps[gaps["subset"] == json.dumps({"attribute": "gender", "profession": "doctor"})]
+    assert doctor["model"].tolist() == ["demo-world control", "demo-world biased"]
+    assert doctor["tier"].tolist() == [1.0, 2.0]
+    shown = app.display(doctor)
+    assert shown["tier"].tolist() == ["1", "2"] and list(shown.columns[5:8]) == ["rank", "tier", "no bias at"]
+    figure = app.metric_chart(doctor, "group_score_gap")
+    legend = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert legend == ["no bias (0)", "demo-world control (tier 1)", "demo-world biased (tier 2)"]
