@@ -186,3 +186,12 @@ def test_gpu_check_keeps_each_step_s_output_and_refuses_a_count_of_no_processes(
                           "--log-dir", str(tmp_path / "logs")]) == 0
     log = (tmp_path / "logs" / "tests.log").read_text()
     assert f" -n 2 {one}" in log.splitlines()[0] and "1 passed" in log, log
+
+
+def test_tiers_benchmark_prints_its_contract_line(run_benchmark):
+    """benchmarks/tiers_speed.py --quick: a family of 4 models made from one traits run, tiered on their
+    samples, and its contract line."""
+    result = run_benchmark("tiers_speed.py", "--quick")
+    lines = result.stdout.strip().splitlines()
+    assert re.fullmatch(r"tiers_seconds=[\d.]+ models=4 rows_per_run=280 pairs=6 tiered_rows=\d+", lines[-1]), lines[-1]
+    assert sum(line.startswith("trait_anova ") for line in lines) == 2  # one per gender

@@ -152,3 +152,21 @@ def test_the_leaderboard_space_shows_tiers_and_sorts_by_them(demo, tmp_path):
     figure = app.metric_chart(doctor, "group_score_gap")
     legend = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
     assert legend == ["no bias (0)", "demo-world control (tier 1)", "demo-world biased (tier 2)"]
+
+
+def test_the_pairs_behind_the_tiers_are_vlfair_compare_s_verdicts(three):
+    """Tiers resample each run once for all its pairs; which pairs they tell apart is exactly what `vlfair
+    compare` of the same runs finds (its verdicts after Holm over the pairs), metric by metric."""
+    from vlfair.compare import compare_runs
+    from vlfair.compare.tiers import _paired
+
+    runs = ["biased", "twin", "control"]
+    differs, method = _paired(runs, dict(zip(runs, map(str, three))), 0.95, 300, 500, 0, None, "f")
+    content = compare_runs(three, bootstrap=300, n_permutations=500).content
+    expected: dict = {}
+    for entry in content["differences"]:
+        key = (entry["metric"], json.dumps(entry["subset"], sort_keys=True))
+        expected.setdefault(key, {})[frozenset((runs[entry["a"]], runs[entry["b"]]))] = entry["verdict"] not in (
+            "no_difference", "not_assessed")
+    assert method == PAIRED and differs == expected
+    assert any(any(pairs.values()) for pairs in expected.values())  # some pairs are told apart

@@ -112,32 +112,42 @@ class Difference:
     permutations: int | None
 
 
+Resampled = tuple[np.ndarray, np.ndarray]  # a model's (M,) statistics at the data and (B, M) on the resamples
+
+
 def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP,
-            confidence: float = CONFIDENCE, seed: int | None = SEED,
-            n_permutations: int = PERMUTATIONS) -> list[Difference]:
+            confidence: float = CONFIDENCE, seed: int | None = SEED, n_permutations: int = PERMUTATIONS,
+            resampled: tuple[Resampled, Resampled] | None = None) -> list[Difference]:
     """Every statistic of ``row_set`` for models A and B, whose (n, k) values of the row set's
     columns are ``values_a`` and ``values_b`` (the same rows in the same order).
 
     The bootstrap draws rows within each stratum and evaluates both models on the same draws;
     the permutation test swaps the two models' values within randomly chosen rows
     (:func:`vlfair.stats.sign_flip_tests`: exact for up to log2(n_permutations) rows).
+
+    ``resampled``: each model's statistics at the data and on the resamples, as :func:`resample` gives
+    them for the same row set, bootstrap and seed (several models compared pair by pair resample each
+    model once); the relabellings are the pair's own.
     """
     a = np.asarray(values_a, dtype=float).reshape(len(row_set.rows), -1)
     b = np.asarray(values_b, dtype=float).reshape(len(row_set.rows), -1)
     engine = (row_set.engine or _Engine)(row_set, a, b)
-    point_a, point_b = engine.point()
     count = len(row_set.statistics)
-    samples_a = np.empty((0, count))
-    samples_b = np.empty((0, count))
     # independent streams for the resamples, the unpaired contrast and the relabellings
     streams = np.random.SeedSequence(seed).spawn(3)
-    if bootstrap:
-        blocks = [engine.resampled(indices) for indices in
-                  stats.stratified_resamples(row_set.resampling_strata, bootstrap, streams[0])]
-        samples_a = np.concatenate([block[0] for block in blocks])
-        samples_b = np.concatenate([block[1] for block in blocks])
-        if row_set.recentre:
-            samples_a, samples_b = _recentred(samples_a, point_a), _recentred(samples_b, point_b)
+    if resampled is not None:
+        (point_a, samples_a), (point_b, samples_b) = resampled
+    else:
+        point_a, point_b = engine.point()
+        samples_a = np.empty((0, count))
+        samples_b = np.empty((0, count))
+        if bootstrap:
+            blocks = [engine.resampled(indices) for indices in
+                      stats.stratified_resamples(row_set.resampling_strata, bootstrap, streams[0])]
+            samples_a = np.concatenate([block[0] for block in blocks])
+            samples_b = np.concatenate([block[1] for block in blocks])
+    if bootstrap and row_set.recentre:
+        samples_a, samples_b = _recentred(samples_a, point_a), _recentred(samples_b, point_b)
     # B's resamples in another order: each A resample meets an independent B resample, the
     # interval an unpaired analysis would give (what pairing gains is the ratio of the widths)
     apart = np.random.default_rng(streams[1]).permutation(len(samples_b))
@@ -152,11 +162,10 @@ def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *
     return differences
 
 
-def measure(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
-            seed: int | None = SEED) -> list[tuple[float, list[float] | None]]:
-    """Every statistic of ``row_set`` for one model (its (n, k) ``values``): the value and its
-    stratified-bootstrap interval, on the resamples :func:`compare` draws for the same seed (None
-    where nothing was resampled or no resample gave a finite value)."""
+def resample(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP,
+             seed: int | None = SEED) -> Resampled:
+    """One model's statistics of ``row_set`` at its (n, k) ``values`` and on the stratified resamples
+    :func:`compare` draws for the same seed (the same rows for every model)."""
     a = np.asarray(values, dtype=float).reshape(len(row_set.rows), -1)
     engine = (row_set.engine or _Engine)(row_set, a, a)
     point = engine.point()[0]
@@ -165,8 +174,17 @@ def measure(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRA
         stream = np.random.SeedSequence(seed).spawn(3)[0]  # compare's stream of resamples
         samples = np.concatenate([engine.resampled(indices)[0] for indices in
                                   stats.stratified_resamples(row_set.resampling_strata, bootstrap, stream)])
-        if row_set.recentre:
-            samples = _recentred(samples, point)
+    return point, samples
+
+
+def measure(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
+            seed: int | None = SEED) -> list[tuple[float, list[float] | None]]:
+    """Every statistic of ``row_set`` for one model (its (n, k) ``values``): the value and its
+    stratified-bootstrap interval, on the resamples :func:`compare` draws for the same seed (None
+    where nothing was resampled or no resample gave a finite value)."""
+    point, samples = resample(row_set, values, bootstrap=bootstrap, seed=seed)
+    if bootstrap and row_set.recentre:
+        samples = _recentred(samples, point)
     return [(float(point[j]), _interval(samples[:, j], confidence)) for j in range(len(row_set.statistics))]
 
 
@@ -259,6 +277,9 @@ class _Engine:
             return self._evaluate(self.a[None])[0], self._evaluate(self.b[None])[0]
         count = self.onehot.sum(axis=0)[None]
         moments_a = self._moments(count, self.first_a.sum(axis=0)[None], self.second_a.sum(axis=0)[None])
+        if self.b is self.a:  # one model (resample, measure): its statistics once
+            point = self._evaluate(moments_a)[0]
+            return point, point
         moments_b = self._moments(count, self.first_b.sum(axis=0)[None], self.second_b.sum(axis=0)[None])
         return self._evaluate(moments_a)[0], self._evaluate(moments_b)[0]
 
@@ -270,6 +291,9 @@ class _Engine:
         weights = np.bincount((indices + np.arange(b)[:, None] * n).ravel(), minlength=b * n).reshape(b, n)
         weights = weights.astype(float)
         count = weights @ self.onehot
+        if self.b is self.a:  # one model (resample, measure): its statistics once
+            found = self._evaluate(self._moments(count, weights @ self.first_a, weights @ self.second_a))
+            return found, found
         return (self._evaluate(self._moments(count, weights @ self.first_a, weights @ self.second_a)),
                 self._evaluate(self._moments(count, weights @ self.first_b, weights @ self.second_b)))
 
@@ -355,4 +379,4 @@ def iter_columns(row_sets: list[RowSet]) -> Iterator[str]:
 
 
 __all__ = ["Difference", "Moments", "RowSet", "Statistic", "compare", "f_statistic", "group_mean", "iter_columns",
-           "mean_range", "mean_ratio", "measure", "pooled_mean"]
+           "mean_range", "mean_ratio", "measure", "pooled_mean", "resample", "Resampled"]

@@ -45,32 +45,31 @@ class Comparison:
     runs: list[Run]
 
 
-def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, bootstrap: int = BOOTSTRAP,
-                 confidence: float = CONFIDENCE, seed: int | None = SEED,
-                 n_permutations: int = PERMUTATIONS) -> Comparison:
-    """Compare the runs in ``paths`` (run folders), every pair, every comparable metric.
+@dataclasses.dataclass
+class Prepared:
+    """Runs made ready to compare: read and checked, their frames aligned on the rows they share, the
+    probe's row sets, and each run's values of each row set (``values[run][row set]``)."""
 
-    Args:
-        paths: two or more run folders (``vlfair run --out``) of one probe.
-        on_common_rows: compare runs that share only some rows on the rows they share (said in
-            the output); otherwise runs must hold the same rows.
-        bootstrap: paired bootstrap resamples (0: no intervals).
-        confidence: the intervals' level, in (0, 1).
-        seed: seeds the resampling and the relabellings.
-        n_permutations: relabellings of the paired permutation test (0: no p-values).
+    runs: list[Run]
+    probe: Any
+    common: list[str]
+    counts: list[int]
+    frames: list[Any]
+    row_sets: list[Any]
+    values: list[list[Any]]
+    unshared: list[dict[str, str]]
 
-    Returns:
-        The comparison (comparison.json's content and the runs).
+
+def prepare_runs(paths: Sequence[str | Path], on_common_rows: bool = False) -> Prepared:
+    """The runs in ``paths`` read, checked as :func:`compare_runs` checks them, and made ready to compare.
 
     Raises:
-        RunError: a run cannot be read (no results.json, no samples, a changed samples file).
-        ComparisonError: fewer than two runs, a run given twice, or runs that differ in what
-            makes numbers comparable (every difference listed).
+        RunError: a run cannot be read.
+        ComparisonError: fewer than two runs, a run given twice, runs that are not comparable, or that
+            share too few rows.
     """
-    from vlfair.measures import check_options
     from vlfair.probes import probe_class
 
-    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
     if len(paths) < 2:
         raise ComparisonError(f"compare needs at least two runs, got {len(paths)}")
     runs = [load_run(path) for path in paths]
@@ -100,11 +99,42 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     if fewer:  # the runs' own rows made their own numbers; fewer shared ones may leave a group too small
         row_sets, small = _without_small_groups(row_sets, len(common))
         unshared = [*unshared, *small]
-    pairs = list(itertools.combinations(range(len(runs)), 2))
     # each run's values of each row set, read once (rows are positions in the aligned frames)
     values = [[frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
                for row_set in row_sets] for frame in frames]
     _refuse_missing_values(runs, frames, row_sets, values)
+    return Prepared(runs, probe, common, counts, frames, row_sets, values, unshared)
+
+
+def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, bootstrap: int = BOOTSTRAP,
+                 confidence: float = CONFIDENCE, seed: int | None = SEED,
+                 n_permutations: int = PERMUTATIONS) -> Comparison:
+    """Compare the runs in ``paths`` (run folders), every pair, every comparable metric.
+
+    Args:
+        paths: two or more run folders (``vlfair run --out``) of one probe.
+        on_common_rows: compare runs that share only some rows on the rows they share (said in
+            the output); otherwise runs must hold the same rows.
+        bootstrap: paired bootstrap resamples (0: no intervals).
+        confidence: the intervals' level, in (0, 1).
+        seed: seeds the resampling and the relabellings.
+        n_permutations: relabellings of the paired permutation test (0: no p-values).
+
+    Returns:
+        The comparison (comparison.json's content and the runs).
+
+    Raises:
+        RunError: a run cannot be read (no results.json, no samples, a changed samples file).
+        ComparisonError: fewer than two runs, a run given twice, or runs that differ in what
+            makes numbers comparable (every difference listed).
+    """
+    from vlfair.measures import check_options
+
+    check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
+    prepared = prepare_runs(paths, on_common_rows)
+    runs, probe, common, counts = prepared.runs, prepared.probe, prepared.common, prepared.counts
+    row_sets, values, unshared = prepared.row_sets, prepared.values, prepared.unshared
+    pairs = list(itertools.combinations(range(len(runs)), 2))
     differences = []
     for a, b in pairs:
         for k, row_set in enumerate(row_sets):

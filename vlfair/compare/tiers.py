@@ -94,23 +94,38 @@ Differs = dict[tuple[str, str], dict[frozenset[str], bool]]  # (metric, subset) 
 
 def _paired(runs: list[str], paths: Mapping[str, str | Path], confidence: float, bootstrap: int, n_permutations: int,
             seed: int | None, said: list[str] | None, family: str) -> tuple[Differs | None, str]:
-    """``vlfair compare`` of the family's runs (every pair), or None where a run has no samples here."""
-    from vlfair.compare import ComparisonError, RunError, compare_runs
+    """Every pair of the family's runs compared as ``vlfair compare`` compares them (its verdicts, Holm
+    over the pairs per metric and subset), each run resampled once for all its pairs (the same
+    resamples for every run); None where a run has no samples here."""
+    from vlfair import paired
+    from vlfair.compare.comparison import ComparisonError, prepare_runs, verdict
+    from vlfair.compare.runs import RunError
+    from vlfair.stats import holm
 
     if any(run not in paths for run in runs):
         return None, UNPAIRED
     folders = [Path(paths[run]) for run in runs]
     try:
-        content = compare_runs([f.parent if f.name == "results.json" else f for f in folders], bootstrap=bootstrap,
-                               confidence=confidence, seed=seed, n_permutations=n_permutations).content
+        prepared = prepare_runs([f.parent if f.name == "results.json" else f for f in folders])
     except (RunError, ComparisonError) as exc:
         _say(said, f"family {family}: not compared on its samples ({exc})")
         return None, UNPAIRED
+    entries: dict[tuple[str, str], list[tuple[frozenset[str], paired.Difference]]] = {}
+    for k, row_set in enumerate(prepared.row_sets):
+        resampled = [paired.resample(row_set, values[k], bootstrap=bootstrap, seed=seed) for values in prepared.values]
+        for a, b in itertools.combinations(range(len(runs)), 2):
+            for found in paired.compare(row_set, prepared.values[a][k], prepared.values[b][k], bootstrap=bootstrap,
+                                        confidence=confidence, seed=seed, n_permutations=n_permutations,
+                                        resampled=(resampled[a], resampled[b])):
+                key = (found.name, json.dumps(found.subset, sort_keys=True, ensure_ascii=False))
+                entries.setdefault(key, []).append((frozenset((runs[a], runs[b])), found))
     differs: Differs = {}
-    for entry in content["differences"]:  # a and b: positions in the runs given
-        pair = frozenset((runs[entry["a"]], runs[entry["b"]]))
-        key = (entry["metric"], json.dumps(entry["subset"], sort_keys=True, ensure_ascii=False))
-        differs.setdefault(key, {})[pair] = entry["verdict"] not in ("no_difference", "not_assessed")
+    for key, pairs in entries.items():  # Holm over the family's pairs, per metric and subset, as compare
+        for (pair, difference), adjusted in zip(pairs, holm([d.p_value for _, d in pairs])):
+            entry = {"difference": difference.difference, "difference_ci": difference.difference_ci,
+                     "distance_difference_ci": difference.distance_difference_ci, "p_adjusted": adjusted,
+                     "neutral": difference.neutral}
+            differs.setdefault(key, {})[pair] = verdict(entry, 1 - confidence) not in ("no_difference", "not_assessed")
     return differs, PAIRED
 
 
