@@ -170,3 +170,23 @@ def test_the_pairs_behind_the_tiers_are_vlfair_compare_s_verdicts(three):
             "no_difference", "not_assessed")
     assert method == PAIRED and differs == expected
     assert any(any(pairs.values()) for pairs in expected.values())  # some pairs are told apart
+
+
+@pytest.mark.parametrize("probe", ["traits", "professions", "public-figures"])
+def test_shared_swaps_give_each_pair_compare_s_own_p_values(demo, probe):
+    """The tiers' permutation tests draw each block of swaps once for all pairs and multiply it once by
+    every run's values; every p-value (and how it was found) is the one paired.compare finds alone."""
+    from vlfair import paired
+    from vlfair.compare.comparison import prepare_runs
+    from vlfair.compare.tiers import _SharedSwaps
+
+    prepared = prepare_runs([demo[0] / encoder / probe for encoder in ("biased", "control")])
+    compared = 0
+    for k, row_set in enumerate(prepared.row_sets):
+        values = [run_values[k] for run_values in prepared.values]
+        alone = paired.compare(row_set, values[0], values[1], bootstrap=0, n_permutations=2000)
+        shared = _SharedSwaps(row_set, values, 0).tests(0, 1, 2000)
+        assert [(d.p_value, d.p_method, d.permutations) for d in alone] == [
+            (t.p_value, t.method, t.permutations) for t in shared] or all(np.isnan(d.p_value) for d in alone)
+        compared += len(alone)
+    assert compared > 20

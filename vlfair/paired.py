@@ -117,7 +117,8 @@ Resampled = tuple[np.ndarray, np.ndarray]  # a model's (M,) statistics at the da
 
 def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP,
             confidence: float = CONFIDENCE, seed: int | None = SEED, n_permutations: int = PERMUTATIONS,
-            resampled: tuple[Resampled, Resampled] | None = None) -> list[Difference]:
+            resampled: tuple[Resampled, Resampled] | None = None,
+            tests: list[stats.PermutationResult] | None = None) -> list[Difference]:
     """Every statistic of ``row_set`` for models A and B, whose (n, k) values of the row set's
     columns are ``values_a`` and ``values_b`` (the same rows in the same order).
 
@@ -127,7 +128,8 @@ def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *
 
     ``resampled``: each model's statistics at the data and on the resamples, as :func:`resample` gives
     them for the same row set, bootstrap and seed (several models compared pair by pair resample each
-    model once); the relabellings are the pair's own.
+    model once); ``tests``: the pair's permutation tests, made on :func:`relabelling_stream`'s swaps
+    (several pairs sharing the swaps' products: ``vlfair.compare.tiers``).
     """
     a = np.asarray(values_a, dtype=float).reshape(len(row_set.rows), -1)
     b = np.asarray(values_b, dtype=float).reshape(len(row_set.rows), -1)
@@ -151,15 +153,20 @@ def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *
     # B's resamples in another order: each A resample meets an independent B resample, the
     # interval an unpaired analysis would give (what pairing gains is the ratio of the widths)
     apart = np.random.default_rng(streams[1]).permutation(len(samples_b))
-    if n_permutations:
+    if tests is None and n_permutations:
         tests = stats.sign_flip_tests(engine.swapped_difference, len(row_set.rows), count, n_permutations, streams[2])
-    else:
+    elif tests is None:
         tests = [stats.PermutationResult(float("nan"), float("nan"), "none", None)] * count
     differences = []
     for j, statistic in enumerate(row_set.statistics):
         differences.append(_difference(statistic, point_a[j], point_b[j], samples_a[:, j], samples_b[:, j],
                                        apart, confidence, tests[j]))
     return differences
+
+
+def relabelling_stream(seed: int | None) -> np.random.SeedSequence:
+    """The stream :func:`compare` draws its relabellings (the swaps of its permutation test) from."""
+    return np.random.SeedSequence(seed).spawn(3)[2]
 
 
 def resample(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP,
@@ -379,4 +386,5 @@ def iter_columns(row_sets: list[RowSet]) -> Iterator[str]:
 
 
 __all__ = ["Difference", "Moments", "RowSet", "Statistic", "compare", "f_statistic", "group_mean", "iter_columns",
-           "mean_range", "mean_ratio", "measure", "pooled_mean", "resample", "Resampled"]
+           "mean_range", "mean_ratio", "measure", "pooled_mean", "relabelling_stream", "resample",
+           "Resampled"]

@@ -793,13 +793,17 @@ def sign_flip_test(statistic: Callable[[npt.NDArray[np.bool_]], npt.ArrayLike], 
                            n_permutations, seed, sequential)[0]
 
 
-def sign_flip_tests(statistic: Callable[[npt.NDArray[np.bool_]], npt.ArrayLike], num_rows: int, num_statistics: int,
+def sign_flip_tests(statistic: Callable[[Any], npt.ArrayLike], num_rows: int, num_statistics: int,
                     n_permutations: int = PERMUTATIONS, seed: int | np.random.SeedSequence | None = SEED,
-                    sequential: bool = True) -> list[PermutationResult]:
+                    sequential: bool = True, draw: Callable[[np.random.Generator, int, int], Any] | None = None
+                    ) -> list[PermutationResult]:
     """:func:`sign_flip_test` of ``num_statistics`` statistics of the same rows at once, on the same
     swaps: ``statistic(swaps (b, N)) -> (b, M)``. Each statistic's p-value is what
     :func:`sign_flip_test` gives it alone (a statistic settles once it has
-    :data:`SEQUENTIAL_EXCEEDANCES` extreme relabellings; the draws go on while any has not)."""
+    :data:`SEQUENTIAL_EXCEEDANCES` extreme relabellings; the draws go on while any has not).
+
+    ``draw(rng, b, N)``: where the random swaps come from, block by block (default: ``rng``'s bits);
+    something with the swaps' ``shape`` that ``statistic`` reads, such as a block several tests share."""
     if n_permutations < 1:
         raise ValueError(f"a paired permutation test needs at least 1 relabelling, got {n_permutations}")
     observed = np.abs(np.asarray(statistic(np.zeros((1, num_rows), dtype=bool)), dtype=float).reshape(1, -1)[0])
@@ -829,7 +833,8 @@ def sign_flip_tests(statistic: Callable[[npt.NDArray[np.bool_]], npt.ArrayLike],
     done, block = 0, min(100, cap) if sequential else cap
     while done < n_permutations and not (sequential and (settled_at[defined] > 0).all()):
         b = min(block, n_permutations - done)
-        found = extreme(rng.integers(0, 2, size=(b, num_rows), dtype=np.uint8).astype(bool))
+        found = extreme(draw(rng, b, num_rows) if draw is not None
+                        else rng.integers(0, 2, size=(b, num_rows), dtype=np.uint8).astype(bool))
         if sequential:
             running = np.cumsum(found, axis=0) + hits
             reach = (running >= SEQUENTIAL_EXCEEDANCES) & (settled_at == 0)

@@ -112,11 +112,15 @@ def _paired(runs: list[str], paths: Mapping[str, str | Path], confidence: float,
         return None, UNPAIRED
     entries: dict[tuple[str, str], list[tuple[frozenset[str], paired.Difference]]] = {}
     for k, row_set in enumerate(prepared.row_sets):
-        resampled = [paired.resample(row_set, values[k], bootstrap=bootstrap, seed=seed) for values in prepared.values]
+        values = [run_values[k] for run_values in prepared.values]
+        resampled = [paired.resample(row_set, v, bootstrap=bootstrap, seed=seed) for v in values]
+        shared = _SharedSwaps(row_set, values, seed) if n_permutations and not (row_set.values or row_set.engine) \
+            else None
         for a, b in itertools.combinations(range(len(runs)), 2):
-            for found in paired.compare(row_set, prepared.values[a][k], prepared.values[b][k], bootstrap=bootstrap,
-                                        confidence=confidence, seed=seed, n_permutations=n_permutations,
-                                        resampled=(resampled[a], resampled[b])):
+            tests = shared.tests(a, b, n_permutations) if shared is not None else None
+            for found in paired.compare(row_set, values[a], values[b], bootstrap=bootstrap, confidence=confidence,
+                                        seed=seed, n_permutations=n_permutations,
+                                        resampled=(resampled[a], resampled[b]), tests=tests):
                 key = (found.name, json.dumps(found.subset, sort_keys=True, ensure_ascii=False))
                 entries.setdefault(key, []).append((frozenset((runs[a], runs[b])), found))
     differs: Differs = {}
@@ -127,6 +131,85 @@ def _paired(runs: list[str], paths: Mapping[str, str | Path], confidence: float,
                      "neutral": difference.neutral}
             differs.setdefault(key, {})[pair] = verdict(entry, 1 - confidence) not in ("no_difference", "not_assessed")
     return differs, PAIRED
+
+
+class _SharedSwaps:
+    """The paired permutation tests of every pair of a family's runs on one row set, on the swaps
+    ``paired.compare`` draws (the same for every pair: the same rows and seed), each block drawn once and
+    multiplied once by every run's values (a relabelling's moments are linear in the swaps: A' holds A's
+    sums plus the swapped rows' B minus A), where each pair drew and multiplied its own: a pair's
+    p-values are compare's, up to floating-point noise below the test's tolerance for ties."""
+
+    def __init__(self, row_set: Any, values: list[np.ndarray], seed: int | None):
+        from vlfair import paired
+
+        self.row_set, self.seed = row_set, seed
+        self.rng = np.random.default_rng(paired.relabelling_stream(seed))  # as each pair's test would draw them
+        centred = np.stack([np.asarray(v, dtype=float).reshape(len(row_set.rows), -1) for v in values])  # (R, n, k)
+        self.shift = np.nanmean(centred.reshape(-1, centred.shape[-1]), axis=0)
+        centred = centred - self.shift
+        groups = int(row_set.groups.max()) + 1
+        onehot = np.eye(groups)[row_set.groups]  # (n, G)
+        runs, n, k = centred.shape
+        spread = (onehot[None, :, :, None] * centred[:, :, None, :]).reshape(runs, n, groups * k)
+        squares = (onehot[None, :, :, None] * (centred**2)[:, :, None, :]).reshape(runs, n, groups * k)
+        self.first = np.concatenate(list(spread), axis=1)  # (n, R*G*k): each run's row values in its slots
+        self.second = np.concatenate(list(squares), axis=1)
+        self.width, self.groups, self.k = groups * k, groups, k
+        self.count = onehot.sum(axis=0)
+        self.blocks: list[tuple[np.ndarray, np.ndarray]] = []  # each drawn block's products with every run
+
+    def _block(self, index: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+        while len(self.blocks) <= index:
+            swaps = self.rng.integers(0, 2, size=(size, len(self.row_set.rows)), dtype=np.uint8).astype(float)
+            self.blocks.append((swaps @ self.first, swaps @ self.second))
+        return self.blocks[index]
+
+    def tests(self, a: int, b: int, n_permutations: int) -> list[Any]:
+        """Runs ``a`` and ``b``'s tests, as ``paired.compare`` makes them (``stats.sign_flip_tests``)."""
+        from vlfair import paired
+        from vlfair.stats import sign_flip_tests
+
+        span = [slice(r * self.width, (r + 1) * self.width) for r in (a, b)]
+        totals = [(self.first[:, s].sum(axis=0), self.second[:, s].sum(axis=0)) for s in span]
+        drawn = [0]
+
+        def draw(_rng: Any, size: int, rows: int) -> Any:
+            token = _Drawn(drawn[0], (size, rows))
+            drawn[0] += 1
+            return token
+
+        def statistic(swaps: Any) -> np.ndarray:
+            if isinstance(swaps, _Drawn):
+                first, second = self._block(swaps.index, swaps.shape[0])
+                moved = (first[:, span[1]] - first[:, span[0]], second[:, span[1]] - second[:, span[0]])
+            else:  # the data (no swap), or every relabelling of a few rows: multiplied here
+                s = np.asarray(swaps, dtype=float)
+                moved = (s @ (self.first[:, span[1]] - self.first[:, span[0]]),
+                         s @ (self.second[:, span[1]] - self.second[:, span[0]]))
+            size = moved[0].shape[0]
+            count = np.broadcast_to(self.count, (size, self.groups))
+            first_a, second_a = totals[0][0] + moved[0], totals[0][1] + moved[1]
+            first_b, second_b = totals[1][0] - moved[0], totals[1][1] - moved[1]
+            return self._evaluate(count, first_a, second_a) - self._evaluate(count, first_b, second_b)
+
+        return sign_flip_tests(statistic, len(self.row_set.rows), len(self.row_set.statistics), n_permutations,
+                               paired.relabelling_stream(self.seed), draw=draw)
+
+    def _evaluate(self, count: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        from vlfair.paired import Moments
+
+        size = first.shape[0]
+        moments = Moments(count, first.reshape(size, self.groups, self.k), second.reshape(size, self.groups, self.k),
+                          self.shift)
+        return np.stack([np.asarray(s.function(moments), dtype=float) for s in self.row_set.statistics], axis=1)
+
+
+class _Drawn:
+    """A block of swaps several tests share: its place in the draws and its shape."""
+
+    def __init__(self, index: int, shape: tuple[int, int]):
+        self.index, self.shape = index, shape
 
 
 def _unpaired(rows: pd.DataFrame, runs: list[str], confidence: float) -> Differs:
