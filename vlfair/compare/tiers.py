@@ -11,8 +11,9 @@ The differences are ``vlfair compare``'s: paired, from the runs' samples, Holm-a
 family's pairs (per metric and subset), "not significant" its verdict "no difference". Where a run of
 the family has no samples here, the family is tiered unpaired, from each value's interval: a normal
 approximation (standard error = width / 2z), a z-test of the difference, Holm over the same pairs;
-``tier_method`` says which. A family of one model, a level (no neutral value), and, unpaired, a metric
-some value of which has no interval (an F) have no tier.
+``tier_method`` says which. A family of one model, a level (no neutral value), a metric the paired
+comparison leaves out (``vlfair compare``'s "uncompared"), and, unpaired, a metric some value of which
+has no interval (an F) have no tier.
 """
 
 from __future__ import annotations
@@ -68,8 +69,10 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
                 continue  # a level: no model is less biased
             if method == UNPAIRED and not np.isfinite(group[["ci_low", "ci_high"]].to_numpy(float)).all():
                 continue  # a value without an interval: nothing tells the models apart (an F: its test is paired)
-            found = differs.get((str(metric), str(subset)), {})
-            tiers, tied = _tiers(group, found)
+            key = (str(metric), str(subset))
+            if key not in differs:
+                continue  # a metric the runs' comparison leaves out (said by vlfair compare): not told apart, nor tied
+            tiers, tied = _tiers(group, differs[key])
             for index, tier in tiers.items():
                 board.at[index, "tier"] = float(tier)
                 board.at[index, "tied_with"] = json.dumps(sorted(labels[r] for r in tied[index]), ensure_ascii=False)
