@@ -508,14 +508,20 @@ def test_gradcam_maps(clip_dir, siglip_dir):
 
 
 def test_leaderboard_round_trips_and_card_results(runs, tmp_path, capsys):
+    from vlfair.compare.tiers import TIER_COLUMNS, add_tiers
+    from vlfair.report.leaderboard import read_board
+
     paths = [runs[k] for k in sorted(RUNS)]
     frame = tidy(read_results(paths))
     assert len(frame) == sum(len(json.loads((p / "results.json").read_text())["metrics"]) for p in paths)
+    board = read_board(paths)
+    expected = add_tiers(board, board.attrs["paths"])  # what the command writes: the board with its tiers
+    pd.testing.assert_frame_equal(expected.drop(columns=list(TIER_COLUMNS)), frame, check_dtype=False)
     for suffix in (".parquet", ".csv"):
         out = tmp_path / f"board{suffix}"
         assert main(["leaderboard", *map(str, paths), "--out", str(out)]) == 0
         back = read_table(out)
-        pd.testing.assert_frame_equal(back.reset_index(drop=True), frame.reset_index(drop=True), check_dtype=False)
+        pd.testing.assert_frame_equal(back.reset_index(drop=True), expected.reset_index(drop=True), check_dtype=False)
     capsys.readouterr()
     assert main(["card-results", str(runs["traits"])]) == 0
     card = yaml.safe_load(capsys.readouterr().out)
