@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -527,8 +529,55 @@ def _add_install_metrics(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_install_metrics)
 
 
+def _power(args: argparse.Namespace) -> int:
+    from vlfair.compare.power import check_effect, design
+    from vlfair.report.numbers import format_value
+
+    if not 0 < args.power < 1:
+        raise UserError(f"--power must be between 0 and 1, got {args.power:g}")
+    try:
+        subset = json.loads(args.subset) if args.subset else {}
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--subset is not JSON ({exc}); e.g. '{{\"profession\": \"doctor\"}}'") from None
+    if not isinstance(subset, dict):
+        raise UserError(f"--subset must be a JSON object of the metric's subset, got {args.subset}")
+    found = design(args.run, args.metric, subset)
+    if args.effect is not None:
+        check_effect(found, args.effect)
+    level, power = f"{found.confidence:.0%}", f"{args.power:.0%}"
+    print(f"{found.metric} on {json.dumps(found.subset, ensure_ascii=False)}: {format_value(found.value)} (no bias: "
+          f"{format_value(found.neutral)})")
+    print(f"standard error {format_value(found.se)} at {found.per_group:,.0f} images per group; with {level} "
+          "intervals:")
+    from vlfair.facts import facts_of
+
+    sides = [1.0] if facts_of(found.metric).lower_is_less_biased else [1.0, -1.0]  # a gap or an F: above only
+    print(f"  smallest deviation detected with {power} power: "
+          + ", ".join(f"{'+' if sign > 0 else '-'}{format_value(found.mde(args.power, sign))}" for sign in sides))
+    if args.effect is not None:
+        needed = math.ceil(found.images_per_group(args.effect, args.power))
+        print(f"  an effect of {format_value(args.effect)}: {power} power with {needed:,} images per group (this run: "
+              f"{found.per_group:,.0f}, power {found.power(args.effect, found.per_group):.0%})")
+    return 0
+
+
+def _add_power(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("power", help="how small a bias a run could see, and how many images an effect needs",
+                            description="From a run's samples: the standard error of one metric, the smallest "
+                                        "deviation from its neutral value the run's design detects with the given "
+                                        "power, and with --effect how many images per group would detect that "
+                                        "deviation (the interval excluding the neutral value; a normal reading of "
+                                        "it, every group scaled alike).")
+    parser.add_argument("run", help="a run's folder (vlfair run --out)")
+    parser.add_argument("--metric", required=True, help="the metric, as results.json names it (e.g. group_score_gap)")
+    parser.add_argument("--subset", help="its subset as JSON, as results.json writes it (default: none)")
+    parser.add_argument("--effect", type=float, help="a deviation from the neutral value to plan for")
+    parser.add_argument("--power", type=float, default=0.8, help="the power to plan for (default 0.8)")
+    parser.set_defaults(handler=_power)
+
+
 SUBCOMMANDS = [_add_demo, _add_run, _add_rescore, _add_compare, _add_prepare, _add_leaderboard, _add_push_results,
-               _add_card_results, _add_publish_metrics, _add_install_metrics]
+               _add_card_results, _add_power, _add_publish_metrics, _add_install_metrics]
 
 
 class _Parser(argparse.ArgumentParser):

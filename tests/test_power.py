@@ -1,0 +1,118 @@
+"""vlfair power (issue 46): the smallest bias a run could see, and the images an effect needs, checked
+against simulated runs of the planted world."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from vlfair.cli import main
+from vlfair.compare.power import design
+from vlfair.samples import read_samples, write_samples
+
+DOCTOR = {"attribute": "gender", "profession": "doctor"}
+ACTORS = {"class": "actor", "folder": "actor"}  # the biased world's planted actor bias ratio (women called actors more)
+
+
+def test_predicted_power_is_the_share_of_simulated_runs_that_detect_the_bias(demo):
+    """Runs drawn from the biased world's public-figures samples (its actor folder, every gender scaled
+    alike from half to three times the run's images, with replacement), each with its own bootstrap
+    interval: the share whose interval excludes 1 is the predicted power within 10 percentage points,
+    at every size."""
+    from vlfair.compare.runs import load_run
+    from vlfair.probes import probe_class
+    from vlfair.probes.declared import evaluate
+
+    run_dir = demo[0] / "biased" / "public-figures"
+    found = design(run_dir, "bias_ratio", ACTORS)
+    run = load_run(run_dir)
+    probe = probe_class("public-figures")(run.results["probe_settings"])
+    frame = run.samples.frame
+    rows = np.flatnonzero((frame["category"] == "actor").to_numpy())
+    genders = frame["gender"].to_numpy()[rows]
+    rng = np.random.default_rng(0)
+    effect = found.value - found.neutral
+    for scale in (0.5, 1.0, 2.0, 3.0):
+        detected, simulations = 0, 400
+        for i in range(simulations):
+            drawn = np.concatenate([rng.choice(rows[genders == g], size=round(scale * (genders == g).sum()))
+                                    for g in sorted(set(genders))])
+            samples = dataclasses.replace(run.samples, frame=frame.iloc[drawn].reset_index(drop=True))
+            declared = [m for m in probe.declare(samples) if m.name == "bias_ratio" and dict(m.subset) == ACTORS]
+            low, high = evaluate(samples, declared, bootstrap=200, seed=i)[0].ci
+            detected += not low <= found.neutral <= high
+        predicted = found.power(effect, scale * found.per_group)
+        assert abs(detected / simulations - predicted) <= 0.10, (scale, detected / simulations, predicted)
+
+
+def test_the_smallest_detectable_effect_and_the_images_it_needs_are_the_power_s_inverses(demo):
+    found = design(demo[0] / "biased" / "public-figures", "bias_ratio", ACTORS)
+    for sign in (1.0, -1.0):
+        assert found.power(found.mde(0.8, sign) * sign, found.per_group) == pytest.approx(0.8, abs=1e-6)
+    for effect in (0.1, -0.1, 0.4):
+        needed = found.images_per_group(effect)
+        assert found.power(effect, needed) == pytest.approx(0.8, abs=1e-6)
+    assert found.images_per_group(0.1) > found.per_group > found.images_per_group(0.4)
+
+
+def test_the_command_says_the_mde_and_the_images_an_effect_needs(demo, capsys):
+    assert main(["power", str(demo[0] / "biased" / "public-figures"), "--metric", "bias_ratio", "--subset",
+                 json.dumps(ACTORS), "--effect", "0.1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    found = design(demo[0] / "biased" / "public-figures", "bias_ratio", ACTORS)
+    assert lines[0].startswith('bias_ratio on {"class": "actor", "folder": "actor"}: 1.2')
+    assert lines[0].endswith("(no bias: 1)")
+    assert lines[1] == "standard error 0.134 at 16 images per group; with 95% intervals:"
+    assert lines[2] == (f"  smallest deviation detected with 80% power: +{found.mde(0.8, 1):.3f}, "
+                        f"-{found.mde(0.8, -1):.3f}")
+    assert lines[3] == (f"  an effect of 0.1: 80% power with {int(np.ceil(found.images_per_group(0.1))):,} images per "
+                        f"group (this run: 16, power {found.power(0.1, 16):.0%})")
+
+
+@pytest.fixture(scope="module")
+def flat(demo, tmp_path_factory):
+    """The biased professions run with every CLIPScore the same: its gaps do not vary."""
+    folder = tmp_path_factory.mktemp("flat") / "run"
+    shutil.copytree(demo[0] / "biased" / "professions", folder)
+    content = json.loads((folder / "results.json").read_text())
+    samples, _ = read_samples(folder / "samples.parquet")
+    samples.frame["clipscore"] = 25.0
+    stored = {key: value for key, value in content.items() if key not in ("metrics", "published", "samples")}
+    content["samples"] = write_samples(samples, folder / "samples.parquet", stored)
+    (folder / "results.json").write_text(json.dumps(content))
+    return folder
+
+
+@pytest.mark.parametrize(("probe", "arguments", "said"), [
+    ("professions", ["--metric", "gap"],
+     "metric 'gap' is not one the run's probe (professions) compares; its metrics: group_score_gap, mean_clipscore"),
+    ("professions", ["--metric", "group_score_gap", "--subset", '{"profession": "doctor"}'],
+     'group_score_gap has no subset {"profession": "doctor"}; its subsets: {"attribute": "race", '),
+    ("professions", ["--metric", "mean_clipscore", "--subset", json.dumps({**DOCTOR, "group": "Male"})],
+     "mean_clipscore is a level, not a bias measure (it has no neutral value to detect a deviation from)"),
+    ("professions", ["--metric", "group_score_gap", "--subset", json.dumps(DOCTOR), "--effect", "0"],
+     "--effect 0: give a deviation from the neutral value 0 other than 0"),
+    ("professions", ["--metric", "group_score_gap", "--subset", json.dumps(DOCTOR), "--effect", "-1"],
+     "--effect -1: group_score_gap is never below its neutral value 0; give a positive deviation"),
+    ("professions", ["--metric", "group_score_gap", "--power", "1.2"], "--power must be between 0 and 1, got 1.2"),
+    ("traits", ["--metric", "trait_anova", "--subset", '{"gender": "Female", "trait": "smart/dumb"}'],
+     "trait_anova is judged by its test's p-value in the run, not by an interval"),
+    ("professions", ["--metric", "group_score_gap", "--subset", "{doctor"], "--subset is not JSON"),
+    ("professions", ["--metric", "group_score_gap", "--subset", "[1]"], "--subset must be a JSON object"),
+])
+def test_a_question_power_cannot_answer_is_one_line_and_exit_2(demo, capsys, probe, arguments, said):
+    assert main(["power", str(demo[0] / "biased" / probe), *arguments]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"vlfair power: {said}") and captured.err.count("\n") == 1 and not captured.out
+
+
+def test_a_metric_without_variance_is_refused(flat, capsys):
+    assert main(["power", str(flat), "--metric", "group_score_gap", "--subset",
+                 '{"attribute": "gender", "profession": "doctor"}']) == 2
+    said = capsys.readouterr().err
+    assert said == ('vlfair power: group_score_gap on {"attribute": "gender", "profession": "doctor"} does not vary '
+                    "over the run's resamples: it has no spread to read a power from\n")

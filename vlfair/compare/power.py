@@ -1,0 +1,169 @@
+"""How small a bias a run could see, and how many images a given one needs (``vlfair power``).
+
+A run "detects" a bias when the metric's interval excludes its neutral value. From the run's samples,
+the metric's bootstrap resamples (the ones the run's own interval is made of: the metric's declaration,
+:mod:`vlfair.probes.declared`) give its standard error ``se`` and the interval's two arms at the run's
+design (``below`` = value - low end, ``above`` = high end - value: a ratio's interval is not symmetric).
+With the estimate read as normal around the deviation plus its bootstrap bias ``b`` (a ratio of means
+is biased away from the truth in small groups), a deviation ``d > 0`` from the neutral value is detected
+when the estimate lies more than ``below`` above the neutral value (and ``d < 0`` likewise with ``above``):
+
+    power(d, n) = Phi((d + b(n) - below(n)) / se(n)) + Phi((-d - b(n) - above(n)) / se(n)),
+
+each of se, below and above going as sqrt(n_run / n) and b as n_run / n (held at the run's below its
+size), ``n`` the images per group (every group scaled
+alike: a mean's, a gap's, a ratio of means' or a rate's spread goes as 1 / sqrt(n)). The smallest
+deviation detected with power ``p`` at the run's design (its minimum detectable effect) is
+``below + Phi^-1(p) * se``, and the images per group a deviation ``d`` needs are
+``n_run * ((below + Phi^-1(p) * se) / d)^2``. ``tests/test_power.py`` checks the predicted power against
+the share of simulated runs (drawn from the planted world's samples, every group scaled alike) that
+detect the world's bias.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vlfair.defaults import BOOTSTRAP, SEED
+
+POWER = 0.8  # the power an audit plans for
+
+
+class PowerError(ValueError):
+    """A question ``vlfair power`` cannot answer; the message names the metric, the subset or the effect."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """A metric of a run and what its precision is: its value and neutral value, its standard error at
+    the run's images per group, and the confidence of the run's intervals."""
+
+    metric: str
+    subset: dict[str, Any]
+    value: float
+    neutral: float
+    se: float
+    per_group: float  # the run's images per group (the mean over the metric's groups)
+    confidence: float
+    below: float  # the interval's arms at the run's design: value - its low end, its high end - value
+    above: float
+    bias: float = 0.0  # the estimate's bias at the run's design (the resamples' mean - the value): a ratio's
+
+    def power(self, effect: float, per_group: float) -> float:
+        """The probability that a run of ``per_group`` images per group (every group scaled alike) detects a
+        deviation ``effect``: its estimate falls farther from the neutral value than the interval's arm
+        on that side (an arm as long as the run's, over the square root of the images' ratio)."""
+        from scipy.stats import norm
+
+        scale = math.sqrt(self.per_group / per_group)
+        se, below, above = self.se * scale, self.below * scale, self.above * scale
+        # a bias goes as 1 / n; below the run's size it is held at the run's (extrapolated down, it would
+        # grow without bound and make a few images look as good as many)
+        expected = effect + self.bias * min(scale**2, 1.0)
+        return float(norm.cdf((expected - below) / se) + norm.cdf((-expected - above) / se))
+
+    def mde(self, power: float = POWER, sign: float = 1.0) -> float:
+        """The smallest deviation from the neutral value (on the side of ``sign``) detected with ``power``
+        at the run's design."""
+        from scipy.optimize import brentq
+
+        reach = self.below + self.above + 20 * self.se + abs(self.bias)
+        return float(brentq(lambda d: self.power(math.copysign(d, sign), self.per_group) - power, 0.0, reach))
+
+    def images_per_group(self, effect: float, power: float = POWER) -> float:
+        """The images per group that detect a deviation ``effect`` with ``power`` (the arms and the
+        standard error shrink as 1 / sqrt(n), the bias as 1 / n).
+
+        Raises:
+            PowerError: no number of images reaches ``power`` (the estimate's bias works against the effect).
+        """
+        from scipy.optimize import brentq
+
+        def short(log_n: float) -> float:
+            return self.power(effect, math.exp(log_n)) - power
+
+        low, high = math.log(self.per_group) - 20, math.log(self.per_group) + 30
+        if short(high) < 0:
+            raise PowerError(f"no number of images detects a deviation of {effect:g} with {power:.0%} power at this "
+                             "run's design")
+        if short(low) > 0:
+            return math.exp(low)
+        return math.exp(brentq(short, low, high))
+
+
+def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = None, *, bootstrap: int = BOOTSTRAP,
+           seed: int | None = SEED) -> Design:
+    """The :class:`Design` of ``metric`` on ``subset`` in the run in ``run_dir``, from its samples.
+
+    Raises:
+        RunError: the run cannot be read.
+        PowerError: the metric is not one the run's probe declares there (the ones it does are named),
+            it is a level (no neutral value), or it does not vary over the resamples.
+    """
+    from vlfair import paired, stats
+    from vlfair.compare.runs import load_run
+    from vlfair.probes import probe_class
+    from vlfair.probes.declared import row_sets
+
+    run = load_run(run_dir)
+    probe = probe_class(run.results["probe"])(run.results["probe_settings"])
+    samples = run.samples
+    wanted = json.dumps(subset or {}, sort_keys=True)
+    frame: Any = samples.frame
+    found = []
+    for row_set in row_sets(samples, probe.declare(samples), probe.facts):
+        for j, statistic in enumerate(row_set.statistics):
+            found.append((statistic.name, json.dumps(statistic.subset, sort_keys=True)))
+            if statistic.name != metric or found[-1][1] != wanted:
+                continue
+            if statistic.neutral is None:
+                raise PowerError(f"{metric} is a level, not a bias measure (it has no neutral value to detect a "
+                                 "deviation from)")
+            reported = [m for m in run.results["metrics"]
+                        if m["name"] == metric and json.dumps(m["subset"], sort_keys=True) == wanted]
+            if reported and reported[0]["ci"] is None and reported[0]["p_value"] is not None:
+                raise PowerError(f"{metric} is judged by its test's p-value in the run, not by an interval (an F has "
+                                 "no interval that could exclude its neutral value): no interval's power to read")
+            values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
+            point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed)
+            column = resampled[:, j]
+            se = float(np.std(column[np.isfinite(column)], ddof=1)) if np.isfinite(column).sum() > 1 else 0.0
+            if not se > 0:
+                raise PowerError(f"{metric} on {wanted} does not vary over the run's resamples: it has no spread to "
+                                 "read a power from")
+            counts = np.bincount(row_set.groups)
+            confidence = float((run.results.get("probe_settings") or {}).get("confidence", 0.95))
+            low, high = stats.percentile_interval(column[np.isfinite(column)], confidence)
+            finite = column[np.isfinite(column)]
+            return Design(metric, json.loads(wanted), float(point[j]), float(statistic.neutral), se,
+                          float(counts[counts > 0].mean()), confidence, max(float(point[j] - low), 0.0),
+                          max(float(high - point[j]), 0.0), float(finite.mean() - point[j]))
+    names = sorted({name for name, _ in found})
+    if metric not in names:
+        raise PowerError(f"metric {metric!r} is not one the run's probe ({run.results['probe']}) compares; its "
+                         f"metrics: {', '.join(names)}")
+    subsets = [s for name, s in found if name == metric]
+    raise PowerError(f"{metric} has no subset {wanted}; its subsets: {'; '.join(subsets[:8])}"
+                     + (f"; and {len(subsets) - 8} more" if len(subsets) > 8 else ""))
+
+
+def check_effect(found: Design, effect: float) -> None:
+    """An effect ``power`` can plan for: not zero, and on the side of the neutral value the metric can
+    take (a gap, an F or epsilon is never below its neutral 0)."""
+    from vlfair.facts import facts_of
+
+    if not math.isfinite(effect) or effect == 0:
+        raise PowerError(f"--effect {effect:g}: give a deviation from the neutral value {found.neutral:g} other than "
+                         "0 (the size of the bias to detect)")
+    if effect < 0 and facts_of(found.metric).lower_is_less_biased:
+        raise PowerError(f"--effect {effect:g}: {found.metric} is never below its neutral value {found.neutral:g}; "
+                         "give a positive deviation")
+
+
+__all__ = ["Design", "POWER", "PowerError", "check_effect", "design"]
