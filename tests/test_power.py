@@ -75,8 +75,9 @@ def test_the_command_says_the_mde_and_the_images_an_effect_needs(demo, capsys):
 
 @pytest.fixture(scope="module")
 def flat(demo, tmp_path_factory):
-    """The biased professions run with every CLIPScore the same: its gaps do not vary."""
-    folder = tmp_path_factory.mktemp("flat") / "run"
+    """The biased professions run with every CLIPScore the same, rescored: its gaps do not vary."""
+    base = tmp_path_factory.mktemp("flat")
+    folder = base / "raw"
     shutil.copytree(demo[0] / "biased" / "professions", folder)
     content = json.loads((folder / "results.json").read_text())
     samples, _ = read_samples(folder / "samples.parquet")
@@ -84,10 +85,13 @@ def flat(demo, tmp_path_factory):
     stored = {key: value for key, value in content.items() if key not in ("metrics", "published", "samples")}
     content["samples"] = write_samples(samples, folder / "samples.parquet", stored)
     (folder / "results.json").write_text(json.dumps(content))
-    return folder
+    assert main(["rescore", str(folder), "--out", str(base / "run")]) == 0
+    return base / "run"
 
 
 @pytest.mark.parametrize(("probe", "arguments", "said"), [
+    ("retrieval", ["--metric", "max_skew", "--subset", json.dumps({"attribute": "race", "k": 40, "target": "dataset"})],
+     "max_skew ranks the images (its top k): its spread does not shrink as the square root of the images"),
     ("professions", ["--metric", "gap"],
      "metric 'gap' is not one the run's probe (professions) compares; its metrics: group_score_gap, mean_clipscore"),
     ("professions", ["--metric", "group_score_gap", "--subset", '{"profession": "doctor"}'],
@@ -100,7 +104,8 @@ def flat(demo, tmp_path_factory):
      "--effect -1: group_score_gap is never below its neutral value 0; give a positive deviation"),
     ("professions", ["--metric", "group_score_gap", "--power", "1.2"], "--power must be between 0 and 1, got 1.2"),
     ("traits", ["--metric", "trait_anova", "--subset", '{"gender": "Female", "trait": "smart/dumb"}'],
-     "trait_anova is judged by its test's p-value in the run, not by an interval"),
+     'trait_anova on {"gender": "Female", "trait": "smart/dumb"} has no interval in the run (an F is judged by its '
+     "test's p-value)"),
     ("professions", ["--metric", "group_score_gap", "--subset", "{doctor"], "--subset is not JSON"),
     ("professions", ["--metric", "group_score_gap", "--subset", "[1]"], "--subset must be a JSON object"),
 ])
@@ -115,4 +120,4 @@ def test_a_metric_without_variance_is_refused(flat, capsys):
                  '{"attribute": "gender", "profession": "doctor"}']) == 2
     said = capsys.readouterr().err
     assert said == ('vlfair power: group_score_gap on {"attribute": "gender", "profession": "doctor"} does not vary '
-                    "over the run's resamples: it has no spread to read a power from\n")
+                    "over the run's resamples (its interval has no width): it has no spread to read a power from\n")

@@ -155,8 +155,9 @@ def test_the_leaderboard_space_shows_tiers_and_sorts_by_them(demo, tmp_path):
 
 
 def test_the_pairs_behind_the_tiers_are_vlfair_compare_s_verdicts(three):
-    """Tiers resample each run once for all its pairs; which pairs they tell apart is exactly what `vlfair
-    compare` of the same runs finds (its verdicts after Holm over the pairs), metric by metric."""
+    """Tiers resample each run once for all its pairs; the pairs they tell apart are exactly those `vlfair
+    compare` of the same runs shows one less biased (its verdicts after Holm over the pairs), metric by
+    metric: "differ" (the values differ, neither closer to no bias) ties."""
     from vlfair.compare import compare_runs
     from vlfair.compare.tiers import _paired
 
@@ -166,8 +167,8 @@ def test_the_pairs_behind_the_tiers_are_vlfair_compare_s_verdicts(three):
     expected: dict = {}
     for entry in content["differences"]:
         key = (entry["metric"], json.dumps(entry["subset"], sort_keys=True))
-        expected.setdefault(key, {})[frozenset((runs[entry["a"]], runs[entry["b"]]))] = entry["verdict"] not in (
-            "no_difference", "not_assessed")
+        expected.setdefault(key, {})[frozenset((runs[entry["a"]], runs[entry["b"]]))] = entry["verdict"] in (
+            "a_less_biased", "b_less_biased")
     assert method == PAIRED and differs == expected
     assert any(any(pairs.values()) for pairs in expected.values())  # some pairs are told apart
 
@@ -190,3 +191,33 @@ def test_shared_swaps_give_each_pair_compare_s_own_p_values(demo, probe):
             (t.p_value, t.method, t.permutations) for t in shared] or all(np.isnan(d.p_value) for d in alone)
         compared += len(alone)
     assert compared > 20
+
+
+def test_values_that_differ_with_neither_closer_to_no_bias_share_a_tier():
+    """0.8 and 1.25 around a neutral 1, far apart but equally biased: told apart as values, tied as biases
+    (the unpaired test is on the distances to the neutral value)."""
+    z = 1.959963984540054
+    rows = [{"model": m, "run": m * 8, "family": "f", "metric": "ratio", "subset": "{}", "value": v, "neutral": 1.0,
+             "ci_low": v - z * 0.02, "ci_high": v + z * 0.02} for m, v in (("a", 0.8), ("b", 1.2), ("c", 1.6))]
+    tiered = add_tiers(pd.DataFrame(rows), {})
+    assert tiered["tier"].tolist() == [1.0, 1.0, 2.0]
+
+
+def test_runs_that_cannot_be_compared_here_are_tiered_unpaired_and_said(demo, monkeypatch):
+    """A run whose probe is not installed here (compare refuses it with a ProbeError) leaves its family
+    tiered from the intervals, said; the board is still made."""
+    from vlfair.compare import comparison
+    from vlfair.probes import ProbeError
+
+    def refuse(*args, **kwargs):
+        raise ProbeError("unknown probe 'plugin-traits'")
+
+    monkeypatch.setattr(comparison, "prepare_runs", refuse)
+    out, _ = demo
+    board = read_board([str(out / encoder / "professions") for encoder in ("biased", "control")])
+    said: list[str] = []
+    tiered = add_tiers(board, board.attrs["paths"], said=said)
+    family = board["family"].iloc[0]
+    assert said == [f"family {family}: not compared on its samples (unknown probe 'plugin-traits')",
+                    f"family {family}: tiered unpaired (from the intervals): not every run's samples are here"]
+    assert set(tiered.loc[tiered["tier"].notna(), "tier_method"]) == {UNPAIRED}

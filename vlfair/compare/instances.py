@@ -34,7 +34,10 @@ import numpy as np
 
 from vlfair.compare.runs import Run
 
-INSTANCE_SCHEMA_FILE = "every_eval_ever_instance.schema.json"  # vendored beside vlfair.report.eval_results'
+INSTANCE_SCHEMA_FILE = "every_eval_ever_instance.schema.json"
+# the metrics whose samples are right (1) or wrong (0): each sample's is_correct is its value
+RIGHT_OR_WRONG = frozenset({"accuracy", "retrieval_accuracy", "group_rate_gap", "cross_lingual_gap",
+                            "gap_amplification", "retention_text_score"})  # vendored beside vlfair.report.eval_results'
 
 
 def instance_schema() -> dict[str, Any]:
@@ -45,7 +48,8 @@ def instance_schema() -> dict[str, Any]:
 
 
 def file_uuid(run: Run) -> str:
-    """A version-4 UUID made from the run's results and samples digests (not random: the same run, the same file)."""
+    """A version-4 UUID made from the run's creation time, model and samples digest (not random: the same
+    run, the same file)."""
     digest = hashlib.sha256(json.dumps([run.results["created"], run.results["model"],
                                         (run.results.get("samples") or {}).get("sha256")],
                                        sort_keys=True).encode()).digest()
@@ -86,7 +90,8 @@ def instance_records(run: Run, record: dict[str, Any]) -> Iterator[dict[str, Any
         values = frame[list(member.columns)].to_numpy(float)[member.rows]
         labelled = {label: frame[label].astype(str).to_numpy()[member.rows] for label in labels}
         finite = values[:, 0][np.isfinite(values[:, 0])]
-        binary = bool(np.isin(finite, (0.0, 1.0)).all())  # right or wrong per sample (an accuracy's)
+        # right or wrong per sample: an accuracy's 0s and 1s (a 1 in a group's column is a label, not a right answer)
+        binary = member.name in RIGHT_OR_WRONG and bool(np.isin(finite, (0.0, 1.0)).all())
         for i, row in enumerate(member.rows):
             score = values[i, 0]
             if not math.isfinite(score):
@@ -102,7 +107,7 @@ def instance_records(run: Run, record: dict[str, Any]) -> Iterator[dict[str, Any
                                            "is_terminal": True}],
                    "evaluation": {"score": float(score), "is_correct": bool(binary and score == 1.0)},
                    "metadata": {"metric": member.name, "subset": json.dumps(dict(member.subset), sort_keys=True),
-                                "is_correct": "the sample's value is 1" if binary else
+                                "is_correct": "the sample's answer is right (its value is 1)" if binary else
                                               "not applicable: a score, not a right or wrong answer (false)"}}
 
 

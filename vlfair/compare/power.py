@@ -1,9 +1,10 @@
 """How small a bias a run could see, and how many images a given one needs (``vlfair power``).
 
 A run "detects" a bias when the metric's interval excludes its neutral value. From the run's samples,
-the metric's bootstrap resamples (the ones the run's own interval is made of: the metric's declaration,
-:mod:`vlfair.probes.declared`) give its standard error ``se`` and the interval's two arms at the run's
-design (``below`` = value - low end, ``above`` = high end - value: a ratio's interval is not symmetric).
+the interval the run reports gives the two arms at the run's design (``below`` = value - low end,
+``above`` = high end - value: a ratio's interval is not symmetric) and the standard error
+``se = (below + above) / 2z``; the metric's bootstrap resamples (its declaration's,
+:mod:`vlfair.probes.declared`, with the run's resamples and seed) give the estimate's bias ``b``.
 With the estimate read as normal around the deviation plus its bootstrap bias ``b`` (a ratio of means
 is biased away from the truth in small groups), a deviation ``d > 0`` from the neutral value is detected
 when the estimate lies more than ``below`` above the neutral value (and ``d < 0`` likewise with ``above``):
@@ -13,9 +14,10 @@ when the estimate lies more than ``below`` above the neutral value (and ``d < 0`
 each of se, below and above going as sqrt(n_run / n) and b as n_run / n (held at the run's below its
 size), ``n`` the images per group (every group scaled
 alike: a mean's, a gap's, a ratio of means' or a rate's spread goes as 1 / sqrt(n)). The smallest
-deviation detected with power ``p`` at the run's design (its minimum detectable effect) is
-``below + Phi^-1(p) * se``, and the images per group a deviation ``d`` needs are
-``n_run * ((below + Phi^-1(p) * se) / d)^2``. ``tests/test_power.py`` checks the predicted power against
+deviation detected with power ``p`` at the run's design (its minimum detectable effect) is the ``d`` at
+which the power is ``p`` (without the bias, ``below + Phi^-1(p) * se``), and the images per group a
+deviation needs the ``n`` at which it is (both found numerically). A ranking's metrics (top k: their
+spread does not go as 1 / sqrt(n)) are refused. ``tests/test_power.py`` checks the predicted power against
 the share of simulated runs (drawn from the planted world's samples, every group scaled alike) that
 detect the world's bias.
 """
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from vlfair.defaults import BOOTSTRAP, SEED
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, SEED
 
 POWER = 0.8  # the power an audit plans for
 
@@ -70,9 +72,16 @@ class Design:
 
     def mde(self, power: float = POWER, sign: float = 1.0) -> float:
         """The smallest deviation from the neutral value (on the side of ``sign``) detected with ``power``
-        at the run's design."""
+        at the run's design.
+
+        Raises:
+            PowerError: the estimate's bias alone reaches the interval's arm (no deviation is "smallest").
+        """
         from scipy.optimize import brentq
 
+        if self.power(0.0, self.per_group) >= power:
+            raise PowerError(f"{self.metric}: at this run's design the estimate's bias alone makes its interval miss "
+                             f"the neutral value {power:.0%} of the time: no smallest deviation to read")
         reach = self.below + self.above + 20 * self.se + abs(self.bias)
         return float(brentq(lambda d: self.power(math.copysign(d, sign), self.per_group) - power, 0.0, reach))
 
@@ -81,7 +90,7 @@ class Design:
         standard error shrink as 1 / sqrt(n), the bias as 1 / n).
 
         Raises:
-            PowerError: no number of images reaches ``power`` (the estimate's bias works against the effect).
+            PowerError: no number of images up to 10^13 times the run's reaches ``power``.
         """
         from scipy.optimize import brentq
 
@@ -90,15 +99,13 @@ class Design:
 
         low, high = math.log(self.per_group) - 20, math.log(self.per_group) + 30
         if short(high) < 0:
-            raise PowerError(f"no number of images detects a deviation of {effect:g} with {power:.0%} power at this "
-                             "run's design")
+            raise PowerError(f"no number of images detects a deviation of {effect:g} with {power:.0%} power")
         if short(low) > 0:
             return math.exp(low)
         return math.exp(brentq(short, low, high))
 
 
-def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = None, *, bootstrap: int = BOOTSTRAP,
-           seed: int | None = SEED) -> Design:
+def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = None) -> Design:
     """The :class:`Design` of ``metric`` on ``subset`` in the run in ``run_dir``, from its samples.
 
     Raises:
@@ -106,7 +113,9 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
         PowerError: the metric is not one the run's probe declares there (the ones it does are named),
             it is a level (no neutral value), or it does not vary over the resamples.
     """
-    from vlfair import paired, stats
+    from scipy.stats import norm
+
+    from vlfair import paired
     from vlfair.compare.runs import load_run
     from vlfair.probes import probe_class
     from vlfair.probes.declared import row_sets
@@ -125,25 +134,31 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
             if statistic.neutral is None:
                 raise PowerError(f"{metric} is a level, not a bias measure (it has no neutral value to detect a "
                                  "deviation from)")
+            if row_set.engine is not None:
+                raise PowerError(f"{metric} ranks the images (its top k): its spread does not shrink as the square "
+                                 "root of the images, so no power is read from it")
             reported = [m for m in run.results["metrics"]
                         if m["name"] == metric and json.dumps(m["subset"], sort_keys=True) == wanted]
-            if reported and reported[0]["ci"] is None and reported[0]["p_value"] is not None:
-                raise PowerError(f"{metric} is judged by its test's p-value in the run, not by an interval (an F has "
-                                 "no interval that could exclude its neutral value): no interval's power to read")
+            ci = reported[0]["ci"] if reported else None
+            if ci is None or None in ci:
+                raise PowerError(f"{metric} on {wanted} has no interval in the run (an F is judged by its test's "
+                                 "p-value): no interval's power to read")
+            settings = run.results.get("probe_settings") or {}
+            confidence = float(settings.get("confidence", CONFIDENCE))
+            value = float(reported[0]["value"])
+            below, above = max(value - float(ci[0]), 0.0), max(float(ci[1]) - value, 0.0)
+            z = float(norm.ppf((1 + confidence) / 2))
+            if not below + above > 0:
+                raise PowerError(f"{metric} on {wanted} does not vary over the run's resamples (its interval has no "
+                                 "width): it has no spread to read a power from")
             values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
-            point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed)
-            column = resampled[:, j]
-            se = float(np.std(column[np.isfinite(column)], ddof=1)) if np.isfinite(column).sum() > 1 else 0.0
-            if not se > 0:
-                raise PowerError(f"{metric} on {wanted} does not vary over the run's resamples: it has no spread to "
-                                 "read a power from")
+            point, resampled = paired.resample(row_set, values, bootstrap=int(settings.get("bootstrap", BOOTSTRAP)),
+                                               seed=settings.get("seed", SEED))
+            finite = resampled[:, j][np.isfinite(resampled[:, j])]
+            bias = float(finite.mean() - point[j]) if finite.size else 0.0
             counts = np.bincount(row_set.groups)
-            confidence = float((run.results.get("probe_settings") or {}).get("confidence", 0.95))
-            low, high = stats.percentile_interval(column[np.isfinite(column)], confidence)
-            finite = column[np.isfinite(column)]
-            return Design(metric, json.loads(wanted), float(point[j]), float(statistic.neutral), se,
-                          float(counts[counts > 0].mean()), confidence, max(float(point[j] - low), 0.0),
-                          max(float(high - point[j]), 0.0), float(finite.mean() - point[j]))
+            return Design(metric, json.loads(wanted), value, float(statistic.neutral), (below + above) / (2 * z),
+                          float(counts[counts > 0].mean()), confidence, below, above, bias)
     names = sorted({name for name, _ in found})
     if metric not in names:
         raise PowerError(f"metric {metric!r} is not one the run's probe ({run.results['probe']}) compares; its "
