@@ -296,7 +296,9 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
                             description="One table over many runs: a row per model, probe, metric and subset, with "
                                         "the run's family (runs of one probe version on the same data with the same "
                                         "settings) and its rank in the family: 1 is the value closest to the metric's "
-                                        "neutral value (the least biased; a level such as an accuracy is not ranked). "
+                                        "neutral value (the least biased; a level such as an accuracy is not ranked), "
+                                        "and its tier: the models the runs cannot tell apart from the least biased "
+                                        "share its tier (paired on their samples, Holm over the family's pairs). "
                                         "Identical runs found twice count once.")
     parser.add_argument("results", nargs="+", metavar="SOURCE",
                         help="a results.json, a run's folder, a folder of runs (searched recursively) or a Hub "
@@ -563,11 +565,11 @@ def _power(args: argparse.Namespace) -> int:
 
 def _add_power(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("power", help="how small a bias a run could see, and how many images an effect needs",
-                            description="From a run's samples: the standard error of one metric, the smallest "
-                                        "deviation from its neutral value the run's design detects with the given "
-                                        "power, and with --effect how many images per group would detect that "
-                                        "deviation (the interval excluding the neutral value; a normal reading of "
-                                        "it, every group scaled alike).")
+                            description="From a run's interval of one metric and its samples: the standard error, "
+                                        "the smallest deviation from the neutral value the run's design detects with "
+                                        "the given power, and with --effect how many images per group would detect "
+                                        "that deviation (the interval excluding the neutral value; a normal reading "
+                                        "of it, every group scaled alike).")
     parser.add_argument("run", help="a run's folder (vlfair run --out)")
     parser.add_argument("--metric", required=True, help="the metric, as results.json names it (e.g. group_score_gap)")
     parser.add_argument("--subset", help="its subset as JSON, as results.json writes it (default: none)")
