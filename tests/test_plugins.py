@@ -527,6 +527,11 @@ def test_a_kind_of_model_of_its_own_is_one_scorer(tmp_path, monkeypatch):
     with pytest.raises(ProbeError, match="is a brightness model: this part of the probe reads image and text "
                                          "embeddings"):
         run_probe("professions", _BrightnessModel(), data, out_dir=None, settings={"score": "clipscore"})
+    half = type("Half", (scorers.Scorer,), {"kind": "half", "rows": lambda self: np.arange(0)})
+    with pytest.raises(TypeError, match="Half does not define text_scores"):
+        scorers.register_scorer(half)
+    with pytest.raises(TypeError, match="declares no kind"):
+        scorers.register_scorer(type("Kindless", (_brightness_scorer(),), {"kind": ""}))
     unknown = type("Unknown", (_BrightnessModel,), {"kind": "telepathic"})()
     with pytest.raises(ProbeError, match=r"of kind 'telepathic', which no scorer serves \(known kinds: brightness, "
                                          r"contrastive, generative\)"):

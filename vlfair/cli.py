@@ -533,6 +533,7 @@ def _add_install_metrics(sub: argparse._SubParsersAction) -> None:
 
 def _power(args: argparse.Namespace) -> int:
     from vlfair.compare.power import check_effect, design
+    from vlfair.facts import facts_of
     from vlfair.report.numbers import format_value
 
     if not 0 < args.power < 1:
@@ -551,8 +552,6 @@ def _power(args: argparse.Namespace) -> int:
           f"{format_value(found.neutral)})")
     print(f"standard error {format_value(found.se)} at {found.per_group:,.0f} images per group; with {level} "
           "intervals:")
-    from vlfair.facts import facts_of
-
     sides = [1.0] if facts_of(found.metric).lower_is_less_biased else [1.0, -1.0]  # a gap or an F: above only
     print(f"  smallest deviation detected with {power} power: "
           + ", ".join(f"{'+' if sign > 0 else '-'}{format_value(found.mde(args.power, sign))}" for sign in sides))

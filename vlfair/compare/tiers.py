@@ -61,10 +61,11 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
         if len(runs) < 2:
             _say(said, f"family {family}: one model ({labels[runs[0]]}), so no tiers")
             continue
-        differs, method = _paired(runs, paths, confidence, bootstrap, n_permutations, seed, said, str(family))
+        differs, why = _paired(runs, paths, confidence, bootstrap, n_permutations, seed)
+        method = PAIRED
         if differs is None:
             differs, method = _unpaired(rows, runs, confidence), UNPAIRED
-            _say(said, f"family {family}: tiered unpaired (from the intervals): not every run's samples are here")
+            _say(said, f"family {family}: tiered unpaired (from the intervals): {why}")
         for (metric, subset), group in rows.groupby(["metric", "subset"]):
             if group["neutral"].isna().all():
                 continue  # a level: no model is less biased
@@ -97,23 +98,22 @@ Differs = dict[tuple[str, str], dict[frozenset[str], bool]]  # (metric, subset) 
 
 
 def _paired(runs: list[str], paths: Mapping[str, str | Path], confidence: float, bootstrap: int, n_permutations: int,
-            seed: int | None, said: list[str] | None, family: str) -> tuple[Differs | None, str]:
+            seed: int | None) -> tuple[Differs | None, str]:
     """Every pair of the family's runs compared as ``vlfair compare`` compares them (its verdicts, Holm
     over the pairs per metric and subset), each run resampled once for all its pairs (the same
-    resamples for every run); None where a run has no samples here."""
+    resamples for every run); or None and why not (a run without samples here, one compare refuses)."""
     from vlfair import paired
     from vlfair.compare.comparison import ComparisonError, prepare_runs, verdict
     from vlfair.compare.runs import RunError
     from vlfair.stats import holm
 
     if any(run not in paths for run in runs):
-        return None, UNPAIRED
+        return None, "not every run's samples are here"
     folders = [Path(paths[run]) for run in runs]
     try:
         prepared = prepare_runs([f.parent if f.name == "results.json" else f for f in folders])
     except (RunError, ComparisonError, ValueError) as exc:  # (a ValueError: a probe not installed here, say)
-        _say(said, f"family {family}: not compared on its samples ({exc})")
-        return None, UNPAIRED
+        return None, f"not compared on its samples ({exc})"
     entries: dict[tuple[str, str], list[tuple[frozenset[str], paired.Difference]]] = {}
     for k, row_set in enumerate(prepared.row_sets):
         values = [run_values[k] for run_values in prepared.values]
@@ -136,7 +136,7 @@ def _paired(runs: list[str], paths: Mapping[str, str | Path], confidence: float,
             # told apart: one of the two shown less biased (closer to the neutral value); "differ" (the values
             # differ, neither shown closer) and "no difference" leave them tied
             differs.setdefault(key, {})[pair] = verdict(entry, 1 - confidence) in LESS_BIASED
-    return differs, PAIRED
+    return differs, ""
 
 
 class _SharedSwaps:
@@ -238,8 +238,10 @@ def _unpaired(rows: pd.DataFrame, runs: list[str], confidence: float) -> Differs
             # the difference of their distances to the neutral value: whether one is less biased
             neutral = values.at[a, "neutral"]
             difference = abs(values.at[a, "value"] - neutral) - abs(values.at[b, "value"] - neutral)
-            if not (np.isfinite(spread) and np.isfinite(difference)) or spread == 0:
-                p = 0.0 if np.isfinite(difference) and difference != 0 and spread == 0 else float("nan")
+            if not (np.isfinite(spread) and np.isfinite(difference)) or spread == difference == 0:
+                p = float("nan")  # nothing to test: not told apart
+            elif spread == 0:  # two exact values, different distances
+                p = 0.0
             else:
                 p = float(2 * sps.norm.sf(abs(difference) / spread))
             pairs.append(frozenset((a, b)))

@@ -11,6 +11,7 @@ its models carry (``model.kind``; a model without one is contrastive).
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any, ClassVar
 
@@ -24,7 +25,14 @@ SCORERS: dict[str, type[Scorer]] = {}  # a model's kind -> its scorer
 
 
 def register_scorer(scorer: type[Scorer]) -> type[Scorer]:
-    """Register ``scorer`` for the models whose ``kind`` is its ``kind`` (a class decorator)."""
+    """Register ``scorer`` for the models whose ``kind`` is its ``kind`` (a class decorator); a class
+    without a kind, or with a method left to define, is refused naming it."""
+    if not (isinstance(scorer, type) and issubclass(scorer, Scorer)):
+        raise TypeError(f"register_scorer takes a subclass of vlfair.probes.scorers.Scorer, not {scorer!r}")
+    if not isinstance(getattr(scorer, "kind", None), str) or not scorer.kind:
+        raise TypeError(f"{scorer.__qualname__} declares no kind (a class attribute: kind = 'my-kind')")
+    if scorer.__abstractmethods__:
+        raise TypeError(f"{scorer.__qualname__} does not define {', '.join(sorted(scorer.__abstractmethods__))}")
     SCORERS[scorer.kind] = scorer
     return scorer
 
@@ -44,7 +52,7 @@ def scorer_for(model: Any, dataset: Any, batch_size: int = 64, cache_dir: Any = 
     return SCORERS[kind](model, dataset, batch_size, cache_dir)
 
 
-class Scorer:
+class Scorer(abc.ABC):
     """One model's scores of one dataset's images. A subclass defines :meth:`rows` and
     :meth:`text_scores`; one that embeds also :meth:`images`, :meth:`raw_images` and :meth:`texts`."""
 
@@ -56,14 +64,14 @@ class Scorer:
         self.unmatched: dict[str, tuple[int, int]] = {}  # question -> (answers naming no candidate, answers)
         self.unmatched_ids: set[str] = set()  # the samples whose answer named no candidate (left out of the run)
 
+    @abc.abstractmethod
     def rows(self) -> np.ndarray:
         """The dataset rows whose images can be read (the others are skipped and reported)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def text_scores(self, texts: list[str], asked: Answering | None = None, answers: list[str] | None = None,
                     question: str | None = None, within: np.ndarray | None = None) -> TextScores:
         """s(image, text) for every readable image (``within``: of those dataset rows only) and each text."""
-        raise NotImplementedError
 
     def ask_together(self, asks: list[tuple[str, list[str]]], asked: Answering) -> None:  # noqa: B027
         """Questions a probe will ask of every image, said at once (a model that answers asks them in one pass)."""
