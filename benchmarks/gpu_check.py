@@ -111,7 +111,9 @@ def generative_step(size: str, _: argparse.Namespace) -> bool:
         say("generative", {"dataset_vs_loop": fields["dataset_vs_loop"],
                            "dataset_vs_ceiling": fields["dataset_vs_ceiling"],
                            "dataset_max_abs_difference": fields["dataset_max_abs_difference"],
-                           "questions_together_vs_apart": fields["questions_together_vs_apart"]})
+                           "questions_together_vs_apart": fields["questions_together_vs_apart"],
+                           "dataset_img_s": fields["dataset_img_s"], "ceiling_img_s": fields["ceiling_img_s"],
+                           "processor_img_s": fields["processor_img_s"]})
     return ok
 
 

@@ -19,11 +19,14 @@ and checks that all paths give the same log-likelihoods. The last line:
 
   speedup_vs_full_forward=A shared_images_per_second=B max_abs_difference=C dataset_vs_loop=D
   dataset_max_abs_difference=E dataset_vs_ceiling=F questions_together_vs_apart=G questions_max_abs_difference=H
+  processor_img_s=I ceiling_img_s=J dataset_img_s=K
 
 with D = the dataset path's images/s over the loop of ``score`` (shared), E its largest difference from it,
 F = the dataset path's images/s over the prefix ceiling: the prompt's forward alone (image and question)
 on batches of the same size, its tensors prepared before the clock; G = the six questions' time apart over
-their time together, H the largest difference between the two. On a GPU the model runs there in
+their time together, H the largest difference between the two, I the rate of the processor alone (the prompts'
+tensors made on the host, one thread: the dataset path makes the next batch's while this one runs), J and K the
+ceiling's and the dataset path's images/s. On a GPU the model runs there in
 vlfair's dtype (bf16); --hidden 2048 --layers 24 --heads 16 --image-size 336 --patch-size 14
 --positions 1024 builds the LLaVA architecture at 1.8 B parameters (random weights).
 
@@ -60,13 +63,16 @@ def _synchronized(device: Any) -> float:
     return time.perf_counter()
 
 
-def prefix_ceiling(scorer: Any, images: list, batch_size: int) -> float:
+def prefix_ceiling(scorer: Any, images: list, batch_size: int) -> tuple[float, float]:
     """Images/s of the prompt's forward alone (image and question, no answer), ``batch_size`` images in each
-    forward, their tensors prepared before the clock: no pipeline can score faster."""
+    forward, their tensors prepared before the clock: no pipeline can score faster; and images/s of preparing
+    those tensors (the processor, on the host, one thread): the rate the host alone would allow."""
     import torch
 
     prompt = scorer.prompt(QUESTION)
+    start = _synchronized(scorer.device)
     batches = [scorer._batch_inputs(images[at:at + batch_size], prompt) for at in range(0, len(images), batch_size)]
+    processor = len(images) / (_synchronized(scorer.device) - start)
     if any(batch is None for batch in batches):
         raise SystemExit("lvlm_prefix_speed.py: the prompts came out of different lengths; no ceiling to time")
     with torch.inference_mode():
@@ -74,7 +80,7 @@ def prefix_ceiling(scorer: Any, images: list, batch_size: int) -> float:
         start = _synchronized(scorer.device)
         for batch in batches:
             scorer.model(**batch)
-        return len(images) / (_synchronized(scorer.device) - start)
+        return len(images) / (_synchronized(scorer.device) - start), processor
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -137,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         dataset = score_answers(scorer, images, QUESTION, ANSWERS, cache_dir=None, progress=False,
                                 batch_size=args.batch_size).scores
         dataset_seconds = _synchronized(device) - start
-        ceiling = prefix_ceiling(scorer, images, args.batch_size)
+        ceiling, processor = prefix_ceiling(scorer, images, args.batch_size)
         asks = [(f"is this person {a} or {b} ?", [a, b]) for a, b in PAIRS]
         start = _synchronized(device)
         apart = [score_answers(scorer, images, question, answers, cache_dir=None, progress=False,
@@ -156,13 +162,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  full forward each  {'skipped (--skip-full)' if args.skip_full else full_rate}")
     print(f"  dataset, batch {args.batch_size:<3} {dataset_seconds:7.2f} s  ({dataset_rate:.1f} images/s)")
     print(f"  prefix ceiling     {ceiling:.1f} images/s (the prompt's forward alone, batch {args.batch_size})")
+    print(f"  prompts made       {processor:.1f} images/s (the processor alone, on the host)")
     print(f"  6 questions apart  {apart_seconds:7.2f} s  ({args.images / apart_seconds:.1f} images/s)")
     print(f"  6 asked together   {together_seconds:7.2f} s  ({args.images / together_seconds:.1f} images/s)")
     print(f"speedup_vs_full_forward={full_seconds / shared_seconds:.2f} "
           f"shared_images_per_second={args.images / shared_seconds:.2f} max_abs_difference={difference:.2e} "
           f"dataset_vs_loop={shared_seconds / dataset_seconds:.2f} dataset_max_abs_difference={dataset_difference:.2e} "
           f"dataset_vs_ceiling={dataset_rate / ceiling:.2f} questions_together_vs_apart="
-          f"{apart_seconds / together_seconds:.2f} questions_max_abs_difference={questions_difference:.2e}")
+          f"{apart_seconds / together_seconds:.2f} questions_max_abs_difference={questions_difference:.2e} "
+          f"processor_img_s={processor:.1f} ceiling_img_s={ceiling:.1f} dataset_img_s={dataset_rate:.1f}")
 
 
 if __name__ == "__main__":

@@ -89,7 +89,8 @@ def test_lvlm_prefix_benchmark_prints_its_ratio(run_benchmark, family):
     assert re.fullmatch(r"speedup_vs_full_forward=[\d.]+ shared_images_per_second=[\d.]+ "
                         r"max_abs_difference=[\d.e+-]+ dataset_vs_loop=[\d.]+ dataset_max_abs_difference=[\d.e+-]+ "
                         r"dataset_vs_ceiling=[\d.]+ questions_together_vs_apart=[\d.]+ "
-                        r"questions_max_abs_difference=[\d.e+-]+", last), last
+                        r"questions_max_abs_difference=[\d.e+-]+ processor_img_s=[\d.]+ ceiling_img_s=[\d.]+ "
+                        r"dataset_img_s=[\d.]+", last), last
     assert "prefix ceiling" in result.stdout and "cpu float32" in result.stdout
     numbers = dict(field.split("=") for field in last.split())
     # every path gives the same log-likelihoods (the batched one pads 4 images into batches of 3 and 1)
@@ -107,6 +108,19 @@ def test_input_pipeline_benchmark_prints_its_ratios(run_benchmark):
     for label in ("(a) pipeline, 1 worker", "pipeline, 2 workers", "(b) decode ceiling, 2 processes",
                   "(c) main process, model on", "-> (224, 224)"):
         assert label in result.stdout
+
+
+def test_pipeline_breakdown_accounts_for_every_image_in_the_workers(run_benchmark):
+    """benchmarks/pipeline_breakdown.py --quick: for each configuration, every image passed through a worker's
+    clock (decode and write times per image, the workers' busy share), and its contract line names the best."""
+    result = run_benchmark("pipeline_breakdown.py", "--quick", "--workers", "2")
+    rows = [line.split() for line in result.stdout.splitlines() if re.match(r"\s+2\s+64\s+2\s+(True|False)", line)]
+    assert [row[3] for row in rows] == ["False", "True"], result.stdout  # the buffers touched beforehand, and not
+    for row in rows:
+        img_s, busy, decode_ms = float(row[4]), float(row[8]), float(row[9])
+        assert img_s > 0 and 0 < busy <= 1.0 and decode_ms > 0
+    assert re.fullmatch(r"breakdown: best=workers2_piece64_ahead2_touch[01] img_s=\d+ vs_ceiling=[\d.]+",
+                        result.stdout.strip().splitlines()[-1])
 
 
 def test_jpeg_draft_benchmark_prints_its_ratios(run_benchmark):
@@ -158,7 +172,8 @@ def test_gpu_check_names_the_fastest_worker_count_and_reads_each_benchmark_s_con
         if command[1].endswith("lvlm_prefix_speed.py"):
             return 0, ("speedup_vs_full_forward=nan shared_images_per_second=13.1 max_abs_difference=0.00e+00 "
                        "dataset_vs_loop=7.40 dataset_max_abs_difference=3.1e-02 dataset_vs_ceiling=0.61 "
-                       "questions_together_vs_apart=4.10 questions_max_abs_difference=2.0e-02\n"), ""
+                       "questions_together_vs_apart=4.10 questions_max_abs_difference=2.0e-02 "
+                       "processor_img_s=210.5 ceiling_img_s=151.2 dataset_img_s=92.2\n"), ""
         workers = command[command.index("--workers") + 1]
         return 0, (f"workers_speedup=1.9 vs_decode_ceiling=0.85 main_ms_per_image=0.040 main_cap_img_s=25000 "
                    f"pipeline_img_s={rates[workers]}\n"), ""
@@ -171,7 +186,8 @@ def test_gpu_check_names_the_fastest_worker_count_and_reads_each_benchmark_s_con
                    "gpu_check pipeline: fastest_workers=8 img_s_at_fastest=1500 main_ms_per_image=0.040 "
                    "img_s_by_workers=4:900,8:1500,15:1200",
                    "gpu_check generative: dataset_vs_loop=7.40 dataset_vs_ceiling=0.61 "
-                   "dataset_max_abs_difference=3.1e-02 questions_together_vs_apart=4.10"]
+                   "dataset_max_abs_difference=3.1e-02 questions_together_vs_apart=4.10 dataset_img_s=92.2 "
+                   "ceiling_img_s=151.2 processor_img_s=210.5"]
     assert logs == ["embed", "pipeline-4", "pipeline-8", "pipeline-15", "generative"]  # --log-dir's file names
 
 

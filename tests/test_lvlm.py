@@ -5,6 +5,7 @@ id resolves to a tiny checkpoint offline, and what it cannot use is refused by n
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,34 @@ def test_images_scored_together_equal_one_full_forward_per_image_and_answer(chec
                                    rtol=1e-5, atol=1e-5)
     assert scorer.generate_many(images, QUESTION, 4, batch_size=batch_size) == [
         scorer.generate(image, QUESTION, 4) for image in images]
+
+
+def test_the_next_batch_of_prompts_is_made_while_this_one_is_scored(scorer, monkeypatch):
+    """Issue 44: the processor's work for batch k + 1 (resizing, normalising, tokenizing) runs in a thread while
+    the caller runs batch k's forwards, so a GPU does not wait for the host between batches; the batches come
+    in order, and a batch the processor cannot take whole still goes one image at a time."""
+    made: list[tuple[int, str]] = []
+    second_made = threading.Event()
+    original = GenerativeScorer._batch_inputs
+
+    def recording(self, images, text, check_end=True):
+        made.append((len(images), threading.current_thread().name))
+        if len(made) == 2:
+            second_made.set()
+        return original(self, images, text, check_end)
+
+    monkeypatch.setattr(GenerativeScorer, "_batch_inputs", recording)
+    images = [generated_image(index) for index in range(7)]
+    batches = scorer._image_batches(images, scorer.prompt(QUESTION), 3)
+    first = next(batches)
+    assert second_made.wait(timeout=30), "the second batch was not made while the first was in the caller's hands"
+    rest = list(batches)
+    assert [start for start, _ in [first, *rest]] == [0, 3, 6]
+    # a batch of several images is made in the thread; the last, of one image, is made as it is asked for
+    assert [(count, name.split("_")[0]) for count, name in made] == [(3, "vlfair-prompts"), (3, "vlfair-prompts"),
+                                                                     (1, "MainThread")]
+    np.testing.assert_array_equal(rest[0][1]["input_ids"].cpu(), original(scorer, images[3:6], scorer.prompt(QUESTION))[
+        "input_ids"].cpu())
 
 
 ASKS = [("is this person smart or dumb ?", ["smart", "dumb", "a smart person"]),

@@ -16,10 +16,12 @@ cache would score other tokens than a full forward does).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import copy
 import dataclasses
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -104,6 +106,10 @@ class GenerativeScorer:
         self._asked: dict[tuple[str, tuple[str, ...]], tuple[str, list[list[int]]]] = {}
         self._last_token: dict[str, int] = {}
         self._heads: dict[tuple[str, ...], tuple[str, list[list[int]]] | None] = {}
+        # a fast tokenizer's state (padding, truncation) is set by each call: two threads at once raise "Already
+        # borrowed", so every use of the processor while a batch is made ahead in a thread holds this lock
+        self._tokenizing = threading.Lock()
+        self._pad_id = getattr(getattr(processor, "tokenizer", None), "pad_token_id", None)  # read once, here
 
     def identity(self) -> dict[str, Any]:
         """What makes two scorers give the same scores (the cache key's model part)."""
@@ -241,6 +247,10 @@ class GenerativeScorer:
         after the text (an EOS), which would sit between the prompt and every answer, is refused
         (``check_end``: a prompt's opening, whose end the processor may expand, is checked otherwise:
         :meth:`shared_head`)."""
+        with self._tokenizing:  # the next batch's are made in a thread (:meth:`_image_batches`)
+            return self._locked_batch_inputs(images, text, check_end)
+
+    def _locked_batch_inputs(self, images: Sequence[Any], text: str, check_end: bool) -> Any:
         tokenizer = self.processor.tokenizer
         special = not (tokenizer.bos_token and text.startswith(tokenizer.bos_token))
         try:  # one list per text: the form every family's processor takes (Gemma 3 wants it)
@@ -269,21 +279,33 @@ class GenerativeScorer:
                        check_end: bool = True) -> Iterator[tuple[int, Any]]:
         """(position of the first image, the processor's tensors) for ``images`` in batches of up to
         ``batch_size``; a batch the processor cannot take whole (:meth:`_batch_inputs`) goes one image
-        at a time. A refused image is named by its position in ``images``."""
+        at a time. A refused image is named by its position in ``images``.
+
+        The next batch's tensors are made in a thread while the caller runs this one's forwards: the processor
+        (resizing and normalising every image, tokenizing every prompt) is host work the device would otherwise
+        wait for, as long as a batch's prefix forward on a GPU (a 1.8 B LLaVA at 336 px)."""
         from vlfair.imageio import RejectedImageError
 
-        for start in range(0, len(images), batch_size):
+        def prepare(start: int) -> Any:
             part = images[start:start + batch_size]
-            inputs = self._batch_inputs(part, text, check_end) if len(part) > 1 else None
-            if inputs is not None:
-                yield start, inputs
-                continue
-            for offset, image in enumerate(part):
-                try:
-                    single = self._batch_inputs([image], text, check_end)
-                except RejectedImageError as exc:
-                    raise RejectedImageError(exc.reason, start + offset) from exc
-                yield start + offset, single
+            return self._batch_inputs(part, text, check_end) if len(part) > 1 else None
+
+        starts = range(0, len(images), batch_size)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="vlfair-prompts") as ahead:
+            coming = ahead.submit(prepare, 0) if starts else None
+            for start in starts:
+                assert coming is not None  # submitted for every start
+                inputs = coming.result()
+                coming = ahead.submit(prepare, start + batch_size) if start + batch_size < len(images) else None
+                if inputs is not None:
+                    yield start, inputs
+                    continue
+                for offset, image in enumerate(images[start:start + batch_size]):
+                    try:
+                        single = self._batch_inputs([image], text, check_end)
+                    except RejectedImageError as exc:
+                        raise RejectedImageError(exc.reason, start + offset) from exc
+                    yield start + offset, single
 
     # ---- scoring -----------------------------------------------------------------------------
     def score(self, image: Any, question: str, answers: Sequence[str], batch_size: int = 32) -> AnswerScores:
@@ -479,7 +501,7 @@ class GenerativeScorer:
         import torch
 
         width = max(len(t) for t in tokens)
-        pad = self.processor.tokenizer.pad_token_id or 0
+        pad = self._pad_id or 0
         ids = torch.tensor([t + [pad] * (width - len(t)) for t in tokens], device=self.device)
         present = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tokens], device=self.device)
         rows = torch.tensor(images, device=first.device)
@@ -557,7 +579,7 @@ class GenerativeScorer:
         watch = _NonFiniteLogits()
         with torch.no_grad():
             made = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
-                                       pad_token_id=self.processor.tokenizer.pad_token_id,
+                                       pad_token_id=self._pad_id,
                                        logits_processor=LogitsProcessorList([watch]))
         prompt_length = inputs["input_ids"].shape[1]
         if watch.step is not None:  # greedy decoding picks a token from NaN scores too: the answers are noise
@@ -568,8 +590,9 @@ class GenerativeScorer:
             raise GenerativeModelError(
                 f"model {self.name!r}: its logits came out NaN or infinite at answer token {watch.step + 1} "
                 f"({rows} of this question), in {dtype}: the answers would be noise, not too short; {advice}")
-        for row, new in enumerate(made[:, prompt_length:]):
-            into[start + row] = str(self.processor.tokenizer.decode(new, skip_special_tokens=True)).strip()
+        with self._tokenizing:
+            for row, new in enumerate(made[:, prompt_length:]):
+                into[start + row] = str(self.processor.tokenizer.decode(new, skip_special_tokens=True)).strip()
 
     @in_asked_precision
     def score_by_full_forward(self, image: Any, question: str, answers: Sequence[str]) -> AnswerScores:
