@@ -12,7 +12,8 @@ Linux only (fork), as the suite's machines are. torch runs on one thread in the 
 vlfair's own forked workers (``vlfair.demo.forked``): libgomp's thread pool is not one a fork may use.
 A child of a test process that has started CUDA runs on the CPU: CUDA cannot be started again in a
 forked child ("Cannot re-initialize CUDA in forked subprocess"), so the child sees no GPU, and neither
-do the processes it starts.
+do the processes it starts. After a backward pass on a machine with a GPU, a forked child cannot run a
+backward pass (autograd's device threads), so the child is then started as a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from vlfair.demo.forked import cuda_started
+from vlfair.demo.forked import autograd_threads_started, cuda_started
 
 
 class Child:
@@ -100,7 +101,10 @@ def start(directory: Path, target: Callable[..., int | None], *args: Any, env: d
     out, err = directory / f"{name}.out", directory / f"{name}.err"
     sys.stdout.flush()
     sys.stderr.flush()
-    process = get_context("fork").Process(target=_run, args=(target, args, env or {}, out, err, cuda_started()))
+    # after a backward pass on a machine with a GPU a forked child cannot run one (autograd's device threads): the
+    # child is then a fresh interpreter, ``target`` imported by name (a module's function)
+    context = get_context("spawn" if autograd_threads_started() else "fork")
+    process = context.Process(target=_run, args=(target, args, env or {}, out, err, cuda_started()))
     process.start()
     return Child(process, out, err)
 

@@ -169,7 +169,8 @@ def test_a_child_of_a_process_that_started_cuda_runs_on_the_cpu(tmp_path, monkey
     status, out, err = forking.run(tmp_path, forking.python, code, name="after-cuda")
     assert status == 0, err
     assert out.split() == ["False", "0", "''"]
-    monkeypatch.undo()
+    # a process without CUDA (on a GPU machine, an earlier test of this process may have started it)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     status, out, err = forking.run(tmp_path, forking.python, code, name="without-cuda")
     assert status == 0, err
     assert out.split()[2:] == [repr(os.environ.get("CUDA_VISIBLE_DEVICES"))]
@@ -303,15 +304,70 @@ def test_workers_write_pixels_in_place_and_hand_over_only_rows(clip_encoder, jpe
     slots = embed._Slots(2, 4, clip_encoder.preprocessing.output_hw, shared=True, pinned=False)
     assert all(tensor.is_shared() for tensor in slots.tensors)
     dataset = embed._DecodeDataset(source, [0, 1, 2, 3], clip_encoder.preprocessing, slots)
-    handed = embed._collate([dataset[(1, offset, offset)] for offset in range(4)])
-    assert [(offset, row) for offset, row, _ in handed] == [(0, 0), (1, 1), (2, 2), (3, 3)]
-    assert [bad is None for _, _, bad in handed] == [True, False, True, True]
-    rows, pixels, bad = slots.batch(1, handed)
+    handed = embed._collate([dataset[(7, 1, offset, offset)] for offset in range(4)])
+    assert [(batch, offset, row) for batch, offset, row, _ in handed] == [(7, 0, 0), (7, 1, 1), (7, 2, 2), (7, 3, 3)]
+    assert [bad is None for *_, bad in handed] == [True, False, True, True]
+    rows, pixels, bad = slots.batch(1, handed[::-1])  # pieces come in the order they are done
     assert rows == [0, 2, 3] and [b.row for b in bad] == [1]
     for row, image in zip(rows, pixels):
         np.testing.assert_array_equal(image.numpy(), clip_encoder.preprocessing.load(paths[row], row))
     whole_rows, whole, _ = slots.batch(1, [handed[0], handed[2]])
     assert whole.data_ptr() == slots.tensors[1].data_ptr()  # no gap: the buffer itself, not a copy
+
+
+def test_pieces_are_handed_over_as_they_are_done_and_batches_still_go_in_order(clip_encoder, jpeg_paths,
+                                                                              monkeypatch):
+    """Issue 44: a piece is handed over when it is done, not after every piece asked for before it (in order, every
+    worker waited on the slowest: 15 workers on an H200 were busy 0.75 of the time); the main process puts each
+    batch together from its pieces in whatever order they came, and the embeddings are bit for bit the same."""
+    from vlfair import embed
+    from vlfair.models.preprocessing import ImagePreprocessing
+
+    assert embed._loader_order(2) == {"prefetch_factor": embed.PREFETCH, "in_order": False}
+    paths = _paths(jpeg_paths)[:24]
+    whole = vlfair.embed_images(clip_encoder, paths, batch_size=12, num_workers=0, cache_dir=None)
+    original_load, original_batch = ImagePreprocessing.load, embed._Slots.batch
+    first_offsets = []
+
+    def slow_first_row(self, value, row):  # in the workers (forked after this patch)
+        if row == 0:
+            time.sleep(1.0)
+        return original_load(self, value, row)
+
+    def recording(self, slot, placed):
+        first_offsets.append(placed[0][1])  # the first image handed over of this batch
+        return original_batch(self, slot, placed)
+
+    monkeypatch.setattr(ImagePreprocessing, "load", slow_first_row)
+    monkeypatch.setattr(embed._Slots, "batch", recording)
+    monkeypatch.setattr(embed, "DECODE_BATCH", 3)
+    found = vlfair.embed_images(clip_encoder, paths, batch_size=12, num_workers=2, cache_dir=None)
+    assert first_offsets[0] != 0  # row 0's piece came after a later one of its batch
+    assert np.array_equal(found, whole)
+
+
+def test_a_worker_waits_to_write_a_buffer_until_its_previous_batch_is_on_the_device(clip_encoder, jpeg_paths):
+    """Pieces handed over out of order let a worker run further ahead than the buffers cover; it then waits until
+    the main process has handed the buffer's previous batch to the device before it writes over it."""
+    import multiprocessing
+    import threading
+
+    from vlfair import embed
+
+    paths = _paths(jpeg_paths)[:2]
+    slots = embed._Slots(2, 2, clip_encoder.preprocessing.output_hw, shared=True, pinned=False)
+    slots.tensors[0].fill_(7)
+    sent = multiprocessing.Value("q", -1, lock=False)
+    dataset = embed._DecodeDataset(embed.image_source(paths, "image"), [0, 1], clip_encoder.preprocessing, slots, sent)
+    handed = []
+    worker = threading.Thread(target=lambda: handed.append(dataset[(2, 0, 0, 0)]))  # batch 2, in batch 0's buffer
+    worker.start()
+    worker.join(0.5)
+    assert worker.is_alive() and not handed and bool((slots.tensors[0][0] == 7).all())  # batch 0 not yet sent
+    sent.value = 1  # batch 0 and 1 handed to the device
+    worker.join(10)
+    assert handed == [(2, 0, 0, None)]
+    np.testing.assert_array_equal(slots.tensors[0][0].numpy(), clip_encoder.preprocessing.load(paths[0], 0))
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -499,3 +555,41 @@ def test_the_command_line_says_a_batch_too_large_in_one_line(clip_dir, tmp_path,
     assert code == 2 and error.count("\n") == 1, error
     assert error.startswith("vlfair run: a batch of 16 images does not fit in the device's memory (CUDA out of memory")
     assert "lower batch_size (now 16; --batch-size on the command line)" in error and "--debug" not in error
+
+
+def test_autograd_s_device_threads_are_seen_and_then_children_are_fresh_interpreters(tmp_path, monkeypatch):
+    """On a GPU machine a backward pass starts autograd's per-device threads (named pt_autograd_N), after which a
+    forked child's own backward pass fails ("Unable to handle autograd's threading in combination with fork-based
+    multiprocessing": the demo's shared-training test on an H200). Such threads are seen by name; the demo's
+    forked pieces then run in the process, and a test's child is a fresh interpreter."""
+    import ctypes
+    import threading
+
+    from vlfair.demo import forked
+
+    assert not forked.autograd_threads_started()
+    named, release = threading.Event(), threading.Event()
+
+    def pretend() -> None:  # a thread whose name the kernel holds is what torch's are
+        ctypes.CDLL(None).prctl(15, b"pt_autograd_0", 0, 0, 0)  # PR_SET_NAME: the calling thread's name
+        named.set()
+        release.wait(30)
+
+    thread = threading.Thread(target=pretend)
+    thread.start()
+    try:
+        assert named.wait(30) and forked.autograd_threads_started() and not forked.fork_safe()
+        ran_here = forked.forked_map(lambda item: os.getpid(), [1, 2], workers=2)
+        assert ran_here == [os.getpid(), os.getpid()]
+        monkeypatch.setattr(forking, "python", None)  # a fork would see this; a fresh interpreter imports its own
+        status, out, err = forking.run(tmp_path, _print_python_of_forking, name="fresh")
+        assert status == 0, err
+        assert out.split() == ["function"]
+    finally:
+        release.set()
+        thread.join()
+    assert not forked.autograd_threads_started()
+
+
+def _print_python_of_forking() -> None:
+    print(type(forking.python).__name__)

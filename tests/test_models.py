@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,6 +33,7 @@ import vlfair
 from vlfair import testing
 from vlfair.models import BACKENDS, ModelNotFoundError, parse_spec
 from vlfair.models.hub import split_revision
+from vlfair.models.precision import ieee_float32
 
 import forking
 
@@ -40,7 +42,7 @@ PROMPTS = ["a photo of a doctor", "a nurse", "ein foto von einer frau", "smart p
 
 
 def _unit(x: torch.Tensor) -> np.ndarray:
-    x = x.float()
+    x = x.float().cpu()
     return (x / x.norm(dim=-1, keepdim=True)).numpy()
 
 
@@ -48,19 +50,29 @@ def _images(count: int = 5) -> list[Image.Image]:
     return [testing.generated_image(i, size=(90 + 13 * i, 70 + 5 * i)) for i in range(count)]
 
 
-def _reference_images(model, processor, images) -> np.ndarray:
-    with torch.inference_mode():
-        return np.concatenate([
-            _unit(model.get_image_features(
-                pixel_values=processor(images=image, return_tensors="pt")["pixel_values"]).pooler_output)
-            for image in images
-        ])
+@contextmanager
+def _beside(model, encoder) -> Iterator[torch.device]:
+    """``model`` on ``encoder``'s device, its forwards in IEEE float32 as vlfair's are (on a GPU, cuDNN's
+    convolutions would run in TF32 by default): a reference computed where vlfair computes, since a GPU's float32
+    kernels and a CPU's round differently (a tiny CLIP's image embeddings differed by 2e-5 on an H200)."""
+    model.to(encoder.device)
+    with ieee_float32(torch.float32), torch.inference_mode():
+        yield encoder.device
 
 
-def _reference_texts(model, tokenizer, texts, **tokenize) -> np.ndarray:
+def _reference_images(model, processor, images, device) -> np.ndarray:
+    return np.concatenate([
+        _unit(model.get_image_features(
+            pixel_values=processor(images=image, return_tensors="pt")["pixel_values"].to(device)).pooler_output)
+        for image in images
+    ])
+
+
+def _reference_texts(model, tokenizer, texts, device=None, **tokenize) -> np.ndarray:
     with torch.inference_mode():
         return np.concatenate([
-            _unit(model.get_text_features(**tokenizer([text], return_tensors="pt", **tokenize)).pooler_output)
+            _unit(model.get_text_features(**tokenizer([text], return_tensors="pt", **tokenize).to(
+                device or model.device)).pooler_output)
             for text in texts
         ])
 
@@ -70,8 +82,11 @@ def test_clip_matches_transformers_per_item(clip_dir):
     model, processor = CLIPModel.from_pretrained(clip_dir).eval(), CLIPImageProcessor.from_pretrained(clip_dir)
     tokenizer = AutoTokenizer.from_pretrained(clip_dir)
     images = _images()
-    np.testing.assert_allclose(encoder.encode_images(images), _reference_images(model, processor, images), atol=TOL)
-    np.testing.assert_allclose(encoder.encode_texts(PROMPTS), _reference_texts(model, tokenizer, PROMPTS), atol=TOL)
+    with _beside(model, encoder) as device:
+        np.testing.assert_allclose(encoder.encode_images(images), _reference_images(model, processor, images, device),
+                                   atol=TOL)
+        np.testing.assert_allclose(encoder.encode_texts(PROMPTS), _reference_texts(model, tokenizer, PROMPTS, device),
+                                   atol=TOL)
     assert encoder.loss == "softmax" and encoder.logit_bias is None
     assert encoder.logit_scale == pytest.approx(float(model.logit_scale.detach().exp()))
     assert encoder.embedding_dim == model.config.projection_dim == 16
@@ -83,13 +98,13 @@ def test_clip_logits_and_probabilities_match_model_forward(clip_encoder, clip_di
     model, processor = CLIPModel.from_pretrained(clip_dir).eval(), CLIPImageProcessor.from_pretrained(clip_dir)
     tokenizer = AutoTokenizer.from_pretrained(clip_dir)
     images = _images(3)
-    with torch.inference_mode():
-        out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"],
-                    **tokenizer(PROMPTS, padding=True, return_tensors="pt"))
+    with _beside(model, clip_encoder) as device:
+        out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"].to(device),
+                    **tokenizer(PROMPTS, padding=True, return_tensors="pt").to(device))
     logits = clip_encoder.logits(clip_encoder.encode_images(images), clip_encoder.encode_texts(PROMPTS))
-    np.testing.assert_allclose(logits, out.logits_per_image.numpy(), atol=1e-4)
+    np.testing.assert_allclose(logits, out.logits_per_image.cpu().numpy(), atol=1e-4)
     probs = clip_encoder.probabilities(clip_encoder.encode_images(images), clip_encoder.encode_texts(PROMPTS))
-    np.testing.assert_allclose(probs, out.logits_per_image.softmax(-1).numpy(), atol=1e-5)
+    np.testing.assert_allclose(probs, out.logits_per_image.softmax(-1).cpu().numpy(), atol=1e-5)
 
 
 def test_siglip_matches_transformers_and_uses_sigmoid(siglip_dir):
@@ -97,16 +112,17 @@ def test_siglip_matches_transformers_and_uses_sigmoid(siglip_dir):
     model, processor = SiglipModel.from_pretrained(siglip_dir).eval(), SiglipImageProcessor.from_pretrained(siglip_dir)
     tokenizer = AutoTokenizer.from_pretrained(siglip_dir)
     images = _images(4)
-    np.testing.assert_allclose(encoder.encode_images(images), _reference_images(model, processor, images), atol=TOL)
-    texts = _reference_texts(model, tokenizer, PROMPTS, padding="max_length", max_length=64)
-    np.testing.assert_allclose(encoder.encode_texts(PROMPTS), texts, atol=TOL)
+    with _beside(model, encoder) as device:
+        np.testing.assert_allclose(encoder.encode_images(images), _reference_images(model, processor, images, device),
+                                   atol=TOL)
+        texts = _reference_texts(model, tokenizer, PROMPTS, device, padding="max_length", max_length=64)
+        np.testing.assert_allclose(encoder.encode_texts(PROMPTS), texts, atol=TOL)
+        out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"].to(device),
+                    **tokenizer(PROMPTS, padding="max_length", max_length=64, return_tensors="pt").to(device))
     assert encoder.loss == "sigmoid"
     assert encoder.logit_scale == pytest.approx(10.0) and encoder.logit_bias == pytest.approx(-3.0)
-    with torch.inference_mode():
-        out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"],
-                    **tokenizer(PROMPTS, padding="max_length", max_length=64, return_tensors="pt"))
     probs = encoder.probabilities(encoder.encode_images(images), encoder.encode_texts(PROMPTS))
-    np.testing.assert_allclose(probs, torch.sigmoid(out.logits_per_image).numpy(), atol=1e-5)
+    np.testing.assert_allclose(probs, torch.sigmoid(out.logits_per_image).cpu().numpy(), atol=1e-5)
     assert not np.allclose(probs.sum(axis=1), 1.0)  # independent per pair, not a softmax
 
 

@@ -14,8 +14,13 @@ Under ``torchrun`` / ``accelerate launch`` each process takes a contiguous share
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import inspect
+import itertools
+import multiprocessing
 import os
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, NamedTuple, overload
 
@@ -67,28 +72,39 @@ def default_num_workers(device: torch.device) -> int:
 # ---- worker side ------------------------------------------------------------------------
 class _DecodeDataset(torch.utils.data.Dataset):
     """Rows decoded, resized and cropped (``ImagePreprocessing.load``) straight into their place in a forward
-    batch's buffer (:class:`_Slots`): an item is (slot, offset, position in ``rows``), and what goes back to
-    the main process is the row and where it went, never its pixels."""
+    batch's buffer (:class:`_Slots`): an item is (forward batch, slot, offset, position in ``rows``), and what goes
+    back to the main process is the batch, the row and where it went, never its pixels.
 
-    def __init__(self, source: ImageSource, rows: list[int], preprocessing: ImagePreprocessing, slots: _Slots):
-        self.source, self.rows, self.preprocessing, self.slots = source, rows, preprocessing, slots
+    Pieces come back in the order they are done, not the order they were asked for (the DataLoader's
+    ``in_order=False``), so a worker may run ahead of a slow one by more than the buffers cover: before writing a
+    buffer it waits until the main process has handed the buffer's previous batch to the device (``sent``, the
+    last batch handed over). The wait ends: the pieces of that earlier batch were all asked for first."""
+
+    def __init__(self, source: ImageSource, rows: list[int], preprocessing: ImagePreprocessing, slots: _Slots,
+                 sent: Any = None):
+        self.source, self.rows, self.preprocessing, self.slots, self.sent = source, rows, preprocessing, slots, sent
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, item: tuple[int, int, int]) -> tuple[int, int, BadRow | None]:
-        slot, offset, index = item
+    def __getitem__(self, item: tuple[int, int, int, int]) -> tuple[int, int, int, BadRow | None]:
+        batch, slot, offset, index = item
         row = self.rows[index]
         try:
             pixels = self.preprocessing.load(self.source.cell(row), row)
+            while self.sent is not None and self.sent.value < batch - len(self.slots.tensors):
+                time.sleep(SLOT_WAIT)  # this buffer still holds a batch not yet on the device
             self.slots.tensors[slot][offset].numpy()[...] = pixels  # a read-only array too (no tensor made of it)
         except BadImageError as exc:
-            return offset, row, BadRow(exc.row, exc.path, exc.reason)
-        return offset, row, None
+            return batch, offset, row, BadRow(exc.row, exc.path, exc.reason)
+        return batch, offset, row, None
 
 
-def _collate(samples: list[tuple[int, int, BadRow | None]]) -> list[tuple[int, int, BadRow | None]]:
-    return samples  # (offset, row, bad) per image: a few numbers each, the pixels are in place already
+def _collate(samples: list[tuple[int, int, int, BadRow | None]]) -> list[tuple[int, int, int, BadRow | None]]:
+    return samples  # (batch, offset, row, bad) per image: a few numbers each, the pixels are in place already
+
+
+SLOT_WAIT = 0.0005  # seconds between a waiting worker's looks at the batch last handed to the device
 
 
 class _Slots:
@@ -106,12 +122,14 @@ class _Slots:
         self.tensors = [_shared_empty(shape) if shared else torch.empty(shape, dtype=torch.uint8, pin_memory=pinned)
                         for _ in range(count)]
 
-    def batch(self, slot: int, placed: list[tuple[int, int, BadRow | None]]
+    def batch(self, slot: int, placed: list[tuple[int, int, int, BadRow | None]]
               ) -> tuple[list[int], torch.Tensor | None, list[BadRow]]:
-        """A forward batch's rows, pixels and unreadable rows from its pieces' (offset, row, bad): the buffer's
-        first rows as they are, or, where unreadable rows left gaps, the readable ones gathered."""
-        good = [(offset, row) for offset, row, bad in placed if bad is None]
-        bad = [b for _, _, b in placed if b is not None]
+        """A forward batch's rows, pixels and unreadable rows from its pieces' (batch, offset, row, bad), in any
+        order: the buffer's first rows as they are, or, where unreadable rows left gaps, the readable ones
+        gathered."""
+        placed = sorted(placed, key=lambda image: image[1])
+        good = [(offset, row) for _, offset, row, bad in placed if bad is None]
+        bad = [b for *_, b in placed if b is not None]
         rows = [row for _, row in good]
         if not good:
             return rows, None, bad
@@ -509,15 +527,16 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
     batches, owners = _batches(shares, batch_size)
     pieces, completes, starts = _pieces(batches, DECODE_BATCH)
     workers = default_num_workers(encoder.device) if num_workers is None else num_workers
-    # each piece's images named by their place: (the batch's buffer, offset in the batch, position in the rows)
     slots = _Slots(_slot_count(completes, PREFETCH * workers), batch_size, encoder.preprocessing.output_hw,
                    shared=workers > 0, pinned=encoder.device.type == "cuda")
-    placed = [[(batch % len(slots.tensors), start + k, index) for k, index in enumerate(indices)]
-              for indices, batch, start in zip(pieces, completes, starts)]
+    # each piece's images named by their place: (forward batch, its buffer, offset in the batch, position in the
+    # rows); an empty batch (a chunk's share of no rows, still a gather to join) has no piece to decode
+    placed = [[(batch, batch % len(slots.tensors), start + k, index) for k, index in enumerate(indices)]
+              for indices, batch, start in zip(pieces, completes, starts) if indices]
+    sent = multiprocessing.Value("q", -1, lock=False) if workers else None  # the last batch handed to the device
     loader = torch.utils.data.DataLoader(
-        _DecodeDataset(source, [row for share in shares for row in share], encoder.preprocessing, slots),
-        batch_sampler=placed, num_workers=workers, collate_fn=_collate,
-        **({"prefetch_factor": PREFETCH} if workers else {}),
+        _DecodeDataset(source, [row for share in shares for row in share], encoder.preprocessing, slots, sent),
+        batch_sampler=placed, num_workers=workers, collate_fn=_collate, **_loader_order(workers),
     )
     finished_at = np.cumsum([ranges[i][1] - ranges[i][0] for i in todo]).tolist()  # rows done after each chunk
     total = finished_at[-1] if todo else 0
@@ -549,30 +568,53 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
                 raise BadImageError(chunk.bad[0].row, chunk.bad[0].path, chunk.bad[0].reason + _more(chunk.bad))
 
     in_flight: tuple[int, list[int], torch.Tensor | None, list[BadRow]] | None = None  # sent, not yet back
-    gathered: list[tuple[int, int, BadRow | None]] = []  # the pieces of the batch being put together
+    arrived: dict[int, list[tuple[int, int, int, BadRow | None]]] = {}  # batch: its images decoded so far
+    missing = collections.Counter(placed_batch[0][0] for placed_batch in placed)  # batch: its pieces still to come
+    next_batch = 0
+
+    def send(batch: int) -> None:
+        """Batch ``batch`` (every piece of it decoded) to the device, and the one before it brought back."""
+        nonlocal in_flight
+        rows, pixels, bad = slots.batch(batch % len(slots.tensors), arrived.pop(batch, []))
+        with _naming_batch_size(len(rows), batch_size, len(done)):
+            features = encoder.encode_pixels(pixels, normalize) if pixels is not None else None
+        if sent is not None:
+            sent.value = batch  # its buffer is free: the device has its copy
+        # the previous batch is brought back while this one runs on the device, so the device does not wait on
+        # the host's bookkeeping (on a CPU the forward has already run: the order changes nothing); a chunk's last
+        # batch at once, as its chunk is cached (and a bad image stops the run) before more work
+        if in_flight is not None:
+            finish(*in_flight)
+            in_flight = None
+        if ends_chunk(batch):
+            finish(batch, rows, features, bad)
+        else:
+            in_flight = (batch, rows, features, bad)
+
     try:
-        for piece, done_here in enumerate(loader):
-            gathered += done_here
-            if piece + 1 < len(pieces) and completes[piece + 1] == completes[piece]:
-                continue  # more pieces of this forward batch to come
-            batch = completes[piece]
-            rows, pixels, bad = slots.batch(batch % len(slots.tensors), gathered)
-            gathered = []
-            with _naming_batch_size(len(rows), batch_size, len(done)):
-                features = encoder.encode_pixels(pixels, normalize) if pixels is not None else None
-            # the previous batch is brought back while this one runs on the device, so the device does not wait
-            # on the host's bookkeeping (on a CPU the forward has already run: the order changes nothing); a
-            # chunk's last batch at once, as its chunk is cached (and a bad image stops the run) before more work
-            if in_flight is not None:
-                finish(*in_flight)
-                in_flight = None
-            if ends_chunk(batch):
-                finish(batch, rows, features, bad)
-            else:
-                in_flight = (batch, rows, features, bad)
+        for piece in itertools.chain([None], loader):  # pieces in the order they are done
+            if piece:
+                arrived.setdefault(piece[0][0], []).extend(piece)
+                missing[piece[0][0]] -= 1
+            while next_batch < len(batches) and missing[next_batch] == 0:  # every batch whose pieces are all in
+                send(next_batch)
+                next_batch += 1
     finally:
         bar.close()
     return [done[i] for i in range(len(ranges))]
+
+
+def _loader_order(workers: int) -> dict[str, Any]:
+    """The DataLoader's read-ahead and order: each worker is given PREFETCH pieces ahead, and a piece is handed
+    over as soon as it is done (``in_order=False``, torch 2.6 and later) rather than after every piece asked for
+    before it. In order, a new piece was asked for only as the oldest came back, and always of the next worker in
+    turn, so every worker waited on the slowest: 15 decode workers on an H200's 16 CPUs were busy 0.75 of the
+    time (benchmarks/pipeline_breakdown.py)."""
+    if not workers:
+        return {}
+    if "in_order" not in inspect.signature(torch.utils.data.DataLoader).parameters:
+        return {"prefetch_factor": PREFETCH}
+    return {"prefetch_factor": PREFETCH, "in_order": False}
 
 
 # Images a decode worker hands over at a time. A forward batch (up to thousands of images on a GPU) is

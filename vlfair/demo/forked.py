@@ -5,16 +5,19 @@ The demo's probes do not depend on each other, and most of a probe's time is sin
 time. Workers are forked (Linux): they start with the parent's loaded models and data, without
 importing anything again; each runs torch on one thread, so that the workers share the cores
 instead of each spreading over all of them. Where fork is not the platform's way (macOS, Windows),
-with one worker, or where the models are on a GPU (a forked child cannot use the parent's CUDA), the
-pieces run one after another in this process.
+with one worker, where the models are on a GPU (a forked child cannot use the parent's CUDA), or after a
+backward pass on a machine with a GPU (a forked child cannot run one), the pieces run one after another in
+this process.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
+from pathlib import Path
 from typing import Any, TypeVar
 
 from vlfair._cpu import available_cpus
@@ -40,6 +43,30 @@ def cuda_started() -> bool:
     return torch is not None and bool(torch.cuda.is_initialized())
 
 
+def autograd_threads_started() -> bool:
+    """Whether torch's autograd engine runs its per-device threads in this process: after a backward pass on a
+    machine with a GPU (whatever device the tensors were on), a forked child that runs a backward pass of its own
+    (a training, Grad-CAM) fails ("Unable to handle autograd's threading in combination with fork-based
+    multiprocessing"). torch names those threads ``pt_autograd_N``; read from /proc (Linux, where fork is used)."""
+    try:
+        threads = os.listdir("/proc/self/task")
+    except OSError:
+        return False
+    names = []
+    for thread in threads:
+        try:
+            names.append(Path(f"/proc/self/task/{thread}/comm").read_text())
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return any(name.startswith("pt_autograd") for name in names)
+
+
+def fork_safe() -> bool:
+    """Whether a forked child can do what this process does: not after CUDA started (:func:`cuda_started`) or
+    autograd's device threads did (:func:`autograd_threads_started`)."""
+    return not cuda_started() and not autograd_threads_started()
+
+
 def _worker_started() -> None:
     import torch
 
@@ -60,7 +87,7 @@ def forked_map(work: Callable[[Item], Result], items: Sequence[Item], workers: i
     finishes (in the order they finish). ``workers`` > 1 forks that many worker processes (Linux);
     an exception in a worker is raised here once the pieces already running have stopped."""
     global _WORK
-    if workers <= 1 or len(items) <= 1 or sys.platform != "linux" or cuda_started():
+    if workers <= 1 or len(items) <= 1 or sys.platform != "linux" or not fork_safe():
         results = []
         for item in items:
             results.append(work(item))
