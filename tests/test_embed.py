@@ -567,7 +567,7 @@ def test_autograd_s_device_threads_are_seen_and_then_children_are_fresh_interpre
 
     from vlfair.demo import forked
 
-    assert not forked.autograd_threads_started()
+    already = forked.autograd_threads_started()  # on a GPU machine, after an earlier test's backward pass
     named, release = threading.Event(), threading.Event()
 
     def pretend() -> None:  # a thread whose name the kernel holds is what torch's are
@@ -588,7 +588,7 @@ def test_autograd_s_device_threads_are_seen_and_then_children_are_fresh_interpre
     finally:
         release.set()
         thread.join()
-    assert not forked.autograd_threads_started()
+    assert forked.autograd_threads_started() == already  # seen while such a thread runs, not after
 
 
 def _print_python_of_forking() -> None:

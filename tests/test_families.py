@@ -30,7 +30,7 @@ def test_embeddings_equal_transformers_per_item(family):
     name, path = family
     encoder = vlfair.load_encoder(str(path), dtype="float32")
     model = AutoModel.from_pretrained(path).eval()
-    processor, tokenizer = AutoImageProcessor.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    processor, tokenizer = AutoImageProcessor.from_pretrained(path, backend="pil"), AutoTokenizer.from_pretrained(path)
     assert model.config.model_type == name
     images = [testing.generated_image(i, size=(70 + 9 * i, 60)) for i in range(4)]
     tokenize = TOKENIZATION.get(name, {})
@@ -58,7 +58,7 @@ def test_logits_equal_the_models_forward(name, tmp_path):
     path = testing.DUAL_ENCODER_BUILDERS[name](tmp_path / name)
     encoder = vlfair.load_encoder(str(path), dtype="float32")
     model = AutoModel.from_pretrained(path).eval()
-    processor, tokenizer = AutoImageProcessor.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    processor, tokenizer = AutoImageProcessor.from_pretrained(path, backend="pil"), AutoTokenizer.from_pretrained(path)
     images = [testing.generated_image(i) for i in range(3)]
     with torch.inference_mode():
         out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"],

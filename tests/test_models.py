@@ -1,7 +1,9 @@
 """Encoders: every backend agrees with a direct transformers computation, and loading is safe.
 
 Tolerance: 1e-5 max abs difference on L2-normalised float32 embeddings (the only differences
-are float rounding in normalisation and batched matmuls; observed values are ~3e-7).
+are float rounding in normalisation and batched matmuls; observed values are ~3e-7). The references
+resize with PIL, as vlfair does: where torchvision is installed (a GPU machine's torch), transformers'
+default image processors resize with torch instead, which moved a tiny CLIP's embeddings by 1.8e-5.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,9 +22,9 @@ import transformers
 from PIL import Image
 from transformers import (
     AutoTokenizer,
-    CLIPImageProcessor,
+    CLIPImageProcessorPil,
     CLIPModel,
-    SiglipImageProcessor,
+    SiglipImageProcessorPil,
     SiglipModel,
     XLMRobertaConfig,
     XLMRobertaModel,
@@ -33,7 +34,6 @@ import vlfair
 from vlfair import testing
 from vlfair.models import BACKENDS, ModelNotFoundError, parse_spec
 from vlfair.models.hub import split_revision
-from vlfair.models.precision import ieee_float32
 
 import forking
 
@@ -42,7 +42,7 @@ PROMPTS = ["a photo of a doctor", "a nurse", "ein foto von einer frau", "smart p
 
 
 def _unit(x: torch.Tensor) -> np.ndarray:
-    x = x.float().cpu()
+    x = x.float()
     return (x / x.norm(dim=-1, keepdim=True)).numpy()
 
 
@@ -50,43 +50,30 @@ def _images(count: int = 5) -> list[Image.Image]:
     return [testing.generated_image(i, size=(90 + 13 * i, 70 + 5 * i)) for i in range(count)]
 
 
-@contextmanager
-def _beside(model, encoder) -> Iterator[torch.device]:
-    """``model`` on ``encoder``'s device, its forwards in IEEE float32 as vlfair's are (on a GPU, cuDNN's
-    convolutions would run in TF32 by default): a reference computed where vlfair computes, since a GPU's float32
-    kernels and a CPU's round differently (a tiny CLIP's image embeddings differed by 2e-5 on an H200)."""
-    model.to(encoder.device)
-    with ieee_float32(torch.float32), torch.inference_mode():
-        yield encoder.device
-
-
-def _reference_images(model, processor, images, device) -> np.ndarray:
-    return np.concatenate([
-        _unit(model.get_image_features(
-            pixel_values=processor(images=image, return_tensors="pt")["pixel_values"].to(device)).pooler_output)
-        for image in images
-    ])
-
-
-def _reference_texts(model, tokenizer, texts, device=None, **tokenize) -> np.ndarray:
+def _reference_images(model, processor, images) -> np.ndarray:
     with torch.inference_mode():
         return np.concatenate([
-            _unit(model.get_text_features(**tokenizer([text], return_tensors="pt", **tokenize).to(
-                device or model.device)).pooler_output)
+            _unit(model.get_image_features(
+                pixel_values=processor(images=image, return_tensors="pt")["pixel_values"]).pooler_output)
+            for image in images
+        ])
+
+
+def _reference_texts(model, tokenizer, texts, **tokenize) -> np.ndarray:
+    with torch.inference_mode():
+        return np.concatenate([
+            _unit(model.get_text_features(**tokenizer([text], return_tensors="pt", **tokenize)).pooler_output)
             for text in texts
         ])
 
 
 def test_clip_matches_transformers_per_item(clip_dir):
     encoder = vlfair.load_encoder(f"hf:{clip_dir}", dtype="float32")
-    model, processor = CLIPModel.from_pretrained(clip_dir).eval(), CLIPImageProcessor.from_pretrained(clip_dir)
+    model, processor = CLIPModel.from_pretrained(clip_dir).eval(), CLIPImageProcessorPil.from_pretrained(clip_dir)
     tokenizer = AutoTokenizer.from_pretrained(clip_dir)
     images = _images()
-    with _beside(model, encoder) as device:
-        np.testing.assert_allclose(encoder.encode_images(images), _reference_images(model, processor, images, device),
-                                   atol=TOL)
-        np.testing.assert_allclose(encoder.encode_texts(PROMPTS), _reference_texts(model, tokenizer, PROMPTS, device),
-                                   atol=TOL)
+    np.testing.assert_allclose(encoder.encode_images(images), _reference_images(model, processor, images), atol=TOL)
+    np.testing.assert_allclose(encoder.encode_texts(PROMPTS), _reference_texts(model, tokenizer, PROMPTS), atol=TOL)
     assert encoder.loss == "softmax" and encoder.logit_bias is None
     assert encoder.logit_scale == pytest.approx(float(model.logit_scale.detach().exp()))
     assert encoder.embedding_dim == model.config.projection_dim == 16
@@ -95,34 +82,34 @@ def test_clip_matches_transformers_per_item(clip_dir):
 
 
 def test_clip_logits_and_probabilities_match_model_forward(clip_encoder, clip_dir):
-    model, processor = CLIPModel.from_pretrained(clip_dir).eval(), CLIPImageProcessor.from_pretrained(clip_dir)
+    model, processor = CLIPModel.from_pretrained(clip_dir).eval(), CLIPImageProcessorPil.from_pretrained(clip_dir)
     tokenizer = AutoTokenizer.from_pretrained(clip_dir)
     images = _images(3)
-    with _beside(model, clip_encoder) as device:
-        out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"].to(device),
-                    **tokenizer(PROMPTS, padding=True, return_tensors="pt").to(device))
+    with torch.inference_mode():
+        out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"],
+                    **tokenizer(PROMPTS, padding=True, return_tensors="pt"))
     logits = clip_encoder.logits(clip_encoder.encode_images(images), clip_encoder.encode_texts(PROMPTS))
-    np.testing.assert_allclose(logits, out.logits_per_image.cpu().numpy(), atol=1e-4)
+    np.testing.assert_allclose(logits, out.logits_per_image.numpy(), atol=1e-4)
     probs = clip_encoder.probabilities(clip_encoder.encode_images(images), clip_encoder.encode_texts(PROMPTS))
-    np.testing.assert_allclose(probs, out.logits_per_image.softmax(-1).cpu().numpy(), atol=1e-5)
+    np.testing.assert_allclose(probs, out.logits_per_image.softmax(-1).numpy(), atol=1e-5)
 
 
 def test_siglip_matches_transformers_and_uses_sigmoid(siglip_dir):
     encoder = vlfair.load_encoder(str(siglip_dir), dtype="float32")
-    model, processor = SiglipModel.from_pretrained(siglip_dir).eval(), SiglipImageProcessor.from_pretrained(siglip_dir)
+    model = SiglipModel.from_pretrained(siglip_dir).eval()
+    processor = SiglipImageProcessorPil.from_pretrained(siglip_dir)
     tokenizer = AutoTokenizer.from_pretrained(siglip_dir)
     images = _images(4)
-    with _beside(model, encoder) as device:
-        np.testing.assert_allclose(encoder.encode_images(images), _reference_images(model, processor, images, device),
-                                   atol=TOL)
-        texts = _reference_texts(model, tokenizer, PROMPTS, device, padding="max_length", max_length=64)
-        np.testing.assert_allclose(encoder.encode_texts(PROMPTS), texts, atol=TOL)
-        out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"].to(device),
-                    **tokenizer(PROMPTS, padding="max_length", max_length=64, return_tensors="pt").to(device))
+    np.testing.assert_allclose(encoder.encode_images(images), _reference_images(model, processor, images), atol=TOL)
+    texts = _reference_texts(model, tokenizer, PROMPTS, padding="max_length", max_length=64)
+    np.testing.assert_allclose(encoder.encode_texts(PROMPTS), texts, atol=TOL)
     assert encoder.loss == "sigmoid"
     assert encoder.logit_scale == pytest.approx(10.0) and encoder.logit_bias == pytest.approx(-3.0)
+    with torch.inference_mode():
+        out = model(pixel_values=processor(images=images, return_tensors="pt")["pixel_values"],
+                    **tokenizer(PROMPTS, padding="max_length", max_length=64, return_tensors="pt"))
     probs = encoder.probabilities(encoder.encode_images(images), encoder.encode_texts(PROMPTS))
-    np.testing.assert_allclose(probs, torch.sigmoid(out.logits_per_image).cpu().numpy(), atol=1e-5)
+    np.testing.assert_allclose(probs, torch.sigmoid(out.logits_per_image).numpy(), atol=1e-5)
     assert not np.allclose(probs.sum(axis=1), 1.0)  # independent per pair, not a softmax
 
 
@@ -343,7 +330,7 @@ def test_bf16_matches_transformers_in_bf16(clip_dir):
     """bf16 tolerance: 2e-2 max abs on normalised embeddings (bf16 keeps 8 mantissa bits)."""
     encoder = vlfair.load_encoder(str(clip_dir), dtype="bfloat16")
     model = CLIPModel.from_pretrained(clip_dir, dtype=torch.bfloat16).eval()
-    processor, tokenizer = CLIPImageProcessor.from_pretrained(clip_dir), AutoTokenizer.from_pretrained(clip_dir)
+    processor, tokenizer = CLIPImageProcessorPil.from_pretrained(clip_dir), AutoTokenizer.from_pretrained(clip_dir)
     images = _images(4)
     with torch.inference_mode():
         reference = np.concatenate([_unit(model.get_image_features(

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from transformers import ChineseCLIPImageProcessor, CLIPImageProcessor, EfficientNetImageProcessor, SiglipImageProcessor
+from transformers import (  # PIL's resize, as vlfair's: torchvision's (where installed) is another resizer
+    ChineseCLIPImageProcessorPil,
+    CLIPImageProcessorPil,
+    EfficientNetImageProcessorPil,
+    SiglipImageProcessorPil,
+)
 
 from vlfair.models.preprocessing import ImagePreprocessing, UnsupportedPreprocessing
 
@@ -24,11 +29,12 @@ def _images(modes):
 
 
 PROCESSORS = {
-    "clip": (CLIPImageProcessor(), ("RGB", "RGBA", "L", "P")),
-    "siglip": (SiglipImageProcessor(), ("RGB", "RGBA", "L")),
-    "chinese_clip": (ChineseCLIPImageProcessor(), ("RGB", "L")),
+    "clip": (CLIPImageProcessorPil(), ("RGB", "RGBA", "L", "P")),
+    "siglip": (SiglipImageProcessorPil(), ("RGB", "RGBA", "L")),
+    "chinese_clip": (ChineseCLIPImageProcessorPil(), ("RGB", "L")),
     # ALIGN's processor: rescale with offset and include_top (its own code cannot take RGBA)
-    "align": (EfficientNetImageProcessor(rescale_offset=True, rescale_factor=1 / 127.5, do_center_crop=True), ("RGB",)),
+    "align": (EfficientNetImageProcessorPil(rescale_offset=True, rescale_factor=1 / 127.5, do_center_crop=True),
+              ("RGB",)),
 }
 
 
@@ -46,34 +52,34 @@ def test_matches_processor(name):
 
 def test_unsupported_processor_settings_are_named():
     with pytest.raises(UnsupportedPreprocessing, match="longest_edge"):
-        ImagePreprocessing.from_image_processor(CLIPImageProcessor(size={"shortest_edge": 224, "longest_edge": 400}))
+        ImagePreprocessing.from_image_processor(CLIPImageProcessorPil(size={"shortest_edge": 224, "longest_edge": 400}))
     with pytest.raises(UnsupportedPreprocessing, match="cannot be batched"):
-        ImagePreprocessing.from_image_processor(CLIPImageProcessor(do_center_crop=False))
+        ImagePreprocessing.from_image_processor(CLIPImageProcessorPil(do_center_crop=False))
 
 
 def test_key_changes_with_any_setting():
-    base = ImagePreprocessing.from_image_processor(CLIPImageProcessor())
-    other = ImagePreprocessing.from_image_processor(CLIPImageProcessor(crop_size={"height": 200, "width": 200}))
+    base = ImagePreprocessing.from_image_processor(CLIPImageProcessorPil())
+    other = ImagePreprocessing.from_image_processor(CLIPImageProcessorPil(crop_size={"height": 200, "width": 200}))
     assert (base.key() != other.key()
-            and base.key() == ImagePreprocessing.from_image_processor(CLIPImageProcessor()).key())
+            and base.key() == ImagePreprocessing.from_image_processor(CLIPImageProcessorPil()).key())
 
 
 def test_a_reduced_decode_keeps_twice_the_resize_s_input_and_only_when_asked():
-    clip = ImagePreprocessing.from_image_processor(CLIPImageProcessor())  # shortest edge 224
-    siglip = ImagePreprocessing.from_image_processor(SiglipImageProcessor())  # exactly 224 x 224
+    clip = ImagePreprocessing.from_image_processor(CLIPImageProcessorPil())  # shortest edge 224
+    siglip = ImagePreprocessing.from_image_processor(SiglipImageProcessorPil())  # exactly 224 x 224
     assert clip.smallest_decode(1792, 1344) is None  # off unless asked: embeddings as transformers makes them
     clip, siglip = (dataclasses.replace(prep, jpeg_draft=True) for prep in (clip, siglip))
     assert clip.smallest_decode(1792, 1344) == (598, 448)  # the short side at twice 224, the aspect kept
     assert clip.smallest_decode(1344, 1792) == (448, 598)
     assert siglip.smallest_decode(2000, 500) == (1792, 448)  # each side at least twice 224, turned either way
-    assert "jpeg_draft" not in ImagePreprocessing.from_image_processor(CLIPImageProcessor()).key()  # caches kept
+    assert "jpeg_draft" not in ImagePreprocessing.from_image_processor(CLIPImageProcessorPil()).key()  # caches kept
     assert clip.key()["jpeg_draft"] is True
 
 
 def test_a_large_jpeg_is_decoded_reduced_close_to_whole_and_other_files_whole(tmp_path):
     from vlfair.tiny import generated_image
 
-    whole = ImagePreprocessing.from_image_processor(CLIPImageProcessor(size={"shortest_edge": 64},
+    whole = ImagePreprocessing.from_image_processor(CLIPImageProcessorPil(size={"shortest_edge": 64},
                                                                        crop_size={"height": 64, "width": 64}))
     reduced = dataclasses.replace(whole, jpeg_draft=True)
     picture = generated_image(0, size=(640, 520))  # shapes: edges a reduced decode could blur
