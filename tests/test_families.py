@@ -65,3 +65,26 @@ def test_logits_equal_the_models_forward(name, tmp_path):
                     **tokenizer(TEXTS, return_tensors="pt", **TOKENIZATION.get(name, {"padding": True})))
     logits = encoder.logits(encoder.encode_images(images), encoder.encode_texts(TEXTS))
     np.testing.assert_allclose(logits, out.logits_per_image.numpy(), atol=1e-4)
+
+
+def test_every_family_loads_on_a_gpu_as_transformers_chooses_its_attention(family, monkeypatch):
+    """On an H200, ALIGN refused to load ("AlignModel does not support an attention implementation through
+    torch.nn.functional.scaled_dot_product_attention") because vlfair asked for sdpa on every GPU: no attention
+    implementation is asked for, so transformers takes sdpa where a family has it and eager where not. The load is
+    traced up to the move to the device (this machine may have no GPU)."""
+    from vlfair.models import hf
+
+    _, path = family
+    loaded = {}
+    original = AutoModel.from_pretrained
+
+    def traced(*args, **kwargs):
+        loaded["kwargs"] = kwargs
+        loaded["model"] = original(*args, **kwargs)
+        return loaded["model"]
+
+    monkeypatch.setattr(AutoModel, "from_pretrained", traced)
+    monkeypatch.setattr(torch.nn.Module, "to", lambda self, *args, **kwargs: self)  # the device's part
+    hf.load_pretrained(str(path), torch.device("cuda", 0), torch.float32, True, False)
+    assert "attn_implementation" not in loaded["kwargs"]
+    assert loaded["model"].config._attn_implementation in ("sdpa", "eager")

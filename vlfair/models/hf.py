@@ -76,8 +76,8 @@ def load_pretrained(path: str, device: torch.device, dtype: torch.dtype, use_saf
     kwargs: dict[str, Any] = {"dtype": dtype}
     if use_safetensors:
         kwargs["use_safetensors"] = True
-    if device.type == "cuda":
-        kwargs["attn_implementation"] = "sdpa"
+    # no attention implementation is asked for: transformers takes sdpa where a family has it, and a family
+    # without it (ALIGN) refused to load on a GPU when sdpa was asked for there
     logger.debug(f"loading {path} ({dtype}, {device})")
     with library_progress_bars("transformers.utils.logging"):  # its "Loading weights" bar: --verbose only
         return (auto_class or AutoModel).from_pretrained(path, trust_remote_code=trust_remote_code,
