@@ -9,8 +9,9 @@ Steps (each a fresh process, as a person runs it; --steps picks some):
               8, 12 and the machine's CPUs less one): the fastest, and the main process's CPU time per image
   generative  benchmarks/lvlm_prefix_speed.py with the LLaVA architecture at 1.8 B parameters: the dataset
               path (images batched) against the loop of one image at a time and the prefix ceiling
-  tests       pytest on the files whose code runs on the device (models, embedding, generative models,
-              torchrun, the demo against its recorded numbers), on this machine's GPU, in --jobs processes
+  tests       pytest on the files whose code runs on the device (models and every encoder family, their
+              preprocessing, embedding, generative models, torchrun, the demo against its recorded numbers), on
+              this machine's GPU, in --jobs processes
 
 Each step prints ``gpu_check STEP: key=value ...`` (a step that failed: ``gpu_check STEP: failed (exit N)``
 and the end of its output); the exit status is 1 if any failed. --log-dir keeps each step's whole output
@@ -32,8 +33,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STEPS = ("embed", "pipeline", "generative", "tests")
-TESTS = ["tests/test_models.py", "tests/test_embed.py", "tests/test_lvlm.py", "tests/test_torchrun.py",
-         "tests/test_demo.py"]
+TESTS = ["tests/test_models.py", "tests/test_families.py", "tests/test_preprocessing.py", "tests/test_embed.py",
+         "tests/test_lvlm.py", "tests/test_torchrun.py", "tests/test_demo.py"]
 SIZES = {  # full: the sizes of issue 44's H200 measurement; quick: a smoke run of this script
     "embed": {"full": ["--images", "16384", "--naive-images", "2048", "--batch-size", "1024", "--repeats", "2"],
               "quick": ["--model", "tiny", "--images", "16", "--naive-images", "4", "--batch-size", "8"]},
