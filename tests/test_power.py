@@ -121,3 +121,71 @@ def test_a_metric_without_variance_is_refused(flat, capsys):
     said = capsys.readouterr().err
     assert said == ('vlfair power: group_score_gap on {"attribute": "gender", "profession": "doctor"} does not vary '
                     "over the run's resamples (its interval has no width): it has no spread to read a power from\n")
+
+
+def test_the_smallest_detectable_deviation_is_detected_80_percent_of_the_time_by_brute_force():
+    """stats.interval_detectable from one run's percentile-bootstrap interval of a mean difference (two groups
+    of 150, neutral 0): 600 new runs of that design with the true difference set to it, each with its own
+    bootstrap interval, exclude 0 in 80 % of them (within 6 points: the simulation's own error is 1.6)."""
+    from vlfair import stats
+
+    rng = np.random.default_rng(7)
+    n, resamples = 150, 300
+
+    def interval(a: np.ndarray, b: np.ndarray) -> tuple[float, list[float]]:
+        picks_a = rng.integers(0, n, (resamples, n))
+        picks_b = rng.integers(0, n, (resamples, n))
+        differences = a[picks_a].mean(axis=1) - b[picks_b].mean(axis=1)
+        return float(a.mean() - b.mean()), list(np.quantile(differences, [0.025, 0.975]))
+
+    value, ci = interval(rng.normal(0, 1, n), rng.normal(0, 1, n))
+    under, over = stats.interval_detectable(value, ci, 0.95)
+    assert under == pytest.approx(over, rel=0.2) and 0.25 < over < 0.5  # about 2.8 standard errors (0.115)
+    detected = 0
+    for _ in range(600):
+        value, (low, high) = interval(rng.normal(over, 1, n), rng.normal(0, 1, n))
+        detected += not low <= 0 <= high
+    assert abs(detected / 600 - stats.DETECTION_POWER) < 0.06, detected / 600
+
+
+def test_every_bias_measure_of_a_run_says_what_it_could_not_have_seen(demo, tmp_path, caplog):
+    """Issue 46: each metric with a neutral value and an interval carries its smallest detectable deviations at
+    the run's design (a one-sided measure on its one side, a level none); every "no bias detected" is listed
+    with it in the report (not_detected) and said in the terminal."""
+    from vlfair import stats
+    from vlfair.facts import facts_of
+    from vlfair.probes import probe_class
+
+    run_dir = demo[0] / "control" / "public-figures"
+    with caplog.at_level("INFO", logger="vlfair"):
+        assert main(["rescore", str(run_dir), "--out", str(tmp_path / "rescored")]) == 0
+    results = json.loads((tmp_path / "rescored" / "results.json").read_text())
+    probe = probe_class("public-figures")
+    unseen = []
+    for metric in results["metrics"]:
+        facts = facts_of(metric["name"], probe.facts)
+        if facts.neutral is None or not metric["ci"] or metric["ci"][0] == metric["ci"][1]:
+            assert metric["mde"] is None, metric  # a level, an F (its p judges it), an interval of no width
+            continue
+        sides = [s for s, bound in ((-1.0, facts.low), (1.0, facts.high)) if bound != facts.neutral]
+        assert metric["mde"] == pytest.approx(stats.interval_detectable(metric["value"], metric["ci"], 0.95, sides))
+        assert (metric["mde"][0] is None) == (-1.0 not in sides) and metric["mde"][1] > 0
+        if metric["ci"][0] <= facts.neutral <= metric["ci"][1]:
+            unseen.append(metric)
+    assert unseen, "the control world's public figures hold measures that detect no bias"
+    table = (tmp_path / "rescored" / "not_detected.csv").read_text()
+    assert len(table.strip().splitlines()) == len(unseen) + 1
+    text = caplog.text
+    assert f"no bias detected in {len(unseen)} metrics" in text and "could not be seen" in text
+    report = (tmp_path / "rescored" / "report.html").read_text()
+    assert "not detected" in report and "unseen over" in report
+
+
+def test_compare_says_what_a_no_difference_could_not_have_seen():
+    """A "no difference detected" of vlfair compare names the smallest difference its design detects."""
+    from vlfair.compare.comparison import verdict_text
+
+    entry = {"a": 0, "b": 1, "verdict": "no_difference", "mde": [0.031, 0.029]}
+    assert verdict_text(entry, ["A", "B"]) == "no difference detected (smaller than 0.031 under, 0.029 over could " \
+                                              "not be seen)"
+    assert verdict_text({**entry, "mde": None}, ["A", "B"]) == "no difference detected"

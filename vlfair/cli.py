@@ -107,11 +107,33 @@ def _run(args: argparse.Namespace) -> int:
             log.info(f"  published vs this run: {len(results['published'])} cells of "
                   f"{', '.join(dict.fromkeys(e['source'] for e in results['published']))}"
                   + (f"; {sum(within)} of {len(within)} inside this run's CI" if within else ""))
+        _say_undetected(run.output.tables.get("not_detected"), args.out)
         for warning in results["warnings"]:
             log.warning(warning)
     if failure:
         raise UserError(failure)
     return 0
+
+
+UNDETECTED_SHOWN = 8  # "no bias detected" lines in the terminal; every one is in report.html
+
+
+def _say_undetected(table: Any, out: str) -> None:
+    """Each "no bias detected" with the smallest deviation the run could have seen (the first few; all in the
+    report's not_detected table)."""
+    from vlfair.report.numbers import format_detectable, format_interval, format_value
+
+    if table is None:
+        return
+    frame = table.frame
+    log.info(f"  no bias detected in {len(frame)} metrics; a deviation smaller than the one named could not be seen:")
+    for (metric, subset), row in frame.head(UNDETECTED_SHOWN).iterrows():
+        unseen = [None if row[side] != row[side] else row[side] for side in ("unseen under", "unseen over")]  # NaN
+        log.info(f"    {metric}{f' ({subset})' if subset else ''}: {format_value(row['value'])} "
+                 f"{format_interval(row['CI low'], row['CI high'])}; smaller than {format_detectable(unseen)} "
+                 "could not be seen")
+    if len(frame) > UNDETECTED_SHOWN:
+        log.info(f"    and {len(frame) - UNDETECTED_SHOWN} more: {out}/report.html (not detected)")
 
 
 FAILED = ".failed"  # beside --out: a run that is no result to build on (ProbeRun.failure)
@@ -370,6 +392,7 @@ def _rescore(args: argparse.Namespace) -> int:
     results = rescored_run.results
     log.info(f"{results['probe']}: {len(results['metrics'])} metrics recomputed from "
              f"{run / results['samples']['file']} -> {out}/results.json, {out}/report.html")
+    _say_undetected(rescored_run.output.tables.get("not_detected"), str(out))
     return 0
 
 

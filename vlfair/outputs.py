@@ -29,6 +29,9 @@ class Metric:
     ci: list[float] | None = None
     p_value: float | None = None
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # [under, over]: the smallest deviations from the neutral value this run's design detects with 80 % power
+    # (``stats.interval_detectable``), None on a side the metric cannot take; None without a neutral value or interval
+    mde: list[float | None] | None = None
 
 
 @dataclasses.dataclass

@@ -910,3 +910,49 @@ def proportion_interval(successes: int, trials: int, confidence: float = CONFIDE
     low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, alpha / 2))
     high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - alpha / 2))
     return [low, high]
+
+
+# ---- what a design can detect -----------------------------------------------------------------
+DETECTION_POWER = 0.8  # the power an audit plans for, and the one a run's smallest detectable deviation is read at
+
+
+def detection_power(effect: float, below: float, above: float, se: float, bias: float = 0.0) -> float:
+    """The probability that an estimate of a true deviation ``effect`` from the neutral value falls farther
+    from it than the interval's arm on that side (``below``: value - low end, ``above``: high end - value), so
+    that the interval excludes the neutral value: the estimate read as normal around ``effect`` plus its
+    ``bias``, with standard error ``se``."""
+    from scipy.stats import norm
+
+    expected = effect + bias
+    return float(norm.cdf((expected - below) / se) + norm.cdf((-expected - above) / se))
+
+
+def smallest_detectable(below: float, above: float, se: float, power: float = DETECTION_POWER, sign: float = 1.0,
+                        bias: float = 0.0) -> float | None:
+    """The smallest deviation from the neutral value, on the side of ``sign``, detected with ``power``
+    (:func:`detection_power`); None where none is smallest (no spread, or the bias alone reaches ``power``).
+    With no bias and equal arms ``a``, it is about ``a + Phi^-1(power) * se`` (1.43 ``a`` at 95 % and 80 %)."""
+    from scipy.optimize import brentq
+
+    if not se > 0 or detection_power(0.0, below, above, se, bias) >= power:
+        return None
+    reach = below + above + 20 * se + abs(bias)
+    return float(brentq(lambda d: detection_power(math.copysign(d, sign), below, above, se, bias) - power, 0.0, reach))
+
+
+def interval_detectable(value: float, ci: Sequence[float | None] | None, confidence: float,
+                        sides: Sequence[float] = (-1.0, 1.0),
+                        power: float = DETECTION_POWER) -> list[float | None] | None:
+    """[below, above]: the smallest deviations under and over the neutral value that a run of this interval's
+    design (its arms, its standard error: the arms' mean over the normal quantile) detects with ``power``, None
+    on a side not in ``sides`` (a gap is never under its neutral 0); None without a two-ended interval or where
+    it has no width."""
+    from scipy.stats import norm
+
+    if ci is None or None in ci or not all(map(math.isfinite, (value, *ci))):  # type: ignore[arg-type]
+        return None
+    below, above = max(value - float(ci[0]), 0.0), max(float(ci[1]) - value, 0.0)  # type: ignore[arg-type]
+    if not below + above > 0:  # no spread over the resamples: no design to read
+        return None
+    se = (below + above) / (2 * float(norm.ppf((1 + confidence) / 2)))
+    return [smallest_detectable(below, above, se, power, side) if side in sides else None for side in (-1.0, 1.0)]

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from vlfair import paired
+from vlfair import paired, stats
 from vlfair._version import __version__
 from vlfair.compare.runs import Run, RunError, columns_named, load_run
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
@@ -144,6 +144,9 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     _adjust(differences)
     for entry in differences:
         entry["verdict"] = verdict(entry, 1 - confidence)
+        # what a "no difference detected" could not have seen: the smallest differences this design detects
+        entry["mde"] = stats.interval_detectable(entry["difference"], entry["difference_ci"], confidence) \
+            if entry["difference"] is not None else None
     content = {
         "schema": SCHEMA, "vlfair_version": __version__, "probe": probe.name,
         "probe_version": runs[0].results["probe_version"],
@@ -304,8 +307,6 @@ def _entry(found: Any) -> dict[str, Any]:
 
 def _adjust(differences: list[dict[str, Any]]) -> None:
     """Holm across the pairs of runs, per metric and subset."""
-    from vlfair import stats
-
     families: dict[str, list[dict[str, Any]]] = {}
     for entry in differences:
         families.setdefault(entry["metric"] + json.dumps(entry["subset"], sort_keys=True), []).append(entry)
@@ -316,8 +317,6 @@ def _adjust(differences: list[dict[str, Any]]) -> None:
 
 def verdict(entry: dict[str, Any], alpha: float) -> str:
     """The verdict of one difference (``stats.paired_verdict``) from its Holm-adjusted p."""
-    from vlfair import stats
-
     return stats.paired_verdict(entry["difference"], entry["difference_ci"], entry["distance_difference_ci"],
                                 entry["p_adjusted"], alpha, entry["neutral"])
 
@@ -327,8 +326,16 @@ def verdict_text(entry: dict[str, Any], labels: list[str]) -> str:
     a, b = labels[entry["a"]], labels[entry["b"]]
     return {"a_less_biased": f"{a} less biased", "b_less_biased": f"{b} less biased",
             "a_higher": f"{a} higher", "b_higher": f"{b} higher",
-            "differ": "differ; neither closer to no bias", "no_difference": "no difference detected",
+            "differ": "differ; neither closer to no bias", "no_difference": _no_difference(entry.get("mde")),
             "not_assessed": "not assessed (no interval: bootstrap 0)"}[entry["verdict"]]
+
+
+def _no_difference(mde: list[float | None] | None) -> str:
+    """"no difference detected", with the smallest difference the comparison could have seen where it has one."""
+    from vlfair.report.numbers import format_detectable
+
+    seen = format_detectable(mde)
+    return f"no difference detected (smaller than {seen} could not be seen)" if seen else "no difference detected"
 
 
 def distinct_labels(runs: list[Run]) -> list[str]:

@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, SEED
+from vlfair.stats import DETECTION_POWER, detection_power, smallest_detectable
 
-POWER = 0.8  # the power an audit plans for
+POWER = DETECTION_POWER  # the power an audit plans for
 
 
 class PowerError(ValueError):
@@ -61,14 +62,11 @@ class Design:
         """The probability that a run of ``per_group`` images per group (every group scaled alike) detects a
         deviation ``effect``: its estimate falls farther from the neutral value than the interval's arm
         on that side (an arm as long as the run's, over the square root of the images' ratio)."""
-        from scipy.stats import norm
-
         scale = math.sqrt(self.per_group / per_group)
-        se, below, above = self.se * scale, self.below * scale, self.above * scale
         # a bias goes as 1 / n; below the run's size it is held at the run's (extrapolated down, it would
         # grow without bound and make a few images look as good as many)
-        expected = effect + self.bias * min(scale**2, 1.0)
-        return float(norm.cdf((expected - below) / se) + norm.cdf((-expected - above) / se))
+        return detection_power(effect, self.below * scale, self.above * scale, self.se * scale,
+                               self.bias * min(scale**2, 1.0))
 
     def mde(self, power: float = POWER, sign: float = 1.0) -> float:
         """The smallest deviation from the neutral value (on the side of ``sign``) detected with ``power``
@@ -77,13 +75,11 @@ class Design:
         Raises:
             PowerError: the estimate's bias alone reaches the interval's arm (no deviation is "smallest").
         """
-        from scipy.optimize import brentq
-
-        if self.power(0.0, self.per_group) >= power:
+        found = smallest_detectable(self.below, self.above, self.se, power, sign, self.bias)
+        if found is None:
             raise PowerError(f"{self.metric}: at this run's design the estimate's bias alone makes its interval miss "
                              f"the neutral value {power:.0%} of the time: no smallest deviation to read")
-        reach = self.below + self.above + 20 * self.se + abs(self.bias)
-        return float(brentq(lambda d: self.power(math.copysign(d, sign), self.per_group) - power, 0.0, reach))
+        return found
 
     def images_per_group(self, effect: float, power: float = POWER) -> float:
         """The images per group that detect a deviation ``effect`` with ``power`` (the arms and the

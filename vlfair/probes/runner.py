@@ -9,8 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from vlfair.imageio import RejectedImageError
 from vlfair.logging import library_progress_bars
+from vlfair.outputs import Table
 from vlfair.probes.base import Context, Output, Probe, ProbeError
 from vlfair.probes.registry import probe_class, probe_names
 from vlfair.probes.scorers import model_kind
@@ -178,6 +181,9 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
     from vlfair.report.results import build_results, validate_results
 
     output.notes.append(probe.intervals_note())
+    unseen = _read_detectable(output.metrics, probe)
+    if unseen is not None:
+        output.tables[NOT_DETECTED] = unseen
     published = []
     if probe.published_file:
         from vlfair.probes.published import attach
@@ -188,6 +194,39 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
                             probe.settings.model_dump(mode="json", exclude={"notes"}), probe.family_key(dataset))
     validate_results(results)
     return ProbeRun(probe.name, results, output)
+
+
+NOT_DETECTED = "not_detected"  # the table of bias measures whose interval holds their neutral value
+
+
+def _read_detectable(metrics: list[Any], probe: Probe) -> Table | None:
+    """Each bias measure's smallest detectable deviations at the run's design (``Metric.mde``), from its interval;
+    and the table of those that detect no bias, each with what it could not have seen (None: there are none)."""
+    from vlfair import stats
+    from vlfair.defaults import CONFIDENCE
+    from vlfair.facts import facts_of
+    from vlfair.report.numbers import format_subset
+
+    confidence = float(getattr(probe.settings, "confidence", CONFIDENCE))
+    unseen = []
+    for metric in metrics:
+        facts = facts_of(metric.name, probe.facts)
+        if facts.neutral is None or metric.value is None:
+            continue
+        sides = [side for side, bound in ((-1.0, facts.low), (1.0, facts.high)) if bound != facts.neutral]
+        metric.mde = stats.interval_detectable(metric.value, metric.ci, confidence, sides)
+        if metric.mde is not None and metric.ci[0] <= facts.neutral <= metric.ci[1]:
+            unseen.append({"metric": metric.name, "subset": format_subset(metric.subset), "value": metric.value,
+                           "CI low": metric.ci[0], "CI high": metric.ci[1], "unseen under": metric.mde[0],
+                           "unseen over": metric.mde[1]})
+    if not unseen:
+        return None
+    return Table(pd.DataFrame(unseen).set_index(["metric", "subset"]), footnotes=[
+        f"No bias detected: each {confidence:.0%} interval holds the metric's neutral value. Unseen under and "
+        f"over: the smallest deviations below and above it that a run of this design (its groups' sizes and "
+        f"spread, its intervals) detects with {stats.DETECTION_POWER:.0%} power (empty: a side the metric cannot "
+        "take); a bias smaller than that could be there unseen (vlfair power RUN --metric M --effect X: the "
+        "images a given one needs)."])
 
 
 def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path | None = "out", **options: Any

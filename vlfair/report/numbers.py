@@ -59,4 +59,17 @@ def format_subset(subset: Any) -> str:
     return " · ".join(f"{k} = {v}" for k, v in subset.items())
 
 
-__all__ = ["format_interval", "format_p", "format_subset", "format_value"]
+def format_detectable(mde: Any) -> str:
+    """A metric's smallest detectable deviations ([under, over] its neutral value, ``Metric.mde``) as a person
+    reads them: "0.031" on one side, "0.029 under, 0.031 over" on both ("" where there are none)."""
+    if not mde:
+        return ""
+    under, over = mde
+    if under is None or over is None:
+        return format_value(over if under is None else under)
+    if format_value(under) == format_value(over):
+        return format_value(under)
+    return f"{format_value(under)} under, {format_value(over)} over"
+
+
+__all__ = ["format_detectable", "format_interval", "format_p", "format_subset", "format_value"]
