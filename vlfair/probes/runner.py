@@ -9,11 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from vlfair.imageio import RejectedImageError
 from vlfair.logging import library_progress_bars
-from vlfair.outputs import Table
 from vlfair.probes.base import Context, Output, Probe, ProbeError
 from vlfair.probes.registry import probe_class, probe_names
 from vlfair.probes.scorers import model_kind
@@ -199,12 +196,15 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
 NOT_DETECTED = "not_detected"  # the table of bias measures whose interval holds their neutral value
 
 
-def _read_detectable(metrics: list[Any], probe: Probe) -> Table | None:
+def _read_detectable(metrics: list[Any], probe: Probe) -> Any:
     """Each bias measure's smallest detectable deviations at the run's design (``Metric.mde``), from its interval;
     and the table of those that detect no bias, each with what it could not have seen (None: there are none)."""
+    import pandas as pd  # here: `vlfair --help` imports this module, and no data library
+
     from vlfair import stats
     from vlfair.defaults import CONFIDENCE
     from vlfair.facts import facts_of
+    from vlfair.outputs import Table
     from vlfair.report.numbers import format_subset
 
     confidence = float(getattr(probe.settings, "confidence", CONFIDENCE))
