@@ -149,7 +149,7 @@ def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *
             samples_a = np.concatenate([block[0] for block in blocks])
             samples_b = np.concatenate([block[1] for block in blocks])
     if bootstrap and row_set.recentre:
-        samples_a, samples_b = _recentred(samples_a, point_a), _recentred(samples_b, point_b)
+        samples_a, samples_b = recentred(samples_a, point_a), recentred(samples_b, point_b)
     # B's resamples in another order: each A resample meets an independent B resample, the
     # interval an unpaired analysis would give (what pairing gains is the ratio of the widths)
     apart = np.random.default_rng(streams[1]).permutation(len(samples_b))
@@ -191,11 +191,11 @@ def measure(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRA
     where nothing was resampled or no resample gave a finite value)."""
     point, samples = resample(row_set, values, bootstrap=bootstrap, seed=seed)
     if bootstrap and row_set.recentre:
-        samples = _recentred(samples, point)
-    return [(float(point[j]), _interval(samples[:, j], confidence)) for j in range(len(row_set.statistics))]
+        samples = recentred(samples, point)
+    return [(float(point[j]), resampled_interval(samples[:, j], confidence)) for j in range(len(row_set.statistics))]
 
 
-def _interval(samples: np.ndarray, confidence: float) -> list[float] | None:
+def resampled_interval(samples: np.ndarray, confidence: float) -> list[float] | None:
     """The percentile interval of some resampled values; None where there are none finite."""
     if samples.size == 0 or not np.isfinite(samples).any():
         return None
@@ -203,7 +203,7 @@ def _interval(samples: np.ndarray, confidence: float) -> list[float] | None:
     return [float(low), float(high)]
 
 
-def _recentred(samples: np.ndarray, point: np.ndarray) -> np.ndarray:
+def recentred(samples: np.ndarray, point: np.ndarray) -> np.ndarray:
     """(b, M) resampled values moved so that each column's mean is its point value (where finite)."""
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a column of nan resamples: left as it is
@@ -214,7 +214,7 @@ def _recentred(samples: np.ndarray, point: np.ndarray) -> np.ndarray:
 def _difference(statistic: Statistic, value_a: float, value_b: float, samples_a: np.ndarray, samples_b: np.ndarray,
                 apart: np.ndarray, confidence: float, test: stats.PermutationResult) -> Difference:
     def interval(samples: np.ndarray) -> list[float] | None:
-        return _interval(samples, confidence)
+        return resampled_interval(samples, confidence)
 
     neutral = statistic.neutral
     with np.errstate(invalid="ignore", divide="ignore"):

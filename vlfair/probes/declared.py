@@ -174,6 +174,23 @@ class Custom:
         return True
 
 
+@dataclasses.dataclass(frozen=True)
+class Pooled:
+    """One statistic measured with several phrasings (``statistics``: the same statistic of each phrasing's
+    column, the study's first), pooled: the mean of the phrasings' values. Its interval is a two-level bootstrap:
+    each resample draws the rows (as the members' row set does, shared by every phrasing, since each phrasing
+    scores the same images) and, apart, the phrasings (``len(statistics)`` of them with replacement), and takes the
+    mean over the drawn phrasings of their statistics on the drawn rows. Its details say in how many phrasings
+    the metric's own interval excludes the neutral value on the pooled value's side (``holds_in``). Evaluated on
+    one run (:func:`evaluate`); ``vlfair compare`` compares the phrasings one by one."""
+
+    statistics: tuple[Statistic, ...]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for statistic in self.statistics for c in statistic.columns))
+
+
 Statistic = Mean | Range | ColumnRange | Ratio | FStatistic | Custom
 
 
@@ -186,7 +203,7 @@ class Declared:
 
     name: str
     subset: Mapping[str, Any]
-    statistic: Statistic
+    statistic: Statistic | Pooled
     rows: np.ndarray | None = None
     group: str | tuple[str, ...] | None = None
     strata: str | None = None
@@ -213,8 +230,8 @@ def _built(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fact
     frame = samples.frame
     built: dict[tuple, _Building] = {}
     for position, metric in enumerate(metrics):
-        if metric.rows is not None and not len(metric.rows):
-            continue
+        if (metric.rows is not None and not len(metric.rows)) or isinstance(metric.statistic, Pooled):
+            continue  # a metric of no rows is none; a pooled one is its phrasings' (:func:`evaluate`)
         key = metric.key()
         if key not in built:
             built[key] = _Building.of(frame, metric)
@@ -276,6 +293,7 @@ class _Building:
     def add(self, metric: Declared, own: Mapping[str, Facts | float] | None, position: int) -> None:
         from vlfair import paired
 
+        assert not isinstance(metric.statistic, Pooled), "a pooled metric is built as its phrasings (evaluate)"
         if not metric.statistic.defined(self):
             return
         self.positions.append(position)
@@ -328,18 +346,74 @@ def _labels(frame: Any, group: str | tuple[str, ...], rows: np.ndarray) -> list[
 def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None, *,
              bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED) -> list[Metric]:
     """The declared metrics of one run defined on its data, each with its stratified-bootstrap interval
-    (the resamples :func:`vlfair.compare` draws for the same rows, strata and seed), in the order declared."""
+    (the resamples :func:`vlfair.compare` draws for the same rows, strata and seed), in the order declared;
+    a :class:`Pooled` metric with its two-level interval, where every phrasing's statistic is defined."""
     from vlfair import paired
 
+    declared = list(metrics)
+    plain = [m for m in declared if not isinstance(m.statistic, Pooled)]
+    # each pooled metric's phrasings, as metrics of their own on its rows, groups and strata (one row set: the
+    # same resamples of the rows for every phrasing), after the plain ones
+    expanded, owners = list(plain), {}
+    for position, metric in enumerate(declared):
+        if isinstance(metric.statistic, Pooled):
+            for k, member in enumerate(metric.statistic.statistics):
+                owners[len(expanded)] = (position, k)
+                expanded.append(dataclasses.replace(metric, statistic=member))
+    where = [position for position, m in enumerate(declared) if not isinstance(m.statistic, Pooled)]
     frame: Any = samples.frame
     found: list[tuple[int, Metric]] = []
-    for building in _built(samples, metrics, own):
+    # a pooled metric's position: each phrasing's (row set, value, resamples)
+    phrased: dict[int, dict[int, tuple[int, float, np.ndarray]]] = {}
+    for index, building in enumerate(_built(samples, expanded, own)):
         row_set = building.row_set()
         values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
-        for position, statistic, (value, ci) in zip(building.positions, row_set.statistics, paired.measure(
-                row_set, values, bootstrap=bootstrap, confidence=confidence, seed=seed)):
-            found.append((position, Metric(statistic.name, statistic.subset, value, ci)))
+        point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed)
+        if bootstrap and row_set.recentre:
+            resampled = paired.recentred(resampled, point)
+        for j, (position, statistic) in enumerate(zip(building.positions, row_set.statistics)):
+            if position in owners:
+                pooled, k = owners[position]
+                phrased.setdefault(pooled, {})[k] = (index, float(point[j]), resampled[:, j])
+            else:
+                found.append((where[position], Metric(statistic.name, statistic.subset, float(point[j]),
+                                                      paired.resampled_interval(resampled[:, j], confidence))))
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])  # apart from compare's three streams
+    for position, by_phrasing in phrased.items():
+        metric = declared[position]
+        assert isinstance(metric.statistic, Pooled)
+        count = len(metric.statistic.statistics)
+        if len(by_phrasing) < count:  # a phrasing whose statistic the data do not define: nothing to pool
+            continue
+        assert len({row_set for row_set, _, _ in by_phrasing.values()}) == 1, "a pooled metric's phrasings share rows"
+        found.append((position, _pooled(metric, [by_phrasing[k] for k in range(count)], neutral_value(metric.name, own),
+                                        confidence, rng)))
     return [metric for _, metric in sorted(found, key=lambda pair: pair[0])]
+
+
+def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray]], neutral: float | None,
+            confidence: float, rng: np.random.Generator) -> Metric:
+    """A :class:`Pooled` metric from its phrasings' values and resamples on shared resamples of the rows: each
+    resample's phrasings drawn with replacement (``rng``), the mean over them its value."""
+    from vlfair import paired
+
+    values = np.asarray([value for _, value, _ in phrasings])
+    value = float(values.mean())
+    ci = None
+    resampled = np.stack([found for _, _, found in phrasings], axis=1)  # (b, phrasings)
+    if resampled.size:
+        draws = rng.multinomial(len(phrasings), np.full(len(phrasings), 1 / len(phrasings)), size=len(resampled))
+        with np.errstate(invalid="ignore"):
+            ci = paired.resampled_interval((resampled * draws).sum(axis=1) / len(phrasings), confidence)
+    holds = None
+    if neutral is not None and ci is not None:
+        side = np.sign(value - neutral)
+        intervals = [paired.resampled_interval(found, confidence) for _, _, found in phrasings]
+        # a phrasing holds the pooled verdict where its own interval excludes the neutral value on the same side
+        holds = sum(i is not None and side != 0 and (i[0] > neutral if side > 0 else i[1] < neutral)
+                    for i in intervals)
+    return Metric(metric.name, dict(metric.subset), value, ci,
+                  details={"phrasings": len(phrasings), "phrasing_values": values.tolist(), "holds_in": holds})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -382,5 +456,5 @@ def table(metrics: Sequence[Metric]) -> Any:
                          for m in metrics]).set_index("metric")
 
 
-__all__ = ["ColumnRange", "Custom", "Declared", "FStatistic", "Mean", "Member", "Range", "Ratio", "Statistic",
+__all__ = ["ColumnRange", "Custom", "Declared", "FStatistic", "Mean", "Member", "Pooled", "Range", "Ratio", "Statistic",
            "evaluate", "members", "row_sets", "table"]

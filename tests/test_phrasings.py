@@ -1,0 +1,135 @@
+"""Phrasings (issue 46 item 3): a metric measured with several phrasings of a prompt, per phrasing and
+pooled, its pooled interval a two-level bootstrap (phrasings and images resampled), and a verdict that
+says in how many phrasings it holds."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vlfair import stats
+from vlfair.cli import main
+from vlfair.probes import declared, probe_class
+from vlfair.probes.professions import phrasing_column
+from vlfair.samples import Samples
+
+
+def test_the_pooled_interval_is_a_brute_force_two_level_bootstrap():
+    """Three phrasings of a ratio of two groups' means scored on the same 240 rows: the pooled value is the
+    phrasings' mean, and its interval the percentiles of, for each resample, the mean over phrasings drawn with
+    replacement of each drawn phrasing's ratio on the same resampled rows (the rows' draws compare's, the
+    phrasings' a stream of their own), recomputed here with numpy alone."""
+    rng = np.random.default_rng(3)
+    groups = np.repeat(["a", "b"], 120)
+    # a ratio of about 1, 1.05 and 1.1: the phrasings disagree, as a pooled interval must show
+    columns = {f"s{k}": rng.normal(20, 2, 240) + k * (groups == "a") for k in range(3)}
+    samples = Samples(pd.DataFrame({"group": groups, **columns}), {})
+    members = tuple(declared.Ratio(f"s{k}", "a", "b") for k in range(3))
+    metrics = [declared.Declared("bias_ratio", {}, declared.Pooled(members), group="group"),
+               declared.Declared("bias_ratio", {"phrasing": 2}, members[1], group="group")]
+    pooled, second = declared.evaluate(samples, metrics, bootstrap=500, seed=11)
+
+    codes = (groups == "b").astype(np.int64)
+    values = np.stack(list(columns.values()), axis=1)
+
+    def ratios(rows: np.ndarray) -> np.ndarray:  # each phrasing's ratio on some rows (a resample keeps the groups)
+        picked, g = values[rows], codes
+        return picked[g == 0].mean(axis=0) / picked[g == 1].mean(axis=0)
+
+    resamples = np.concatenate(list(stats.stratified_resamples(codes, 500, np.random.SeedSequence(11).spawn(3)[0])))
+    draws = np.random.default_rng(np.random.SeedSequence(11).spawn(4)[3]).multinomial(3, [1 / 3] * 3, size=500)
+    replicates = np.array([ratios(rows) @ drawn / 3 for rows, drawn in zip(resamples, draws)])
+    assert pooled.value == pytest.approx(ratios(np.arange(240)).mean(), rel=1e-12)
+    np.testing.assert_allclose(pooled.ci, np.quantile(replicates, [0.025, 0.975]), rtol=1e-12)
+    assert pooled.details["phrasing_values"] == pytest.approx(list(ratios(np.arange(240))), rel=1e-12)
+    singles = np.array([ratios(rows)[1] for rows in resamples])
+    np.testing.assert_allclose(second.ci, np.quantile(singles, [0.025, 0.975]), rtol=1e-12)  # one phrasing's own
+    assert pooled.ci[1] - pooled.ci[0] > second.ci[1] - second.ci[0]  # the phrasings' spread widens it
+
+
+def test_a_bias_planted_in_one_phrasing_is_found_in_that_phrasing_only():
+    """The professions probe's samples with three phrasings of the prompt, a gender gap of 3 CLIPScore points
+    planted for doctors with phrasing 2 alone: the gap is found (permutation p) with phrasing 2 and with no
+    other, for doctors only, and the pooled gap says it holds in 1 of 3 phrasings."""
+    probe = probe_class("professions")({"phrasings": ["a picture of a {profession}", "an image of a {profession}"],
+                                        "attributes": ["gender"], "bootstrap": 300, "n_permutations": 999})
+    rng = np.random.default_rng(0)
+    professions, genders = np.repeat(["doctor", "nurse"], 80), np.tile(np.repeat(["Female", "Male"], 40), 2)
+    frame = pd.DataFrame({"row": np.arange(160), "id": [str(i) for i in range(160)], "profession": professions,
+                          "gender": genders, "race": np.tile(["Asian", "Black", "White", "Latin American"], 40)})
+    for number in (1, 2, 3):
+        scores = rng.normal(25, 1.5, 160)
+        if number == 2:
+            scores[(professions == "doctor") & (genders == "Male")] += 3.0
+        frame[phrasing_column("clipscore", number)] = scores
+    phrasings = [probe.settings.prompt, *probe.settings.phrasings]
+    samples = Samples(frame, {"prompt": probe.settings.prompt, "score": "clipscore", "phrasings": phrasings,
+                              "layout": {}})
+    out = probe.analyze(samples)
+    gaps = {(m.subset["profession"], m.subset.get("phrasing", 1)): m for m in out.metrics
+            if m.name == "group_score_gap"}
+    found = {key: m.p_value < 0.05 for key, m in gaps.items() if key[1] != "pooled"}
+    assert found == {("doctor", 1): False, ("doctor", 2): True, ("doctor", 3): False,
+                     ("nurse", 1): False, ("nurse", 2): False, ("nurse", 3): False}
+    assert gaps["doctor", "pooled"].details["holds_in"] == 1 and gaps["nurse", "pooled"].details["holds_in"] == 0
+    assert gaps["doctor", "pooled"].value == pytest.approx(np.mean([gaps["doctor", k].value for k in (1, 2, 3)]))
+    table = out.tables["phrasings"].frame
+    assert table.loc[("gender", "doctor"), "gap found in"] == "1 of 3 phrasings"
+    assert list(table.columns[:4]) == ["phrasing 1", "phrasing 2", "phrasing 3", "pooled"]
+
+
+@pytest.mark.parametrize(("phrasings", "message"), [
+    ('["a picture of a person"]', "setting phrasings.0 = 'a picture of a person': must hold the placeholder "
+                                  "{profession}"),
+    ('["a picture of a {profession}", "a picture of a {profession}"]', "names 'a picture of a {profession}' twice"),
+    ('["A photo of a {profession}"]', "setting phrasings.0 = 'A photo of a {profession}': is the study's prompt, "
+                                      "phrasing 1 already"),
+])
+def test_a_phrasing_without_its_placeholder_or_given_twice_is_refused_by_name(phrasings, message, tmp_path, capsys):
+    assert main(["run", "professions", "--model", "no-model-needed", "--dataset", "synthetic:professions",
+                 "--out", str(tmp_path / "out"), "--set", f"phrasings={phrasings}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vlfair run") and len(err.strip().splitlines()) == 1, err
+    assert message in err, err
+
+
+def test_phrasings_are_part_of_the_family_but_none_is_the_family_of_before():
+    cls = probe_class("professions")
+    dataset = {"fingerprint": "f", "split": None, "subset": None}
+    before = cls({}).family_key(dataset)
+    assert "phrasings" not in json.dumps(before)  # runs made before phrasings were a setting stay in the family
+    phrased = cls({"phrasings": ["a picture of a {profession}"]}).family_key(dataset)
+    assert phrased["settings"]["phrasings"] == ["a picture of a {profession}"] and phrased != before
+
+
+def test_phrasings_from_a_file_run_rescore_and_compare_end_to_end(clip_dir, siglip_dir, tmp_path):
+    """`--set phrasings=@FILE` (one per line): a run reports each metric per phrasing and pooled, with the
+    phrasings table in its report; rescoring reproduces it from the samples; vlfair compare compares two models'
+    runs phrasing by phrasing (pooled metrics are compared through their phrasings)."""
+    listed = tmp_path / "phrasings.txt"
+    listed.write_text("a picture of a {profession}\n\nan image of a {profession} at work\n")
+    runs = {}
+    for name, model in (("clip", clip_dir), ("siglip", siglip_dir)):
+        runs[name] = tmp_path / name
+        assert main(["run", "professions", "--model", str(model), "--dataset", "synthetic:professions", "--out",
+                     str(runs[name]), "--no-figures", "--dtype", "float32", "--cache-dir", str(tmp_path / "cache"),
+                     "--set", f"phrasings=@{listed}", "--set", "bootstrap=200", "--set", "n_permutations=99"]) == 0
+    results = json.loads((runs["clip"] / "results.json").read_text())
+    by_phrasing: dict[str, int] = {}
+    for metric in results["metrics"]:
+        key = str(metric["subset"].get("phrasing", 1))
+        by_phrasing[key] = by_phrasing.get(key, 0) + 1
+    assert by_phrasing == {"1": 96, "2": 96, "3": 96, "pooled": 96}
+    assert results["settings"]["phrasings"] == ["A photo of a {profession}", "a picture of a {profession}",
+                                                "an image of a {profession} at work"]
+    assert "gap found in" in (runs["clip"] / "phrasings.csv").read_text()
+    assert "phrasings" in (runs["clip"] / "report.html").read_text()
+    assert main(["rescore", str(runs["clip"]), "--out", str(tmp_path / "rescored")]) == 0
+    assert json.loads((tmp_path / "rescored" / "results.json").read_text())["metrics"] == results["metrics"]
+    assert main(["compare", str(runs["clip"]), str(runs["siglip"]), "--out", str(tmp_path / "compared"),
+                 "--bootstrap", "100", "--permutations", "99"]) == 0
+    compared = json.loads((tmp_path / "compared" / "comparison.json").read_text())["differences"]
+    assert {str(d["subset"].get("phrasing", 1)) for d in compared} == {"1", "2", "3"}
