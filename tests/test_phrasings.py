@@ -48,6 +48,9 @@ def test_the_pooled_interval_is_a_brute_force_two_level_bootstrap():
     singles = np.array([ratios(rows)[1] for rows in resamples])
     np.testing.assert_allclose(second.ci, np.quantile(singles, [0.025, 0.975]), rtol=1e-12)  # one phrasing's own
     assert pooled.ci[1] - pooled.ci[0] > second.ci[1] - second.ci[0]  # the phrasings' spread widens it
+    # a ratio holds in a phrasing whose own interval excludes 1 on the pooled value's side: the second and third
+    own = [np.quantile([ratios(rows)[k] for rows in resamples], [0.025, 0.975]) for k in range(3)]
+    assert [bool(low > 1) for low, _ in own] == [False, True, True] and pooled.details["holds_in"] == 2
 
 
 def test_a_bias_planted_in_one_phrasing_is_found_in_that_phrasing_only():

@@ -107,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
             log.info(f"  published vs this run: {len(results['published'])} cells of "
                   f"{', '.join(dict.fromkeys(e['source'] for e in results['published']))}"
                   + (f"; {sum(within)} of {len(within)} inside this run's CI" if within else ""))
-        _say_undetected(run.output.tables.get("not_detected"), args.out)
+        _say_undetected(run.output.tables, args.out)
         for warning in results["warnings"]:
             log.warning(warning)
     if failure:
@@ -118,11 +118,13 @@ def _run(args: argparse.Namespace) -> int:
 UNDETECTED_SHOWN = 8  # "no bias detected" lines in the terminal; every one is in report.html
 
 
-def _say_undetected(table: Any, out: str) -> None:
+def _say_undetected(tables: dict[str, Any], out: str) -> None:
     """Each "no bias detected" with the smallest deviation the run could have seen (the first few; all in the
     report's not_detected table)."""
+    from vlfair.probes.runner import NOT_DETECTED
     from vlfair.report.numbers import format_detectable, format_interval, format_value
 
+    table = tables.get(NOT_DETECTED)
     if table is None:
         return
     frame = table.frame
@@ -392,7 +394,7 @@ def _rescore(args: argparse.Namespace) -> int:
     results = rescored_run.results
     log.info(f"{results['probe']}: {len(results['metrics'])} metrics recomputed from "
              f"{run / results['samples']['file']} -> {out}/results.json, {out}/report.html")
-    _say_undetected(rescored_run.output.tables.get("not_detected"), str(out))
+    _say_undetected(rescored_run.output.tables, str(out))
     return 0
 
 

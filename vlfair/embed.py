@@ -592,7 +592,8 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
             in_flight = (batch, rows, features, bad)
 
     try:
-        for piece in itertools.chain([None], loader):  # pieces in the order they are done
+        # pieces in the order they are done; None first, so that batches of no piece before any other are sent
+        for piece in itertools.chain([None], loader):
             if piece:
                 arrived.setdefault(piece[0][0], []).extend(piece)
                 missing[piece[0][0]] -= 1

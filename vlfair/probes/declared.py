@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, MIN_GROUP_SIZE, SEED
-from vlfair.facts import Facts, neutral_value
+from vlfair.facts import Facts, facts_of, neutral_value
 from vlfair.outputs import Metric
 
 if TYPE_CHECKING:  # vlfair.paired (scipy) is imported where a metric is evaluated: probes declare at import
@@ -181,8 +181,9 @@ class Pooled:
     each resample draws the rows (as the members' row set does, shared by every phrasing, since each phrasing
     scores the same images) and, apart, the phrasings (``len(statistics)`` of them with replacement), and takes the
     mean over the drawn phrasings of their statistics on the drawn rows. Its details say in how many phrasings
-    the metric's own interval excludes the neutral value on the pooled value's side (``holds_in``). Evaluated on
-    one run (:func:`evaluate`); ``vlfair compare`` compares the phrasings one by one."""
+    the metric's own interval excludes the neutral value on the pooled value's side (``holds_in``; None for a
+    measure never below its neutral 0, a gap, whose interval never holds it: its probe's test says). Evaluated
+    on one run (:func:`evaluate`); ``vlfair compare`` compares the phrasings one by one."""
 
     statistics: tuple[Statistic, ...]
 
@@ -386,8 +387,9 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
         if len(by_phrasing) < count:  # a phrasing whose statistic the data do not define: nothing to pool
             continue
         assert len({row_set for row_set, _, _ in by_phrasing.values()}) == 1, "a pooled metric's phrasings share rows"
-        found.append((position, _pooled(metric, [by_phrasing[k] for k in range(count)], neutral_value(metric.name, own),
-                                        confidence, rng)))
+        facts = facts_of(metric.name, own)  # a gap's interval never holds its 0: its test says where it holds
+        found.append((position, _pooled(metric, [by_phrasing[k] for k in range(count)],
+                                        None if facts.lower_is_less_biased else facts.neutral, confidence, rng)))
     return [metric for _, metric in sorted(found, key=lambda pair: pair[0])]
 
 
