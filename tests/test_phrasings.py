@@ -13,7 +13,7 @@ import pytest
 from vlfair import stats
 from vlfair.cli import main
 from vlfair.probes import declared, probe_class
-from vlfair.probes.professions import phrasing_column
+from vlfair.probes.phrasings import column as phrasing_column
 from vlfair.samples import Samples
 
 
@@ -80,19 +80,25 @@ def test_a_bias_planted_in_one_phrasing_is_found_in_that_phrasing_only():
     assert gaps["doctor", "pooled"].details["holds_in"] == 1 and gaps["nurse", "pooled"].details["holds_in"] == 0
     assert gaps["doctor", "pooled"].value == pytest.approx(np.mean([gaps["doctor", k].value for k in (1, 2, 3)]))
     table = out.tables["phrasings"].frame
-    assert table.loc[("gender", "doctor"), "gap found in"] == "1 of 3 phrasings"
+    assert table.loc[("gender", "doctor"), "found in"] == "1 of 3 phrasings"
     assert list(table.columns[:4]) == ["phrasing 1", "phrasing 2", "phrasing 3", "pooled"]
 
 
-@pytest.mark.parametrize(("phrasings", "message"), [
-    ('["a picture of a person"]', "setting phrasings.0 = 'a picture of a person': must hold the placeholder "
-                                  "{profession}"),
-    ('["a picture of a {profession}", "a picture of a {profession}"]', "names 'a picture of a {profession}' twice"),
-    ('["A photo of a {profession}"]', "setting phrasings.0 = 'A photo of a {profession}': is the study's prompt, "
-                                      "phrasing 1 already"),
+@pytest.mark.parametrize(("probe", "phrasings", "message"), [
+    ("professions", '["a picture of a person"]', "setting phrasings.0 = 'a picture of a person': must hold the "
+                                                 "placeholder {profession}"),
+    ("professions", '["a picture of a {profession}", "a picture of a {profession}"]',
+     "names 'a picture of a {profession}' twice"),
+    ("professions", '["A photo of a {profession}"]', "setting phrasings.0 = 'A photo of a {profession}': is the "
+                                                     "study's prompt, phrasing 1 already"),
+    ("traits", '["someone {trait}", "a {profession}"]', "setting phrasings.1 = 'a {profession}': must hold the "
+                                                       "placeholder {trait}"),
+    ("traits", '["a {trait} person"]', "is the study's prompt, phrasing 1 already"),
 ])
-def test_a_phrasing_without_its_placeholder_or_given_twice_is_refused_by_name(phrasings, message, tmp_path, capsys):
-    assert main(["run", "professions", "--model", "no-model-needed", "--dataset", "synthetic:professions",
+def test_a_phrasing_without_its_placeholder_or_given_twice_is_refused_by_name(probe, phrasings, message, tmp_path,
+                                                                              capsys):
+    data = {"professions": "synthetic:professions", "traits": "synthetic:fairface"}[probe]
+    assert main(["run", probe, "--model", "no-model-needed", "--dataset", data,
                  "--out", str(tmp_path / "out"), "--set", f"phrasings={phrasings}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vlfair run") and len(err.strip().splitlines()) == 1, err
@@ -128,7 +134,7 @@ def test_phrasings_from_a_file_run_rescore_and_compare_end_to_end(clip_dir, sigl
     assert by_phrasing == {"1": 96, "2": 96, "3": 96, "pooled": 96}
     assert results["settings"]["phrasings"] == ["A photo of a {profession}", "a picture of a {profession}",
                                                 "an image of a {profession} at work"]
-    assert "gap found in" in (runs["clip"] / "phrasings.csv").read_text()
+    assert "found in" in (runs["clip"] / "phrasings.csv").read_text()
     assert "phrasings" in (runs["clip"] / "report.html").read_text()
     assert main(["rescore", str(runs["clip"]), "--out", str(tmp_path / "rescored")]) == 0
     assert json.loads((tmp_path / "rescored" / "results.json").read_text())["metrics"] == results["metrics"]
@@ -136,3 +142,32 @@ def test_phrasings_from_a_file_run_rescore_and_compare_end_to_end(clip_dir, sigl
                  "--bootstrap", "100", "--permutations", "99"]) == 0
     compared = json.loads((tmp_path / "compared" / "comparison.json").read_text())["differences"]
     assert {str(d["subset"].get("phrasing", 1)) for d in compared} == {"1", "2", "3"}
+
+
+def test_traits_find_a_race_difference_planted_in_one_phrasing_there_only():
+    """The traits probe's samples, one pair and three phrasings, the White women's confidence raised by 0.1 with
+    phrasing 3 alone: the F across races within women is found (p < 0.05) with phrasing 3 only, and the pooled
+    F says it holds in 1 of 3 phrasings; within men, in none."""
+    probe = probe_class("traits")({"pairs": [["smart", "dumb"]], "phrasings": ["a {trait} human", "someone {trait}"],
+                                   "bootstrap": 200, "per_cell": None})
+    rng = np.random.default_rng(1)
+    races = np.tile(np.repeat(["Black", "White", "Indian"], 60), 2)
+    genders = np.repeat(["Female", "Male"], 180)
+    frame = pd.DataFrame({"row": np.arange(360), "id": [str(i) for i in range(360)], "race": races, "gender": genders})
+    for number in (1, 2, 3):
+        confidence = rng.normal(0.5, 0.05, 360)
+        if number == 3:
+            confidence[(races == "White") & (genders == "Female")] += 0.1
+        frame[phrasing_column("confidence smart/dumb", number)] = confidence
+    samples = Samples(frame, {"temperature": 100.0, "temperature_source": "logit_scale", "prompt": "a {trait} person",
+                              "sampling": None, "phrasings": ["a {trait} person", "a {trait} human",
+                                                              "someone {trait}"]})
+    out = probe.analyze(samples)
+    women = {m.subset.get("phrasing", 1): m for m in out.metrics
+             if m.name == "trait_anova" and m.subset.get("gender") == "Female"}
+    assert {k: m.p_value < 0.05 for k, m in women.items() if k != "pooled"} == {1: False, 2: False, 3: True}
+    assert women["pooled"].details["holds_in"] == 1
+    men = next(m for m in out.metrics if m.name == "trait_anova" and m.subset.get("gender") == "Male"
+               and m.subset.get("phrasing") == "pooled")
+    assert men.details["holds_in"] == 0
+    assert out.tables["phrasings"].frame.loc[("smart/dumb", "gender=Female"), "found in"] == "1 of 3 phrasings"

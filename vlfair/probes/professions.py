@@ -11,10 +11,11 @@ import numpy as np
 from pydantic import AfterValidator, Field, model_validator
 
 from vlfair.outputs import Metric, Table, metric_from, metrics_per
+from vlfair.probes import phrasings as phrasing
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, clip_score
-from vlfair.probes.declared import Declared, Mean, Pooled, Range, evaluate
+from vlfair.probes.declared import Declared, Mean, Range, evaluate
 from vlfair.probes.settings import (
     Bootstrap,
     Count,
@@ -25,7 +26,6 @@ from vlfair.probes.settings import (
     Text,
     distinct,
     placeholders,
-    refuse,
 )
 from vlfair.samples import Samples
 
@@ -104,16 +104,11 @@ class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations):
                     "of answering with it x100 (a generative model's default in place of clipscore)")
     generative: ProfessionQuestion = Field(description="how a generative model (lvlm:) is asked: the question and "
                                                        "the answer with {profession}")
-    phrasings: Annotated[list[Annotated[Text, AfterValidator(placeholders("profession"))]],
-                         AfterValidator(distinct())] = Field(
-        default_factory=list, description="other phrasings of prompt, each with {profession}: every metric is also "
-                                          "reported per phrasing and pooled over all, the study's prompt first")
+    phrasings: phrasing.setting("profession") = phrasing.field("prompt, each with {profession}")  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def _phrasings_are_not_the_prompt(self) -> ProfessionsSettings:
-        if self.prompt in self.phrasings:
-            refuse("ProfessionsSettings", ("phrasings", self.phrasings.index(self.prompt)), self.prompt,
-                   "is the study's prompt, phrasing 1 already: give each phrasing once")
+        phrasing.check_not_prompt("ProfessionsSettings", self.prompt, self.phrasings)
         return self
 
     @property
@@ -169,9 +164,9 @@ class ProfessionsProbe(Probe):
             mine = [names.index(p) for p in columns["profession"]]  # each image's own profession
             text = ctx.texts([s.prompt.format(profession=p) for p in names])
             scores = clip_score(images, text[mine])
-            for number, phrasing in enumerate(s.phrasings, start=2):  # the same images with each other phrasing
-                phrased[phrasing_column("clipscore", number)] = clip_score(
-                    images, ctx.texts([phrasing.format(profession=p) for p in names])[mine])
+            for number, other in enumerate(s.phrasings, start=2):  # the same images with each other phrasing
+                phrased[phrasing.column("clipscore", number)] = clip_score(
+                    images, ctx.texts([other.format(profession=p) for p in names])[mine])
         else:  # the own profession's probability (among every profession present) or answer likelihood
             present = self._canonical("profession", ctx.column("profession", ctx.rows()))  # readable rows only
             names = self._ordered("profession", set(present.tolist()))
@@ -252,7 +247,7 @@ class ProfessionsProbe(Probe):
                 [{"profession": p, attribute: g, "row": int(rows[i]), quantity.label: float(scores[i])}
                  for (p, g), i in sorted(picks.items(), key=lambda kv: (names.index(kv[0][0]), str(kv[0][1])))]
             ).set_index(["profession", attribute])
-        if len(samples.facts.get("phrasings", [])) > 1:
+        if phrasing.count(samples) > 1:
             self._phrasings(samples, quantity, out)
         out.notes.append(f"{quantity.meaning}; the largest mean per profession is in bold. vlfair's extensions: "
                          "bootstrap CIs of the means (results.json) and, per profession, the largest gap with a "
@@ -260,72 +255,49 @@ class ProfessionsProbe(Probe):
         return out
 
     def _phrasings(self, samples: Samples, quantity: Quantity, out: Output) -> None:
-        """An extension of vlfair's (issue 46): every metric with each other phrasing of the prompt (the study's own
-        are phrasing 1's, above), by the study's measures on that phrasing's scores, and pooled over the
-        phrasings (their mean; a two-level bootstrap interval, phrasings and images resampled:
-        :class:`~vlfair.probes.declared.Pooled`); a gap holds in a phrasing where its permutation test finds it
-        (p < 1 - confidence)."""
-        import pandas as pd
-
+        """An extension of vlfair's (issue 46): every metric with each other phrasing of the prompt (the study's
+        own are phrasing 1's, above), by the study's measures on that phrasing's scores, and pooled over the
+        phrasings (:mod:`vlfair.probes.phrasings`); a gap is found in a phrasing where its permutation test finds
+        it (p < 1 - confidence)."""
         from vlfair import measures
 
         s = self.settings
-        phrasings = samples.facts["phrasings"]
-        columns = [phrasing_column(quantity.column, k) for k in range(1, len(phrasings) + 1)]
+        prompts = samples.facts["phrasings"]
         professions = samples.column("profession")
         alpha = 1 - s.confidence
         rows = []
         for attribute in s.attributes:
             groups = samples.column(attribute)
-            detected: dict[str, list[bool]] = {}
-            for number, column in enumerate(columns, start=1):
-                scores = samples.column(column)
+            found: dict[str, list[bool]] = {}
+            for number in range(1, len(prompts) + 1):
+                scores = samples.column(phrasing.column(quantity.column, number))
                 for profession in self._ordered("profession", set(professions.tolist())):
                     mask = professions == profession
-                    subset = {"profession": profession, "attribute": attribute}
                     try:
                         gap = measures.group_score_gap(scores[mask], groups[mask], n_permutations=s.n_permutations,
                                                        **s.resampling)
                     except ValueError:  # said for phrasing 1 by the study's loop
                         continue
-                    detected.setdefault(profession, []).append(gap["p_value"] is not None and gap["p_value"] < alpha)
+                    found.setdefault(profession, []).append(gap["p_value"] is not None and gap["p_value"] < alpha)
                     if number == 1:
                         continue  # the study's, reported above as they were
-                    phrased = {**subset, "phrasing": number}
-                    out.metrics += metrics_per(quantity.metric, phrased, gap, "group_means", "group_means_ci")
-                    out.metrics.append(metric_from("group_score_gap", phrased, gap, "max_gap", "max_gap_ci",
+                    subset = {"profession": profession, "attribute": attribute, "phrasing": number}
+                    out.metrics += metrics_per(quantity.metric, subset, gap, "group_means", "group_means_ci")
+                    out.metrics.append(metric_from("group_score_gap", subset, gap, "max_gap", "max_gap_ci",
                                                    "p_value", ("log10_p_value", "p_value_method")))
-            pooled = evaluate(samples, self._pooled(samples, quantity, attribute, columns), self.facts,
-                              **s.resampling)
+            declared = [m for m in self.declare(samples, phrasings=False) if m.subset.get("attribute") == attribute]
+            pooled = evaluate(samples, phrasing.pooled(declared, len(prompts)), self.facts, **s.resampling)
             for metric in pooled:
-                if metric.name == "group_score_gap":
-                    held = detected.get(metric.subset["profession"], [])
-                    metric.details["holds_in"] = sum(held) if len(held) == len(phrasings) else None
-                    rows.append({"attribute": attribute, "profession": metric.subset["profession"],
-                                 **{f"phrasing {k}": v for k, v in enumerate(metric.details["phrasing_values"], 1)},
-                                 "pooled": metric.value, "pooled CI low": metric.ci[0] if metric.ci else None,
-                                 "pooled CI high": metric.ci[1] if metric.ci else None,
-                                 "gap found in": f"{metric.details['holds_in']} of {len(phrasings)} phrasings"})
+                held = found.get(metric.subset["profession"], [])
+                if metric.name == "group_score_gap" and len(held) == len(prompts):
+                    metric.details["holds_in"] = sum(held)
+                    rows.append(phrasing.row({"attribute": attribute, "profession": metric.subset["profession"]},
+                                             metric, held))
             out.metrics += pooled
         if rows:
-            out.tables["phrasings"] = Table(pd.DataFrame(rows).set_index(["attribute", "profession"]), footnotes=[
-                "Each profession's largest gap with each phrasing of the prompt ("
-                + "; ".join(f"{k}: '{p}'" for k, p in enumerate(phrasings, 1)) + "; 1 is the study's) and pooled: "
-                "their mean, with a two-level bootstrap interval (phrasings and images resampled). Found in: the "
-                f"phrasings whose permutation test finds the gap (p < {alpha:g})."])
-
-    def _pooled(self, samples: Samples, quantity: Quantity, attribute: str, columns: list[str]) -> list[Declared]:
-        """Each metric of :meth:`declare` for ``attribute``, pooled over the phrasings' ``columns``."""
-        pooled = []
-        for metric in self.declare(samples, phrasings=False):
-            if metric.subset.get("attribute") != attribute:
-                continue
-            statistic = metric.statistic
-            assert isinstance(statistic, (Mean, Range))  # what declare states: a cell's mean, a profession's gap
-            members = tuple(dataclasses.replace(statistic, column=column) for column in columns)
-            pooled.append(dataclasses.replace(metric, subset={**metric.subset, "phrasing": "pooled"},
-                                              statistic=Pooled(members)))
-        return pooled
+            out.tables["phrasings"] = phrasing.table(rows, ["attribute", "profession"], prompts,
+                                                     "Each profession's largest gap",
+                                                     f"permutation test finds the gap (p < {alpha:g})")
 
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
         """The image with the median CLIPScore of every profession per group (the study's Figures
@@ -356,11 +328,11 @@ class ProfessionsProbe(Probe):
         quantity = _quantity(samples)
         metrics = self._declared(samples, quantity.column, {})
         if phrasings:
-            for number in range(2, len(samples.facts.get("phrasings", [])) + 1):
-                metrics += self._declared(samples, phrasing_column(quantity.column, number), {"phrasing": number})
+            for number in range(2, phrasing.count(samples) + 1):
+                metrics += self._declared(samples, phrasing.column(quantity.column, number), {"phrasing": number})
         return metrics
 
-    def _declared(self, samples: Samples, column: str, phrasing: dict[str, Any]) -> list[Declared]:
+    def _declared(self, samples: Samples, column: str, phrased: dict[str, Any]) -> list[Declared]:
         quantity = _quantity(samples)
         professions = samples.column("profession")
         metrics = []
@@ -372,9 +344,9 @@ class ProfessionsProbe(Probe):
             for profession in dict.fromkeys(p for p, _ in cells):
                 own = tuple(c for c in cells if c[0] == profession)
                 subset = {"profession": profession, "attribute": attribute}
-                metrics += [Declared(quantity.metric, {**subset, "group": c[1], **phrasing}, Mean(column, c), **on)
+                metrics += [Declared(quantity.metric, {**subset, "group": c[1], **phrased}, Mean(column, c), **on)
                             for c in own]
-                metrics.append(Declared("group_score_gap", {**subset, **phrasing}, Range(column, own), **on))
+                metrics.append(Declared("group_score_gap", {**subset, **phrased}, Range(column, own), **on))
         return metrics
 
     def _canonical(self, column: Column, values: np.ndarray) -> np.ndarray:
@@ -405,11 +377,6 @@ class ProfessionsProbe(Probe):
             (short, f"cell(s) with fewer than {n} images"), (over, f"cell(s) with more than {n} images")) if found]
         return {"expected_cells": len(expected), "per_cell": n, "missing_cells": missing, "extra_cells": extra,
                 "short_cells": short, "over_cells": over, "departs": bool(parts), "summary": "; ".join(parts)}
-
-
-def phrasing_column(column: str, number: int) -> str:
-    """samples.parquet's column of ``column`` scored with phrasing ``number`` (1: the study's, the column itself)."""
-    return column if number == 1 else f"{column}@{number}"
 
 
 def _quantity(samples: Samples) -> Quantity:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from vlfair.outputs import Table, metric_from, metrics_per
+from vlfair.probes import phrasings as phrasing
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec, indistinguishable
-from vlfair.probes.declared import Declared, FStatistic, Mean
+from vlfair.probes.declared import Declared, FStatistic, Mean, evaluate
 from vlfair.probes.settings import (
     SEED,
     Bootstrap,
@@ -98,6 +99,12 @@ class TraitsSettings(ProbeSettings, Bootstrap):
     seed: NonNegative = Field(
         SEED, description="the random seed of the per-cell sample and of every resampling, a whole number >= 0 "
                           "(not null: a run must draw the same sample again)")
+    phrasings: phrasing.setting("trait") = phrasing.field("prompt, each with {trait}")  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _phrasings_are_not_the_prompt(self) -> TraitsSettings:
+        phrasing.check_not_prompt("TraitsSettings", self.prompt, self.phrasings)
+        return self
 
 
 @register
@@ -133,6 +140,9 @@ class TraitsProbe(Probe):
         import pandas as pd
 
         s = self.settings
+        if ctx.generative and s.phrasings:
+            raise ProbeError("traits: setting phrasings rephrases the contrastive prompt (prompt, with {trait}); a "
+                             "generative model is asked generative.question: leave phrasings empty")
         sampling = self._sample(ctx)  # before embedding: only the drawn rows are embedded
         if ctx.generative:
             return self._score_generative(ctx, sampling)
@@ -153,6 +163,15 @@ class TraitsProbe(Probe):
                 continue
             logits = -tau * (images @ (text[0] - text[1]))
             columns[_confidence_column(positive, negative)] = 1.0 / (1.0 + np.exp(logits))
+            for number, other in enumerate(s.phrasings, start=2):  # the same images with each other phrasing
+                prompts = [other.format(trait=positive), other.format(trait=negative)]
+                text = ctx.texts(prompts)
+                if indistinguishable(prompts, text):
+                    warnings.append(f"pair {positive}/{negative}, phrasing {number}: its two prompts are one text to "
+                                    "the model; left out of that phrasing and of the pooled metrics")
+                    continue
+                logits = -tau * (images @ (text[0] - text[1]))
+                columns[phrasing.column(_confidence_column(positive, negative), number)] = 1.0 / (1.0 + np.exp(logits))
         if len(unread) == len(s.pairs):  # nothing left to measure: a run must not end with no number
             raise ProbeError(f"traits: {'; '.join(unread)}; its F-tests would measure rounding noise: give two "
                              "traits the model reads as different words")
@@ -161,9 +180,12 @@ class TraitsProbe(Probe):
             warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
                             + _listed(sampling["short_cells"]))
         self._scored: tuple[np.ndarray, np.ndarray] | None = (images, rows)  # Grad-CAM
-        return Samples(pd.DataFrame(columns), {"temperature": tau, "temperature_source": "logit_scale"
-                                               if s.temperature is None else "settings", "prompt": s.prompt,
-                                               "sampling": sampling}, warnings)
+        facts: dict[str, Any] = {"temperature": tau,
+                                 "temperature_source": "logit_scale" if s.temperature is None else "settings",
+                 "prompt": s.prompt, "sampling": sampling}
+        if s.phrasings:
+            facts["phrasings"] = [s.prompt, *s.phrasings]
+        return Samples(pd.DataFrame(columns), facts, warnings)
 
     def _score_generative(self, ctx: Context, sampling: dict | None) -> Samples:
         """Each pair asked as the question, the two words its answers: the confidence in the positive
@@ -251,11 +273,67 @@ class TraitsProbe(Probe):
                     out.figures[f"confidence_{positive}_{negative}"] = plots.grouped_bars(
                         means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence",
                         xlabel="race", ylim=(0, 1), legend_title="gender")
+        if phrasing.count(samples) > 1:
+            self._phrasings(samples, out)
         undefined = [f"{r['trait']} {r['within']}" for r in f_rows if np.isnan(r["F"])]
         out.tables["f_tests"] = Table(pd.DataFrame(f_rows), footnotes=[  # 0/0: said under the table, not a bare NaN
             f"F and p are NaN for {', '.join(undefined)}: every confidence there is the same (zero variance within "
             "and between the groups), so F = 0/0 and there is no test."] if undefined else [])
         return out
+
+    def _phrasings(self, samples: Samples, out: Output) -> None:
+        """An extension of vlfair's (issue 46): the F-tests and confidences with each other phrasing of the prompt
+        (the study's are phrasing 1's, above), by the study's measure on that phrasing's confidences, and pooled
+        over the phrasings (:mod:`vlfair.probes.phrasings`); an F is found in a phrasing where its test finds it
+        (p < 1 - confidence)."""
+        from vlfair import measures
+
+        s = self.settings
+        prompts = samples.facts["phrasings"]
+        races, genders = samples.column("race"), samples.column("gender")
+        alpha = 1 - s.confidence
+        found: dict[tuple[str, str, str], list[bool]] = {}
+        for positive, negative in _measured_pairs(s.pairs, samples):
+            trait = f"{positive}/{negative}"
+            for number in range(1, len(prompts) + 1):
+                column = phrasing.column(_confidence_column(positive, negative), number)
+                if column not in samples.frame.columns:  # its two prompts were one text (said when scored)
+                    continue
+                confidence = samples.column(column)
+                for group, strata, label in ((races, genders, "gender"), (genders, races, "race")):
+                    try:
+                        anova = measures.trait_anova(confidence, group, strata=strata, **s.resampling)
+                    except ValueError:  # said for phrasing 1 by the study's loop
+                        continue
+                    for stratum in anova["strata"]:
+                        p = anova["p_value"][stratum]
+                        found.setdefault((trait, label, str(stratum)), []).append(p is not None and p < alpha)
+                        if number == 1:
+                            continue  # the study's, reported above as they were
+                        out.metrics.append(metric_from(
+                            "trait_anova", {"trait": trait, label: stratum, "phrasing": number}, anova, "f_statistic",
+                            None, "p_value", ("log10_p_value", "df_between", "df_within", "eta_squared"), key=stratum))
+                    if label == "gender" and number > 1:
+                        for gender in anova["strata"]:
+                            out.metrics += metrics_per("trait_confidence", {"trait": trait, "race": None,
+                                                                            "gender": gender, "phrasing": number},
+                                                       anova, "group_means", "group_means_ci", by="race", key=gender)
+        pooled = evaluate(samples, phrasing.pooled(self.declare(samples, phrasings=False), len(prompts)), self.facts,
+                          **s.resampling)
+        rows = []
+        for metric in pooled:
+            if metric.name != "trait_anova":
+                continue
+            within = next(key for key in ("gender", "race") if key in metric.subset)
+            held = found.get((metric.subset["trait"], within, str(metric.subset[within])), [])
+            if len(held) == len(prompts):
+                metric.details["holds_in"] = sum(held)
+                keys = {"trait": metric.subset["trait"], "within": f"{within}={metric.subset[within]}"}
+                rows.append(phrasing.row(keys, metric, held))
+        out.metrics += pooled
+        if rows:
+            out.tables["phrasings"] = phrasing.table(rows, ["trait", "within"], prompts, "Each F-test's F",
+                                                     f"F-test finds a difference (p < {alpha:g})")
 
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
         if self.settings.gradcam and self._scored is not None:
@@ -263,10 +341,19 @@ class TraitsProbe(Probe):
             self._gradcam(ctx, rows, samples.column("race"), samples.column("gender"), images,
                           samples.facts["temperature"], out)
 
-    def declare(self, samples: Samples) -> list[Declared]:
+    def declare(self, samples: Samples, phrasings: bool = True) -> list[Declared]:
         """Per pair: F across races within each gender (with its cells' mean confidences) and F
-        across genders within each race, each resampled within its groups as trait_anova is."""
+        across genders within each race, each resampled within its groups as trait_anova is; with other
+        phrasings of the prompt (and ``phrasings``), the same of each (compared phrasing by phrasing)."""
+        metrics = self._declared(samples, 1)
+        if phrasings:
+            for number in range(2, phrasing.count(samples) + 1):
+                metrics += self._declared(samples, number)
+        return metrics
+
+    def _declared(self, samples: Samples, number: int) -> list[Declared]:
         measured = _measured_pairs(self.settings.pairs, samples)
+        phrased = {} if number == 1 else {"phrasing": number}
         metrics = []
         for within, across in (("gender", "race"), ("race", "gender")):
             labels, groups = samples.column(within), samples.column(across)
@@ -276,12 +363,16 @@ class TraitsProbe(Probe):
                 if len(present) < 2:
                     continue
                 for positive, negative in measured:
-                    column, trait = _confidence_column(positive, negative), f"{positive}/{negative}"
-                    metrics.append(Declared("trait_anova", {"trait": trait, within: stratum}, FStatistic(column),
-                                            rows, across))
+                    column = phrasing.column(_confidence_column(positive, negative), number)
+                    if column not in samples.frame.columns:  # its two prompts were one text with this phrasing
+                        continue
+                    trait = f"{positive}/{negative}"
+                    metrics.append(Declared("trait_anova", {"trait": trait, within: stratum, **phrased},
+                                            FStatistic(column), rows, across))
                     if within == "gender":  # the study's figure: each race's mean confidence within a gender
-                        metrics += [Declared("trait_confidence", {"trait": trait, "race": race, "gender": stratum},
-                                             Mean(column, race), rows, across) for race in present]
+                        metrics += [Declared("trait_confidence", {"trait": trait, "race": race, "gender": stratum,
+                                                                  **phrased}, Mean(column, race), rows, across)
+                                    for race in present]
         return metrics
 
     def _sample(self, ctx: Context) -> dict | None:

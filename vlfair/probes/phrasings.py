@@ -1,0 +1,86 @@
+"""Phrasings of a probe's prompt (issue 46): the study's prompt is phrasing 1, a probe's ``phrasings`` setting
+holds the others. Each image is scored with every phrasing (samples.parquet's ``COLUMN@2``, ``COLUMN@3``,
+...), every metric is reported per phrasing (subset ``"phrasing": k``) and pooled (``"phrasing": "pooled"``:
+:class:`vlfair.probes.declared.Pooled`, the phrasings' mean with a two-level bootstrap interval), and a table
+says in how many phrasings each bias is found. What a probe writes: the setting (:func:`setting`, checked
+against its prompt by :func:`check_not_prompt`), its scores per phrasing, and its study's test per phrasing."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+
+from vlfair.outputs import Table
+from vlfair.probes.declared import Declared, Pooled
+from vlfair.probes.settings import Text, distinct, placeholders, refuse
+
+POOLED = "pooled"  # the subset's "phrasing" of a metric pooled over every phrasing
+
+
+def setting(*fields: str) -> Any:
+    """The ``phrasings`` setting's type for a prompt with the placeholders ``fields``: each phrasing holds them,
+    and each is given once."""
+    return Annotated[list[Annotated[Text, AfterValidator(placeholders(*fields))]], AfterValidator(distinct())]
+
+
+def field(prompt: str) -> Any:
+    """The ``phrasings`` setting's field (none by default: the study's prompt alone)."""
+    return Field(default_factory=list, description=f"other phrasings of {prompt}: every metric is also reported per "
+                                                   "phrasing and pooled over all, the study's first")
+
+
+def check_not_prompt(record: str, prompt: str, phrasings: Sequence[str]) -> None:
+    """A phrasing that is the study's prompt (phrasing 1 already) is refused, naming it."""
+    if prompt in phrasings:
+        refuse(record, ("phrasings", list(phrasings).index(prompt)), prompt,
+               "is the study's prompt, phrasing 1 already: give each phrasing once")
+
+
+def column(name: str, number: int) -> str:
+    """samples.parquet's column of ``name`` scored with phrasing ``number`` (1: the study's, the column itself)."""
+    return name if number == 1 else f"{name}@{number}"
+
+
+def count(samples: Any) -> int:
+    """How many phrasings the samples were scored with (1: the study's prompt alone)."""
+    return max(len(samples.facts.get("phrasings") or []), 1)
+
+
+def pooled(metrics: Sequence[Declared], phrasings: int) -> list[Declared]:
+    """Each metric (declared on phrasing 1's columns) pooled over the ``phrasings``: its statistic on each
+    phrasing's column, its subset's phrasing "pooled"."""
+    found = []
+    for metric in metrics:
+        statistic: Any = metric.statistic
+        members = tuple(dataclasses.replace(statistic, column=column(statistic.column, k))
+                        for k in range(1, phrasings + 1))
+        found.append(dataclasses.replace(metric, subset={**metric.subset, "phrasing": POOLED},
+                                         statistic=Pooled(members)))
+    return found
+
+
+def table(rows: list[dict[str, Any]], index: list[str], prompts: Sequence[str], what: str, test: str) -> Table:
+    """The phrasings table: a row per bias measure (``index`` its columns), its value with each phrasing and
+    pooled (``rows``: from :func:`row`), and the footnote naming the phrasings, ``what`` is measured and the
+    ``test`` that finds it."""
+    import pandas as pd
+
+    named = "; ".join(f"{k}: '{p}'" for k, p in enumerate(prompts, 1))
+    return Table(pd.DataFrame(rows).set_index(index), footnotes=[
+        f"{what} with each phrasing of the prompt ({named}; 1 is the study's) and pooled: their mean, with a "
+        f"two-level bootstrap interval (phrasings and images resampled). Found in: the phrasings whose {test}."])
+
+
+def row(keys: dict[str, Any], metric: Any, found: Sequence[bool]) -> dict[str, Any]:
+    """A row of :func:`table`: ``keys``, a pooled ``metric``'s value per phrasing and pooled with its interval,
+    and in how many phrasings it is found (``found``: one flag per phrasing)."""
+    values = metric.details["phrasing_values"]
+    return {**keys, **{f"phrasing {k}": v for k, v in enumerate(values, 1)}, "pooled": metric.value,
+            "pooled CI low": metric.ci[0] if metric.ci else None, "pooled CI high": metric.ci[1] if metric.ci else None,
+            "found in": f"{sum(found)} of {len(values)} phrasings"}
+
+
+__all__ = ["POOLED", "check_not_prompt", "column", "count", "field", "pooled", "row", "setting", "table"]
