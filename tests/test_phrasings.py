@@ -171,3 +171,21 @@ def test_traits_find_a_race_difference_planted_in_one_phrasing_there_only():
                and m.subset.get("phrasing") == "pooled")
     assert men.details["holds_in"] == 0
     assert out.tables["phrasings"].frame.loc[("smart/dumb", "gender=Female"), "found in"] == "1 of 3 phrasings"
+
+
+def test_a_pair_a_phrasing_makes_one_text_is_left_out_of_that_phrasing_and_the_pooled_metrics():
+    """Where a phrasing's two prompts of a pair were one text to the model, its confidences were left out when
+    scoring: the pair is measured with the other phrasings and not pooled; the other pair is pooled."""
+    probe = probe_class("traits")({"pairs": [["smart", "dumb"], ["happy", "sad"]], "phrasings": ["someone {trait}"],
+                                   "bootstrap": 100, "per_cell": None})
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame({"row": np.arange(120), "id": [str(i) for i in range(120)],
+                          "race": np.tile(["Black", "White"], 60), "gender": np.repeat(["Female", "Male"], 60),
+                          "confidence smart/dumb": rng.uniform(0, 1, 120),
+                          "confidence happy/sad": rng.uniform(0, 1, 120),
+                          "confidence happy/sad@2": rng.uniform(0, 1, 120)})  # smart/dumb@2: one text
+    samples = Samples(frame, {"temperature": 100.0, "temperature_source": "logit_scale", "prompt": "a {trait} person",
+                              "sampling": None, "phrasings": ["a {trait} person", "someone {trait}"]})
+    out = probe.analyze(samples)
+    phrased = {(m.subset["trait"], str(m.subset.get("phrasing", 1))) for m in out.metrics if m.name == "trait_anova"}
+    assert phrased == {("smart/dumb", "1"), ("happy/sad", "1"), ("happy/sad", "2"), ("happy/sad", "pooled")}

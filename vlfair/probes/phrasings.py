@@ -49,14 +49,17 @@ def count(samples: Any) -> int:
     return max(len(samples.facts.get("phrasings") or []), 1)
 
 
-def pooled(metrics: Sequence[Declared], phrasings: int) -> list[Declared]:
-    """Each metric (declared on phrasing 1's columns) pooled over the ``phrasings``: its statistic on each
-    phrasing's column, its subset's phrasing "pooled"."""
+def pooled(metrics: Sequence[Declared], samples: Any) -> list[Declared]:
+    """Each metric (declared on phrasing 1's columns) pooled over the samples' phrasings: its statistic on each
+    phrasing's column, its subset's phrasing "pooled"; a metric with a phrasing the samples lack (a pair of
+    prompts the model read as one text with it) is not pooled."""
     found = []
     for metric in metrics:
         statistic: Any = metric.statistic
         members = tuple(dataclasses.replace(statistic, column=column(statistic.column, k))
-                        for k in range(1, phrasings + 1))
+                        for k in range(1, count(samples) + 1))
+        if any(member.column not in samples.frame.columns for member in members):
+            continue
         found.append(dataclasses.replace(metric, subset={**metric.subset, "phrasing": POOLED},
                                          statistic=Pooled(members)))
     return found

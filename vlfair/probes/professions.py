@@ -286,7 +286,7 @@ class ProfessionsProbe(Probe):
                     out.metrics.append(metric_from("group_score_gap", subset, gap, "max_gap", "max_gap_ci",
                                                    "p_value", ("log10_p_value", "p_value_method")))
             declared = [m for m in self.declare(samples, phrasings=False) if m.subset.get("attribute") == attribute]
-            pooled = evaluate(samples, phrasing.pooled(declared, len(prompts)), self.facts, **s.resampling)
+            pooled = evaluate(samples, phrasing.pooled(declared, samples), self.facts, **s.resampling)
             for metric in pooled:
                 held = found.get(metric.subset["profession"], [])
                 if metric.name == "group_score_gap" and len(held) == len(prompts):

@@ -318,7 +318,7 @@ class TraitsProbe(Probe):
                             out.metrics += metrics_per("trait_confidence", {"trait": trait, "race": None,
                                                                             "gender": gender, "phrasing": number},
                                                        anova, "group_means", "group_means_ci", by="race", key=gender)
-        pooled = evaluate(samples, phrasing.pooled(self.declare(samples, phrasings=False), len(prompts)), self.facts,
+        pooled = evaluate(samples, phrasing.pooled(self.declare(samples, phrasings=False), samples), self.facts,
                           **s.resampling)
         rows = []
         for metric in pooled:
