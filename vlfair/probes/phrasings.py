@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from vlfair.outputs import Table
 from vlfair.probes.declared import Declared, Pooled
@@ -37,6 +37,17 @@ def check_not_prompt(record: str, prompt: str, phrasings: Sequence[str]) -> None
     if prompt in phrasings:
         refuse(record, ("phrasings", list(phrasings).index(prompt)), prompt,
                "is the study's prompt, phrasing 1 already: give each phrasing once")
+
+
+class Phrased(BaseModel):
+    """Settings with a ``prompt`` and its other ``phrasings`` (a probe's settings inherit it): a phrasing that is
+    the prompt itself is refused, naming it."""
+
+    @model_validator(mode="after")
+    def _phrasings_are_not_the_prompt(self) -> Phrased:
+        fields = getattr(self, "prompt"), getattr(self, "phrasings")  # noqa: B009  (a probe's settings' own fields)
+        check_not_prompt(type(self).__name__, *fields)
+        return self
 
 
 def column(name: str, number: int) -> str:
@@ -86,4 +97,4 @@ def row(keys: dict[str, Any], metric: Any, found: Sequence[bool]) -> dict[str, A
             "found in": f"{sum(found)} of {len(values)} phrasings"}
 
 
-__all__ = ["POOLED", "check_not_prompt", "column", "count", "field", "pooled", "row", "setting", "table"]
+__all__ = ["POOLED", "Phrased", "check_not_prompt", "column", "count", "field", "pooled", "row", "setting", "table"]

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
 
 from vlfair.outputs import Metric, Table, metric_from, metrics_per
 from vlfair.probes import phrasings as phrasing
@@ -90,7 +90,7 @@ class Layout(Settings):
         return list(getattr(self, column, []))
 
 
-class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations):
+class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations, phrasing.Phrased):
     prompt: Annotated[Text, AfterValidator(placeholders("profession"))] = Field(
         description="the CLIPScore prompt, with {profession}")
     attributes: Annotated[list[Attribute], AfterValidator(distinct())] = Field(
@@ -105,11 +105,6 @@ class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations):
     generative: ProfessionQuestion = Field(description="how a generative model (lvlm:) is asked: the question and "
                                                        "the answer with {profession}")
     phrasings: phrasing.setting("profession") = phrasing.field("prompt, each with {profession}")  # type: ignore[valid-type]
-
-    @model_validator(mode="after")
-    def _phrasings_are_not_the_prompt(self) -> ProfessionsSettings:
-        phrasing.check_not_prompt("ProfessionsSettings", self.prompt, self.phrasings)
-        return self
 
     @property
     def all_phrasings(self) -> list[str]:

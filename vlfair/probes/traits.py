@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
 
 from vlfair.outputs import Table, metric_from, metrics_per
 from vlfair.probes import phrasings as phrasing
@@ -82,7 +82,7 @@ class GenerativeQuestion(Asking):
     question: Annotated[Text, AfterValidator(placeholders("positive", "negative"))]
 
 
-class TraitsSettings(ProbeSettings, Bootstrap):
+class TraitsSettings(ProbeSettings, Bootstrap, phrasing.Phrased):
     prompt: Annotated[Text, AfterValidator(placeholders("trait"))] = Field(
         description="the trait prompt, with {trait}")
     pairs: Annotated[list[Pair], AfterValidator(distinct(lambda pair: tuple(map(same_text, pair)),
@@ -100,11 +100,6 @@ class TraitsSettings(ProbeSettings, Bootstrap):
         SEED, description="the random seed of the per-cell sample and of every resampling, a whole number >= 0 "
                           "(not null: a run must draw the same sample again)")
     phrasings: phrasing.setting("trait") = phrasing.field("prompt, each with {trait}")  # type: ignore[valid-type]
-
-    @model_validator(mode="after")
-    def _phrasings_are_not_the_prompt(self) -> TraitsSettings:
-        phrasing.check_not_prompt("TraitsSettings", self.prompt, self.phrasings)
-        return self
 
 
 @register
