@@ -140,8 +140,10 @@ def test_phrasings_from_a_file_run_rescore_and_compare_end_to_end(clip_dir, sigl
     assert json.loads((tmp_path / "rescored" / "results.json").read_text())["metrics"] == results["metrics"]
     assert main(["compare", str(runs["clip"]), str(runs["siglip"]), "--out", str(tmp_path / "compared"),
                  "--bootstrap", "100", "--permutations", "99"]) == 0
-    compared = json.loads((tmp_path / "compared" / "comparison.json").read_text())["differences"]
-    assert {str(d["subset"].get("phrasing", 1)) for d in compared} == {"1", "2", "3"}
+    comparison = json.loads((tmp_path / "compared" / "comparison.json").read_text())
+    assert {str(d["subset"].get("phrasing", 1)) for d in comparison["differences"]} == {"1", "2", "3"}
+    pooled = [u["metric"] for u in comparison["uncompared"] if "pooled over phrasings" in u["metric"]]
+    assert pooled == ["group_score_gap (pooled over phrasings)", "mean_clipscore (pooled over phrasings)"]
 
 
 def test_traits_find_a_race_difference_planted_in_one_phrasing_there_only():

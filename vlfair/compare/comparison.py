@@ -157,7 +157,8 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         "multiple_testing": {"method": "holm" if len(pairs) > 1 else "none", "family": FAMILY,
                              "pairs": len(pairs)},
         "differences": differences,
-        "uncompared": [{"metric": name, "reason": why} for name, why in sorted(probe.uncompared.items())] + unshared,
+        "uncompared": [{"metric": name, "reason": why} for name, why in sorted(probe.uncompared.items())] + unshared
+        + _pooled_over_phrasings(runs),
     }
     content = jsonable(content)
     validate_comparison(content)
@@ -294,6 +295,18 @@ def _check_groups(probe: Any, runs: list[Run], frames: list[Any], row_sets: list
         if not same:
             raise ComparisonError(f"{runs[0].path} and {runs[k].path} hold the same samples but label or group them "
                                   "differently: not the same data")
+
+
+def _pooled_over_phrasings(runs: list[Run]) -> list[dict[str, str]]:
+    """The metrics the runs pooled over phrasings (``"phrasing": "pooled"``), said as compared through their
+    phrasings: each phrasing's value is compared on the shared rows; a pooled one resamples the phrasings too."""
+    from vlfair.probes.phrasings import POOLED
+
+    names = sorted({m["name"] for m in runs[0].results["metrics"] if m["subset"].get("phrasing") == POOLED})
+    return [{"metric": f"{name} (pooled over phrasings)",
+             "reason": "compared phrasing by phrasing (subset phrasing 1, 2, ...): a pooled value's interval resamples "
+                       "the phrasings as well as the rows, which a paired difference of two runs does not"}
+            for name in names]
 
 
 def _entry(found: Any) -> dict[str, Any]:
