@@ -99,8 +99,9 @@ def test_the_next_batch_of_prompts_is_made_while_this_one_is_scored(scorer, monk
     assert second_made.wait(timeout=30), "the second batch was not made while the first was in the caller's hands"
     rest = list(batches)
     assert [start for start, _ in [first, *rest]] == [0, 3, 6]
-    # a batch of several images is made in the thread; the last, of one image, is made as it is asked for
-    assert [(count, name.split("_")[0]) for count, name in made] == [(3, "vlfair-prompts"), (3, "vlfair-prompts"),
+    # the first batch is made by the caller, the next in the thread while the caller has it; the last, of one
+    # image, is made as it is asked for (nothing to pad)
+    assert [(count, name.split("_")[0]) for count, name in made] == [(3, "MainThread"), (3, "vlfair-prompts"),
                                                                      (1, "MainThread")]
     np.testing.assert_array_equal(rest[0][1]["input_ids"].cpu(), original(scorer, images[3:6], scorer.prompt(QUESTION))[
         "input_ids"].cpu())

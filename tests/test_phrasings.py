@@ -105,13 +105,15 @@ def test_a_phrasing_without_its_placeholder_or_given_twice_is_refused_by_name(pr
     assert message in err, err
 
 
-def test_phrasings_are_part_of_the_family_but_none_is_the_family_of_before():
+def test_phrasings_are_part_of_the_family():
+    """Runs with other phrasings are not ranked together: the phrasings are in the family key (the settings'
+    version of the probes that take them went up with them)."""
     cls = probe_class("professions")
     dataset = {"fingerprint": "f", "split": None, "subset": None}
-    before = cls({}).family_key(dataset)
-    assert "phrasings" not in json.dumps(before)  # runs made before phrasings were a setting stay in the family
+    alone = cls({}).family_key(dataset)
+    assert alone["settings"]["phrasings"] == [] and alone["probe_version"] == 6
     phrased = cls({"phrasings": ["a picture of a {profession}"]}).family_key(dataset)
-    assert phrased["settings"]["phrasings"] == ["a picture of a {profession}"] and phrased != before
+    assert phrased["settings"]["phrasings"] == ["a picture of a {profession}"] and phrased != alone
 
 
 def test_phrasings_from_a_file_run_rescore_and_compare_end_to_end(clip_dir, siglip_dir, tmp_path):

@@ -167,9 +167,10 @@ def test_every_bias_measure_of_a_run_says_what_it_could_not_have_seen(demo, tmp_
         if facts.neutral is None or not metric["ci"] or metric["ci"][0] == metric["ci"][1]:
             assert metric["mde"] is None, metric  # a level, an F (its p judges it), an interval of no width
             continue
-        sides = [s for s, bound in ((-1.0, facts.low), (1.0, facts.high)) if bound != facts.neutral]
-        assert metric["mde"] == pytest.approx(stats.interval_detectable(metric["value"], metric["ci"], 0.95, sides))
-        assert (metric["mde"][0] is None) == (-1.0 not in sides) and metric["mde"][1] > 0
+        assert metric["mde"] == pytest.approx(stats.interval_detectable(metric["value"], metric["ci"], 0.95,
+                                                                         facts.sides))
+        # a gap is never under its 0, a ratio is either side of its 1
+        assert (metric["mde"][0] is None) == (metric["name"] == "group_rate_gap") and metric["mde"][1] > 0
         if metric["ci"][0] <= facts.neutral <= metric["ci"][1]:
             unseen.append(metric)
     assert unseen, "the control world's public figures hold measures that detect no bias"
@@ -191,3 +192,13 @@ def test_compare_says_what_a_no_difference_could_not_have_seen():
     assert verdict_text(entry, ["A", "B"]) == "no difference detected (smaller than 0.031 under, 0.029 over could " \
                                               "not be seen)"
     assert verdict_text({**entry, "mde": None}, ["A", "B"]) == "no difference detected"
+
+
+def test_a_measure_s_sides_are_those_its_range_leaves_open_at_its_neutral_value():
+    """Where a run's and vlfair power's smallest detectable deviations are read: a gap or an F above its 0 only,
+    a ratio, a skew or a signed share difference on both sides; a level on neither (it has no neutral value)."""
+    from vlfair.facts import facts_of
+
+    assert facts_of("group_score_gap").sides == facts_of("trait_anova").sides == (1.0,)
+    assert facts_of("bias_ratio").sides == facts_of("skew").sides == facts_of("bias_at_k").sides == (-1.0, 1.0)
+    assert facts_of("accuracy").neutral is None

@@ -577,7 +577,7 @@ def _power(args: argparse.Namespace) -> int:
           f"{format_value(found.neutral)})")
     print(f"standard error {format_value(found.se)} at {found.per_group:,.0f} images per group; with {level} "
           "intervals:")
-    sides = [1.0] if facts_of(found.metric).lower_is_less_biased else [1.0, -1.0]  # a gap or an F: above only
+    sides = sorted(facts_of(found.metric).sides, reverse=True)  # above, then below (a gap or an F: above only)
     print(f"  smallest deviation detected with {power} power: "
           + ", ".join(f"{'+' if sign > 0 else '-'}{format_value(found.mde(args.power, sign))}" for sign in sides))
     if args.effect is not None:

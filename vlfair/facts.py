@@ -28,6 +28,12 @@ class Facts:
         return self.neutral == 0.0 and self.low == 0.0
 
     @property
+    def sides(self) -> tuple[float, ...]:
+        """The sides of the neutral value a bias measure can deviate to (-1 under, 1 over): not past an end of
+        its range that is the neutral value itself (a gap, an F are never under their 0)."""
+        return tuple(side for side, bound in ((-1.0, self.low), (1.0, self.high)) if bound != self.neutral)
+
+    @property
     def direction(self) -> str:
         """How a person reads the metric, in words."""
         if self.lower_is_less_biased:

@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import math
 import numbers
+import statistics
 import unicodedata
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -914,6 +915,7 @@ def proportion_interval(successes: int, trials: int, confidence: float = CONFIDE
 
 # ---- what a design can detect -----------------------------------------------------------------
 DETECTION_POWER = 0.8  # the power an audit plans for, and the one a run's smallest detectable deviation is read at
+_STANDARD_NORMAL = statistics.NormalDist()
 
 
 def detection_power(effect: float, below: float, above: float, se: float, bias: float = 0.0) -> float:
@@ -921,10 +923,10 @@ def detection_power(effect: float, below: float, above: float, se: float, bias: 
     from it than the interval's arm on that side (``below``: value - low end, ``above``: high end - value), so
     that the interval excludes the neutral value: the estimate read as normal around ``effect`` plus its
     ``bias``, with standard error ``se``."""
-    from scipy.stats import norm
-
     expected = effect + bias
-    return float(norm.cdf((expected - below) / se) + norm.cdf((-expected - above) / se))
+    # the standard library's normal (an erf): every run solves this for each of its measures, and scipy's cdf
+    # costs 50 times as much per call (2 ms a measure, seconds over the demo's runs)
+    return _STANDARD_NORMAL.cdf((expected - below) / se) + _STANDARD_NORMAL.cdf((-expected - above) / se)
 
 
 def smallest_detectable(below: float, above: float, se: float, power: float = DETECTION_POWER, sign: float = 1.0,
@@ -947,12 +949,10 @@ def interval_detectable(value: float, ci: Sequence[float | None] | None, confide
     design (its arms, its standard error: the arms' mean over the normal quantile) detects with ``power``, None
     on a side not in ``sides`` (a gap is never under its neutral 0); None without a two-ended interval or where
     it has no width."""
-    from scipy.stats import norm
-
     if ci is None or None in ci or not all(map(math.isfinite, (value, *ci))):  # type: ignore[arg-type]
         return None
     below, above = max(value - float(ci[0]), 0.0), max(float(ci[1]) - value, 0.0)  # type: ignore[arg-type]
     if not below + above > 0:  # no spread over the resamples: no design to read
         return None
-    se = (below + above) / (2 * float(norm.ppf((1 + confidence) / 2)))
+    se = (below + above) / (2 * _STANDARD_NORMAL.inv_cdf((1 + confidence) / 2))
     return [smallest_detectable(below, above, se, power, side) if side in sides else None for side in (-1.0, 1.0)]

@@ -290,12 +290,11 @@ class GenerativeScorer:
             part = images[start:start + batch_size]
             return self._batch_inputs(part, text, check_end) if len(part) > 1 else None
 
-        starts = range(0, len(images), batch_size)
+        # the first batch is made here; the thread starts with the second (one batch, one image: no thread)
         with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="vlfair-prompts") as ahead:
-            coming = ahead.submit(prepare, 0) if starts else None
-            for start in starts:
-                assert coming is not None  # submitted for every start
-                inputs = coming.result()
+            coming = None
+            for start in range(0, len(images), batch_size):
+                inputs = coming.result() if coming is not None else prepare(start)
                 coming = ahead.submit(prepare, start + batch_size) if start + batch_size < len(images) else None
                 if inputs is not None:
                     yield start, inputs

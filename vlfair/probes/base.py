@@ -370,9 +370,7 @@ class Probe(abc.ABC):
         from vlfair.defaults import INTERVAL_SETTINGS
 
         left_out = {*INTERVAL_SETTINGS, *cls.model_settings, "seed", "notes"}
-        # no other phrasings is what every run measured before phrasings were a setting: the same family
-        return {key: value for key, value in settings.items()
-                if key not in left_out and not (key == "phrasings" and not value)}
+        return {key: value for key, value in settings.items() if key not in left_out}
 
     def family_key(self, dataset: Mapping[str, Any]) -> dict[str, Any]:
         """What runs must share to be ranked against each other (results.json's ``family`` is its

@@ -213,8 +213,7 @@ def _read_detectable(metrics: list[Any], probe: Probe) -> Any:
         facts = facts_of(metric.name, probe.facts)
         if facts.neutral is None or metric.value is None:
             continue
-        sides = [side for side, bound in ((-1.0, facts.low), (1.0, facts.high)) if bound != facts.neutral]
-        metric.mde = stats.interval_detectable(metric.value, metric.ci, confidence, sides)
+        metric.mde = stats.interval_detectable(metric.value, metric.ci, confidence, facts.sides)
         if metric.mde is not None and metric.ci[0] <= facts.neutral <= metric.ci[1]:
             unseen.append({"metric": metric.name, "subset": format_subset(metric.subset), "value": metric.value,
                            "CI low": metric.ci[0], "CI high": metric.ci[1], "unseen under": metric.mde[0],
