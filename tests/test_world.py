@@ -152,3 +152,22 @@ def test_an_error_in_a_worker_is_raised_in_the_parent():
 
     with pytest.raises(ValueError, match="no paired difference"):
         forked_map(fails_on_three, [1, 2, 3, 4], workers=2)
+
+
+def test_the_demo_s_answerers_load_in_float32_on_the_machine_s_device(monkeypatch, tmp_path):
+    """Issue 44: on a GPU machine the demo's answerers ran in float32 on the CPU while the GPU idled; they load
+    as the world's encoders do, on the device vlfair picks (a GPU where there is one), in float32 as shipped."""
+    from vlfair import models
+    from vlfair.demo import generative
+
+    asked = {}
+
+    def loading(spec, **options):
+        asked.update(spec=spec, **options)
+        return type("Scorer", (), {})()
+
+    monkeypatch.setattr(generative, "answerer_path", lambda *args, **kwargs: tmp_path / "answerer")
+    monkeypatch.setattr(models, "load_encoder", loading)
+    scorer = generative.world_answerer(generative.Planting(), tmp_path, name="demo-world biased answerer")
+    assert asked == {"spec": f"lvlm:{tmp_path / 'answerer'}", "dtype": "float32"}  # no device: vlfair's choice
+    assert scorer.display_name == "demo-world biased answerer"
