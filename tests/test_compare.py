@@ -18,6 +18,7 @@ from vlfair import paired, stats
 from vlfair.cli import main
 from vlfair.compare import ComparisonError, RunError, compare_runs
 from vlfair.samples import read_samples, write_samples
+from vlfair.testing import assert_same_numbers
 
 
 # ---- the statistics ----------------------------------------------------------------------
@@ -55,19 +56,38 @@ def test_paired_interval_is_a_brute_force_paired_bootstrap():
         np.testing.assert_allclose([difference.value_a, difference.value_b], [brute(a)[j], brute(b)[j]], rtol=1e-9)
 
 
+def _drawn(codes: np.ndarray, bootstrap: int, seed: int) -> np.ndarray:
+    """(B, n) how many times the measures' stream (``stats.bootstrap_group_means``) draws each row in each
+    resample, recovered row by row: the resampled mean of a column that is 1 at one row and 0 elsewhere is
+    that row's draws over its group's size."""
+    sizes = np.bincount(codes)
+    drawn = np.empty((bootstrap, len(codes)))
+    for i in range(len(codes)):
+        indicator = np.zeros(len(codes))
+        indicator[i] = 1.0
+        drawn[:, i] = stats.bootstrap_group_means(indicator, codes, sizes.size, bootstrap, seed)[:, codes[i]]
+    drawn = np.rint(drawn * sizes[codes])
+    assert all((drawn[:, codes == g].sum(axis=1) == sizes[g]).all() for g in range(sizes.size))  # within groups
+    return drawn.astype(np.int64)
+
+
 def test_declared_metrics_of_one_run_are_a_brute_force_stratified_bootstrap():
-    """Issue 45's one engine on one run (a probe's declared metrics, ``analyze`` and ``rescore``):
-    each declared statistic's value and interval are what recomputing it with scipy and numpy on the
-    same stratified resamples gives; metrics on the same rows and groups share one row set, and one
-    that its groups cannot define (a gap of one group) is left out."""
+    """Issue 45's one engine on one run (a probe's ``analyze`` and ``rescore``): each declared statistic's
+    value and interval are what recomputing it with scipy and numpy on the measures' resamples gives (each
+    group's rows drawn within it, every column on the same draws), and so what the measures themselves give
+    on the same rows and seed, draw for draw: the gap's interval, its group means' intervals and permutation
+    p are ``group_score_gap``'s, the F and its p ``trait_anova``'s (no interval: the measure gives none).
+    Metrics on the same rows and groups share one row set, and one that its groups cannot define (a gap of one
+    group) is left out."""
     import pandas as pd
 
+    from vlfair import measures
     from vlfair.probes import declared
     from vlfair.samples import Samples
 
     codes, a, _ = _two_models()
-    frame = pd.DataFrame({"group": np.array(list("pqrs"))[codes], "x": a[:, 0], "y": np.abs(a[:, 1]),
-                          "site": codes % 2})
+    labels = np.array(list("pqrs"))[codes]
+    frame = pd.DataFrame({"group": labels, "x": a[:, 0], "y": np.abs(a[:, 1]), "site": codes % 2})
     metrics = [declared.Declared("F", {}, declared.FStatistic("x"), group="group"),
                declared.Declared("mean", {"group": "q"}, declared.Mean("y", "q", 100.0), group="group"),
                declared.Declared("gap", {}, declared.Range("y"), group="group"),
@@ -77,26 +97,36 @@ def test_declared_metrics_of_one_run_are_a_brute_force_stratified_bootstrap():
                declared.Declared("cell", {}, declared.Mean("x", ("q", 1)), group=("group", "site"))]
     samples = Samples(frame, {})
     assert [len(r.statistics) for r in declared.row_sets(samples, metrics)] == [4, 1, 1]
-    found = declared.evaluate(samples, metrics, bootstrap=300, seed=5)
+    found = declared.evaluate(samples, metrics, bootstrap=300, seed=5, n_permutations=400)
     assert [m.name for m in found] == ["F", "mean", "gap", "ratio", "pooled", "cell"]
     np.testing.assert_allclose(found[5].value, a[(codes == 1) & (codes % 2 == 1), 0].mean(), rtol=1e-12)
 
     def brute(rows: np.ndarray) -> list[float]:
-        x, y, g = a[rows, 0], np.abs(a[rows, 1]), codes  # a resample keeps each slot's group
+        y, g = np.abs(a[rows, 1]), codes[rows]
         means = [y[g == k].mean() for k in range(4)]
-        return [sps.f_oneway(*[x[g == k] for k in range(4)]).statistic, 100 * means[1], max(means) - min(means),
-                means[1] / means[0]]
+        return [100 * means[1], max(means) - min(means), means[1] / means[0]]
 
     every = np.arange(len(codes))
-    resamples = np.concatenate(list(stats.stratified_resamples(codes, 300, np.random.SeedSequence(5).spawn(3)[0])))
-    expected = np.quantile(np.array([brute(rows) for rows in resamples]), [0.025, 0.975], axis=0)
-    for j, metric in enumerate(found[:4]):
+    drawn = _drawn(codes, 300, 5)
+    expected = np.quantile(np.array([brute(np.repeat(every, d)) for d in drawn]), [0.025, 0.975], axis=0)
+    for j, metric in enumerate(found[1:4]):
         np.testing.assert_allclose(metric.value, brute(every)[j], rtol=1e-9)
         np.testing.assert_allclose(metric.ci, expected[:, j], rtol=1e-9)
-    pooled = [a[rows, 0].mean() for rows in np.concatenate(list(stats.stratified_resamples(
-        np.zeros(len(codes), dtype=np.int64), 300, np.random.SeedSequence(5).spawn(3)[0])))]
+    f = sps.f_oneway(*[a[codes == k, 0] for k in range(4)])
+    assert found[0].ci is None and found[0].details["df_between"] == 3
+    np.testing.assert_allclose([found[0].value, found[0].p_value], [f.statistic, f.pvalue], rtol=1e-9)
+    pooled = [a[np.repeat(every, d), 0].mean() for d in _drawn(np.zeros(len(codes), dtype=np.int64), 300, 5)]
     np.testing.assert_allclose(found[4].value, a[:, 0].mean(), rtol=1e-9)
     np.testing.assert_allclose(found[4].ci, np.quantile(pooled, [0.025, 0.975]), rtol=1e-9)
+    # the measures' own numbers on the same rows and seed
+    gap = measures.group_score_gap(np.abs(a[:, 1]), labels, bootstrap=300, seed=5, n_permutations=400)
+    anova = measures.trait_anova(a[:, 0], labels, bootstrap=300, seed=5)
+    reported = {"max_gap": found[2].value, "max_gap_ci": found[2].ci, "p_value": found[2].p_value, **found[2].details}
+    assert_same_numbers(reported, {key: gap[key] for key in reported}, "gap", rtol=1e-12, atol=0)
+    np.testing.assert_allclose(found[2].ci, gap["max_gap_ci"], rtol=1e-12)  # (within 1 % of its width above)
+    np.testing.assert_allclose(found[1].ci, 100 * np.asarray(gap["group_means_ci"]["q"]), rtol=1e-12)
+    reported = {"f_statistic": found[0].value, "p_value": found[0].p_value, **found[0].details}
+    assert_same_numbers(reported, {key: anova[key] for key in reported}, "F", rtol=1e-12, atol=0)
 
 
 def test_declared_metrics_come_in_their_order_and_only_where_their_data_define_them():

@@ -20,8 +20,9 @@ from vlfair.samples import Samples
 def test_the_pooled_interval_is_a_brute_force_two_level_bootstrap():
     """Three phrasings of a ratio of two groups' means scored on the same 240 rows: the pooled value is the
     phrasings' mean, and its interval the percentiles of, for each resample, the mean over phrasings drawn with
-    replacement of each drawn phrasing's ratio on the same resampled rows (the rows' draws compare's, the
-    phrasings' a stream of their own), recomputed here with numpy alone."""
+    replacement of each drawn phrasing's ratio on the same resampled rows (the rows' draws the measures', each
+    group's rows drawn within it by ``stats.bootstrap_group_means`` on the run's seed, the same rows for every
+    column; the phrasings' a stream of their own), recomputed here with numpy."""
     rng = np.random.default_rng(3)
     groups = np.repeat(["a", "b"], 120)
     # a ratio of about 1, 1.05 and 1.1: the phrasings disagree, as a pooled interval must show
@@ -35,21 +36,21 @@ def test_the_pooled_interval_is_a_brute_force_two_level_bootstrap():
     codes = (groups == "b").astype(np.int64)
     values = np.stack(list(columns.values()), axis=1)
 
-    def ratios(rows: np.ndarray) -> np.ndarray:  # each phrasing's ratio on some rows (a resample keeps the groups)
-        picked, g = values[rows], codes
-        return picked[g == 0].mean(axis=0) / picked[g == 1].mean(axis=0)
-
-    resamples = np.concatenate(list(stats.stratified_resamples(codes, 500, np.random.SeedSequence(11).spawn(3)[0])))
+    ratios = values[codes == 0].mean(axis=0) / values[codes == 1].mean(axis=0)
+    means = [stats.bootstrap_group_means(values[:, k], codes, 2, 500, 11) for k in range(3)]  # (500, 2) each
+    resampled = np.stack([m[:, 0] / m[:, 1] for m in means], axis=1)  # (500, 3): each phrasing's ratio per resample
     draws = np.random.default_rng(np.random.SeedSequence(11).spawn(4)[3]).multinomial(3, [1 / 3] * 3, size=500)
-    replicates = np.array([ratios(rows) @ drawn / 3 for rows, drawn in zip(resamples, draws)])
-    assert pooled.value == pytest.approx(ratios(np.arange(240)).mean(), rel=1e-12)
+    replicates = (resampled * draws).sum(axis=1) / 3
+    assert pooled.value == pytest.approx(ratios.mean(), rel=1e-12)
     np.testing.assert_allclose(pooled.ci, np.quantile(replicates, [0.025, 0.975]), rtol=1e-12)
-    assert pooled.details["phrasing_values"] == pytest.approx(list(ratios(np.arange(240))), rel=1e-12)
-    singles = np.array([ratios(rows)[1] for rows in resamples])
-    np.testing.assert_allclose(second.ci, np.quantile(singles, [0.025, 0.975]), rtol=1e-12)  # one phrasing's own
+    assert pooled.details["phrasing_values"] == pytest.approx(list(ratios), rel=1e-12)
+    np.testing.assert_allclose(second.ci, np.quantile(resampled[:, 1], [0.025, 0.975]), rtol=1e-12)  # its own
     assert pooled.ci[1] - pooled.ci[0] > second.ci[1] - second.ci[0]  # the phrasings' spread widens it
+    # every column's resamples draw the same rows: the resampled means of a sum of two columns are the sums of theirs
+    np.testing.assert_allclose(stats.bootstrap_group_means(values[:, 0] + values[:, 1], codes, 2, 500, 11),
+                               means[0] + means[1], rtol=1e-12)
     # a ratio holds in a phrasing whose own interval excludes 1 on the pooled value's side: the second and third
-    own = [np.quantile([ratios(rows)[k] for rows in resamples], [0.025, 0.975]) for k in range(3)]
+    own = [np.quantile(resampled[:, k], [0.025, 0.975]) for k in range(3)]
     assert [bool(low > 1) for low, _ in own] == [False, True, True] and pooled.details["holds_in"] == 2
 
 

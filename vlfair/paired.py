@@ -184,6 +184,54 @@ def resample(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTR
     return point, samples
 
 
+def resample_groups(row_set: RowSet, values: npt.ArrayLike, units: npt.NDArray[np.int64] | None = None, *,
+                    bootstrap: int = BOOTSTRAP, seed: int | None = SEED, squares: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """One model's statistics of ``row_set`` at its (n, k) ``values`` and on the measures' stream: each
+    group's mean resampled within its group by :func:`vlfair.stats.bootstrap_group_means` seeded with
+    ``seed``, each unit of rows apart (``units``: each row's unit, a study's measure called once per
+    unit; None: one unit), each column on the same draws, as :mod:`vlfair.measures` resample one call's
+    groups. A one-run interval so equals the measure's on the same rows, draw for draw. A unit holding a
+    group smaller than ``MIN_GROUP_SIZE`` is not resampled (the measures refuse it: its statistics get no
+    interval). For a row set resampled within its groups; with ``squares``, the groups' sums of squares are
+    resampled on the same draws too (an F reads them), else they are nan.
+
+    Returns: the (M,) statistics at the data, (B, M) on the resamples, and the (B, G, k) resampled group
+    means (None without ``bootstrap``)."""
+    from vlfair.defaults import MIN_GROUP_SIZE
+
+    a = np.asarray(values, dtype=float).reshape(len(row_set.rows), -1)
+    point = resample(row_set, a, bootstrap=0)[0]
+    if not bootstrap:
+        return point, np.empty((0, len(row_set.statistics))), None
+    groups = row_set.groups
+    num_groups, k = (int(groups.max()) + 1 if groups.size else 0), a.shape[1]
+    counts = np.bincount(groups, minlength=num_groups).astype(float)
+    means = np.full((bootstrap, num_groups, k), np.nan)
+    squared = np.full_like(means, np.nan)  # the mean square about ``shift``, each column's mean
+    shift = np.nanmean(a, axis=0) if a.size else np.zeros(k)
+    units = np.zeros(len(groups), dtype=np.int64) if units is None else units
+    for unit in np.unique(units):
+        inside = units == unit
+        present, local = np.unique(groups[inside], return_inverse=True)
+        local = local.reshape(-1)
+        if np.bincount(local).min() < MIN_GROUP_SIZE:
+            continue
+        for j in range(k):
+            means[:, present, j] = stats.bootstrap_group_means(a[inside, j], local, len(present), bootstrap, seed)
+            if squares:  # the same seed and groups: the same rows drawn
+                squared[:, present, j] = stats.bootstrap_group_means((a[inside, j] - shift[j]) ** 2, local,
+                                                                     len(present), bootstrap, seed)
+    with np.errstate(invalid="ignore"):
+        total = (means - shift) * counts[None, :, None]
+        moments = Moments(np.broadcast_to(counts, (bootstrap, num_groups)), total, squared * counts[None, :, None],
+                          shift)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a unit not resampled: its groups' statistics are nan
+        resampled = np.stack([np.asarray(s.function(moments), dtype=float) for s in row_set.statistics], axis=1)
+    return point, resampled, means
+
+
 def measure(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
             seed: int | None = SEED) -> list[tuple[float, list[float] | None]]:
     """Every statistic of ``row_set`` for one model (its (n, k) ``values``): the value and its
@@ -386,5 +434,5 @@ def iter_columns(row_sets: list[RowSet]) -> Iterator[str]:
 
 
 __all__ = ["Difference", "Moments", "RowSet", "Statistic", "compare", "f_statistic", "group_mean", "iter_columns",
-           "mean_range", "mean_ratio", "measure", "pooled_mean", "relabelling_stream", "resample",
+           "mean_range", "mean_ratio", "measure", "pooled_mean", "relabelling_stream", "resample", "resample_groups",
            "Resampled"]

@@ -86,6 +86,25 @@ class Range:
         sizes = [data.counts.get(g, 0) for g in (data.counts if self.groups is None else self.groups)]
         return len(sizes) >= 2 and min(sizes) >= MIN_GROUP_SIZE
 
+    def report(self, metric: Metric, reading: _Reading) -> None:
+        """One run's gap as ``measures.group_score_gap`` reports it: each group's mean, interval and rows, the
+        most and least associated groups, bottom / top, and the range's permutation test (``n_permutations``)."""
+        from vlfair import stats
+
+        found = reading.groups(self.column, self.groups)
+        top, bottom = int(np.argmax(found.means)), int(np.argmin(found.means))
+        metric.value = float(found.means[top] - found.means[bottom])
+        test = None
+        if reading.n_permutations:
+            test = stats.permutation_test(found.values, found.codes, stats.mean_range, reading.n_permutations,
+                                          reading.seed)
+        metric.p_value = None if test is None else test.p_value
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = float(found.means[bottom] / found.means[top]) if found.means[top] != 0 else float("nan")
+        metric.details = {**found.details(), "top_group": found.names[top], "bottom_group": found.names[bottom],
+                          "min_max_ratio": ratio, "log10_p_value": None if test is None else test.log10_p_value,
+                          "p_value_method": None if test is None else test.method}
+
 
 @dataclasses.dataclass(frozen=True)
 class ColumnRange:
@@ -150,7 +169,19 @@ class FStatistic:
         return paired.f_statistic(at[self.column])
 
     def defined(self, data: _Building) -> bool:
-        return len(data.counts) >= 2
+        return len(data.counts) >= 2 and min(data.counts.values()) >= MIN_GROUP_SIZE
+
+    def report(self, metric: Metric, reading: _Reading) -> None:
+        """One run's F as ``measures.trait_anova`` reports it (``stats.one_way_anova``: F, its p from the F
+        distribution, the degrees of freedom, eta squared; no interval), with each group's mean, interval
+        and rows."""
+        from vlfair import stats
+
+        found = reading.groups(self.column)
+        result = stats.one_way_anova([found.values[found.codes == i] for i in range(len(found.names))])
+        metric.value, metric.ci, metric.p_value = result.f_statistic, None, result.p_value
+        metric.details = {"log10_p_value": result.log10_p_value, "df_between": result.df_between,
+                          "df_within": result.df_within, "eta_squared": result.eta_squared, **found.details()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,12 +241,15 @@ class Declared:
     strata: str | None = None
     order: Sequence[Group] | None = None
     also: tuple[str, ...] = ()
+    # the column whose values split a run's rows into units resampled apart, as a study's measure is called
+    # once per unit (a profession's gaps); None: one unit. Only one run's intervals read it (evaluate)
+    unit: str | None = None
 
     def key(self) -> tuple:
         rows = None if self.rows is None else np.asarray(self.rows, dtype=np.int64).tobytes()
         custom = (self.statistic.values, self.statistic.engine, self.statistic.recentre) \
             if isinstance(self.statistic, Custom) else None
-        return rows, self.group, self.strata, None if self.order is None else tuple(self.order), custom
+        return rows, self.group, self.strata, None if self.order is None else tuple(self.order), custom, self.unit
 
 
 def row_sets(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None
@@ -251,6 +285,9 @@ class _Building:
     strata: np.ndarray | None
     custom: Custom | None  # the first metric's statistic, where a Custom one: how the row set is evaluated
     frame: Any = None
+    levels: list[Group] = dataclasses.field(default_factory=list)  # the groups, by code
+    units: np.ndarray | None = None  # each row's unit (Declared.unit), None: one
+    reads_squares: bool = False  # a statistic reads the groups' sums of squares (an F), not their means alone
     at: dict[str, int] = dataclasses.field(default_factory=dict)
     statistics: list[paired.Statistic] = dataclasses.field(default_factory=list)
     positions: list[int] = dataclasses.field(default_factory=list)  # each statistic's place among the declared
@@ -287,9 +324,18 @@ class _Building:
             # width): the rows are resampled together instead
             if np.bincount(strata).max() <= 1:
                 strata = np.zeros(rows.size, dtype=np.int64)
+        units = None
+        if metric.unit is not None:
+            units = stats.encode_groups(frame[metric.unit].to_numpy()[rows].tolist(), metric.unit)[1]
         return cls(rows, codes, _ByLabel((level, i) for i, level in enumerate(levels)),
                    _ByLabel((level, int(c)) for level, c in zip(levels, counts) if c), strata,
-                   metric.statistic if isinstance(metric.statistic, Custom) else None, frame)
+                   metric.statistic if isinstance(metric.statistic, Custom) else None, frame, levels, units)
+
+    @property
+    def grouped(self) -> bool:
+        """Whether one run resamples this row set on the measures' stream (:func:`vlfair.paired.resample_groups`):
+        rows resampled within their groups, every statistic one of group means (not a probe's own)."""
+        return self.strata is None and self.custom is None
 
     def add(self, metric: Declared, own: Mapping[str, Facts | float] | None, position: int) -> None:
         from vlfair import paired
@@ -298,6 +344,7 @@ class _Building:
         if not metric.statistic.defined(self):
             return
         self.positions.append(position)
+        self.reads_squares |= isinstance(metric.statistic, FStatistic)
         for column in (*metric.statistic.columns, *metric.also):
             self.at.setdefault(column, len(self.at))
         self.statistics.append(paired.Statistic(metric.name, dict(metric.subset),
@@ -338,17 +385,98 @@ def _label(group: Group) -> Group:
     return tuple(map(label_text, group)) if isinstance(group, tuple) else label_text(group)
 
 
+def too_small(labels: Any) -> str:
+    """Why no gap or F-test is measured across these groups (each row's label), as the measures say it: fewer
+    than 2 groups, or a group of fewer rows than a mean needs ("" where neither holds)."""
+    from vlfair import stats
+    from vlfair.measures.checks import require_sizes
+
+    names, codes = stats.encode_groups(list(labels))
+    if len(names) < 2:
+        return f"a comparison needs at least 2 groups; there is only {names}"
+    try:
+        require_sizes(names, np.bincount(codes))
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
 def _labels(frame: Any, group: str | tuple[str, ...], rows: np.ndarray) -> list[Group]:
     if isinstance(group, str):
         return frame[group].to_numpy()[rows].tolist()
     return list(zip(*(frame[column].to_numpy()[rows].tolist() for column in group)))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Groups:
+    """Some groups of a row set as a measure reads them: their names, their rows' values and codes (0..G-1,
+    in the groups' order), each group's mean and rows, and the intervals of the means."""
+
+    names: list[Any]
+    values: np.ndarray
+    codes: np.ndarray
+    means: np.ndarray
+    counts: np.ndarray
+    cis: dict[Any, list[float]] | None
+
+    def details(self) -> dict[str, Any]:
+        return {"group_means": dict(zip(self.names, map(float, self.means))), "group_means_ci": self.cis,
+                "group_counts": dict(zip(self.names, map(int, self.counts)))}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+    """One run's row set as a statistic's ``report`` reads it: its rows' values (the row set's columns), the
+    resampled group means (None: none), the declared metric, and the interval's and test's options."""
+
+    building: _Building
+    values: np.ndarray  # (n, k)
+    means: np.ndarray | None  # (B, G, k)
+    metric: Declared
+    confidence: float
+    n_permutations: int
+    seed: int | None
+
+    def groups(self, column: str, groups: Sequence[Group] | None = None) -> _Groups:
+        """``groups`` (None: every group present) of ``column``: each named as the measures name a label (its text;
+        a cell by its labels but the unit's, which is the same in all of them)."""
+        from vlfair import stats
+
+        building, j = self.building, self.building.at[column]
+        index = (np.asarray([building.code[g] for g in groups], dtype=np.int64) if groups is not None
+                 else np.unique(building.codes))
+        local = np.full(len(building.levels), -1, dtype=np.int64)
+        local[index] = np.arange(index.size)
+        inside = local[building.codes] >= 0
+        codes, values = local[building.codes[inside]], self.values[inside, j]
+        names = [self._name(building.levels[code]) for code in index]
+        cis = None
+        if self.means is not None:
+            low, high = stats.percentile_interval(self.means[:, index, j], self.confidence)
+            cis = {name: [float(lo), float(hi)] for name, lo, hi in zip(names, low, high)}
+        return _Groups(names, values, codes, stats.group_means(values, codes, index.size),
+                       np.bincount(codes, minlength=index.size), cis)
+
+    def _name(self, level: Group) -> Any:
+        from vlfair.stats import label_text
+
+        group = self.metric.group
+        if isinstance(group, tuple):
+            parts = [label_text(part) for column, part in zip(group, level) if column != self.metric.unit]
+            return parts[0] if len(parts) == 1 else tuple(parts)
+        return label_text(level)
+
+
 def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None, *,
-             bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED) -> list[Metric]:
-    """The declared metrics of one run defined on its data, each with its stratified-bootstrap interval
-    (the resamples :func:`vlfair.compare` draws for the same rows, strata and seed), in the order declared;
-    a :class:`Pooled` metric with its two-level interval, where every phrasing's statistic is defined."""
+             bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED,
+             n_permutations: int = 0) -> list[Metric]:
+    """The declared metrics of one run defined on its data, in the order declared, each with its bootstrap
+    interval: a row set resampled within its groups on the measures' stream (:func:`vlfair.paired.resample_groups`:
+    a study's numbers are its measures' draw for draw), any other (strata of its own, a probe's own statistic)
+    on the resamples :func:`vlfair.compare` draws for the same rows, strata and seed; a statistic with a
+    ``report`` (a gap, an F) with the details and test its measure gives (``n_permutations``: a gap's
+    relabellings, 0: no test); a :class:`Pooled` metric with its two-level interval, where every phrasing's
+    statistic is defined."""
     from vlfair import paired
 
     declared = list(metrics)
@@ -369,16 +497,26 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
     for index, building in enumerate(_built(samples, expanded, own)):
         row_set = building.row_set()
         values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
-        point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed)
-        if bootstrap and row_set.recentre:
-            resampled = paired.recentred(resampled, point)
+        means = None
+        if building.grouped:
+            point, resampled, means = paired.resample_groups(row_set, values, building.units, bootstrap=bootstrap,
+                                                             seed=seed, squares=building.reads_squares)
+        else:
+            point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed)
+            if bootstrap and row_set.recentre:
+                resampled = paired.recentred(resampled, point)
         for j, (position, statistic) in enumerate(zip(building.positions, row_set.statistics)):
             if position in owners:
                 pooled, k = owners[position]
                 phrased.setdefault(pooled, {})[k] = (index, float(point[j]), resampled[:, j])
-            else:
-                found.append((where[position], Metric(statistic.name, statistic.subset, float(point[j]),
-                                                      paired.resampled_interval(resampled[:, j], confidence))))
+                continue
+            value = Metric(statistic.name, statistic.subset, float(point[j]),
+                           paired.resampled_interval(resampled[:, j], confidence))
+            report = getattr(expanded[position].statistic, "report", None)
+            if report is not None:
+                report(value, _Reading(building, values, means, expanded[position], confidence, n_permutations,
+                                       seed))
+            found.append((where[position], value))
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])  # apart from compare's three streams
     for position, by_phrasing in phrased.items():
         metric = declared[position]
@@ -459,4 +597,4 @@ def table(metrics: Sequence[Metric]) -> Any:
 
 
 __all__ = ["ColumnRange", "Custom", "Declared", "FStatistic", "Mean", "Member", "Pooled", "Range", "Ratio", "Statistic",
-           "evaluate", "members", "row_sets", "table"]
+           "evaluate", "members", "row_sets", "table", "too_small"]

@@ -61,12 +61,17 @@ def count(samples: Any) -> int:
 
 
 def pooled(metrics: Sequence[Declared], samples: Any) -> list[Declared]:
-    """Each metric (declared on phrasing 1's columns) pooled over the samples' phrasings: its statistic on each
-    phrasing's column, its subset's phrasing "pooled"; a metric with a phrasing the samples lack (a pair of
-    prompts the model read as one text with it) is not pooled."""
-    found = []
+    """The study's metrics (among ``metrics``, those of phrasing 1's columns) pooled over the samples' phrasings
+    (none where the samples hold the study's prompt alone): each one's statistic on each phrasing's column, its
+    subset's phrasing "pooled"; a metric with a phrasing the samples lack (a pair of prompts the model read as
+    one text with it) is not pooled."""
+    found: list[Declared] = []
+    if count(samples) < 2:
+        return found
     for metric in metrics:
         statistic: Any = metric.statistic
+        if "phrasing" in metric.subset:
+            continue
         members = tuple(dataclasses.replace(statistic, column=column(statistic.column, k))
                         for k in range(1, count(samples) + 1))
         if any(member.column not in samples.frame.columns for member in members):

@@ -10,12 +10,12 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field
 
-from vlfair.outputs import Metric, Table, metric_from, metrics_per
+from vlfair.outputs import Table
 from vlfair.probes import phrasings as phrasing
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, clip_score
-from vlfair.probes.declared import Declared, Mean, Range, evaluate
+from vlfair.probes.declared import Declared, Mean, Range, evaluate, too_small
 from vlfair.probes.settings import (
     Bootstrap,
     Count,
@@ -193,7 +193,6 @@ class ProfessionsProbe(Probe):
     def analyze(self, samples: Samples) -> Output:
         import pandas as pd
 
-        from vlfair import measures
         from vlfair.report import plots
 
         s = self.settings
@@ -202,29 +201,30 @@ class ProfessionsProbe(Probe):
         professions = samples.column("profession")
         names = self._ordered("profession", set(professions.tolist()))
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
+        declared = self.declare(samples)
+        metrics = evaluate(samples, [*declared, *phrasing.pooled(declared, samples)], self.facts,
+                           n_permutations=s.n_permutations, **s.resampling)
+        out.metrics = [m for m in metrics if "phrasing" not in m.subset]  # the study's, then each other phrasing's
+        out.metrics += [m for m in metrics if "phrasing" in m.subset]
         for attribute in s.attributes:
             groups = samples.column(attribute)
-            means, gaps = {}, {}
-            for profession in names:
-                mask = professions == profession
-                subset = {"profession": profession, "attribute": attribute}
-                try:
-                    gap = measures.group_score_gap(scores[mask], groups[mask], n_permutations=s.n_permutations,
-                                                   **s.resampling)
-                except ValueError as exc:  # e.g. a group of one image: its mean stands, without CI or gap
-                    out.warnings.append(f"{profession} by {attribute}: {exc}; its means are shown without CIs or gap")
-                    means[profession] = pd.Series(scores[mask]).groupby(groups[mask]).mean().to_dict()
-                    out.metrics += [Metric(quantity.metric, {**subset, "group": group}, mean)
-                                    for group, mean in means[profession].items()]
+            means: dict[str, dict] = {}
+            gaps = {}
+            for metric in out.metrics:
+                subset = metric.subset
+                if subset.get("attribute") != attribute or "phrasing" in subset:
                     continue
-                out.metrics += metrics_per(quantity.metric, subset, gap, "group_means", "group_means_ci")
-                out.metrics.append(metric_from("group_score_gap", subset, gap, "max_gap", "max_gap_ci", "p_value", (
-                    "group_means", "group_means_ci", "group_counts", "top_group", "bottom_group", "min_max_ratio",
-                    "log10_p_value", "p_value_method")))
-                means[profession] = gap["group_means"]
-                gaps[profession] = {"most associated": gap["top_group"], "max gap": gap["max_gap"],
-                                    "CI low": gap["max_gap_ci"][0] if gap["max_gap_ci"] else None,
-                                    "CI high": gap["max_gap_ci"][1] if gap["max_gap_ci"] else None, "p": gap["p_value"]}
+                if metric.name == quantity.metric:
+                    means.setdefault(subset["profession"], {})[subset["group"]] = metric.value
+                else:
+                    low, high = metric.ci or (None, None)
+                    gaps[subset["profession"]] = {"most associated": metric.details["top_group"],
+                                                  "max gap": metric.value, "CI low": low, "CI high": high,
+                                                  "p": metric.p_value}
+            for profession in names:
+                if profession not in gaps:  # a profession of one group, or a group of one image: no gap
+                    out.warnings.append(f"{profession} by {attribute}: {too_small(groups[professions == profession])}; "
+                                        "its means are shown without a gap")
             if not means:
                 continue
             # the study's Tables 1-2: a row per group, a column per profession, each column's largest marked
@@ -243,52 +243,30 @@ class ProfessionsProbe(Probe):
                  for (p, g), i in sorted(picks.items(), key=lambda kv: (names.index(kv[0][0]), str(kv[0][1])))]
             ).set_index(["profession", attribute])
         if phrasing.count(samples) > 1:
-            self._phrasings(samples, quantity, out)
+            self._phrasings(samples, out)
         out.notes.append(f"{quantity.meaning}; the largest mean per profession is in bold. vlfair's extensions: "
                          "bootstrap CIs of the means (results.json) and, per profession, the largest gap with a "
                          "permutation p-value (gaps tables).")
         return out
 
-    def _phrasings(self, samples: Samples, quantity: Quantity, out: Output) -> None:
-        """An extension of vlfair's (issue 46): every metric with each other phrasing of the prompt (the study's
-        own are phrasing 1's, above), by the study's measures on that phrasing's scores, and pooled over the
-        phrasings (:mod:`vlfair.probes.phrasings`); a gap is found in a phrasing where its permutation test finds
-        it (p < 1 - confidence)."""
-        from vlfair import measures
-
+    def _phrasings(self, samples: Samples, out: Output) -> None:
+        """An extension of vlfair's (issue 46): the phrasings table, each profession's gap with every phrasing and
+        pooled (:mod:`vlfair.probes.phrasings`), found in a phrasing where its permutation test finds it
+        (p < 1 - confidence)."""
         s = self.settings
         prompts = samples.facts["phrasings"]
-        professions = samples.column("profession")
         alpha = 1 - s.confidence
+        gaps = {(m.subset["attribute"], m.subset["profession"], m.subset.get("phrasing", 1)): m
+                for m in out.metrics if m.name == "group_score_gap"}
         rows = []
-        for attribute in s.attributes:
-            groups = samples.column(attribute)
-            found: dict[str, list[bool]] = {}
-            for number in range(1, len(prompts) + 1):
-                scores = samples.column(phrasing.column(quantity.column, number))
-                for profession in self._ordered("profession", set(professions.tolist())):
-                    mask = professions == profession
-                    try:
-                        gap = measures.group_score_gap(scores[mask], groups[mask], n_permutations=s.n_permutations,
-                                                       **s.resampling)
-                    except ValueError:  # said for phrasing 1 by the study's loop
-                        continue
-                    found.setdefault(profession, []).append(gap["p_value"] is not None and gap["p_value"] < alpha)
-                    if number == 1:
-                        continue  # the study's, reported above as they were
-                    subset = {"profession": profession, "attribute": attribute, "phrasing": number}
-                    out.metrics += metrics_per(quantity.metric, subset, gap, "group_means", "group_means_ci")
-                    out.metrics.append(metric_from("group_score_gap", subset, gap, "max_gap", "max_gap_ci",
-                                                   "p_value", ("log10_p_value", "p_value_method")))
-            declared = [m for m in self.declare(samples, phrasings=False) if m.subset.get("attribute") == attribute]
-            pooled = evaluate(samples, phrasing.pooled(declared, samples), self.facts, **s.resampling)
-            for metric in pooled:
-                held = found.get(metric.subset["profession"], [])
-                if metric.name == "group_score_gap" and len(held) == len(prompts):
-                    metric.details["holds_in"] = sum(held)
-                    rows.append(phrasing.row({"attribute": attribute, "profession": metric.subset["profession"]},
-                                             metric, held))
-            out.metrics += pooled
+        for (attribute, profession, number), pooled in gaps.items():
+            held = [gaps[(attribute, profession, k)] for k in range(1, len(prompts) + 1)
+                    if (attribute, profession, k) in gaps]
+            if number != phrasing.POOLED or len(held) < len(prompts):
+                continue
+            found = [m.p_value is not None and m.p_value < alpha for m in held]
+            pooled.details["holds_in"] = sum(found)
+            rows.append(phrasing.row({"attribute": attribute, "profession": profession}, pooled, found))
         if rows:
             out.tables["phrasings"] = phrasing.table(rows, ["attribute", "profession"], prompts,
                                                      "Each profession's largest gap",
@@ -315,16 +293,15 @@ class ProfessionsProbe(Probe):
                 list(frame.index), f"Image with the median {quantity.label} of each profession per {attribute}")
         out.figures = figures
 
-    def declare(self, samples: Samples, phrasings: bool = True) -> list[Declared]:
+    def declare(self, samples: Samples) -> list[Declared]:
         """Per attribute, over every image, grouped by profession x group cell (each resampled within
         itself, as group_score_gap resamples within the groups of each profession): each cell's mean
         score, and each profession's group_score_gap, the range of its cells' means; with other phrasings
-        of the prompt (and ``phrasings``), the same of each (compared phrasing by phrasing)."""
+        of the prompt, the same of each (compared phrasing by phrasing)."""
         quantity = _quantity(samples)
         metrics = self._declared(samples, quantity.column, {})
-        if phrasings:
-            for number in range(2, phrasing.count(samples) + 1):
-                metrics += self._declared(samples, phrasing.column(quantity.column, number), {"phrasing": number})
+        for number in range(2, phrasing.count(samples) + 1):
+            metrics += self._declared(samples, phrasing.column(quantity.column, number), {"phrasing": number})
         return metrics
 
     def _declared(self, samples: Samples, column: str, phrased: dict[str, Any]) -> list[Declared]:
@@ -335,7 +312,8 @@ class ProfessionsProbe(Probe):
             groups = samples.column(attribute)
             cells = [(p, g) for p in self._ordered("profession", set(professions.tolist()))
                      for g in sorted(set(groups[professions == p].tolist()))]
-            on: dict[str, Any] = {"group": ("profession", attribute), "order": cells}
+            # each profession resampled apart, as the study's measure (group_score_gap) is called per profession
+            on: dict[str, Any] = {"group": ("profession", attribute), "order": cells, "unit": "profession"}
             for profession in dict.fromkeys(p for p, _ in cells):
                 own = tuple(c for c in cells if c[0] == profession)
                 subset = {"profession": profession, "attribute": attribute}

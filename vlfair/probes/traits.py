@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import AfterValidator, Field
 
-from vlfair.outputs import Table, metric_from, metrics_per
+from vlfair.outputs import Table
 from vlfair.probes import phrasings as phrasing
 from vlfair.probes import register
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec, indistinguishable
-from vlfair.probes.declared import Declared, FStatistic, Mean, evaluate
+from vlfair.probes.declared import Declared, FStatistic, Mean, evaluate, too_small
 from vlfair.probes.settings import (
     SEED,
     Bootstrap,
@@ -215,11 +216,9 @@ class TraitsProbe(Probe):
     def analyze(self, samples: Samples) -> Output:
         import pandas as pd
 
-        from vlfair import measures
         from vlfair.report import plots
 
         s = self.settings
-        races, genders = samples.column("race"), samples.column("gender")
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
         if samples.facts.get("scorer") == "generative":
             if samples.facts.get("mode") == "generate":
@@ -234,40 +233,37 @@ class TraitsProbe(Probe):
             out.notes.append(f"confidence = softmax({tau:g} * [cos(x, pos), cos(x, neg)])[0]"
                              + (" (the model's logit scale)" if samples.facts["temperature_source"] == "logit_scale"
                                 else ""))
-        f_rows = []
+        declared = self.declare(samples)
+        metrics = evaluate(samples, [*declared, *phrasing.pooled(declared, samples)], self.facts, **s.resampling)
+        out.metrics = [m for m in metrics if "phrasing" not in m.subset]  # the study's, then each other phrasing's
+        out.metrics += [m for m in metrics if "phrasing" in m.subset]
+        tests = [m for m in out.metrics if m.name == "trait_anova" and "phrasing" not in m.subset]
+        measured = {_subset_key(m.subset) for m in tests}
+        for metric in declared:
+            if metric.name == "trait_anova" and "phrasing" not in metric.subset and _subset_key(
+                    metric.subset) not in measured:
+                within = _within(metric.subset)
+                why = too_small(samples.column(_ACROSS[within])[metric.rows])
+                out.warnings.append(f"{metric.subset['trait']} across {_ACROSS[within]}s within {within} "
+                                    f"{metric.subset[within]}: {why}; no F-test")
+        f_rows = [{"trait": m.subset["trait"], "within": f"{_within(m.subset)}={m.subset[_within(m.subset)]}",
+                   "across": _ACROSS[_within(m.subset)], "F": m.value,
+                   # the study prints 0.00e+00 for p below float64's range; the report reads the log10
+                   "p": m.p_value, "log10 p": m.details["log10_p_value"], "eta_squared": m.details["eta_squared"]}
+                  for m in tests]
         for positive, negative in _measured_pairs(s.pairs, samples):
-            pair = f"{positive}/{negative}"
-            confidence = samples.column(_confidence_column(positive, negative))
-            for group, strata, label in ((races, genders, "gender"), (genders, races, "race")):
-                try:
-                    anova = measures.trait_anova(confidence, group, strata=strata, **s.resampling)
-                except ValueError as exc:
-                    across = "races" if label == "gender" else "genders"
-                    out.warnings.append(f"{pair} across {across} by {label}: {exc}")
-                    continue
-                for stratum in anova["strata"]:
-                    out.metrics.append(metric_from(
-                        "trait_anova", {"trait": pair, label: stratum}, anova, "f_statistic", None, "p_value",
-                        ("log10_p_value", "df_between", "df_within", "eta_squared", "group_means", "group_means_ci",
-                         "group_counts"), key=stratum))
-                    f_rows.append({"trait": pair, "within": f"{label}={stratum}",
-                                   "across": "race" if label == "gender" else "gender",
-                                   "F": anova["f_statistic"][stratum],
-                                   # the study prints 0.00e+00 for p below float64's range; the report reads the log10
-                                   "p": anova["p_value"][stratum], "log10 p": anova["log10_p_value"][stratum],
-                                   "eta_squared": anova["eta_squared"][stratum]})
-                if label == "gender":  # race x gender cell means come from the first analysis
-                    means = pd.DataFrame({g: anova["group_means"][g] for g in anova["strata"]})
-                    cis = anova["group_means_ci"]
-                    for gender in anova["strata"]:
-                        out.metrics += metrics_per("trait_confidence", {"trait": pair, "race": None, "gender": gender},
-                                                   anova, "group_means", "group_means_ci", by="race", key=gender)
-                    out.tables[f"confidence_{positive}_{negative}"] = means.rename_axis("race")
-                    errors = None if not all(cis.values()) else pd.DataFrame(
-                        {g: pd.Series(cis[g]) for g in anova["strata"]}).reindex(means.index)
-                    out.figures[f"confidence_{positive}_{negative}"] = plots.grouped_bars(
-                        means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence",
-                        xlabel="race", ylim=(0, 1), legend_title="gender")
+            # the study's figure: race x gender cells' mean confidences, from the F-tests across races
+            within_gender = [m for m in tests if m.subset["trait"] == f"{positive}/{negative}" and "gender" in m.subset]
+            if not within_gender:
+                continue
+            means = pd.DataFrame({m.subset["gender"]: m.details["group_means"] for m in within_gender})
+            cis = {m.subset["gender"]: m.details["group_means_ci"] for m in within_gender}
+            out.tables[f"confidence_{positive}_{negative}"] = means.rename_axis("race")
+            errors = None if not all(cis.values()) else pd.DataFrame(
+                {g: pd.Series(ci) for g, ci in cis.items()}).reindex(means.index)
+            out.figures[f"confidence_{positive}_{negative}"] = plots.grouped_bars(
+                means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence",
+                xlabel="race", ylim=(0, 1), legend_title="gender")
         if phrasing.count(samples) > 1:
             self._phrasings(samples, out)
         undefined = [f"{r['trait']} {r['within']}" for r in f_rows if np.isnan(r["F"])]
@@ -277,55 +273,22 @@ class TraitsProbe(Probe):
         return out
 
     def _phrasings(self, samples: Samples, out: Output) -> None:
-        """An extension of vlfair's (issue 46): the F-tests and confidences with each other phrasing of the prompt
-        (the study's are phrasing 1's, above), by the study's measure on that phrasing's confidences, and pooled
-        over the phrasings (:mod:`vlfair.probes.phrasings`); an F is found in a phrasing where its test finds it
-        (p < 1 - confidence)."""
-        from vlfair import measures
-
-        s = self.settings
+        """An extension of vlfair's (issue 46): the phrasings table, each F-test's F with every phrasing and pooled
+        (:mod:`vlfair.probes.phrasings`), found in a phrasing where its test finds a difference (p < 1 -
+        confidence)."""
         prompts = samples.facts["phrasings"]
-        races, genders = samples.column("race"), samples.column("gender")
-        alpha = 1 - s.confidence
-        found: dict[tuple[str, str, str], list[bool]] = {}
-        for positive, negative in _measured_pairs(s.pairs, samples):
-            trait = f"{positive}/{negative}"
-            for number in range(1, len(prompts) + 1):
-                column = phrasing.column(_confidence_column(positive, negative), number)
-                if column not in samples.frame.columns:  # its two prompts were one text (said when scored)
-                    continue
-                confidence = samples.column(column)
-                for group, strata, label in ((races, genders, "gender"), (genders, races, "race")):
-                    try:
-                        anova = measures.trait_anova(confidence, group, strata=strata, **s.resampling)
-                    except ValueError:  # said for phrasing 1 by the study's loop
-                        continue
-                    for stratum in anova["strata"]:
-                        p = anova["p_value"][stratum]
-                        found.setdefault((trait, label, str(stratum)), []).append(p is not None and p < alpha)
-                        if number == 1:
-                            continue  # the study's, reported above as they were
-                        out.metrics.append(metric_from(
-                            "trait_anova", {"trait": trait, label: stratum, "phrasing": number}, anova, "f_statistic",
-                            None, "p_value", ("log10_p_value", "df_between", "df_within", "eta_squared"), key=stratum))
-                    if label == "gender" and number > 1:
-                        for gender in anova["strata"]:
-                            out.metrics += metrics_per("trait_confidence", {"trait": trait, "race": None,
-                                                                            "gender": gender, "phrasing": number},
-                                                       anova, "group_means", "group_means_ci", by="race", key=gender)
-        pooled = evaluate(samples, phrasing.pooled(self.declare(samples, phrasings=False), samples), self.facts,
-                          **s.resampling)
+        alpha = 1 - self.settings.confidence
+        tests = {(*_subset_key(m.subset), m.subset.get("phrasing", 1)): m
+                 for m in out.metrics if m.name == "trait_anova"}
         rows = []
-        for metric in pooled:
-            if metric.name != "trait_anova":
+        for (trait, within, stratum, number), pooled in tests.items():
+            held = [tests[(trait, within, stratum, k)] for k in range(1, len(prompts) + 1)
+                    if (trait, within, stratum, k) in tests]
+            if number != phrasing.POOLED or len(held) < len(prompts):
                 continue
-            within = next(key for key in ("gender", "race") if key in metric.subset)
-            held = found.get((metric.subset["trait"], within, str(metric.subset[within])), [])
-            if len(held) == len(prompts):
-                metric.details["holds_in"] = sum(held)
-                keys = {"trait": metric.subset["trait"], "within": f"{within}={metric.subset[within]}"}
-                rows.append(phrasing.row(keys, metric, held))
-        out.metrics += pooled
+            found = [m.p_value is not None and m.p_value < alpha for m in held]
+            pooled.details["holds_in"] = sum(found)
+            rows.append(phrasing.row({"trait": trait, "within": f"{within}={stratum}"}, pooled, found))
         if rows:
             out.tables["phrasings"] = phrasing.table(rows, ["trait", "within"], prompts, "Each F-test's F",
                                                      f"F-test finds a difference (p < {alpha:g})")
@@ -336,38 +299,38 @@ class TraitsProbe(Probe):
             self._gradcam(ctx, rows, samples.column("race"), samples.column("gender"), images,
                           samples.facts["temperature"], out)
 
-    def declare(self, samples: Samples, phrasings: bool = True) -> list[Declared]:
-        """Per pair: F across races within each gender (with its cells' mean confidences) and F
-        across genders within each race, each resampled within its groups as trait_anova is; with other
-        phrasings of the prompt (and ``phrasings``), the same of each (compared phrasing by phrasing)."""
-        metrics = self._declared(samples, 1)
-        if phrasings:
-            for number in range(2, phrasing.count(samples) + 1):
-                metrics += self._declared(samples, number)
+    def declare(self, samples: Samples) -> list[Declared]:
+        """Per pair: F across races within each gender, then each race's mean confidence within each gender (the
+        study's figure), then F across genders within each race, each resampled within its groups as
+        trait_anova is; with other phrasings of the prompt, the same of each (compared phrasing by phrasing)."""
+        metrics = []
+        for number in range(1, phrasing.count(samples) + 1):
+            metrics += self._declared(samples, number)
         return metrics
 
     def _declared(self, samples: Samples, number: int) -> list[Declared]:
-        measured = _measured_pairs(self.settings.pairs, samples)
         phrased = {} if number == 1 else {"phrasing": number}
         metrics = []
-        for within, across in (("gender", "race"), ("race", "gender")):
-            labels, groups = samples.column(within), samples.column(across)
-            for stratum in sorted(set(labels.tolist()), key=str):
-                rows = np.flatnonzero(labels == stratum)
-                present = sorted(set(groups[rows].tolist()))
-                if len(present) < 2:
-                    continue
-                for positive, negative in measured:
-                    column = phrasing.column(_confidence_column(positive, negative), number)
-                    if column not in samples.frame.columns:  # its two prompts were one text with this phrasing
+        for positive, negative in _measured_pairs(self.settings.pairs, samples):
+            column = phrasing.column(_confidence_column(positive, negative), number)
+            if column not in samples.frame.columns:  # its two prompts were one text with this phrasing
+                continue
+            trait = f"{positive}/{negative}"
+            for within, across in _ACROSS.items():
+                labels, groups = samples.column(within), samples.column(across)
+                confidences = []
+                for stratum in sorted(set(labels.tolist()), key=str):
+                    rows = np.flatnonzero(labels == stratum)
+                    present = sorted(set(groups[rows].tolist()))
+                    if len(present) < 2:  # nothing to compare across
                         continue
-                    trait = f"{positive}/{negative}"
                     metrics.append(Declared("trait_anova", {"trait": trait, within: stratum, **phrased},
                                             FStatistic(column), rows, across))
                     if within == "gender":  # the study's figure: each race's mean confidence within a gender
-                        metrics += [Declared("trait_confidence", {"trait": trait, "race": race, "gender": stratum,
-                                                                  **phrased}, Mean(column, race), rows, across)
-                                    for race in present]
+                        confidences += [Declared("trait_confidence", {"trait": trait, "race": race, "gender": stratum,
+                                                                      **phrased}, Mean(column, race), rows, across)
+                                        for race in present]
+                metrics += confidences
         return metrics
 
     def _sample(self, ctx: Context) -> dict | None:
@@ -437,6 +400,20 @@ class TraitsProbe(Probe):
         out.figures["gradcam"] = overlay_figure(
             ctx.encoder, pictures, maps, [f"row {r}: {confidence[i]:.1%}" for r, i in zip(original, chosen)],
             f"Grad-CAM of '{positive}' over '{negative}' ({group}; random, confidence > {threshold:g})")
+
+
+_ACROSS = {"gender": "race", "race": "gender"}  # each F-test's stratum column -> the groups it compares
+
+
+def _within(subset: Mapping[str, Any]) -> str:
+    """The stratum column an F-test's subset names."""
+    return next(key for key in _ACROSS if key in subset)
+
+
+def _subset_key(subset: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(trait, within, stratum) of an F-test's subset."""
+    within = _within(subset)
+    return subset["trait"], within, str(subset[within])
 
 
 def _confidence_column(positive: str, negative: str) -> str:
