@@ -82,23 +82,27 @@ def test_declared_metrics_of_one_run_are_a_brute_force_stratified_bootstrap():
     import pandas as pd
 
     from vlfair import measures
-    from vlfair.probes import declared
+    from vlfair.probes import declared, reports
     from vlfair.samples import Samples
 
     codes, a, _ = _two_models()
     labels = np.array(list("pqrs"))[codes]
     frame = pd.DataFrame({"group": labels, "x": a[:, 0], "y": np.abs(a[:, 1]), "site": codes % 2})
-    metrics = [declared.Declared("F", {}, declared.FStatistic("x"), group="group"),
+    metrics = [declared.Declared("F", {}, declared.FStatistic("x"), group="group", report=reports.anova),
                declared.Declared("mean", {"group": "q"}, declared.Mean("y", "q", 100.0), group="group"),
-               declared.Declared("gap", {}, declared.Range("y"), group="group"),
-               declared.Declared("ratio", {}, declared.Ratio("y", "q", "p"), group="group"),
+               declared.Declared("gap", {}, declared.Range("y"), group="group", report=reports.score_gap),
+               declared.Declared("ratio", {}, declared.Ratio("y", "q", "p"), group="group", report=reports.ratio),
                declared.Declared("pooled", {}, declared.Mean("x")),  # one group: its own row set
                declared.Declared("lone gap", {}, declared.Range("x", ("p",)), group="group"),
-               declared.Declared("cell", {}, declared.Mean("x", ("q", 1)), group=("group", "site"))]
+               declared.Declared("cell", {}, declared.Mean("x", ("q", 1)), group=("group", "site")),
+               declared.Declared("by site", {}, declared.Mean("x"), strata="site")]  # rows drawn within sites
     samples = Samples(frame, {})
-    assert [len(r.statistics) for r in declared.row_sets(samples, metrics)] == [4, 1, 1]
+    assert [len(r.statistics) for r in declared.row_sets(samples, metrics)] == [4, 1, 1, 1]
     found = declared.evaluate(samples, metrics, bootstrap=300, seed=5, n_permutations=400)
-    assert [m.name for m in found] == ["F", "mean", "gap", "ratio", "pooled", "cell"]
+    assert [m.name for m in found] == ["F", "mean", "gap", "ratio", "pooled", "cell", "by site"]
+    # strata of its own: rows drawn within them as stats.bootstrap_interval draws them (the bare seed)
+    np.testing.assert_allclose(found[6].ci, stats.bootstrap_interval(
+        lambda rows: a[rows, 0].mean(axis=1), codes % 2, 300, seed=5), rtol=1e-12)
     np.testing.assert_allclose(found[5].value, a[(codes == 1) & (codes % 2 == 1), 0].mean(), rtol=1e-12)
 
     def brute(rows: np.ndarray) -> list[float]:
@@ -127,6 +131,11 @@ def test_declared_metrics_of_one_run_are_a_brute_force_stratified_bootstrap():
     np.testing.assert_allclose(found[1].ci, 100 * np.asarray(gap["group_means_ci"]["q"]), rtol=1e-12)
     reported = {"f_statistic": found[0].value, "p_value": found[0].p_value, **found[0].details}
     assert_same_numbers(reported, {key: anova[key] for key in reported}, "F", rtol=1e-12, atol=0)
+    ratio = measures.bias_ratio(np.abs(a[:, 1]), labels, "q", "p", bootstrap=300, seed=5, n_permutations=400)
+    reported = {"bias_ratio": found[3].value, "bias_ratio_ci": found[3].ci, "p_value": found[3].p_value,
+                **found[3].details}
+    assert_same_numbers(reported, {key: ratio[key] for key in reported}, "ratio", rtol=1e-12, atol=0)
+    np.testing.assert_allclose(found[3].ci, ratio["bias_ratio_ci"], rtol=1e-12)
 
 
 def test_declared_metrics_come_in_their_order_and_only_where_their_data_define_them():

@@ -170,15 +170,17 @@ def relabelling_stream(seed: int | None) -> np.random.SeedSequence:
 
 
 def resample(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP,
-             seed: int | None = SEED) -> Resampled:
+             seed: int | None = SEED, measured: bool = False) -> Resampled:
     """One model's statistics of ``row_set`` at its (n, k) ``values`` and on the stratified resamples
-    :func:`compare` draws for the same seed (the same rows for every model)."""
+    :func:`compare` draws for the same seed (the same rows for every model); ``measured``: on those the
+    measures' own bootstrap draws (``stats.bootstrap_interval``: the bare seed), as one run reports them."""
     a = np.asarray(values, dtype=float).reshape(len(row_set.rows), -1)
     engine = (row_set.engine or _Engine)(row_set, a, a)
     point = engine.point()[0]
     samples = np.empty((0, len(row_set.statistics)))
     if bootstrap:
-        stream = np.random.SeedSequence(seed).spawn(3)[0]  # compare's stream of resamples
+        # compare's stream of resamples, or the measures'
+        stream = seed if measured else np.random.SeedSequence(seed).spawn(3)[0]
         samples = np.concatenate([engine.resampled(indices)[0] for indices in
                                   stats.stratified_resamples(row_set.resampling_strata, bootstrap, stream)])
     return point, samples

@@ -15,6 +15,7 @@ the order they were declared.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ import numpy as np
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, MIN_GROUP_SIZE, SEED
 from vlfair.facts import Facts, facts_of, neutral_value
 from vlfair.outputs import Metric
+from vlfair.probes import reports
 
 if TYPE_CHECKING:  # vlfair.paired (scipy) is imported where a metric is evaluated: probes declare at import
     from vlfair import paired
@@ -85,25 +87,6 @@ class Range:
     def defined(self, data: _Building) -> bool:
         sizes = [data.counts.get(g, 0) for g in (data.counts if self.groups is None else self.groups)]
         return len(sizes) >= 2 and min(sizes) >= MIN_GROUP_SIZE
-
-    def report(self, metric: Metric, reading: _Reading) -> None:
-        """One run's gap as ``measures.group_score_gap`` reports it: each group's mean, interval and rows, the
-        most and least associated groups, bottom / top, and the range's permutation test (``n_permutations``)."""
-        from vlfair import stats
-
-        found = reading.groups(self.column, self.groups)
-        top, bottom = int(np.argmax(found.means)), int(np.argmin(found.means))
-        metric.value = float(found.means[top] - found.means[bottom])
-        test = None
-        if reading.n_permutations:
-            test = stats.permutation_test(found.values, found.codes, stats.mean_range, reading.n_permutations,
-                                          reading.seed)
-        metric.p_value = None if test is None else test.p_value
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = float(found.means[bottom] / found.means[top]) if found.means[top] != 0 else float("nan")
-        metric.details = {**found.details(), "top_group": found.names[top], "bottom_group": found.names[bottom],
-                          "min_max_ratio": ratio, "log10_p_value": None if test is None else test.log10_p_value,
-                          "p_value_method": None if test is None else test.method}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,18 +154,6 @@ class FStatistic:
     def defined(self, data: _Building) -> bool:
         return len(data.counts) >= 2 and min(data.counts.values()) >= MIN_GROUP_SIZE
 
-    def report(self, metric: Metric, reading: _Reading) -> None:
-        """One run's F as ``measures.trait_anova`` reports it (``stats.one_way_anova``: F, its p from the F
-        distribution, the degrees of freedom, eta squared; no interval), with each group's mean, interval
-        and rows."""
-        from vlfair import stats
-
-        found = reading.groups(self.column)
-        result = stats.one_way_anova([found.values[found.codes == i] for i in range(len(found.names))])
-        metric.value, metric.ci, metric.p_value = result.f_statistic, None, result.p_value
-        metric.details = {"log10_p_value": result.log10_p_value, "df_between": result.df_between,
-                          "df_within": result.df_within, "eta_squared": result.eta_squared, **found.details()}
-
 
 @dataclasses.dataclass(frozen=True)
 class Custom:
@@ -244,6 +215,8 @@ class Declared:
     # the column whose values split a run's rows into units resampled apart, as a study's measure is called
     # once per unit (a profession's gaps); None: one unit. Only one run's intervals read it (evaluate)
     unit: str | None = None
+    # what one run reports beside its value and interval, as its study's measure does (vlfair.probes.reports)
+    report: reports.Report | None = None
 
     def key(self) -> tuple:
         rows = None if self.rows is None else np.asarray(self.rows, dtype=np.int64).tobytes()
@@ -401,82 +374,34 @@ def too_small(labels: Any) -> str:
     return ""
 
 
+def _name(metric: Declared, level: Group) -> Any:
+    """A group as the measures name a label (its text); a cell by its labels but the unit's, which is the same in
+    every cell of a unit."""
+    from vlfair.stats import label_text
+
+    if isinstance(metric.group, tuple):
+        parts = [label_text(part) for column, part in zip(metric.group, level) if column != metric.unit]
+        return parts[0] if len(parts) == 1 else tuple(parts)
+    return label_text(level)
+
+
 def _labels(frame: Any, group: str | tuple[str, ...], rows: np.ndarray) -> list[Group]:
     if isinstance(group, str):
         return frame[group].to_numpy()[rows].tolist()
     return list(zip(*(frame[column].to_numpy()[rows].tolist() for column in group)))
 
 
-@dataclasses.dataclass(frozen=True)
-class _Groups:
-    """Some groups of a row set as a measure reads them: their names, their rows' values and codes (0..G-1,
-    in the groups' order), each group's mean and rows, and the intervals of the means."""
-
-    names: list[Any]
-    values: np.ndarray
-    codes: np.ndarray
-    means: np.ndarray
-    counts: np.ndarray
-    cis: dict[Any, list[float]] | None
-
-    def details(self) -> dict[str, Any]:
-        return {"group_means": dict(zip(self.names, map(float, self.means))), "group_means_ci": self.cis,
-                "group_counts": dict(zip(self.names, map(int, self.counts)))}
-
-
-@dataclasses.dataclass(frozen=True)
-class _Reading:
-    """One run's row set as a statistic's ``report`` reads it: its rows' values (the row set's columns), the
-    resampled group means (None: none), the declared metric, and the interval's and test's options."""
-
-    building: _Building
-    values: np.ndarray  # (n, k)
-    means: np.ndarray | None  # (B, G, k)
-    metric: Declared
-    confidence: float
-    n_permutations: int
-    seed: int | None
-
-    def groups(self, column: str, groups: Sequence[Group] | None = None) -> _Groups:
-        """``groups`` (None: every group present) of ``column``: each named as the measures name a label (its text;
-        a cell by its labels but the unit's, which is the same in all of them)."""
-        from vlfair import stats
-
-        building, j = self.building, self.building.at[column]
-        index = (np.asarray([building.code[g] for g in groups], dtype=np.int64) if groups is not None
-                 else np.unique(building.codes))
-        local = np.full(len(building.levels), -1, dtype=np.int64)
-        local[index] = np.arange(index.size)
-        inside = local[building.codes] >= 0
-        codes, values = local[building.codes[inside]], self.values[inside, j]
-        names = [self._name(building.levels[code]) for code in index]
-        cis = None
-        if self.means is not None:
-            low, high = stats.percentile_interval(self.means[:, index, j], self.confidence)
-            cis = {name: [float(lo), float(hi)] for name, lo, hi in zip(names, low, high)}
-        return _Groups(names, values, codes, stats.group_means(values, codes, index.size),
-                       np.bincount(codes, minlength=index.size), cis)
-
-    def _name(self, level: Group) -> Any:
-        from vlfair.stats import label_text
-
-        group = self.metric.group
-        if isinstance(group, tuple):
-            parts = [label_text(part) for column, part in zip(group, level) if column != self.metric.unit]
-            return parts[0] if len(parts) == 1 else tuple(parts)
-        return label_text(level)
-
-
 def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None, *,
              bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE, seed: int | None = SEED,
              n_permutations: int = 0) -> list[Metric]:
     """The declared metrics of one run defined on its data, in the order declared, each with its bootstrap
-    interval: a row set resampled within its groups on the measures' stream (:func:`vlfair.paired.resample_groups`:
-    a study's numbers are its measures' draw for draw), any other (strata of its own, a probe's own statistic)
-    on the resamples :func:`vlfair.compare` draws for the same rows, strata and seed; a statistic with a
-    ``report`` (a gap, an F) with the details and test its measure gives (``n_permutations``: a gap's
-    relabellings, 0: no test); a :class:`Pooled` metric with its two-level interval, where every phrasing's
-    statistic is defined."""
+    interval drawn as the measures draw theirs, so that a study's numbers are its measures', draw for draw: a row
+    set resampled within its groups, each group's mean apart (:func:`vlfair.paired.resample_groups`, as
+    ``vlfair.measures`` resample group means); any other (strata of its own, a probe's own statistic) by rows
+    within its strata (:func:`vlfair.paired.resample` ``measured``, as ``stats.bootstrap_interval`` draws). A
+    metric with a ``report`` gets the details and test its study's measure gives (:mod:`vlfair.probes.reports`;
+    ``n_permutations``: a test's relabellings, 0: no test); a :class:`Pooled` metric its two-level interval,
+    where every phrasing's statistic is defined."""
     from vlfair import paired
 
     declared = list(metrics)
@@ -502,7 +427,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
             point, resampled, means = paired.resample_groups(row_set, values, building.units, bootstrap=bootstrap,
                                                              seed=seed, squares=building.reads_squares)
         else:
-            point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed)
+            point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed, measured=True)
             if bootstrap and row_set.recentre:
                 resampled = paired.recentred(resampled, point)
         for j, (position, statistic) in enumerate(zip(building.positions, row_set.statistics)):
@@ -512,10 +437,11 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
                 continue
             value = Metric(statistic.name, statistic.subset, float(point[j]),
                            paired.resampled_interval(resampled[:, j], confidence))
-            report = getattr(expanded[position].statistic, "report", None)
-            if report is not None:
-                report(value, _Reading(building, values, means, expanded[position], confidence, n_permutations,
-                                       seed))
+            metric = expanded[position]
+            if metric.report is not None:
+                metric.report(value, reports.Reading(
+                    values, building.codes, building.levels, building.code, building.at, means,
+                    functools.partial(_name, metric), confidence, n_permutations, seed), metric.statistic)
             found.append((where[position], value))
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])  # apart from compare's three streams
     for position, by_phrasing in phrased.items():

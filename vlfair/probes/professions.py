@@ -12,7 +12,7 @@ from pydantic import AfterValidator, Field
 
 from vlfair.outputs import Table
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import register
+from vlfair.probes import register, reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, clip_score
 from vlfair.probes.declared import Declared, Mean, Range, evaluate, too_small
@@ -319,7 +319,8 @@ class ProfessionsProbe(Probe):
                 subset = {"profession": profession, "attribute": attribute}
                 metrics += [Declared(quantity.metric, {**subset, "group": c[1], **phrased}, Mean(column, c), **on)
                             for c in own]
-                metrics.append(Declared("group_score_gap", {**subset, **phrased}, Range(column, own), **on))
+                metrics.append(Declared("group_score_gap", {**subset, **phrased}, Range(column, own),
+                                        report=reports.score_gap, **on))
         return metrics
 
     def _canonical(self, column: Column, values: np.ndarray) -> np.ndarray:

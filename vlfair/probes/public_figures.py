@@ -17,11 +17,12 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
+from vlfair.defaults import PERMUTATIONS
 from vlfair.outputs import Metric, metric_from
-from vlfair.probes import register
+from vlfair.probes import register, reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
-from vlfair.probes.declared import Declared, Mean, Range, Ratio
+from vlfair.probes.declared import Declared, Mean, Range, Ratio, evaluate, too_small
 from vlfair.probes.settings import (
     Bootstrap,
     Flag,
@@ -132,7 +133,6 @@ class PublicFiguresSettings(ProbeSettings, Bootstrap):
 
 
 @register
-@register
 class PublicFiguresProbe(Probe):
     name = "public-figures"
     Settings = PublicFiguresSettings
@@ -241,6 +241,10 @@ class PublicFiguresProbe(Probe):
         categories, genders = _texts(samples.column("category")), _texts(samples.column("gender"))
         self._check_folders(categories)
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
+        declared = self.declare(samples)
+        # the bias ratio's test takes the measure's relabellings (bias_ratio's default: the study has no test)
+        out.metrics = evaluate(samples, declared, self.facts, n_permutations=PERMUTATIONS, **s.resampling)
+        measured = {(m.name, _key(m.subset)): m for m in out.metrics}
         summary, ratios = {}, {}
         for group, spec, _in_group, views in self._folder_groups(categories):
             own = " (vlfair's own classes)" if spec.own else ""
@@ -250,20 +254,27 @@ class PublicFiguresProbe(Probe):
                 truth = _texts(samples.column(_truth_column(group, level)))
                 table = {}
                 for folder, mask in views.items():
-                    selected = np.ascontiguousarray(probabilities[mask])
-                    table.update(self._class_scores(out, folder, level, classes, selected, genders[mask]))
-                    summary[(folder, level)] = self._top1(out, folder, level, classes, selected, truth[mask],
-                                                          genders[mask])
+                    for gender in sorted(set(genders[mask].tolist())):  # the study's Table 1 cells
+                        table[(folder, gender)] = [measured[("class_score", _key(
+                            {"folder": folder, "level": level, "class": label, "gender": gender}))].value
+                            for label in classes]
+                    summary[(folder, level)] = self._top1(out, folder, level, classes, probabilities[mask],
+                                                          truth[mask], genders[mask], measured)
                     if level == 2 and group in s.bias_ratio.classes:
-                        target = classes.index(s.bias_ratio.classes[group])
-                        ratios[folder] = self._bias_ratio(out, folder, classes[target], selected[:, target],
-                                                          genders[mask])
+                        label = s.bias_ratio.classes[group]
+                        ratio = measured.get(("bias_ratio", _key({"folder": folder, "class": label})))
+                        if ratio is None:
+                            out.warnings.append(f"bias ratio of the {label} class in {folder}: "
+                                                f"{self._ratio_undefined(genders[mask], probabilities[mask])}")
+                            continue
+                        low, high = ratio.ci or (None, None)
+                        ratios[folder] = {"class": label, "b = s_w / s_m": ratio.value, "CI low": low,
+                                          "CI high": high, "p": ratio.p_value}
                 frame = pd.DataFrame.from_dict(table, orient="index", columns=classes)
                 frame.index = pd.MultiIndex.from_tuples(frame.index, names=["folder", "gender"])
                 out.tables[f"capability_{group}_level{level}"] = frame
                 if own:
                     out.notes.append(f"capability {group} level {level}: classes {classes}{own}")
-        ratios = {folder: row for folder, row in ratios.items() if row}
         if ratios:
             out.tables["bias_ratio"] = frame = pd.DataFrame.from_dict(ratios, orient="index").rename_axis("folder")
             points = pd.DataFrame({"label": [f"{folder}: {label}" for folder, label in frame["class"].items()],
@@ -282,78 +293,36 @@ class PublicFiguresProbe(Probe):
         self._retention(samples, out, categories, _texts(samples.column("name")))
         return out
 
-    def _class_scores(self, out: Output, folder: str, level: int, classes: list[str], probabilities: np.ndarray,
-                      genders: np.ndarray) -> dict[tuple[str, str], list[float]]:
-        """The study's Table 1 cells: mean score x100 of every class per gender, with bootstrap CIs."""
-        from vlfair import stats
-
-        s = self.settings
-        names, codes = stats.encode_groups(genders.tolist(), "gender")
-        scores = 100.0 * probabilities
-        means = np.stack([scores[codes == k].mean(axis=0) for k in range(len(names))])
-        ci = None
-        if s.bootstrap:
-            def statistic(idx: np.ndarray) -> np.ndarray:  # (b, genders, classes)
-                return np.stack([scores[idx[:, codes == k]].mean(axis=1) for k in range(len(names))], axis=1)
-
-            ci = stats.bootstrap_interval(statistic, codes, s.bootstrap, s.confidence, s.seed)
-        table = {}
-        for k, gender in enumerate(names):
-            for j, label in enumerate(classes):
-                interval = None if ci is None else [float(ci[0, k, j]), float(ci[1, k, j])]
-                out.metrics.append(Metric("class_score", {"folder": folder, "level": level, "class": label,
-                                                          "gender": gender}, float(means[k, j]), interval, None,
-                                          {"n": int((codes == k).sum())}))
-            table[(folder, gender)] = means[k].tolist()
-        return table
-
     def _top1(self, out: Output, folder: str, level: int, classes: list[str], probabilities: np.ndarray,
-              truth: np.ndarray, genders: np.ndarray) -> dict[str, Any]:
-        """Vlfair's extra: top-1 accuracy (rows with a right class), by gender; and the right class's mean score."""
-        from vlfair import measures
-
+              truth: np.ndarray, genders: np.ndarray, measured: dict[tuple[str, str], Metric]) -> dict[str, Any]:
+        """Vlfair's extra: top-1 accuracy (rows with a right class) and its gap between genders (declared), and the
+        capability summary's row: the images, those with a right class, the accuracy and the right class's mean
+        score."""
         known = np.array([t is not None for t in truth])
         subset = {"folder": folder, "level": level}
-        row = {"images": int(len(truth)), "with a right class": int(known.sum()), "top-1 accuracy": np.nan,
-               "right class score": np.nan}
+        row: dict[str, Any] = {"images": int(len(truth)), "with a right class": int(known.sum()),
+                               "top-1 accuracy": np.nan, "right class score": np.nan}
         if not known.any():
             out.warnings.append(f"level {level} of {folder}: no image has one of {classes} as its right class")
             return row
-        predicted = np.asarray(classes, dtype=object)[probabilities[known].argmax(axis=1)]
-        accuracy = float((predicted == truth[known]).mean())
         right = probabilities[known][np.arange(int(known.sum())), [classes.index(t) for t in truth[known]]]
-        row.update({"top-1 accuracy": accuracy, "right class score": float(100 * right.mean())})
+        row.update({"top-1 accuracy": measured[("accuracy", _key(subset))].value,
+                    "right class score": float(100 * right.mean())})
         if not known.all():
             out.warnings.append(f"level {level} of {folder}: {int((~known).sum())} image(s) have no right class among "
                                 f"{classes} (left out of top-1 accuracy)")
-        try:
-            gap = measures.group_rate_gap(predicted, truth[known], genders[known], **self.settings.resampling)
-        except ValueError as exc:
-            out.warnings.append(f"level {level} top-1 accuracy of {folder} by gender: {exc}")
-            out.metrics.append(Metric("accuracy", subset, accuracy))
-            return row
-        out.metrics.append(Metric("accuracy", subset, accuracy, None, None,
-                                  {"by_gender": gap["accuracy"], "counts": gap["counts"]}))
-        out.metrics.append(metric_from("group_rate_gap", {**subset, "groups": "gender"}, gap, "gap", "gap_ci",
-                                       details=("accuracy", "gap_pair")))
+        if ("group_rate_gap", _key({**subset, "groups": "gender"})) not in measured:
+            out.warnings.append(f"level {level} top-1 accuracy of {folder} by gender: {too_small(genders[known])}")
         return row
 
-    def _bias_ratio(self, out: Output, folder: str, label: str, scores: np.ndarray, genders: np.ndarray) -> dict | None:
-        from vlfair import measures
-
-        s = self.settings
-        try:
-            ratio = measures.bias_ratio(scores, genders, s.bias_ratio.protected_group, s.bias_ratio.reference_group,
-                                        **s.resampling)
-        except ValueError as exc:
-            out.warnings.append(f"bias ratio of the {label} class in {folder}: {exc}")
-            return None
-        out.metrics.append(metric_from("bias_ratio", {"folder": folder, "class": label}, ratio, "bias_ratio",
-                                       "bias_ratio_ci", "p_value",
-                                       ("group_means", "group_counts", "log10_p_value", "p_value_method")))
-        ci = ratio["bias_ratio_ci"] or [None, None]
-        return {"class": label, "b = s_w / s_m": ratio["bias_ratio"], "CI low": ci[0], "CI high": ci[1],
-                "p": ratio["p_value"]}
+    def _ratio_undefined(self, genders: np.ndarray, probabilities: np.ndarray) -> str:
+        """Why a folder has no bias ratio: a gender absent, or too few images of one (probabilities are >= 0)."""
+        names = set(genders.tolist())
+        ratio = self.settings.bias_ratio
+        absent = [g for g in (ratio.protected_group, ratio.reference_group) if g not in names]
+        if absent:
+            return f"no image of {' or '.join(map(repr, absent))} (genders present: {sorted(names, key=str)})"
+        return too_small(genders) or "the reference group's mean score is 0: the ratio is undefined"
 
     def _retention(self, samples: Samples, out: Output, categories: np.ndarray, names: np.ndarray) -> None:
         """The study's Table 2 (its three politician folders; athletes and actors are vlfair's extra)."""
@@ -372,12 +341,17 @@ class PublicFiguresProbe(Probe):
                 continue
             matrix = _floats(samples, [_name_score_column(j) for j in range(len(candidates))])[mask]
             references = np.array([candidates.index(n) for n in names[mask]])
+            # the image score (a top-1 down each name's column: no per-image value to declare) from the measure;
+            # the text score is the declared one, on the same draws
             result = measures.retention(matrix, references, **s.resampling)
+            text = next(m for m in out.metrics if m.name == "retention_text_score" and m.subset["folder"] == folder)
+            text.details = {"num_names": result["num_names"]}
             if "ci_note" in result:
                 out.warnings.append(f"retention of {folder}: {result['ci_note']}")
-            for score in ("text_score", "image_score"):
-                out.metrics.append(metric_from(f"retention_{score}", {"folder": folder}, result, score, f"{score}_ci",
-                                               details=("num_names",)))
+                text.ci = None
+            out.metrics.insert(out.metrics.index(text) + 1, metric_from(
+                "retention_image_score", {"folder": folder}, result, "image_score", "image_score_ci",
+                details=("num_names",)))
             table[folder] = {"text score (%)": 100 * result["text_score"],
                              "image score (%)": 100 * result["image_score"],
                              "names": result["num_names"], "images": result["num_images"]}
@@ -394,41 +368,36 @@ class PublicFiguresProbe(Probe):
 
     # ---- vlfair compare ----------------------------------------------------------------------
     def declare(self, samples: Samples) -> list[Declared]:
-        """Per folder of each group (and its pooled folders): every level's class scores by gender
-        and the bias ratio, resampled within genders as their intervals are; per folder and level,
-        top-1 accuracy and its gap between genders on the images with a right class (each image
-        right or not); per folder, the retention text score (each image's own name first or not,
-        resampled within names as its interval is). The retention image score is not compared
-        (:attr:`uncompared` says why)."""
+        """Per folder group, level and folder (and its pooled folders): every class's score by gender, each
+        gender's rows resampled within it as the study's table; top-1 accuracy and its gap between genders on the
+        images with a right class (each image right or not); at level 2, the bias ratio of the group's class. Per
+        folder, the retention text score (each image's own name first or not, resampled within names). The
+        retention image score is not declared (:attr:`uncompared` says why)."""
         s = self.settings
         categories, genders = _texts(samples.column("category")), samples.column("gender")
         metrics = []
         for group, spec, _in_group, views in self._folder_groups(categories):
-            levels = sorted(spec.levels.items())
-            for folder, mask in views.items():
-                rows = np.flatnonzero(mask)
-                present = sorted(set(genders[rows].tolist()))
-                for level, level_spec in levels:
-                    for label in level_spec.classes:
-                        column = _probability_column(group, level, label)
-                        metrics += [Declared("class_score", {"folder": folder, "level": level, "class": label,
-                                                             "gender": gender}, Mean(column, gender, 100.0),
-                                             rows, "gender") for gender in present]
+            for level, level_spec in sorted(spec.levels.items()):
+                column = _correct_column(group, level)
+                answered = ~np.isnan(samples.column(column).astype(float))
+                for folder, mask in views.items():
+                    rows = np.flatnonzero(mask)
+                    subset = {"folder": folder, "level": level}
+                    metrics += [Declared("class_score", {**subset, "class": label, "gender": gender},
+                                         Mean(_probability_column(group, level, label), gender, 100.0), rows, "gender",
+                                         strata="gender", report=reports.group_rows)
+                                for gender in sorted(set(genders[rows].tolist())) for label in level_spec.classes]
+                    known = np.flatnonzero(mask & answered)  # the images with a right class
+                    metrics += [Declared("accuracy", subset, Mean(column), known, "gender",
+                                         report=reports.by_group("by_gender")),
+                                Declared("group_rate_gap", {**subset, "groups": "gender"}, Range(column), known,
+                                         "gender", report=reports.rate_gap)]
                     if level == 2 and group in s.bias_ratio.classes:
                         label = s.bias_ratio.classes[group]
                         metrics.append(Declared("bias_ratio", {"folder": folder, "class": label},
                                                 Ratio(_probability_column(group, level, label),
                                                       s.bias_ratio.protected_group, s.bias_ratio.reference_group),
-                                                rows, "gender"))
-            for level, _level_spec in levels:
-                column = _correct_column(group, level)
-                answered = ~np.isnan(samples.column(column).astype(float))
-                for folder, mask in views.items():
-                    rows = np.flatnonzero(mask & answered)  # the images with a right class
-                    subset = {"folder": folder, "level": level}
-                    metrics += [Declared("accuracy", subset, Mean(column), rows, "gender"),
-                                Declared("group_rate_gap", {**subset, "groups": "gender"}, Range(column), rows,
-                                         "gender")]
+                                                rows, "gender", report=reports.ratio))
         if OWN_NAME_FIRST in samples.frame.columns:
             first = samples.column(OWN_NAME_FIRST).astype(float)
             for folder in self._retention_folders(categories):
@@ -475,6 +444,11 @@ class PublicFiguresProbe(Probe):
 
 # ---- samples.parquet's columns -----------------------------------------------------------------
 OWN_NAME_FIRST = "own name first"  # 1.0 where the image's own name scores highest among its folder's names
+
+
+def _key(subset: dict[str, Any]) -> str:
+    """A metric's subset as one hashable key (its entries in order, levels read back as text alike)."""
+    return repr([(k, str(v)) for k, v in subset.items()])
 
 
 def _probability_column(group: str, level: int, label: str) -> str:
