@@ -428,8 +428,9 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
                                                              seed=seed, squares=building.reads_squares)
         else:
             point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed, measured=True)
-            if bootstrap and row_set.recentre:
-                resampled = paired.recentred(resampled, point)
+        drawn = resampled  # as drawn, for a reporter; an interval of recentred resamples where the row set asks
+        if bootstrap and row_set.recentre:
+            resampled = paired.recentred(resampled, point)
         for j, (position, statistic) in enumerate(zip(building.positions, row_set.statistics)):
             if position in owners:
                 pooled, k = owners[position]
@@ -440,7 +441,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
             metric = expanded[position]
             if metric.report is not None:
                 metric.report(value, reports.Reading(
-                    values, building.codes, building.levels, building.code, building.at, means,
+                    values, building.codes, building.levels, building.code, building.at, means, drawn[:, j],
                     functools.partial(_name, metric), confidence, n_permutations, seed), metric.statistic)
             found.append((where[position], value))
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])  # apart from compare's three streams

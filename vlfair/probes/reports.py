@@ -41,8 +41,9 @@ class Groups:
 @dataclasses.dataclass(frozen=True)
 class Reading:
     """One run's row set as a reporter reads it: its rows' values (``at``: each column's place), each row's group
-    code, the groups by code and each group's code, the resampled group means (None: none drawn), how a group is
-    named (as the measures name a label), and the interval's and test's options."""
+    code, the groups by code and each group's code, the resampled group means (None: none drawn) and the metric's
+    own resampled values, how a group is named (as the measures name a label), and the interval's and test's
+    options."""
 
     values: np.ndarray  # (n, k)
     codes: np.ndarray  # (n,)
@@ -50,6 +51,7 @@ class Reading:
     code: Mapping[Group, int]
     at: Mapping[str, int]
     means: np.ndarray | None  # (B, G, k)
+    resampled: np.ndarray  # (B,) the metric's own resampled values, as drawn (empty: none)
     name: Callable[[Group], Any]
     confidence: float
     n_permutations: int
@@ -144,6 +146,15 @@ def group_rows(metric: Metric, reading: Reading, statistic: Any) -> None:
     metric.details = {"n": int(np.count_nonzero(reading.codes == reading.code[statistic.group]))}
 
 
+def top_k(metric: Metric, reading: Reading, statistic: Any) -> None:
+    """A top-k statistic's interval as ``measures.top_k_interval`` gives it: the resamples' percentiles moved by
+    the value minus their mean, a bound beside a Skew of -inf kept -inf."""
+    from vlfair.measures import top_k_interval
+
+    if reading.resampled.size and metric.value is not None:
+        metric.ci = top_k_interval(reading.resampled, metric.value, reading.confidence).tolist()
+
+
 def by_group(key: str) -> Report:
     """A rate over every group with each group's rate under ``key`` and its rows under "counts", and no interval
     (as a study reports an accuracy beside its gap)."""
@@ -154,4 +165,4 @@ def by_group(key: str) -> Report:
     return report
 
 
-__all__ = ["Groups", "Reading", "Report", "anova", "by_group", "group_rows", "rate_gap", "ratio", "score_gap"]
+__all__ = ["Groups", "Reading", "Report", "anova", "by_group", "group_rows", "rate_gap", "ratio", "score_gap", "top_k"]

@@ -26,11 +26,10 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field
 
-from vlfair.outputs import Metric
-from vlfair.probes import register
+from vlfair.probes import register, reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, indistinguishable
-from vlfair.probes.declared import Custom, Declared
+from vlfair.probes.declared import Custom, Declared, evaluate
 from vlfair.probes.settings import (
     Bootstrap,
     Count,
@@ -282,7 +281,7 @@ class RetrievalProbe(Probe):
         return found
 
     def analyze(self, samples: Samples) -> Output:
-        from vlfair import measures, stats
+        from vlfair import measures
 
         s = self.settings
         prompts, concepts = samples.facts["queries"], samples.facts["concepts"]
@@ -295,28 +294,18 @@ class RetrievalProbe(Probe):
         for unmeasured in s.attributes:
             if unmeasured not in [m[0] for m in measured]:
                 out.warnings.append(f"{unmeasured}: one group only among the images evaluated: no skew to measure")
+        # every prompt re-ranked in every resample of the images, drawn within the attribute's groups
+        out.metrics = evaluate(samples, self.declare(samples), self.facts, **s.resampling)
         for attribute, names, codes in measured:
             _warn_small_groups(out.warnings, attribute, names, codes, s.k, s.targets)
             design = self._design(names, codes, attribute, concepts)
             order = measures.top_k_order(scores, measures.prefix_length(s.k, codes.size))
-
-            def statistics(indices: np.ndarray, design: _Design = design, codes: np.ndarray = codes,
-                           order: np.ndarray = order) -> dict[str, np.ndarray]:
-                return design.statistics(*measures.resampled_top_k(scores, codes, s.k, indices, design.p_stars, order))
-
-            point = statistics(np.arange(codes.size)[None])
+            point = design.statistics(*measures.resampled_top_k(scores, codes, s.k, np.arange(codes.size)[None],
+                                                                design.p_stars, order))
             quantities = self._quantities(attribute, names, design, concepts)
-            draws = [np.empty((0, len(quantities)))]
-            if s.bootstrap:
-                draws = [np.stack([q.read(x) for q in quantities], axis=1)
-                         for x in map(statistics, stats.stratified_resamples(codes, s.bootstrap, s.seed))]
-            images = np.concatenate(draws)
-            over_prompts = self._prompt_intervals(point, quantities)
-            for j, (quantity, details) in enumerate(zip(quantities, over_prompts)):
-                value = quantity.read(point)[0]
-                ci = measures.top_k_interval(images[:, j], value, s.confidence).tolist() if s.bootstrap else None
-                out.metrics.append(Metric(quantity.name, quantity.subset, float(value), ci,
-                                          details=details))
+            mine = [m for m in out.metrics if m.subset["attribute"] == attribute]
+            for metric, details in zip(mine, self._prompt_intervals(point, quantities)):
+                metric.details = details
             self._tables(out, attribute, names, prompts, point, s.k)
         self._figures(out)
         return out
@@ -393,7 +382,8 @@ class RetrievalProbe(Probe):
             design = self._design(names, codes, attribute, concepts)
             engine = functools.partial(_PairedRanking, design)
             metrics += [Declared(q.name, q.subset, Custom(columns, _reading(q.read), engine=engine, recentre=True),
-                                 group=attribute) for q in self._quantities(attribute, names, design, concepts)]
+                                 group=attribute, report=reports.top_k)
+                        for q in self._quantities(attribute, names, design, concepts)]
         return metrics
 
 
@@ -421,11 +411,14 @@ class _PairedRanking:
         from vlfair import measures
 
         self.design, self.row_set = design, row_set
+        self.one = b is a  # one model (a run's own numbers): ranked once, never relabelled
         self.codes = np.asarray(row_set.groups)
         self.scores = (np.ascontiguousarray(a.T), np.ascontiguousarray(b.T))  # (queries, n) each
         n = self.codes.size
         m = measures.prefix_length(design.k, n)
-        self.orders = tuple(measures.top_k_order(s, m) for s in self.scores)
+        self.orders = tuple(measures.top_k_order(s, m) for s in self.scores[:1 if self.one else 2])
+        if self.one:
+            return
         ranks = [np.empty(s.shape) for s in self.scores]
         for rank, s in zip(ranks, self.scores):  # each image's place in the model's ranking of each query
             np.put_along_axis(rank, np.argsort(-s, axis=1, kind="stable"), np.arange(n, dtype=float)[None], axis=1)
@@ -445,11 +438,12 @@ class _PairedRanking:
                                                                       d.p_stars, self.orders[model])))
 
     def point(self) -> tuple[np.ndarray, np.ndarray]:
-        every = np.arange(self.codes.size)[None]
-        return self._ranked(0, every)[0], self._ranked(1, every)[0]
+        a, b = self.resampled(np.arange(self.codes.size)[None])
+        return a[0], b[0]
 
     def resampled(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self._ranked(0, indices), self._ranked(1, indices)
+        first = self._ranked(0, indices)
+        return first, first if self.one else self._ranked(1, indices)  # one model (a run): ranked once
 
     def swapped_difference(self, swaps: np.ndarray) -> np.ndarray:
         from vlfair import measures
