@@ -101,6 +101,23 @@ def test_the_unpaired_test_is_a_normal_approximation_with_holm():
     assert [json.loads(t) for t in tiered["tied_with"]] == [["b"], ["a"], []]
 
 
+def test_the_unpaired_test_reads_each_interval_at_its_own_level(demo):
+    """Runs of one family may differ in their intervals' level (an interval setting, not a measuring one): B's
+    50 % interval of half-width 0.101 is a standard error of 0.15, and 0.3 from A (standard error 0.1) is then
+    not told apart (p = 0.096); read at the board's 95 %, the same interval would tell them apart (p = 0.008).
+    The board holds each row's level, its run's."""
+    rows = [{"model": m, "run": m * 8, "family": "f", "metric": "gap", "subset": "{}", "value": v, "neutral": 0.0,
+             "ci_low": v - half, "ci_high": v + half, "confidence": level}
+            for m, v, half, level in (("a", 0.10, 1.959964 * 0.1, 0.95), ("b", 0.40, 0.6744898 * 0.15, 0.5))]
+    assert add_tiers(pd.DataFrame(rows), {})["tier"].tolist() == [1.0, 1.0]
+    at_the_board_s_level = pd.DataFrame(rows).drop(columns="confidence")
+    assert add_tiers(at_the_board_s_level, {})["tier"].tolist() == [1.0, 2.0]
+    board = read_board([str(demo[0] / "biased" / "traits")])
+    with_interval = board[board["ci_low"].notna()]
+    assert len(with_interval) and (with_interval["confidence"] == 0.95).all()
+    assert board.loc[board["ci_low"].isna(), "confidence"].isna().all()  # no interval, no level
+
+
 def test_a_family_of_one_model_has_no_tiers_and_says_so(demo):
     board = read_board([str(demo[0] / "biased" / "traits")])
     said: list[str] = []

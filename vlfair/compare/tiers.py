@@ -222,18 +222,22 @@ class _Drawn:
 
 def _unpaired(rows: pd.DataFrame, runs: list[str], confidence: float) -> Differs:
     """Each pair told apart or not from the two values and their intervals (a normal approximation:
-    standard error = width / 2z), Holm over the family's pairs per metric and subset."""
+    standard error = width / 2z, z of each interval's own level: runs of one family may differ in it, the
+    board's ``confidence`` where a row does not say), Holm over the family's pairs per metric and subset, at
+    ``confidence``."""
     from scipy import stats as sps
 
     from vlfair.stats import holm
 
-    z = float(sps.norm.ppf((1 + confidence) / 2))
     differs: Differs = {}
     for (metric, subset), group in rows.groupby(["metric", "subset"]):
         values = group.drop_duplicates("run").set_index("run")
+        levels = values["confidence"].fillna(confidence) if "confidence" in values else pd.Series(
+            confidence, index=values.index)
+        z = {run: float(sps.norm.ppf((1 + level) / 2)) for run, level in levels.items()}
         pairs, p_values = [], []
         for a, b in itertools.combinations([r for r in runs if r in values.index], 2):
-            errors = [(values.at[r, "ci_high"] - values.at[r, "ci_low"]) / (2 * z) for r in (a, b)]
+            errors = [(values.at[r, "ci_high"] - values.at[r, "ci_low"]) / (2 * z[r]) for r in (a, b)]
             spread = math.hypot(*errors)
             # the difference of their distances to the neutral value: whether one is less biased
             neutral = values.at[a, "neutral"]

@@ -31,11 +31,13 @@ from vlfair.report.results import (  # noqa: F401  (read_results: its home befor
 )
 
 COLUMNS = ["model", "revision", "dtype", "kind", "probe", "probe_version", "dataset", "split", "metric", "subset",
-           "value", "ci_low", "ci_high", "p_value", "log10_p_value", "created", "vlfair_version",
+           # confidence: the interval's level (the run's; runs of one family may differ in it)
+           "value", "ci_low", "ci_high", "confidence", "p_value", "log10_p_value", "created", "vlfair_version",
            # what may be ranked against what: the run's family, the run (its content hash), the metric's
            # neutral value (NaN: a level, not a bias) and the rank within family, metric and subset
            "family", "run", "neutral", "rank"]
-NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "p_value": float, "log10_p_value": float,
+NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "confidence": float, "p_value": float,
+           "log10_p_value": float,
            "neutral": float, "rank": float}
 HEX = {"family": str, "run": str}  # hex digits that a CSV reader would otherwise take for numbers
 # a probe's own facts (Probe.facts: metric -> Facts or neutral value) by probe name, beyond vlfair.facts.FACTS
@@ -74,7 +76,9 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
                      "probe": r["probe"], "probe_version": r["probe_version"], "dataset": r["dataset"]["name"],
                      "split": r["dataset"]["split"], "metric": m["name"],
                      "subset": json.dumps(m["subset"], sort_keys=True, ensure_ascii=False), "value": m["value"],
-                     "ci_low": ci[0], "ci_high": ci[1], "p_value": m["p_value"],
+                     "ci_low": ci[0], "ci_high": ci[1],
+                     "confidence": (r.get("probe_settings") or {}).get("confidence") if m["ci"] else None,
+                     "p_value": m["p_value"],
                      # the p-value's log10 where the measure gives one: a p below 1e-308 keeps its size
                      "log10_p_value": (m.get("details") or {}).get("log10_p_value"), "created": r["created"],
                      "vlfair_version": r["vlfair_version"], "family": r.get("family"), "run": run,
