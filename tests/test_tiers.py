@@ -149,17 +149,24 @@ def test_the_demo_s_biased_and_control_encoders_fall_in_different_tiers_on_every
         assert tiers == {"demo-world control": 1.0, "demo-world biased": 2.0}, entry
 
 
-def test_the_leaderboard_space_shows_tiers_and_sorts_by_them(demo, tmp_path):
+def test_the_leaderboard_space_shows_tiers_and_sorts_by_them(demo, tmp_path, monkeypatch):
     """The leaderboard Space over a folder of runs tiers each family (paired: the samples are there),
     shows the tier beside the rank, sorts a family's metric by tier, and names each model's tier in the
-    chart's legend."""
+    chart's legend. Reading the board again tests no family again (the same runs: the same tests)."""
     from test_spaces import _load
+
+    from vlfair.compare import tiers
 
     out, _ = demo
     for encoder in ("biased", "control"):
         shutil.copytree(out / encoder / "professions", tmp_path / "runs" / encoder)
     app = _load("leaderboard")
+    tested = []
+    paired = tiers._paired
+    monkeypatch.setattr(tiers, "_paired", lambda *args: tested.append(args[0]) or paired(*args))
     board = app.load_board(str(tmp_path / "runs"))
+    again = app.load_board(str(tmp_path / "runs"))
+    assert len(tested) == 1 and again[list(tiers.TIER_COLUMNS)].equals(board[list(tiers.TIER_COLUMNS)])
     gaps = app.filter_board(board, metric="group_score_gap", sort_by="rank", descending=False)
     doctor = gaps[gaps["subset"] == json.dumps({"attribute": "gender", "profession": "doctor"})]
     assert doctor["model"].tolist() == ["demo-world control", "demo-world biased"]

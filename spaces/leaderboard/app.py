@@ -12,6 +12,7 @@ import os
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 import pandas as pd
@@ -38,6 +39,7 @@ from vlfair.report.plots import forest
 from vlfair.space.compare import MAX_RUNS, compare_chosen, run_choices, view
 
 ALL = "(all)"
+TIERS: dict[tuple, Any] = {}  # each family's tests, by its runs and the options (vlfair.compare.tiers.add_tiers)
 SHOWN = ["model", "kind", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value",
          "dataset", "created", "rank", "tier", "neutral", "family"]
 SORTS = ["value", "rank", "p_value", "model", "metric"]
@@ -77,8 +79,9 @@ def _board_in(path: Path, source: str | None, skipped: list[str] | None = None) 
                                 f"({LEGACY})")
     problems: list[str] = []  # one malformed file must not hide the board: listed, by name
     board = read_board([path], problems)
-    # tiers: paired from the runs' samples where they are here (a folder of runs), else from the intervals
-    board = add_tiers(board, board.attrs["paths"])
+    # tiers: paired from the runs' samples where they are here (a folder of runs), else from the intervals; each
+    # family's tests once per process (by its runs' content hashes), not on every load of the board
+    board = add_tiers(board, board.attrs["paths"], memo=TIERS)
     board.attrs["skipped"] = [*(skipped or []),
                               *(problem.replace(f"{path}/", f"{source}/" if source else "", 1) for problem in problems)]
     return board

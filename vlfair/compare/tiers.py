@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ TIER_COLUMNS = ("tier", "tied_with", "tier_method")
 
 def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidence: float = CONFIDENCE,
               bootstrap: int = BOOTSTRAP, n_permutations: int = PERMUTATIONS, seed: int | None = SEED,
-              said: list[str] | None = None) -> pd.DataFrame:
+              said: list[str] | None = None, memo: MutableMapping[tuple, Any] | None = None) -> pd.DataFrame:
     """``board`` (:func:`vlfair.report.leaderboard.read_board`'s) with ``tier`` (1, 2, ...; NaN where
     none), ``tied_with`` (the models not told apart from the row's, as JSON) and ``tier_method``.
 
@@ -50,6 +50,8 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
         n_permutations: their relabellings.
         seed: their seed.
         said: where a family tiered unpaired, or not at all, is described (one line each).
+        memo: each family's tests by its runs (their content hashes) and these options, kept from one call to
+            the next (a Space that reads its board again tests only the families it has not seen).
     """
     board = board.copy()
     board["tier"] = float("nan")
@@ -61,10 +63,18 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
         if len(runs) < 2:
             _say(said, f"family {family}: one model ({labels[runs[0]]}), so no tiers")
             continue
-        differs, why = _paired(runs, paths, confidence, bootstrap, n_permutations, seed)
-        method = PAIRED
-        if differs is None:
-            differs, method = _unpaired(rows, runs, confidence), UNPAIRED
+        # a run's content hash names everything measured: the same runs and options give the same tests
+        key = (tuple(sorted(runs)), confidence, bootstrap, n_permutations, seed)
+        if memo is None or key not in memo:
+            differs, why = _paired(runs, paths, confidence, bootstrap, n_permutations, seed)
+            method = PAIRED
+            if differs is None:
+                differs, method = _unpaired(rows, runs, confidence), UNPAIRED
+            if memo is not None:
+                memo[key] = differs, method, why
+        else:
+            differs, method, why = memo[key]
+        if method == UNPAIRED:
             _say(said, f"family {family}: tiered unpaired (from the intervals): {why}")
         for (metric, subset), group in rows.groupby(["metric", "subset"]):
             if group["neutral"].isna().all():
