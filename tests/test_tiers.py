@@ -153,9 +153,9 @@ def test_the_leaderboard_space_shows_tiers_and_sorts_by_them(demo, tmp_path, mon
     """The leaderboard Space over a folder of runs tiers each family (paired: the samples are there),
     shows the tier beside the rank, sorts a family's metric by tier, and names each model's tier in the
     chart's legend. Reading the board again tests no family again (the same runs: the same tests)."""
-    from test_spaces import _load
-
     from vlfair.compare import tiers
+
+    from test_spaces import _load
 
     out, _ = demo
     for encoder in ("biased", "control"):
