@@ -230,6 +230,34 @@ def test_card_results_writes_entries_and_records_beside_the_model_index(runs, tm
     assert record["source_metadata"]["source_organization_name"] == "acme"
 
 
+def test_the_board_page_links_each_row_to_the_record_card_results_writes(runs, tmp_path, monkeypatch):
+    """The board names each row's run's record as card-results writes it; the leaderboard Space, given where
+    the records are (VLFAIR_RECORDS: card-results' --source-template), links every row to it, its own run's."""
+    from vlfair.report.hub import content_hash
+    from vlfair.report.leaderboard import read_board
+
+    from test_spaces import _load
+
+    out = tmp_path / "card"
+    assert main(["card-results", *map(str, runs.values()), "--out", str(out), "--benchmark-repo", BENCHMARK,
+                 "--source-url", TEMPLATE]) == 0
+    written = {path.name for path in (out / "every_eval_ever").glob("*.json")}
+    board = read_board([str(path) for path in runs.values()])
+    assert set(board["record"]) == written and len(written) == 3
+    for key, path in runs.items():  # every row of a run names that run's record
+        results = _results(path)
+        assert set(board.loc[board["run"] == content_hash(results), "record"]) == {record_name(results)}, key
+    monkeypatch.setenv("VLFAIR_RECORDS", TEMPLATE)
+    app = _load("leaderboard")
+    rows = app.filter_board(board)
+    shown = app.display(rows)
+    assert len(shown) == len(board)
+    assert list(shown["record"]) == [f"[record]({TEMPLATE.format(record=name)})" for name in rows["record"]]
+    assert app.datatypes(shown)[list(shown.columns).index("record")] == "markdown"
+    monkeypatch.delenv("VLFAIR_RECORDS")
+    assert "record" not in _load("leaderboard").display(rows)  # nowhere to link: no column
+
+
 def test_without_a_template_the_source_is_the_records_path_under_out(runs, tmp_path, capsys):
     argv = ["card-results", str(runs["biased-traits"]), "--out", str(tmp_path), "--benchmark-repo", BENCHMARK]
     assert main(argv) == 0

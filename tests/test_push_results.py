@@ -608,9 +608,10 @@ def test_a_table_written_before_families_is_still_read(runs, tmp_path, suffix):
 
     board = read_board([runs])
     old = tmp_path / f"old{suffix}"
-    write_table(board.drop(columns=["family", "run", "neutral", "rank", "log10_p_value"]), old)
+    write_table(board.drop(columns=["family", "run", "neutral", "rank", "log10_p_value", "confidence", "record"]), old)
     back = read_table(old)
     assert list(back.columns) == COLUMNS
+    assert back["confidence"].isna().all() and back["record"].isna().all()  # a level and a record it did not keep
     assert back["rank"].isna().all() and back["family"].isna().all()  # nothing says what it may be ranked against
     assert back.loc[back["metric"] == "bias_ratio", "neutral"].eq(1.0).all()
 

@@ -4,12 +4,14 @@ Results come from VLFAIR_RESULTS, set by whoever runs the Space: a Hub dataset f
 `vlfair push-results` (hf://datasets/ORG/NAME, or ORG/NAME), a directory of runs, or a table written
 by `vlfair leaderboard --out FILE`. A visitor may load another Hub dataset in the page (never a path
 on the server). Every text in a results.json is data: it is shown through components that render
-text (tables, dropdowns), and escaped where Markdown shows it.
+text (tables, dropdowns), and escaped where Markdown shows it. VLFAIR_RECORDS, a URL with {record}
+(`vlfair card-results --source-template`'s), links each row to its run's Every Eval Ever record.
 """
 
 import json
 import os
 import re
+import urllib.parse
 import warnings
 from pathlib import Path
 from typing import Any
@@ -39,16 +41,19 @@ from vlfair.report.plots import forest
 from vlfair.space.compare import MAX_RUNS, compare_chosen, run_choices, view
 
 ALL = "(all)"
+# a URL with {record} where the runs' Every Eval Ever records are (card-results' --source-template): each row
+# of the board links its run's record
+RECORDS = os.environ.get("VLFAIR_RECORDS")
 TIERS: dict[tuple, Any] = {}  # each family's tests, by its runs and the options (vlfair.compare.tiers.add_tiers)
 SHOWN = ["model", "kind", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value",
-         "dataset", "created", "rank", "tier", "neutral", "family"]
+         "dataset", "created", "rank", "tier", "neutral", "family", "record"]
 SORTS = ["value", "rank", "p_value", "model", "metric"]
 LEGACY = "data/results-*.parquet"  # the table an older `vlfair leaderboard --push-to-hub` replaced on each push
 LEGACY_BYTES = 256 * 2**20  # such a table: one row per number of every run (hundreds of thousands of rows)
 WIDTHS = {"metric": "150px", "subset": "260px", "value": "80px", "CI": "130px", "p": "80px", "rank": "60px",
           "tier": "50px",
           "no bias at": "90px", "model": "220px", "kind": "110px", "probe": "120px", "dataset": "120px",
-          "family": "160px"}
+          "family": "160px", "record": "90px"}
 
 
 def load_board(source: str, token: str | bool | None = None) -> pd.DataFrame:
@@ -174,7 +179,23 @@ def display(rows: pd.DataFrame) -> pd.DataFrame:
     # models whose bias the runs cannot tell apart share a tier (vlfair.compare.tiers)
     shown.insert(6, "tier", rows["tier"].map(lambda t: "" if pd.isna(t) else f"{t:.0f}").to_numpy())
     shown.insert(7, "no bias at", rows["neutral"].map(format_value).to_numpy())
+    if RECORDS:  # each row's run's Every Eval Ever record: its interval, level and resamples, for other tools
+        shown["record"] = [record_link(name, RECORDS) for name in rows["record"]]
     return shown
+
+
+def record_link(name: str | None, template: str) -> str:
+    """A Markdown link to the record ``name`` where ``template`` (a URL with {record}) puts it; "" for a row of
+    a table that kept no record name."""
+    if not name:
+        return ""
+    return f"[record]({template.replace('{record}', urllib.parse.quote(name))})"
+
+
+def datatypes(shown: pd.DataFrame) -> list[str]:
+    """How the table renders each column: the record's link as Markdown, everything else as text (a results
+    file's text is data, never markup)."""
+    return ["markdown" if column == "record" else "str" for column in shown.columns]
 
 
 def metric_chart(rows: pd.DataFrame, metric: str):
@@ -302,13 +323,15 @@ def build_app(source: str) -> gr.Blocks:
                 descending = gr.Checkbox(value=True, label="descending")
             shown = display(filter_board(board))
             table = gr.Dataframe(shown, label="results", interactive=False, elem_id="results-table", wrap=True,
-                                 show_search="filter", column_widths=[WIDTHS[c] for c in shown.columns])
+                                 show_search="filter", column_widths=[WIDTHS[c] for c in shown.columns],
+                                 datatype=datatypes(shown))
             chart = gr.Plot(label="metric with CIs", elem_id="chart")
             explanation = gr.Markdown(elem_id="explanation")
             # shown once a model is chosen: an empty table would show placeholder headers
             detail = gr.Dataframe(label="model detail", interactive=False, elem_id="model-detail", wrap=True,
                                   visible=False, show_search="filter",
-                                  column_widths=[WIDTHS[c] for c in shown.columns if c != "model"])
+                                  column_widths=[WIDTHS[c] for c in shown.columns if c != "model"],
+                                  datatype=[d for c, d in zip(shown.columns, datatypes(shown)) if c != "model"])
         with gr.Tab("compare", elem_id="compare"):
             gr.Markdown("Pick 2 to 4 runs of one family: `vlfair compare` sets them side by side on the same "
                         "samples (their samples.parquet): each metric's difference A - B with a paired bootstrap "

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from vlfair.facts import Facts, neutral_value
+from vlfair.report.eval_results import record_name
 from vlfair.report.hub import (  # noqa: F401  (the Space's)
     BOARD_FILES,
     Wanted,
@@ -35,7 +36,9 @@ COLUMNS = ["model", "revision", "dtype", "kind", "probe", "probe_version", "data
            "value", "ci_low", "ci_high", "confidence", "p_value", "log10_p_value", "created", "vlfair_version",
            # what may be ranked against what: the run's family, the run (its content hash), the metric's
            # neutral value (NaN: a level, not a bias) and the rank within family, metric and subset
-           "family", "run", "neutral", "rank"]
+           "family", "run", "neutral", "rank",
+           # the run's Every Eval Ever record's file name (as vlfair card-results writes it): a board page links it
+           "record"]
 NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "confidence": float, "p_value": float,
            "log10_p_value": float,
            "neutral": float, "rank": float}
@@ -67,7 +70,7 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
     problem = family_problem(r)
     if problem:  # claims a family its own record does not make: ranked with runs it did not measure like
         raise ValueError(problem)
-    run, own = content_hash(r), (neutral or {}).get(r["probe"])
+    run, own, record = content_hash(r), (neutral or {}).get(r["probe"]), record_name(r)
     rows = []
     for m in r["metrics"]:
         ci = m["ci"] or [None, None]
@@ -82,7 +85,7 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
                      # the p-value's log10 where the measure gives one: a p below 1e-308 keeps its size
                      "log10_p_value": (m.get("details") or {}).get("log10_p_value"), "created": r["created"],
                      "vlfair_version": r["vlfair_version"], "family": r.get("family"), "run": run,
-                     "neutral": neutral_value(m["name"], own)})
+                     "neutral": neutral_value(m["name"], own), "record": record})
     for row in rows:
         for column in NUMBERS:
             if column in row:
@@ -110,7 +113,7 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def _texts(frame: pd.DataFrame) -> pd.DataFrame:
     """The text columns that may be missing hold None (as Python objects): the same table whether
     it was made here or read back from CSV, which turns a missing string into NaN."""
-    for column in ("revision", "split", "family", "run"):
+    for column in ("revision", "split", "family", "run", "record"):
         frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
     return frame
 
@@ -249,9 +252,13 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
         position = frame.columns.get_loc("p_value")
         assert isinstance(position, int), "a results table's columns are unique"
         frame.insert(position + 1, "log10_p_value", float("nan"))
-    for column in ("family", "run"):
+    for column in ("family", "run", "record"):
         if column not in frame:
             frame[column] = None
+    if "confidence" not in frame:  # a table written before the board kept its intervals' level
+        position = frame.columns.get_loc("ci_high")
+        assert isinstance(position, int), "a results table's columns are unique"
+        frame.insert(position + 1, "confidence", float("nan"))
     if "kind" not in frame:  # a table written before generative models: every model an encoder
         position = frame.columns.get_loc("dtype")
         assert isinstance(position, int), "a results table's columns are unique"
@@ -264,6 +271,8 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
         frame["tier"] = frame["tier"].astype(float)
         for column in ("tied_with", "tier_method"):
             frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    # the columns in the board's order (those an older table lacked were added above), then any others (tiers)
+    frame = frame[[*COLUMNS, *(c for c in frame.columns if c not in COLUMNS)]]
     frame = _texts(frame.astype(NUMBERS))
     unique = frame.drop_duplicates(ignore_index=True)
     unique.attrs["duplicate_rows"] = len(frame) - len(unique)
