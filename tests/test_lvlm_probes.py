@@ -388,3 +388,16 @@ def test_the_leaderboard_shows_each_run_s_scorer_kind_and_filters_by_it(checkpoi
     cards = card_results(read_results([tmp_path / "runs" / "clip" / "results.json",
                                        tmp_path / "runs" / "lvlm" / "results.json"]))
     assert "image-text-to-text" in cards and "zero-shot-image-classification" in cards
+
+
+@pytest.mark.parametrize(("probe", "phrasing"), [("professions", "a picture of a {profession}"),
+                                                 ("traits", "someone {trait}"),
+                                                 ("public-figures", "a picture of a {}")])
+def test_phrasings_of_a_contrastive_prompt_are_refused_for_a_generative_model(checkpoints, probe, phrasing,
+                                                                              tmp_path, capsys):
+    """Phrasings rephrase a contrastive model's prompt; a generative model is asked its question: one line, exit 2,
+    before any image is scored (issue 46)."""
+    assert _run(probe, f"lvlm:{checkpoints['llava']}", tmp_path / "out", "--set", f'phrasings=["{phrasing}"]') == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith("vlfair run: ") and "phrasings" in error, error
+    assert not (tmp_path / "out" / "results.json").exists()

@@ -95,10 +95,13 @@ def test_a_bias_planted_in_one_phrasing_is_found_in_that_phrasing_only():
     ("traits", '["someone {trait}", "a {profession}"]', "setting phrasings.1 = 'a {profession}': must hold the "
                                                        "placeholder {trait}"),
     ("traits", '["a {trait} person"]', "is the study's prompt, phrasing 1 already"),
+    ("public-figures", '["a portrait"]', "setting phrasings.0 = 'a portrait': must hold the placeholder {}"),
+    ("public-figures", '["This is a photo of a {}"]', "is the study's prompt, phrasing 1 already"),
 ])
 def test_a_phrasing_without_its_placeholder_or_given_twice_is_refused_by_name(probe, phrasings, message, tmp_path,
                                                                               capsys):
-    data = {"professions": "synthetic:professions", "traits": "synthetic:fairface"}[probe]
+    data = {"professions": "synthetic:professions", "traits": "synthetic:fairface", "public-figures": "synthetic:pfi"}[
+        probe]
     assert main(["run", probe, "--model", "no-model-needed", "--dataset", data,
                  "--out", str(tmp_path / "out"), "--set", f"phrasings={phrasings}"]) == 2
     err = capsys.readouterr().err
@@ -115,6 +118,9 @@ def test_phrasings_are_part_of_the_family():
     assert alone["settings"]["phrasings"] == [] and alone["probe_version"] == 6
     phrased = cls({"phrasings": ["a picture of a {profession}"]}).family_key(dataset)
     assert phrased["settings"]["phrasings"] == ["a picture of a {profession}"] and phrased != alone
+    figures = probe_class("public-figures")
+    assert figures({}).family_key(dataset)["probe_version"] == 8
+    assert figures({"phrasings": ["a picture of a {}"]}).family_key(dataset) != figures({}).family_key(dataset)
 
 
 def test_phrasings_from_a_file_run_rescore_and_compare_end_to_end(clip_dir, siglip_dir, tmp_path):
@@ -176,6 +182,48 @@ def test_traits_find_a_race_difference_planted_in_one_phrasing_there_only():
                and m.subset.get("phrasing") == "pooled")
     assert men.details["holds_in"] == 0
     assert out.tables["phrasings"].frame.loc[("smart/dumb", "gender=Female"), "found in"] == "1 of 3 phrasings"
+
+
+def test_public_figures_find_a_bias_ratio_planted_in_one_phrasing_there_only(clip_dir, tmp_path):
+    """A public-figures run with three phrasings of the class prompt, its bias ratios' class scores then spread
+    alike over 0.3-0.5 for both genders of each folder (a ratio of 1) with every phrasing, the women's politician
+    scores halved with the second: each politician folder's bias ratio excludes 1 (below it) with phrasing 2
+    alone, the pooled ratio says it holds in 1 of 3 phrasings, and the phrasings table says so; the athletes' and
+    actors' ratios, planted nowhere, hold in none."""
+    import vlfair
+    from vlfair.probes import run_probe
+    from vlfair.samples import read_samples
+
+    settings = {"phrasings": ["a picture of a {}", "an image of a {}"], "bootstrap": 300}
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    run_probe("public-figures", encoder, "synthetic:pfi", tmp_path / "run", cache_dir=None, settings=settings)
+    samples, _ = read_samples(tmp_path / "run" / "samples.parquet")
+    frame, rng = samples.frame, np.random.default_rng(3)
+    women = (frame["gender"] == "Female").to_numpy()
+    for column in ("probability politicians level 2: politician", "probability athletes level 2: athlete",
+                   "probability actors level 2: actor"):
+        scored = frame[column].notna().to_numpy()
+        for number in (1, 2, 3):
+            values = np.empty(len(frame))
+            for folder in set(frame["category"]):  # in each folder, each gender's spread evenly: equal means
+                for gender in (women, ~women):
+                    rows = np.flatnonzero(scored & gender & (frame["category"] == folder).to_numpy())
+                    values[rng.permutation(rows)] = np.linspace(0.3, 0.5, rows.size)
+            if number == 2 and "politician" in column:
+                values[women] *= 0.5
+            frame.loc[scored, phrasing_column(column, number)] = values[scored]
+    out = probe_class("public-figures")(settings).analyze(samples)
+    ratios = {(m.subset["folder"], m.subset.get("phrasing", 1)): m for m in out.metrics if m.name == "bias_ratio"}
+    folders = sorted({folder for folder, _ in ratios})
+    assert {"politicians", "athlete"} <= set(folders)
+    for folder in folders:
+        below = [ratios[folder, k].ci[1] < 1 for k in (1, 2, 3)]
+        politician = ratios[folder, 1].subset["class"] == "politician"
+        assert below == ([False, True, False] if politician else [False, False, False]), folder
+        assert ratios[folder, "pooled"].details["holds_in"] == (1 if politician else 0), folder
+    table = out.tables["phrasings"].frame
+    assert table.loc[("politicians", "politician"), "found in"] == "1 of 3 phrasings"
+    assert table.loc[("athlete", "athlete"), "found in"] == "0 of 3 phrasings"
 
 
 def test_a_pair_a_phrasing_makes_one_text_is_left_out_of_that_phrasing_and_the_pooled_metrics():

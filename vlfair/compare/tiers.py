@@ -64,16 +64,16 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
             _say(said, f"family {family}: one model ({labels[runs[0]]}), so no tiers")
             continue
         # a run's content hash names everything measured: the same runs and options give the same tests
-        key = (tuple(sorted(runs)), confidence, bootstrap, n_permutations, seed)
-        if memo is None or key not in memo:
+        tests = (tuple(sorted(runs)), confidence, bootstrap, n_permutations, seed)
+        if memo is None or tests not in memo:
             differs, why = _paired(runs, paths, confidence, bootstrap, n_permutations, seed)
             method = PAIRED
             if differs is None:
                 differs, method = _unpaired(rows, runs, confidence), UNPAIRED
             if memo is not None:
-                memo[key] = differs, method, why
+                memo[tests] = differs, method, why
         else:
-            differs, method, why = memo[key]
+            differs, method, why = memo[tests]
         if method == UNPAIRED:
             _say(said, f"family {family}: tiered unpaired (from the intervals): {why}")
         for (metric, subset), group in rows.groupby(["metric", "subset"]):

@@ -19,6 +19,7 @@ from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from vlfair.defaults import PERMUTATIONS
 from vlfair.outputs import Metric, metric_from
+from vlfair.probes import phrasings as phrasing
 from vlfair.probes import register, reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
@@ -97,7 +98,7 @@ class FigureQuestions(Asking):
     none_answer: Text | None = Field(description="an answer naming no one among the names (null: none offered)")
 
 
-class PublicFiguresSettings(ProbeSettings, Bootstrap):
+class PublicFiguresSettings(ProbeSettings, Bootstrap, phrasing.Phrased):
     prompt: Prompt = Field(description="the class prompt, with {} for the class")
     name_prompt: Prompt = Field(description="the name-retention prompt, with {} for the name")
     groups: dict[Name, FolderGroup] = Field(min_length=1, description="folder groups: folders, pooled, own, levels "
@@ -105,6 +106,7 @@ class PublicFiguresSettings(ProbeSettings, Bootstrap):
     bias_ratio: BiasRatio = Field(description="the bias ratio's class per group and its protected and reference "
                                               "genders")
     generative: FigureQuestions = Field(description="how a generative model (lvlm:) is asked about classes and names")
+    phrasings: phrasing.setting("") = phrasing.field("the class prompt, each with {}")  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def _consistent(self) -> PublicFiguresSettings:
@@ -168,21 +170,27 @@ class PublicFiguresProbe(Probe):
         self._check_folders(categories)
         n = len(rows)
         columns: dict[str, Any] = {**ctx.identity(rows), "category": categories, "gender": genders, "name": names}
+        if s.phrasings and ctx.generative:
+            raise ProbeError("public-figures: setting phrasings rephrases the contrastive class prompt; a generative "
+                             "model is asked generative.question: leave phrasings empty")
         for group, spec, in_group, _views in self._folder_groups(categories):
             for level, level_spec in sorted(spec.levels.items()):
                 classes = level_spec.classes
-                probabilities = ctx.text_scores([s.prompt.format(c) for c in classes], asked,
-                                                [asked.answer.format(c) for c in classes],
-                                                within=rows[in_group]).probabilities
-                for j, label in enumerate(classes):
-                    columns[_probability_column(group, level, label)] = _spread(probabilities[:, j], in_group, n)
                 truth = self._truth(ctx, rows[in_group], level_spec.truth, classes, categories[in_group])
                 known = np.array([t is not None for t in truth], dtype=bool)
-                correct = np.full(len(truth), np.nan)
-                predicted = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
-                correct[known] = (predicted[known] == truth[known]).astype(float)
                 columns[_truth_column(group, level)] = _spread(truth, in_group, n)
-                columns[_correct_column(group, level)] = _spread(correct, in_group, n)
+                # the study's prompt (phrasing 1), then each other phrasing of it on the same images
+                for number, prompt in enumerate([s.prompt, *s.phrasings], start=1):
+                    probabilities = ctx.text_scores([prompt.format(c) for c in classes], asked,
+                                                    [asked.answer.format(c) for c in classes],
+                                                    within=rows[in_group]).probabilities
+                    for j, label in enumerate(classes):
+                        columns[phrasing.column(_probability_column(group, level, label), number)] = _spread(
+                            probabilities[:, j], in_group, n)
+                    correct = np.full(len(truth), np.nan)
+                    predicted = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
+                    correct[known] = (predicted[known] == truth[known]).astype(float)
+                    columns[phrasing.column(_correct_column(group, level), number)] = _spread(correct, in_group, n)
         name_scores: list[np.ndarray] = []
         own_first = np.full(n, np.nan)
         for folder in self._retention_folders(categories):
@@ -215,6 +223,8 @@ class PublicFiguresProbe(Probe):
             warnings.append("a sigmoid model: class scores are independent probabilities x100, rows do not sum to 100")
         facts = {"prompt": s.prompt, "name_prompt": s.name_prompt,
                  "score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax"}
+        if s.phrasings:
+            facts["phrasings"] = [s.prompt, *s.phrasings]
         return Samples(pd.DataFrame(columns), facts, warnings)
 
     @staticmethod
@@ -243,7 +253,8 @@ class PublicFiguresProbe(Probe):
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
         declared = self.declare(samples)
         # the bias ratio's test takes the measure's relabellings (bias_ratio's default: the study has no test)
-        out.metrics = evaluate(samples, declared, self.facts, n_permutations=PERMUTATIONS, **s.resampling)
+        out.metrics = evaluate(samples, [*declared, *phrasing.pooled(declared, samples)], self.facts,
+                               n_permutations=PERMUTATIONS, **s.resampling)
         measured = {(m.name, _key(m.subset)): m for m in out.metrics}
         summary, ratios = {}, {}
         for group, spec, _in_group, views in self._folder_groups(categories):
@@ -291,7 +302,28 @@ class PublicFiguresProbe(Probe):
                                                        "per folder and level", "score x100",
                                                        ylim=(0, 100), legend_title="class level")
         self._retention(samples, out, categories, _texts(samples.column("name")))
+        if phrasing.count(samples) > 1:
+            self._phrasings(samples, out)
         return out
+
+    def _phrasings(self, samples: Samples, out: Output) -> None:
+        """An extension of vlfair's (issue 46): the phrasings table, each folder's bias ratio with every phrasing of
+        the class prompt and pooled (:mod:`vlfair.probes.phrasings`), found in a phrasing whose interval excludes 1
+        on the pooled ratio's side."""
+        prompts = samples.facts["phrasings"]
+        ratios = {(m.subset["folder"], m.subset.get("phrasing", 1)): m for m in out.metrics if m.name == "bias_ratio"}
+        rows = []
+        for (folder, number), pooled in ratios.items():
+            held = [ratios[(folder, k)] for k in range(1, len(prompts) + 1) if (folder, k) in ratios]
+            if number != phrasing.POOLED or len(held) < len(prompts):
+                continue
+            side = np.sign(pooled.value - 1.0) if pooled.value is not None else 0.0
+            found = [bool(m.ci and side and (m.ci[0] > 1.0 if side > 0 else m.ci[1] < 1.0)) for m in held]
+            rows.append(phrasing.row({"folder": folder, "class": pooled.subset["class"]}, pooled, found))
+        if rows:
+            out.tables["phrasings"] = phrasing.table(rows, ["folder", "class"], prompts,
+                                                     "Each folder's bias ratio b = s_w / s_m",
+                                                     "interval excludes 1 on the pooled ratio's side")
 
     def _top1(self, out: Output, folder: str, level: int, classes: list[str], probabilities: np.ndarray,
               truth: np.ndarray, genders: np.ndarray, measured: dict[tuple[str, str], Metric]) -> dict[str, Any]:
@@ -373,31 +405,8 @@ class PublicFiguresProbe(Probe):
         images with a right class (each image right or not); at level 2, the bias ratio of the group's class. Per
         folder, the retention text score (each image's own name first or not, resampled within names). The
         retention image score is not declared (:attr:`uncompared` says why)."""
-        s = self.settings
-        categories, genders = _texts(samples.column("category")), samples.column("gender")
-        metrics = []
-        for group, spec, _in_group, views in self._folder_groups(categories):
-            for level, level_spec in sorted(spec.levels.items()):
-                column = _correct_column(group, level)
-                answered = ~np.isnan(samples.column(column).astype(float))
-                for folder, mask in views.items():
-                    rows = np.flatnonzero(mask)
-                    subset = {"folder": folder, "level": level}
-                    metrics += [Declared("class_score", {**subset, "class": label, "gender": gender},
-                                         Mean(_probability_column(group, level, label), gender, 100.0), rows, "gender",
-                                         strata="gender", report=reports.group_rows)
-                                for gender in sorted(set(genders[rows].tolist())) for label in level_spec.classes]
-                    known = np.flatnonzero(mask & answered)  # the images with a right class
-                    metrics += [Declared("accuracy", subset, Mean(column), known, "gender",
-                                         report=reports.by_group("by_gender")),
-                                Declared("group_rate_gap", {**subset, "groups": "gender"}, Range(column), known,
-                                         "gender", report=reports.rate_gap)]
-                    if level == 2 and group in s.bias_ratio.classes:
-                        label = s.bias_ratio.classes[group]
-                        metrics.append(Declared("bias_ratio", {"folder": folder, "class": label},
-                                                Ratio(_probability_column(group, level, label),
-                                                      s.bias_ratio.protected_group, s.bias_ratio.reference_group),
-                                                rows, "gender", report=reports.ratio))
+        categories = _texts(samples.column("category"))
+        metrics = self._class_metrics(samples, categories, 1)
         if OWN_NAME_FIRST in samples.frame.columns:
             first = samples.column(OWN_NAME_FIRST).astype(float)
             for folder in self._retention_folders(categories):
@@ -410,6 +419,40 @@ class PublicFiguresProbe(Probe):
                     width += 1
                 metrics.append(Declared("retention_text_score", {"folder": folder}, Mean(OWN_NAME_FIRST), rows,
                                         strata="name", also=tuple(map(_name_score_column, range(width)))))
+        for number in range(2, phrasing.count(samples) + 1):  # the class prompt's other phrasings
+            metrics += self._class_metrics(samples, categories, number)
+        return metrics
+
+    def _class_metrics(self, samples: Samples, categories: np.ndarray, number: int) -> list[Declared]:
+        """The class scores, top-1 accuracies and gaps, and bias ratios with phrasing ``number`` of the class
+        prompt (1: the study's)."""
+        s = self.settings
+        genders = samples.column("gender")
+        phrased = {} if number == 1 else {"phrasing": number}
+        metrics = []
+        for group, spec, _in_group, views in self._folder_groups(categories):
+            for level, level_spec in sorted(spec.levels.items()):
+                column = phrasing.column(_correct_column(group, level), number)
+                answered = ~np.isnan(samples.column(column).astype(float))
+                for folder, mask in views.items():
+                    rows = np.flatnonzero(mask)
+                    subset = {"folder": folder, "level": level}
+                    metrics += [Declared("class_score", {**subset, "class": label, "gender": gender, **phrased},
+                                         Mean(phrasing.column(_probability_column(group, level, label), number),
+                                              gender, 100.0), rows, "gender", strata="gender",
+                                         report=reports.group_rows)
+                                for gender in sorted(set(genders[rows].tolist())) for label in level_spec.classes]
+                    known = np.flatnonzero(mask & answered)  # the images with a right class
+                    metrics += [Declared("accuracy", {**subset, **phrased}, Mean(column), known, "gender",
+                                         report=reports.by_group("by_gender")),
+                                Declared("group_rate_gap", {**subset, "groups": "gender", **phrased}, Range(column),
+                                         known, "gender", report=reports.rate_gap)]
+                    if level == 2 and group in s.bias_ratio.classes:
+                        label = s.bias_ratio.classes[group]
+                        metrics.append(Declared("bias_ratio", {"folder": folder, "class": label, **phrased},
+                                                Ratio(phrasing.column(_probability_column(group, level, label), number),
+                                                      s.bias_ratio.protected_group, s.bias_ratio.reference_group),
+                                                rows, "gender", report=reports.ratio))
         return metrics
 
     # ---- what score, analyze and comparisons share ----------------------------------------------
