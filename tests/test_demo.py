@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from vlfair.cli import main
@@ -69,7 +70,8 @@ def test_every_probe_measures_the_world_as_it_did_before_the_plugin_refactor(dem
     recorded = json.loads((Path(__file__).parent / "data" / "numbers" / "demo.json").read_text())
     assert sorted(recorded) == sorted(str(p.parent.relative_to(out)) for p in out.glob("*/*/results.json")
                                       if p.parent.name != "retrieval"  # the first probe written after it (issue 31)
-                                      and not p.parent.parent.name.startswith("answerer-"))  # and issue 32's
+                                      and not p.parent.parent.name.startswith("answerer-")  # and issue 32's
+                                      and not p.parent.name.endswith("-phrasings"))  # and issue 46's
     for run, expected in recorded.items():
         actual = comparable_results(json.loads((out / run / "results.json").read_text()))
         # atol: a gap between two mean CLIPScores near 25 is exact only to float32's resolution there (1.9e-6),
@@ -100,6 +102,33 @@ def _by_metric(differences: list[dict]) -> dict[str, dict]:
              {k: v for k, v in d.items() if k != "mde"} for d in differences}
     assert len(keyed) == len(differences), "a metric compared twice"
     return dict(sorted(keyed.items()))
+
+
+def test_the_demo_shows_each_verdict_across_phrasings(demo):
+    """Issue 46: the world encoders measured again with two more phrasings of the professions' and traits'
+    prompts (their runs beside the study's, their phrasings tables in the report): each planted bias (the
+    doctors' and nurses' gender gaps, the race difference in 'smart' within each gender) is found with every
+    phrasing by the biased encoder, and the control finds nothing with any; the study's own runs are as they
+    were (their numbers are checked above)."""
+    from vlfair.demo.spread import PHRASED
+
+    out, _ = demo
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for probe in PHRASED:
+        for encoder in ("biased", "control"):
+            results = json.loads((out / encoder / f"{probe}-phrasings" / "results.json").read_text())
+            assert results["settings"]["phrasings"][1:] == PHRASED[probe]
+            table = pd.read_csv(out / encoder / f"{probe}-phrasings" / "phrasings.csv")
+            keys = [c for c in table.columns if not c.startswith(("phrasing", "pooled", "found"))]
+            found[probe, encoder] = {" ".join(map(str, row[keys])): row["found in"] for _, row in table.iterrows()}
+    planted = {"professions": {"gender doctor", "gender nurse"},
+               "traits": {"smart/dumb gender=Female", "smart/dumb gender=Male"}}
+    for probe, keys in planted.items():
+        assert {k for k, text in found[probe, "biased"].items() if text == "3 of 3 phrasings"} == keys, probe
+        assert set(found[probe, "control"].values()) == {"0 of 3 phrasings"}, probe
+    report = (out / "report.html").read_text()
+    assert report.count("Does each verdict hold across phrasings?") == 2
+    assert "biased/professions-phrasings/report.html" in report
 
 
 def test_biased_encoder_shows_every_planted_bias_with_its_sign(demo):
@@ -561,13 +590,14 @@ def test_the_profile_says_each_probe_s_time_per_kind_of_model_and_the_total():
     timings = Timings()
     with timings("imports"):
         pass
-    timings.add({("encoders", "traits"): 2.0, ("answerers", "traits"): 1.25, ("compared", "traits"): 0.5,
-                 ("report", "traits"): 0.25, ("encoders", "retrieval"): 1.0})
+    timings.add({("encoders", "traits"): 2.0, ("phrasings", "traits"): 0.75, ("answerers", "traits"): 1.25,
+                 ("compared", "traits"): 0.5, ("report", "traits"): 0.25, ("encoders", "retrieval"): 1.0})
     timings.add({("encoders", "traits"): 1.0})  # a second worker's share of the same step
     lines = timings.table().splitlines()
     assert lines[0] == "demo time by probe and model kind (seconds, wall clock):"
-    assert lines[1].split() == ["probe", *STEPS, "total"] and STEPS == ("encoders", "answerers", "compared", "report")
-    assert lines[2].split() == ["traits", "3.0", "1.2", "0.5", "0.2", "5.0"]
-    assert lines[3].split() == ["retrieval", "1.0", "0.0", "0.0", "0.0", "1.0"]
-    assert lines[4].split() == ["all", "probes", "4.0", "1.2", "0.5", "0.2", "6.0"]
+    assert lines[1].split() == ["probe", *STEPS, "total"]
+    assert STEPS == ("encoders", "phrasings", "answerers", "compared", "report")
+    assert lines[2].split() == ["traits", "3.0", "0.8", "1.2", "0.5", "0.2", "5.8"]
+    assert lines[3].split() == ["retrieval", "1.0", "0.0", "0.0", "0.0", "0.0", "1.0"]
+    assert lines[4].split() == ["all", "probes", "4.0", "0.8", "1.2", "0.5", "0.2", "6.8"]
     assert lines[5].startswith("  the demo's own steps: imports 0.0") and lines[6].startswith("  total ")

@@ -27,6 +27,7 @@ from vlfair.demo.entries import (  # noqa: F401  (names read from here before vl
     word_influence_setup,
 )
 from vlfair.demo.shipped import SHIPPED_DIR, WORLDS, display_name, encoder_path
+from vlfair.demo.spread import PHRASED, measure_spread
 from vlfair.demo.timing import Timings
 from vlfair.demo.train import read_record
 from vlfair.demo.world import Planting
@@ -71,6 +72,7 @@ class ProbeResults:
     kinds: list[dict[str, Any]]      # generative.compare_kind (none where the kinds measure other things)
     section: dict[str, Any]          # the report's section of the probe
     forests: list[Any]               # the report's figures of the answerers' measures of the probe
+    spread: dict[str, Any] | None    # the encoders with other phrasings of the probe's prompt (vlfair.demo.spread)
     seconds: dict[tuple[str, str | None], float]
     said: list[str]
 
@@ -86,15 +88,18 @@ def measure_probe_on_world(probe: str, world: WorldModels) -> ProbeResults:
                             said.append)
     with timings("compared", probe):
         paired = compare_probe(world.out, probe)
+    with timings("phrasings", probe):
+        spread = measure_spread(probe, world.encoders, world.data, world.out, world.cache_dir)
+        said += spread["said"] if spread else []
     with timings("answerers", probe):
         asked = on_models(probe, dict(generative.PROBES)[probe], world.answerers, world.out, world.cache_dir,
                           world.data, said.append, generative.KIND, None if world.full else ANSWERER_FIGURES_LEFT_OUT)
     with timings("compared", probe):
         kinds = generative.compare_kind(world.out, probe) if probe in generative.COMPARED else []
     with timings("report", probe):
-        section = _probe_section(probe, entries, world.out)
+        section = _probe_section(probe, entries, world.out, spread)
         forests = _forests(asked)
-    return ProbeResults(probe, entries, asked, paired, kinds, section, forests, timings.seconds, said)
+    return ProbeResults(probe, entries, asked, paired, kinds, section, forests, spread, timings.seconds, said)
 
 
 # the probes by the time each takes on both kinds of model (--profile, 2 cores: public figures 10-12 s,
@@ -246,10 +251,11 @@ def _forest_png(rows: list[dict], title: str) -> str:
 ENTRY_COLUMNS = ["measure", "subset", "encoder", "planted", "measured", "95 % CI / p", "detected", "valid"]
 
 
-def _probe_section(probe: str, entries: list[dict], out: Path) -> dict[str, Any]:
+def _probe_section(probe: str, entries: list[dict], out: Path, spread: dict[str, Any] | None = None) -> dict[str, Any]:
     """The probe's entries (table and one figure per measure, biased and control on shared axes)
-    and the probe's own figures side by side, drawn on shared scales, with links to both reports:
-    the data of one section of demo.html.j2."""
+    and the probe's own figures side by side, drawn on shared scales, with links to both reports, and
+    each encoder's phrasings table where the demo rephrases the probe (``spread``): the data of one section
+    of demo.html.j2."""
     import pandas as pd
 
     rows = [(e["measure"], format_subset(e["subset"]), display_name(e["encoder"]), e["planted"], e["measured"],
@@ -265,7 +271,10 @@ def _probe_section(probe: str, entries: list[dict], out: Path) -> dict[str, Any]
             "forests": _forests(entries),
             "reports": [{"href": f"{name}/{probe}/report.html", "text": f"{display_name(name)}: full {probe} report"}
                         for name in ("biased", "control")],
-            "figures": figures}
+            "figures": figures,
+            "spread": None if spread is None else {
+                "phrasings": len(PHRASED[probe]) + 1,
+                "tables": [{**found, "table": grid(found["table"])} for found in spread["tables"]]}}
 
 
 def _paired_section(paired: dict[str, Any]) -> dict[str, Any]:

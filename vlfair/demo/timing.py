@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 # the columns of the profile's table: the steps a probe takes in the demo
-STEPS = ("encoders", "answerers", "compared", "report")
+STEPS = ("encoders", "phrasings", "answerers", "compared", "report")
 
 
 @dataclasses.dataclass
@@ -16,7 +16,8 @@ class Timings:
     """Seconds spent per (step, probe); a step without a probe (loading, the report) is the demo's own.
 
     ``encoders`` and ``answerers``: the probe run on both world models of that kind (measured and
-    written); ``compared``: its paired comparisons (biased vs control, encoder vs answerer);
+    written); ``phrasings``: the encoders again with other phrasings of its prompt (vlfair.demo.spread);
+    ``compared``: its paired comparisons (biased vs control, encoder vs answerer);
     ``report``: its section of the demo's report. Probes that ran side by side (in worker
     processes) each count their own time: the probes' total can exceed the demo's wall clock."""
 
