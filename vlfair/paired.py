@@ -118,7 +118,7 @@ Resampled = tuple[np.ndarray, np.ndarray]  # a model's (M,) statistics at the da
 def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP,
             confidence: float = CONFIDENCE, seed: int | None = SEED, n_permutations: int = PERMUTATIONS,
             resampled: tuple[Resampled, Resampled] | None = None,
-            tests: list[stats.PermutationResult] | None = None) -> list[Difference]:
+            tests: list[stats.PermutationResult] | None = None, measured: bool = False) -> list[Difference]:
     """Every statistic of ``row_set`` for models A and B, whose (n, k) values of the row set's
     columns are ``values_a`` and ``values_b`` (the same rows in the same order).
 
@@ -129,14 +129,18 @@ def compare(row_set: RowSet, values_a: npt.ArrayLike, values_b: npt.ArrayLike, *
     ``resampled``: each model's statistics at the data and on the resamples, as :func:`resample` gives
     them for the same row set, bootstrap and seed (several models compared pair by pair resample each
     model once); ``tests``: the pair's permutation tests, made on :func:`relabelling_stream`'s swaps
-    (several pairs sharing the swaps' products: ``vlfair.compare.tiers``).
+    (several pairs sharing the swaps' products: ``vlfair.compare.tiers``); ``measured``: the resamples and the
+    swaps drawn from the bare seed, as the measures draw theirs (``measures.bias_difference``), not from the
+    streams compare spawns from it.
     """
     a = np.asarray(values_a, dtype=float).reshape(len(row_set.rows), -1)
     b = np.asarray(values_b, dtype=float).reshape(len(row_set.rows), -1)
     engine = (row_set.engine or _Engine)(row_set, a, b)
     count = len(row_set.statistics)
-    # independent streams for the resamples, the unpaired contrast and the relabellings
-    streams = np.random.SeedSequence(seed).spawn(3)
+    # independent streams for the resamples, the unpaired contrast and the relabellings (a measure's: its seed)
+    streams: list[Any] = np.random.SeedSequence(seed).spawn(3)
+    if measured:
+        streams = [seed, streams[1], seed]
     if resampled is not None:
         (point_a, samples_a), (point_b, samples_b) = resampled
     else:

@@ -8,13 +8,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from vlfair import stats
+from vlfair import paired, stats
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
 from vlfair.measures.checks import (
     MAY_BE_UNDEFINED,
     Labels,
     MeasureResult,
-    as_interval,
     checked,
     float_column,
     label_array,
@@ -82,11 +81,11 @@ def bias_difference(scores_a: npt.ArrayLike, scores_b: npt.ArrayLike, groups: La
     """Two models scored on the same rows: the difference of their bias ratios and of their largest
     group gaps, each with a paired bootstrap interval and a paired permutation test.
 
-    The bootstrap draws rows within each group (stratified, as the measures' own intervals) and
-    evaluates both models on the same drawn rows (:func:`vlfair.stats.stratified_resamples`, so it
-    is :func:`vlfair.stats.paired_bootstrap` vectorised). The test swaps the two models' scores in
-    random sets of rows (:func:`vlfair.stats.sign_flip_tests`: exact over all 2^N swaps when they
-    number at most ``n_permutations``).
+    Both are ``vlfair compare``'s paired statistics (:func:`vlfair.paired.compare`, one engine): the bootstrap
+    draws rows within each group (stratified, as the measures' own intervals; the bare seed, as theirs) and
+    evaluates both models on the same drawn rows (:func:`vlfair.stats.stratified_resamples`). The test swaps the
+    two models' scores in random sets of rows (:func:`vlfair.stats.sign_flip_tests`: exact over all 2^N swaps
+    when they number at most ``n_permutations``). Each model's values are bias_ratio's and group_score_gap's own.
 
     The verdict of each measure: "no difference detected" unless the interval of A - B excludes 0
     and (when computed) the p-value is below 1 - ``confidence``; then "A less biased" where the
@@ -131,60 +130,40 @@ def bias_difference(scores_a: npt.ArrayLike, scores_b: npt.ArrayLike, groups: La
     counts = np.bincount(codes, minlength=len(names))
     require_sizes(names, counts)
     p_i, r_i, num_groups = names.index(protected), names.index(reference), len(names)
-    means = []
+    points = []  # each model's ratio and gap by bias_ratio's and group_score_gap's own arithmetic: their values
     for column, values in (("predictions1", a), ("predictions2", b)):
         negative = np.flatnonzero(values < 0)
         if negative.size:  # as bias_ratio: a ratio of means needs scores that cannot cancel
             raise ValueError(f"{column} must be >= 0 for a ratio of means (e.g. CLIP scores, probabilities); row "
                              f"{int(negative[0])} is {values[negative[0]]:g}")
-        means.append(stats.group_means(values, codes, num_groups))
-        if means[-1][r_i] == 0:
+        means = stats.group_means(values, codes, num_groups)
+        if means[r_i] == 0:
             raise ValueError(f"{column}: the mean score of reference_group {reference!r} is 0: the ratio is undefined")
-    neutral = np.array([1.0, 0.0])  # of the ratio and the gap
-
-    def measured(group_means: np.ndarray) -> np.ndarray:
-        """(b, G) group means -> (b, 2) the bias ratio and the largest gap (the same arithmetic as
-        bias_ratio and group_score_gap, so the point values equal theirs)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.stack([group_means[:, p_i] / group_means[:, r_i],
-                             group_means.max(axis=1) - group_means.min(axis=1)], axis=1)
-
-    point_a, point_b = measured(means[0][None])[0], measured(means[1][None])[0]
-    difference_ci = distance_ci = None
-    if bootstrap:
-        # every slot of a stratified resample keeps its group, so the codes hold for the resampled rows
-        blocks = [(measured(stats.group_means(a[rows], codes, num_groups)),
-                   measured(stats.group_means(b[rows], codes, num_groups)))
-                  for rows in stats.stratified_resamples(codes, bootstrap, seed)]
-        samples_a = np.concatenate([block[0] for block in blocks])
-        samples_b = np.concatenate([block[1] for block in blocks])
-        with np.errstate(invalid="ignore"):  # inf - inf where a resample's reference mean is 0
-            difference_ci = stats.percentile_interval(samples_a - samples_b, confidence)
-            distance_ci = stats.percentile_interval(np.abs(samples_a - neutral) - np.abs(samples_b - neutral),
-                                                    confidence)
-    tests: list[stats.PermutationResult | None] = [None, None]
-    if n_permutations:
-        # swapping row i moves A's mean of its group by (b_i - a_i) / n_g and B's by the opposite:
-        # a block of swaps is one matrix product, never a pass over the rows per relabelling
-        moves = np.eye(num_groups)[codes] * ((b - a) / counts[codes])[:, None]
-
-        def swapped(swaps: np.ndarray) -> np.ndarray:
-            shift = swaps.astype(float) @ moves
-            return measured(means[0] + shift) - measured(means[1] - shift)
-
-        tests = list(stats.sign_flip_tests(swapped, a.size, 2, n_permutations, seed))
+        points.append((float(means[p_i] / means[r_i]), float(means.max() - means.min())))
+    # the one paired engine (vlfair.paired, vlfair compare's): the ratio and the largest gap as functions of each
+    # group's moments, both models on the same resampled rows (within the groups) and the same swaps, drawn
+    # from the bare seed as the measures draw theirs
+    row_set = paired.RowSet(np.arange(a.size), ("score",), codes, (
+        paired.Statistic("ratio", {}, paired.mean_ratio(p_i, r_i), 1.0),
+        paired.Statistic("max_gap", {}, paired.mean_range(), 0.0)))
+    found = paired.compare(row_set, a, b, bootstrap=bootstrap, confidence=confidence, seed=seed,
+                           n_permutations=n_permutations, measured=True)
     fields: dict[str, Any] = {}
-    for j, key in enumerate(("ratio", "max_gap")):
-        interval = as_interval(difference_ci, j)
-        p = p_fields(tests[j])
-        fields |= {f"{key}_a": float(point_a[j]), f"{key}_b": float(point_b[j]),
-                   f"{key}_difference": float(point_a[j] - point_b[j]), f"{key}_difference_ci": interval}
+    for j, (key, neutral, difference) in enumerate(zip(("ratio", "max_gap"), (1.0, 0.0), found)):
+        value_a, value_b = points[0][j], points[1][j]
+        interval = difference.difference_ci if bootstrap else None
+        distance_ci = difference.distance_difference_ci if bootstrap else None
+        p_value = difference.p_value if n_permutations else None
+        p = {"p_value": p_value, "log10_p_value": difference.log10_p_value,
+             "p_value_method": difference.p_method} if n_permutations else p_fields(None)
+        fields |= {f"{key}_a": value_a, f"{key}_b": value_b, f"{key}_difference": value_a - value_b,
+                   f"{key}_difference_ci": interval}
         if key == "ratio":
-            fields |= {"ratio_distance_difference": float(abs(point_a[j] - 1.0) - abs(point_b[j] - 1.0)),
-                       "ratio_distance_difference_ci": as_interval(distance_ci, j)}
+            fields |= {"ratio_distance_difference": abs(value_a - 1.0) - abs(value_b - 1.0),
+                       "ratio_distance_difference_ci": distance_ci}
         fields |= {f"{key}_{name}": value for name, value in p.items()}
-        fields[f"{key}_verdict"] = _verdict(float(point_a[j] - point_b[j]), interval, as_interval(distance_ci, j),
-                                            p["p_value"], 1 - confidence, 1.0 if key == "ratio" else 0.0)
+        fields[f"{key}_verdict"] = _verdict(value_a - value_b, interval, distance_ci, p_value, 1 - confidence,
+                                            neutral)
     return BiasDifference(**fields, protected_group=protected, reference_group=reference,
                           group_counts={n: int(c) for n, c in zip(names, counts)}, confidence=confidence)
 
