@@ -401,3 +401,87 @@ def test_phrasings_of_a_contrastive_prompt_are_refused_for_a_generative_model(ch
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and error.startswith("vlfair run: ") and "phrasings" in error, error
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+def _metrics(out: Path) -> dict[tuple[str, str], float]:
+    results = json.loads((out / "results.json").read_text())
+    return {(m["name"], json.dumps(m["subset"], sort_keys=True)): m["value"] for m in results["metrics"]}
+
+
+def test_a_generative_model_is_asked_each_question_phrasing_in_each_answer_format(tmp_path):
+    """Issue 46: question_phrasings x answer_formats are a generative model's phrasings. The demo world's biased
+    answerer (it answers) asked traits' question and one other phrasing of it, each scored (log-likelihood) and
+    answered (open-ended): four ways, each a phrasing with its own F-tests, pooled, the phrasings table naming each
+    way, and each question's share of open-ended answers that named no candidate."""
+    import vlfair
+    from vlfair.demo import datasets
+    from vlfair.demo.generative import SHIPPED_ANSWERERS
+    from vlfair.probes import run_probe
+
+    other = "does this person look {positive} or {negative} ?"
+    answerer = vlfair.load_encoder(f"lvlm:{SHIPPED_ANSWERERS / 'biased'}", dtype="float32")
+    results = run_probe("traits", answerer, datasets.fairface(per_cell=6), tmp_path / "ways", cache_dir=None,
+                        settings={"pairs": [["smart", "dumb"]], "per_cell": None, "gradcam": None, "bootstrap": 100,
+                                  "question_phrasings": [other], "answer_formats": ["generate"]})
+    question = "is this person {positive} or {negative} ?"
+    assert results["settings"]["phrasings"] == [f"{question} [log-likelihood]", f"{question} [open-ended]",
+                                                f"{other} [log-likelihood]", f"{other} [open-ended]"]
+    tested = {str(m["subset"].get("phrasing", 1)) for m in results["metrics"] if m["name"] == "trait_anova"}
+    assert tested == {"1", "2", "3", "4", "pooled"}
+    table = pd.read_csv(tmp_path / "ways" / "phrasings.csv")
+    assert list(table.columns[2:6]) == ["phrasing 1", "phrasing 2", "phrasing 3", "phrasing 4"]
+    assert table["found in"].str.endswith("of 4 phrasings").all()
+    assert {m["subset"]["question"] for m in results["metrics"] if m["name"] == "unmatched_share"} == {
+        "is this person smart or dumb ?", "does this person look smart or dumb ?"}
+
+
+def test_the_second_way_of_asking_measures_what_asking_it_alone_measures(checkpoints, tmp_path):
+    """A run asking traits' question and one other phrasing of it (scored): its phrasing-2 metrics are those of a
+    run asking that other question alone, on the same images."""
+    model = f"lvlm:{checkpoints['llava']}"
+    other = "does this person look {positive} or {negative} ?"
+    assert _run("traits", model, tmp_path / "both", "--set", f"question_phrasings=['{other}']") == 0
+    assert _run("traits", model, tmp_path / "alone", "--set", f"generative.question={other}") == 0
+    both, alone = _metrics(tmp_path / "both"), _metrics(tmp_path / "alone")
+    second = {(name, json.dumps({k: v for k, v in json.loads(subset).items() if k != "phrasing"}, sort_keys=True)): v
+              for (name, subset), v in both.items() if json.loads(subset).get("phrasing") == 2}
+    assert len(second) > 5
+    for key, value in second.items():
+        assert (alone[key] is None and value is None) or alone[key] == pytest.approx(value, rel=1e-9), key
+
+
+def test_professions_asks_a_generative_model_each_way_and_pools_its_gaps(tmp_path):
+    """Professions (score = probability) asks the demo world's biased answerer its question in both answer
+    formats: every gap per way and pooled, the phrasings table's gaps found in k of 2 ways."""
+    import vlfair
+    from vlfair.demo import datasets
+    from vlfair.demo.generative import PROFESSIONS_SETTINGS, SHIPPED_ANSWERERS
+    from vlfair.probes import run_probe
+
+    answerer = vlfair.load_encoder(f"lvlm:{SHIPPED_ANSWERERS / 'biased'}", dtype="float32")
+    results = run_probe("professions", answerer, datasets.professions(), tmp_path / "out", cache_dir=None,
+                        settings={**PROFESSIONS_SETTINGS, "score": "probability", "answer_formats": ["generate"],
+                                  "bootstrap": 100, "n_permutations": 99})
+    assert [label.rsplit(" [", 1)[1] for label in results["settings"]["phrasings"]] == ["log-likelihood]",
+                                                                                        "open-ended]"]
+    gaps = {str(m["subset"].get("phrasing", 1)) for m in results["metrics"] if m["name"] == "group_score_gap"}
+    assert gaps == {"1", "2", "pooled"}
+    assert pd.read_csv(tmp_path / "out" / "phrasings.csv")["found in"].str.endswith("of 2 phrasings").all()
+
+
+@pytest.mark.parametrize(("probe", "model", "settings", "message"), [
+    ("traits", "clip", ["question_phrasings=['is it {positive} or {negative} ?']"],
+     "question_phrasings and answer_formats ask a generative model"),
+    ("traits", "llava", ["answer_formats=[likelihood]"], "is generative.mode, the first answer format already"),
+    ("traits", "llava", ["question_phrasings=['is this person {positive} or {negative} ?']"],
+     "is generative.question, phrasing 1 already"),
+    ("traits", "llava", ["question_phrasings=['is this person smart ?']"], "must hold the placeholder"),
+    ("traits", "llava", ["answer_formats=[generate, generate]"], "twice"),
+    ("professions", "llava", ["answer_formats=[generate]"], "no answer_formats = ['generate']"),
+])
+def test_a_bad_way_of_asking_is_one_line_and_exit_2(checkpoints, clip, probe, model, settings, message, tmp_path,
+                                                    capsys):
+    spec = str(clip) if model == "clip" else f"lvlm:{checkpoints['llava']}"
+    assert _run(probe, spec, tmp_path / "out", *(arg for s in settings for arg in ("--set", s))) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith("vlfair run") and message in error, error

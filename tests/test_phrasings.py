@@ -115,7 +115,9 @@ def test_phrasings_are_part_of_the_family():
     cls = probe_class("professions")
     dataset = {"fingerprint": "f", "split": None, "subset": None}
     alone = cls({}).family_key(dataset)
-    assert alone["settings"]["phrasings"] == [] and alone["probe_version"] == 6
+    assert alone["settings"]["phrasings"] == [] and alone["probe_version"] == 7
+    asked = cls({"question_phrasings": ["which job is this ?"], "answer_formats": ["generate"]}).family_key(dataset)
+    assert asked["settings"]["question_phrasings"] == ["which job is this ?"] and asked != alone
     phrased = cls({"phrasings": ["a picture of a {profession}"]}).family_key(dataset)
     assert phrased["settings"]["phrasings"] == ["a picture of a {profession}"] and phrased != alone
     figures = probe_class("public-figures")

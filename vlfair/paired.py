@@ -423,6 +423,9 @@ def f_statistic(column: int = 0) -> Callable[[Moments], np.ndarray]:
             means = np.where(present, total / count, 0.0)
             between = (count * (means - grand[:, None]) ** 2).sum(axis=1)
             within = np.where(present, m.within[:, :, column], 0.0).sum(axis=1)
+            # no variance within the groups but rounding's (a sum of squares less the square of a sum leaves
+            # ~1e-16 of the values' scale where every group holds one value): none, as stats.one_way_anova finds
+            within = np.where(within <= 1e-12 * (between + within), 0.0, within)
             df_between, df_within = k - 1.0, n - k
             numerator, denominator = between / df_between, within / df_within
             return np.where(denominator > 0, numerator / denominator, np.where(numerator > 0, np.inf, np.nan))

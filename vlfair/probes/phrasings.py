@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from vlfair.outputs import Table
 from vlfair.probes.declared import Declared, Pooled
+from vlfair.probes.errors import ProbeError
 from vlfair.probes.settings import Text, distinct, placeholders, refuse
 
 POOLED = "pooled"  # the subset's "phrasing" of a metric pooled over every phrasing
@@ -48,6 +49,64 @@ class Phrased(BaseModel):
         fields = getattr(self, "prompt"), getattr(self, "phrasings")  # noqa: B009  (a probe's settings' own fields)
         check_not_prompt(type(self).__name__, *fields)
         return self
+
+
+Format = Literal["likelihood", "generate"]  # a generative model's answer format: scored candidates, or its own answer
+
+
+def question_field(question: str) -> Any:
+    """The ``question_phrasings`` setting's field: other phrasings of a generative model's question."""
+    return Field(default_factory=list, description=f"other phrasings of a generative model's question ({question}): "
+                                                   "every metric is also reported per phrasing and answer format and "
+                                                   "pooled")
+
+
+FORMATS_FIELD: Any = Field(default_factory=list, description="other answer formats of a generative model than "
+                                                             "generative.mode (likelihood, generate): another "
+                                                             "dimension of its phrasings")
+
+
+class Asked(BaseModel):
+    """Settings whose generative model (``generative``: an :class:`Asking`) may be asked several ways: its question
+    and other phrasings of it (``question_phrasings``), each in its mode and other answer formats
+    (``answer_formats``). Each way is a phrasing (:func:`ways`); one given twice, or that is the question or the
+    mode itself, is refused by name."""
+
+    @model_validator(mode="after")
+    def _ways_are_new(self) -> Asked:
+        asked: Any = getattr(self, "generative")  # noqa: B009  (a probe's settings' own fields)
+        questions: list[str] = getattr(self, "question_phrasings")  # noqa: B009
+        formats: list[str] = getattr(self, "answer_formats")  # noqa: B009
+        record = type(self).__name__
+        if asked.question in questions:
+            refuse(record, ("question_phrasings", questions.index(asked.question)), asked.question,
+                   "is generative.question, phrasing 1 already: give each phrasing once")
+        if asked.mode in formats:
+            refuse(record, ("answer_formats", formats.index(asked.mode)), asked.mode,
+                   "is generative.mode, the first answer format already: give each format once")
+        return self
+
+
+def ways(asked: Any, questions: Sequence[str], formats: Sequence[str]) -> list[tuple[str, Any]]:
+    """Every way a generative model is asked, as (its label, its :class:`vlfair.probes.asking.Asking`): each
+    question (generative.question first) in each answer format (generative.mode first); the first is the study's
+    way (phrasing 1), the others phrasings 2, 3, ..."""
+    return [(f"{question} [{FORMAT_NAMES[mode]}]", asked.model_copy(update={"question": question, "mode": mode}))
+            for question in [asked.question, *questions] for mode in [asked.mode, *formats]]
+
+
+FORMAT_NAMES = {"likelihood": "log-likelihood", "generate": "open-ended"}
+
+
+def refuse_generative_ways(probe: str, settings: Any, generative: bool) -> None:
+    """A contrastive model is asked no question: question phrasings and answer formats are a generative model's,
+    and the contrastive prompt's phrasings are not its (one line each)."""
+    if not generative and (settings.question_phrasings or settings.answer_formats):
+        raise ProbeError(f"{probe}: settings question_phrasings and answer_formats ask a generative model (lvlm:) "
+                         "its question other ways; a contrastive model reads the prompt: use phrasings")
+    if generative and settings.phrasings:
+        raise ProbeError(f"{probe}: setting phrasings rephrases the contrastive prompt; a generative model is asked "
+                         "generative.question: use question_phrasings (and answer_formats)")
 
 
 def column(name: str, number: int) -> str:
@@ -89,7 +148,7 @@ def table(rows: list[dict[str, Any]], index: list[str], prompts: Sequence[str], 
 
     named = "; ".join(f"{k}: '{p}'" for k, p in enumerate(prompts, 1))
     return Table(pd.DataFrame(rows).set_index(index), footnotes=[
-        f"{what} with each phrasing of the prompt ({named}; 1 is the study's) and pooled: their mean, with a "
+        f"{what} with each phrasing ({named}; 1 is the study's) and pooled: their mean, with a "
         f"two-level bootstrap interval (phrasings and images resampled). Found in: the phrasings whose {test}."])
 
 
@@ -102,4 +161,5 @@ def row(keys: dict[str, Any], metric: Any, found: Sequence[bool]) -> dict[str, A
             "found in": f"{sum(found)} of {len(values)} phrasings"}
 
 
-__all__ = ["POOLED", "Phrased", "check_not_prompt", "column", "count", "field", "pooled", "row", "setting", "table"]
+__all__ = ["FORMATS_FIELD", "FORMAT_NAMES", "POOLED", "Asked", "Format", "Phrased", "check_not_prompt", "column",
+           "count", "field", "pooled", "question_field", "refuse_generative_ways", "row", "setting", "table", "ways"]

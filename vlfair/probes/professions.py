@@ -90,7 +90,7 @@ class Layout(Settings):
         return list(getattr(self, column, []))
 
 
-class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations, phrasing.Phrased):
+class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations, phrasing.Phrased, phrasing.Asked):
     prompt: Annotated[Text, AfterValidator(placeholders("profession"))] = Field(
         description="the CLIPScore prompt, with {profession}")
     attributes: Annotated[list[Attribute], AfterValidator(distinct())] = Field(
@@ -105,6 +105,9 @@ class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations, phrasing.Phras
     generative: ProfessionQuestion = Field(description="how a generative model (lvlm:) is asked: the question and "
                                                        "the answer with {profession}")
     phrasings: phrasing.setting("profession") = phrasing.field("prompt, each with {profession}")  # type: ignore[valid-type]
+    question_phrasings: Annotated[list[Text], AfterValidator(distinct())] = phrasing.question_field(
+        "its candidate answers each profession")
+    answer_formats: Annotated[list[phrasing.Format], AfterValidator(distinct())] = phrasing.FORMATS_FIELD
 
     @property
     def all_phrasings(self) -> list[str]:
@@ -141,10 +144,12 @@ class ProfessionsProbe(Probe):
             self.settings = s = s.model_copy(update={"score": "likelihood"})
             warnings.append("a generative model has no CLIPScore: measured by its probability of answering with each "
                             "image's own profession (score=likelihood)")
-        if s.score == "likelihood" and (s.generative.mode == "generate" or s.generative.normalize_length):
+        phrasing.refuse_generative_ways("professions", s, ctx.generative)
+        if s.score == "likelihood" and ("generate" in (s.generative.mode, *s.answer_formats)
+                                        or s.generative.normalize_length):
             raise ProbeError("professions: setting score = 'likelihood' is the probability of the whole answer: it "
-                             "takes generative.mode = 'likelihood' and normalize_length = false (or use "
-                             "score=probability)")
+                             "takes generative.mode = 'likelihood', no answer_formats = ['generate'] and "
+                             "normalize_length = false (or use score=probability)")
         if not ctx.generative and s.score == "likelihood":
             raise ProbeError(f"professions: setting score = 'likelihood' is a generative model's probability of an "
                              f"answer; {ctx.encoder.spec!r} is a contrastive encoder: use clipscore or probability")
@@ -152,6 +157,7 @@ class ProfessionsProbe(Probe):
             raise ProbeError("professions: setting phrasings rephrases the CLIPScore prompt (score = 'clipscore', a "
                              "contrastive model); leave it empty for score = 'probability' or 'likelihood'")
         phrased = {}
+        generative_phrasings: list[str] = []
         if s.score == "clipscore":  # the study's: each image with its own profession's prompt
             images, rows = ctx.images()
             columns = {c: self._canonical(c, ctx.column(c, rows)) for c in COLUMNS}
@@ -165,15 +171,27 @@ class ProfessionsProbe(Probe):
         else:  # the own profession's probability (among every profession present) or answer likelihood
             present = self._canonical("profession", ctx.column("profession", ctx.rows()))  # readable rows only
             names = self._ordered("profession", set(present.tolist()))
-            found = ctx.text_scores([s.prompt.format(profession=p) for p in names], s.generative,
-                                    [s.generative.answer.format(profession=p) for p in names])
-            rows = found.rows
-            columns = {c: self._canonical(c, ctx.column(c, rows)) for c in COLUMNS}
-            own = np.array([names.index(p) for p in columns["profession"]], dtype=np.int64)
-            if s.score == "likelihood":  # exp(log-likelihood) of the own answer: no other answer in it
-                scores = 100.0 * np.exp(found.values[np.arange(len(rows)), own])
-            else:
-                scores = 100.0 * found.probabilities[np.arange(len(rows)), own]
+            prompts = [s.prompt.format(profession=p) for p in names]
+            answers = [s.generative.answer.format(profession=p) for p in names]
+            # a generative model's question in its answer format (phrasing 1), then its other ways (phrasings 2, ...)
+            ways = phrasing.ways(s.generative, s.question_phrasings, s.answer_formats) if ctx.generative else [
+                ("", s.generative)]
+            for number, (_label, way) in enumerate(ways, start=1):
+                found = ctx.text_scores(prompts, way, answers)
+                if number == 1:
+                    rows = found.rows
+                    columns = {c: self._canonical(c, ctx.column(c, rows)) for c in COLUMNS}
+                    own = np.array([names.index(p) for p in columns["profession"]], dtype=np.int64)
+                if s.score == "likelihood":  # exp(log-likelihood) of the own answer: no other answer in it
+                    way_scores = 100.0 * np.exp(found.values[np.arange(len(rows)), own])
+                else:
+                    way_scores = 100.0 * found.probabilities[np.arange(len(rows)), own]
+                if number == 1:
+                    scores = way_scores
+                else:
+                    phrased[phrasing.column(QUANTITIES[s.score].column, number)] = way_scores
+            if len(ways) > 1:
+                generative_phrasings = [label for label, _ in ways]
         layout = self._layout(columns)
         if layout["departs"]:
             warnings.append("the data departs from the study's layout: " + layout["summary"])
@@ -185,6 +203,8 @@ class ProfessionsProbe(Probe):
         facts = {"prompt": s.prompt, "layout": layout, "score": s.score}
         if s.phrasings:
             facts["phrasings"] = s.all_phrasings
+        if generative_phrasings:
+            facts["phrasings"] = generative_phrasings
         if ctx.generative:
             facts.update(scorer="generative", question=s.generative.question, answer=s.generative.answer,
                          mode=s.generative.mode)

@@ -83,7 +83,7 @@ class GenerativeQuestion(Asking):
     question: Annotated[Text, AfterValidator(placeholders("positive", "negative"))]
 
 
-class TraitsSettings(ProbeSettings, Bootstrap, phrasing.Phrased):
+class TraitsSettings(ProbeSettings, Bootstrap, phrasing.Phrased, phrasing.Asked):
     prompt: Annotated[Text, AfterValidator(placeholders("trait"))] = Field(
         description="the trait prompt, with {trait}")
     pairs: Annotated[list[Pair], AfterValidator(distinct(lambda pair: tuple(map(same_text, pair)),
@@ -101,6 +101,9 @@ class TraitsSettings(ProbeSettings, Bootstrap, phrasing.Phrased):
         SEED, description="the random seed of the per-cell sample and of every resampling, a whole number >= 0 "
                           "(not null: a run must draw the same sample again)")
     phrasings: phrasing.setting("trait") = phrasing.field("prompt, each with {trait}")  # type: ignore[valid-type]
+    question_phrasings: phrasing.setting("positive", "negative") = phrasing.question_field(  # type: ignore[valid-type]
+        "with {positive} and {negative}")
+    answer_formats: Annotated[list[phrasing.Format], AfterValidator(distinct())] = phrasing.FORMATS_FIELD
 
 
 @register
@@ -136,9 +139,7 @@ class TraitsProbe(Probe):
         import pandas as pd
 
         s = self.settings
-        if ctx.generative and s.phrasings:
-            raise ProbeError("traits: setting phrasings rephrases the contrastive prompt (prompt, with {trait}); a "
-                             "generative model is asked generative.question: leave phrasings empty")
+        phrasing.refuse_generative_ways("traits", s, ctx.generative)
         sampling = self._sample(ctx)  # before embedding: only the drawn rows are embedded
         if ctx.generative:
             return self._score_generative(ctx, sampling)
@@ -190,15 +191,18 @@ class TraitsProbe(Probe):
 
         s, asked = self.settings, self.settings.generative
         columns: dict = {}
-        questions = [asked.question.format(positive=positive, negative=negative) for positive, negative in s.pairs]
-        # every pair asked of an image in one pass, the image encoded once
-        ctx.ask_together([(question, list(pair)) for question, pair in zip(questions, s.pairs)], asked)
-        for (positive, negative), question in zip(s.pairs, questions):
-            found = ctx.text_scores([positive, negative], asked, question=question)
-            if not columns:
-                columns = {**ctx.identity(found.rows), "race": ctx.column("race", found.rows),
-                           "gender": ctx.column("gender", found.rows)}
-            columns[_confidence_column(positive, negative)] = found.probabilities[:, 0]
+        # the question in its answer format (phrasing 1), then every other phrasing of it in every format
+        ways = phrasing.ways(asked, s.question_phrasings, s.answer_formats)
+        for number, (_label, way) in enumerate(ways, start=1):
+            questions = [way.question.format(positive=positive, negative=negative) for positive, negative in s.pairs]
+            # every pair asked of an image in one pass, the image encoded once
+            ctx.ask_together([(question, list(pair)) for question, pair in zip(questions, s.pairs)], way)
+            for (positive, negative), question in zip(s.pairs, questions):
+                found = ctx.text_scores([positive, negative], way, question=question)
+                if not columns:
+                    columns = {**ctx.identity(found.rows), "race": ctx.column("race", found.rows),
+                               "gender": ctx.column("gender", found.rows)}
+                columns[phrasing.column(_confidence_column(positive, negative), number)] = found.probabilities[:, 0]
         warnings = []
         if sampling and sampling["short_cells"]:
             warnings.append("cells with fewer than the asked rows (all taken, --allow-short): "
@@ -209,9 +213,11 @@ class TraitsProbe(Probe):
         if s.temperature is not None:
             warnings.append(f"temperature {s.temperature:g}: not used, it scales a contrastive model's similarities")
         self._scored = None  # Grad-CAM reads a contrastive encoder's image tower
-        return Samples(pd.DataFrame(columns), {"scorer": "generative", "question": asked.question,
-                                               "normalize_length": asked.normalize_length, "mode": asked.mode,
-                                               "prompt": s.prompt, "sampling": sampling}, warnings)
+        facts = {"scorer": "generative", "question": asked.question, "normalize_length": asked.normalize_length,
+                 "mode": asked.mode, "prompt": s.prompt, "sampling": sampling}
+        if len(ways) > 1:
+            facts["phrasings"] = [label for label, _ in ways]
+        return Samples(pd.DataFrame(columns), facts, warnings)
 
     def analyze(self, samples: Samples) -> Output:
         import pandas as pd
