@@ -469,6 +469,27 @@ def test_professions_asks_a_generative_model_each_way_and_pools_its_gaps(tmp_pat
     assert pd.read_csv(tmp_path / "out" / "phrasings.csv")["found in"].str.endswith("of 2 phrasings").all()
 
 
+def test_public_figures_asks_a_generative_model_each_way_of_its_class_question(tmp_path):
+    """Public figures asks the demo world's biased answerer its class question and another phrasing of it (both
+    scored): each folder's bias ratio per way and pooled, in the phrasings table; name retention keeps its own
+    question."""
+    import vlfair
+    from vlfair.demo import datasets
+    from vlfair.demo.generative import SHIPPED_ANSWERERS
+    from vlfair.probes import run_probe
+
+    answerer = vlfair.load_encoder(f"lvlm:{SHIPPED_ANSWERERS / 'biased'}", dtype="float32")
+    results = run_probe("public-figures", answerer, datasets.pfi(), tmp_path / "out", cache_dir=None,
+                        settings={"question_phrasings": ["what does this photo show ?"], "bootstrap": 100})
+    assert results["settings"]["phrasings"] == ["what is this a photo of ? [log-likelihood]",
+                                                "what does this photo show ? [log-likelihood]"]
+    ratios = {str(m["subset"].get("phrasing", 1)) for m in results["metrics"] if m["name"] == "bias_ratio"}
+    assert ratios == {"1", "2", "pooled"}
+    assert {m["subset"]["folder"] for m in results["metrics"] if m["name"].startswith("retention_")} and not any(
+        "phrasing" in m["subset"] for m in results["metrics"] if m["name"].startswith("retention_"))
+    assert pd.read_csv(tmp_path / "out" / "phrasings.csv")["found in"].str.endswith("of 2 phrasings").all()
+
+
 @pytest.mark.parametrize(("probe", "model", "settings", "message"), [
     ("traits", "clip", ["question_phrasings=['is it {positive} or {negative} ?']"],
      "question_phrasings and answer_formats ask a generative model"),
@@ -478,6 +499,7 @@ def test_professions_asks_a_generative_model_each_way_and_pools_its_gaps(tmp_pat
     ("traits", "llava", ["question_phrasings=['is this person smart ?']"], "must hold the placeholder"),
     ("traits", "llava", ["answer_formats=[generate, generate]"], "twice"),
     ("professions", "llava", ["answer_formats=[generate]"], "no answer_formats = ['generate']"),
+    ("public-figures", "clip", ["answer_formats=[generate]"], "question_phrasings and answer_formats ask"),
 ])
 def test_a_bad_way_of_asking_is_one_line_and_exit_2(checkpoints, clip, probe, model, settings, message, tmp_path,
                                                     capsys):

@@ -121,7 +121,7 @@ def test_phrasings_are_part_of_the_family():
     phrased = cls({"phrasings": ["a picture of a {profession}"]}).family_key(dataset)
     assert phrased["settings"]["phrasings"] == ["a picture of a {profession}"] and phrased != alone
     figures = probe_class("public-figures")
-    assert figures({}).family_key(dataset)["probe_version"] == 8
+    assert figures({}).family_key(dataset)["probe_version"] == 9
     assert figures({"phrasings": ["a picture of a {}"]}).family_key(dataset) != figures({}).family_key(dataset)
 
 

@@ -98,7 +98,7 @@ class FigureQuestions(Asking):
     none_answer: Text | None = Field(description="an answer naming no one among the names (null: none offered)")
 
 
-class PublicFiguresSettings(ProbeSettings, Bootstrap, phrasing.Phrased):
+class PublicFiguresSettings(ProbeSettings, Bootstrap, phrasing.Phrased, phrasing.Asked):
     prompt: Prompt = Field(description="the class prompt, with {} for the class")
     name_prompt: Prompt = Field(description="the name-retention prompt, with {} for the name")
     groups: dict[Name, FolderGroup] = Field(min_length=1, description="folder groups: folders, pooled, own, levels "
@@ -107,6 +107,9 @@ class PublicFiguresSettings(ProbeSettings, Bootstrap, phrasing.Phrased):
                                               "genders")
     generative: FigureQuestions = Field(description="how a generative model (lvlm:) is asked about classes and names")
     phrasings: phrasing.setting("") = phrasing.field("the class prompt, each with {}")  # type: ignore[valid-type]
+    question_phrasings: Annotated[list[Text], AfterValidator(distinct())] = phrasing.question_field(
+        "about the classes; name retention keeps name_question")
+    answer_formats: Annotated[list[phrasing.Format], AfterValidator(distinct())] = phrasing.FORMATS_FIELD
 
     @model_validator(mode="after")
     def _consistent(self) -> PublicFiguresSettings:
@@ -164,15 +167,17 @@ class PublicFiguresProbe(Probe):
         import pandas as pd
 
         s, asked = self.settings, self.settings.generative
+        phrasing.refuse_generative_ways("public-figures", s, ctx.generative)  # before any image is read
         rows = ctx.rows()
         categories, genders = ctx.column("category", rows), ctx.column("gender", rows)
         names = ctx.column("name", rows)
         self._check_folders(categories)
         n = len(rows)
         columns: dict[str, Any] = {**ctx.identity(rows), "category": categories, "gender": genders, "name": names}
-        if s.phrasings and ctx.generative:
-            raise ProbeError("public-figures: setting phrasings rephrases the contrastive class prompt; a generative "
-                             "model is asked generative.question: leave phrasings empty")
+        # each phrasing: the class prompt and how a generative model is asked (the study's first): a contrastive
+        # model's other prompts, or a generative model's other ways (question_phrasings x answer_formats)
+        ways = phrasing.ways(asked, s.question_phrasings, s.answer_formats) if ctx.generative else [
+            (prompt, asked) for prompt in [s.prompt, *s.phrasings]]
         for group, spec, in_group, _views in self._folder_groups(categories):
             for level, level_spec in sorted(spec.levels.items()):
                 classes = level_spec.classes
@@ -180,9 +185,10 @@ class PublicFiguresProbe(Probe):
                 known = np.array([t is not None for t in truth], dtype=bool)
                 columns[_truth_column(group, level)] = _spread(truth, in_group, n)
                 # the study's prompt (phrasing 1), then each other phrasing of it on the same images
-                for number, prompt in enumerate([s.prompt, *s.phrasings], start=1):
-                    probabilities = ctx.text_scores([prompt.format(c) for c in classes], asked,
-                                                    [asked.answer.format(c) for c in classes],
+                for number, (label, way) in enumerate(ways, start=1):
+                    prompt = s.prompt if ctx.generative else label
+                    probabilities = ctx.text_scores([prompt.format(c) for c in classes], way,
+                                                    [way.answer.format(c) for c in classes],
                                                     within=rows[in_group]).probabilities
                     for j, label in enumerate(classes):
                         columns[phrasing.column(_probability_column(group, level, label), number)] = _spread(
@@ -215,16 +221,15 @@ class PublicFiguresProbe(Probe):
             columns[OWN_NAME_FIRST] = own_first
             columns.update({_name_score_column(j): values for j, values in enumerate(name_scores)})
         warnings: list[str] = []
+        phrased = {"phrasings": [label for label, _ in ways]} if len(ways) > 1 else {}
         if ctx.generative:
             facts = {"prompt": s.prompt, "name_prompt": s.name_prompt, "score": "generative", "scorer": "generative",
-                     **asked.model_dump(mode="json")}
+                     **asked.model_dump(mode="json"), **phrased}
             return Samples(pd.DataFrame(columns), facts, warnings)
         if ctx.encoder.loss == "sigmoid":
             warnings.append("a sigmoid model: class scores are independent probabilities x100, rows do not sum to 100")
         facts = {"prompt": s.prompt, "name_prompt": s.name_prompt,
-                 "score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax"}
-        if s.phrasings:
-            facts["phrasings"] = [s.prompt, *s.phrasings]
+                 "score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax", **phrased}
         return Samples(pd.DataFrame(columns), facts, warnings)
 
     @staticmethod
