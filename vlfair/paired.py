@@ -199,29 +199,45 @@ def resample_groups(row_set: RowSet, values: npt.ArrayLike, units: npt.NDArray[n
     unit; None: one unit), each column on the same draws, as :mod:`vlfair.measures` resample one call's
     groups. A one-run interval so equals the measure's on the same rows, draw for draw. A unit holding a
     group smaller than ``MIN_GROUP_SIZE`` is not resampled (the measures refuse it: its statistics get no
-    interval). For a row set resampled within its groups; with ``squares``, the groups' sums of squares are
-    resampled on the same draws too (an F reads them), else they are nan.
+    interval), nor, where units are given, a unit of one group (a gap's measure refuses it). For a row set
+    resampled within its groups; with ``squares``, the groups' sums of squares are resampled on the same draws
+    too (an F reads them), else they are nan. A seed of None draws one fresh seed for every column.
 
     Returns: the (M,) statistics at the data, (B, M) on the resamples, and the (B, G, k) resampled group
     means (None without ``bootstrap``)."""
     from vlfair.defaults import MIN_GROUP_SIZE
 
     a = np.asarray(values, dtype=float).reshape(len(row_set.rows), -1)
-    point = resample(row_set, a, bootstrap=0)[0]
-    if not bootstrap:
-        return point, np.empty((0, len(row_set.statistics))), None
     groups = row_set.groups
     num_groups, k = (int(groups.max()) + 1 if groups.size else 0), a.shape[1]
     counts = np.bincount(groups, minlength=num_groups).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a column of no finite value: its shift is nan
+        shift = np.nanmean(a, axis=0) if a.size else np.zeros(k)
+    # the moments at the data group by group (a value that is not a number leaves its own group's statistics
+    # undefined, as a measure refuses that group's call, not every group's)
+    centred = a - shift
+    total = np.stack([np.bincount(groups, centred[:, j], num_groups) for j in range(k)], axis=1).astype(float)
+    second = np.stack([np.bincount(groups, centred[:, j] ** 2, num_groups) for j in range(k)], axis=1).astype(float)
+    moments = Moments(counts[None], total[None], second[None], shift)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        point = np.stack([np.asarray(s.function(moments), dtype=float) for s in row_set.statistics], axis=1)[0]
+    if not bootstrap:
+        return point, np.empty((0, len(row_set.statistics))), None
     means = np.full((bootstrap, num_groups, k), np.nan)
     squared = np.full_like(means, np.nan)  # the mean square about ``shift``, each column's mean
-    shift = np.nanmean(a, axis=0) if a.size else np.zeros(k)
+    several = units is not None  # units are a measure's calls, each across 2 groups or more
     units = np.zeros(len(groups), dtype=np.int64) if units is None else units
+    if np.unique(np.stack([units, groups]), axis=1).shape[1] != np.unique(groups).size:
+        raise ValueError("a group of the row set lies in two units: a unit holds whole groups")
+    if seed is None:  # every column and the squares on the same draws: one fresh seed for all of them
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
     for unit in np.unique(units):
         inside = units == unit
         present, local = np.unique(groups[inside], return_inverse=True)
         local = local.reshape(-1)
-        if np.bincount(local).min() < MIN_GROUP_SIZE:
+        if np.bincount(local).min() < MIN_GROUP_SIZE or (several and present.size < 2):
             continue
         for j in range(k):
             means[:, present, j] = stats.bootstrap_group_means(a[inside, j], local, len(present), bootstrap, seed)

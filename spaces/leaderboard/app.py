@@ -45,6 +45,7 @@ ALL = "(all)"
 # of the board links its run's record
 RECORDS = os.environ.get("VLFAIR_RECORDS")
 TIERS: dict[tuple, Any] = {}  # each family's tests, by its runs and the options (vlfair.compare.tiers.add_tiers)
+TIERS_KEPT = 256  # families whose tests are kept (the oldest forgotten first: a visitor may load many datasets)
 SHOWN = ["model", "kind", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value",
          "dataset", "created", "rank", "tier", "neutral", "family", "record"]
 SORTS = ["value", "rank", "p_value", "model", "metric"]
@@ -87,6 +88,8 @@ def _board_in(path: Path, source: str | None, skipped: list[str] | None = None) 
     # tiers: paired from the runs' samples where they are here (a folder of runs), else from the intervals; each
     # family's tests once per process (by its runs' content hashes), not on every load of the board
     board = add_tiers(board, board.attrs["paths"], memo=TIERS)
+    for family in list(TIERS)[:max(0, len(TIERS) - TIERS_KEPT)]:  # a dict keeps its keys in insertion order
+        del TIERS[family]
     board.attrs["skipped"] = [*(skipped or []),
                               *(problem.replace(f"{path}/", f"{source}/" if source else "", 1) for problem in problems)]
     return board
@@ -184,12 +187,16 @@ def display(rows: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
+RECORD_NAME = re.compile(r"[\w.\-]+\.json")  # what vlfair.report.eval_results.record_name makes: one file name
+
+
 def record_link(name: str | None, template: str) -> str:
     """A Markdown link to the record ``name`` where ``template`` (a URL with {record}) puts it; "" for a row of
-    a table that kept no record name."""
-    if not name:
+    a table that kept no record name, or whose name is not one a run's record has (a table a visitor loaded may
+    hold any text there: never a path out of the records' folder)."""
+    if not name or not RECORD_NAME.fullmatch(name) or name.startswith("."):
         return ""
-    return f"[record]({template.replace('{record}', urllib.parse.quote(name))})"
+    return f"[record]({template.replace('{record}', urllib.parse.quote(name, safe=''))})"
 
 
 def datatypes(shown: pd.DataFrame) -> list[str]:

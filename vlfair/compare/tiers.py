@@ -53,7 +53,10 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
         memo: each family's tests by its runs (their content hashes) and these options, kept from one call to
             the next (a Space that reads its board again tests only the families it has not seen).
     """
-    board = board.copy()
+    attrs, board = board.attrs, board.copy()
+    # pandas deep-copies a frame's attrs (the board's families and paths) into every slice and group: half of the
+    # tiers' time on the demo's board; they are put back on the result
+    board.attrs = {}
     board["tier"] = float("nan")
     board["tied_with"] = None
     board["tier_method"] = None
@@ -64,7 +67,8 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
             _say(said, f"family {family}: one model ({labels[runs[0]]}), so no tiers")
             continue
         # a run's content hash names everything measured: the same runs and options give the same tests
-        tests = (tuple(sorted(runs)), confidence, bootstrap, n_permutations, seed)
+        # (with whether their samples are here: the same runs read from results alone are tiered unpaired)
+        tests = (tuple(sorted(runs)), all(run in paths for run in runs), confidence, bootstrap, n_permutations, seed)
         if memo is None or tests not in memo:
             differs, why = _paired(runs, paths, confidence, bootstrap, n_permutations, seed)
             method = PAIRED
@@ -89,6 +93,7 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
                 board.at[index, "tier"] = float(tier)
                 board.at[index, "tied_with"] = json.dumps(sorted(labels[r] for r in tied[index]), ensure_ascii=False)
                 board.at[index, "tier_method"] = method
+    board.attrs = attrs
     return board
 
 

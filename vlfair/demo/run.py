@@ -72,7 +72,6 @@ class ProbeResults:
     kinds: list[dict[str, Any]]      # generative.compare_kind (none where the kinds measure other things)
     section: dict[str, Any]          # the report's section of the probe
     forests: list[Any]               # the report's figures of the answerers' measures of the probe
-    spread: dict[str, Any] | None    # the encoders with other phrasings of the probe's prompt (vlfair.demo.spread)
     seconds: dict[tuple[str, str | None], float]
     said: list[str]
 
@@ -99,7 +98,7 @@ def measure_probe_on_world(probe: str, world: WorldModels) -> ProbeResults:
     with timings("report", probe):
         section = _probe_section(probe, entries, world.out, spread)
         forests = _forests(asked)
-    return ProbeResults(probe, entries, asked, paired, kinds, section, forests, spread, timings.seconds, said)
+    return ProbeResults(probe, entries, asked, paired, kinds, section, forests, timings.seconds, said)
 
 
 # the probes by the time each takes on both kinds of model (--profile, 2 cores: public figures 10-12 s,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from vlfair.demo.entries import TRAITS_SETTINGS, WORLD_DATA
 from vlfair.demo.shipped import display_name
 from vlfair.outputs import Table
 
@@ -15,9 +16,8 @@ from vlfair.outputs import Table
 # leaves it to `vlfair run public-figures --set phrasings=...`
 PHRASED = {"professions": ["a picture of a {profession}", "an image of a {profession}"],
            "traits": ["a {trait} human", "someone {trait}"]}
-SCHEMAS = {"professions": "professions", "traits": "fairface"}  # the world data each reads
 # the settings of the demo's own run of the probe (vlfair.demo.entries), less its figures' (Grad-CAM)
-SETTINGS: dict[str, dict[str, Any]] = {"traits": {"pairs": [["smart", "dumb"]], "per_cell": None, "gradcam": None}}
+SETTINGS: dict[str, dict[str, Any]] = {"traits": {**TRAITS_SETTINGS, "gradcam": None}}
 FOLDER = "{probe}-phrasings"  # each encoder's run, beside its study's: out/NAME/PROBE-phrasings
 WITHOUT_FIGURES = ("Figures: not drawn for the demo's runs with phrasings (its report shows their phrasings tables; "
                    "the study's figures are in the encoder's run of the study's prompt alone).")
@@ -34,9 +34,12 @@ def measure_spread(probe: str, encoders: dict[str, Any], data: dict[str, Any], o
         return None
     tables, said = [], []
     for name, encoder in encoders.items():
-        run = measure_probe(probe, encoder, data[SCHEMAS[probe]], cache_dir=cache_dir,
+        run = measure_probe(probe, encoder, data[str(WORLD_DATA[probe])], cache_dir=cache_dir,
                             settings={**SETTINGS.get(probe, {}), "phrasings": PHRASED[probe]})
         run.write(out / name / FOLDER.format(probe=probe), WITHOUT_FIGURES)
+        if "phrasings" not in run.output.tables:  # no bias measure defined with every phrasing: nothing to show
+            said.append(f"{probe} with {len(PHRASED[probe]) + 1} phrasings, {display_name(name)}: no phrasings table")
+            continue
         table = Table.of(run.output.tables["phrasings"])
         tables.append({"encoder": display_name(name), "table": table,
                        "href": f"{name}/{FOLDER.format(probe=probe)}/report.html"})

@@ -86,7 +86,7 @@ class Range:
 
     def defined(self, data: _Building) -> bool:
         sizes = [data.counts.get(g, 0) for g in (data.counts if self.groups is None else self.groups)]
-        return len(sizes) >= 2 and min(sizes) >= MIN_GROUP_SIZE
+        return len(sizes) >= 2 and min(sizes) >= MIN_GROUP_SIZE and data.finite(self.column, self.groups)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,8 +132,8 @@ class Ratio:
         if self.numerator not in data.counts or self.denominator not in data.counts:
             return False
         values = data.values(self.column)
-        return (min(data.counts.values()) >= MIN_GROUP_SIZE and not (values < 0).any()
-                and values[data.codes == data.code[self.denominator]].mean() != 0)
+        return (min(data.counts.values()) >= MIN_GROUP_SIZE and bool(np.isfinite(values).all())
+                and not (values < 0).any() and values[data.codes == data.code[self.denominator]].mean() != 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +152,7 @@ class FStatistic:
         return paired.f_statistic(at[self.column])
 
     def defined(self, data: _Building) -> bool:
-        return len(data.counts) >= 2 and min(data.counts.values()) >= MIN_GROUP_SIZE
+        return len(data.counts) >= 2 and min(data.counts.values()) >= MIN_GROUP_SIZE and data.finite(self.column)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,7 +213,8 @@ class Declared:
     order: Sequence[Group] | None = None
     also: tuple[str, ...] = ()
     # the column whose values split a run's rows into units resampled apart, as a study's measure is called
-    # once per unit (a profession's gaps); None: one unit. Only one run's intervals read it (evaluate)
+    # once per unit (a profession's gaps); None: one unit. One run's intervals read it (evaluate); metrics of
+    # other units are row sets of their own
     unit: str | None = None
     # what one run reports beside its value and interval, as its study's measure does (vlfair.probes.reports)
     report: reports.Report | None = None
@@ -268,6 +269,14 @@ class _Building:
     def values(self, column: str) -> np.ndarray:
         """The rows' values of ``column`` (what a statistic's ``defined`` may ask)."""
         return np.asarray(self.frame[column].to_numpy(float)[self.rows])
+
+    def finite(self, column: str, groups: Sequence[Group] | None = None) -> bool:
+        """Whether every value of ``column`` in ``groups`` (None: every row) is a finite number: the measures
+        refuse a NaN or an infinity (a gap or an F of them says nothing)."""
+        values = self.values(column)
+        if groups is not None:
+            values = values[np.isin(self.codes, [self.code[g] for g in groups])]
+        return bool(np.isfinite(values).all())
 
     @classmethod
     def of(cls, frame: Any, metric: Declared) -> _Building:
@@ -358,9 +367,10 @@ def _label(group: Group) -> Group:
     return tuple(map(label_text, group)) if isinstance(group, tuple) else label_text(group)
 
 
-def too_small(labels: Any) -> str:
-    """Why no gap or F-test is measured across these groups (each row's label), as the measures say it: fewer
-    than 2 groups, or a group of fewer rows than a mean needs ("" where neither holds)."""
+def too_small(labels: Any, values: Any = None) -> str:
+    """Why no gap or F-test is measured across these groups (each row's label; ``values``: each row's value), as
+    the measures say it: fewer than 2 groups, a group of fewer rows than a mean needs, or a value that is not a
+    finite number ("" where none holds)."""
     from vlfair import stats
     from vlfair.measures.checks import require_sizes
 
@@ -371,6 +381,8 @@ def too_small(labels: Any) -> str:
         require_sizes(names, np.bincount(codes))
     except ValueError as exc:
         return str(exc)
+    if values is not None and not np.isfinite(np.asarray(values, dtype=float)).all():
+        return "a value is not a finite number (NaN or infinite)"
     return ""
 
 
@@ -444,7 +456,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
                     values, building.codes, building.levels, building.code, building.at, means, drawn[:, j],
                     functools.partial(_name, metric), confidence, n_permutations, seed), metric.statistic)
             found.append((where[position], value))
-    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])  # apart from compare's three streams
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])  # apart from the rows' draws
     for position, by_phrasing in phrased.items():
         metric = declared[position]
         assert isinstance(metric.statistic, Pooled)

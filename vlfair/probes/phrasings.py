@@ -8,7 +8,7 @@ against its prompt by :func:`check_not_prompt`), its scores per phrasing, and it
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, model_validator
@@ -152,6 +152,28 @@ def table(rows: list[dict[str, Any]], index: list[str], prompts: Sequence[str], 
         f"two-level bootstrap interval (phrasings and images resampled). Found in: the phrasings whose {test}."])
 
 
+def found_table(metrics: Sequence[Any], name: str, keys: Callable[[Mapping[str, Any]], dict[str, Any]],
+                prompts: Sequence[str], found: Callable[[Any, Any], bool], what: str, test: str) -> Table | None:
+    """The phrasings table of the metrics called ``name`` (a probe's bias measure), one row per ``keys`` of their
+    subsets (the table's index): its value with each phrasing and pooled, and in how many phrasings
+    ``found(metric, pooled)`` holds, also the pooled metric's ``holds_in``; None where no measure has a value with
+    every phrasing and pooled."""
+    phrased: dict[tuple, dict[Any, Any]] = {}
+    for metric in metrics:
+        if metric.name == name:
+            key = tuple(keys(metric.subset).items())
+            phrased.setdefault(key, {})[metric.subset.get("phrasing", 1)] = metric
+    rows = []
+    for key, by_phrasing in phrased.items():
+        pooled, held = by_phrasing.get(POOLED), [by_phrasing.get(k) for k in range(1, len(prompts) + 1)]
+        if pooled is None or any(metric is None for metric in held):
+            continue
+        flags = [found(metric, pooled) for metric in held]
+        pooled.details["holds_in"] = sum(flags)
+        rows.append(row(dict(key), pooled, flags))
+    return table(rows, [k for k, _ in next(iter(phrased))], prompts, what, test) if rows else None
+
+
 def row(keys: dict[str, Any], metric: Any, found: Sequence[bool]) -> dict[str, Any]:
     """A row of :func:`table`: ``keys``, a pooled ``metric``'s value per phrasing and pooled with its interval,
     and in how many phrasings it is found (``found``: one flag per phrasing)."""
@@ -162,4 +184,5 @@ def row(keys: dict[str, Any], metric: Any, found: Sequence[bool]) -> dict[str, A
 
 
 __all__ = ["FORMATS_FIELD", "FORMAT_NAMES", "POOLED", "Asked", "Format", "Phrased", "check_not_prompt", "column",
-           "count", "field", "pooled", "question_field", "refuse_generative_ways", "row", "setting", "table", "ways"]
+           "count", "field", "found_table", "pooled", "question_field", "refuse_generative_ways", "row", "setting",
+           "table", "ways"]

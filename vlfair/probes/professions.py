@@ -243,7 +243,8 @@ class ProfessionsProbe(Probe):
                                                   "p": metric.p_value}
             for profession in names:
                 if profession not in gaps:  # a profession of one group, or a group of one image: no gap
-                    out.warnings.append(f"{profession} by {attribute}: {too_small(groups[professions == profession])}; "
+                    mine = professions == profession
+                    out.warnings.append(f"{profession} by {attribute}: {too_small(groups[mine], scores[mine])}; "
                                         "its means are shown without a gap")
             if not means:
                 continue
@@ -273,24 +274,13 @@ class ProfessionsProbe(Probe):
         """An extension of vlfair's (issue 46): the phrasings table, each profession's gap with every phrasing and
         pooled (:mod:`vlfair.probes.phrasings`), found in a phrasing where its permutation test finds it
         (p < 1 - confidence)."""
-        s = self.settings
-        prompts = samples.facts["phrasings"]
-        alpha = 1 - s.confidence
-        gaps = {(m.subset["attribute"], m.subset["profession"], m.subset.get("phrasing", 1)): m
-                for m in out.metrics if m.name == "group_score_gap"}
-        rows = []
-        for (attribute, profession, number), pooled in gaps.items():
-            held = [gaps[(attribute, profession, k)] for k in range(1, len(prompts) + 1)
-                    if (attribute, profession, k) in gaps]
-            if number != phrasing.POOLED or len(held) < len(prompts):
-                continue
-            found = [m.p_value is not None and m.p_value < alpha for m in held]
-            pooled.details["holds_in"] = sum(found)
-            rows.append(phrasing.row({"attribute": attribute, "profession": profession}, pooled, found))
-        if rows:
-            out.tables["phrasings"] = phrasing.table(rows, ["attribute", "profession"], prompts,
-                                                     "Each profession's largest gap",
-                                                     f"permutation test finds the gap (p < {alpha:g})")
+        alpha = 1 - self.settings.confidence
+        found = phrasing.found_table(
+            out.metrics, "group_score_gap", lambda subset: {k: subset[k] for k in ("attribute", "profession")},
+            samples.facts["phrasings"], lambda metric, _pooled: metric.p_value is not None and metric.p_value < alpha,
+            "Each profession's largest gap", f"permutation test finds the gap (p < {alpha:g})")
+        if found is not None:
+            out.tables["phrasings"] = found
 
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
         """The image with the median CLIPScore of every profession per group (the study's Figures

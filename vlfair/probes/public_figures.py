@@ -185,8 +185,8 @@ class PublicFiguresProbe(Probe):
                 known = np.array([t is not None for t in truth], dtype=bool)
                 columns[_truth_column(group, level)] = _spread(truth, in_group, n)
                 # the study's prompt (phrasing 1), then each other phrasing of it on the same images
-                for number, (label, way) in enumerate(ways, start=1):
-                    prompt = s.prompt if ctx.generative else label
+                for number, (phrased, way) in enumerate(ways, start=1):
+                    prompt = s.prompt if ctx.generative else phrased
                     probabilities = ctx.text_scores([prompt.format(c) for c in classes], way,
                                                     [way.answer.format(c) for c in classes],
                                                     within=rows[in_group]).probabilities
@@ -221,15 +221,15 @@ class PublicFiguresProbe(Probe):
             columns[OWN_NAME_FIRST] = own_first
             columns.update({_name_score_column(j): values for j, values in enumerate(name_scores)})
         warnings: list[str] = []
-        phrased = {"phrasings": [label for label, _ in ways]} if len(ways) > 1 else {}
+        labels = {"phrasings": [label for label, _ in ways]} if len(ways) > 1 else {}
         if ctx.generative:
             facts = {"prompt": s.prompt, "name_prompt": s.name_prompt, "score": "generative", "scorer": "generative",
-                     **asked.model_dump(mode="json"), **phrased}
+                     **asked.model_dump(mode="json"), **labels}
             return Samples(pd.DataFrame(columns), facts, warnings)
         if ctx.encoder.loss == "sigmoid":
             warnings.append("a sigmoid model: class scores are independent probabilities x100, rows do not sum to 100")
         facts = {"prompt": s.prompt, "name_prompt": s.name_prompt,
-                 "score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax", **phrased}
+                 "score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax", **labels}
         return Samples(pd.DataFrame(columns), facts, warnings)
 
     @staticmethod
@@ -280,8 +280,8 @@ class PublicFiguresProbe(Probe):
                         label = s.bias_ratio.classes[group]
                         ratio = measured.get(("bias_ratio", _key({"folder": folder, "class": label})))
                         if ratio is None:
-                            out.warnings.append(f"bias ratio of the {label} class in {folder}: "
-                                                f"{self._ratio_undefined(genders[mask], probabilities[mask])}")
+                            why = self._ratio_undefined(genders[mask], probabilities[mask, classes.index(label)])
+                            out.warnings.append(f"bias ratio of the {label} class in {folder}: {why}")
                             continue
                         low, high = ratio.ci or (None, None)
                         ratios[folder] = {"class": label, "b = s_w / s_m": ratio.value, "CI low": low,
@@ -315,20 +315,16 @@ class PublicFiguresProbe(Probe):
         """An extension of vlfair's (issue 46): the phrasings table, each folder's bias ratio with every phrasing of
         the class prompt and pooled (:mod:`vlfair.probes.phrasings`), found in a phrasing whose interval excludes 1
         on the pooled ratio's side."""
-        prompts = samples.facts["phrasings"]
-        ratios = {(m.subset["folder"], m.subset.get("phrasing", 1)): m for m in out.metrics if m.name == "bias_ratio"}
-        rows = []
-        for (folder, number), pooled in ratios.items():
-            held = [ratios[(folder, k)] for k in range(1, len(prompts) + 1) if (folder, k) in ratios]
-            if number != phrasing.POOLED or len(held) < len(prompts):
-                continue
-            side = np.sign(pooled.value - 1.0) if pooled.value is not None else 0.0
-            found = [bool(m.ci and side and (m.ci[0] > 1.0 if side > 0 else m.ci[1] < 1.0)) for m in held]
-            rows.append(phrasing.row({"folder": folder, "class": pooled.subset["class"]}, pooled, found))
-        if rows:
-            out.tables["phrasings"] = phrasing.table(rows, ["folder", "class"], prompts,
-                                                     "Each folder's bias ratio b = s_w / s_m",
-                                                     "interval excludes 1 on the pooled ratio's side")
+        def found(metric: Metric, pooled: Metric) -> bool:
+            side = np.sign((pooled.value or 1.0) - 1.0)
+            return bool(metric.ci and side and (metric.ci[0] > 1.0 if side > 0 else metric.ci[1] < 1.0))
+
+        table = phrasing.found_table(out.metrics, "bias_ratio",
+                                     lambda subset: {k: subset[k] for k in ("folder", "class")},
+                                     samples.facts["phrasings"], found, "Each folder's bias ratio b = s_w / s_m",
+                                     "interval excludes 1 on the pooled ratio's side")
+        if table is not None:
+            out.tables["phrasings"] = table
 
     def _top1(self, out: Output, folder: str, level: int, classes: list[str], probabilities: np.ndarray,
               truth: np.ndarray, genders: np.ndarray, measured: dict[tuple[str, str], Metric]) -> dict[str, Any]:
@@ -352,14 +348,15 @@ class PublicFiguresProbe(Probe):
             out.warnings.append(f"level {level} top-1 accuracy of {folder} by gender: {too_small(genders[known])}")
         return row
 
-    def _ratio_undefined(self, genders: np.ndarray, probabilities: np.ndarray) -> str:
-        """Why a folder has no bias ratio: a gender absent, or too few images of one (probabilities are >= 0)."""
+    def _ratio_undefined(self, genders: np.ndarray, scores: np.ndarray) -> str:
+        """Why a folder has no bias ratio (``scores``: its images' probabilities of the class): a gender absent, too
+        few images of one, a score that is not a finite number, or the reference gender's mean score of 0."""
         names = set(genders.tolist())
         ratio = self.settings.bias_ratio
         absent = [g for g in (ratio.protected_group, ratio.reference_group) if g not in names]
         if absent:
             return f"no image of {' or '.join(map(repr, absent))} (genders present: {sorted(names, key=str)})"
-        return too_small(genders) or "the reference group's mean score is 0: the ratio is undefined"
+        return too_small(genders, scores) or "the reference group's mean score is 0: the ratio is undefined"
 
     def _retention(self, samples: Samples, out: Output, categories: np.ndarray, names: np.ndarray) -> None:
         """The study's Table 2 (its three politician folders; athletes and actors are vlfair's extra)."""

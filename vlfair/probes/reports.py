@@ -1,6 +1,7 @@
 """What one run reports beside a declared metric's value and interval: the details and test its study's
 measure gives (a gap's groups and permutation p, an F's degrees of freedom, a ratio's group means), so that a
-probe's results.json holds its measures' fields, key for key and number for number. A declaration names its
+probe's results.json holds the fields its probe reported from its measures before the declarations, number for
+number. A declaration names its
 reporter (``Declared.report``); :func:`vlfair.probes.declared.evaluate` calls it on one run with the metric and
 a :class:`Reading` of its row set (``vlfair compare`` reads none of this: it compares values)."""
 

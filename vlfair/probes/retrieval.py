@@ -303,9 +303,11 @@ class RetrievalProbe(Probe):
             point = design.statistics(*measures.resampled_top_k(scores, codes, s.k, np.arange(codes.size)[None],
                                                                 design.p_stars, order))
             quantities = self._quantities(attribute, names, design, concepts)
-            mine = [m for m in out.metrics if m.subset["attribute"] == attribute]
-            for metric, details in zip(mine, self._prompt_intervals(point, quantities)):
-                metric.details = details
+            found = {(m.name, repr(m.subset)): m for m in out.metrics}
+            for quantity, details in zip(quantities, self._prompt_intervals(point, quantities)):
+                metric = found.get((quantity.name, repr(quantity.subset)))
+                if metric is not None:
+                    metric.details = details
             self._tables(out, attribute, names, prompts, point, s.k)
         self._figures(out)
         return out

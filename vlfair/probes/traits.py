@@ -249,9 +249,18 @@ class TraitsProbe(Probe):
             if metric.name == "trait_anova" and "phrasing" not in metric.subset and _subset_key(
                     metric.subset) not in measured:
                 within = _within(metric.subset)
-                why = too_small(samples.column(_ACROSS[within])[metric.rows])
+                statistic = metric.statistic
+                assert isinstance(statistic, FStatistic), "traits declares its F-tests as FStatistic"
+                rows = metric.rows
+                why = too_small(samples.column(_ACROSS[within])[rows], samples.column(statistic.column)[rows])
                 out.warnings.append(f"{metric.subset['trait']} across {_ACROSS[within]}s within {within} "
                                     f"{metric.subset[within]}: {why}; no F-test")
+        for within, across in _ACROSS.items():  # a stratum of one group has nothing to compare: not declared
+            labels, groups = samples.column(within), samples.column(across)
+            for stratum in sorted(set(labels.tolist()), key=str):
+                if len(set(groups[labels == stratum].tolist())) < 2:
+                    out.warnings.append(f"across {across}s within {within} {stratum}: "
+                                        f"{too_small(groups[labels == stratum])}; no F-test")
         f_rows = [{"trait": m.subset["trait"], "within": f"{_within(m.subset)}={m.subset[_within(m.subset)]}",
                    "across": _ACROSS[_within(m.subset)], "F": m.value,
                    # the study prints 0.00e+00 for p below float64's range; the report reads the log10
@@ -282,22 +291,14 @@ class TraitsProbe(Probe):
         """An extension of vlfair's (issue 46): the phrasings table, each F-test's F with every phrasing and pooled
         (:mod:`vlfair.probes.phrasings`), found in a phrasing where its test finds a difference (p < 1 -
         confidence)."""
-        prompts = samples.facts["phrasings"]
         alpha = 1 - self.settings.confidence
-        tests = {(*_subset_key(m.subset), m.subset.get("phrasing", 1)): m
-                 for m in out.metrics if m.name == "trait_anova"}
-        rows = []
-        for (trait, within, stratum, number), pooled in tests.items():
-            held = [tests[(trait, within, stratum, k)] for k in range(1, len(prompts) + 1)
-                    if (trait, within, stratum, k) in tests]
-            if number != phrasing.POOLED or len(held) < len(prompts):
-                continue
-            found = [m.p_value is not None and m.p_value < alpha for m in held]
-            pooled.details["holds_in"] = sum(found)
-            rows.append(phrasing.row({"trait": trait, "within": f"{within}={stratum}"}, pooled, found))
-        if rows:
-            out.tables["phrasings"] = phrasing.table(rows, ["trait", "within"], prompts, "Each F-test's F",
-                                                     f"F-test finds a difference (p < {alpha:g})")
+        found = phrasing.found_table(
+            out.metrics, "trait_anova",
+            lambda subset: {"trait": subset["trait"], "within": f"{_within(subset)}={subset[_within(subset)]}"},
+            samples.facts["phrasings"], lambda metric, _pooled: metric.p_value is not None and metric.p_value < alpha,
+            "Each F-test's F", f"F-test finds a difference (p < {alpha:g})")
+        if found is not None:
+            out.tables["phrasings"] = found
 
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
         if self.settings.gradcam and self._scored is not None:

@@ -70,7 +70,11 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
     problem = family_problem(r)
     if problem:  # claims a family its own record does not make: ranked with runs it did not measure like
         raise ValueError(problem)
-    run, own, record = content_hash(r), (neutral or {}).get(r["probe"]), record_name(r)
+    run, own = content_hash(r), (neutral or {}).get(r["probe"])
+    try:
+        record: str | None = record_name(r)
+    except (ValueError, TypeError, KeyError):  # a creation time record_name cannot read: a row without a record
+        record = None
     rows = []
     for m in r["metrics"]:
         ci = m["ci"] or [None, None]
