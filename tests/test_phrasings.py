@@ -5,6 +5,7 @@ says in how many phrasings it holds."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -244,3 +245,43 @@ def test_a_pair_a_phrasing_makes_one_text_is_left_out_of_that_phrasing_and_the_p
     out = probe.analyze(samples)
     phrased = {(m.subset["trait"], str(m.subset.get("phrasing", 1))) for m in out.metrics if m.name == "trait_anova"}
     assert phrased == {("smart/dumb", "1"), ("happy/sad", "1"), ("happy/sad", "2"), ("happy/sad", "pooled")}
+
+
+def test_multilingual_takes_other_prompt_sets_as_phrasings(clip_dir, tmp_path, capsys):
+    """Multilingual's FairFace part asked with its prompt set and another one (the YAML's vlfair set): every metric
+    per prompt set and pooled, a phrasings table of each task's cross-lingual gap, and phrasing 2's metrics those
+    of a run with that prompt set alone. The Multi30K part, a prompt set that is the prompt set or none of the
+    sets, and one with other classes are refused in one line."""
+    import vlfair
+    from vlfair.probes import ProbeError, run_probe
+
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    common = {"bootstrap": 100}
+    both = run_probe("multilingual", encoder, "synthetic:fairface", tmp_path / "both", cache_dir=None,
+                     settings={**common, "phrasings": ["vlfair"]})
+    alone = run_probe("multilingual", encoder, "synthetic:fairface", tmp_path / "alone", cache_dir=None,
+                      settings={**common, "prompt_set": "vlfair"})
+    assert both["settings"]["phrasings"] == ["study", "vlfair"]
+    second = {(m["name"], json.dumps({k: v for k, v in m["subset"].items() if k != "phrasing"}, sort_keys=True)):
+              (m["value"], m["ci"]) for m in both["metrics"] if m["subset"].get("phrasing") == 2}
+    own = {(m["name"], json.dumps(m["subset"], sort_keys=True)): (m["value"], m["ci"]) for m in alone["metrics"]
+           if m["name"] != "unmatched_share"}
+    assert second.keys() == own.keys() and all(
+        second[key][0] == pytest.approx(own[key][0], rel=1e-12, nan_ok=True) for key in own)
+    assert {str(m["subset"].get("phrasing", 1)) for m in both["metrics"] if m["name"] == "cross_lingual_gap"} == {
+        "1", "2", "pooled"}
+    assert "of 2 phrasings" in (tmp_path / "both" / "phrasings.csv").read_text()
+    for settings, message in (({"phrasings": ["study"]}, "is prompt_set, phrasing 1 already"),
+                              ({"phrasings": ["other"]}, "is not one of ['study', 'vlfair']")):
+        with pytest.raises(ProbeError, match=re.escape(message)):
+            probe_class("multilingual")(settings)
+    sets = probe_class("multilingual").default_settings()["prompt_sets"]
+    narrowed = {**sets["vlfair"], "gender": {label: {"en": prompts["en"], "de": prompts["de"]}
+                                             for label, prompts in sets["vlfair"]["gender"].items()}}
+    with pytest.raises(ProbeError, match="asks other tasks, classes or languages than prompt set 'study'"):
+        probe_class("multilingual")({"prompt_sets": {**sets, "narrow": narrowed}, "phrasings": ["narrow"]})
+    capsys.readouterr()  # the runs' progress bars above
+    assert main(["run", "multilingual", "--model", str(clip_dir), "--dataset", "synthetic:multi30k", "--out",
+                 str(tmp_path / "m30k"), "--set", "phrasings=[vlfair]", "--dtype", "float32"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "the Multi30K part asks no prompt" in error, error

@@ -8,6 +8,7 @@ per image (gender, race, age group; whether each task's zero-shot prediction is 
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -16,10 +17,11 @@ import numpy as np
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from vlfair.outputs import Metric, metric_from, metrics_per
+from vlfair.probes import phrasings as phrasing
 from vlfair.probes import register
 from vlfair.probes.asking import Answering
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, indistinguishable
-from vlfair.probes.declared import ColumnRange, Custom, Declared, Mean, Range
+from vlfair.probes.declared import ColumnRange, Custom, Declared, Mean, Range, evaluate
 from vlfair.probes.settings import Bootstrap, Flag, Name, ProbeSettings, Settings, Text, distinct, refuse, same_text
 from vlfair.samples import Samples
 
@@ -79,6 +81,10 @@ class MultilingualSettings(ProbeSettings, Bootstrap):
     rate_gaps: list[RateGap] = Field(default_factory=list, description="vlfair's extra gaps (task, groups)")
     generative: LanguageQuestions = Field(description="how a generative model (lvlm:) is asked, per language: the "
                                                       "question; its candidate answers are the prompts")
+    phrasings: Annotated[list[Name], AfterValidator(distinct())] = Field(
+        default_factory=list, description="other prompt sets (of prompt_sets, with prompt_set's tasks, classes and "
+                                          "languages) the zero-shot tasks are also asked with: every FairFace metric "
+                                          "is also reported per prompt set and pooled over them")
 
     @field_validator("prompt_set")
     @classmethod
@@ -105,6 +111,20 @@ class MultilingualSettings(ProbeSettings, Bootstrap):
             if task not in used:
                 refuse("MultilingualSettings", (key, index, "task"), task,
                        f"is not a zero-shot task of prompt set {self.prompt_set!r} ({list(used)})")
+        for index, name in enumerate(self.phrasings):  # other prompt sets of the same tasks, classes and languages
+            if name == self.prompt_set:
+                refuse("MultilingualSettings", ("phrasings", index), name,
+                       "is prompt_set, phrasing 1 already: give each prompt set once")
+            if name not in self.prompt_sets:
+                refuse("MultilingualSettings", ("phrasings", index), name, f"is not one of {sorted(self.prompt_sets)}")
+            other = self.prompt_sets[name]
+            shape = {task: {label: sorted(_languages({label: prompts})) for label, prompts in classes.items()}
+                     for task, classes in used.items()}
+            if {task: {label: sorted(_languages({label: prompts})) for label, prompts in classes.items()}
+                    for task, classes in other.items()} != shape:
+                refuse("MultilingualSettings", ("phrasings", index), name,
+                       f"asks other tasks, classes or languages than prompt set {self.prompt_set!r}: a phrasing asks "
+                       "the same questions in other words")
         return self
 
 
@@ -153,6 +173,9 @@ class MultilingualProbe(Probe):
         return ["translation", "independent"] if schema == "multi30k" else [None]
 
     def score(self, ctx: Context, schema: str | None) -> Samples:
+        if schema == "multi30k" and self.settings.phrasings:
+            raise ProbeError("multilingual: setting phrasings holds other prompt sets of the FairFace zero-shot tasks; "
+                             "the Multi30K part asks no prompt: leave phrasings empty")
         return self._score_multi30k(ctx) if schema == "multi30k" else self._score_fairface(ctx)
 
     def analyze(self, samples: Samples) -> Output:
@@ -334,27 +357,33 @@ class MultilingualProbe(Probe):
             if ctx.generative:
                 for lang in _languages(classes):
                     self._question(lang)
-        if ctx.generative:  # every task and language asked of an image in one pass, the image encoded once
-            ctx.ask_together([(s.generative.questions[lang], [classes[c][lang] for c in classes])
-                              for classes in s.prompt_sets[s.prompt_set].values() for lang in _languages(classes)],
-                             s.generative)
-        for task, classes in s.prompt_sets[s.prompt_set].items():
-            names = list(classes)
-            for lang in _languages(classes):
-                prompts = [classes[c][lang] for c in names]
-                if ctx.generative:
-                    best = self._asked(ctx, lang, prompts)
-                    columns[_correct_column(task, lang)] = np.asarray(names)[best] == truth[task]
-                    continue
-                images = ctx.images()[0]
-                text = ctx.texts(prompts)
-                same = indistinguishable(prompts, text)
-                if same:  # e.g. words outside an English tokenizer's vocabulary: a finding, said, not refused
-                    warnings.append(f"{task} prompts in {lang}: {same}; its {lang} predictions pick between them "
-                                    "by rounding noise")
-                predicted = np.asarray(names)[(images @ text.T).argmax(axis=1)]
-                columns[_correct_column(task, lang)] = predicted == truth[task]
+        sets = [s.prompt_set, *s.phrasings]  # the prompt set (phrasing 1), then each other one
+        if ctx.generative:  # every set, task and language asked of an image in one pass, the image encoded once
+            asks = dict.fromkeys((s.generative.questions[lang], tuple(classes[c][lang] for c in classes))
+                                 for name in sets for classes in s.prompt_sets[name].values()
+                                 for lang in _languages(classes))
+            ctx.ask_together([(question, list(answers)) for question, answers in asks], s.generative)
+        for number, name in enumerate(sets, start=1):
+            for task, classes in s.prompt_sets[name].items():
+                names = list(classes)
+                for lang in _languages(classes):
+                    prompts = [classes[c][lang] for c in names]
+                    column = phrasing.column(_correct_column(task, lang), number)
+                    if ctx.generative:
+                        best = self._asked(ctx, lang, prompts)
+                        columns[column] = np.asarray(names)[best] == truth[task]
+                        continue
+                    images = ctx.images()[0]
+                    text = ctx.texts(prompts)
+                    same = indistinguishable(prompts, text)
+                    if same:  # e.g. words outside an English tokenizer's vocabulary: a finding, said, not refused
+                        warnings.append(f"{task} prompts in {lang}{f' ({name})' if number > 1 else ''}: {same}; its "
+                                        f"{lang} predictions pick between them by rounding noise")
+                    predicted = np.asarray(names)[(images @ text.T).argmax(axis=1)]
+                    columns[column] = predicted == truth[task]
         facts: dict[str, Any] = {"pivot": s.pivot, "prompt_set": s.prompt_set}
+        if s.phrasings:
+            facts["phrasings"] = sets
         if ctx.generative:
             facts.update(scorer="generative", questions=s.generative.questions, mode=s.generative.mode)
         return Samples(pd.DataFrame(columns), facts, warnings)
@@ -374,6 +403,29 @@ class MultilingualProbe(Probe):
         return asked.questions[lang]
 
     def _fairface(self, samples: Samples) -> Output:
+        """The study's measures with the prompt set (phrasing 1), then with each other prompt set (its metrics'
+        subsets say which: "phrasing": 2, ...), pooled over them, and the phrasings table (issue 46)."""
+        out = self._fairface_with(samples, 1)
+        count = phrasing.count(samples)
+        if count < 2:
+            return out
+        for number in range(2, count + 1):  # the same measures on that prompt set's predictions (no figures)
+            out.metrics += [dataclasses.replace(m, subset={**m.subset, "phrasing": number})
+                            for m in self._fairface_with(samples, number).metrics]
+        s = self.settings
+        out.metrics += evaluate(samples, phrasing.pooled(self._fairface_metrics(samples, 1), samples), self.facts,
+                                **s.resampling)
+        found = phrasing.found_table(
+            out.metrics, "cross_lingual_gap", lambda subset: {"task": subset["task"]}, samples.facts["phrasings"],
+            lambda metric, _pooled: bool(metric.ci and metric.ci[0] > 0), "Each task's cross-lingual accuracy gap",
+            "interval lies above 0")
+        if found is not None:
+            out.tables["phrasings"] = found
+        return out
+
+    def _fairface_with(self, samples: Samples, number: int) -> Output:
+        """The study's measures on the predictions with prompt set ``number`` (1: prompt_set, its tables and
+        figures too)."""
         import pandas as pd
 
         from vlfair.report import plots
@@ -385,7 +437,8 @@ class MultilingualProbe(Probe):
         accuracy_table = {}
         for task, classes in s.prompt_sets[s.prompt_set].items():
             languages = _languages(classes)
-            correct[task] = {lang: samples.column(_correct_column(task, lang)) for lang in languages}
+            correct[task] = {lang: samples.column(phrasing.column(_correct_column(task, lang), number))
+                             for lang in languages}
             gap = _cross_lingual_gap(correct[task], s.pivot if s.pivot in languages else None, s.resampling)
             out.metrics.append(metric_from("cross_lingual_gap", {"task": task}, gap, "gap", "gap_ci",
                                            details=("accuracy", "gap_to_pivot")))
@@ -393,15 +446,16 @@ class MultilingualProbe(Probe):
             accuracy_table[task] = gap["accuracy"]
         frame = pd.DataFrame(accuracy_table).rename_axis("language")
         out.tables["accuracy_by_language"] = frame
-        out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language",
-                                                                 "accuracy", ylim=(0, 1), legend_title="task")
+        if number == 1:
+            out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language",
+                                                                     "accuracy", ylim=(0, 1), legend_title="task")
         for group_gap in s.group_gaps:
-            self._group_gaps(out, group_gap, correct, truth)
+            self._group_gaps(out, group_gap, correct, truth, draw=number == 1)
         for rate_gap in s.rate_gaps:  # vlfair's extras
-            self._rate_gap(out, rate_gap, correct, truth)
+            self._rate_gap(out, rate_gap, correct, truth, draw=number == 1)
         return out
 
-    def _group_gaps(self, out: Output, spec: GroupGap, correct: dict, truth: dict) -> None:
+    def _group_gaps(self, out: Output, spec: GroupGap, correct: dict, truth: dict, draw: bool = True) -> None:
         """The study's Eq. 5: accuracy of ``task`` between the groups of ``between``, within each
         value of ``within`` (or over all images), per language; with ``amplification``, each gap
         minus the pivot language's."""
@@ -451,6 +505,7 @@ class MultilingualProbe(Probe):
         if within and signed:
             name = f"{task}_gap_by_{within}"
             out.tables[name] = differences = pd.Series(signed).unstack(level=1).rename_axis(within)
+        if within and signed and draw:
             out.figures[name] = plots.grouped_bars(differences, None, f"{task} accuracy, {minuend} minus "
                                                    f"{subtrahend}, by {within} and language", "accuracy difference",
                                                    neutral=0.0, legend_title="language")
@@ -484,7 +539,7 @@ class MultilingualProbe(Probe):
             result[lang] = float(value[k])
         return result
 
-    def _rate_gap(self, out: Output, spec: RateGap, correct: dict, truth: dict) -> None:
+    def _rate_gap(self, out: Output, spec: RateGap, correct: dict, truth: dict, draw: bool = True) -> None:
         import pandas as pd
 
         from vlfair import measures
@@ -505,25 +560,37 @@ class MultilingualProbe(Probe):
                                            "gap", "gap_ci", details=("accuracy", "gap_pair"), key=lang))
         by_group = pd.DataFrame({lang: gaps["accuracy"][lang] for lang in languages}).rename_axis(column)
         out.tables[f"{task}_accuracy_by_{column}"] = by_group
+        if not draw:
+            return
         out.figures[f"{task}_accuracy_by_{column}"] = plots.grouped_bars(
             by_group, None, f"{task} accuracy by {column}, per language (vlfair's extra)", "accuracy", ylim=(0, 1),
             legend_title="language")
 
-    def _fairface_metrics(self, samples: Samples) -> list[Declared]:
+    def _fairface_metrics(self, samples: Samples, numbers: int | None = None) -> list[Declared]:
+        """The FairFace metrics with each prompt set (``numbers``: the first that many; None: every one)."""
+        count = phrasing.count(samples) if numbers is None else numbers
+        metrics = []
+        for number in range(1, count + 1):
+            phrased = [dataclasses.replace(m, subset={**m.subset, "phrasing": number}) if number > 1 else m
+                       for m in self._fairface_declared(samples, number)]
+            metrics += phrased
+        return metrics
+
+    def _fairface_declared(self, samples: Samples, number: int) -> list[Declared]:
         s = self.settings
         truth = {task: samples.column(task) for task in TASKS}
         metrics = []
         languages_of = {}
         for task, classes in s.prompt_sets[s.prompt_set].items():
             languages_of[task] = languages = _languages(classes)
-            columns = _correct_columns(task, languages)
+            columns = _correct_columns(task, languages, number)
             metrics += [Declared("cross_lingual_gap", {"task": task}, ColumnRange(columns)),
                         *(Declared("accuracy", {"task": task, "language": lang}, Mean(column))
                           for lang, column in zip(languages, columns))]
         for spec in s.group_gaps:
             task, between, within = spec.task, spec.between, spec.within
             languages = sorted(languages_of[task])
-            columns = _correct_columns(task, languages)
+            columns = _correct_columns(task, languages, number)
             # one row set per value of `within` (one over all cells would cost a matrix product per cell)
             for value in sorted(set(truth[within].tolist()), key=str) if within else [None]:
                 rows = np.flatnonzero(truth[within] == value) if within else None
@@ -538,7 +605,7 @@ class MultilingualProbe(Probe):
                     metrics += [Declared("accuracy", {"task": task, "language": lang, between: name, **cell},
                                          Mean(column, name), rows, between) for name in names]
                 if spec.amplification and s.pivot in languages:
-                    pivot = _correct_column(task, s.pivot)
+                    pivot = phrasing.column(_correct_column(task, s.pivot), number)
                     metrics += [Declared("gap_amplification", {**subset, "language": lang, "pivot": s.pivot},
                                          _amplification(column, pivot), rows, between)
                                 for lang, column in zip(languages, columns) if lang != s.pivot]
@@ -548,7 +615,7 @@ class MultilingualProbe(Probe):
             if _gap_groups(truth[column]) is not None:
                 metrics += [Declared("group_rate_gap", {"task": task, "groups": column, "language": lang},
                                      Range(correct), group=column)
-                            for lang, correct in zip(languages, _correct_columns(task, languages))]
+                            for lang, correct in zip(languages, _correct_columns(task, languages, number))]
         return metrics
 
 
@@ -573,8 +640,9 @@ def _correct_column(task: str, lang: str) -> str:
     return f"{task} correct {lang}"
 
 
-def _correct_columns(task: str, languages: list[str]) -> tuple[str, ...]:
-    return tuple(_correct_column(task, lang) for lang in languages)
+def _correct_columns(task: str, languages: list[str], number: int = 1) -> tuple[str, ...]:
+    """The correct columns of ``task`` in ``languages`` with prompt set ``number`` (1: prompt_set)."""
+    return tuple(phrasing.column(_correct_column(task, lang), number) for lang in languages)
 
 
 def _languages(classes: dict[str, dict[str, str]]) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from vlfair.outputs import Table
-from vlfair.probes.declared import Declared, Pooled
+from vlfair.probes.declared import Custom, Declared, Pooled
 from vlfair.probes.errors import ProbeError
 from vlfair.probes.settings import Text, distinct, placeholders, refuse
 
@@ -129,11 +129,15 @@ def pooled(metrics: Sequence[Declared], samples: Any) -> list[Declared]:
         return found
     for metric in metrics:
         statistic: Any = metric.statistic
-        if "phrasing" in metric.subset:
+        if "phrasing" in metric.subset or isinstance(statistic, Custom):  # a probe's own: its columns are its own
             continue
-        members = tuple(dataclasses.replace(statistic, column=column(statistic.column, k))
-                        for k in range(1, count(samples) + 1))
-        if any(member.column not in samples.frame.columns for member in members):
+        if hasattr(statistic, "column"):
+            members = tuple(dataclasses.replace(statistic, column=column(statistic.column, k))
+                            for k in range(1, count(samples) + 1))
+        else:  # a gap across columns (one accuracy per language)
+            members = tuple(dataclasses.replace(statistic, columns=tuple(column(c, k) for c in statistic.columns))
+                            for k in range(1, count(samples) + 1))
+        if any(c not in samples.frame.columns for member in members for c in member.columns):
             continue
         found.append(dataclasses.replace(metric, subset={**metric.subset, "phrasing": POOLED},
                                          statistic=Pooled(members)))
