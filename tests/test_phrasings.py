@@ -285,3 +285,32 @@ def test_multilingual_takes_other_prompt_sets_as_phrasings(clip_dir, tmp_path, c
                  str(tmp_path / "m30k"), "--set", "phrasings=[vlfair]", "--dtype", "float32"]) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "the Multi30K part asks no prompt" in error, error
+
+
+def test_public_figures_rewords_its_name_prompt_with_each_phrasing(clip_dir, tmp_path):
+    """name_phrasings reword name_prompt, one per phrasing of the class prompt: each folder's retention text score
+    per phrasing and pooled, phrasing 2's that of a run asking with that name prompt alone. As many as the class
+    prompt's phrasings (or none) and never the name prompt itself: else refused by name."""
+    import vlfair
+    from vlfair.probes import ProbeError, run_probe
+
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    phrased = run_probe("public-figures", encoder, "synthetic:pfi", tmp_path / "phrased", cache_dir=None,
+                        settings={"bootstrap": 50, "phrasings": ["a picture of a {}"],
+                                  "name_phrasings": ["a picture of {}"]})
+    alone = run_probe("public-figures", encoder, "synthetic:pfi", tmp_path / "alone", cache_dir=None,
+                      settings={"bootstrap": 50, "name_prompt": "a picture of {}"})
+    texts = {(m["subset"]["folder"], str(m["subset"].get("phrasing", 1))): m["value"] for m in phrased["metrics"]
+             if m["name"] == "retention_text_score"}
+    own = {m["subset"]["folder"]: m["value"] for m in alone["metrics"] if m["name"] == "retention_text_score"}
+    assert own and {folder: texts[folder, "2"] for folder in own} == own
+    assert all((folder, "pooled") in texts for folder in own)
+    for settings, message in (({"phrasings": ["a picture of a {}"], "name_phrasings": []}, None),
+                              ({"phrasings": [], "name_phrasings": ["a picture of {}"]}, "for 0 of the class prompt"),
+                              ({"phrasings": ["a picture of a {}"], "name_phrasings": ["This is a picture of {}"]},
+                               "is name_prompt, phrasing 1 already")):
+        if message is None:
+            probe_class("public-figures")(settings)
+            continue
+        with pytest.raises(ProbeError, match=re.escape(message)):
+            probe_class("public-figures")(settings)

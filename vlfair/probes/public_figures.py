@@ -107,6 +107,9 @@ class PublicFiguresSettings(ProbeSettings, Bootstrap, phrasing.Phrased, phrasing
                                               "genders")
     generative: FigureQuestions = Field(description="how a generative model (lvlm:) is asked about classes and names")
     phrasings: phrasing.setting("") = phrasing.field("the class prompt, each with {}")  # type: ignore[valid-type]
+    name_phrasings: phrasing.setting("") = Field(  # type: ignore[valid-type]
+        default_factory=list, description="other phrasings of name_prompt, each with {}, one per phrasing of the class "
+                                          "prompt (phrasing k rewords both); empty: name retention keeps name_prompt")
     question_phrasings: Annotated[list[Text], AfterValidator(distinct())] = phrasing.question_field(
         "about the classes; name retention keeps name_question")
     answer_formats: Annotated[list[phrasing.Format], AfterValidator(distinct())] = phrasing.FORMATS_FIELD
@@ -126,6 +129,13 @@ class PublicFiguresSettings(ProbeSettings, Bootstrap, phrasing.Phrased, phrasing
             if spec.pooled is not None and spec.pooled in seen:
                 refuse("PublicFiguresSettings", ("groups", group, "pooled"), spec.pooled,
                        "is a folder's name: the pooled rows would be reported as that folder's")
+        if self.name_phrasings and len(self.name_phrasings) != len(self.phrasings):
+            refuse("PublicFiguresSettings", ("name_phrasings",), self.name_phrasings,
+                   f"holds {len(self.name_phrasings)} phrasing(s) of name_prompt for {len(self.phrasings)} of the "
+                   "class prompt: phrasing k rewords both prompts, so give as many (or none)")
+        if self.name_prompt in self.name_phrasings:
+            refuse("PublicFiguresSettings", ("name_phrasings", self.name_phrasings.index(self.name_prompt)),
+                   self.name_prompt, "is name_prompt, phrasing 1 already: give each phrasing once")
         for group, label in self.bias_ratio.classes.items():
             where = ("bias_ratio", "class", group)
             if group not in self.groups:
@@ -167,7 +177,8 @@ class PublicFiguresProbe(Probe):
         import pandas as pd
 
         s, asked = self.settings, self.settings.generative
-        phrasing.refuse_generative_ways("public-figures", s, ctx.generative)  # before any image is read
+        # before any image is read (name_phrasings come with as many phrasings: a generative model refuses both)
+        phrasing.refuse_generative_ways("public-figures", s, ctx.generative)
         rows = ctx.rows()
         categories, genders = ctx.column("category", rows), ctx.column("gender", rows)
         names = ctx.column("name", rows)
@@ -220,6 +231,10 @@ class PublicFiguresProbe(Probe):
         if name_scores:
             columns[OWN_NAME_FIRST] = own_first
             columns.update({_name_score_column(j): values for j, values in enumerate(name_scores)})
+            # each image's own name first or not with each other phrasing of the name prompt (phrasings 2, ...)
+            for number, prompt in enumerate(s.name_phrasings, start=2):
+                columns[phrasing.column(OWN_NAME_FIRST, number)] = self._own_name_first(ctx, rows, categories, names,
+                                                                                       prompt)
         warnings: list[str] = []
         labels = {"phrasings": [label for label, _ in ways]} if len(ways) > 1 else {}
         if ctx.generative:
@@ -231,6 +246,20 @@ class PublicFiguresProbe(Probe):
         facts = {"prompt": s.prompt, "name_prompt": s.name_prompt,
                  "score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax", **labels}
         return Samples(pd.DataFrame(columns), facts, warnings)
+
+    def _own_name_first(self, ctx: Context, rows: np.ndarray, categories: np.ndarray, names: np.ndarray,
+                        prompt: str) -> np.ndarray:
+        """1.0 where each image's own name scores highest among its folder's names read with ``prompt`` (a
+        contrastive model's), 0.0 where not, null in a folder of fewer than 2 names."""
+        first = np.full(len(rows), np.nan)
+        for folder in self._retention_folders(categories):
+            mask = categories == folder
+            candidates = sorted(set(names[mask].tolist()))
+            if len(candidates) < 2:
+                continue
+            found = ctx.text_scores([prompt.format(name) for name in candidates], within=rows[mask])
+            first[mask] = (found.best() == np.array([candidates.index(name) for name in names[mask]])).astype(float)
+        return first
 
     @staticmethod
     def _truth(ctx: Context, rows: np.ndarray, truth: str | Truth, classes: list[str], categories: np.ndarray
@@ -378,11 +407,13 @@ class PublicFiguresProbe(Probe):
             # the image score (a top-1 down each name's column: no per-image value to declare) from the measure;
             # the text score is the declared one, on the same draws
             result = measures.retention(matrix, references, **s.resampling)
-            text = next(m for m in out.metrics if m.name == "retention_text_score" and m.subset["folder"] == folder)
+            text = next(m for m in out.metrics if m.name == "retention_text_score" and m.subset == {"folder": folder})
             text.details = {"num_names": result["num_names"]}
-            if "ci_note" in result:
+            if "ci_note" in result:  # every name one image: no interval, with any phrasing or pooled
                 out.warnings.append(f"retention of {folder}: {result['ci_note']}")
-                text.ci = None
+                for metric in out.metrics:
+                    if metric.name == "retention_text_score" and metric.subset["folder"] == folder:
+                        metric.ci = None
             out.metrics.insert(out.metrics.index(text) + 1, metric_from(
                 "retention_image_score", {"folder": folder}, result, "image_score", "image_score_ci",
                 details=("num_names",)))
@@ -421,6 +452,12 @@ class PublicFiguresProbe(Probe):
                     width += 1
                 metrics.append(Declared("retention_text_score", {"folder": folder}, Mean(OWN_NAME_FIRST), rows,
                                         strata="name", also=tuple(map(_name_score_column, range(width)))))
+                # with each other phrasing of the name prompt, where the run had them
+                metrics += [Declared("retention_text_score", {"folder": folder, "phrasing": number},
+                                     Mean(phrasing.column(OWN_NAME_FIRST, number)), rows, strata="name",
+                                     also=tuple(map(_name_score_column, range(width))))
+                            for number in range(2, phrasing.count(samples) + 1)
+                            if phrasing.column(OWN_NAME_FIRST, number) in samples.frame.columns]
         for number in range(2, phrasing.count(samples) + 1):  # the class prompt's other phrasings
             metrics += self._class_metrics(samples, categories, number)
         return metrics
