@@ -239,11 +239,12 @@ def resample_groups(row_set: RowSet, values: npt.ArrayLike, units: npt.NDArray[n
         local = local.reshape(-1)
         if np.bincount(local).min() < MIN_GROUP_SIZE or (several and present.size < 2):
             continue
-        for j in range(k):
-            means[:, present, j] = stats.bootstrap_group_means(a[inside, j], local, len(present), bootstrap, seed)
-            if squares:  # the same seed and groups: the same rows drawn
-                squared[:, present, j] = stats.bootstrap_group_means((a[inside, j] - shift[j]) ** 2, local,
-                                                                     len(present), bootstrap, seed)
+        # every column, and their squares where read, on one set of draws
+        drawn = np.concatenate([a[inside], (a[inside] - shift) ** 2], axis=1) if squares else a[inside]
+        found = stats.bootstrap_group_means(drawn, local, len(present), bootstrap, seed)  # (B, G_unit, k or 2k)
+        means[:, present, :] = found[:, :, :k]
+        if squares:
+            squared[:, present, :] = found[:, :, k:]
     with np.errstate(invalid="ignore"):
         total = (means - shift) * counts[None, :, None]
         moments = Moments(np.broadcast_to(counts, (bootstrap, num_groups)), total, squared * counts[None, :, None],

@@ -384,33 +384,37 @@ def bootstrap_group_means(values: npt.ArrayLike, codes: npt.NDArray[np.integer],
     Blocks run on a thread pool (numpy releases the GIL for drawing, gathering and summing); each
     block has its own seed spawned from ``seed``, so the result does not depend on the threads.
     It is the same resampling as :func:`stratified_resamples` (each group keeps its size), with
-    another order of random draws.
+    another order of random draws. ``values`` may be (N, k): k columns on the same draws, (B, G, k)
+    returned, each column's resamples those of a call with that column alone (the picks are drawn once).
     """
     array = np.asarray(values, dtype=float)
+    columns = array.reshape(array.shape[0], -1).T  # (k, N): each column's sums over its last axis, as for one
     order = np.argsort(codes, kind="stable")
     counts = np.bincount(codes, minlength=num_groups)
     starts = np.concatenate([[0], np.cumsum(counts)])
-    grouped = array[order]
+    grouped = columns[:, order]
     tasks = []
     for g in range(num_groups):
         n = int(counts[g])
         block = max(1, _CACHED_BLOCK_ENTRIES // max(n, 1))
         tasks += [(g, first, min(block, n_resamples - first)) for first in range(0, n_resamples, block)]
     seeds = np.random.SeedSequence(seed).spawn(len(tasks))
-    sums = np.zeros((n_resamples, num_groups))
+    sums = np.zeros((len(columns), n_resamples, num_groups))
 
     def run(task: tuple[int, int, int], seed_sequence: np.random.SeedSequence) -> None:
         g, first, b = task
-        member_values = grouped[starts[g]:starts[g + 1]]
-        if member_values.size == 0:
+        member_values = grouped[:, starts[g]:starts[g + 1]]
+        size = member_values.shape[1]
+        if size == 0:
             return
-        picks = np.random.default_rng(seed_sequence).integers(0, member_values.size, size=(b, member_values.size),
-                                                              dtype=np.intp)
-        sums[first:first + b, g] = np.take(member_values, picks).sum(axis=1)
+        picks = np.random.default_rng(seed_sequence).integers(0, size, size=(b, size), dtype=np.intp)
+        for j, column in enumerate(member_values):
+            sums[j, first:first + b, g] = np.take(column, picks).sum(axis=1)
 
     _in_threads(run, tasks, seeds)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return sums / counts
+        means = sums / counts
+    return means[0] if array.ndim == 1 else np.moveaxis(means, 0, -1)
 
 
 def _in_threads(function: Callable, *argument_lists) -> None:

@@ -94,18 +94,19 @@ def prepare_runs(paths: Sequence[str | Path], on_common_rows: bool = False) -> P
                                  if unshared else "")
                               + (f" on the {len(common)} rows the runs share (too few for its groups; compare runs "
                                  "that share more rows)" if fewer else ""))
-    def read(row_sets: list[Any]) -> list[list[Any]]:  # each run's values of each row set (rows: positions)
-        return [[frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
-                 for row_set in row_sets] for frame in frames]
-
+    # each run's values of each row set, read once (rows are positions in the aligned frames)
+    values = [[frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
+               for row_set in row_sets] for frame in frames]
     # a value that is not a number first (it also leaves a statistic undefined in its run: not "other data")
-    _refuse_missing_values(runs, frames, row_sets, read(row_sets))
+    _refuse_missing_values(runs, frames, row_sets, values)
     with columns_named(runs):
         _check_groups(probe, runs, frames, row_sets)
     if fewer:  # the runs' own rows made their own numbers; fewer shared ones may leave a group too small
-        row_sets, small = _without_small_groups(row_sets, len(common))
-        unshared = [*unshared, *small]
-    return Prepared(runs, probe, common, counts, frames, row_sets, read(row_sets), unshared)
+        kept, small = _without_small_groups(row_sets, len(common))
+        values = [[v for row_set, v in zip(row_sets, run_values) if any(row_set is k for k in kept)]
+                  for run_values in values]
+        row_sets, unshared = kept, [*unshared, *small]
+    return Prepared(runs, probe, common, counts, frames, row_sets, values, unshared)
 
 
 def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, bootstrap: int = BOOTSTRAP,

@@ -261,7 +261,7 @@ class _Building:
     frame: Any = None
     levels: list[Group] = dataclasses.field(default_factory=list)  # the groups, by code
     units: np.ndarray | None = None  # each row's unit (Declared.unit), None: one
-    reads_squares: bool = False  # a statistic reads the groups' sums of squares (an F), not their means alone
+
     at: dict[str, int] = dataclasses.field(default_factory=dict)
     statistics: list[paired.Statistic] = dataclasses.field(default_factory=list)
     positions: list[int] = dataclasses.field(default_factory=list)  # each statistic's place among the declared
@@ -326,7 +326,6 @@ class _Building:
         if not metric.statistic.defined(self):
             return
         self.positions.append(position)
-        self.reads_squares |= isinstance(metric.statistic, FStatistic)
         for column in (*metric.statistic.columns, *metric.also):
             self.at.setdefault(column, len(self.at))
         self.statistics.append(paired.Statistic(metric.name, dict(metric.subset),
@@ -420,12 +419,19 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
     plain = [m for m in declared if not isinstance(m.statistic, Pooled)]
     # each pooled metric's phrasings, as metrics of their own on its rows, groups and strata (one row set: the
     # same resamples of the rows for every phrasing), after the plain ones
-    expanded, owners = list(plain), {}
+    # (a phrasing the probe declared as a metric of its own is that metric, evaluated once)
+    expanded = list(plain)
+    owners: dict[int, list[tuple[int, int]]] = {}  # an expanded metric's position -> the (pooled metric, phrasing)s
+    declared_as = {(m.key(), m.statistic): i for i, m in enumerate(plain)}
     for position, metric in enumerate(declared):
         if isinstance(metric.statistic, Pooled):
             for k, member in enumerate(metric.statistic.statistics):
-                owners[len(expanded)] = (position, k)
-                expanded.append(dataclasses.replace(metric, statistic=member))
+                phrasing = dataclasses.replace(metric, statistic=member)
+                at = declared_as.get((phrasing.key(), member))
+                if at is None:
+                    at = len(expanded)
+                    expanded.append(phrasing)
+                owners.setdefault(at, []).append((position, k))
     where = [position for position, m in enumerate(declared) if not isinstance(m.statistic, Pooled)]
     frame: Any = samples.frame
     found: list[tuple[int, Metric]] = []
@@ -436,17 +442,19 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
         values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
         means = None
         if building.grouped:
+            # an F's resamples are read only where phrasings pool it (one run's F has no interval, as trait_anova's)
+            squares = any(p in owners and isinstance(expanded[p].statistic, FStatistic) for p in building.positions)
             point, resampled, means = paired.resample_groups(row_set, values, building.units, bootstrap=bootstrap,
-                                                             seed=seed, squares=building.reads_squares)
+                                                             seed=seed, squares=squares)
         else:
             point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed, measured=True)
         drawn = resampled  # as drawn, for a reporter; an interval of recentred resamples where the row set asks
         if bootstrap and row_set.recentre:
             resampled = paired.recentred(resampled, point)
         for j, (position, statistic) in enumerate(zip(building.positions, row_set.statistics)):
-            if position in owners:
-                pooled, k = owners[position]
+            for pooled, k in owners.get(position, []):
                 phrased.setdefault(pooled, {})[k] = (index, float(point[j]), resampled[:, j])
+            if position >= len(plain):  # a phrasing only pooled
                 continue
             value = Metric(statistic.name, statistic.subset, float(point[j]),
                            paired.resampled_interval(resampled[:, j], confidence))

@@ -111,17 +111,18 @@ class MultilingualSettings(ProbeSettings, Bootstrap):
             if task not in used:
                 refuse("MultilingualSettings", (key, index, "task"), task,
                        f"is not a zero-shot task of prompt set {self.prompt_set!r} ({list(used)})")
+
+        def shape(tasks: PromptSet) -> dict[str, dict[str, list[str]]]:  # each task's classes and their languages
+            return {task: {label: sorted(prompts) for label, prompts in classes.items()}
+                    for task, classes in tasks.items()}
+
         for index, name in enumerate(self.phrasings):  # other prompt sets of the same tasks, classes and languages
             if name == self.prompt_set:
                 refuse("MultilingualSettings", ("phrasings", index), name,
                        "is prompt_set, phrasing 1 already: give each prompt set once")
             if name not in self.prompt_sets:
                 refuse("MultilingualSettings", ("phrasings", index), name, f"is not one of {sorted(self.prompt_sets)}")
-            other = self.prompt_sets[name]
-            shape = {task: {label: sorted(_languages({label: prompts})) for label, prompts in classes.items()}
-                     for task, classes in used.items()}
-            if {task: {label: sorted(_languages({label: prompts})) for label, prompts in classes.items()}
-                    for task, classes in other.items()} != shape:
+            if shape(self.prompt_sets[name]) != shape(used):
                 refuse("MultilingualSettings", ("phrasings", index), name,
                        f"asks other tasks, classes or languages than prompt set {self.prompt_set!r}: a phrasing asks "
                        "the same questions in other words")

@@ -193,10 +193,12 @@ class TraitsProbe(Probe):
         columns: dict = {}
         # the question in its answer format (phrasing 1), then every other phrasing of it in every format
         ways = phrasing.ways(asked, s.question_phrasings, s.answer_formats)
+        for mode in dict.fromkeys(way.mode for _, way in ways):  # every pair and question of a mode in one pass
+            ctx.ask_together([(way.question.format(positive=positive, negative=negative), [positive, negative])
+                              for _, way in ways if way.mode == mode for positive, negative in s.pairs],
+                             next(way for _, way in ways if way.mode == mode))
         for number, (_label, way) in enumerate(ways, start=1):
             questions = [way.question.format(positive=positive, negative=negative) for positive, negative in s.pairs]
-            # every pair asked of an image in one pass, the image encoded once
-            ctx.ask_together([(question, list(pair)) for question, pair in zip(questions, s.pairs)], way)
             for (positive, negative), question in zip(s.pairs, questions):
                 found = ctx.text_scores([positive, negative], way, question=question)
                 if not columns:
