@@ -138,6 +138,53 @@ def test_declared_metrics_of_one_run_are_a_brute_force_stratified_bootstrap():
     np.testing.assert_allclose(found[3].ci, ratio["bias_ratio_ci"], rtol=1e-12)
 
 
+def test_columns_declared_apart_are_resampled_as_the_cross_lingual_gap_resamples_its_languages():
+    """Issue 45: a gap across columns ``apart`` (one language's answers each, on the same images) is resampled as
+    ``measures.cross_lingual_gap`` resamples its languages, each language's samples drawn apart, so the
+    multilingual probe's one-run numbers are the measure's, draw for draw: the gap's and each accuracy's
+    interval equal the measure's on the same seed and a brute-force recomputation on the recovered draws; two
+    gaps on the same rows (two prompt sets) are two calls, each drawn as a call of its own; vlfair compare still
+    pairs the columns on the same images (one row set)."""
+    import pandas as pd
+
+    from vlfair import measures
+    from vlfair.probes import declared
+    from vlfair.samples import Samples
+
+    rng = np.random.default_rng(3)
+    n, languages = 90, ["de", "en", "fr"]
+    hits = rng.random((n, 6)) < np.array([0.5, 0.7, 0.6, 0.4, 0.8, 0.55])
+    frame = pd.DataFrame(hits.astype(float), columns=[f"{lang}{k}" for k in ("", "@2") for lang in languages])
+    first, second = tuple(frame.columns[:3]), tuple(frame.columns[3:])
+    metrics = [declared.Declared("gap", {}, declared.ColumnRange(first), apart=True),
+               *(declared.Declared("accuracy", {"language": lang}, declared.Mean(c), apart=True)
+                 for lang, c in zip(languages, first)),
+               declared.Declared("gap", {"phrasing": 2}, declared.ColumnRange(second), apart=True)]
+    samples = Samples(frame, {})
+    assert len(declared.row_sets(samples, metrics)) == 1
+    found = declared.evaluate(samples, metrics, bootstrap=250, seed=7)
+    for columns, gap in ((first, found[0]), (second, found[4])):
+        stacked = frame[list(columns)].to_numpy().T.reshape(-1)
+        labels = np.repeat(languages, n)
+        measured = measures.cross_lingual_gap(np.where(stacked == 1, "y", "n"), np.full(stacked.size, "y"), labels,
+                                              bootstrap=250, seed=7)
+        np.testing.assert_allclose(gap.value, measured["gap"], rtol=1e-12)
+        np.testing.assert_allclose(gap.ci, measured["gap_ci"], rtol=1e-12)
+        if columns == first:
+            for lang, accuracy in zip(languages, found[1:4]):
+                np.testing.assert_allclose(accuracy.ci, measured["accuracy_ci"][lang], rtol=1e-12)
+        # brute force: each language's rows drawn as recovered from the stream, the gap recomputed from them
+        drawn = _drawn(np.repeat(np.arange(3), n), 250, 7)
+        resampled = [np.ptp([np.repeat(stacked[j * n:(j + 1) * n], d[j * n:(j + 1) * n]).mean() for j in range(3)])
+                     for d in drawn]
+        np.testing.assert_allclose(gap.ci, np.quantile(resampled, [0.025, 0.975]), rtol=1e-9)
+    # compare: the columns on the same resampled images, as before (apart is one run's stream only)
+    row_set = declared.row_sets(samples, metrics)[0]
+    other = hits[:, ::-1].astype(float)
+    differences = paired.compare(row_set, frame[list(row_set.columns)].to_numpy(), other, bootstrap=50, seed=1)
+    assert len(differences) == 5 and all(d.difference_ci is not None for d in differences)
+
+
 def test_declared_metrics_come_in_their_order_and_only_where_their_data_define_them():
     """evaluate lists the metrics in the order declared, whatever row set each lands in; a metric of no
     rows, a gap of one group and a ratio bias_ratio would refuse (a group of one row, a negative value, a

@@ -255,6 +255,33 @@ def resample_groups(row_set: RowSet, values: npt.ArrayLike, units: npt.NDArray[n
     return point, resampled, means
 
 
+def resample_apart(row_set: RowSet, values: npt.ArrayLike, calls: list[tuple[int, ...]], *,
+                   bootstrap: int = BOOTSTRAP, seed: int | None = SEED) -> tuple[np.ndarray, np.ndarray]:
+    """One model's statistics of a one-group ``row_set`` whose value columns are samples of their own (one
+    language's answers each, on the same images), resampled apart as a measure resamples several languages'
+    samples: each of ``calls`` (column indices, one measure call's languages in its groups' order) is drawn
+    by :func:`vlfair.stats.bootstrap_group_means` seeded with ``seed``, its columns as its groups; a column in
+    no call is a call of its own. Returns the (M,) statistics at the data and (B, M) on the resamples."""
+    a = np.asarray(values, dtype=float).reshape(len(row_set.rows), -1)
+    point, _, _ = resample_groups(row_set, a, bootstrap=0)
+    if not bootstrap:
+        return point, np.empty((0, len(row_set.statistics)))
+    n, k = a.shape
+    if seed is None:  # every call on draws from one fresh seed, as the row set's other streams
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
+    listed = {j for call in calls for j in call}
+    means = np.full((bootstrap, 1, k), np.nan)
+    for call in [*calls, *((j,) for j in range(k) if j not in listed)]:
+        stacked = a[:, list(call)].T.reshape(-1)  # the call's first column's rows, then its second's, ...
+        means[:, 0, list(call)] = stats.bootstrap_group_means(stacked, np.repeat(np.arange(len(call)), n), len(call),
+                                                              bootstrap, seed)
+    shift = np.nanmean(a, axis=0) if a.size else np.zeros(k)
+    moments = Moments(np.full((bootstrap, 1), float(n)), (means - shift) * n, np.full_like(means, np.nan), shift)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        resampled = np.stack([np.asarray(s.function(moments), dtype=float) for s in row_set.statistics], axis=1)
+    return point, resampled
+
+
 def measure(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
             seed: int | None = SEED) -> list[tuple[float, list[float] | None]]:
     """Every statistic of ``row_set`` for one model (its (n, k) ``values``): the value and its
@@ -460,5 +487,5 @@ def iter_columns(row_sets: list[RowSet]) -> Iterator[str]:
 
 
 __all__ = ["Difference", "Moments", "RowSet", "Statistic", "compare", "f_statistic", "group_mean", "iter_columns",
-           "mean_range", "mean_ratio", "measure", "pooled_mean", "relabelling_stream", "resample", "resample_groups",
-           "Resampled"]
+           "mean_range", "mean_ratio", "measure", "pooled_mean", "relabelling_stream", "resample", "resample_apart",
+           "resample_groups", "Resampled"]

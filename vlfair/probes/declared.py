@@ -218,12 +218,17 @@ class Declared:
     unit: str | None = None
     # what one run reports beside its value and interval, as its study's measure does (vlfair.probes.reports)
     report: reports.Report | None = None
+    # the value columns are samples of their own (one language's answers each, on the same images), which one
+    # run resamples apart, as a study's measure resamples several languages' samples: each ColumnRange of the
+    # row set is one such call, its columns in its order (vlfair.paired.resample_apart); vlfair compare pairs them
+    apart: bool = False
 
     def key(self) -> tuple:
         rows = None if self.rows is None else np.asarray(self.rows, dtype=np.int64).tobytes()
         custom = (self.statistic.values, self.statistic.engine, self.statistic.recentre) \
             if isinstance(self.statistic, Custom) else None
-        return rows, self.group, self.strata, None if self.order is None else tuple(self.order), custom, self.unit
+        return (rows, self.group, self.strata, None if self.order is None else tuple(self.order), custom, self.unit,
+                self.apart)
 
 
 def row_sets(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None
@@ -261,6 +266,7 @@ class _Building:
     frame: Any = None
     levels: list[Group] = dataclasses.field(default_factory=list)  # the groups, by code
     units: np.ndarray | None = None  # each row's unit (Declared.unit), None: one
+    apart: bool = False  # Declared.apart
 
     at: dict[str, int] = dataclasses.field(default_factory=dict)
     statistics: list[paired.Statistic] = dataclasses.field(default_factory=list)
@@ -311,7 +317,8 @@ class _Building:
             units = stats.encode_groups(frame[metric.unit].to_numpy()[rows].tolist(), metric.unit)[1]
         return cls(rows, codes, _ByLabel((level, i) for i, level in enumerate(levels)),
                    _ByLabel((level, int(c)) for level, c in zip(levels, counts) if c), strata,
-                   metric.statistic if isinstance(metric.statistic, Custom) else None, frame, levels, units)
+                   metric.statistic if isinstance(metric.statistic, Custom) else None, frame, levels, units,
+                   metric.apart)
 
     @property
     def grouped(self) -> bool:
@@ -408,7 +415,9 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
     """The declared metrics of one run defined on its data, in the order declared, each with its bootstrap
     interval drawn as the measures draw theirs, so that a study's numbers are its measures', draw for draw: a row
     set resampled within its groups, each group's mean apart (:func:`vlfair.paired.resample_groups`, as
-    ``vlfair.measures`` resample group means); any other (strata of its own, a probe's own statistic) by rows
+    ``vlfair.measures`` resample group means); one whose columns are samples ``apart``, each call's columns as
+    its groups (:func:`vlfair.paired.resample_apart`, as ``measures.cross_lingual_gap`` resamples its
+    languages); any other (strata of its own, a probe's own statistic) by rows
     within its strata (:func:`vlfair.paired.resample` ``measured``, as ``stats.bootstrap_interval`` draws). A
     metric with a ``report`` gets the details and test its study's measure gives (:mod:`vlfair.probes.reports`;
     ``n_permutations``: a test's relabellings, 0: no test); a :class:`Pooled` metric its two-level interval,
@@ -441,7 +450,11 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
         row_set = building.row_set()
         values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
         means = None
-        if building.grouped:
+        if building.apart:  # each ColumnRange's columns drawn as one measure call draws its languages
+            calls = [tuple(row_set.columns.index(c) for c in expanded[p].statistic.columns)
+                     for p in building.positions if isinstance(expanded[p].statistic, ColumnRange)]
+            point, resampled = paired.resample_apart(row_set, values, calls, bootstrap=bootstrap, seed=seed)
+        elif building.grouped:
             # an F's resamples are read only where phrasings pool it (one run's F has no interval, as trait_anova's)
             squares = any(p in owners and isinstance(expanded[p].statistic, FStatistic) for p in building.positions)
             point, resampled, means = paired.resample_groups(row_set, values, building.units, bootstrap=bootstrap,

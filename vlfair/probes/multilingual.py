@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from vlfair.outputs import Metric, metric_from, metrics_per
+from vlfair.outputs import Metric
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import register
+from vlfair.probes import register, reports
 from vlfair.probes.asking import Answering
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, indistinguishable
-from vlfair.probes.declared import ColumnRange, Custom, Declared, Mean, Range, evaluate
+from vlfair.probes.declared import ColumnRange, Custom, Declared, Mean, Range, evaluate, too_small
 from vlfair.probes.settings import Bootstrap, Flag, Name, ProbeSettings, Settings, Text, distinct, refuse, same_text
 from vlfair.samples import Samples
 
@@ -180,7 +180,14 @@ class MultilingualProbe(Probe):
         return self._score_multi30k(ctx) if schema == "multi30k" else self._score_fairface(ctx)
 
     def analyze(self, samples: Samples) -> Output:
-        return self._multi30k(samples) if _schema_of(samples) == "multi30k" else self._fairface(samples)
+        """The declared metrics (each phrasing's, then pooled over them), then the study's tables and figures
+        drawn from them."""
+        s = self.settings
+        out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
+        declared = self.declare(samples)
+        out.metrics = evaluate(samples, [*declared, *phrasing.pooled(declared, samples)], self.facts, **s.resampling)
+        (self._multi30k if _schema_of(samples) == "multi30k" else self._fairface)(samples, out)
+        return out
 
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
         if _schema_of(samples) == "fairface":  # the study's two image towers: which one this model is
@@ -238,93 +245,78 @@ class MultilingualProbe(Probe):
         return Samples(frame, {"languages": [lang_a, lang_b], "independent_captions": s.independent_captions,
                                "pairs": pairs})
 
-    def _multi30k(self, samples: Samples) -> Output:
+    def _multi30k(self, samples: Samples, out: Output) -> None:
+        """The summary table per portion, the ratios' histogram and the gaps against the distances (Sec. 5.1)."""
         import pandas as pd
 
-        from vlfair import stats
         from vlfair.figures import subplots
         from vlfair.report import plots
         from vlfair.report.numbers import format_value
 
-        s = self.settings
         lang_a, lang_b = samples.facts["languages"]
         portions = samples.column("portion")
-        files = samples.column("image_file")
-        out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
+        terms = [samples.column(name) for name in ("similarity_gap", "text_distance")]
         summary: dict[str, dict] = {}
+        for metric in out.metrics:
+            portion, details = metric.subset["portion"], metric.details
+            row = summary.setdefault(portion, {})
+            if metric.name == "individual_fairness":
+                row.update({"pairs": details["num_pairs"], "epsilon": metric.value,
+                            "mean ratio": details["mean_ratio"], "bound holds": details["bound_holds"]})
+            elif metric.name == "text_distance":
+                row[f"mean distance {lang_a}-{lang_b}"] = metric.value
+            elif metric.name == "cross_lingual_gap":
+                direction = metric.subset["direction"]
+                row.update({f"{direction} {lang}": value for lang, value in details["accuracy"].items()})
+                row[f"{direction} gap"] = metric.value
+        columns = ["pairs", f"mean distance {lang_a}-{lang_b}", "epsilon", "mean ratio", "bound holds"]
+        out.tables["multi30k_summary"] = pd.DataFrame.from_dict(summary, orient="index").rename_axis("portion")[
+            columns + [c for c in next(iter(summary.values())) if c not in columns]]
+        figure, axis = subplots(figsize=(5, 3.2))
         scatter: dict[str, list] = {"x": [], "y": [], "label": []}
-        slope = 0.0
-        ratio_figure, ratio_axis = subplots(figsize=(5, 3.2))
-        for portion in sorted(set(portions.tolist())):
-            mask = portions == portion
-            fairness = _individual_fairness(*(samples.column(name)[mask]
-                                              for name in ("similarity_gap", "text_distance", "bound")))
-            pair = {"portion": portion, "languages": f"{lang_a}-{lang_b}"}
-            out.metrics.append(metric_from("individual_fairness", pair, fairness, "epsilon", details=(
-                                               "mean_ratio", "median_ratio", "bound_holds", "num_bound_violations",
-                                               "max_bound", "num_pairs", "num_identical_pairs")))
-            distances = np.asarray(fairness["text_distances"])
-
-            def mean_distance(idx: np.ndarray, distances: np.ndarray = distances) -> np.ndarray:
-                return distances[idx].mean(axis=1)
-
-            distance_ci = (stats.bootstrap_interval(mean_distance, np.zeros(distances.size, int), s.bootstrap,
-                                                    s.confidence, s.seed).tolist()
-                           if s.bootstrap and distances.size > 1 else None)
-            out.metrics.append(Metric("text_distance", pair, float(distances.mean()), distance_ci, None,
-                                      {"median": float(np.median(distances)), "num_pairs": int(distances.size)}))
-            scatter["x"] += fairness["text_distances"]
-            scatter["y"] += fairness["similarity_gaps"]
-            scatter["label"] += [portion] * fairness["num_pairs"]
-            slope = max(slope, fairness["max_bound"])
-            ratio_axis.hist(fairness["ratios"], bins=30, alpha=0.6, label=f"{portion} (eps {fairness['epsilon']:.3g})")
-            row = {"pairs": fairness["num_pairs"], f"mean distance {lang_a}-{lang_b}": float(distances.mean()),
-                   "epsilon": fairness["epsilon"], "mean ratio": fairness["mean_ratio"],
-                   "bound holds": fairness["bound_holds"]}
-            for direction in DIRECTIONS:
-                rows = _retrieval_rows(files, mask, direction)
-                correct = {lang: samples.column(_retrieval_column(direction, lang))[rows] for lang in (lang_a, lang_b)}
-                gap = _cross_lingual_gap(correct, None, s.resampling)
-                out.metrics.append(metric_from("cross_lingual_gap", {"portion": portion, "direction": direction}, gap,
-                                               "gap", "gap_ci", details=("accuracy", "counts")))
-                out.metrics += metrics_per("retrieval_accuracy", {"portion": portion, "direction": direction}, gap,
-                                           "accuracy", "accuracy_ci", by="language")
-                for lang, accuracy in gap["accuracy"].items():
-                    row[f"{direction} {lang}"] = accuracy
-                row[f"{direction} gap"] = gap["gap"]
-            summary[portion] = row
-        ratio_axis.set_xlabel("ratio |cos(v,t_a) - cos(v,t_b)| / ||t_a - t_b||")
-        ratio_axis.set_ylabel("caption pairs")
-        ratio_axis.legend(fontsize=8, title="portion", title_fontsize=8)
-        ratio_axis.set_title(f"Individual fairness ratios, {lang_a} vs {lang_b}", fontsize=10)
-        out.figures["ratio_distribution"] = ratio_figure
+        for portion in sorted(summary):
+            mask = (portions == portion) & (terms[1] > 0)  # the pairs with a ratio (identical ones have none)
+            axis.hist(terms[0][mask] / terms[1][mask], bins=30, alpha=0.6,
+                      label=f"{portion} (eps {summary[portion]['epsilon']:.3g})")
+            scatter["x"] += terms[1][mask].tolist()
+            scatter["y"] += terms[0][mask].tolist()
+            scatter["label"] += [portion] * int(mask.sum())
+        axis.set_xlabel("ratio |cos(v,t_a) - cos(v,t_b)| / ||t_a - t_b||")
+        axis.set_ylabel("caption pairs")
+        axis.legend(fontsize=8, title="portion", title_fontsize=8)
+        axis.set_title(f"Individual fairness ratios, {lang_a} vs {lang_b}", fontsize=10)
+        out.figures["ratio_distribution"] = figure
+        slope = max(m.details["max_bound"] for m in out.metrics if m.name == "individual_fairness")
         out.figures["gap_vs_distance"] = plots.scatter_with_bound(
             scatter["x"], scatter["y"], slope, scatter["label"], f"Similarity gap vs text distance ({lang_a}/{lang_b})")
-        out.tables["multi30k_summary"] = pd.DataFrame.from_dict(summary, orient="index").rename_axis("portion")
         out.notes.append(f"bound line: slope max 2/(||t_a||+||t_b||) = {format_value(slope)}; every point must lie "
                          "under its own bound")
-        return out
 
     def _multi30k_metrics(self, samples: Samples) -> list[Declared]:
         lang_a, lang_b = samples.facts["languages"]
+        languages = sorted((lang_a, lang_b))  # as the measures order a gap's languages: their draws follow it
         portions, files = samples.column("portion"), samples.column("image_file")
-        distances = samples.column("text_distance")
+        terms = [samples.column(name) for name in ("similarity_gap", "text_distance", "bound")]
         metrics = []
         for portion in sorted(set(portions.tolist())):
             mask = portions == portion
-            rows = np.flatnonzero(mask & (distances > 0))  # the pairs with a ratio (identical ones left out)
+            rows = np.flatnonzero(mask & (terms[1] > 0))  # the pairs with a ratio (identical ones left out)
             pair = {"portion": portion, "languages": f"{lang_a}-{lang_b}"}
             if rows.size:  # (bound: a per-pair quantity too, read so that vlfair compare pairs it, not checks it)
-                metrics += [Declared("text_distance", pair, Mean("text_distance"), rows, also=("bound",)),
-                            Declared("individual_fairness", pair, EPSILON, rows)]
+                # strata: the pairs resampled as stats.bootstrap_interval resamples them (one stratum)
+                metrics += [Declared("individual_fairness", pair, EPSILON, rows,
+                                     report=_fairness(*(term[mask] for term in terms))),
+                            Declared("text_distance", pair, Mean("text_distance"), rows, strata="portion",
+                                     also=("bound",), report=_distances)]
             for direction in DIRECTIONS:
                 subset = {"portion": portion, "direction": direction}
-                columns = tuple(_retrieval_column(direction, lang) for lang in (lang_a, lang_b))
+                columns = {lang: _retrieval_column(direction, lang) for lang in languages}
                 # sorted: the same rows as text_to_image's where each image has one caption (one row set)
                 rows = np.sort(_retrieval_rows(files, mask, direction))
-                metrics += [Declared("cross_lingual_gap", subset, ColumnRange(columns), rows),
-                            *(Declared("retrieval_accuracy", {**subset, "language": lang}, Mean(column), rows)
-                              for lang, column in zip((lang_a, lang_b), columns))]
+                metrics += [Declared("cross_lingual_gap", subset, ColumnRange(tuple(columns.values())), rows,
+                                     apart=True, report=_by_language(columns, counts=True)),
+                            *(Declared("retrieval_accuracy", {**subset, "language": lang}, Mean(column), rows,
+                                       apart=True) for lang, column in columns.items())]
         return metrics
 
     def _select_pairs(self, ctx: Context) -> dict[str, int]:
@@ -403,101 +395,72 @@ class MultilingualProbe(Probe):
                              "prompts")
         return asked.questions[lang]
 
-    def _fairface(self, samples: Samples) -> Output:
-        """The study's measures with the prompt set (phrasing 1), then with each other prompt set (its metrics'
-        subsets say which: "phrasing": 2, ...), pooled over them, and the phrasings table (issue 46)."""
-        out = self._fairface_with(samples, 1)
-        count = phrasing.count(samples)
-        if count < 2:
-            return out
-        for number in range(2, count + 1):  # the same measures on that prompt set's predictions (no figures)
-            out.metrics += [dataclasses.replace(m, subset={**m.subset, "phrasing": number})
-                            for m in self._fairface_with(samples, number).metrics]
+    def _fairface(self, samples: Samples, out: Output) -> None:
+        """The study's tables and figures from the prompt set's metrics (phrasing 1), and the phrasings table
+        (issue 46) where the samples hold other prompt sets."""
+        import pandas as pd
+
+        from vlfair.report import plots
+
         s = self.settings
-        out.metrics += evaluate(samples, phrasing.pooled(self._fairface_metrics(samples, 1), samples), self.facts,
-                                **s.resampling)
+        study = [m for m in out.metrics if "phrasing" not in m.subset]
+        frame = pd.DataFrame({m.subset["task"]: m.details["accuracy"] for m in study
+                              if m.name == "cross_lingual_gap"}).rename_axis("language")
+        out.tables["accuracy_by_language"] = frame
+        out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language",
+                                                                 "accuracy", ylim=(0, 1), legend_title="task")
+        truth = {task: samples.column(task) for task in TASKS}
+        for group_gap in s.group_gaps:
+            self._group_gap_tables(out, study, group_gap, truth)
+        for rate_gap in s.rate_gaps:  # vlfair's extras
+            task, column = rate_gap.task, rate_gap.groups
+            gaps = {m.subset["language"]: m.details["accuracy"]
+                    for m in _of(study, "group_rate_gap", {"task": task, "groups": column})}
+            if not gaps:
+                out.warnings.append(f"{task} accuracy by {column}: {too_small(truth[column])}")
+                continue
+            out.tables[f"{task}_accuracy_by_{column}"] = by_group = pd.DataFrame(gaps).rename_axis(column)
+            out.figures[f"{task}_accuracy_by_{column}"] = plots.grouped_bars(
+                by_group, None, f"{task} accuracy by {column}, per language (vlfair's extra)", "accuracy",
+                ylim=(0, 1), legend_title="language")
+        if phrasing.count(samples) < 2:
+            return
         found = phrasing.found_table(
             out.metrics, "cross_lingual_gap", lambda subset: {"task": subset["task"]}, samples.facts["phrasings"],
             lambda metric, _pooled: bool(metric.ci and metric.ci[0] > 0), "Each task's cross-lingual accuracy gap",
             "interval lies above 0")
         if found is not None:
             out.tables["phrasings"] = found
-        return out
 
-    def _fairface_with(self, samples: Samples, number: int) -> Output:
-        """The study's measures on the predictions with prompt set ``number`` (1: prompt_set, its tables and
-        figures too)."""
+    def _group_gap_tables(self, out: Output, study: list[Metric], spec: GroupGap, truth: dict) -> None:
+        """The study's Eq. 5 tables: accuracy of ``task`` between the groups of ``between``, within each value of
+        ``within`` (or over all images), per language; the signed difference plotted (Fig. 3-4); each gap's
+        amplification over the pivot language's (Table 1)."""
         import pandas as pd
 
         from vlfair.report import plots
 
-        s = self.settings
-        out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
-        correct: dict[str, dict[str, np.ndarray]] = {}
-        truth = {task: samples.column(task) for task in TASKS}
-        accuracy_table = {}
-        for task, classes in s.prompt_sets[s.prompt_set].items():
-            languages = _languages(classes)
-            correct[task] = {lang: samples.column(phrasing.column(_correct_column(task, lang), number))
-                             for lang in languages}
-            gap = _cross_lingual_gap(correct[task], s.pivot if s.pivot in languages else None, s.resampling)
-            out.metrics.append(metric_from("cross_lingual_gap", {"task": task}, gap, "gap", "gap_ci",
-                                           details=("accuracy", "gap_to_pivot")))
-            out.metrics += metrics_per("accuracy", {"task": task}, gap, "accuracy", "accuracy_ci", by="language")
-            accuracy_table[task] = gap["accuracy"]
-        frame = pd.DataFrame(accuracy_table).rename_axis("language")
-        out.tables["accuracy_by_language"] = frame
-        if number == 1:
-            out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language",
-                                                                     "accuracy", ylim=(0, 1), legend_title="task")
-        for group_gap in s.group_gaps:
-            self._group_gaps(out, group_gap, correct, truth, draw=number == 1)
-        for rate_gap in s.rate_gaps:  # vlfair's extras
-            self._rate_gap(out, rate_gap, correct, truth, draw=number == 1)
-        return out
-
-    def _group_gaps(self, out: Output, spec: GroupGap, correct: dict, truth: dict, draw: bool = True) -> None:
-        """The study's Eq. 5: accuracy of ``task`` between the groups of ``between``, within each
-        value of ``within`` (or over all images), per language; with ``amplification``, each gap
-        minus the pivot language's."""
-        import pandas as pd
-
-        from vlfair import measures
-        from vlfair.report import plots
-
-        s = self.settings
         task, between, within = spec.task, spec.between, spec.within
-        if task not in correct:
-            raise ProbeError(f"multilingual: group_gaps task {task!r} is not a zero-shot task ({sorted(correct)})")
-        languages = sorted(correct[task])
-        hits = np.stack([correct[task][lang] for lang in languages], axis=1)  # (rows, languages)
-        values = sorted(set(truth[within].tolist()), key=str) if within else [None]
-        minuend, subtrahend = spec.difference or (None, None)  # the signed difference plotted (Fig. 3-4)
-        signed, accuracy, amplification = {}, {}, {}
-        for value in values:
-            mask = truth[within] == value if within else np.ones(len(truth[task]), dtype=bool)
-            subset: dict[str, Any] = {"task": task, "groups": between, **({within: value} if within else {})}
-            try:
-                result = measures.group_rate_gap(*_as_labels(hits[mask].T.ravel()),
-                                                 np.tile(truth[between][mask], len(languages)),
-                                                 languages=np.repeat(languages, int(mask.sum())), **s.resampling)
-            except ValueError as exc:
-                of = f" of {within} {value}" if within else ""
-                out.warnings.append(f"{task} accuracy between {between} groups{of}: {exc}")
-                continue
+        minuend, subtrahend = spec.difference or (None, None)
+        accuracy: dict[tuple, float] = {}
+        signed: dict[tuple, float] = {}
+        amplification: dict[Any, dict[str, float | None]] = {}
+        for value in sorted(set(truth[within].tolist()), key=str) if within else [None]:
+            cell: dict[str, Any] = {within: value} if within else {}
+            gaps = _of(study, "group_rate_gap", {"task": task, "groups": between, **cell})
             label = value if within else "all"
-            for lang in languages:
-                out.metrics.append(metric_from("group_rate_gap", {**subset, "language": lang}, result, "gap", "gap_ci",
-                                               details=("accuracy", "gap_pair"), key=lang))
-                out.metrics += metrics_per("accuracy", {"task": task, "language": lang, between: None,
-                                                        **({within: value} if within else {})},
-                                           result, "accuracy", "accuracy_ci", by=between, key=lang)
-                for group, rate in result["accuracy"][lang].items():
-                    accuracy[(label, group, lang)] = rate
-                if minuend in result["accuracy"][lang] and subtrahend in result["accuracy"][lang]:
-                    signed[(label, lang)] = result["accuracy"][lang][minuend] - result["accuracy"][lang][subtrahend]
-            if spec.amplification and s.pivot in languages:
-                amplification[label] = self._amplification(out, subset, hits[mask], truth[between][mask], languages)
+            if not gaps:  # the groups of this cell are too few or too small for a gap (the measures' rule)
+                labels = truth[between][truth[within] == value] if within else truth[between]
+                of = f" of {within} {value}" if within else ""
+                out.warnings.append(f"{task} accuracy between {between} groups{of}: {too_small(labels)}")
+                continue
+            for metric in gaps:
+                lang, rates = metric.subset["language"], metric.details["accuracy"]
+                accuracy.update({(label, group, lang): rate for group, rate in rates.items()})
+                if minuend in rates and subtrahend in rates:
+                    signed[(label, lang)] = rates[minuend] - rates[subtrahend]
+            for metric in _of(study, "gap_amplification", {"task": task, "groups": between, **cell}):
+                amplification.setdefault(label, {})[metric.subset["language"]] = metric.value
         if not accuracy:
             return
         wide = pd.Series(accuracy).unstack(level=2)
@@ -506,66 +469,11 @@ class MultilingualProbe(Probe):
         if within and signed:
             name = f"{task}_gap_by_{within}"
             out.tables[name] = differences = pd.Series(signed).unstack(level=1).rename_axis(within)
-        if within and signed and draw:
             out.figures[name] = plots.grouped_bars(differences, None, f"{task} accuracy, {minuend} minus "
                                                    f"{subtrahend}, by {within} and language", "accuracy difference",
                                                    neutral=0.0, legend_title="language")
         if amplification:
             out.tables[f"{task}_gap_amplification_by_{within}"] = pd.DataFrame(amplification).T.rename_axis(within)
-
-    def _amplification(self, out: Output, subset: dict, correct: np.ndarray, groups: np.ndarray,
-                       languages: list[str]) -> dict[str, float]:
-        """Gap in each language minus the pivot's, with a bootstrap CI that resamples the same
-        images for every language (stratified by group)."""
-        from vlfair import stats
-
-        s = self.settings
-        names, codes = stats.encode_groups(groups.tolist(), "groups")
-        pivot = languages.index(s.pivot)
-
-        def statistic(idx: np.ndarray) -> np.ndarray:  # (b, languages)
-            picked = correct[idx]  # (b, rows, languages)
-            rates = np.stack([picked[:, codes == k].mean(axis=1) for k in range(len(names))], axis=1)
-            gap = rates.max(axis=1) - rates.min(axis=1)
-            return gap - gap[:, [pivot]]
-
-        value = statistic(np.arange(len(codes))[None, :])[0]
-        ci = stats.bootstrap_interval(statistic, codes, s.bootstrap, s.confidence, s.seed) if s.bootstrap else None
-        result = {}
-        for k, lang in enumerate(languages):
-            if k == pivot:
-                continue
-            out.metrics.append(Metric("gap_amplification", {**subset, "language": lang, "pivot": s.pivot},
-                                      float(value[k]), None if ci is None else [float(ci[0, k]), float(ci[1, k])]))
-            result[lang] = float(value[k])
-        return result
-
-    def _rate_gap(self, out: Output, spec: RateGap, correct: dict, truth: dict, draw: bool = True) -> None:
-        import pandas as pd
-
-        from vlfair import measures
-        from vlfair.report import plots
-
-        task, column = spec.task, spec.groups
-        languages = sorted(correct[task])
-        try:
-            gaps = measures.group_rate_gap(*_as_labels(np.concatenate([correct[task][lang] for lang in languages])),
-                                           np.tile(truth[column], len(languages)),
-                                           languages=np.repeat(languages, len(truth[task])),
-                                           **self.settings.resampling)
-        except ValueError as exc:
-            out.warnings.append(f"{task} accuracy by {column}: {exc}")
-            return
-        for lang in languages:
-            out.metrics.append(metric_from("group_rate_gap", {"task": task, "groups": column, "language": lang}, gaps,
-                                           "gap", "gap_ci", details=("accuracy", "gap_pair"), key=lang))
-        by_group = pd.DataFrame({lang: gaps["accuracy"][lang] for lang in languages}).rename_axis(column)
-        out.tables[f"{task}_accuracy_by_{column}"] = by_group
-        if not draw:
-            return
-        out.figures[f"{task}_accuracy_by_{column}"] = plots.grouped_bars(
-            by_group, None, f"{task} accuracy by {column}, per language (vlfair's extra)", "accuracy", ylim=(0, 1),
-            legend_title="language")
 
     def _fairface_metrics(self, samples: Samples, numbers: int | None = None) -> list[Declared]:
         """The FairFace metrics with each prompt set (``numbers``: the first that many; None: every one)."""
@@ -585,8 +493,10 @@ class MultilingualProbe(Probe):
         for task, classes in s.prompt_sets[s.prompt_set].items():
             languages_of[task] = languages = _languages(classes)
             columns = _correct_columns(task, languages, number)
-            metrics += [Declared("cross_lingual_gap", {"task": task}, ColumnRange(columns)),
-                        *(Declared("accuracy", {"task": task, "language": lang}, Mean(column))
+            pivot = s.pivot if s.pivot in languages else None
+            metrics += [Declared("cross_lingual_gap", {"task": task}, ColumnRange(columns), apart=True,
+                                 report=_by_language(dict(zip(languages, columns)), pivot)),
+                        *(Declared("accuracy", {"task": task, "language": lang}, Mean(column), apart=True)
                           for lang, column in zip(languages, columns))]
         for spec in s.group_gaps:
             task, between, within = spec.task, spec.between, spec.within
@@ -602,7 +512,7 @@ class MultilingualProbe(Probe):
                 subset: dict[str, Any] = {"task": task, "groups": between, **cell}
                 for lang, column in zip(languages, columns):
                     metrics.append(Declared("group_rate_gap", {**subset, "language": lang}, Range(column), rows,
-                                            between))
+                                            between, report=reports.rate_gap))
                     metrics += [Declared("accuracy", {"task": task, "language": lang, between: name, **cell},
                                          Mean(column, name), rows, between) for name in names]
                 if spec.amplification and s.pivot in languages:
@@ -615,7 +525,7 @@ class MultilingualProbe(Probe):
             languages = sorted(languages_of[task])
             if _gap_groups(truth[column]) is not None:
                 metrics += [Declared("group_rate_gap", {"task": task, "groups": column, "language": lang},
-                                     Range(correct), group=column)
+                                     Range(correct), group=column, report=reports.rate_gap)
                             for lang, correct in zip(languages, _correct_columns(task, languages, number))]
         return metrics
 
@@ -707,19 +617,10 @@ def _retrieval_rows(files: np.ndarray, mask: np.ndarray, direction: str) -> np.n
     return rows
 
 
-def _as_labels(correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(predictions, references) whose matches are ``correct``: what the accuracy measures take."""
-    return np.where(correct, "right", "wrong"), np.full(len(correct), "right")
-
-
-def _cross_lingual_gap(correct: dict[str, np.ndarray], pivot: str | None,
-                       resampling: dict[str, Any]) -> measures.CrossLingualGap:
-    """``measures.cross_lingual_gap`` of each language's right/wrong samples (stacked in order)."""
-    from vlfair import measures
-
-    hits = np.concatenate([correct[lang] for lang in correct])
-    languages = np.concatenate([[lang] * len(correct[lang]) for lang in correct])
-    return measures.cross_lingual_gap(*_as_labels(hits), languages, pivot=pivot, **resampling)
+def _of(metrics: list[Metric], name: str, subset: Mapping[str, Any]) -> list[Metric]:
+    """The metrics called ``name`` whose subset is ``subset`` and a language (and a pivot)."""
+    return [m for m in metrics if m.name == name
+            and {k: v for k, v in m.subset.items() if k not in ("language", "pivot")} == subset]
 
 
 def _gap_groups(labels: np.ndarray) -> list[str] | None:
@@ -732,6 +633,40 @@ def _gap_groups(labels: np.ndarray) -> list[str] | None:
     if len(names) < 2 or (counts < measures.MIN_GROUP_SIZE).any():
         return None
     return names
+
+
+# ---- what one run reports beside these metrics, as the study's measures did -------------------------
+def _by_language(columns: Mapping[str, str], pivot: str | None = None, *, counts: bool = False) -> reports.Report:
+    """``measures.cross_lingual_gap``'s fields for a gap across the languages' ``columns`` (language -> column):
+    each language's accuracy, and each one's gap to the ``pivot`` (None without one) or, with ``counts``, each
+    language's samples (Multi30K's)."""
+    def report(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
+        accuracy = {lang: float(reading.values[:, reading.at[column]].mean()) for lang, column in columns.items()}
+        metric.details = {"accuracy": accuracy}
+        if counts:
+            metric.details["counts"] = dict.fromkeys(columns, len(reading.values))
+        else:
+            metric.details["gap_to_pivot"] = (None if pivot is None else
+                                              {lang: accuracy[pivot] - value for lang, value in accuracy.items()})
+    return report
+
+
+def _distances(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
+    """The caption pairs' text distances: their median and number beside the mean."""
+    distances = reading.values[:, reading.at["text_distance"]]
+    metric.details = {"median": float(np.median(distances)), "num_pairs": int(distances.size)}
+
+
+def _fairness(gap: np.ndarray, distance: np.ndarray, bound: np.ndarray) -> reports.Report:
+    """``measures.individual_fairness``'s fields of one portion's pairs (its terms), and no interval: the study
+    reports epsilon, a maximum over the pairs, alone."""
+    def report(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
+        found = _individual_fairness(gap, distance, bound)
+        metric.ci = None
+        metric.details = {field: found[field] for field in (
+            "mean_ratio", "median_ratio", "bound_holds", "num_bound_violations", "max_bound", "num_pairs",
+            "num_identical_pairs")}
+    return report
 
 
 # ---- the statistics only this probe declares -----------------------------------------------------

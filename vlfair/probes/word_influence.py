@@ -12,10 +12,10 @@ import numpy as np
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from vlfair.outputs import Metric
-from vlfair.probes import register
+from vlfair.probes import register, reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
-from vlfair.probes.declared import Custom, Declared
+from vlfair.probes.declared import Custom, Declared, evaluate
 from vlfair.probes.settings import (
     SEED,
     Confidence,
@@ -211,9 +211,14 @@ class WordInfluenceProbe(Probe):
         # the published Table 1 is Stable Diffusion's: compare by the generator, not the classifier
         out.published_model = facts["generator"].get("pipeline")
         known = _known_groups(samples)
-        results = [r for _, r in self._prompts(samples)]
-        for r in results:
-            self._report_prompt(r, out, known, len(results) == 1 or not s.large_scale)
+        prompts = self._prompts(samples)
+        # nothing resampled: each metric's reporter gives the study's Hoeffding or exact binomial interval
+        out.metrics = evaluate(samples, self._declared(samples, prompts), self.facts, bootstrap=0,
+                               confidence=s.confidence)
+        results = [r for _, r in prompts]
+        if len(results) == 1 or not s.large_scale:
+            for r in results:
+                self._variants(r, out, known)
         removed = facts["no_person_images"]
         calls, used = facts["generator_calls"], facts["images_used"]
         # the classifier's no-person class: its text (the settings' no_person; the study's classifier has none)
@@ -226,15 +231,15 @@ class WordInfluenceProbe(Probe):
                          "Table 1: 'doctor' +0.373 for male, its share of female images rising from 0.160 to 0.533 "
                          "without it.")
         if s.large_scale:
-            self._large_scale(results, out)
+            self._large_scale(out)
         # what was generated, from the facts (a rescore keeps the run's own description of it)
         scored = getattr(self, "_scored", None)
         source = (facts["generator"].get("pipeline") or facts["generator"].get("callable")
                   or (scored[1] if scored else "generator"))
-        prompts = [r.prompt for r in results]
+        texts = [r.prompt for r in results]
         out.dataset = {"name": f"generated:{source}",
                        "split": None, "subset": None, "num_rows": used,
-                       "fingerprint": hashlib.sha256(json.dumps([prompts, facts["generator"], facts["transmuter"]],
+                       "fingerprint": hashlib.sha256(json.dumps([texts, facts["generator"], facts["transmuter"]],
                                                                 sort_keys=True, default=str).encode()).hexdigest()[:16]}
         return out
 
@@ -260,11 +265,15 @@ class WordInfluenceProbe(Probe):
         (differences of target shares, every level scored) and Shapley values made of them. With the
         study's 150 prompts, the mean influence of each word over the prompts that contain it, over all
         the images."""
+        return self._declared(samples, self._prompts(samples))
+
+    def _declared(self, samples: Samples, prompts: list[tuple[np.ndarray, PromptInfluence]]) -> list[Declared]:
+        """:meth:`declare`'s metrics of ``prompts`` (each one's rows and tally), each with the interval its study
+        gives one run: Hoeffding's bound on an influence, an exact binomial interval on a share."""
         s = self.settings
         known = _known_groups(samples)
         target = s.target_group
         metrics = []
-        prompts = self._prompts(samples)
         for rows, r in prompts:
             shown = self._groups(r, known)
             groups = [target] + [g for g in shown if g != target]
@@ -272,22 +281,30 @@ class WordInfluenceProbe(Probe):
             shares = _VariantShares((*(_group_column(g) for g in groups), NO_PERSON_COLUMN))
             keys = [_key(v.replaced) for v in r.variants]
             on: dict[str, Any] = {"rows": rows, "group": "replaced", "order": keys}
+            half = r.result["levels_ci_half_width"]
             levels: dict[str, list[Custom]] = {}
             for level in r.result["levels"]:
                 levels[level] = [shares.influence(int(level), i, len(r.words), keys) for i in range(len(r.words))]
                 metrics += [Declared("word_influence", {"prompt": r.prompt, "word": word, "level": int(level),
-                                                        "group": target}, influence, **on)
+                                                        "group": target}, influence,
+                                     report=_within(half[level], method="hoeffding"), **on)
                             for word, influence in zip(r.words, levels[level])]
             if r.result["shapley"] is not None:
+                width = float(np.mean(list(half.values())))  # the mean of levels errs by at most their mean bound
                 metrics += [Declared("word_influence_shapley", {"prompt": r.prompt, "word": word},
-                                     shares.mean_of([levels[level][i] for level in r.result["levels"]]), **on)
+                                     shares.mean_of([levels[level][i] for level in r.result["levels"]]),
+                                     report=_within(width), **on)
                             for i, word in enumerate(r.words)]
-            for v, variant in enumerate(r.variants):
+            for v, (key, variant) in enumerate(zip(keys, r.variants)):
                 name = _variant_name(variant.replaced, r.words)
+                counted, by_group = r.counts.get(key, 0), r.group_counts.get(key, {})
                 metrics.append(Declared("target_share", {"prompt": r.prompt, "variant": name}, shares.share(v, 0),
-                                        **on))
+                                        report=_share(by_group.get(target, 0), counted, {
+                                            "images": counted, "no_person": r.no_person.get(key, 0),
+                                            "prompts": variant.prompts, "group": target}), **on))
                 metrics += [Declared("group_share", {"prompt": r.prompt, "variant": name, "group": g},
-                                     shares.share(v, groups.index(g)), **on) for g in shown]
+                                     shares.share(v, groups.index(g)), report=_share(by_group.get(g, 0), counted, {
+                                         "images": counted, "count": by_group.get(g, 0)}), **on) for g in shown]
         if s.large_scale:
             metrics += self._mean_influences(samples, prompts)
         return metrics
@@ -296,8 +313,10 @@ class WordInfluenceProbe(Probe):
         """mean_word_influence: per word, over the images of the prompts that contain it, their
         original's and the word's level-1 variant's (each resampled within its prompt and variant, as
         the per-prompt metrics): the mean over those prompts of the difference of the two target shares."""
-        from vlfair.t2i.influence import ADJECTIVES, PERSONS, PLACES
+        from vlfair.t2i.influence import ADJECTIVES, PERSONS, PLACES, mean_word_influence
 
+        results = [r for _, r in prompts]
+        shapley = mean_word_influence(results, "shapley") if all(r.result["shapley"] for r in results) else {}
         pairs: dict[str, list[tuple[tuple, tuple]]] = {}  # word -> [(original's cell, variant's cell)]
         for _rows, r in prompts:
             for i, word in enumerate(r.words):
@@ -313,7 +332,8 @@ class WordInfluenceProbe(Probe):
                 rows = np.concatenate([np.flatnonzero((prompt_of == p) & (replaced == k)) for p, k in cells])  # two
                 metrics.append(Declared("mean_word_influence", {"word": word, "kind": kind},
                                         shares.mean_difference(*map(list, zip(*pairs[word]))),
-                                        rows, ("prompt", "replaced"), order=cells))
+                                        rows, ("prompt", "replaced"), order=cells,
+                                        report=_within(None, mean_shapley=shapley.get(word), level=1)))
         return metrics
 
     def _prompts(self, samples: Samples) -> list[tuple[np.ndarray, PromptInfluence]]:
@@ -343,49 +363,20 @@ class WordInfluenceProbe(Probe):
             found.append((rows, r))
         return found
 
-    def _report_prompt(self, r: PromptInfluence, out: Output, known: list[str] | None, detailed: bool) -> None:
+    def _variants(self, r: PromptInfluence, out: Output, known: list[str] | None) -> None:
+        """A detailed prompt's table of its variants (images, shares, level-1 influence) and its level plot."""
         import pandas as pd
 
-        from vlfair import stats
-
-        result = r.result
-        target = self.settings.target_group
-        half = result["levels_ci_half_width"]
-        for level, values in result["levels"].items():
-            for word, value in zip(r.words, values):
-                out.metrics.append(Metric("word_influence", {"prompt": r.prompt, "word": word, "level": int(level),
-                                                             "group": target},
-                                          value, [value - half[level], value + half[level]], None,
-                                          {"ci_half_width": half[level], "method": "hoeffding"}))
-        if result["shapley"] is not None:
-            width = float(np.mean(list(half.values())))  # the mean of levels errs by at most their mean bound
-            for word, value in zip(r.words, result["shapley"]):
-                out.metrics.append(Metric("word_influence_shapley", {"prompt": r.prompt, "word": word}, value,
-                                          [value - width, value + width], None, {"ci_half_width": width}))
         rows = []
         for variant in r.variants:
-            key = ",".join(map(str, variant.replaced))
-            replaced = _variant_name(variant.replaced, r.words)
-            influence = (result["levels"]["1"][variant.replaced[0]] if len(variant.replaced) == 1 else None)
+            key = _key(variant.replaced)
+            influence = (r.result["levels"]["1"][variant.replaced[0]] if len(variant.replaced) == 1 else None)
             counted, by_group = r.counts.get(key, 0), r.group_counts.get(key, {})
-            rows.append({"variant": replaced, "example prompt": variant.prompts[0], "prompts": len(variant.prompts),
-                         "images": counted, "no person": r.no_person.get(key, 0),
+            rows.append({"variant": _variant_name(variant.replaced, r.words), "example prompt": variant.prompts[0],
+                         "prompts": len(variant.prompts), "images": counted, "no person": r.no_person.get(key, 0),
                          **{f"share {g}": (by_group.get(g, 0) / counted if counted else None)
                             for g in self._groups(r, known)},
                          "influence (level 1)": influence})
-            out.metrics.append(Metric("target_share", {"prompt": r.prompt, "variant": replaced}, r.shares.get(key),
-                                      stats.proportion_interval(by_group.get(target, 0), counted,
-                                                                self.settings.confidence),
-                                      None, {"images": counted, "no_person": r.no_person.get(key, 0),
-                                             "prompts": variant.prompts, "group": target}))
-            for group in self._groups(r, known):  # every group's share, as the study's Table 1 prints the female one
-                out.metrics.append(Metric("group_share", {"prompt": r.prompt, "variant": replaced, "group": group},
-                                          by_group.get(group, 0) / counted if counted else None,
-                                          stats.proportion_interval(by_group.get(group, 0), counted,
-                                                                    self.settings.confidence),
-                                          None, {"images": counted, "count": by_group.get(group, 0)}))
-        if not detailed:
-            return
         slug = _slug(r.prompt)
         out.tables[f"variants_{slug}"] = pd.DataFrame(rows).set_index("variant")
         out.figures[f"levels_{slug}"] = self._level_plot(r)
@@ -425,23 +416,14 @@ class WordInfluenceProbe(Probe):
         return image_mosaic(cells, f"original vs transmuted prompts of '{r.prompt}'",
                             row_titles=[v.prompts[0] for v in shown], cell_inches=1.6)
 
-    def _large_scale(self, results, out: Output) -> None:
+    def _large_scale(self, out: Output) -> None:
         import pandas as pd
 
         from vlfair.figures import subplots
-        from vlfair.t2i.influence import ADJECTIVES, PERSONS, PLACES, mean_word_influence
 
-        level = mean_word_influence(results, "1")
-        shapley = mean_word_influence(results, "shapley") if all(r.result["shapley"] for r in results) else {}
-        rows = []
-        for kind, vocabulary in (("adjective", ADJECTIVES), ("person", PERSONS), ("place", PLACES)):
-            for word in vocabulary:
-                if word in level:
-                    rows.append({"kind": kind, "word": word, "mean influence (level 1)": level[word],
-                                 "mean Shapley": shapley.get(word)})
-                    out.metrics.append(Metric("mean_word_influence", {"word": word, "kind": kind}, level[word], None,
-                                              None, {"mean_shapley": shapley.get(word), "level": 1}))
-        frame = pd.DataFrame(rows).set_index("word")
+        frame = pd.DataFrame([{"kind": m.subset["kind"], "word": m.subset["word"], "mean influence (level 1)": m.value,
+                               "mean Shapley": m.details["mean_shapley"]}
+                              for m in out.metrics if m.name == "mean_word_influence"]).set_index("word")
         out.tables["mean_word_influence"] = frame
         figure, axis = subplots(figsize=(9, 3.2))
         colors = {"adjective": "tab:blue", "person": "tab:orange", "place": "tab:green"}
@@ -452,6 +434,30 @@ class WordInfluenceProbe(Probe):
         axis.set_ylabel(f"mean influence on share {self.settings.target_group}")
         axis.set_title("Mean influence of each word over the prompts that contain it", fontsize=10)
         out.figures["mean_word_influence"] = figure
+
+
+# ---- what one run reports beside its metrics: the study's intervals, not resamples -------------------
+def _within(half: float | None, **details: Any) -> reports.Report:
+    """An interval of ``half`` either side of the value (None: none; Hoeffding's bound on an influence), its
+    half-width and ``details`` beside it."""
+    def report(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
+        if half is not None:
+            metric.ci = None if metric.value is None else [metric.value - half, metric.value + half]
+            metric.details = {"ci_half_width": half}
+        metric.details = {**metric.details, **details}
+    return report
+
+
+def _share(successes: int, trials: int, details: dict[str, Any]) -> reports.Report:
+    """A share of ``trials`` images with its exact (Clopper-Pearson) interval and ``details``; no value without
+    images."""
+    def report(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
+        from vlfair import stats
+
+        metric.value = metric.value if trials else None
+        metric.ci = stats.proportion_interval(successes, trials, reading.confidence)
+        metric.details = details
+    return report
 
 
 # ---- samples.parquet: one row per generated image -------------------------------------------
