@@ -450,6 +450,38 @@ def test_the_second_way_of_asking_measures_what_asking_it_alone_measures(checkpo
         assert (alone[key] is None and value is None) or alone[key] == pytest.approx(value, rel=1e-9), key
 
 
+def test_a_generative_classifier_of_word_influence_is_asked_each_question_with_each_phrasing_of_its_texts(
+        checkpoints, tmp_path):
+    """Issue 46 for word influence with a generative classifier: its question's other phrasings
+    (question_phrasings) with each phrasing of the group texts (phrasings) are its ways of classifying the same
+    generated images, named; the third way (the other question, the texts themselves) measures what a run asking
+    that question alone measures; a contrastive classifier given question phrasings is refused in one line."""
+    model = f"lvlm:{checkpoints['llava']}"
+    other = "is this a man or a woman ?"
+    assert _run("word-influence", model, tmp_path / "ways", "--set", f"question_phrasings=['{other}']",
+                "--set", "phrasings=['a {}']") == 0
+    assert _run("word-influence", model, tmp_path / "alone", "--set", f"generative.question={other}") == 0
+    results = json.loads((tmp_path / "ways" / "results.json").read_text())
+    question = "is this person male or female ?"
+    assert results["settings"]["phrasings"] == [f"{question} [{{}}]", f"{question} [a {{}}]", f"{other} [{{}}]",
+                                                f"{other} [a {{}}]"]
+    ways, alone = _metrics(tmp_path / "ways"), _metrics(tmp_path / "alone")
+    third = {(name, json.dumps({k: v for k, v in json.loads(subset).items() if k != "phrasing"}, sort_keys=True)): v
+             for (name, subset), v in ways.items() if json.loads(subset).get("phrasing") == 3}
+    assert third.keys() == alone.keys()
+    for key, value in third.items():
+        assert (alone[key] is None and value is None) or alone[key] == pytest.approx(value, abs=1e-9), key
+    table = pd.read_csv(tmp_path / "ways" / "phrasings.csv")
+    assert table["found in"].str.endswith("of 4 phrasings").all()
+
+
+def test_a_contrastive_classifier_is_asked_no_question(checkpoints, clip, tmp_path, capsys):
+    # (checkpoints: SMALL's word-influence options, which name its tiny generator)
+    assert main(["run", "word-influence", "--model", str(clip), "--out", str(tmp_path / "out"),
+                 "--set", "question_phrasings=['is this a man ?']", *SMALL["word-influence"]]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "question_phrasings asks a generative classifier" in err, err
+
 def test_professions_asks_a_generative_model_each_way_and_pools_its_gaps(tmp_path):
     """Professions (score = probability) asks the demo world's biased answerer its question in both answer
     formats: every gap per way and pooled, the phrasings table's gaps found in k of 2 ways."""

@@ -124,6 +124,10 @@ def test_phrasings_are_part_of_the_family():
     figures = probe_class("public-figures")
     assert figures({}).family_key(dataset)["probe_version"] == 9
     assert figures({"phrasings": ["a picture of a {}"]}).family_key(dataset) != figures({}).family_key(dataset)
+    influence = probe_class("word-influence")
+    assert influence({}).family_key(dataset)["probe_version"] == 6
+    for other in ({"phrasings": ["a {}"]}, {"question_phrasings": ["is this a man ?"]}):
+        assert influence(other).family_key(dataset) != influence({}).family_key(dataset)
 
 
 def test_phrasings_from_a_file_run_rescore_and_compare_end_to_end(clip_dir, siglip_dir, tmp_path):
@@ -314,3 +318,119 @@ def test_public_figures_rewords_its_name_prompt_with_each_phrasing(clip_dir, tmp
             continue
         with pytest.raises(ProbeError, match=re.escape(message)):
             probe_class("public-figures")(settings)
+
+
+class _MarkedNurses:
+    """A generator whose images are red (female) with probability 0.35 whatever the prompt, blue (male) otherwise,
+    and whose images of a prompt with "nurse" carry a white mark: a classifier that reads the mark as female sees a
+    word influence the images' colours do not hold."""
+
+    def __call__(self, prompts, seeds):
+        from PIL import Image
+
+        images = []
+        for prompt, seed in zip(prompts, seeds):
+            female = np.random.default_rng(seed).random() < 0.35
+            image = Image.new("RGB", (8, 8), (220, 0, 0) if female else (0, 0, 220))
+            if "nurse" in prompt.split():
+                image.putpixel((7, 7), (255, 255, 255))
+            images.append(image)
+        return images
+
+
+class _ReadsTheMarkWithPhrasing2:
+    """A classifier with three phrasings of its texts: each labels by colour, the second reads the mark as female."""
+
+    groups = {"female": "female", "male": "male"}
+
+    def __call__(self, images):
+        return self.every_phrasing(images)[0]
+
+    def every_phrasing(self, images):
+        colour = ["female" if image.getpixel((0, 0))[0] > 100 else "male" for image in images]
+        marked = ["female" if image.getpixel((7, 7)) == (255, 255, 255) else label
+                  for image, label in zip(images, colour)]
+        return [colour, marked, colour]
+
+
+def _word_influence(tmp_path, name, settings, clip_dir, classifier=None):
+    import vlfair
+    from vlfair.probes import run_probe
+    from vlfair.t2i.generators import CallableGenerator
+
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")  # the classifier's (a component may stand in)
+    components = {"generator": CallableGenerator(_MarkedNurses(), "marked nurses")}
+    if classifier is not None:
+        components["classifier"] = classifier
+    return run_probe("word-influence", encoder, None, tmp_path / name, cache_dir=tmp_path / "cache", settings={
+        "prompts": ["a nurse at the hospital"], "transmuter": {"name": "lexicon"}, "words": "content",
+        "candidates": 3, "images_per_prompt": 20, "original_images": 60, "target_group": "female", "max_level": None,
+        "bootstrap": 200, **settings}, components=components)
+
+
+def test_word_influence_finds_an_influence_planted_in_one_phrasing_of_its_classifier_there_only(clip_dir, tmp_path):
+    """Issue 46 for the word-influence probe: its classifier's group texts are its template, rephrased by
+    ``phrasings`` (each with {}). The images hold no influence of "nurse" (P(female) 0.35 for every prompt); a
+    classifier that reads them as female with phrasing 2 only finds the influence (its Hoeffding interval above 0)
+    with phrasing 2 alone: "1 of 3 phrasings", every other word 0 of 3; each metric per phrasing and pooled, the
+    pooled value the phrasings' mean with a resampled interval."""
+    results = _word_influence(tmp_path, "run", {"phrasings": ["a photo of a {} person", "a {}"]}, clip_dir,
+                              _ReadsTheMarkWithPhrasing2())
+    influence = {(m["subset"]["word"], m["subset"].get("phrasing", 1)): m for m in results["metrics"]
+                 if m["name"] == "word_influence" and m["subset"]["level"] == 1}
+    assert influence["nurse", 2]["ci"][0] > 0 and influence["nurse", 2]["value"] == pytest.approx(0.65, abs=0.15)
+    for phrasing in (1, 3):
+        low, high = influence["nurse", phrasing]["ci"]
+        assert low < 0 < high
+    pooled = influence["nurse", "pooled"]
+    values = [influence["nurse", k]["value"] for k in (1, 2, 3)]
+    assert pooled["value"] == pytest.approx(np.mean(values)) and pooled["details"]["phrasing_values"] == values
+    assert pooled["ci"][0] < pooled["value"] < pooled["ci"][1]
+    table = pd.read_csv(tmp_path / "run" / "phrasings.csv")
+    found = dict(zip(table["word"], table["found in"]))
+    assert found == {"nurse": "1 of 3 phrasings", "hospital": "0 of 3 phrasings"}
+    assert results["settings"]["phrasings"] == ["{}", "a photo of a {} person", "a {}"]
+    shares = {m["subset"].get("phrasing", 1) for m in results["metrics"] if m["name"] == "target_share"}
+    assert shares == {1, 2, 3, "pooled"}
+
+
+def test_word_influence_s_second_phrasing_measures_what_its_texts_alone_measure(clip_dir, tmp_path):
+    """The CLIP classifier with phrasings labels each image with every phrasing of its texts: phrasing 2's metrics
+    are those of a run whose group texts are that phrasing's (the tiny CLIP, its images encoded once), and a rescore
+    from the samples reproduces the run."""
+    from vlfair.compare import rescore
+
+    phrased = _word_influence(tmp_path, "phrased", {"phrasings": ["a photo of a {}"]}, clip_dir)
+    texts = {"female": "a photo of a female", "male": "a photo of a male"}
+    alone = _word_influence(tmp_path, "alone", {"groups": texts, "target_group": "female"}, clip_dir)
+    second = {(m["name"], json.dumps({k: v for k, v in m["subset"].items() if k != "phrasing"}, sort_keys=True)):
+              (m["value"], m["ci"]) for m in phrased["metrics"] if m["subset"].get("phrasing") == 2}
+    own = {(m["name"], json.dumps(m["subset"], sort_keys=True)): (m["value"], m["ci"]) for m in alone["metrics"]}
+    assert second and second.keys() == own.keys()
+    for key, (value, ci) in own.items():
+        assert second[key][0] == pytest.approx(value, abs=1e-12, nan_ok=True), key
+        assert second[key][1] == pytest.approx(ci, abs=1e-12, nan_ok=True), key
+    again = rescore(tmp_path / "phrased", tmp_path / "again")
+    assert again["metrics"] == phrased["metrics"]
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"phrasings": ["a photo"]}, "setting phrasings.0 = 'a photo': must hold the placeholder {}"),
+    ({"phrasings": ["{}"]}, "is the study's prompt, phrasing 1 already"),
+    ({"phrasings": ["a {}", "a {}"]}, "phrasings"),
+])
+def test_a_bad_phrasing_of_the_classifier_s_texts_is_refused_by_name(settings, message):
+    from vlfair.probes import ProbeError
+
+    with pytest.raises(ProbeError, match=re.escape(message)):
+        probe_class("word-influence")(settings)
+
+
+def test_a_classifier_that_cannot_label_with_each_phrasing_is_refused(clip_dir, tmp_path):
+    from vlfair.probes import ProbeError
+
+    def colour_only(images):
+        return ["female" if image.getpixel((0, 0))[0] > 100 else "male" for image in images]
+
+    with pytest.raises(ProbeError, match="has no every_phrasing"):
+        _word_influence(tmp_path, "run", {"phrasings": ["a {}"]}, clip_dir, colour_only)

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
+import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from vlfair.defaults import BOOTSTRAP, MAX_BOOTSTRAP
 from vlfair.outputs import Metric
+from vlfair.probes import phrasings as phrasing
 from vlfair.probes import register, reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
-from vlfair.probes.declared import Custom, Declared, evaluate
+from vlfair.probes.declared import Custom, Declared, Pooled, evaluate
 from vlfair.probes.settings import (
     SEED,
-    Confidence,
+    Bootstrap,
     Count,
     Flag,
     Float,
@@ -26,6 +30,9 @@ from vlfair.probes.settings import (
     NonNegative,
     ProbeSettings,
     Settings,
+    Text,
+    distinct,
+    refuse,
     same_text,
 )
 from vlfair.samples import Samples
@@ -67,7 +74,7 @@ def _transmuter_option(value: str) -> dict[str, Any]:
     return {"name": name, **({"model": model} if model else {})}
 
 
-class WordInfluenceSettings(ProbeSettings, Confidence):
+class WordInfluenceSettings(ProbeSettings, Bootstrap):
     prompts: list[Name] = Field(min_length=1, description="the prompts whose words are scored")
     large_scale: Flag = Field(description="the study's 150 prompts 'a [ADJECTIVE] [PERSON] at the [PLACE]' instead")
     generator: Generator = Field(description="the pipeline: spec, steps, guidance, size, batch_size")
@@ -88,6 +95,33 @@ class WordInfluenceSettings(ProbeSettings, Confidence):
     seed: NonNegative = Field(
         SEED, description="the random seed of the generated images and of every resampling, a whole number >= 0 "
                           "(not null: a run must draw the same images again)")
+    bootstrap: NonNegative = Field(
+        BOOTSTRAP, le=MAX_BOOTSTRAP,
+        description=f"bootstrap resamples of a metric pooled over phrasings, a whole number from 0 to "
+                    f"{MAX_BOOTSTRAP:,} (the study's own intervals are Hoeffding's and exact binomial ones)")
+    phrasings: phrasing.setting("") = phrasing.field(  # type: ignore[valid-type]
+        "the classifier's group texts, each with {} where a group's text goes")
+    question_phrasings: Annotated[list[Text], AfterValidator(distinct())] = phrasing.question_field(
+        "a generative classifier's, generative.question")
+
+    @model_validator(mode="after")
+    def _phrasings_are_new(self) -> WordInfluenceSettings:
+        phrasing.check_not_prompt(type(self).__name__, STUDY_TEXTS, self.phrasings)
+        if self.generative.question in self.question_phrasings:
+            refuse(type(self).__name__, ("question_phrasings", self.question_phrasings.index(
+                self.generative.question)), self.generative.question,
+                   "is generative.question, phrasing 1 already: give each phrasing once")
+        return self
+
+    @property
+    def ways(self) -> list[str]:
+        """Each way the classifier labels the images, named: each question (a generative classifier's) with each
+        phrasing of the texts, the study's first ("{}": the texts themselves)."""
+        templates = [STUDY_TEXTS, *self.phrasings]
+        if not self.question_phrasings:
+            return templates
+        return [f"{question} [{template}]" for question in [self.generative.question, *self.question_phrasings]
+                for template in templates]
 
     @field_validator("groups")
     @classmethod
@@ -179,8 +213,19 @@ class WordInfluenceProbe(Probe):
         if ctx.generative and s.generative.mode == "generate":
             raise ProbeError("word-influence: setting generative.mode = 'generate': the classifier picks the most "
                              "likely group text; use 'likelihood'")
-        classify = self.components.get("classifier") or GroupClassifier(ctx.encoder, s.groups, s.no_person,
-                                                                        question=s.generative.question)
+        if s.question_phrasings and not ctx.generative:
+            raise ProbeError("word-influence: setting question_phrasings asks a generative classifier (lvlm:) its "
+                             "question other ways; a contrastive classifier reads the texts: use phrasings")
+        classify = self.components.get("classifier") or GroupClassifier(
+            ctx.encoder, s.groups, s.no_person, question=s.generative.question, phrasings=s.phrasings,
+            questions=s.question_phrasings)
+        phrased = len(s.ways) > 1
+        every_phrasing = getattr(classify, "every_phrasing", None) if phrased else None
+        if phrased and every_phrasing is None:
+            raise ProbeError(f"word-influence: settings phrasings and question_phrasings rephrase the classifier's "
+                             f"texts and question; the classifier {type(classify).__name__} has no "
+                             "every_phrasing(images) to label the images each way: leave them empty, or give it "
+                             "that method")
         groups = getattr(classify, "groups", None)
         if groups is not None and s.target_group not in groups:
             raise ProbeError(f"word-influence: target_group {s.target_group!r} is not one of the groups {list(groups)}")
@@ -191,7 +236,8 @@ class WordInfluenceProbe(Probe):
         cache = ImageCache(generator, ctx.cache_dir, base_seed=s.seed)
         results = [run_prompt(prompt, transmuter, cache, classify, s.target_group, positions=s.words,
                               max_level=s.max_level, candidates=s.candidates, images_per_prompt=s.images_per_prompt,
-                              original_images=s.original_images, confidence=s.confidence, max_images=s.max_images)
+                              original_images=s.original_images, confidence=s.confidence, max_images=s.max_images,
+                              every_phrasing=every_phrasing)
                    for prompt in prompts]
         facts = {"generator": generator.identity(), "transmuter": transmuter.identity(),
                  "target_group": s.target_group, "words": s.words, "candidates": s.candidates,
@@ -199,10 +245,12 @@ class WordInfluenceProbe(Probe):
                  "groups": groups, "large_scale": s.large_scale, "generator_calls": cache.calls,
                  "images_used": sum(r.images_used for r in results),
                  "no_person_images": sum(sum(r.no_person.values()) for r in results)}
+        if phrased:
+            facts["phrasings"] = s.ways
         identity = generator.identity()  # a readable name: the pipeline, or the callable's name, never a dict
         self._scored = (results, identity.get("pipeline") or identity.get("callable") or type(generator).__name__)
         known = list(groups) if groups is not None else None
-        return Samples(_frame(results, known, s.target_group, s.seed), facts)
+        return Samples(_frame(results, known, s.target_group, s.seed, len(s.ways)), facts)
 
     def analyze(self, samples: Samples) -> Output:
         s = self.settings
@@ -212,9 +260,20 @@ class WordInfluenceProbe(Probe):
         out.published_model = facts["generator"].get("pipeline")
         known = _known_groups(samples)
         prompts = self._prompts(samples)
-        # nothing resampled: each metric's reporter gives the study's Hoeffding or exact binomial interval
-        out.metrics = evaluate(samples, self._declared(samples, prompts), self.facts, bootstrap=0,
-                               confidence=s.confidence)
+        count = phrasing.count(samples)
+        declared = self._declared(samples, prompts)
+        for number in range(2, count + 1):
+            declared += self._declared(samples, self._prompts(samples, number), number)
+        # each metric's reporter gives the study's Hoeffding or exact binomial interval; only a metric pooled over
+        # phrasings has its interval resampled (the images within their variants, and the phrasings)
+        out.metrics = evaluate(samples, [*declared, *_pooled(declared)], self.facts,
+                               bootstrap=s.bootstrap if count > 1 else 0, confidence=s.confidence, seed=s.seed)
+        found = phrasing.found_table(
+            out.metrics, "word_influence", lambda subset: {k: subset[k] for k in ("prompt", "word", "level")},
+            facts.get("phrasings") or [], lambda metric, pooled: _excludes_0(metric.ci, pooled.value),
+            f"Each word's influence on the share of {s.target_group}", "Hoeffding interval excludes 0")
+        if found is not None:
+            out.tables["phrasings"] = found
         results = [r for _, r in prompts]
         if len(results) == 1 or not s.large_scale:
             for r in results:
@@ -267,18 +326,21 @@ class WordInfluenceProbe(Probe):
         the images."""
         return self._declared(samples, self._prompts(samples))
 
-    def _declared(self, samples: Samples, prompts: list[tuple[np.ndarray, PromptInfluence]]) -> list[Declared]:
-        """:meth:`declare`'s metrics of ``prompts`` (each one's rows and tally), each with the interval its study
-        gives one run: Hoeffding's bound on an influence, an exact binomial interval on a share."""
+    def _declared(self, samples: Samples, prompts: list[tuple[np.ndarray, PromptInfluence]], number: int = 1
+                  ) -> list[Declared]:
+        """:meth:`declare`'s metrics of ``prompts`` (each one's rows and tally) with phrasing ``number`` of the
+        classifier's texts (its subsets say which from 2 on), each with the interval its study gives one run:
+        Hoeffding's bound on an influence, an exact binomial interval on a share."""
         s = self.settings
         known = _known_groups(samples)
         target = s.target_group
-        metrics = []
+        metrics: list[Declared] = []
         for rows, r in prompts:
             shown = self._groups(r, known)
             groups = [target] + [g for g in shown if g != target]
             # one _VariantShares per prompt: its statistics read the shares computed once per resample
-            shares = _VariantShares((*(_group_column(g) for g in groups), NO_PERSON_COLUMN))
+            shares = _VariantShares(tuple(phrasing.column(c, number) for c in (*map(_group_column, groups),
+                                                                                 NO_PERSON_COLUMN)))
             keys = [_key(v.replaced) for v in r.variants]
             on: dict[str, Any] = {"rows": rows, "group": "replaced", "order": keys}
             half = r.result["levels_ci_half_width"]
@@ -306,10 +368,13 @@ class WordInfluenceProbe(Probe):
                                      shares.share(v, groups.index(g)), report=_share(by_group.get(g, 0), counted, {
                                          "images": counted, "count": by_group.get(g, 0)}), **on) for g in shown]
         if s.large_scale:
-            metrics += self._mean_influences(samples, prompts)
+            metrics += self._mean_influences(samples, prompts, number)
+        if number > 1:
+            metrics = [dataclasses.replace(m, subset={**m.subset, "phrasing": number}) for m in metrics]
         return metrics
 
-    def _mean_influences(self, samples: Samples, prompts: list[tuple[np.ndarray, PromptInfluence]]) -> list[Declared]:
+    def _mean_influences(self, samples: Samples, prompts: list[tuple[np.ndarray, PromptInfluence]], number: int
+                         ) -> list[Declared]:
         """mean_word_influence: per word, over the images of the prompts that contain it, their
         original's and the word's level-1 variant's (each resampled within its prompt and variant, as
         the per-prompt metrics): the mean over those prompts of the difference of the two target shares."""
@@ -322,7 +387,8 @@ class WordInfluenceProbe(Probe):
             for i, word in enumerate(r.words):
                 pairs.setdefault(word, []).append(((r.prompt, ""), (r.prompt, _key((i,)))))
         prompt_of, replaced = samples.column("prompt"), samples.column("replaced")
-        shares = _VariantShares((_group_column(self.settings.target_group), NO_PERSON_COLUMN))
+        shares = _VariantShares(tuple(phrasing.column(c, number) for c in (
+            _group_column(self.settings.target_group), NO_PERSON_COLUMN)))
         metrics = []
         for kind, vocabulary in (("adjective", ADJECTIVES), ("person", PERSONS), ("place", PLACES)):
             for word in vocabulary:
@@ -336,15 +402,16 @@ class WordInfluenceProbe(Probe):
                                         report=_within(None, mean_shapley=shapley.get(word), level=1)))
         return metrics
 
-    def _prompts(self, samples: Samples) -> list[tuple[np.ndarray, PromptInfluence]]:
+    def _prompts(self, samples: Samples, number: int = 1) -> list[tuple[np.ndarray, PromptInfluence]]:
         """Each prompt's rows (positions in the frame, in order) and its influence, recomputed from
-        the samples alone exactly as the run computed it."""
+        the samples alone exactly as the run computed it (with phrasing ``number``'s labels)."""
         from vlfair.t2i.influence import Request, Variant, tally
 
         frame = samples.frame
         prompts = frame["prompt"].to_numpy()
         replaced, candidate, variant = (frame[c].to_numpy() for c in ("replaced", "candidate", "variant"))
-        texts, index, labels = frame["variant_prompt"].to_numpy(), frame["image_index"].to_numpy(), _labels(samples)
+        texts, index = frame["variant_prompt"].to_numpy(), frame["image_index"].to_numpy()
+        labels = _labels(samples, number)
         found = []
         for prompt in dict.fromkeys(prompts.tolist()):
             rows = np.flatnonzero(prompts == prompt)
@@ -463,6 +530,8 @@ def _share(successes: int, trials: int, details: dict[str, Any]) -> reports.Repo
 # ---- samples.parquet: one row per generated image -------------------------------------------
 GROUP_PREFIX = "is "              # a group's indicator column: "is female" (the image was classified female)
 NO_PERSON_COLUMN = "no person"    # the classifier found no person (left out of the shares)
+PHRASED = re.compile(r"@\d+$")     # a column's suffix with another phrasing of the classifier's texts
+STUDY_TEXTS = "{}"                # the study's phrasing of the classifier's texts: each group's text itself
 
 
 def _group_column(group: str) -> str:
@@ -495,10 +564,12 @@ def _sample_id(prompt: str, key: str, candidate: int, text: str, index: int, see
     return hashlib.sha256(record.encode()).hexdigest()[:16]
 
 
-def _frame(results: list[PromptInfluence], known: list[str] | None, target: str, base_seed: int) -> pd.DataFrame:
+def _frame(results: list[PromptInfluence], known: list[str] | None, target: str, base_seed: int, count: int = 1
+           ) -> pd.DataFrame:
     """The samples of a run: identity, what each image was generated from, and its group as one
     indicator column per group (the classifier's groups in its order, then any other label seen,
-    and the target) and ``no person``."""
+    and the target) and ``no person``; with ``count`` phrasings, those columns again with each other
+    phrasing's labels (``is female@2``, ``no person@2``, ...)."""
     import pandas as pd
 
     from vlfair.t2i.classifier import NO_PERSON
@@ -507,7 +578,10 @@ def _frame(results: list[PromptInfluence], known: list[str] | None, target: str,
     records: dict[str, list[Any]] = {name: [] for name in ("prompt", "variant", "replaced", "candidate",
                                                            "variant_prompt", "image_index", "seed")}
     labels: list[str] = []
+    phrased: list[list[str]] = [[] for _ in range(count - 1)]
     for r in results:
+        for k, found in enumerate(r.phrased_labels):
+            phrased[k] += map(str, found)
         for request, label in zip(r.requests, r.labels):
             records["prompt"].append(r.prompt)
             records["variant"].append(_variant_name(request.replaced, r.words))
@@ -520,18 +594,21 @@ def _frame(results: list[PromptInfluence], known: list[str] | None, target: str,
     ids = [_sample_id(*values) for values in zip(records["prompt"], records["replaced"], records["candidate"],
                                                  records["variant_prompt"], records["image_index"], records["seed"])]
     given = list(known or [])
-    groups = given + sorted({label for label in labels if label != NO_PERSON}.union([target]) - set(given))
-    assigned = np.asarray(labels, dtype=object)
+    seen = {label for found in (labels, *phrased) for label in found if label != NO_PERSON}
+    groups = given + sorted(seen.union([target]) - set(given))
+    indicators = {}
+    for number, found in enumerate([labels, *phrased], start=1):
+        assigned = np.asarray(found, dtype=object)
+        indicators.update({phrasing.column(_group_column(g), number): assigned == g for g in groups})
+        indicators[phrasing.column(NO_PERSON_COLUMN, number)] = assigned == NO_PERSON
     return pd.DataFrame({"row": np.arange(len(labels), dtype=np.int64), "id": ids, **records,
-                         **{_group_column(g): assigned == g for g in groups},
-                         NO_PERSON_COLUMN: assigned == NO_PERSON}).astype({"candidate": np.int64,
-                                                                           "image_index": np.int64,
-                                                                           "seed": np.int64})
+                         **indicators}).astype({"candidate": np.int64, "image_index": np.int64, "seed": np.int64})
 
 
 def _group_names(samples: Samples) -> list[str]:
     """The groups with an indicator column, in the frame's order."""
-    return [c[len(GROUP_PREFIX):] for c in samples.frame.columns if c.startswith(GROUP_PREFIX)]
+    return [c[len(GROUP_PREFIX):] for c in samples.frame.columns
+            if c.startswith(GROUP_PREFIX) and not PHRASED.search(c)]
 
 
 def _known_groups(samples: Samples) -> list[str] | None:
@@ -540,14 +617,14 @@ def _known_groups(samples: Samples) -> list[str] | None:
     return None if given is None else [g for g in _group_names(samples) if g in given]
 
 
-def _labels(samples: Samples) -> np.ndarray:
-    """Each image's label as the classifier gave it: its group, or NO_PERSON."""
+def _labels(samples: Samples, number: int = 1) -> np.ndarray:
+    """Each image's label as the classifier gave it with phrasing ``number``: its group, or NO_PERSON."""
     from vlfair.t2i.classifier import NO_PERSON
 
     names = _group_names(samples)
-    indicators = samples.frame[[_group_column(g) for g in names]].to_numpy(bool)
+    indicators = samples.frame[[phrasing.column(_group_column(g), number) for g in names]].to_numpy(bool)
     labels = np.asarray(names, dtype=object)[indicators.argmax(axis=1)] if names else np.full(len(indicators), "")
-    return np.where(samples.frame[NO_PERSON_COLUMN].to_numpy(bool), NO_PERSON, labels)
+    return np.where(samples.frame[phrasing.column(NO_PERSON_COLUMN, number)].to_numpy(bool), NO_PERSON, labels)
 
 
 # ---- the metrics as functions of per-image values (vlfair compare) ----------------------------
@@ -557,29 +634,34 @@ class _VariantShares:
     noise, so a share is the run's own quotient (nan where no image shows a person). Computed once
     per moments: every statistic of a row set reads the same ones, each a
     :class:`vlfair.probes.declared.Custom` statistic of ``columns`` (the groups', the target's first,
-    then the no-person column)."""
+    then the no-person column), read where the row set holds them (another phrasing's share the row set)."""
 
     def __init__(self, columns: tuple[str, ...]):
         self.columns = columns
         self.person = len(columns) - 1
+        self.index: list[int] = []  # the columns' places in the row set (Custom.make tells them)
         self._last: tuple[Moments, np.ndarray] | None = None
 
     def __call__(self, m: Moments) -> np.ndarray:
         if self._last is not None and self._last[0] is m:
             return self._last[1]
         count = m.count[:, :, None]
-        sums = np.rint(m.total + count * m.shift)
+        sums = np.rint(m.total[:, :, self.index] + count * m.shift[self.index])
         persons = count - sums[:, :, self.person:]
         with np.errstate(invalid="ignore", divide="ignore"):
             shares = np.where(persons > 0, sums[:, :, :self.person] / persons, np.nan)
         self._last = (m, shares)
         return shares
 
-    def _custom(self, function: Callable[[Moments], np.ndarray]) -> Custom:
-        return Custom(self.columns, lambda at, code: function)
+    def _custom(self, make: Callable[[Mapping[Any, int]], Callable[[Moments], np.ndarray]]) -> Custom:
+        """A statistic of the shares: ``make(code)`` returns its function (``code``: each variant's)."""
+        def located(at: Mapping[str, int], code: Mapping[Any, int]) -> Callable[[Moments], np.ndarray]:
+            self.index = [at[c] for c in self.columns]
+            return make(code)
+        return Custom(self.columns, located)
 
     def share(self, variant: int, column: int) -> Custom:
-        return self._custom(lambda m: self(m)[:, variant, column])
+        return self._custom(lambda code: lambda m: self(m)[:, variant, column])
 
     def influence(self, level: int, word: int, num_words: int, keys: list[str]) -> Custom:
         """Word ``word``'s influence at ``level``, as the word_influence measure: the mean over subsets
@@ -589,17 +671,38 @@ class _VariantShares:
         for subset in itertools.combinations(others, level - 1):
             left.append(keys.index(_key(subset)))
             right.append(keys.index(_key(tuple(sorted(subset + (word,))))))
-        return self._custom(lambda m: (self(m)[:, left, 0] - self(m)[:, right, 0]).mean(axis=1))
+        return self._custom(lambda code: lambda m: (self(m)[:, left, 0] - self(m)[:, right, 0]).mean(axis=1))
 
     def mean_of(self, statistics: list[Custom]) -> Custom:
         """The mean of statistics (the Shapley value: the mean of every level)."""
-        functions = [s.make({}, {}) for s in statistics]
-        return self._custom(lambda m: np.mean([f(m) for f in functions], axis=0))
+        def make(at: Mapping[str, int], code: Mapping[Any, int]) -> Callable[[Moments], np.ndarray]:
+            functions = [s.make(at, code) for s in statistics]
+            return lambda m: np.mean([f(m) for f in functions], axis=0)
+        return Custom(self.columns, make)
 
     def mean_difference(self, left: list[tuple], right: list[tuple]) -> Custom:
         """The mean of the target share differences of the cells ``left`` and ``right``, pair by pair
         (a word's mean influence: each prompt's original minus its variant without the word)."""
-        def make(at: Mapping[str, int], code: Mapping[Any, int]) -> Callable[[Moments], np.ndarray]:
+        def make(code: Mapping[Any, int]) -> Callable[[Moments], np.ndarray]:
             first, second = [code[c] for c in left], [code[c] for c in right]
             return lambda m: (self(m)[:, first, 0] - self(m)[:, second, 0]).mean(axis=1)
-        return Custom(self.columns, make)
+        return self._custom(make)
+
+
+def _pooled(metrics: list[Declared]) -> list[Declared]:
+    """Each metric of the study's texts pooled over the phrasings of them (its statistic with each phrasing,
+    where every phrasing has it): :class:`vlfair.probes.declared.Pooled`, subset "phrasing": "pooled"."""
+    phrased: dict[tuple, list[Declared]] = {}
+    for metric in metrics:
+        key = (metric.name, json.dumps({k: v for k, v in metric.subset.items() if k != "phrasing"}, sort_keys=True))
+        phrased.setdefault(key, []).append(metric)
+    count = max(map(len, phrased.values()), default=1)
+    return [dataclasses.replace(same[0], subset={**same[0].subset, "phrasing": phrasing.POOLED},
+                                statistic=Pooled(tuple(m.statistic for m in same  # each a Custom
+                                                       if not isinstance(m.statistic, Pooled))), report=None)
+            for same in phrased.values() if count > 1 and len(same) == count]
+
+
+def _excludes_0(ci: list[float] | None, side: float | None) -> bool:
+    """Whether an interval excludes 0 on the side of ``side`` (a pooled value's)."""
+    return bool(ci and side and (ci[0] > 0 if side > 0 else ci[1] < 0))

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
+import numpy as np
 import yaml
 from PIL import Image
 
@@ -20,11 +21,17 @@ class GroupClassifier:
 
     A generative model (``lvlm:``) is asked ``question`` about each image, the texts its candidate
     answers: the group is the most likely answer (``min_similarity``, a cosine, does not apply).
+
+    ``phrasings``: other phrasings of the groups' texts, each a template with ``{}`` where a group's text goes
+    (the no-person text stays itself); ``questions``: other phrasings of a generative model's question. Each
+    question with each phrasing of the texts is one way of classifying (:attr:`ways`, the question with the
+    texts themselves first); :meth:`every_phrasing` labels images every way, each image encoded once.
     """
 
     def __init__(self, encoder: Any, groups: dict[str, str] | None = None, no_person: str | None = None,
                  min_similarity: float | None = None, crop: Callable[[Image.Image], Image.Image | None] | None = None,
-                 question: str = "what is this a photo of ?"):
+                 question: str = "what is this a photo of ?", phrasings: Sequence[str] = (),
+                 questions: Sequence[str] = ()):
         if groups is None:  # the study's classifier texts; no_person and min_similarity stay the caller's if given
             settings = yaml.safe_load(resources.files("vlfair.t2i").joinpath("groups.yaml").read_text())
             groups = settings["groups"]
@@ -34,22 +41,42 @@ class GroupClassifier:
             raise ValueError(f"a group classifier needs at least 2 groups, got {list(groups)}")
         self.encoder, self.groups, self.crop = encoder, dict(groups), crop
         self.no_person, self.min_similarity = no_person, min_similarity
-        self.prompts = list(self.groups.values()) + ([no_person] if no_person else [])
         self.question = question
         self.generative = getattr(encoder, "kind", "contrastive") == "generative"
-        self.text = None if self.generative else encoder.encode_texts(self.prompts)
+        if questions and not self.generative:
+            raise ValueError("a contrastive encoder is asked no question: other questions are a generative model's")
+        # each way: a question (a generative model's) and the texts of one phrasing, the no-person text unphrased
+        self.ways = [(asked, [template.format(text) for text in self.groups.values()]
+                      + ([no_person] if no_person else []))
+                     for asked in [question, *questions] for template in ["{}", *phrasings]]
+        self.prompts = self.ways[0][1]
+        self.texts = [] if self.generative else [encoder.encode_texts(prompts) for _, prompts in self.ways]
         self.labels = list(self.groups) + ([NO_PERSON] if no_person else [])
 
     def __call__(self, images: Sequence[Image.Image]) -> list[str]:
+        return self.every_phrasing(images)[0]
+
+    def every_phrasing(self, images: Sequence[Image.Image]) -> list[list[str]]:
+        """Each image's label each way (:attr:`ways`): the groups' texts first, then each other phrasing."""
         crops = [self.crop(im) if self.crop else im for im in images]
         present = [i for i, c in enumerate(crops) if c is not None]
-        labels = [NO_PERSON] * len(images)
-        if present:
-            if self.generative:  # each answer's log-likelihood, from one prefix per image
-                similarity = self.encoder.log_likelihoods([crops[i] for i in present], self.question, self.prompts)
-            else:
-                assert self.text is not None  # embedded in __init__ for a contrastive encoder
-                similarity = self.encoder.encode_images([crops[i] for i in present]) @ self.text.T
+        found = [[NO_PERSON] * len(images) for _ in self.ways]
+        if not present:
+            return found
+        shown = [crops[i] for i in present]
+        if self.generative:  # each answer's log-likelihood: each question's answers (every phrasing's) at once
+            asks = [(asked, list(dict.fromkeys(a for question, texts in self.ways if question == asked for a in texts)))
+                    for asked in dict.fromkeys(question for question, _ in self.ways)]
+            many = getattr(self.encoder, "log_likelihoods_many", None)  # the image read once for every question
+            answered = many(shown, asks) if many and len(asks) > 1 else [
+                self.encoder.log_likelihoods(shown, asked, answers) for asked, answers in asks]
+            scored = {(asked, a): likelihoods[:, j]
+                      for (asked, answers), likelihoods in zip(asks, answered) for j, a in enumerate(answers)}
+            similarities = [np.stack([scored[asked, a] for a in prompts], axis=1) for asked, prompts in self.ways]
+        else:
+            embedded = self.encoder.encode_images(shown)
+            similarities = [embedded @ text.T for text in self.texts]
+        for labels, similarity in zip(found, similarities):
             best = similarity.argmax(axis=1)
             for row, i in enumerate(present):
                 label = self.labels[best[row]]
@@ -57,7 +84,7 @@ class GroupClassifier:
                         and similarity[row, :len(self.groups)].max() < self.min_similarity):
                     label = NO_PERSON
                 labels[i] = label
-        return labels
+        return found
 
 
 __all__ = ["GroupClassifier", "NO_PERSON"]

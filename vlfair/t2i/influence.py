@@ -61,6 +61,8 @@ class PromptInfluence:
     images_used: int
     requests: list[Request] = dataclasses.field(default_factory=list)  # every image, in the order classified
     labels: list[str] = dataclasses.field(default_factory=list)  # each image's group (or NO_PERSON)
+    # each image's group with each other phrasing of the classifier's texts (phrasings 2, 3, ...)
+    phrased_labels: list[list[str]] = dataclasses.field(default_factory=list)
 
 
 def plan_variants(prompt: str, transmuter: Transmuter, positions: Sequence[int] | Literal["all", "content"] | None,
@@ -101,11 +103,13 @@ def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify:
                target: str, *, positions: Sequence[int] | Literal["all", "content"] | None = None,
                max_level: int | None = None, candidates: int = 3, images_per_prompt: int = 4,
                original_images: int | None = None, confidence: float = CONFIDENCE, max_images: int = 2000,
-               log: Callable[[str], None] | None = None, keep_images: int = 4) -> PromptInfluence:
+               log: Callable[[str], None] | None = None, keep_images: int = 4,
+               every_phrasing: Callable[[Sequence[Any]], list[list[str]]] | None = None) -> PromptInfluence:
     """Influence of the words of ``prompt`` (``positions``, see :func:`plan_variants`) on the share
     of ``target`` images: ``images_per_prompt`` images of each of up to ``candidates`` transmuted
     prompts per variant, and ``original_images`` of the prompt itself (default: as many as a
-    variant gets)."""
+    variant gets). ``every_phrasing``: labels the images with each phrasing of the classifier's texts
+    (the first is ``classify``'s), the others kept as the result's ``phrased_labels``."""
     words, positions, variants = plan_variants(prompt, transmuter, positions, max_level, candidates)
     original_images = candidates * images_per_prompt if original_images is None else int(original_images)
     if original_images < 1 or images_per_prompt < 1:
@@ -123,9 +127,11 @@ def run_prompt(prompt: str, transmuter: Transmuter, cache: ImageCache, classify:
             requests.extend(Request(variant.replaced, candidate, text, j) for j in range(images_per_prompt))
     calls_before = cache.calls
     images = cache.images([(r.prompt, r.index) for r in requests])
-    labels = classify(images)
-    return tally(prompt, words, variants, requests, labels, target, confidence=confidence, images=images,
-                 keep_images=keep_images, generator_calls=cache.calls - calls_before)
+    labels, *phrased = every_phrasing(images) if every_phrasing else [classify(images)]
+    found = tally(prompt, words, variants, requests, labels, target, confidence=confidence, images=images,
+                  keep_images=keep_images, generator_calls=cache.calls - calls_before)
+    found.phrased_labels = phrased
+    return found
 
 
 def tally(prompt: str, words: list[str], variants: list[Variant], requests: Sequence[Request], labels: Sequence[str],
