@@ -365,7 +365,7 @@ def _word_influence(tmp_path, name, settings, clip_dir, classifier=None):
     return run_probe("word-influence", encoder, None, tmp_path / name, cache_dir=tmp_path / "cache", settings={
         "prompts": ["a nurse at the hospital"], "transmuter": {"name": "lexicon"}, "words": "content",
         "candidates": 3, "images_per_prompt": 20, "original_images": 60, "target_group": "female", "max_level": None,
-        "bootstrap": 200, **settings}, components=components)
+        "phrasings_bootstrap": 200, **settings}, components=components)
 
 
 def test_word_influence_finds_an_influence_planted_in_one_phrasing_of_its_classifier_there_only(clip_dir, tmp_path):
@@ -434,3 +434,52 @@ def test_a_classifier_that_cannot_label_with_each_phrasing_is_refused(clip_dir, 
 
     with pytest.raises(ProbeError, match="has no every_phrasing"):
         _word_influence(tmp_path, "run", {"phrasings": ["a {}"]}, clip_dir, colour_only)
+
+
+class _PhrasingTwoSeesNobody(_ReadsTheMarkWithPhrasing2):
+    """Phrasing 2 labels every image "no person": the study's influence is undefined with it."""
+
+    def every_phrasing(self, images):
+        colour, _, again = super().every_phrasing(images)
+        return [colour, ["no_person"] * len(images), again]
+
+
+def test_a_phrasing_that_leaves_no_image_of_a_person_is_said_and_nothing_is_pooled(clip_dir, tmp_path):
+    results = _word_influence(tmp_path, "run", {"phrasings": ["a photo of a {} person", "a {}"]}, clip_dir,
+                              _PhrasingTwoSeesNobody())
+    phrasings = {m["subset"].get("phrasing", 1) for m in results["metrics"]}
+    assert phrasings == {1, 3}
+    assert any(w.startswith("phrasing 2 (a photo of a {} person): ") and "no metric is pooled" in w
+               for w in results["warnings"]), results["warnings"]
+    assert not (tmp_path / "run" / "phrasings.csv").exists()
+
+
+class _OneWayShort(_ReadsTheMarkWithPhrasing2):
+    def every_phrasing(self, images):
+        return super().every_phrasing(images)[:2]
+
+
+def test_a_classifier_that_labels_fewer_ways_than_asked_is_refused_by_name(clip_dir, tmp_path):
+    from vlfair.probes import ProbeError
+
+    with pytest.raises(ProbeError, match=r"_OneWayShort's every_phrasing labelled 240 images 2 way\(s\).*3 ways"):
+        _word_influence(tmp_path, "run", {"phrasings": ["a photo of a {} person", "a {}"]}, clip_dir, _OneWayShort())
+
+
+def test_the_study_s_150_prompts_with_phrasings_table_each_word_once(clip_dir, tmp_path):
+    """Large-scale mode with phrasings: each word's mean influence per phrasing and pooled, its table and figure
+    the study's (phrasing 1) alone."""
+    import vlfair
+    from vlfair.probes import run_probe
+    from vlfair.t2i.generators import CallableGenerator
+
+    encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
+    results = run_probe("word-influence", encoder, None, tmp_path / "run", cache_dir=tmp_path / "cache", settings={
+        "large_scale": True, "candidates": 1, "images_per_prompt": 2, "original_images": 2, "max_level": 1,
+        "transmuter": {"name": "lexicon"}, "words": "content", "target_group": "female", "phrasings_bootstrap": 20,
+        "phrasings": ["a {}", "one {}"]}, components={"generator": CallableGenerator(_MarkedNurses(), "marked"),
+                                                     "classifier": _ReadsTheMarkWithPhrasing2()})
+    means = [m for m in results["metrics"] if m["name"] == "mean_word_influence"]
+    assert {m["subset"].get("phrasing", 1) for m in means} == {1, 2, 3, "pooled"}
+    table = pd.read_csv(tmp_path / "run" / "mean_word_influence.csv", index_col="word")
+    assert table.index.is_unique and len(table) == sum("phrasing" not in m["subset"] for m in means)

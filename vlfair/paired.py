@@ -275,7 +275,9 @@ def resample_apart(row_set: RowSet, values: npt.ArrayLike, calls: list[tuple[int
         stacked = a[:, list(call)].T.reshape(-1)  # the call's first column's rows, then its second's, ...
         means[:, 0, list(call)] = stats.bootstrap_group_means(stacked, np.repeat(np.arange(len(call)), n), len(call),
                                                               bootstrap, seed)
-    shift = np.nanmean(a, axis=0) if a.size else np.zeros(k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a column of no finite value: its shift is nan
+        shift = np.nanmean(a, axis=0) if a.size else np.zeros(k)
     moments = Moments(np.full((bootstrap, 1), float(n)), (means - shift) * n, np.full_like(means, np.nan), shift)
     with np.errstate(invalid="ignore", divide="ignore"):
         resampled = np.stack([np.asarray(s.function(moments), dtype=float) for s in row_set.statistics], axis=1)

@@ -92,7 +92,8 @@ class Range:
 @dataclasses.dataclass(frozen=True)
 class ColumnRange:
     """The largest minus the smallest of several ``columns``' means over the rows (one group): a gap
-    between quantities measured on the same rows, such as one accuracy per language."""
+    between quantities measured on the same rows, such as one accuracy per language; defined for rows
+    enough for a mean (``MIN_GROUP_SIZE``), as ``cross_lingual_gap`` requires of each language."""
 
     columns: tuple[str, ...]
 
@@ -106,7 +107,7 @@ class ColumnRange:
         return statistic
 
     def defined(self, data: _Building) -> bool:
-        return len(data.counts) == 1
+        return len(data.counts) == 1 and sum(data.counts.values()) >= MIN_GROUP_SIZE
 
 
 @dataclasses.dataclass(frozen=True)

@@ -269,12 +269,15 @@ class MultilingualProbe(Probe):
                 direction = metric.subset["direction"]
                 row.update({f"{direction} {lang}": value for lang, value in details["accuracy"].items()})
                 row[f"{direction} gap"] = metric.value
-        columns = ["pairs", f"mean distance {lang_a}-{lang_b}", "epsilon", "mean ratio", "bound holds"]
-        out.tables["multi30k_summary"] = pd.DataFrame.from_dict(summary, orient="index").rename_axis("portion")[
-            columns + [c for c in next(iter(summary.values())) if c not in columns]]
+        table = pd.DataFrame.from_dict(summary, orient="index").rename_axis("portion")
+        first = ["pairs", f"mean distance {lang_a}-{lang_b}", "epsilon", "mean ratio", "bound holds"]
+        out.tables["multi30k_summary"] = table[[c for c in first if c in table] + [c for c in table if c not in first]]
+        fair = [portion for portion in sorted(summary) if "epsilon" in summary[portion]]
+        if not fair:  # every caption pair identical (samples made so by hand): no ratio to draw
+            return
         figure, axis = subplots(figsize=(5, 3.2))
         scatter: dict[str, list] = {"x": [], "y": [], "label": []}
-        for portion in sorted(summary):
+        for portion in fair:
             mask = (portions == portion) & (terms[1] > 0)  # the pairs with a ratio (identical ones have none)
             axis.hist(terms[0][mask] / terms[1][mask], bins=30, alpha=0.6,
                       label=f"{portion} (eps {summary[portion]['epsilon']:.3g})")
@@ -311,7 +314,9 @@ class MultilingualProbe(Probe):
             for direction in DIRECTIONS:
                 subset = {"portion": portion, "direction": direction}
                 columns = {lang: _retrieval_column(direction, lang) for lang in languages}
-                # sorted: the same rows as text_to_image's where each image has one caption (one row set)
+                # sorted: the same rows as text_to_image's where each image has one caption (one row set, and
+                # vlfair compare's recorded draws); the measure read image_to_text's by file name, which one run's
+                # draws follow only where the files sort as the rows (the demo's intervals are unchanged)
                 rows = np.sort(_retrieval_rows(files, mask, direction))
                 metrics += [Declared("cross_lingual_gap", subset, ColumnRange(tuple(columns.values())), rows,
                                      apart=True, report=_by_language(columns, counts=True)),
@@ -609,8 +614,8 @@ def _retrieval(images: np.ndarray, files: np.ndarray, raw: np.ndarray, direction
 
 
 def _retrieval_rows(files: np.ndarray, mask: np.ndarray, direction: str) -> np.ndarray:
-    """The frame's rows a retrieval accuracy counts, in the measure's order: the captions of
-    ``mask`` (text_to_image), or each image's first caption, images by file name (image_to_text)."""
+    """The frame's rows a retrieval accuracy counts, in the order the study's measure read them: the captions
+    of ``mask`` (text_to_image), or each image's first caption, images by file name (image_to_text)."""
     rows = np.flatnonzero(mask)
     if direction == "image_to_text":
         return rows[np.unique(files[rows], return_index=True)[1]]

@@ -8,7 +8,7 @@ import itertools
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -22,7 +22,7 @@ from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
 from vlfair.probes.declared import Custom, Declared, Pooled, evaluate
 from vlfair.probes.settings import (
     SEED,
-    Bootstrap,
+    Confidence,
     Count,
     Flag,
     Float,
@@ -74,7 +74,7 @@ def _transmuter_option(value: str) -> dict[str, Any]:
     return {"name": name, **({"model": model} if model else {})}
 
 
-class WordInfluenceSettings(ProbeSettings, Bootstrap):
+class WordInfluenceSettings(ProbeSettings, Confidence):
     prompts: list[Name] = Field(min_length=1, description="the prompts whose words are scored")
     large_scale: Flag = Field(description="the study's 150 prompts 'a [ADJECTIVE] [PERSON] at the [PLACE]' instead")
     generator: Generator = Field(description="the pipeline: spec, steps, guidance, size, batch_size")
@@ -95,14 +95,17 @@ class WordInfluenceSettings(ProbeSettings, Bootstrap):
     seed: NonNegative = Field(
         SEED, description="the random seed of the generated images and of every resampling, a whole number >= 0 "
                           "(not null: a run must draw the same images again)")
-    bootstrap: NonNegative = Field(
+    phrasings_bootstrap: NonNegative = Field(
         BOOTSTRAP, le=MAX_BOOTSTRAP,
         description=f"bootstrap resamples of a metric pooled over phrasings, a whole number from 0 to "
-                    f"{MAX_BOOTSTRAP:,} (the study's own intervals are Hoeffding's and exact binomial ones)")
+                    f"{MAX_BOOTSTRAP:,} (the study's own intervals, and so every other one, are Hoeffding's and "
+                    "exact binomial ones)")
     phrasings: phrasing.setting("") = phrasing.field(  # type: ignore[valid-type]
         "the classifier's group texts, each with {} where a group's text goes")
-    question_phrasings: Annotated[list[Text], AfterValidator(distinct())] = phrasing.question_field(
-        "a generative classifier's, generative.question")
+    question_phrasings: Annotated[list[Text], AfterValidator(distinct())] = Field(
+        default_factory=list, description="other phrasings of a generative classifier's question "
+                                          "(generative.question): each with each phrasing of the texts is one more "
+                                          "way of labelling the images, every metric reported per way and pooled")
 
     @model_validator(mode="after")
     def _phrasings_are_new(self) -> WordInfluenceSettings:
@@ -196,7 +199,9 @@ class WordInfluenceProbe(Probe):
 
     def intervals_note(self) -> str:  # no resampling: Hoeffding's bound and exact binomial intervals
         return (f"Intervals: {self.settings.confidence:.0%} Hoeffding bounds on each influence (the least-sampled "
-                "variant's image count); shares have exact Clopper-Pearson intervals.")
+                "variant's image count); shares have exact Clopper-Pearson intervals"
+                + ("; a metric pooled over phrasings, a two-level bootstrap interval (the images within their "
+                   "variants, and the phrasings)." if len(self.settings.ways) > 1 else "."))
 
     def score(self, ctx: Context, schema: str | None) -> Samples:
         """Generate every prompt's images (original and transmuted) and classify them: one sample per
@@ -249,6 +254,12 @@ class WordInfluenceProbe(Probe):
             facts["phrasings"] = s.ways
         identity = generator.identity()  # a readable name: the pipeline, or the callable's name, never a dict
         self._scored = (results, identity.get("pipeline") or identity.get("callable") or type(generator).__name__)
+        for r in results:  # a classifier component's every_phrasing: one label per image each way
+            if phrased and [len(found) for found in r.phrased_labels] != [len(r.labels)] * (len(s.ways) - 1):
+                raise ProbeError(f"word-influence: the classifier {type(classify).__name__}'s every_phrasing labelled "
+                                 f"{len(r.labels)} images {len(r.phrased_labels) + 1} way(s), with "
+                                 f"{[len(r.labels), *map(len, r.phrased_labels)]} labels; the settings ask for "
+                                 f"{len(s.ways)} ways ({s.ways}), each labelling every image")
         known = list(groups) if groups is not None else None
         return Samples(_frame(results, known, s.target_group, s.seed, len(s.ways)), facts)
 
@@ -260,14 +271,13 @@ class WordInfluenceProbe(Probe):
         out.published_model = facts["generator"].get("pipeline")
         known = _known_groups(samples)
         prompts = self._prompts(samples)
-        count = phrasing.count(samples)
-        declared = self._declared(samples, prompts)
-        for number in range(2, count + 1):
-            declared += self._declared(samples, self._prompts(samples, number), number)
+        declared, untallied = self._every_phrasing(samples, prompts)
+        out.warnings += untallied
+        pooled = [] if untallied else _pooled(declared)
         # each metric's reporter gives the study's Hoeffding or exact binomial interval; only a metric pooled over
         # phrasings has its interval resampled (the images within their variants, and the phrasings)
-        out.metrics = evaluate(samples, [*declared, *_pooled(declared)], self.facts,
-                               bootstrap=s.bootstrap if count > 1 else 0, confidence=s.confidence, seed=s.seed)
+        out.metrics = evaluate(samples, [*declared, *pooled], self.facts,
+                               bootstrap=s.phrasings_bootstrap if pooled else 0, confidence=s.confidence, seed=s.seed)
         found = phrasing.found_table(
             out.metrics, "word_influence", lambda subset: {k: subset[k] for k in ("prompt", "word", "level")},
             facts.get("phrasings") or [], lambda metric, pooled: _excludes_0(metric.ci, pooled.value),
@@ -324,7 +334,22 @@ class WordInfluenceProbe(Probe):
         (differences of target shares, every level scored) and Shapley values made of them. With the
         study's 150 prompts, the mean influence of each word over the prompts that contain it, over all
         the images."""
-        return self._declared(samples, self._prompts(samples))
+        return self._every_phrasing(samples, self._prompts(samples))[0]
+
+    def _every_phrasing(self, samples: Samples, prompts: list[tuple[np.ndarray, PromptInfluence]]
+                        ) -> tuple[list[Declared], list[str]]:
+        """The metrics with every phrasing of the classifier's texts (phrasing 1's of ``prompts``), and why a
+        phrasing has none: its labels leave a variant no image of a person (the study's influence is then
+        undefined), said, and then no metric is pooled over the phrasings."""
+        declared = self._declared(samples, prompts)
+        untallied = []
+        for number in range(2, phrasing.count(samples) + 1):
+            try:
+                declared += self._declared(samples, self._prompts(samples, number), number)
+            except ValueError as exc:
+                untallied.append(f"phrasing {number} ({samples.facts['phrasings'][number - 1]}): {exc}; its metrics "
+                                 "are left out, and no metric is pooled over the phrasings")
+        return declared, untallied
 
     def _declared(self, samples: Samples, prompts: list[tuple[np.ndarray, PromptInfluence]], number: int = 1
                   ) -> list[Declared]:
@@ -490,7 +515,8 @@ class WordInfluenceProbe(Probe):
 
         frame = pd.DataFrame([{"kind": m.subset["kind"], "word": m.subset["word"], "mean influence (level 1)": m.value,
                                "mean Shapley": m.details["mean_shapley"]}
-                              for m in out.metrics if m.name == "mean_word_influence"]).set_index("word")
+                              for m in out.metrics if m.name == "mean_word_influence" and "phrasing" not in m.subset
+                              ]).set_index("word")
         out.tables["mean_word_influence"] = frame
         figure, axis = subplots(figsize=(9, 3.2))
         colors = {"adjective": "tab:blue", "person": "tab:orange", "place": "tab:green"}
@@ -505,13 +531,11 @@ class WordInfluenceProbe(Probe):
 
 # ---- what one run reports beside its metrics: the study's intervals, not resamples -------------------
 def _within(half: float | None, **details: Any) -> reports.Report:
-    """An interval of ``half`` either side of the value (None: none; Hoeffding's bound on an influence), its
-    half-width and ``details`` beside it."""
+    """An interval of ``half`` either side of the value (Hoeffding's bound on an influence; None: no interval, as
+    the study gives a mean influence none), its half-width and ``details`` beside it."""
     def report(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
-        if half is not None:
-            metric.ci = None if metric.value is None else [metric.value - half, metric.value + half]
-            metric.details = {"ci_half_width": half}
-        metric.details = {**metric.details, **details}
+        metric.ci = None if half is None or metric.value is None else [metric.value - half, metric.value + half]
+        metric.details = {**({} if half is None else {"ci_half_width": half}), **details}
     return report
 
 
@@ -634,34 +658,37 @@ class _VariantShares:
     noise, so a share is the run's own quotient (nan where no image shows a person). Computed once
     per moments: every statistic of a row set reads the same ones, each a
     :class:`vlfair.probes.declared.Custom` statistic of ``columns`` (the groups', the target's first,
-    then the no-person column), read where the row set holds them (another phrasing's share the row set)."""
+    then the no-person column), read where the row set holds them (each phrasing's shares have their own columns
+    in a row set the phrasings share)."""
 
     def __init__(self, columns: tuple[str, ...]):
         self.columns = columns
         self.person = len(columns) - 1
-        self.index: list[int] = []  # the columns' places in the row set (Custom.make tells them)
-        self._last: tuple[Moments, np.ndarray] | None = None
+        self._last: tuple[Moments, tuple[int, ...], np.ndarray] | None = None
 
-    def __call__(self, m: Moments) -> np.ndarray:
-        if self._last is not None and self._last[0] is m:
-            return self._last[1]
+    def shares(self, m: Moments, index: tuple[int, ...]) -> np.ndarray:
+        """The shares from moments whose columns ``index`` are this object's ``columns``."""
+        if self._last is not None and self._last[0] is m and self._last[1] == index:
+            return self._last[2]
         count = m.count[:, :, None]
-        sums = np.rint(m.total[:, :, self.index] + count * m.shift[self.index])
+        sums = np.rint(m.total[:, :, list(index)] + count * m.shift[list(index)])
         persons = count - sums[:, :, self.person:]
         with np.errstate(invalid="ignore", divide="ignore"):
             shares = np.where(persons > 0, sums[:, :, :self.person] / persons, np.nan)
-        self._last = (m, shares)
+        self._last = (m, index, shares)
         return shares
 
-    def _custom(self, make: Callable[[Mapping[Any, int]], Callable[[Moments], np.ndarray]]) -> Custom:
-        """A statistic of the shares: ``make(code)`` returns its function (``code``: each variant's)."""
+    def _custom(self, make: Callable[[Callable[[Moments], np.ndarray], Mapping[Any, int]],
+                                     Callable[[Moments], np.ndarray]]) -> Custom:
+        """A statistic of the shares: ``make(shares, code)`` returns its function (``shares``: the moments'
+        shares, read from where the row set holds the columns; ``code``: each variant's)."""
         def located(at: Mapping[str, int], code: Mapping[Any, int]) -> Callable[[Moments], np.ndarray]:
-            self.index = [at[c] for c in self.columns]
-            return make(code)
+            index = tuple(at[c] for c in self.columns)
+            return make(lambda m: self.shares(m, index), code)
         return Custom(self.columns, located)
 
     def share(self, variant: int, column: int) -> Custom:
-        return self._custom(lambda code: lambda m: self(m)[:, variant, column])
+        return self._custom(lambda shares, code: lambda m: shares(m)[:, variant, column])
 
     def influence(self, level: int, word: int, num_words: int, keys: list[str]) -> Custom:
         """Word ``word``'s influence at ``level``, as the word_influence measure: the mean over subsets
@@ -671,7 +698,8 @@ class _VariantShares:
         for subset in itertools.combinations(others, level - 1):
             left.append(keys.index(_key(subset)))
             right.append(keys.index(_key(tuple(sorted(subset + (word,))))))
-        return self._custom(lambda code: lambda m: (self(m)[:, left, 0] - self(m)[:, right, 0]).mean(axis=1))
+        return self._custom(lambda shares, code: lambda m: (shares(m)[:, left, 0] - shares(m)[:, right, 0]).mean(
+            axis=1))
 
     def mean_of(self, statistics: list[Custom]) -> Custom:
         """The mean of statistics (the Shapley value: the mean of every level)."""
@@ -683,9 +711,9 @@ class _VariantShares:
     def mean_difference(self, left: list[tuple], right: list[tuple]) -> Custom:
         """The mean of the target share differences of the cells ``left`` and ``right``, pair by pair
         (a word's mean influence: each prompt's original minus its variant without the word)."""
-        def make(code: Mapping[Any, int]) -> Callable[[Moments], np.ndarray]:
+        def make(shares: Callable[[Moments], np.ndarray], code: Mapping[Any, int]) -> Callable[[Moments], np.ndarray]:
             first, second = [code[c] for c in left], [code[c] for c in right]
-            return lambda m: (self(m)[:, first, 0] - self(m)[:, second, 0]).mean(axis=1)
+            return lambda m: (shares(m)[:, first, 0] - shares(m)[:, second, 0]).mean(axis=1)
         return self._custom(make)
 
 
@@ -698,8 +726,7 @@ def _pooled(metrics: list[Declared]) -> list[Declared]:
         phrased.setdefault(key, []).append(metric)
     count = max(map(len, phrased.values()), default=1)
     return [dataclasses.replace(same[0], subset={**same[0].subset, "phrasing": phrasing.POOLED},
-                                statistic=Pooled(tuple(m.statistic for m in same  # each a Custom
-                                                       if not isinstance(m.statistic, Pooled))), report=None)
+                                statistic=Pooled(tuple(cast(Custom, m.statistic) for m in same)), report=None)
             for same in phrased.values() if count > 1 and len(same) == count]
 
 
