@@ -398,7 +398,8 @@ def test_word_influence_s_second_phrasing_measures_what_its_texts_alone_measure(
     """The CLIP classifier with phrasings labels each image with every phrasing of its texts: phrasing 2's metrics
     are those of a run whose group texts are that phrasing's (the tiny CLIP, its images encoded once), and a rescore
     from the samples reproduces the run."""
-    from vlfair.compare import rescore
+    from vlfair.compare import load_run, rescore
+    from vlfair.testing import assert_statistics_are_metrics
 
     phrased = _word_influence(tmp_path, "phrased", {"phrasings": ["a photo of a {}"]}, clip_dir)
     texts = {"female": "a photo of a female", "male": "a photo of a male"}
@@ -412,6 +413,11 @@ def test_word_influence_s_second_phrasing_measures_what_its_texts_alone_measure(
         assert second[key][1] == pytest.approx(ci, abs=1e-12, nan_ok=True), key
     again = rescore(tmp_path / "phrased", tmp_path / "again")
     assert again["metrics"] == phrased["metrics"]
+    # vlfair compare pairs every phrasing's metrics (a pooled one is compared phrasing by phrasing)
+    run = load_run(tmp_path / "phrased")
+    compared = assert_statistics_are_metrics(probe_class("word-influence")(run.results["probe_settings"]), run.samples,
+                                             [m for m in phrased["metrics"] if m["subset"].get("phrasing") != "pooled"])
+    assert {json.loads(subset).get("phrasing", 1) for _, subset in compared} == {1, 2}
 
 
 @pytest.mark.parametrize("settings, message", [
