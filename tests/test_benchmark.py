@@ -211,3 +211,12 @@ def test_tiers_benchmark_prints_its_contract_line(run_benchmark):
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"tiers_seconds=[\d.]+ models=4 rows_per_run=280 pairs=6 tiered_rows=\d+", lines[-1]), lines[-1]
     assert sum(line.startswith("trait_anova ") for line in lines) == 2  # one per gender
+
+
+def test_power_benchmark_prints_its_contract_line(run_benchmark):
+    """benchmarks/power_speed.py --quick: `vlfair power` on a small professions run of the demo's biased encoder,
+    its answer and its contract line."""
+    result = run_benchmark("power_speed.py", "--quick")
+    lines = result.stdout.strip().splitlines()
+    assert re.fullmatch(r"power_seconds=[\d.]+ power_cli_seconds=nan rows=320", lines[-1]), lines[-1]
+    assert any(line.startswith("  smallest deviation detected with 80% power: +") for line in lines), lines
