@@ -144,6 +144,23 @@ def pooled(metrics: Sequence[Declared], samples: Any) -> list[Declared]:
     return found
 
 
+def pool(metrics: Sequence[Declared], count: int) -> list[Declared]:
+    """Each metric measured with all ``count`` phrasings (among ``metrics``: the same name and subset but for its
+    "phrasing", absent for phrasing 1), pooled: :class:`Pooled` of its statistic with each phrasing, in their order,
+    its subset's phrasing "pooled" (a probe's own statistics too: each phrasing's reads its own columns). None
+    with one phrasing, nor for a metric some phrasing lacks; a pooled metric among ``metrics`` is no member."""
+    import json
+
+    phrased: dict[tuple, list[Declared]] = {}
+    for metric in metrics:
+        key = (metric.name, json.dumps({k: v for k, v in metric.subset.items() if k != "phrasing"}, sort_keys=True))
+        phrased.setdefault(key, []).append(metric)
+    return [dataclasses.replace(same[0], subset={**same[0].subset, "phrasing": POOLED}, report=None,
+                                statistic=Pooled(tuple(m.statistic for m in same
+                                                       if not isinstance(m.statistic, Pooled))))
+            for same in phrased.values() if count > 1 and len(same) == count]
+
+
 def table(rows: list[dict[str, Any]], index: list[str], prompts: Sequence[str], what: str, test: str) -> Table:
     """The phrasings table: a row per bias measure (``index`` its columns), its value with each phrasing and
     pooled (``rows``: from :func:`row`), and the footnote naming the phrasings, ``what`` is measured and the

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field
 
+from vlfair.probes import phrasings as phrasing
 from vlfair.probes import register, reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, indistinguishable
@@ -66,6 +67,11 @@ class RetrievalSettings(ProbeSettings, Bootstrap):
         description="cosine of the embeddings, or dvl: the unnormalised image embedding . the normalised text")
     generative: Asking = Field(description="how a generative model (lvlm:) is asked: images are ranked by each "
                                            "prompt's log-likelihood as the answer to the question")
+    per_template: Flag = Field(
+        False, description="the templates are the study's phrasings of each concept's query: each concept's MaxSkew "
+                           "and Skew per group also per template and pooled over the templates (an interval that "
+                           "resamples the templates as well as the images), and a table of in how many templates "
+                           "each concept's skew of each group is found")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,11 +248,20 @@ class RetrievalProbe(Probe):
             subset = {"attribute": attribute, "target": target, "k": s.k}
             for name in ("max_skew", "min_skew", "ndkl"):
                 found.append(_Quantity(name, subset, _read(name, t)))
-            for c, concept in enumerate(dict.fromkeys(concepts)):
+            distinct_concepts = list(dict.fromkeys(concepts))
+            for c, concept in enumerate(distinct_concepts):
                 found.append(_Quantity("max_skew", {**subset, "concept": concept}, _read("concept_max_skew", c, t)))
                 for g, group in enumerate(names):
                     found.append(_Quantity("skew", {**subset, "concept": concept, "group": group},
                                            _read("concept_skew", c, g, t)))
+            if s.per_template:  # each template's query of each concept (templates outer: query j * C + c)
+                for j in range(len(concepts) // len(distinct_concepts)):
+                    for c, concept in enumerate(distinct_concepts):
+                        query = j * len(distinct_concepts) + c
+                        cell = {**subset, "concept": concept, "phrasing": j + 1}
+                        found.append(_Quantity("max_skew", cell, _read_query("max_skew", query, t)))
+                        found += [_Quantity("skew", {**cell, "group": group}, _read("skew", query, g, t))
+                                  for g, group in enumerate(names)]
         if design.pair is not None:
             found.append(_Quantity("bias_at_k", {"attribute": attribute, "groups": f"{names[0]} - {names[1]}",
                                                  "k": s.k}, _read("bias_at_k")))
@@ -269,7 +284,7 @@ class RetrievalProbe(Probe):
         columns = rng.integers(0, concepts, size=(s.bootstrap, concepts))[:, None, :]
         found: list[dict[str, Any]] = []
         for quantity in quantities:
-            if "concept" in quantity.subset:
+            if "concept" in quantity.subset:  # a concept's (or one template's) query: no cross of prompts
                 found.append({})
                 continue
             values = point["per_query"][quantity.name][0]  # (queries[, targets]), templates outer
@@ -295,7 +310,15 @@ class RetrievalProbe(Probe):
             if unmeasured not in [m[0] for m in measured]:
                 out.warnings.append(f"{unmeasured}: one group only among the images evaluated: no skew to measure")
         # every prompt re-ranked in every resample of the images, drawn within the attribute's groups
-        out.metrics = evaluate(samples, self.declare(samples), self.facts, **s.resampling)
+        declared = self.declare(samples)
+        out.metrics = evaluate(samples, [*declared, *self._pooled(declared)], self.facts, **s.resampling)
+        by_template = phrasing.found_table(
+            [m for m in out.metrics if "phrasing" in m.subset], "skew",
+            lambda subset: {k: subset[k] for k in ("attribute", "target", "concept", "group")}, s.query_templates,
+            lambda metric, pooled: _excludes_0(metric.ci, pooled.value),
+            f"Each concept's Skew@{s.k} of each group (> 0: over-retrieved)", "interval excludes 0")
+        if by_template is not None:
+            out.tables["phrasings"] = by_template
         for attribute, names, codes in measured:
             _warn_small_groups(out.warnings, attribute, names, codes, s.k, s.targets)
             design = self._design(names, codes, attribute, concepts)
@@ -321,7 +344,8 @@ class RetrievalProbe(Probe):
             rows = []
             for metric in out.metrics:
                 subset = metric.subset
-                if subset.get("attribute") != attribute or subset.get("target") != target or "concept" not in subset:
+                if (subset.get("attribute") != attribute or subset.get("target") != target or "concept" not in subset
+                        or "phrasing" in subset):
                     continue
                 column = "MaxSkew" if metric.name == "max_skew" else f"Skew {subset['group']}"
                 rows.append({"concept": subset["concept"], "column": column, "value": metric.value,
@@ -352,7 +376,7 @@ class RetrievalProbe(Probe):
         s = self.settings
         for attribute in dict.fromkeys(m.subset["attribute"] for m in out.metrics):
             per_concept = [m for m in out.metrics if m.name == "max_skew" and "concept" in m.subset
-                           and m.subset["attribute"] == attribute]
+                           and m.subset["attribute"] == attribute and "phrasing" not in m.subset]
             concepts = list(dict.fromkeys(m.subset["concept"] for m in per_concept))
             bars = pd.DataFrame({t: [m.value for m in per_concept if m.subset["target"] == t] for t in s.targets},
                                 index=pd.Index(concepts, name="concept"))
@@ -363,7 +387,7 @@ class RetrievalProbe(Probe):
                 "MaxSkew@k (0: the target's shares)", xlabel="concept", neutral=0.0, legend_title="target")
             target = s.targets[0]
             cells = [m for m in out.metrics if m.name == "skew" and m.subset["attribute"] == attribute
-                     and m.subset["target"] == target]
+                     and m.subset["target"] == target and "phrasing" not in m.subset]
             grid = pd.DataFrame([{"concept": m.subset["concept"], "group": m.subset["group"], "skew": m.value}
                                  for m in cells]).pivot(index="concept", columns="group", values="skew")
             out.figures[f"skew_by_group_{attribute}"] = plots.heatmap(
@@ -387,6 +411,15 @@ class RetrievalProbe(Probe):
                                  group=attribute, report=reports.top_k)
                         for q in self._quantities(attribute, names, design, concepts)]
         return metrics
+
+    def _pooled(self, declared: list[Declared]) -> list[Declared]:
+        """With ``per_template``: each concept's per-template metrics pooled over the templates."""
+        return phrasing.pool([m for m in declared if "phrasing" in m.subset], len(self.settings.query_templates))
+
+
+def _read_query(key: str, query: int, target: int) -> Callable[[dict[str, Any]], np.ndarray]:
+    """The (b,) values of one query's statistic ``key`` (max_skew, min_skew, ndkl) for one target."""
+    return lambda statistics: statistics["per_query"][key][:, query, target]
 
 
 def _reading(read: Callable[[dict[str, np.ndarray]], np.ndarray]) -> Callable[..., Callable]:
@@ -517,3 +550,8 @@ def _warn_small_groups(warnings: list[str], attribute: str, names: list[str], co
         warnings.append(f"{attribute}: k = {k} asks each of its {len(names)} groups for {k / len(names):g} images "
                         f"against the uniform target, but {', '.join(short)} have fewer: their Skew@k is below 0 for "
                         "any model; a smaller k lets every group reach its share")
+
+
+def _excludes_0(ci: list[float] | None, side: float | None) -> bool:
+    """Whether an interval excludes 0 on the side of ``side`` (a pooled value's)."""
+    return bool(ci and side and (ci[0] > 0 if side > 0 else ci[1] < 0))

@@ -8,7 +8,7 @@ import itertools
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -19,7 +19,7 @@ from vlfair.probes import phrasings as phrasing
 from vlfair.probes import register, reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
-from vlfair.probes.declared import Custom, Declared, Pooled, evaluate
+from vlfair.probes.declared import Custom, Declared, evaluate
 from vlfair.probes.settings import (
     SEED,
     Confidence,
@@ -273,7 +273,7 @@ class WordInfluenceProbe(Probe):
         prompts = self._prompts(samples)
         declared, untallied = self._every_phrasing(samples, prompts)
         out.warnings += untallied
-        pooled = [] if untallied else _pooled(declared)
+        pooled = [] if untallied else phrasing.pool(declared, phrasing.count(samples))
         # each metric's reporter gives the study's Hoeffding or exact binomial interval; only a metric pooled over
         # phrasings has its interval resampled (the images within their variants, and the phrasings)
         out.metrics = evaluate(samples, [*declared, *pooled], self.facts,
@@ -715,19 +715,6 @@ class _VariantShares:
             first, second = [code[c] for c in left], [code[c] for c in right]
             return lambda m: (shares(m)[:, first, 0] - shares(m)[:, second, 0]).mean(axis=1)
         return self._custom(make)
-
-
-def _pooled(metrics: list[Declared]) -> list[Declared]:
-    """Each metric of the study's texts pooled over the phrasings of them (its statistic with each phrasing,
-    where every phrasing has it): :class:`vlfair.probes.declared.Pooled`, subset "phrasing": "pooled"."""
-    phrased: dict[tuple, list[Declared]] = {}
-    for metric in metrics:
-        key = (metric.name, json.dumps({k: v for k, v in metric.subset.items() if k != "phrasing"}, sort_keys=True))
-        phrased.setdefault(key, []).append(metric)
-    count = max(map(len, phrased.values()), default=1)
-    return [dataclasses.replace(same[0], subset={**same[0].subset, "phrasing": phrasing.POOLED},
-                                statistic=Pooled(tuple(cast(Custom, m.statistic) for m in same)), report=None)
-            for same in phrased.values() if count > 1 and len(same) == count]
 
 
 def _excludes_0(ci: list[float] | None, side: float | None) -> bool:
