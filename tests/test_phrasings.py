@@ -128,6 +128,9 @@ def test_phrasings_are_part_of_the_family():
     assert influence({}).family_key(dataset)["probe_version"] == 6
     for other in ({"phrasings": ["a {}"]}, {"question_phrasings": ["is this a man ?"]}):
         assert influence(other).family_key(dataset) != influence({}).family_key(dataset)
+    retrieval = probe_class("retrieval")
+    assert retrieval({}).family_key(dataset)["probe_version"] == 3
+    assert retrieval({"per_template": True}).family_key(dataset) != retrieval({}).family_key(dataset)
 
 
 def test_phrasings_from_a_file_run_rescore_and_compare_end_to_end(clip_dir, siglip_dir, tmp_path):
