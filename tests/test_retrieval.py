@@ -489,8 +489,8 @@ def test_the_evaluate_module_on_the_run_s_score_matrix(clip_dir, tmp_path, capsy
 
 def test_per_template_finds_a_skew_planted_in_one_template_there_only():
     """Issue 46 for retrieval: its templates are the phrasings of each concept's query. With per_template, a
-    race's over-retrieval planted in one template's "good" query only is found with that template alone ("1 of 2
-    phrasings"); each concept's skew per template equals its one query's skew, pooled is their mean (the study's
+    race's over-retrieval planted in the second template's "bad" query only is found with that template alone ("1
+    of 2 phrasings"); each concept's skew per template equals its one query's skew, pooled is their mean (the study's
     per-concept value) with an interval over the templates and images; the study's metrics are as without it."""
     rng = np.random.default_rng(5)
     images = 120
@@ -501,7 +501,7 @@ def test_per_template_finds_a_skew_planted_in_one_template_there_only():
         for concept in CONCEPTS:
             prompts.append(template.format(concept))
             concepts.append(concept)
-            planted = 3.0 * (race == "A") if (t, concept) == (0, "good") else 0.0
+            planted = 3.0 * (race == "A") if (t, concept) == (1, "bad") else 0.0
             frame[SCORE + prompts[-1]] = rng.normal(size=images) + planted
     samples = Samples(pd.DataFrame(frame), {"queries": prompts, "concepts": concepts, "images": images})
     settings = {"k": 20, "attributes": ["race"], "bootstrap": 300, "targets": ["uniform"]}
@@ -510,19 +510,23 @@ def test_per_template_finds_a_skew_planted_in_one_template_there_only():
     study = [m for m in out.metrics if "phrasing" not in m.subset]
     assert [(m.name, m.subset, m.value, m.ci) for m in study] == [(m.name, m.subset, m.value, m.ci)
                                                                    for m in plain.metrics]
-    cell = {"attribute": "race", "target": "uniform", "k": 20, "concept": "good", "group": "A"}
+    cell = {"attribute": "race", "target": "uniform", "k": 20, "concept": "bad", "group": "A"}
     found = {m.subset["phrasing"]: m for m in out.metrics if m.name == "skew" and "phrasing" in m.subset
              and {k: v for k, v in m.subset.items() if k != "phrasing"} == cell}
-    assert found[1].ci[0] > 0 and found[2].ci[0] < 0  # over-retrieved with the planted template only
-    reference = _reference(np.stack([frame[SCORE + p] for p in prompts[:3]]), race, 20, "uniform", "dvl")
-    assert found[1].value == pytest.approx(reference["skew"][0][0])
+    assert found[2].ci[0] > 0 and found[1].ci[0] < 0  # over-retrieved with the planted template only
+    reference = _reference(np.stack([frame[SCORE + p] for p in prompts]), race, 20, "uniform", "dvl")
+    assert [found[1].value, found[2].value] == pytest.approx(reference["skew"][[1, 4], 0])  # "a bad ...", "this is bad"
     assert found["pooled"].value == pytest.approx(_metric(plain, "skew", **cell).value)
     assert found["pooled"].details["phrasing_values"] == [found[1].value, found[2].value]
     table = out.tables["phrasings"].frame.reset_index()
-    row = table[(table["concept"] == "good") & (table["group"] == "A")]
+    row = table[(table["concept"] == "bad") & (table["group"] == "A")]
     assert row["found in"].tolist() == ["1 of 2 phrasings"]
     assert set(table["found in"]) >= {"0 of 2 phrasings"}
     # compare pairs each template's metrics
     metrics = [{"name": m.name, "subset": m.subset, "value": m.value} for m in out.metrics
                if m.subset.get("phrasing") != "pooled"]
     assert len(assert_statistics_are_metrics(_probe(per_template=True, **settings), samples, metrics)) == len(metrics)
+    assert "every template is the study's" in out.tables["phrasings"].footnotes[0]
+    assert "phrasings" not in _probe(per_template=True, **{**settings, "bootstrap": 0}).analyze(samples).tables
+    with pytest.raises(ProbeError, match="per_template reads each template's query of each concept"):
+        _probe(per_template=True, concepts=["good", "odd", "bad"], **settings).declare(samples)

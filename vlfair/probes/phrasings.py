@@ -146,39 +146,56 @@ def pooled(metrics: Sequence[Declared], samples: Any) -> list[Declared]:
 
 def pool(metrics: Sequence[Declared], count: int) -> list[Declared]:
     """Each metric measured with all ``count`` phrasings (among ``metrics``: the same name and subset but for its
-    "phrasing", absent for phrasing 1), pooled: :class:`Pooled` of its statistic with each phrasing, in their order,
-    its subset's phrasing "pooled" (a probe's own statistics too: each phrasing's reads its own columns). None
-    with one phrasing, nor for a metric some phrasing lacks; a pooled metric among ``metrics`` is no member."""
+    "phrasing", absent for phrasing 1), pooled: :class:`Pooled` of its statistic with each phrasing, in their
+    order, its subset's phrasing "pooled" (a probe's own statistics too: each phrasing's reads its own columns).
+    None with one phrasing, nor for a metric some phrasing lacks."""
     import json
 
-    phrased: dict[tuple, list[Declared]] = {}
+    phrased: dict[tuple, dict[int, Declared]] = {}
     for metric in metrics:
+        if isinstance(metric.statistic, Pooled):  # already pooled: no phrasing of its own
+            continue
         key = (metric.name, json.dumps({k: v for k, v in metric.subset.items() if k != "phrasing"}, sort_keys=True))
-        phrased.setdefault(key, []).append(metric)
-    return [dataclasses.replace(same[0], subset={**same[0].subset, "phrasing": POOLED}, report=None,
-                                statistic=Pooled(tuple(m.statistic for m in same
-                                                       if not isinstance(m.statistic, Pooled))))
-            for same in phrased.values() if count > 1 and len(same) == count]
+        phrased.setdefault(key, {})[metric.subset.get("phrasing", 1)] = metric
+    found: list[Declared] = []
+    for by_phrasing in phrased.values():
+        if count < 2 or sorted(by_phrasing) != list(range(1, count + 1)):
+            continue
+        same = [by_phrasing[k] for k in range(1, count + 1)]
+        members = tuple(m.statistic for m in same if not isinstance(m.statistic, Pooled))  # (none is: skipped above)
+        found.append(dataclasses.replace(same[0], subset={**same[0].subset, "phrasing": POOLED}, report=None,
+                                         statistic=Pooled(members)))
+    return found
 
 
-def table(rows: list[dict[str, Any]], index: list[str], prompts: Sequence[str], what: str, test: str) -> Table:
+def excludes_0(ci: Sequence[float] | None, side: float | None) -> bool:
+    """Whether an interval excludes 0 on the side of ``side`` (a pooled value's): a signed bias found."""
+    return bool(ci and side and (ci[0] > 0 if side > 0 else ci[1] < 0))
+
+
+STUDY_FIRST = "1 is the study's"  # a phrasings table's word on its phrasings
+
+
+def table(rows: list[dict[str, Any]], index: list[str], prompts: Sequence[str], what: str, test: str,
+          study: str = STUDY_FIRST) -> Table:
     """The phrasings table: a row per bias measure (``index`` its columns), its value with each phrasing and
-    pooled (``rows``: from :func:`row`), and the footnote naming the phrasings, ``what`` is measured and the
-    ``test`` that finds it."""
+    pooled (``rows``: from :func:`row`), and the footnote naming the phrasings (``study``: which is the study's),
+    ``what`` is measured and the ``test`` that finds it."""
     import pandas as pd
 
     named = "; ".join(f"{k}: '{p}'" for k, p in enumerate(prompts, 1))
     return Table(pd.DataFrame(rows).set_index(index), footnotes=[
-        f"{what} with each phrasing ({named}; 1 is the study's) and pooled: their mean, with a "
+        f"{what} with each phrasing ({named}; {study}) and pooled: their mean, with a "
         f"two-level bootstrap interval (phrasings and images resampled). Found in: the phrasings whose {test}."])
 
 
 def found_table(metrics: Sequence[Any], name: str, keys: Callable[[Mapping[str, Any]], dict[str, Any]],
-                prompts: Sequence[str], found: Callable[[Any, Any], bool], what: str, test: str) -> Table | None:
+                prompts: Sequence[str], found: Callable[[Any, Any], bool], what: str, test: str,
+                study: str = STUDY_FIRST) -> Table | None:
     """The phrasings table of the metrics called ``name`` (a probe's bias measure), one row per ``keys`` of their
     subsets (the table's index): its value with each phrasing and pooled, and in how many phrasings
     ``found(metric, pooled)`` holds, also the pooled metric's ``holds_in``; None where no measure has a value with
-    every phrasing and pooled."""
+    every phrasing and pooled (``study``: the footnote's word on which phrasing is the study's)."""
     phrased: dict[tuple, dict[Any, Any]] = {}
     for metric in metrics:
         if metric.name == name:
@@ -192,7 +209,7 @@ def found_table(metrics: Sequence[Any], name: str, keys: Callable[[Mapping[str, 
         flags = [found(metric, pooled) for metric in held]
         pooled.details["holds_in"] = sum(flags)
         rows.append(row(dict(key), pooled, flags))
-    return table(rows, [k for k, _ in next(iter(phrased))], prompts, what, test) if rows else None
+    return table(rows, [k for k, _ in next(iter(phrased))], prompts, what, test, study) if rows else None
 
 
 def row(keys: dict[str, Any], metric: Any, found: Sequence[bool]) -> dict[str, Any]:
@@ -204,6 +221,6 @@ def row(keys: dict[str, Any], metric: Any, found: Sequence[bool]) -> dict[str, A
             "found in": f"{sum(found)} of {len(values)} phrasings"}
 
 
-__all__ = ["FORMATS_FIELD", "FORMAT_NAMES", "POOLED", "Asked", "Format", "Phrased", "check_not_prompt", "column",
-           "count", "field", "found_table", "pooled", "question_field", "refuse_generative_ways", "row", "setting",
-           "table", "ways"]
+__all__ = ["FORMATS_FIELD", "FORMAT_NAMES", "POOLED", "STUDY_FIRST", "Asked", "Format", "Phrased", "check_not_prompt",
+           "column", "count", "excludes_0", "field", "found_table", "pool", "pooled", "question_field",
+           "refuse_generative_ways", "row", "setting", "table", "ways"]

@@ -315,9 +315,10 @@ class RetrievalProbe(Probe):
         by_template = phrasing.found_table(
             [m for m in out.metrics if "phrasing" in m.subset], "skew",
             lambda subset: {k: subset[k] for k in ("attribute", "target", "concept", "group")}, s.query_templates,
-            lambda metric, pooled: _excludes_0(metric.ci, pooled.value),
-            f"Each concept's Skew@{s.k} of each group (> 0: over-retrieved)", "interval excludes 0")
-        if by_template is not None:
+            lambda metric, pooled: phrasing.excludes_0(metric.ci, pooled.value),
+            f"Each concept's Skew@{s.k} of each group (> 0: over-retrieved)", "interval excludes 0",
+            "every template is the study's, and pooled is its per-concept value")
+        if by_template is not None and s.bootstrap:  # (without intervals nothing is found, nor tested)
             out.tables["phrasings"] = by_template
         for attribute, names, codes in measured:
             _warn_small_groups(out.warnings, attribute, names, codes, s.k, s.targets)
@@ -403,6 +404,9 @@ class RetrievalProbe(Probe):
         if len(samples.frame) <= self.settings.k:  # the runs' common rows (compare --on-common-rows) can be few
             raise ProbeError(f"retrieval: the runs share {len(samples.frame)} images, not more than k = "
                              f"{self.settings.k}: their top k would be every image; compare runs that share more")
+        if self.settings.per_template and concepts != list(self.settings.concepts) * len(self.settings.query_templates):
+            raise ProbeError("retrieval: setting per_template reads each template's query of each concept, templates "
+                             "outer; these samples' queries are not the settings' query_templates x concepts")
         metrics = []
         for attribute, names, codes in self._measured(samples):
             design = self._design(names, codes, attribute, concepts)
@@ -551,7 +555,3 @@ def _warn_small_groups(warnings: list[str], attribute: str, names: list[str], co
                         f"against the uniform target, but {', '.join(short)} have fewer: their Skew@k is below 0 for "
                         "any model; a smaller k lets every group reach its share")
 
-
-def _excludes_0(ci: list[float] | None, side: float | None) -> bool:
-    """Whether an interval excludes 0 on the side of ``side`` (a pooled value's)."""
-    return bool(ci and side and (ci[0] > 0 if side > 0 else ci[1] < 0))

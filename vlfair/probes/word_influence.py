@@ -280,7 +280,7 @@ class WordInfluenceProbe(Probe):
                                bootstrap=s.phrasings_bootstrap if pooled else 0, confidence=s.confidence, seed=s.seed)
         found = phrasing.found_table(
             out.metrics, "word_influence", lambda subset: {k: subset[k] for k in ("prompt", "word", "level")},
-            facts.get("phrasings") or [], lambda metric, pooled: _excludes_0(metric.ci, pooled.value),
+            facts.get("phrasings") or [], lambda metric, pooled: phrasing.excludes_0(metric.ci, pooled.value),
             f"Each word's influence on the share of {s.target_group}", "Hoeffding interval excludes 0")
         if found is not None:
             out.tables["phrasings"] = found
@@ -716,7 +716,3 @@ class _VariantShares:
             return lambda m: (shares(m)[:, first, 0] - shares(m)[:, second, 0]).mean(axis=1)
         return self._custom(make)
 
-
-def _excludes_0(ci: list[float] | None, side: float | None) -> bool:
-    """Whether an interval excludes 0 on the side of ``side`` (a pooled value's)."""
-    return bool(ci and side and (ci[0] > 0 if side > 0 else ci[1] < 0))
