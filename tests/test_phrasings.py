@@ -484,7 +484,7 @@ def test_the_study_s_150_prompts_with_phrasings_table_each_word_once(clip_dir, t
 
     encoder = vlfair.load_encoder(str(clip_dir), dtype="float32")
     results = run_probe("word-influence", encoder, None, tmp_path / "run", cache_dir=tmp_path / "cache", settings={
-        "large_scale": True, "candidates": 1, "images_per_prompt": 2, "original_images": 2, "max_level": 1,
+        "large_scale": True, "candidates": 1, "images_per_prompt": 1, "original_images": 1, "max_level": 1,
         "transmuter": {"name": "lexicon"}, "words": "content", "target_group": "female", "phrasings_bootstrap": 20,
         "phrasings": ["a {}", "one {}"]}, components={"generator": CallableGenerator(_MarkedNurses(), "marked"),
                                                      "classifier": _ReadsTheMarkWithPhrasing2()})
