@@ -123,3 +123,28 @@ def test_a_png_has_the_pixels_of_matplotlib_s_tight_crop(tmp_path):
         ours, theirs = (np.asarray(Image.open(tmp_path / f"{name}{end}.png")) for end in ("", "-tight"))
         assert ours.shape == theirs.shape and np.array_equal(ours, theirs), name
 
+
+
+@pytest.mark.parametrize("probe, dataset", [("professions", "synthetic:professions"),
+                                            ("multilingual", "synthetic:multi30k")])
+def test_a_run_written_without_figures_makes_none(probe, dataset, clip_dir, tmp_path, monkeypatch):
+    """`vlfair run --no-figures` spends nothing on plots it never writes: within it no matplotlib figure is made
+    (vlfair.figures.not_drawn), while the same run without the flag draws its figures."""
+    import vlfair.figures
+    from vlfair.cli import main
+
+    made = []
+
+    class Counted(vlfair.figures.Figure):
+        def __init__(self, *args, **options):
+            made.append(1)
+            super().__init__(*args, **options)
+
+    monkeypatch.setattr(vlfair.figures, "Figure", Counted)
+    command = ["run", probe, "--model", str(clip_dir), "--dataset", dataset, "--set", "bootstrap=20",
+               "--cache-dir", str(tmp_path / "cache")]
+    assert main([*command, "--out", str(tmp_path / "bare"), "--no-figures"]) == 0
+    assert not made and not list((tmp_path / "bare").glob("*.png"))
+    assert vlfair.figures.drawing()  # the switch is the run's alone
+    assert main([*command, "--out", str(tmp_path / "drawn")]) == 0
+    assert made and list((tmp_path / "drawn").glob("*.png"))

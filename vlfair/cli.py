@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import math
 import os
@@ -92,8 +93,11 @@ def _run(args: argparse.Namespace) -> int:
     split_parts(args.split)  # a split named twice is said at once, before the model loads
     if dataset and not dataset.startswith("synthetic:"):
         check_source(dataset)  # a missing local directory is said at once, before the model loads
-    run = measure_probe(probe, args.model, dataset, split=args.split, subset=args.subset, limit=args.limit,
-                        batch_size=args.batch_size, cache_dir=args.cache_dir or "default", dtype=args.dtype)
+    from vlfair.figures import not_drawn
+
+    with not_drawn() if args.no_figures else contextlib.nullcontext():  # nothing spent on plots never written
+        run = measure_probe(probe, args.model, dataset, split=args.split, subset=args.subset, limit=args.limit,
+                            batch_size=args.batch_size, cache_dir=args.cache_dir or "default", dtype=args.dtype)
     failure = _write_run(run, Path(args.out), NOT_DRAWN if args.no_figures else None)
     results = run.results
     from vlfair.distributed import current_world

@@ -8,13 +8,32 @@ over models in Python would hold every figure it ever drew (and warn past 20). A
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
 from matplotlib.figure import Figure
 
 WHITE = 255
+_DRAWING = contextvars.ContextVar("vlfair_drawing", default=True)
+
+
+@contextlib.contextmanager
+def not_drawn() -> Iterator[None]:
+    """Within it a probe makes no figure (``Output.figure`` skips them): a run written without its plots
+    (``vlfair run --no-figures``, the demo's answerers and runs with phrasings) spends nothing on drawing them."""
+    token = _DRAWING.set(False)
+    try:
+        yield
+    finally:
+        _DRAWING.reset(token)
+
+
+def drawing() -> bool:
+    """Whether figures are made here (not within :func:`not_drawn`)."""
+    return _DRAWING.get()
 
 
 def subplots(rows: int = 1, columns: int = 1, *, figsize: tuple[float, float],

@@ -10,6 +10,7 @@ answerers with the same functions.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
@@ -291,11 +292,14 @@ def on_models(probe: str, run: Callable, models: dict[str, Any], out: Path, cach
     ``{"biased": ..., "control": ...}``, drawn on shared scales and written: the encoders' runs to
     out/NAME/PROBE, entries named NAME; another ``kind``'s to out/KIND-NAME/PROBE, named "NAME KIND".
     ``without_figures``: the runs are written without their plots, their reports saying this sentence."""
+    from vlfair.figures import not_drawn
+
     runs, entries = {}, []
     for name, model in models.items():
         label = name if kind == "encoder" else f"{name} {kind}"
         log(f"running {probe} on the {label}{' encoder' if kind == 'encoder' else ''}")
-        found, runs[name] = run(model, label, data, cache_dir, name == "biased")
+        with not_drawn() if without_figures else contextlib.nullcontext():  # written without figures: none made
+            found, runs[name] = run(model, label, data, cache_dir, name == "biased")
         entries += found
     if not without_figures:
         share_scales(*(r.output.figures for r in runs.values()))  # biased and control are read side by side

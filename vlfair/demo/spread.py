@@ -28,14 +28,16 @@ def measure_spread(probe: str, encoders: dict[str, Any], data: dict[str, Any], o
     """``probe`` with its :data:`PHRASED` phrasings on each encoder (``{"biased": ..., "control": ...}``), written
     to out/NAME/PROBE-phrasings: each encoder's phrasings table and one line saying where its biases are found
     (None for a probe the demo does not rephrase)."""
+    from vlfair.figures import not_drawn
     from vlfair.probes import measure_probe
 
     if probe not in PHRASED:
         return None
     tables, said = [], []
     for name, encoder in encoders.items():
-        run = measure_probe(probe, encoder, data[str(WORLD_DATA[probe])], cache_dir=cache_dir,
-                            settings={**SETTINGS.get(probe, {}), "phrasings": PHRASED[probe]})
+        with not_drawn():  # written without its figures: none made
+            run = measure_probe(probe, encoder, data[str(WORLD_DATA[probe])], cache_dir=cache_dir,
+                                settings={**SETTINGS.get(probe, {}), "phrasings": PHRASED[probe]})
         run.write(out / name / FOLDER.format(probe=probe), WITHOUT_FIGURES)
         if "phrasings" not in run.output.tables:  # no bias measure defined with every phrasing: nothing to show
             said.append(f"{probe} with {len(PHRASED[probe]) + 1} phrasings, {display_name(name)}: no phrasings table")

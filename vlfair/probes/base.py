@@ -194,6 +194,14 @@ class Output:
     published_model: str | None = None  # the model the study's published numbers are matched on (default: the encoder)
     samples: Samples | None = None  # the per-sample results the metrics aggregate (samples.parquet)
 
+    def figure(self, name: str, draw: Callable[..., Any], *args: Any, **options: Any) -> None:
+        """Figure ``name``, as ``draw(*args, **options)`` makes it, unless figures are not drawn here
+        (:func:`vlfair.figures.not_drawn`: a run written without them spends nothing on them)."""
+        from vlfair.figures import drawing
+
+        if drawing():
+            self.figures[name] = draw(*args, **options)
+
 
 class Probe(abc.ABC):
     """One study as a probe. A subclass declares, as class attributes, all that is known of it

@@ -249,7 +249,6 @@ class MultilingualProbe(Probe):
         """The summary table per portion, the ratios' histogram and the gaps against the distances (Sec. 5.1)."""
         import pandas as pd
 
-        from vlfair.figures import subplots
         from vlfair.report import plots
         from vlfair.report.numbers import format_value
 
@@ -275,25 +274,13 @@ class MultilingualProbe(Probe):
         fair = [portion for portion in sorted(summary) if "epsilon" in summary[portion]]
         if not fair:  # every caption pair identical (samples made so by hand): no ratio to draw
             return
-        figure, axis = subplots(figsize=(5, 3.2))
-        scatter: dict[str, list] = {"x": [], "y": [], "label": []}
-        for portion in fair:
-            mask = (portions == portion) & (terms[1] > 0)  # the pairs with a ratio (identical ones have none)
-            axis.hist(terms[0][mask] / terms[1][mask], bins=30, alpha=0.6,
-                      label=f"{portion} (eps {summary[portion]['epsilon']:.3g})")
-            scatter["x"] += terms[1][mask].tolist()
-            scatter["y"] += terms[0][mask].tolist()
-            scatter["label"] += [portion] * int(mask.sum())
-        axis.set_xlabel("ratio |cos(v,t_a) - cos(v,t_b)| / ||t_a - t_b||")
-        axis.set_ylabel("caption pairs")
-        axis.legend(fontsize=8, title="portion", title_fontsize=8)
-        axis.set_title(f"Individual fairness ratios, {lang_a} vs {lang_b}", fontsize=10)
-        out.figures["ratio_distribution"] = figure
         slope = max(m.details["max_bound"] for m in out.metrics if m.name == "individual_fairness")
-        out.figures["gap_vs_distance"] = plots.scatter_with_bound(
-            scatter["x"], scatter["y"], slope, scatter["label"], f"Similarity gap vs text distance ({lang_a}/{lang_b})")
         out.notes.append(f"bound line: slope max 2/(||t_a||+||t_b||) = {format_value(slope)}; every point must lie "
                          "under its own bound")
+        out.figure("ratio_distribution", _ratio_histogram, samples, {p: summary[p]["epsilon"] for p in fair})
+        pairs = np.concatenate([np.flatnonzero((portions == p) & (terms[1] > 0)) for p in fair])  # portion by portion
+        out.figure("gap_vs_distance", plots.scatter_with_bound, terms[1][pairs].tolist(), terms[0][pairs].tolist(),
+                   slope, portions[pairs].tolist(), f"Similarity gap vs text distance ({lang_a}/{lang_b})")
 
     def _multi30k_metrics(self, samples: Samples) -> list[Declared]:
         lang_a, lang_b = samples.facts["languages"]
@@ -412,8 +399,8 @@ class MultilingualProbe(Probe):
         frame = pd.DataFrame({m.subset["task"]: m.details["accuracy"] for m in study
                               if m.name == "cross_lingual_gap"}).rename_axis("language")
         out.tables["accuracy_by_language"] = frame
-        out.figures["accuracy_by_language"] = plots.grouped_bars(frame, None, "Zero-shot accuracy per language",
-                                                                 "accuracy", ylim=(0, 1), legend_title="task")
+        out.figure("accuracy_by_language", plots.grouped_bars, frame, None, "Zero-shot accuracy per language",
+                   "accuracy", ylim=(0, 1), legend_title="task")
         truth = {task: samples.column(task) for task in TASKS}
         for group_gap in s.group_gaps:
             self._group_gap_tables(out, study, group_gap, truth)
@@ -425,9 +412,9 @@ class MultilingualProbe(Probe):
                 out.warnings.append(f"{task} accuracy by {column}: {too_small(truth[column])}")
                 continue
             out.tables[f"{task}_accuracy_by_{column}"] = by_group = pd.DataFrame(gaps).rename_axis(column)
-            out.figures[f"{task}_accuracy_by_{column}"] = plots.grouped_bars(
-                by_group, None, f"{task} accuracy by {column}, per language (vlfair's extra)", "accuracy",
-                ylim=(0, 1), legend_title="language")
+            out.figure(f"{task}_accuracy_by_{column}", plots.grouped_bars, by_group, None,
+                       f"{task} accuracy by {column}, per language (vlfair's extra)", "accuracy", ylim=(0, 1),
+                       legend_title="language")
         if phrasing.count(samples) < 2:
             return
         found = phrasing.found_table(
@@ -474,9 +461,8 @@ class MultilingualProbe(Probe):
         if within and signed:
             name = f"{task}_gap_by_{within}"
             out.tables[name] = differences = pd.Series(signed).unstack(level=1).rename_axis(within)
-            out.figures[name] = plots.grouped_bars(differences, None, f"{task} accuracy, {minuend} minus "
-                                                   f"{subtrahend}, by {within} and language", "accuracy difference",
-                                                   neutral=0.0, legend_title="language")
+            out.figure(name, plots.grouped_bars, differences, None, f"{task} accuracy, {minuend} minus {subtrahend}, "
+                       f"by {within} and language", "accuracy difference", neutral=0.0, legend_title="language")
         if amplification:
             out.tables[f"{task}_gap_amplification_by_{within}"] = pd.DataFrame(amplification).T.rename_axis(within)
 
@@ -638,6 +624,23 @@ def _gap_groups(labels: np.ndarray) -> list[str] | None:
     if len(names) < 2 or (counts < measures.MIN_GROUP_SIZE).any():
         return None
     return names
+
+
+def _ratio_histogram(samples: Samples, epsilon: Mapping[str, float]) -> Any:
+    """Each portion's ratios |cos(v, t_a) - cos(v, t_b)| / ||t_a - t_b|| (its pairs with a ratio), with its epsilon."""
+    from vlfair.figures import subplots
+
+    lang_a, lang_b = samples.facts["languages"]
+    portions, gap, distance = (samples.column(c) for c in ("portion", "similarity_gap", "text_distance"))
+    figure, axis = subplots(figsize=(5, 3.2))
+    for portion, value in epsilon.items():
+        mask = (portions == portion) & (distance > 0)
+        axis.hist(gap[mask] / distance[mask], bins=30, alpha=0.6, label=f"{portion} (eps {value:.3g})")
+    axis.set_xlabel("ratio |cos(v,t_a) - cos(v,t_b)| / ||t_a - t_b||")
+    axis.set_ylabel("caption pairs")
+    axis.legend(fontsize=8, title="portion", title_fontsize=8)
+    axis.set_title(f"Individual fairness ratios, {lang_a} vs {lang_b}", fontsize=10)
+    return figure
 
 
 # ---- what one run reports beside these metrics, as the study's measures did -------------------------

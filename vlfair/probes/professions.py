@@ -253,9 +253,8 @@ class ProfessionsProbe(Probe):
             table = table.reindex(self._ordered(attribute, set(table.index))).rename_axis(attribute)
             out.tables[f"{quantity.column}_by_{attribute}"] = Table(table, mark_column_max=True)
             out.tables[f"gaps_by_{attribute}"] = pd.DataFrame.from_dict(gaps, orient="index").rename_axis("profession")
-            out.figures[f"heatmap_{attribute}"] = plots.heatmap(
-                table, _title(samples, quantity, attribute), quantity.label, xlabel="profession",
-                ylabel=attribute)
+            out.figure(f"heatmap_{attribute}", plots.heatmap, table, _title(samples, quantity, attribute),
+                       quantity.label, xlabel="profession", ylabel=attribute)
             # which image is each cell's median is a matter of scores: its table stands in a rescore, its
             # picture (illustrate) needs the images
             picks = plots.median_picks(professions, groups, scores)

@@ -325,16 +325,14 @@ class PublicFiguresProbe(Probe):
             points = pd.DataFrame({"label": [f"{folder}: {label}" for folder, label in frame["class"].items()],
                                  "value": frame["b = s_w / s_m"].to_numpy(float),
                                  "low": frame["CI low"].to_numpy(float), "high": frame["CI high"].to_numpy(float)})
-            out.figures["bias_ratio"] = plots.forest(points,
-                                                     "Bias ratio b = s_w / s_m of each folder's own class",
-                                                     "b (women's mean score / men's)", neutral=1.0)
+            out.figure("bias_ratio", plots.forest, points, "Bias ratio b = s_w / s_m of each folder's own class",
+                       "b (women's mean score / men's)", neutral=1.0)
         capability = pd.DataFrame.from_dict(summary, orient="index")
         capability.index = pd.MultiIndex.from_tuples(capability.index, names=["folder", "level"])
         out.tables["capability_summary"] = capability
         right = capability["right class score"].unstack("level").rename(columns=lambda level: f"level {level}")
-        out.figures["capability"] = plots.grouped_bars(right, None, "Mean score (softmax x100) of the right class "
-                                                       "per folder and level", "score x100",
-                                                       ylim=(0, 100), legend_title="class level")
+        out.figure("capability", plots.grouped_bars, right, None, "Mean score (softmax x100) of the right class per "
+                   "folder and level", "score x100", ylim=(0, 100), legend_title="class level")
         self._retention(samples, out, categories, _texts(samples.column("name")))
         if phrasing.count(samples) > 1:
             self._phrasings(samples, out)
@@ -428,8 +426,8 @@ class PublicFiguresProbe(Probe):
                                  "value": [np.nan if m.value is None else 100 * m.value for m in scores],
                                  "low": [100 * m.ci[0] if m.ci else np.nan for m in scores],
                                  "high": [100 * m.ci[1] if m.ci else np.nan for m in scores]})
-            out.figures["retention"] = plots.forest(points, "Retention of names: text and image scores per folder",
-                                                    "score (%)")
+            out.figure("retention", plots.forest, points, "Retention of names: text and image scores per folder",
+                       "score (%)")
 
     # ---- vlfair compare ----------------------------------------------------------------------
     def declare(self, samples: Samples) -> list[Declared]:

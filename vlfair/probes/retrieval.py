@@ -383,17 +383,17 @@ class RetrievalProbe(Probe):
                                 index=pd.Index(concepts, name="concept"))
             errors = None if not s.bootstrap else pd.DataFrame(
                 {t: [m.ci for m in per_concept if m.subset["target"] == t] for t in s.targets}, index=bars.index)
-            out.figures[f"max_skew_by_concept_{attribute}"] = plots.grouped_bars(
-                bars, errors, f"MaxSkew@{s.k} of {attribute} per concept (mean over its templates)",
-                "MaxSkew@k (0: the target's shares)", xlabel="concept", neutral=0.0, legend_title="target")
+            out.figure(f"max_skew_by_concept_{attribute}", plots.grouped_bars, bars, errors,
+                       f"MaxSkew@{s.k} of {attribute} per concept (mean over its templates)",
+                       "MaxSkew@k (0: the target's shares)", xlabel="concept", neutral=0.0, legend_title="target")
             target = s.targets[0]
             cells = [m for m in out.metrics if m.name == "skew" and m.subset["attribute"] == attribute
                      and m.subset["target"] == target and "phrasing" not in m.subset]
             grid = pd.DataFrame([{"concept": m.subset["concept"], "group": m.subset["group"], "skew": m.value}
                                  for m in cells]).pivot(index="concept", columns="group", values="skew")
-            out.figures[f"skew_by_group_{attribute}"] = plots.heatmap(
-                grid.loc[concepts], f"Skew@{s.k} of each {attribute} group per concept ({target} target; > 0: "
-                "over-retrieved)", f"Skew@{s.k}", xlabel=attribute, ylabel="concept")
+            out.figure(f"skew_by_group_{attribute}", plots.heatmap, grid.loc[concepts],
+                       f"Skew@{s.k} of each {attribute} group per concept ({target} target; > 0: over-retrieved)",
+                       f"Skew@{s.k}", xlabel=attribute, ylabel="concept")
 
     # ---- two models on the same images --------------------------------------------------------
     def declare(self, samples: Samples) -> list[Declared]:

@@ -278,9 +278,9 @@ class TraitsProbe(Probe):
             out.tables[f"confidence_{positive}_{negative}"] = means.rename_axis("race")
             errors = None if not all(cis.values()) else pd.DataFrame(
                 {g: pd.Series(ci) for g, ci in cis.items()}).reindex(means.index)
-            out.figures[f"confidence_{positive}_{negative}"] = plots.grouped_bars(
-                means, errors, f"P('{positive}' over '{negative}') by race and gender", "confidence",
-                xlabel="race", ylim=(0, 1), legend_title="gender")
+            out.figure(f"confidence_{positive}_{negative}", plots.grouped_bars, means, errors,
+                       f"P('{positive}' over '{negative}') by race and gender", "confidence", xlabel="race",
+                       ylim=(0, 1), legend_title="gender")
         if phrasing.count(samples) > 1:
             self._phrasings(samples, out)
         undefined = [f"{r['trait']} {r['within']}" for r in f_rows if np.isnan(r["F"])]
@@ -406,9 +406,9 @@ class TraitsProbe(Probe):
         original = ctx.given_rows([rows[i] for i in chosen])  # rows of the dataset given, before sampling
         out.tables["gradcam"] = pd.DataFrame({"row": original,
                                               "confidence": [float(confidence[i]) for i in chosen]}).set_index("row")
-        out.figures["gradcam"] = overlay_figure(
-            ctx.encoder, pictures, maps, [f"row {r}: {confidence[i]:.1%}" for r, i in zip(original, chosen)],
-            f"Grad-CAM of '{positive}' over '{negative}' ({group}; random, confidence > {threshold:g})")
+        out.figure("gradcam", overlay_figure, ctx.encoder, pictures, maps,
+                   [f"row {r}: {confidence[i]:.1%}" for r, i in zip(original, chosen)],
+                   f"Grad-CAM of '{positive}' over '{negative}' ({group}; random, confidence > {threshold:g})")
 
 
 _ACROSS = {"gender": "race", "race": "gender"}  # each F-test's stratum column -> the groups it compares

@@ -315,8 +315,10 @@ class WordInfluenceProbe(Probe):
     def illustrate(self, ctx: Context, samples: Samples, out: Output) -> None:
         """The generated images of each detailed prompt's original and single-word variants, each
         mosaic after its prompt's level plot."""
+        from vlfair.figures import drawing
+
         results, _ = self._scored
-        if not (len(results) == 1 or not self.settings.large_scale):
+        if not (len(results) == 1 or not self.settings.large_scale) or not drawing():
             return
         mosaics = {f"images_{_slug(r.prompt)}": self._grid(r) for r in results}
         figures: dict = {}
@@ -471,7 +473,7 @@ class WordInfluenceProbe(Probe):
                          "influence (level 1)": influence})
         slug = _slug(r.prompt)
         out.tables[f"variants_{slug}"] = pd.DataFrame(rows).set_index("variant")
-        out.figures[f"levels_{slug}"] = self._level_plot(r)
+        out.figure(f"levels_{slug}", self._level_plot, r)
 
     def _groups(self, r: PromptInfluence, known: list[str] | None) -> list[str]:
         """The classifier's groups (its ``groups``, else those seen), the target first."""
@@ -511,22 +513,27 @@ class WordInfluenceProbe(Probe):
     def _large_scale(self, out: Output) -> None:
         import pandas as pd
 
-        from vlfair.figures import subplots
-
         frame = pd.DataFrame([{"kind": m.subset["kind"], "word": m.subset["word"], "mean influence (level 1)": m.value,
                                "mean Shapley": m.details["mean_shapley"]}
                               for m in out.metrics if m.name == "mean_word_influence" and "phrasing" not in m.subset
                               ]).set_index("word")
         out.tables["mean_word_influence"] = frame
-        figure, axis = subplots(figsize=(9, 3.2))
-        colors = {"adjective": "tab:blue", "person": "tab:orange", "place": "tab:green"}
-        axis.bar(range(len(frame)), frame["mean influence (level 1)"], color=[colors[k] for k in frame["kind"]])
-        axis.set_xticks(range(len(frame)), frame.index, rotation=45, ha="right")
-        axis.set_xlabel("word (colour: adjective, person, place)")
-        axis.axhline(0, color="gray", linewidth=0.8)
-        axis.set_ylabel(f"mean influence on share {self.settings.target_group}")
-        axis.set_title("Mean influence of each word over the prompts that contain it", fontsize=10)
-        out.figures["mean_word_influence"] = figure
+        out.figure("mean_word_influence", _mean_influence_bars, frame, self.settings.target_group)
+
+
+def _mean_influence_bars(frame: pd.DataFrame, target: str) -> Any:
+    """Each word's mean influence (``frame``: the mean_word_influence table), coloured by its kind."""
+    from vlfair.figures import subplots
+
+    figure, axis = subplots(figsize=(9, 3.2))
+    colors = {"adjective": "tab:blue", "person": "tab:orange", "place": "tab:green"}
+    axis.bar(range(len(frame)), frame["mean influence (level 1)"], color=[colors[k] for k in frame["kind"]])
+    axis.set_xticks(range(len(frame)), frame.index, rotation=45, ha="right")
+    axis.set_xlabel("word (colour: adjective, person, place)")
+    axis.axhline(0, color="gray", linewidth=0.8)
+    axis.set_ylabel(f"mean influence on share {target}")
+    axis.set_title("Mean influence of each word over the prompts that contain it", fontsize=10)
+    return figure
 
 
 # ---- what one run reports beside its metrics: the study's intervals, not resamples -------------------
