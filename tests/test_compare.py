@@ -180,6 +180,8 @@ def test_columns_declared_apart_are_resampled_as_the_cross_lingual_gap_resamples
         np.testing.assert_allclose(gap.ci, np.quantile(resampled, [0.025, 0.975]), rtol=1e-9)
     # compare: the columns on the same resampled images, as before (apart is one run's stream only)
     row_set = declared.row_sets(samples, metrics)[0]
+    with pytest.raises(ValueError, match="a column in two calls"):
+        paired.resample_apart(row_set, frame[list(row_set.columns)].to_numpy(), [(0, 1), (1, 2)], bootstrap=10, seed=1)
     other = hits[:, ::-1].astype(float)
     differences = paired.compare(row_set, frame[list(row_set.columns)].to_numpy(), other, bootstrap=50, seed=1)
     assert len(differences) == 5 and all(d.difference_ci is not None for d in differences)

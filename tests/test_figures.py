@@ -146,5 +146,9 @@ def test_a_run_written_without_figures_makes_none(probe, dataset, clip_dir, tmp_
     assert main([*command, "--out", str(tmp_path / "bare"), "--no-figures"]) == 0
     assert not made and not list((tmp_path / "bare").glob("*.png"))
     assert vlfair.figures.drawing()  # the switch is the run's alone
+    with vlfair.figures.not_drawn(False):
+        assert vlfair.figures.drawing()
+        with vlfair.figures.not_drawn():
+            assert not vlfair.figures.drawing()
     assert main([*command, "--out", str(tmp_path / "drawn")]) == 0
     assert made and list((tmp_path / "drawn").glob("*.png"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import contextlib
 import json
 import math
 import os
@@ -95,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
         check_source(dataset)  # a missing local directory is said at once, before the model loads
     from vlfair.figures import not_drawn
 
-    with not_drawn() if args.no_figures else contextlib.nullcontext():  # nothing spent on plots never written
+    with not_drawn(args.no_figures):  # nothing spent on plots never written
         run = measure_probe(probe, args.model, dataset, split=args.split, subset=args.subset, limit=args.limit,
                             batch_size=args.batch_size, cache_dir=args.cache_dir or "default", dtype=args.dtype)
     failure = _write_run(run, Path(args.out), NOT_DRAWN if args.no_figures else None)

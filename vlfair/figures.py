@@ -21,10 +21,11 @@ _DRAWING = contextvars.ContextVar("vlfair_drawing", default=True)
 
 
 @contextlib.contextmanager
-def not_drawn() -> Iterator[None]:
+def not_drawn(when: bool = True) -> Iterator[None]:
     """Within it a probe makes no figure (``Output.figure`` skips them): a run written without its plots
-    (``vlfair run --no-figures``, the demo's answerers and runs with phrasings) spends nothing on drawing them."""
-    token = _DRAWING.set(False)
+    (``vlfair run --no-figures``, the demo's answerers and runs with phrasings) spends nothing on drawing them.
+    ``when`` False: figures are drawn as around it."""
+    token = _DRAWING.set(_DRAWING.get() and not when)
     try:
         yield
     finally:

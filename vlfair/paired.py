@@ -211,18 +211,13 @@ def resample_groups(row_set: RowSet, values: npt.ArrayLike, units: npt.NDArray[n
     groups = row_set.groups
     num_groups, k = (int(groups.max()) + 1 if groups.size else 0), a.shape[1]
     counts = np.bincount(groups, minlength=num_groups).astype(float)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a column of no finite value: its shift is nan
-        shift = np.nanmean(a, axis=0) if a.size else np.zeros(k)
+    shift = _column_means(a)
     # the moments at the data group by group (a value that is not a number leaves its own group's statistics
     # undefined, as a measure refuses that group's call, not every group's)
     centred = a - shift
     total = np.stack([np.bincount(groups, centred[:, j], num_groups) for j in range(k)], axis=1).astype(float)
     second = np.stack([np.bincount(groups, centred[:, j] ** 2, num_groups) for j in range(k)], axis=1).astype(float)
-    moments = Moments(counts[None], total[None], second[None], shift)
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        point = np.stack([np.asarray(s.function(moments), dtype=float) for s in row_set.statistics], axis=1)[0]
+    point = statistics(row_set, Moments(counts[None], total[None], second[None], shift))[0]
     if not bootstrap:
         return point, np.empty((0, len(row_set.statistics))), None
     means = np.full((bootstrap, num_groups, k), np.nan)
@@ -249,10 +244,7 @@ def resample_groups(row_set: RowSet, values: npt.ArrayLike, units: npt.NDArray[n
         total = (means - shift) * counts[None, :, None]
         moments = Moments(np.broadcast_to(counts, (bootstrap, num_groups)), total, squared * counts[None, :, None],
                           shift)
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a unit not resampled: its groups' statistics are nan
-        resampled = np.stack([np.asarray(s.function(moments), dtype=float) for s in row_set.statistics], axis=1)
-    return point, resampled, means
+    return point, statistics(row_set, moments), means  # (a unit not resampled: its groups' statistics are nan)
 
 
 def resample_apart(row_set: RowSet, values: npt.ArrayLike, calls: list[tuple[int, ...]], *,
@@ -269,19 +261,32 @@ def resample_apart(row_set: RowSet, values: npt.ArrayLike, calls: list[tuple[int
     n, k = a.shape
     if seed is None:  # every call on draws from one fresh seed, as the row set's other streams
         seed = int(np.random.SeedSequence().generate_state(1)[0])
-    listed = {j for call in calls for j in call}
+    listed = [j for call in calls for j in call]
+    if len(set(listed)) < len(listed):
+        raise ValueError("a column in two calls: each call draws its own columns")
     means = np.full((bootstrap, 1, k), np.nan)
     for call in [*calls, *((j,) for j in range(k) if j not in listed)]:
         stacked = a[:, list(call)].T.reshape(-1)  # the call's first column's rows, then its second's, ...
         means[:, 0, list(call)] = stats.bootstrap_group_means(stacked, np.repeat(np.arange(len(call)), n), len(call),
                                                               bootstrap, seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a column of no finite value: its shift is nan
-        shift = np.nanmean(a, axis=0) if a.size else np.zeros(k)
+    shift = _column_means(a)
     moments = Moments(np.full((bootstrap, 1), float(n)), (means - shift) * n, np.full_like(means, np.nan), shift)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        resampled = np.stack([np.asarray(s.function(moments), dtype=float) for s in row_set.statistics], axis=1)
-    return point, resampled
+    return point, statistics(row_set, moments)
+
+
+def _column_means(a: np.ndarray) -> np.ndarray:
+    """Each column's mean over its finite values, the moments' shift (nan for a column of none, said nowhere)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(a, axis=0) if a.size else np.zeros(a.shape[1])
+
+
+def statistics(row_set: RowSet, data: Any) -> np.ndarray:
+    """(b, M) values of every statistic of ``row_set`` on ``data`` (its moments, or values): a statistic left
+    undefined (a group with no rows, a column of no finite value) is nan, without a warning."""
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.stack([np.asarray(s.function(data), dtype=float) for s in row_set.statistics], axis=1)
 
 
 def measure(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRAP, confidence: float = CONFIDENCE,
@@ -490,4 +495,4 @@ def iter_columns(row_sets: list[RowSet]) -> Iterator[str]:
 
 __all__ = ["Difference", "Moments", "RowSet", "Statistic", "compare", "f_statistic", "group_mean", "iter_columns",
            "mean_range", "mean_ratio", "measure", "pooled_mean", "relabelling_stream", "resample", "resample_apart",
-           "resample_groups", "Resampled"]
+           "resample_groups", "Resampled", "statistics"]

@@ -10,7 +10,6 @@ answerers with the same functions.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
@@ -298,7 +297,7 @@ def on_models(probe: str, run: Callable, models: dict[str, Any], out: Path, cach
     for name, model in models.items():
         label = name if kind == "encoder" else f"{name} {kind}"
         log(f"running {probe} on the {label}{' encoder' if kind == 'encoder' else ''}")
-        with not_drawn() if without_figures else contextlib.nullcontext():  # written without figures: none made
+        with not_drawn(bool(without_figures)):  # written without figures: none made
             found, runs[name] = run(model, label, data, cache_dir, name == "biased")
         entries += found
     if not without_figures:

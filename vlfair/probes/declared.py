@@ -133,7 +133,7 @@ class Ratio:
         if self.numerator not in data.counts or self.denominator not in data.counts:
             return False
         values = data.values(self.column)
-        return (min(data.counts.values()) >= MIN_GROUP_SIZE and bool(np.isfinite(values).all())
+        return (min(data.counts.values()) >= MIN_GROUP_SIZE and data.finite(self.column)
                 and not (values < 0).any() and values[data.codes == data.code[self.denominator]].mean() != 0)
 
 
@@ -272,18 +272,24 @@ class _Building:
     at: dict[str, int] = dataclasses.field(default_factory=dict)
     statistics: list[paired.Statistic] = dataclasses.field(default_factory=list)
     positions: list[int] = dataclasses.field(default_factory=list)  # each statistic's place among the declared
+    # each column's values on the rows and its groups' non-finite counts, read once for every metric asking
+    _read: dict[str, tuple[np.ndarray, np.ndarray]] = dataclasses.field(default_factory=dict)
+
+    def _column(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        if column not in self._read:
+            values = np.asarray(self.frame[column].to_numpy(float)[self.rows])
+            self._read[column] = values, np.bincount(self.codes, ~np.isfinite(values), len(self.levels))
+        return self._read[column]
 
     def values(self, column: str) -> np.ndarray:
         """The rows' values of ``column`` (what a statistic's ``defined`` may ask)."""
-        return np.asarray(self.frame[column].to_numpy(float)[self.rows])
+        return self._column(column)[0]
 
     def finite(self, column: str, groups: Sequence[Group] | None = None) -> bool:
         """Whether every value of ``column`` in ``groups`` (None: every row) is a finite number: the measures
         refuse a NaN or an infinity (a gap or an F of them says nothing)."""
-        values = self.values(column)
-        if groups is not None:
-            values = values[np.isin(self.codes, [self.code[g] for g in groups])]
-        return bool(np.isfinite(values).all())
+        bad = self._column(column)[1]
+        return not (bad.any() if groups is None else bad[[self.code[g] for g in groups]].any())
 
     @classmethod
     def of(cls, frame: Any, metric: Declared) -> _Building:

@@ -153,7 +153,7 @@ class ProfessionsProbe(Probe):
         if not ctx.generative and s.score == "likelihood":
             raise ProbeError(f"professions: setting score = 'likelihood' is a generative model's probability of an "
                              f"answer; {ctx.encoder.spec!r} is a contrastive encoder: use clipscore or probability")
-        if s.phrasings and (ctx.generative or s.score != "clipscore"):
+        if s.phrasings and s.score != "clipscore":  # (a generative model's phrasings: refused just above)
             raise ProbeError("professions: setting phrasings rephrases the CLIPScore prompt (score = 'clipscore', a "
                              "contrastive model); leave it empty for score = 'probability' or 'likelihood'")
         phrased = {}

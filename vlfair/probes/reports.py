@@ -81,11 +81,10 @@ class Reading:
         """The permutation test of ``statistic`` (``n_permutations`` relabellings; none: 0) as the measures'
         ``p_fields``: p_value, log10_p_value, p_value_method."""
         from vlfair import stats
+        from vlfair.measures.groups import p_fields
 
-        if not self.n_permutations:
-            return {"p_value": None, "log10_p_value": None, "p_value_method": None}
-        found = stats.permutation_test(values, codes, statistic, self.n_permutations, self.seed)
-        return {"p_value": found.p_value, "log10_p_value": found.log10_p_value, "p_value_method": found.method}
+        return p_fields(stats.permutation_test(values, codes, statistic, self.n_permutations, self.seed)
+                        if self.n_permutations else None)
 
 
 Report = Callable[[Metric, Reading, Any], None]  # (the metric, its row set, its statistic): sets its fields

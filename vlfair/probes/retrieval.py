@@ -320,14 +320,15 @@ class RetrievalProbe(Probe):
             "every template is the study's, and pooled is its per-concept value")
         if by_template is not None and s.bootstrap:  # (without intervals nothing is found, nor tested)
             out.tables["phrasings"] = by_template
+        # every image's order by each prompt, the same for every attribute (the groups do not rank)
+        order = measures.top_k_order(scores, measures.prefix_length(s.k, len(samples.frame)))
+        found = {(m.name, repr(m.subset)): m for m in out.metrics}
         for attribute, names, codes in measured:
             _warn_small_groups(out.warnings, attribute, names, codes, s.k, s.targets)
             design = self._design(names, codes, attribute, concepts)
-            order = measures.top_k_order(scores, measures.prefix_length(s.k, codes.size))
             point = design.statistics(*measures.resampled_top_k(scores, codes, s.k, np.arange(codes.size)[None],
                                                                 design.p_stars, order))
             quantities = self._quantities(attribute, names, design, concepts)
-            found = {(m.name, repr(m.subset)): m for m in out.metrics}
             for quantity, details in zip(quantities, self._prompt_intervals(point, quantities)):
                 metric = found.get((quantity.name, repr(quantity.subset)))
                 if metric is not None:
