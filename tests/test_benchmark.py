@@ -220,3 +220,11 @@ def test_power_benchmark_prints_its_contract_line(run_benchmark):
     lines = result.stdout.strip().splitlines()
     assert re.fullmatch(r"power_seconds=[\d.]+ power_cli_seconds=nan rows=320", lines[-1]), lines[-1]
     assert any(line.startswith("  smallest deviation detected with 80% power: +") for line in lines), lines
+
+
+def test_ties_cost_benchmark_prints_both_overheads(run_benchmark):
+    """benchmarks/ties_cost.py --quick: the tie rule's cost in retrieval skew and multilingual (issue 62)."""
+    result = run_benchmark("ties_cost.py", "--quick", "--repeats", "1")
+    last = result.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"ranking_skew_overhead=-?[\d.]+ multilingual_overhead=-?[\d.]+ "
+                        r"seconds_ranking_skew=[\d.]+ seconds_multilingual=[\d.]+", last), last

@@ -583,6 +583,57 @@ def test_samples_without_a_group_column_name_the_file_and_column(traits_runs, tm
     assert str(run / "samples.parquet") in error and f"no column '{column}'" in error and "Traceback" not in error
 
 
+def _on_haswell(content):
+    """The run as another machine would record it: numpy's OpenBLAS on its Haswell kernels (Zen's, where this
+    shell asked for Haswell's), as OPENBLAS_CORETYPE makes it, and one more BLAS loaded. Said in the record
+    only: no test sets the variable."""
+    machine = content["machine"]
+    core = "Zen" if machine["variables"]["OPENBLAS_CORETYPE"] == "Haswell" else "Haswell"
+    for pool in machine["threadpools"]:
+        if pool["user_api"] == "blas":
+            pool["architecture"] = core
+    machine["threadpools"].append({"user_api": "blas", "internal_api": "openblas", "prefix": "libopenblas",
+                                   "version": "0.3.0.stand-in", "architecture": core, "threading_layer": "pthreads",
+                                   "num_threads": 2, "file": "libopenblas.so.0"})
+    machine["variables"]["OPENBLAS_CORETYPE"] = core
+
+
+def test_runs_computed_on_different_machines_are_said_so(traits_runs, tmp_path, capsys):
+    """Issue 62: a BLAS kernel can decide a near-tie. Two runs whose machine records differ are compared as
+    ever, and comparison.json, the notes and the terminal name how the machines differ; runs made alike say
+    nothing of it."""
+    from vlfair.compare.render import machine_note, notes
+
+    alike = compare_runs(list(traits_runs), bootstrap=0, n_permutations=0)
+    assert alike.content["machine_differences"] == [] and machine_note(alike) is None
+    other = _copy(traits_runs[0], tmp_path / "haswell", results=_on_haswell)
+    comparison = compare_runs([traits_runs[0], other], bootstrap=0, n_permutations=0)
+    found = {entry["aspect"]: entry["values"] for entry in comparison.content["machine_differences"]}
+    core = json.loads((other / "results.json").read_text())["machine"]["variables"]["OPENBLAS_CORETYPE"]
+    assert set(found) == {"BLAS", "variables"}
+    assert f"OPENBLAS_CORETYPE={core}" in found["variables"][1] and core not in found["variables"][0]
+    assert f"openblas 0.3.0.stand-in {core} (2 threads)" in found["BLAS"][1] and "stand-in" not in found["BLAS"][0]
+    note = machine_note(comparison)
+    assert note in notes(comparison) and note.startswith("The runs were computed on different machines: BLAS (A: ")
+    assert main(["compare", str(traits_runs[0]), str(other), "--bootstrap", "0", "--permutations", "0",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert note in capsys.readouterr().out
+    written = json.loads((tmp_path / "out" / "comparison.json").read_text())
+    assert written["machine_differences"] == comparison.content["machine_differences"]
+    unrecorded = _copy(traits_runs[1], tmp_path / "old", results=lambda content: content.pop("machine"))
+    said = compare_runs([traits_runs[0], unrecorded], bootstrap=0, n_permutations=0).content["machine_differences"]
+    assert said == [{"aspect": "machine", "values": ["recorded", "not recorded (written before vlfair recorded it)"]}]
+
+
+def test_a_rescore_keeps_the_machine_that_scored_the_samples(traits_runs, tmp_path):
+    from vlfair.compare import rescore
+
+    other = _copy(traits_runs[0], tmp_path / "haswell", results=_on_haswell)
+    recorded = json.loads((other / "results.json").read_text())["machine"]
+    assert rescore(other, tmp_path / "again")["machine"] == recorded
+    assert json.loads((tmp_path / "again" / "results.json").read_text())["machine"] == recorded
+
+
 def test_two_runs_of_one_model_are_told_apart_by_what_differs(traits_runs, tmp_path):
     """Issue 43, UNCLEAR: never "demo-world biased vs demo-world biased" without the setting that differs."""
     def dtype(value):

@@ -122,14 +122,14 @@ def test_phrasings_are_part_of_the_family():
     phrased = cls({"phrasings": ["a picture of a {profession}"]}).family_key(dataset)
     assert phrased["settings"]["phrasings"] == ["a picture of a {profession}"] and phrased != alone
     figures = probe_class("public-figures")
-    assert figures({}).family_key(dataset)["probe_version"] == 9
+    assert figures({}).family_key(dataset)["probe_version"] == 10
     assert figures({"phrasings": ["a picture of a {}"]}).family_key(dataset) != figures({}).family_key(dataset)
     influence = probe_class("word-influence")
-    assert influence({}).family_key(dataset)["probe_version"] == 6
+    assert influence({}).family_key(dataset)["probe_version"] == 7
     for other in ({"phrasings": ["a {}"]}, {"question_phrasings": ["is this a man ?"]}):
         assert influence(other).family_key(dataset) != influence({}).family_key(dataset)
     retrieval = probe_class("retrieval")
-    assert retrieval({}).family_key(dataset)["probe_version"] == 3
+    assert retrieval({}).family_key(dataset)["probe_version"] == 4
     assert retrieval({"per_template": True}).family_key(dataset) != retrieval({}).family_key(dataset)
 
 

@@ -19,10 +19,11 @@ from vlfair import measures
 from vlfair.cli import main
 from vlfair.data import balanced_sample
 from vlfair.explain import gradcam
+from vlfair.measures import ties
 from vlfair.probes import ProbeError, measure_probe, run_probe
 from vlfair.report.leaderboard import read_results, read_table, tidy
 from vlfair.report.results import family_problem, results_schema
-from vlfair.testing import assert_same_numbers, comparable_results
+from vlfair.testing import assert_same_numbers, comparable_results, recorded_numbers
 
 # The probes embed all prompts in one batch, the references one by one: batched float32 matmuls
 # round differently (~1e-7 on cosines, x100 in CLIPScore), hence a relative tolerance of 1e-5.
@@ -205,13 +206,19 @@ def test_a_run_without_figures_measures_the_same_and_its_report_says_why(runs, c
 
 def test_probes_measure_the_test_data_as_they_did_before_the_plugin_refactor(runs):
     """Issue 26's refactor changes structure, not numbers (tests/data/numbers/runs.json: recorded before
-    it). The runs whose numbers are continuous in the embeddings; the zero-shot runs (multilingual's
-    FairFace part, public figures) take an argmax over a random tiny model's nearly equal scores,
-    which one more CPU thread flips: the demo world's numbers pin those probes on a trained model."""
-    recorded = json.loads((Path(__file__).parent / "data" / "numbers" / "runs.json").read_text())
-    assert sorted(recorded) == ["multilingual-multi30k", "professions", "traits"]
+    it, and again where issue 62 made near-equal scores ties). Every run, the zero-shot and ranking ones
+    included: a best candidate or a ranking on a random tiny model's nearly equal scores is decided by
+    the tie rule (vlfair.measures.ties), not by which scores a CPU's kernel rounded higher, so its
+    numbers are the same on every machine (continuous ones within float32's resolution). Retrieval's are
+    recorded on the demo world's trained encoders (tests/test_demo.py): the random tiny model's cosines of
+    FairFace's images lie so close together that its chains of near-ties split differently under torch's
+    avx2 and avx512 kernels (measured: a MaxSkew bound 1.6 % apart), which is the model's noise, not a rule's."""
+    keys = sorted(set(RUNS) - {"retrieval"})
+    actual = {key: comparable_results(json.loads((runs[key] / "results.json").read_text())) for key in keys}
+    recorded = recorded_numbers(Path(__file__).parent / "data" / "numbers" / "runs.json", actual)
+    assert sorted(recorded) == keys
     for key, expected in recorded.items():
-        assert_same_numbers(comparable_results(json.loads((runs[key] / "results.json").read_text())), expected, key)
+        assert_same_numbers(actual[key], expected, key)
 
 
 def _embeddings(clip_dir, dataset):
@@ -447,14 +454,23 @@ def test_multilingual_gender_gaps_within_races_as_the_study(clip_dir, tmp_path):
     gaps = {}
     for lang in ("en", "tr"):
         text = vlfair.embed_texts(encoder, [prompts["Male"][lang], prompts["Female"][lang]], cache_dir=None)
-        predicted = np.array(["Male", "Female"])[(images[black] @ text.T).argmax(axis=1)]
-        gaps[lang] = measures.group_rate_gap(predicted, np.array(data["gender"])[black],
-                                             np.array(data["gender"])[black], bootstrap=200, seed=3)
+        scores = images[black] @ text.T
+        # the tiny model reads both Turkish prompts as one text (unknown tokens): every image ties, and each tie
+        # counts 1/2 (vlfair.measures.ties), where an argmax said "Male" for all of them (a gap of 1, by rounding)
+        assert np.array_equal(scores[:, 0], scores[:, 1]) == (lang == "tr")
+        truth = np.array(data["gender"])[black]
+        correct = ties.best_credit(scores, np.array(["Male", "Female"])[None, :] == truth[:, None])
+        accuracy = {g: correct[truth == g].mean() for g in ("Female", "Male")}
+        gaps[lang] = {"gap": max(accuracy.values()) - min(accuracy.values()), "accuracy": accuracy}
         metric = _metric(results, "group_rate_gap", task="gender", groups="gender", race="Black", language=lang)
-        assert (metric["value"] == pytest.approx(gaps[lang]["gap"])
-                and metric["ci"] == pytest.approx(gaps[lang]["gap_ci"]))
+        assert metric["value"] == pytest.approx(gaps[lang]["gap"])
+        if lang == "en":  # no tie: the study's argmax, and the measure's interval on its predictions
+            predicted = np.array(["Male", "Female"])[scores.argmax(axis=1)]
+            direct = measures.group_rate_gap(predicted, truth, truth, bootstrap=200, seed=3)
+            assert (metric["value"] == pytest.approx(direct["gap"]) and metric["ci"] == pytest.approx(direct["gap_ci"]))
         female = _metric(results, "accuracy", task="gender", language=lang, gender="Female", race="Black")
         assert female["value"] == pytest.approx(gaps[lang]["accuracy"]["Female"])
+    assert gaps["tr"] == {"gap": 0.0, "accuracy": {"Female": 0.5, "Male": 0.5}}
     amplification = _metric(results, "gap_amplification", task="gender", groups="gender", race="Black", language="tr",
                             pivot="en")
     assert amplification["value"] == pytest.approx(gaps["tr"]["gap"] - gaps["en"]["gap"])

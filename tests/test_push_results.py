@@ -18,7 +18,7 @@ import pytest
 from vlfair.cli import main
 from vlfair.report.hub import content_hash, run_folder
 from vlfair.report.leaderboard import read_table
-from vlfair.report.results import family_of, validate_results
+from vlfair.report.results import family_of, run_family_key, validate_results
 from vlfair.samples import sha256_of
 
 REPO = "acme/board"
@@ -27,17 +27,17 @@ REPO = "acme/board"
 # ---- runs made by hand (valid results.json, a family computed as vlfair computes it) --------------
 def make_results(model: str, metrics: dict[tuple[str, str], float | None], probe: str = "professions",
                  fingerprint: str = "f00d", settings: dict | None = None, created: str = "2026-01-02T03:04:05+00:00",
-                 samples: dict | None = None) -> dict:
+                 samples: dict | None = None, dtype: str = "float32") -> dict:
     """A results.json of ``model``: ``metrics`` maps (metric, subset value) -> value; the subset is
     {"profession": subset value}."""
     dataset = {"name": "professions", "split": "test", "subset": None, "fingerprint": fingerprint, "num_rows": 40}
     probe_settings = {"prompt": "a photo of a {profession}", "bootstrap": 100, **(settings or {})}
+    spec = {"spec": f"hf:{model}", "name": model, "revision": "abc", "dtype": dtype}
     results = {
         "schema": "vlfair.results/1", "vlfair_version": "0.1.0", "probe": probe, "probe_version": 3,
-        "model": {"spec": f"hf:{model}", "name": model, "revision": "abc", "dtype": "float32"},
-        "dataset": dataset, "created": created, "settings": {}, "probe_settings": probe_settings,
-        "family_key": (key := copy.deepcopy({"probe": probe, "probe_version": 3, "dataset": dataset,
-                                             "settings": probe_settings})),
+        "model": spec, "dataset": dataset, "created": created, "settings": {}, "probe_settings": probe_settings,
+        "family_key": (key := copy.deepcopy(run_family_key({"probe": probe, "probe_version": 3, "dataset": dataset,
+                                                            "settings": probe_settings}, spec))),
         "family": family_of(key),
         "metrics": [{"name": name, "subset": {"profession": subset}, "value": value,
                      "ci": None if value is None else [value - 0.05, value + 0.05], "p_value": 0.5, "details": {}}
@@ -490,7 +490,9 @@ def _claims_default_family(results: dict, default: dict) -> None:
     (lambda r, d: r.pop("family_key"), "records a family but not the key it is made from"),
     (lambda r, d: r["dataset"].update(fingerprint="beef"), "its family is of the dataset's fingerprint 'f00d'"),
     (lambda r, d: r.update(probe_version=4), "its family is of probe_version 3, the run is of 4"),
-], ids=["other-settings", "other-hash", "no-key", "other-data", "other-version"])
+    (lambda r, d: r["model"].update(dtype="bfloat16"), "its family is of dtype 'float32', the run's model is in "
+                                                        "'bfloat16'"),
+], ids=["other-settings", "other-hash", "no-key", "other-data", "other-version", "other-dtype"])
 def test_a_run_claiming_a_family_its_record_does_not_make_is_not_ranked_there(tmp_path, capsys, forge, said):
     """Issue 43, SILENT 9: the family is checked against the run's own record, not taken from it."""
     from vlfair.report.leaderboard import read_board
@@ -506,6 +508,45 @@ def test_a_run_claiming_a_family_its_record_does_not_make_is_not_ranked_there(tm
     board = read_board([runs], skipped)
     assert sorted(board["model"].unique()) == ["org/a", "org/b"] and board["rank"].notna().any()
     assert len(skipped) == 1 and skipped[0].startswith(f"{runs / 'c' / 'results.json'}: ") and said in skipped[0]
+
+
+def test_runs_in_two_dtypes_are_two_families_never_ranked_together(tmp_path, capsys):
+    """Issue 62: one model's bf16 and float32 runs gave traits F values 29 % apart, and shared a family. The dtype
+    is part of the family key: two runs that differ only in it are two families, each ranked on its own."""
+    from vlfair.report.leaderboard import read_board
+
+    runs = tmp_path / "runs"
+    write_run(runs / "a32", make_results("org/a", BIASED))
+    write_run(runs / "b32", make_results("org/b", FAIR))
+    write_run(runs / "a16", make_results("org/a", FAIR, dtype="bfloat16"))
+    board = read_board([runs])
+    families = board.groupby("family")["dtype"].unique().map(list).to_dict()
+    assert sorted(families.values()) == [["bfloat16"], ["float32"]]
+    float32 = make_results("x", {})["family"]
+    assert make_results("x", {}, dtype="bfloat16")["family"] != float32
+    assert set(board.loc[board["family"] == float32, "model"]) == {"org/a", "org/b"}
+    assert board.loc[board["dtype"] == "bfloat16", "rank"].isna().all()  # alone in its family: not ranked
+    assert {entry["dtype"]: entry["models"] for entry in board.attrs["families"]} == {
+        "float32": ["org/a", "org/b"], "bfloat16": ["org/a"]}
+    assert main(["leaderboard", str(runs), "--out", str(tmp_path / "board.csv")]) == 0
+    assert "from 3 runs in 2 families" in capsys.readouterr().out
+
+
+def test_a_run_s_family_key_is_its_probe_s_and_its_model_s_dtype():
+    """build_results makes the family from the probe's key and the model's dtype, and records both."""
+    from vlfair.report.results import build_results, family_problem
+
+    probe_key = {"probe": "professions", "probe_version": 3, "dataset": {"fingerprint": "f00d", "split": "test",
+                                                                         "subset": None}, "settings": {}}
+    made = {dtype: build_results("professions", 3, {"spec": "m", "revision": None, "dtype": dtype},
+                                 {"name": "d", "split": "test", "subset": None, "fingerprint": "f00d", "num_rows": 1},
+                                 [], [], {}, [], family_key=probe_key)
+            for dtype in ("float32", "bfloat16")}
+    assert made["float32"]["family_key"] == {**probe_key, "dtype": "float32"}
+    assert made["float32"]["family"] != made["bfloat16"]["family"]
+    for results in made.values():
+        validate_results(results)
+        assert family_problem(results) is None
 
 
 def test_ranks_match_a_brute_force_count_on_random_boards():

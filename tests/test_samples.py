@@ -38,8 +38,10 @@ def test_rescore_from_the_samples_alone_gives_the_run_s_numbers(demo, run, tmp_p
     folder = demo[0] / run
     original = json.loads((folder / "results.json").read_text())
     again = rescore(folder, tmp_path / "again")
-    for key in ("metrics", "settings", "warnings", "published", "family", "probe_settings", "dataset", "model"):
-        assert again[key] == original[key], key  # exactly: the same floats, not close ones
+    # exactly: the same floats, not close ones; and the machine that scored the samples, not the rescore's
+    for key in ("metrics", "settings", "warnings", "published", "family", "probe_settings", "dataset", "model",
+                "machine"):
+        assert again[key] == original[key], key
     written = json.loads((tmp_path / "again" / "results.json").read_text())
     assert written["samples"]["rows"] == original["samples"]["rows"]
     assert (tmp_path / "again" / "report.html").exists()

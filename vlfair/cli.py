@@ -247,7 +247,8 @@ def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:
     parser.add_argument("--no-figures", action="store_true",
                         help="write the numbers and tables without drawing the plots (faster: a sweep over models)")
     parser.add_argument("--dtype", default="auto",
-                        help="auto (bf16 where the hardware has it, else float32), float32 (exact), bfloat16, float16")
+                        help="auto (float32 on a CPU; bf16 on a GPU, float16 where it has no bf16), float32 (exact), "
+                             "bfloat16, float16")
     parser.add_argument("--cache-dir", help="embedding cache (default $VLFAIR_CACHE or ~/.cache/vlfair)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help=f"override a setting of the probe's YAML: {', '.join(keys(probe.Settings))} "
@@ -417,7 +418,7 @@ def _add_rescore(sub: argparse._SubParsersAction) -> None:
 
 def _compare(args: argparse.Namespace) -> int:
     from vlfair.compare import compare_runs
-    from vlfair.compare.render import COMPARISON_OUTPUT, summary, write_comparison
+    from vlfair.compare.render import COMPARISON_OUTPUT, machine_note, summary, write_comparison
 
     for flag, value in (("--bootstrap", args.bootstrap), ("--permutations", args.permutations)):
         if value < 0:
@@ -431,6 +432,9 @@ def _compare(args: argparse.Namespace) -> int:
              f"{len(content['differences'])} differences"
              + (" (on the rows every run holds)" if content["rows"]["on_common_rows"] else ""))
     log.info(summary(comparison))
+    said = machine_note(comparison)
+    if said:  # the runs' numbers may differ by the machines that computed them: said before the files
+        log.info(said)
     log.info(f"-> {Path(args.out) / 'comparison.json'}, {report}")
     return 0
 

@@ -18,8 +18,9 @@ from vlfair.tiny import *  # noqa: F403  (the names tests have always taken from
 from vlfair.tiny import __all__ as _TINY
 from vlfair.tiny import qwen2_vl_processor
 
-__all__ = [*_TINY, "NUMBERS_KEYS", "assert_metrics_close", "assert_same_numbers", "assert_statistics_are_metrics",
-           "checkpoint_with_its_own_code", "comparable_results", "launch_env", "qwen2_vl_processors_without_video"]
+__all__ = [*_TINY, "NUMBERS_KEYS", "RECORD_NUMBERS", "assert_metrics_close", "assert_same_numbers",
+           "assert_statistics_are_metrics", "checkpoint_with_its_own_code", "comparable_results", "launch_env",
+           "qwen2_vl_processors_without_video", "recorded_numbers"]
 
 
 def assert_metrics_close(actual: list[dict[str, Any]], expected: list[dict[str, Any]], rtol: float = 1e-5,
@@ -38,6 +39,49 @@ def assert_metrics_close(actual: list[dict[str, Any]], expected: list[dict[str, 
 
 
 NUMBERS_KEYS = ("probe", "probe_version", "settings", "metrics", "skipped_rows", "warnings", "published")
+
+RECORD_NUMBERS = "VLFAIR_RECORD_NUMBERS"
+"""Set (to anything) in a developer's shell, a recorded-numbers test writes what it measured to its file
+and fails, saying so: a change of the numbers' definition is recorded on purpose, never by a run that
+passes."""
+
+
+def _kept_where_unchanged(new: Any, old: Any) -> Any:
+    """``new``, with each number that differs from ``old``'s only in float noise (1e-5 relative, a tenth of
+    the tests' tolerance) kept as recorded: a file recorded anew changes where the numbers did."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        return {key: _kept_where_unchanged(value, old[key]) if key in old else value for key, value in new.items()}
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        return [_kept_where_unchanged(a, b) for a, b in zip(new, old)]
+    numbers = (int, float)
+    if (isinstance(new, numbers) and isinstance(old, numbers) and not isinstance(new, bool)
+            and not isinstance(old, bool) and np.isclose(new, old, rtol=1e-5, atol=1e-12)):
+        return old
+    return new
+
+
+def _as_recorded(numbers: dict[str, Any], before: str) -> str:
+    """``numbers`` as JSON laid out as the file was (compact, or indented by 0 or 1), so that a diff of a
+    file recorded anew shows the numbers that changed, not a new layout."""
+    if not before.startswith("{\n"):
+        return json.dumps(numbers, separators=(",", ":"))
+    return json.dumps(numbers, indent=1 if before.startswith("{\n ") else 0)
+
+
+def recorded_numbers(path: Path, actual: dict[str, Any]) -> dict[str, Any]:
+    """The numbers recorded in ``path`` (JSON), to compare ``actual`` with; under :data:`RECORD_NUMBERS`,
+    ``actual`` written there instead, and the test failed."""
+    import os
+
+    import pytest
+
+    if os.environ.get(RECORD_NUMBERS):
+        before = path.read_text() if path.exists() else "{\n"
+        kept = _kept_where_unchanged(actual, json.loads(before))
+        path.write_text(_as_recorded(kept, before) + "\n")
+        pytest.fail(f"{RECORD_NUMBERS} is set: {path.name} recorded anew, not compared (unset it and run again)")
+    recorded: dict[str, Any] = json.loads(path.read_text())
+    return recorded
 
 
 def comparable_results(results: dict[str, Any]) -> dict[str, Any]:

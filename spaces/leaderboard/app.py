@@ -106,28 +106,36 @@ def family_entries(board: pd.DataFrame) -> list[dict]:
         first = rows.iloc[0]
         entries.append({"family": family, "probe": first["probe"], "probe_version": int(first["probe_version"]),
                         "dataset": first["dataset"], "fingerprint": None, "split": first["split"], "subset": None,
-                        "settings": {}, "models": list(dict.fromkeys(rows["model"])), "runs": rows["run"].nunique()})
+                        "settings": {}, "dtype": first["dtype"], "models": list(dict.fromkeys(rows["model"])),
+                        "runs": rows["run"].nunique()})
     return entries
 
 
 def family_choices(board: pd.DataFrame) -> list[tuple[str, str]]:
     """The family selector: (label, family); the label names the probe and its version, the
-    dataset, the split and subset, the settings that set it apart from the probe's other
+    dataset, the split and subset, the settings (and dtype) that set it apart from the probe's other
     families, and how many models it ranks."""
     entries = family_entries(board)
+    made = {id(entry): _makes(entry) for entry in entries}
     choices = [("(all families)", ALL)]
     for entry in entries:
-        siblings = [e for e in entries if e["probe"] == entry["probe"] and e is not entry]
-        differ = sorted({k for e in siblings for k in {*e["settings"], *entry["settings"]}
-                         if e["settings"].get(k) != entry["settings"].get(k)})
+        siblings = [made[id(e)] for e in entries if e["probe"] == entry["probe"] and e is not entry]
+        own = made[id(entry)]
+        differ = sorted({k for e in siblings for k in {*e, *own} if e.get(k) != own.get(k)})
         data = entry["dataset"] + (f"/{entry['subset']}" if entry["subset"] else "") + (
             f" ({entry['split']})" if entry["split"] else "")
-        settings = ", ".join(f"{k}={_short(entry['settings'].get(k))}" for k in differ)
+        settings = ", ".join(f"{k}={_short(own.get(k))}" for k in differ)
         parts = (f"{entry['probe']} v{entry['probe_version']}", data, settings, _count(len(entry["models"]), "model"),
                  entry["family"][:8])
         label = " · ".join(part for part in parts if part)
         choices.append((label, entry["family"]))
     return choices
+
+
+def _makes(entry: dict) -> dict:
+    """The settings that make a family, with its models' dtype (runs in two precisions are two families;
+    named apart from a probe's own ``dtype`` setting, word-influence's generator's)."""
+    return {**entry["settings"], **({"model dtype": entry["dtype"]} if entry.get("dtype") else {})}
 
 
 def _short(value, limit: int = 40) -> str:
@@ -142,7 +150,7 @@ def family_detail(board: pd.DataFrame, family: str) -> pd.DataFrame:
         return pd.DataFrame(columns=["field", "value"])
     fields = [("family", entry["family"]), ("probe", f"{entry['probe']} (version {entry['probe_version']})"),
               ("dataset", entry["dataset"]), ("fingerprint", entry["fingerprint"]), ("split", entry["split"]),
-              ("subset", entry["subset"]),
+              ("subset", entry["subset"]), ("model dtype", entry.get("dtype")),
               *((f"setting: {k}", v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
                 for k, v in entry["settings"].items()),
               ("models", ", ".join(entry["models"])), ("runs", entry["runs"])]

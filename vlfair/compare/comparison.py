@@ -27,6 +27,7 @@ from vlfair import paired, stats
 from vlfair._version import __version__
 from vlfair.compare.runs import Run, RunError, columns_named, load_run
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+from vlfair.report import machine
 from vlfair.report.results import jsonable
 
 SCHEMA = "vlfair.comparison/1"
@@ -162,6 +163,8 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         "differences": differences,
         "uncompared": [{"metric": name, "reason": why} for name, why in sorted(probe.uncompared.items())] + unshared
         + _pooled_over_phrasings(runs),
+        # where the runs' machines differ: a difference near float32's resolution may be theirs, not the models'
+        "machine_differences": machine.differences([run.results.get("machine") for run in runs]),
     }
     content = jsonable(content)
     validate_comparison(content)

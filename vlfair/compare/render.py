@@ -116,7 +116,22 @@ def notes(comparison: Comparison) -> list[str]:
             "of the two distances excludes 0; a level (a mean score, an accuracy) is only higher or lower. p-values "
             "are not adjusted across metrics: with many metrics, some differences are found by chance."]
     said += [f"Not compared: {u['metric']} ({u['reason']})" for u in content["uncompared"]]
-    return said
+    machines = machine_note(comparison)
+    return said + ([machines] if machines else [])
+
+
+def machine_note(comparison: Comparison) -> str | None:
+    """One sentence naming how the runs' machines differ (results.json's ``machine``), or None where they ran
+    alike: float32 sums differ in their last bits from one BLAS kernel or CPU to another, and so may a
+    decision on a near-tie."""
+    found = comparison.content.get("machine_differences") or []
+    if not found:
+        return None
+    runs = letters(len(comparison.content["runs"]))
+    parts = "; ".join(f"{entry['aspect']} (" + ", ".join(f"{run}: {value}" for run, value in zip(runs, entry["values"]))
+                      + ")" for entry in found)
+    return (f"The runs were computed on different machines: {parts}. A difference in the last digits of float32, "
+            "or a near-tie decided the other way, may be the machine's, not the models'.")
 
 
 def write_comparison(comparison: Comparison, out_dir: str | Path) -> Path:
@@ -168,5 +183,5 @@ def summary(comparison: Comparison, limit: int = 30) -> str:
     return text
 
 
-__all__ = ["COLOURS", "COMPARISON_OUTPUT", "differences_frame", "forests", "letters", "notes", "summary",
-           "write_comparison"]
+__all__ = ["COLOURS", "COMPARISON_OUTPUT", "differences_frame", "forests", "letters", "machine_note", "notes",
+           "summary", "write_comparison"]

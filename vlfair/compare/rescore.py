@@ -67,8 +67,13 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None) -> Pr
     output.notes.append("Rescored from samples.parquet (vlfair rescore): figures drawn from the images or the model "
                         "themselves (median images, Grad-CAM, generated images) are in the original run's report.")
     run_settings = {key: results["settings"].get(key) for key in ("schema", "limit")}
-    return runner.finish_run(probe, output, results["model"], results["dataset"], results.get("skipped_rows", []),
-                      run_settings)
+    finished = runner.finish_run(probe, output, results["model"], results["dataset"], results.get("skipped_rows", []),
+                                 run_settings)
+    # the machine that scored the samples, whose rounding they carry; a run that recorded none keeps none
+    finished.results.pop("machine", None)
+    if "machine" in results:
+        finished.results["machine"] = results["machine"]
+    return finished
 
 
 __all__ = ["RESCORE_SETTINGS", "rescore", "rescored"]

@@ -64,9 +64,9 @@ def load_run(path: str | Path) -> Run:
 
 
 # What the samples file records of its run (results.json without its numbers, as the run wrote both) and must
-# agree with results.json on: what was measured, how, on what, and when
+# agree with results.json on: what was measured, how, on what, on which machine, and when
 SAME_RUN = ("probe", "probe_version", "model", "dataset", "created", "settings", "probe_settings", "family",
-            "skipped_rows")
+            "skipped_rows", "machine")
 
 
 def _check_same_run(path: Path, header: dict[str, Any], results: dict[str, Any]) -> None:

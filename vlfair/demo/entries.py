@@ -22,6 +22,7 @@ from vlfair.defaults import BOOTSTRAP, CONFIDENCE
 from vlfair.demo import datasets as world_data
 from vlfair.demo.world import PROFESSIONS
 from vlfair.logging import get_logger
+from vlfair.measures.ties import best_credit
 from vlfair.probes import ProbeRun, measure_probe
 from vlfair.probes.base import clip_score
 from vlfair.report.scales import share_scales
@@ -177,7 +178,7 @@ def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[Entry], 
     images = enc.encode_images(data["image"][:])
     text = enc.encode_texts([f"This is a picture of {n}" for n in names])
     own = np.array([names.index(n) for n in each])
-    correct = ((images @ text.T).argmax(axis=1) == own).astype(float)
+    correct = best_credit(images @ text.T, np.arange(len(names))[None, :] == own[:, None])  # ties: vlfair.measures.ties
     return figure_entries(run, correct, each, name, biased), run
 
 

@@ -15,7 +15,9 @@ raises a ValueError that names the problem.
 
 The package's rooms: ``checks`` (the result type; how numbers, labels and options are read; the checks
 on groups), ``groups`` (the group statistics on one engine of group means), ``ranking`` (ranking_skew and
-its top-k engine) and ``comparison`` (bias_difference); every public name is importable from here.
+its top-k engine), ``comparison`` (bias_difference) and ``ties`` (every decision on scores: a best
+candidate, a ranking, a threshold, with near-equal scores as ties, so that no CPU's rounding flips it);
+every public name of the first four is importable from here.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from vlfair.measures.checks import (
     same_length,
     whole_column,
 )
+from vlfair.measures.ties import best_credit, best_index
 
 
 class _GroupMeans:
@@ -209,7 +210,7 @@ def group_score_gap(scores: npt.ArrayLike, groups: Labels, bootstrap: int = BOOT
     g = _GroupMeans(values, labels, bootstrap, seed)
     if len(g.names) < 2:
         raise ValueError(f"a gap needs at least 2 groups; references hold only {g.names}")
-    top, bottom = int(np.argmax(g.means)), int(np.argmin(g.means))
+    top, bottom = int(best_index(g.means)), int(best_index(-g.means))
     test = stats.permutation_test(values, g.codes, stats.mean_range, n_permutations, seed) if n_permutations else None
     ratio = float(g.means[bottom] / g.means[top]) if g.means[top] != 0 else float("nan")
     return GroupScoreGap(
@@ -532,7 +533,7 @@ def cross_lingual_gap(predictions: Labels, references: Labels, languages: Labels
         accuracy=g.as_dict(g.means), accuracy_ci=g.cis(confidence), counts=g.as_dict(g.counts),
         gap=float(g.means.max() - g.means.min()),
         gap_ci=as_interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
-        best_language=g.names[int(np.argmax(g.means))], worst_language=g.names[int(np.argmin(g.means))],
+        best_language=g.names[int(best_index(g.means))], worst_language=g.names[int(best_index(-g.means))],
         **to_pivot, confidence=confidence,
     )
 
@@ -602,7 +603,7 @@ def _rate_gap_one(correct, labels, bootstrap, confidence, seed, where: str = "")
         raise ValueError(f"{exc}{where}") from None
     if len(g.names) < 2:
         raise ValueError(f"a gap needs at least 2 groups; groups{where} hold only {g.names}")
-    top, bottom = int(np.argmax(g.means)), int(np.argmin(g.means))
+    top, bottom = int(best_index(g.means)), int(best_index(-g.means))
     return GroupRateGap(
         accuracy=g.as_dict(g.means), accuracy_ci=g.cis(confidence), counts=g.as_dict(g.counts),
         gap=float(g.means[top] - g.means[bottom]), gap_pair=[g.names[top], g.names[bottom]],
@@ -704,9 +705,9 @@ class Retention(MeasureResult):
     """The result of :func:`retention`."""
 
     text_score: float
-    """Share of images whose best-scoring name is their own."""
+    """Share of images whose best-scoring name is their own (an own name tied with t - 1 others counts 1/t)."""
     image_score: float
-    """Share of names (with at least one image) whose best-scoring image is one of theirs."""
+    """Share of names (with at least one image) whose best-scoring image is one of theirs (ties as above)."""
     text_score_ci: list[float] | None
     image_score_ci: list[float] | None
     num_images: int
@@ -728,7 +729,9 @@ def retention(scores: npt.ArrayLike, references: npt.ArrayLike, bootstrap: int =
     ``scores[i, j]``: similarity of image i to candidate name j; ``references[i]``: the index
     of image i's own name. Text score = share of images whose best-scoring name is theirs;
     image score = share of names (those with at least one image) whose best-scoring image is
-    one of theirs. Ties go to the lowest index. CIs resample images within each name; where every
+    one of theirs. Scores within the tie tolerance of the best (:mod:`vlfair.measures.ties`) are
+    ties, a tied own name (image) counting 1/ties: the expected value under random tie-breaking. CIs
+    resample images within each name; where every
     name has a single image there is nothing to resample, so the CIs are None and ``ci_note`` says why.
 
     Args:
@@ -756,8 +759,10 @@ def retention(scores: npt.ArrayLike, references: npt.ArrayLike, bootstrap: int =
     names = np.unique(refs)
 
     def scores_of(rows: np.ndarray) -> tuple[float, float]:
-        text = float((matrix[rows].argmax(axis=1) == refs[rows]).mean())
-        image = float((refs[rows][matrix[rows][:, names].argmax(axis=0)] == names).mean())
+        # top-1 as the expected value under random tie-breaking (vlfair.measures.ties): no rounding flips it
+        scored = matrix[rows]
+        text = float(best_credit(scored, np.arange(matrix.shape[1])[None, :] == refs[rows][:, None]).mean())
+        image = float(best_credit(scored[:, names].T, refs[rows][None, :] == names[:, None]).mean())
         return text, image
 
     text_score, image_score = scores_of(np.arange(refs.size))

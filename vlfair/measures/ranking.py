@@ -24,6 +24,7 @@ from vlfair.measures.checks import (
     label_array,
     require_present,
 )
+from vlfair.measures.ties import canonical_order
 
 # ---- ranking_skew -----------------------------------------------------------------------
 SMOOTHING = 0.5
@@ -75,8 +76,9 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
                  seed: int | None = SEED) -> RankingSkew:
     """Skew of the top-k items a text query retrieves, averaged over queries.
 
-    ``scores``: (queries, items) or one query's (items,). Items are ranked by score, ties by
-    index. Target p*: "uniform" over the groups present, "dataset" (each group's share of all
+    ``scores``: (queries, items) or one query's (items,). Items are ranked by score, scores within
+    the tie tolerance of each other (:mod:`vlfair.measures.ties`) by index. Target p*: "uniform" over
+    the groups present, "dataset" (each group's share of all
     items), or a dict of shares. Skew@k(a) = ln(p_k(a) / p*(a)); MaxSkew@k and MinSkew@k are its
     max and min over groups. Zero counts: a group absent from the top k would have Skew -inf.
     ``zero_count="smoothed"`` (the default) smooths every count by ``smoothing`` (default 0.5,
@@ -254,21 +256,15 @@ def prefix_length(k: int, items: int) -> int:
     return min(items, k + int(8 * math.sqrt(k)) + 64)
 
 
-def top_k_order(scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int64]:
-    """Each row's k highest-scoring columns, best first; equal scores by column index (as a stable
-    sort of every column would rank them). ``argpartition`` finds the k, then only those are sorted,
-    so a query over N items costs O(N + k log k), not a sort of all N."""
-    if k >= scores.shape[1]:
-        return np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    kth = np.partition(-scores, k - 1, axis=1)[:, k - 1:k]  # the k-th best score of each row, negated
-    # every column better than the k-th, then the ties at the k-th by index, up to k in all
-    better = -scores < kth
-    tied = -scores == kth
-    take = better | (tied & (np.cumsum(tied, axis=1) <= k - better.sum(axis=1, keepdims=True)))
-    rows, columns = np.nonzero(take)
-    chosen = columns.reshape(scores.shape[0], k)
-    picked = np.take_along_axis(scores, chosen, axis=1)
-    return np.take_along_axis(chosen, np.argsort(-picked, axis=1, kind="stable"), axis=1)
+def top_k_order(scores: npt.NDArray[np.float64], k: int, exact: bool = False) -> npt.NDArray[np.int64]:
+    """Each row's k highest-scoring columns, best first; scores within the tie tolerance of each other
+    (:mod:`vlfair.measures.ties`) by column index, so that no kernel's rounding reorders them
+    (``exact``: only equal scores are ties, for scores that are exact whole numbers, as ranks are).
+    ``argpartition`` finds the k (and a few more), then only those are sorted, so a query over N items
+    costs O(N + k log k), not a sort of all N."""
+    if exact:
+        return canonical_order(scores, k, tol=np.zeros((scores.shape[0], 1)))
+    return canonical_order(scores, k)
 
 
 def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64], k: int,

@@ -73,8 +73,9 @@ def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | to
     Args:
         spec: ``"hf:ID[@REV]"``, a bare Hub id, a local directory, or ``"mclip:TEXT[+IMAGE]"``.
         device: ``"auto"`` (CUDA when available, else CPU) or a torch device.
-        dtype: ``"auto"`` (bf16 where the hardware multiplies bf16 natively: CUDA, AVX512-BF16/AMX
-            CPUs; float32 elsewhere), or a dtype such as ``"float32"`` for exact results.
+        dtype: ``"auto"`` (float32 on every CPU, whatever its instruction set; on a GPU bf16, float16
+            where it has none, said in one info line), or a dtype such as ``"float32"`` for exact results
+            (``"bfloat16"`` on a CPU only when asked).
         revision: a Hub revision; the same as ``@REV`` in the spec.
         trust_remote_code: run code shipped with the checkpoint. Never on unless you pass it.
         use_safetensors: refuse pickled weights (the default). ``False`` allows ``.bin`` files,

@@ -61,9 +61,24 @@ class TextScores:
     matched: np.ndarray        # (images,) bool: False where a generated answer named no text
 
     def best(self) -> np.ndarray:
-        """Each image's highest-scoring text (its index; -1 where its generated answer named none)."""
-        best = np.argmax(np.where(np.isnan(self.values), -np.inf, self.values), axis=1)
-        return np.where(self.matched, best, -1)
+        """Each image's highest-scoring text (its index; -1 where its generated answer named none): of the
+        texts tied with the best (:mod:`vlfair.measures.ties`), the first."""
+        from vlfair.measures.ties import best_index
+
+        return np.where(self.matched, best_index(self._decided()), -1)
+
+    def best_credit(self, correct: np.ndarray) -> np.ndarray:
+        """Each image's top-1 result against ``correct`` ((images, texts) booleans, or broadcast to them):
+        1 or 0, or the share of correct texts among those tied with the best (the expected value under
+        random tie-breaking, :func:`vlfair.measures.ties.best_credit`); 0 where a generated answer named
+        none (the run leaves those images out)."""
+        from vlfair.measures.ties import best_credit
+
+        return np.where(self.matched, best_credit(self._decided(), correct), 0.0)
+
+    def _decided(self) -> np.ndarray:
+        """The values a best text is taken on: a generated answer's nan (it named none) below every text."""
+        return np.where(np.isnan(self.values), -np.inf, self.values)
 
 
 __all__ = ["Answering", "Asking", "TextScores", "match_answer", "normalized"]

@@ -19,7 +19,7 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 from vlfair.outputs import Metric
 from vlfair.probes import phrasings as phrasing
 from vlfair.probes import register, reports
-from vlfair.probes.asking import Answering
+from vlfair.probes.asking import Answering, TextScores
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, indistinguishable
 from vlfair.probes.declared import ColumnRange, Custom, Declared, Mean, Range, evaluate, too_small
 from vlfair.probes.settings import Bootstrap, Flag, Name, ProbeSettings, Settings, Text, distinct, refuse, same_text
@@ -231,7 +231,7 @@ class MultilingualProbe(Probe):
         raw = {lang: ctx.texts(captions[lang], normalize=False) for lang in (lang_a, lang_b)}
         columns: dict[str, Any] = {**ctx.identity(rows), "portion": portions, "image_file": files}
         terms = {name: np.zeros(len(rows)) for name in ("similarity_gap", "text_distance", "bound")}
-        retrieved = {_retrieval_column(direction, lang): np.zeros(len(rows), dtype=bool)
+        retrieved = {_retrieval_column(direction, lang): np.zeros(len(rows))
                      for direction in DIRECTIONS for lang in (lang_a, lang_b)}
         for portion in sorted(set(portions.tolist())):
             mask = portions == portion
@@ -329,6 +329,7 @@ class MultilingualProbe(Probe):
         import pandas as pd
 
         from vlfair.data.schemas import AGE_GROUP_OF_BIN
+        from vlfair.measures.ties import best_credit
 
         s = self.settings
         rows = ctx.rows()
@@ -355,17 +356,17 @@ class MultilingualProbe(Probe):
                     prompts = [classes[c][lang] for c in names]
                     column = phrasing.column(_correct_column(task, lang), number)
                     if ctx.generative:
-                        best = self._asked(ctx, lang, prompts)
-                        columns[column] = np.asarray(names)[best] == truth[task]
+                        columns[column] = self._asked(ctx, lang, prompts).best_credit(
+                            np.asarray(names)[None, :] == truth[task][:, None])
                         continue
                     images = ctx.images()[0]
                     text = ctx.texts(prompts)
                     same = indistinguishable(prompts, text)
                     if same:  # e.g. words outside an English tokenizer's vocabulary: a finding, said, not refused
                         warnings.append(f"{task} prompts in {lang}{f' ({name})' if number > 1 else ''}: {same}; its "
-                                        f"{lang} predictions pick between them by rounding noise")
-                    predicted = np.asarray(names)[(images @ text.T).argmax(axis=1)]
-                    columns[column] = predicted == truth[task]
+                                        f"{lang} predictions tie between them, each counting 1/ties (chance "
+                                        "accuracy, the same on every machine)")
+                    columns[column] = best_credit(images @ text.T, np.asarray(names)[None, :] == truth[task][:, None])
         facts: dict[str, Any] = {"pivot": s.pivot, "prompt_set": s.prompt_set}
         if s.phrasings:
             facts["phrasings"] = sets
@@ -373,10 +374,10 @@ class MultilingualProbe(Probe):
             facts.update(scorer="generative", questions=s.generative.questions, mode=s.generative.mode)
         return Samples(pd.DataFrame(columns), facts, warnings)
 
-    def _asked(self, ctx: Context, lang: str, prompts: list[str]) -> np.ndarray:
-        """Each image's answer among ``prompts`` to the question in ``lang`` (its index; -1 where an
-        open-ended answer named none: the run leaves that image out)."""
-        return ctx.text_scores(prompts, self.settings.generative, question=self._question(lang)).best()
+    def _asked(self, ctx: Context, lang: str, prompts: list[str]) -> TextScores:
+        """Each image's scores of ``prompts`` as answers to the question in ``lang`` (an open-ended answer
+        that named none: the run leaves that image out)."""
+        return ctx.text_scores(prompts, self.settings.generative, question=self._question(lang))
 
     def _question(self, lang: str) -> str:
         """The question a generative model is asked in ``lang`` (refused by name where the settings have none)."""
@@ -532,8 +533,9 @@ def _schema_of(samples: Samples) -> str:
 
 
 def _retrieval_column(direction: str, lang: str) -> str:
-    """Whether top-1 retrieval in ``direction`` with ``lang``'s captions is right: per caption for
-    text_to_image; for image_to_text the image's own result, the same on each of its captions."""
+    """Whether top-1 retrieval in ``direction`` with ``lang``'s captions is right (1, 0, or a tie's
+    share, :func:`_retrieval`): per caption for text_to_image; for image_to_text the image's own result,
+    the same on each of its captions."""
     return f"{direction} correct {lang}"
 
 
@@ -586,17 +588,21 @@ def _individual_fairness(gap: np.ndarray, distance: np.ndarray, bound: np.ndarra
 
 
 def _retrieval(images: np.ndarray, files: np.ndarray, raw: np.ndarray, direction: str) -> np.ndarray:
-    """Top-1 matching with one language's captions, right or wrong per caption (an image may own
-    several captions, as in the independent portion; image_to_text: each image's result on its
-    captions)."""
+    """Top-1 matching with one language's captions, per caption 1 (right), 0 (wrong), or the share of
+    right ones among tied best candidates (:mod:`vlfair.measures.ties`: two captions a kernel's rounding
+    could swap count as the expected value under random tie-breaking); an image may own several
+    captions, as in the independent portion; image_to_text: each image's result on its captions."""
+    from vlfair.measures.ties import best_credit
+
     unique, image_index = np.unique(files, return_inverse=True)
     first = np.array([np.flatnonzero(image_index == i)[0] for i in range(unique.size)])
     pictures = images[first]
     texts = raw / np.linalg.norm(raw, axis=1, keepdims=True)
     similarity = pictures @ texts.T  # (images, captions)
+    owns = np.arange(unique.size)[:, None] == image_index[None, :]  # (images, captions): the caption is the image's
     if direction == "image_to_text":
-        return (image_index[similarity.argmax(axis=1)] == np.arange(unique.size))[image_index]
-    return similarity.argmax(axis=0) == image_index
+        return best_credit(similarity, owns)[image_index]
+    return best_credit(similarity.T, owns.T)
 
 
 def _retrieval_rows(files: np.ndarray, mask: np.ndarray, direction: str) -> np.ndarray:

@@ -176,6 +176,8 @@ class PublicFiguresProbe(Probe):
         folder's names (sorted; ``name score j``) and whether its own name scores highest."""
         import pandas as pd
 
+        from vlfair.measures.ties import best_credit
+
         s, asked = self.settings, self.settings.generative
         # before any image is read (name_phrasings come with as many phrasings: a generative model refuses both)
         phrasing.refuse_generative_ways("public-figures", s, ctx.generative)
@@ -205,8 +207,9 @@ class PublicFiguresProbe(Probe):
                         columns[phrasing.column(_probability_column(group, level, label), number)] = _spread(
                             probabilities[:, j], in_group, n)
                     correct = np.full(len(truth), np.nan)
-                    predicted = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
-                    correct[known] = (predicted[known] == truth[known]).astype(float)
+                    # a tie of the best classes counts as the expected value (vlfair.measures.ties)
+                    right = np.asarray(classes, dtype=object)[None, :] == truth[:, None]
+                    correct[known] = best_credit(probabilities, right)[known]
                     columns[phrasing.column(_correct_column(group, level), number)] = _spread(correct, in_group, n)
         name_scores: list[np.ndarray] = []
         own_first = np.full(n, np.nan)
@@ -223,7 +226,7 @@ class PublicFiguresProbe(Probe):
                                     question=asked.name_question, within=rows[mask])
             matrix = found.values[:, :len(candidates)]
             references = np.array([candidates.index(name) for name in names[mask]])
-            own_first[mask] = (found.best() == references).astype(float)
+            own_first[mask] = found.best_credit(np.arange(found.values.shape[1])[None, :] == references[:, None])
             while len(name_scores) < len(candidates):
                 name_scores.append(np.full(n, np.nan, dtype=matrix.dtype))
             for j in range(len(candidates)):
@@ -250,7 +253,8 @@ class PublicFiguresProbe(Probe):
     def _own_name_first(self, ctx: Context, rows: np.ndarray, categories: np.ndarray, names: np.ndarray,
                         prompt: str) -> np.ndarray:
         """1.0 where each image's own name scores highest among its folder's names read with ``prompt`` (a
-        contrastive model's), 0.0 where not, null in a folder of fewer than 2 names."""
+        contrastive model's), 0.0 where not, 1/t where it is one of t names tied for the best, null in a
+        folder of fewer than 2 names."""
         first = np.full(len(rows), np.nan)
         for folder in self._retention_folders(categories):
             mask = categories == folder
@@ -258,7 +262,8 @@ class PublicFiguresProbe(Probe):
             if len(candidates) < 2:
                 continue
             found = ctx.text_scores([prompt.format(name) for name in candidates], within=rows[mask])
-            first[mask] = (found.best() == np.array([candidates.index(name) for name in names[mask]])).astype(float)
+            own = np.array([candidates.index(name) for name in names[mask]])
+            first[mask] = found.best_credit(np.arange(found.values.shape[1])[None, :] == own[:, None])
         return first
 
     @staticmethod

@@ -94,9 +94,10 @@ def score_gap(metric: Metric, reading: Reading, statistic: Any) -> None:
     """``measures.group_score_gap``'s fields: each group's mean, interval and rows, the most and least associated
     groups, bottom / top, and the range's permutation test."""
     from vlfair import stats
+    from vlfair.measures.ties import best_index  # groups whose means a rounding could swap: the first named
 
     found = reading.groups(statistic.column, statistic.groups)
-    top, bottom = int(np.argmax(found.means)), int(np.argmin(found.means))
+    top, bottom = int(best_index(found.means)), int(best_index(-found.means))
     metric.value = float(found.means[top] - found.means[bottom])
     test = reading.test(found.values, found.codes, stats.mean_range)
     metric.p_value = test.pop("p_value")
@@ -107,8 +108,9 @@ def score_gap(metric: Metric, reading: Reading, statistic: Any) -> None:
 
 def rate_gap(metric: Metric, reading: Reading, statistic: Any) -> None:
     """``measures.group_rate_gap``'s fields: each group's rate and the pair of groups the gap lies between."""
+    from vlfair.measures.ties import best_index
     found = reading.groups(statistic.column, statistic.groups)
-    top, bottom = int(np.argmax(found.means)), int(np.argmin(found.means))
+    top, bottom = int(best_index(found.means)), int(best_index(-found.means))
     metric.value = float(found.means[top] - found.means[bottom])
     metric.details = {"accuracy": found.as_dict(found.means), "gap_pair": [found.names[top], found.names[bottom]]}
 

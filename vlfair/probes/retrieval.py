@@ -461,11 +461,12 @@ class _PairedRanking:
             return
         ranks = [np.empty(s.shape) for s in self.scores]
         for rank, s in zip(ranks, self.scores):  # each image's place in the model's ranking of each query
-            np.put_along_axis(rank, np.argsort(-s, axis=1, kind="stable"), np.arange(n, dtype=float)[None], axis=1)
+            np.put_along_axis(rank, measures.top_k_order(s, n), np.arange(n, dtype=float)[None], axis=1)
         self.virtual = (np.concatenate([-2 * ranks[0], -2 * ranks[1] - 1], axis=1),  # (queries, 2n): A' ranks
                         np.concatenate([-2 * ranks[0] - 1, -2 * ranks[1]], axis=1))  # B' ranks
         self.virtual_codes = np.concatenate([self.codes, self.codes])
-        self.virtual_orders = tuple(measures.top_k_order(v, min(2 * n, 2 * m)) for v in self.virtual)
+        # whole-number ranks, all different: only equal ones would tie, never a rounding (exact)
+        self.virtual_orders = tuple(measures.top_k_order(v, min(2 * n, 2 * m), exact=True) for v in self.virtual)
 
     def _evaluate(self, statistics: dict[str, np.ndarray]) -> np.ndarray:
         return np.stack([np.asarray(s.function(statistics), dtype=float) for s in self.row_set.statistics], axis=1)

@@ -94,6 +94,17 @@ class Scorer(abc.ABC):
                           f"embeddings, which a {self.kind} model does not give")
 
 
+def _require_finite(values: np.ndarray, what: str, rows: np.ndarray) -> None:
+    """A ProbeError naming the rows (1-based) whose embeddings or scores hold NaN or inf: every score made of
+    them, and every best candidate, ranking or threshold taken on those scores, would be noise."""
+    from vlfair.measures.ties import require_finite
+
+    try:
+        require_finite(values, what, rows)
+    except ValueError as exc:
+        raise ProbeError(f"{exc} (the model gave them: a broken checkpoint, or an overflow in float16)") from None
+
+
 @register_scorer
 class Contrastive(Scorer):
     """A dual encoder: s(image, text) is the cosine of their embeddings; both cached."""
@@ -111,6 +122,7 @@ class Contrastive(Scorer):
 
             result = embed_images(self.model, self.dataset, batch_size=self.batch_size, cache_dir=self.cache_dir,
                                   on_bad_image="skip")
+            _require_finite(result.embeddings, "image embeddings of dataset rows", result.kept_rows)
             self._embedded = (result.embeddings, result.kept_rows)
             self.skipped_rows = result.skipped_rows
             self._check_dims(result.embeddings.shape[1])
@@ -132,6 +144,7 @@ class Contrastive(Scorer):
 
         embeddings = embed_texts(self.model, prompts, templates=templates, cache_dir=self.cache_dir,
                                  normalize=normalize)
+        _require_finite(embeddings, "text embeddings of prompts", np.arange(len(prompts)))
         if self._embedded is not None:
             self._check_dims(self._embedded[0].shape[1], embeddings.shape[1])
         return embeddings
@@ -252,6 +265,7 @@ class Generative(Scorer):
             values[np.flatnonzero(matched), chosen[matched]] = 1.0
             return TextScores(values, values.copy(), rows, "generated", matched)
         scores, rows = self.answer_scores(question, answers)
+        _require_finite(scores, f"answers' log-likelihoods to {question!r} of dataset rows", rows)
         if asked.normalize_length:
             lengths = np.array([len(t) for t in self.model.prepared(question, answers)[1]], dtype=float)
             scores = scores / lengths

@@ -42,11 +42,12 @@ class HubError(ValueError):
 
 def content_hash(results: dict[str, Any]) -> str:
     """SHA-256 of a run's canonical JSON (sorted keys, no spaces) without what differs between two
-    runs of the same numbers: its ``created`` time, and its samples file's SHA-256 (the samples
+    runs of the same numbers: its ``created`` time, the ``machine`` it ran on (the same numbers from two
+    machines are one run), and its samples file's SHA-256 (the samples
     file records the time too, so a re-run's bytes differ while every number is the same). The
     samples' rows stay in it (``samples.content_sha256``): a run with other samples behind the same
     numbers is another run, in a folder of its own, never "already there" under the first push's."""
-    content = {key: value for key, value in results.items() if key != "created"}
+    content = {key: value for key, value in results.items() if key not in ("created", "machine")}
     if isinstance(content.get("samples"), dict):
         content["samples"] = {key: value for key, value in content["samples"].items() if key != "sha256"}
     text = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

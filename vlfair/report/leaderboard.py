@@ -202,7 +202,7 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
 def families(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What each family of the runs measured, for people: one entry per family, with its probe and
     version, dataset (name, fingerprint, split, subset), the settings that make it (every one but
-    the intervals'), its models and runs."""
+    the intervals'), the models' dtype, its models and runs."""
     from vlfair.defaults import INTERVAL_SETTINGS
 
     found: dict[str, dict[str, Any]] = {}
@@ -215,7 +215,7 @@ def families(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "split": r["dataset"].get("split"), "subset": r["dataset"].get("subset"),
             "settings": {k: v for k, v in (r.get("probe_settings") or {}).items()
                          if k not in INTERVAL_SETTINGS and k not in ("notes", "version")},
-            "models": [], "runs": 0})
+            "dtype": r["model"].get("dtype"), "models": [], "runs": 0})
         entry["runs"] += 1
         model = r["model"].get("name") or r["model"]["spec"]
         if model not in entry["models"]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from vlfair._version import __version__
 from vlfair.outputs import Metric  # noqa: F401  (its home before vlfair.outputs)
+from vlfair.report.machine import machine_record
 
 SCHEMA = "vlfair.results/1"
 
@@ -49,25 +50,35 @@ def build_results(probe: str, probe_version: int, model: dict[str, Any], dataset
                   metrics: list[Metric], skipped_rows: list[int], settings: dict[str, Any], warnings: list[str],
                   published: list[dict[str, Any]] | None = None, probe_settings: dict[str, Any] | None = None,
                   family_key: dict[str, Any] | None = None) -> dict[str, Any]:
-    """results.json's content; ``family_key`` (``Probe.family_key``) names its family."""
+    """results.json's content; ``family_key`` (``Probe.family_key``) with the model's dtype names its family
+    (:func:`run_family_key`), and ``machine`` records where it ran (:func:`vlfair.report.machine.machine_record`)."""
     results = {
         "schema": SCHEMA, "vlfair_version": __version__, "probe": probe, "probe_version": probe_version,
         "model": model,
         "dataset": dataset, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "settings": settings, "metrics": [dataclasses.asdict(m) for m in metrics],
         "skipped_rows": [int(r) for r in skipped_rows], "warnings": warnings, "published": published or [],
+        "machine": machine_record(),
     }
     if probe_settings is not None:
         results["probe_settings"] = probe_settings
     if family_key is not None:  # the key kept beside its hash: a board checks the family a run claims against it
-        results["family"] = family_of(family_key)
-        results["family_key"] = family_key
+        key = run_family_key(family_key, model)
+        results["family"], results["family_key"] = family_of(key), key
     return jsonable(results)
 
 
+def run_family_key(probe_key: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    """A run's family key: the probe's (what it measured: ``Probe.family_key``) and the precision the model
+    measured it in. One model's float32 and bf16 runs differ by more than a bias (a traits F 29 % apart), so
+    runs in two dtypes are never ranked against each other."""
+    return {**probe_key, "dtype": model.get("dtype")}
+
+
 def family_of(key: dict[str, Any]) -> str:
-    """16 hex digits of a run's family key (``Probe.family_key``: the probe, its version, the data
-    and the settings that decide what it measures): runs of one family may be ranked together."""
+    """16 hex digits of a run's family key (:func:`run_family_key`: the probe, its version, the data,
+    the settings that decide what it measures and the model's dtype): runs of one family may be ranked
+    together."""
     import hashlib
 
     text = json.dumps(jsonable(key), sort_keys=True, ensure_ascii=False, default=str)
@@ -91,6 +102,9 @@ def family_problem(results: dict[str, Any]) -> str | None:
     for field in ("probe", "probe_version"):
         if key.get(field) != results.get(field):
             return f"its family is of {field} {key.get(field)!r}, the run is of {results.get(field)!r}"
+    dtype = (results.get("model") or {}).get("dtype")
+    if "dtype" in key and key["dtype"] != dtype:  # a key written before the dtype was in it has none
+        return f"its family is of dtype {key['dtype']!r}, the run's model is in {dtype!r}"
     dataset, settings = results.get("dataset") or {}, results.get("probe_settings") or {}
     for field, value in (key.get("dataset") or {}).items():
         if dataset.get(field) != value:

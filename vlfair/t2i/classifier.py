@@ -10,6 +10,8 @@ import numpy as np
 import yaml
 from PIL import Image
 
+from vlfair.measures.ties import best_index, reaches
+
 NO_PERSON = "no_person"
 
 
@@ -77,13 +79,13 @@ class GroupClassifier:
             embedded = self.encoder.encode_images(shown)
             similarities = [embedded @ text.T for text in self.texts]
         for labels, similarity in zip(found, similarities):
-            best = similarity.argmax(axis=1)
+            # one label per image (word influence counts whole images): of the texts tied with the best
+            # (vlfair.measures.ties), the first, and a best within the tolerance of min_similarity reaches it
+            best = best_index(similarity)
+            shown_person = (np.ones(len(present), dtype=bool) if self.min_similarity is None or self.generative
+                            else reaches(similarity[:, :len(self.groups)].max(axis=1), self.min_similarity))
             for row, i in enumerate(present):
-                label = self.labels[best[row]]
-                if (self.min_similarity is not None and not self.generative
-                        and similarity[row, :len(self.groups)].max() < self.min_similarity):
-                    label = NO_PERSON
-                labels[i] = label
+                labels[i] = self.labels[best[row]] if shown_person[row] else NO_PERSON
         return found
 
 

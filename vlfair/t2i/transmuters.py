@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import yaml
 
+from vlfair.measures.ties import canonical_order
+
 STOPWORDS = frozenset("a an the at in on of to for with and or by from is are this that".split())
 
 
@@ -122,7 +124,9 @@ class MLMTransmuter:
         with torch.inference_mode():
             logits = self.model(**batch).logits[0]
         where = (batch["input_ids"][0] == self.tokenizer.mask_token_id).nonzero()[0, 0]
-        top = logits[where].topk(min(self.top_k, logits.shape[-1])).indices.tolist()
+        # the words in an order no kernel's rounding changes: near-equal logits by token id (vlfair.measures.ties)
+        scores = logits[where].float().cpu().numpy()[None, :]
+        top = canonical_order(scores, min(self.top_k, scores.shape[1]))[0].tolist()
         return [t for t in self.tokenizer.convert_ids_to_tokens(top) if self._usable(t, original)]
 
     def candidates(self, words: Sequence[str], positions: Sequence[int], count: int) -> list[list[str]]:
