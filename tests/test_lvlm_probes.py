@@ -16,6 +16,7 @@ import pytest
 import vlfair
 import vlfair.testing
 from vlfair.cli import main
+from vlfair.measures import ties
 from vlfair.models.lvlm import GenerativeScorer
 from vlfair.probes.asking import match_answer, normalized
 from vlfair.testing import qwen2_vl_processors_without_video
@@ -136,7 +137,9 @@ def test_public_figures_asks_classes_and_names_with_none_of_these(checkpoints, c
         folder = samples["category"] == sample["category"]
         names = sorted(set(samples.loc[folder, "name"]))
         answers = scorer.score(image, "who is this ?", [*names, "none of these"]).log_likelihood
-        assert sample["own name first"] == float(int(np.argmax(answers)) == names.index(sample["name"]))
+        # the tiny model's tokenizer reads the names alike: tied log-likelihoods count 1/ties (vlfair.measures.ties)
+        own = np.arange(len(answers)) == names.index(sample["name"])
+        assert sample["own name first"] == ties.best_credit(answers[None], own[None])[0]
         np.testing.assert_allclose([sample[f"name score {j}"] for j in range(len(names))], answers[:-1], rtol=1e-5)
 
 
@@ -151,9 +154,9 @@ def test_multilingual_asks_each_language_s_question_with_the_study_s_prompts_as_
     for _, sample in samples.head(4).iterrows():
         for lang, question in questions.items():
             answers = [men_and_women["Male"][lang], men_and_women["Female"][lang]]
-            best = ["Male", "Female"][int(np.argmax(scorer.score(data["image"][int(sample["row"])], question,
-                                                                 answers).log_likelihood))]
-            assert sample[f"gender correct {lang}"] == (best == sample["gender"])
+            scores = scorer.score(data["image"][int(sample["row"])], question, answers).log_likelihood
+            right = np.array(["Male", "Female"]) == sample["gender"]  # a tie of the two answers counts 1/2
+            assert sample[f"gender correct {lang}"] == ties.best_credit(scores[None], right[None])[0]
 
 
 def test_multilingual_asks_every_task_and_language_in_one_pass_over_the_images(checkpoints, tmp_path, monkeypatch):

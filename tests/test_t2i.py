@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -216,3 +217,21 @@ def test_an_image_cache_that_cannot_be_written_is_a_warning_not_a_lost_run(tmp_p
         images = cache.images([("a doctor", i) for i in range(3)])
     assert len(images) == 3 and len(made) == 3 and cache.directory is None
     assert sorted(image.getpixel((0, 0))[0] for image in images) == sorted(s % 256 for s in made)
+
+
+def test_a_generator_s_precision_is_asked_for_on_a_cpu_never_chosen_by_its_instruction_set():
+    """Issue 62: a CPU generates in float32 unless bf16 is asked for (it was float32 whatever was asked);
+    float16 on a CPU is refused in one line; a GPU keeps bf16 (float16 without it)."""
+    import torch
+
+    from vlfair.t2i.generators import generator_dtype
+
+    cpu = torch.device("cpu")
+    assert generator_dtype("auto", cpu) == torch.float32
+    assert generator_dtype("bfloat16", cpu) == torch.bfloat16
+    with pytest.raises(ValueError, match="generator dtype float16 on the cpu: .* use a GPU for float16"):
+        generator_dtype("float16", cpu)
+    with mock.patch.object(torch.cuda, "is_bf16_supported", return_value=True):
+        assert generator_dtype("auto", torch.device("cuda")) == torch.bfloat16
+    with mock.patch.object(torch.cuda, "is_bf16_supported", return_value=False):
+        assert generator_dtype("auto", torch.device("cuda")) == torch.float16

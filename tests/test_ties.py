@@ -186,3 +186,29 @@ def test_multilingual_retrieval_is_the_same_whichever_duplicate_caption_a_kernel
     # image 0: its own caption tied with image 1's copy of it (1/2); image 1's own caption is image 0's
     assert results[0]["image_to_text"] == [0.5, 0.0, 1.0, 1.0]
     assert results[0]["text_to_image"] == [1.0, 0.0, 1.0, 1.0]  # both copies retrieve image 0 first
+
+
+def test_a_model_whose_embeddings_are_not_finite_stops_the_run_in_one_line_naming_the_rows(clip_dir, tmp_path,
+                                                                                         capsys, monkeypatch):
+    """NaN or inf in the scores a decision is taken on (here: an image embedding, as a broken checkpoint
+    or a float16 overflow gives): `vlfair run` exits 2 with one line naming the dataset rows, counted from
+    1, and writes nothing."""
+    from vlfair import embed
+    from vlfair.cli import main
+
+    real = embed.embed_images
+
+    def broken(*args, **kwargs):
+        result = real(*args, **kwargs)
+        result.embeddings[[3, 7]] = np.nan
+        return result
+
+    monkeypatch.setattr(embed, "embed_images", broken)
+    out = tmp_path / "run"
+    code = main(["run", "multilingual", "--model", str(clip_dir), "--dataset", "synthetic:multi30k", "--out", str(out),
+                 "--dtype", "float32", "--cache-dir", str(tmp_path / "cache"), "--set", "bootstrap=0"])
+    said = [line for line in capsys.readouterr().err.splitlines() if "vlfair" in line]  # not the progress bar
+    assert code == 2 and len(said) == 1, said
+    assert said[0].startswith("vlfair run: image embeddings of dataset rows: scores are NaN or infinite in 2 row(s)")
+    assert "(4, 8, counted from 1)" in said[0]
+    assert not (out / "results.json").exists()

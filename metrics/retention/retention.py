@@ -17,8 +17,9 @@ _DESCRIPTION = """\
 How well a vision-language model has retained who public figures are. Each image is scored
 against every candidate name. Text score: share of images whose best-scoring name is their own.
 Image score: share of names whose best-scoring image is one of their own (names with at least
-one image). Intervals resample images within each name (stratified bootstrap). Ties go to the
-lowest index.
+one image). Intervals resample images within each name (stratified bootstrap). Scores within
+2^-17 of the largest compared are ties, counted as the expected value under random tie-breaking (an
+own name tied with t - 1 others counts 1/t), so no CPU's rounding changes a score.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -34,8 +35,8 @@ Examples:
     >>> retention = vlfair.load_metric("retention")
     >>> scores = [[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.1, 0.8, 0.1]]
     >>> results = retention.compute(predictions=scores, references=[0, 1, 2], bootstrap=0)
-    >>> round(results["text_score"], 4), round(results["image_score"], 4)
-    (0.6667, 0.3333)
+    >>> round(results["text_score"], 4), round(results["image_score"], 4)  # name 2's best images tie: 1/2
+    (0.6667, 0.5)
 
     >>> results = retention.compute(predictions=[[1.0, 0.0], [0.0, 1.0]], references=[0, 1], bootstrap=0)
     >>> results["text_score"], results["image_score"]

@@ -9,9 +9,9 @@ threshold) reads them through this module:
 
 - **Ties.** Scores are sorted from the highest; a new tie block starts where a score is more than the
   tolerance below the one before it (``tie_blocks``). The tolerance is ``TIE_RTOL`` (2^-17, 64 float32
-  ulps) times the largest magnitude among the scores compared (a row's, per row): kernels move a
-  float32 cosine by a few ulps (measured in tests/test_ties.py's notes and DESIGN), far below it, and
-  two genuinely different scores are rarely that close. Exact equality is a tie too, so equal
+  ulps) times the largest magnitude among the scores compared (a row's, per row): OpenBLAS's and
+  torch's kernels moved the demo world's float32 cosines by at most 0.07 of it (DESIGN, "Decisions on
+  scores"), and two genuinely different scores are rarely that close. Exact equality is a tie too, so equal
   embeddings (the same caption twice) never depend on which one a kernel puts first.
 - **A best candidate** (top-1 retrieval, a zero-shot prediction, a name retrieved first) counts, for a
   question with a right answer, as the expected value under random tie-breaking: a correct candidate
@@ -33,11 +33,45 @@ TIE_RTOL = 2.0 ** -17
 """Scores closer than this times the largest magnitude compared are ties (64 float32 ulps)."""
 
 
-def tolerance(scores: npt.ArrayLike) -> npt.NDArray[np.float64]:
+_FEW = 32  # candidates few enough that a loop over them beats numpy's reduction along a short last axis
+
+
+def _row_reduce(values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+    """``ufunc.reduce`` over the last axis, kept: a pass per candidate where there are few (a reduction along a
+    short last axis walks it element by element: 10x slower for 9 classes), numpy's own otherwise."""
+    if values.shape[-1] > _FEW:
+        return ufunc.reduce(values, axis=-1, keepdims=True)
+    out = values[..., 0].copy()
+    for j in range(1, values.shape[-1]):
+        ufunc(out, values[..., j], out=out)
+    return out[..., None]
+
+
+def _row_counts(mask: np.ndarray) -> np.ndarray:
+    """How many of each row's candidates (the last axis) ``mask`` holds."""
+    if mask.shape[-1] > _FEW:
+        return np.count_nonzero(mask, axis=-1)
+    return _row_reduce(mask.astype(np.intp), np.add)[..., 0]
+
+
+def _floats(scores: npt.ArrayLike) -> np.ndarray:
+    """The scores as a floating array, in their own precision where they have one (float32 stays float32)."""
+    values = np.asarray(scores)
+    return values if np.issubdtype(values.dtype, np.floating) else values.astype(float)
+
+
+def tolerance(scores: npt.ArrayLike, top: np.ndarray | None = None) -> npt.NDArray[np.float64]:
     """The tie tolerance of each row (the last axis), kept as a trailing axis of length 1: ``TIE_RTOL``
-    times the row's largest finite magnitude (0 for a row of zeros or of no finite score)."""
-    values = np.abs(np.asarray(scores, dtype=float))
-    largest = np.max(np.where(np.isfinite(values), values, 0.0), axis=-1, keepdims=True, initial=0.0)
+    times the row's largest finite magnitude (0 for a row of zeros or of no finite score); ``top``: each
+    row's maximum, where the caller has it already."""
+    values = _floats(scores)
+    if values.shape[-1] == 0:
+        return np.zeros(values.shape[:-1] + (1,))
+    top = _row_reduce(values, np.maximum) if top is None else top
+    largest = np.maximum(top, -_row_reduce(values, np.minimum)).astype(float)
+    if not np.isfinite(largest).all():  # an infinite score (a masked candidate) is not a magnitude compared
+        largest = np.max(np.where(np.isfinite(values), np.abs(values), 0), axis=-1, keepdims=True,
+                         initial=0).astype(float)
     return TIE_RTOL * largest
 
 
@@ -70,15 +104,29 @@ def tie_blocks(descending: npt.ArrayLike, tol: npt.ArrayLike) -> npt.NDArray[np.
 
 
 def best_ties(scores: npt.ArrayLike) -> npt.NDArray[np.bool_]:
-    """Which candidates (the last axis) are tied with each row's best: its first tie block."""
-    values = np.asarray(scores, dtype=float)
+    """Which candidates (the last axis) are tied with each row's best: its first tie block (:func:`tie_blocks`),
+    found without sorting. The scores within the tolerance of the best join it; in a row where another did,
+    the scores within the tolerance below the lowest joined one join too, until none does."""
+    values = _floats(scores)
     if values.shape[-1] == 0:
         return np.zeros(values.shape, dtype=bool)
-    descending = -np.sort(-values, axis=-1)
-    blocks = tie_blocks(descending, tolerance(values))
-    # the lowest score of the first block, per row: every candidate at or above it is tied with the best
-    last = np.sum(blocks == 0, axis=-1, keepdims=True) - 1
-    return values >= np.take_along_axis(descending, last, axis=-1)
+    top = _row_reduce(values, np.maximum)
+    tol = tolerance(values, top).astype(values.dtype)
+    joined = values >= top - tol
+    if np.count_nonzero(joined) == joined.size // joined.shape[-1]:  # every best alone: nothing ties
+        return joined
+    flat, joined_flat = values.reshape(-1, values.shape[-1]), joined.reshape(-1, values.shape[-1])
+    crowded = np.flatnonzero(_row_counts(joined_flat) > 1)  # rows where the best is not alone
+    if crowded.size:
+        rows, row_tol = flat[crowded], tol.reshape(-1, 1)[crowded]
+        lowest = np.min(np.where(joined_flat[crowded], rows, top.reshape(-1, 1)[crowded]), axis=1, keepdims=True)
+        while True:  # the chain goes on below the lowest joined score (a few passes over these rows alone)
+            lower = np.min(np.where(rows >= lowest - row_tol, rows, lowest), axis=1, keepdims=True)
+            if np.array_equal(lower, lowest, equal_nan=True):
+                break
+            lowest = lower
+        joined_flat[crowded] = rows >= lowest
+    return joined
 
 
 def best_credit(scores: npt.ArrayLike, correct: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -86,8 +134,8 @@ def best_credit(scores: npt.ArrayLike, correct: npt.ArrayLike) -> npt.NDArray[np
     best candidates that are correct (``correct``: a boolean of the scores' shape, or broadcast to it).
     1 or 0 where the best is alone, as an argmax gives."""
     tied = best_ties(scores)
-    hits = np.sum(tied & np.asarray(correct, dtype=bool), axis=-1)
-    return hits / np.maximum(np.sum(tied, axis=-1), 1)
+    hits = _row_counts(tied & np.asarray(correct, dtype=bool))
+    return hits / np.maximum(_row_counts(tied), 1)
 
 
 def best_index(scores: npt.ArrayLike) -> npt.NDArray[np.int64]:

@@ -53,7 +53,8 @@ class Generator(Settings):
     size: Count | None = None
     batch_size: Count = 8
     device: Name = "auto"
-    # what DiffusersGenerator honours on a GPU (CPUs run float32 whatever is asked)
+    # generators.generator_dtype: auto is bf16 (or float16) on a GPU and float32 on a CPU; bfloat16 is honoured on
+    # a CPU too, float16 there refused
     dtype: Literal["auto", "bfloat16", "float16"] = "auto"
     use_safetensors: Flag = True
 

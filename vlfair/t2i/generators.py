@@ -30,23 +30,33 @@ class Generator(Protocol):
         """Everything that changes the images besides prompt and seed (cache key)."""
 
 
+def generator_dtype(dtype: str, device: Any) -> Any:
+    """A diffusion pipeline's precision: on a GPU bf16 (``auto``, where it has bf16) or float16; on a CPU
+    float32, or bf16 where asked (issue 62: a CPU's precision is the user's, never its instruction set's).
+    float16 on a CPU is refused: its convolutions are missing or emulated there."""
+    import torch
+
+    if getattr(device, "type", str(device)) == "cuda":
+        return torch.bfloat16 if dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported() else torch.float16
+    if dtype == "float16":
+        raise ValueError(f"generator dtype float16 on the {device}: a CPU runs diffusion in float32 (auto) or "
+                         "bfloat16; use a GPU for float16")
+    return torch.bfloat16 if dtype == "bfloat16" else torch.float32
+
+
 class DiffusersGenerator:
     """Any diffusers text-to-image pipeline (default CompVis/stable-diffusion-v1-4)."""
 
     def __init__(self, spec: str = "CompVis/stable-diffusion-v1-4", steps: int = 50, guidance: float = 7.5,
                  size: int | None = None, batch_size: int = 8, device: str = "auto", dtype: str = "auto",
                  use_safetensors: bool = True):
-        import torch
         from diffusers import DiffusionPipeline
 
         from vlfair.models.base import pick_device
         from vlfair.models.hub import resolve_model
 
         self.device = pick_device(device)
-        # fp16/bf16 on GPUs; CPUs run diffusion in float32 (bf16 UNet kernels are slow or missing there)
-        self.dtype = (torch.float32 if self.device.type != "cuda" else
-                      torch.bfloat16 if dtype in ("auto", "bfloat16") and torch.cuda.is_bf16_supported() else
-                      torch.float16)
+        self.dtype = generator_dtype(dtype, self.device)
         resolved = resolve_model(spec, use_safetensors=use_safetensors)
         self.spec, self.revision = spec, resolved.revision
         # "Loading pipeline components", and transformers' "Loading weights" of its text encoder: --verbose only
