@@ -429,8 +429,12 @@ def test_multilingual_numbers_equal_the_measures(runs, clip_dir):
     assert results["dataset"]["num_rows"] == 2 * first.num_rows  # what was measured: one pair per image and portion
     accuracy = _metric(results, "retrieval_accuracy", portion="independent", direction="image_to_text", language="de")
     normalized = b / np.linalg.norm(b, axis=1, keepdims=True)
-    assert accuracy["value"] == pytest.approx(
-        float(((images @ normalized.T).argmax(axis=1) == np.arange(len(b))).mean()))
+    # the tiny model's German captions embed alike: ties count 1/ties (an argmax's result was the kernel's)
+    similarity = images @ normalized.T
+    assert accuracy["value"] == pytest.approx(float(ties.best_credit(similarity, np.eye(len(b), dtype=bool)).mean()))
+    # the tiny model reads several German captions as one text (its tokenizer's unknown tokens): an image whose
+    # best caption is one of them counts 1/ties, where an argmax took whichever a kernel rounded highest
+    assert (ties.best_ties(similarity).sum(axis=1) > 1).any()
     zero_shot = json.loads((runs["multilingual-fairface"] / "results.json").read_text())
     languages = {m["subset"]["language"] for m in zero_shot["metrics"] if m["name"] == "accuracy"}
     assert languages == {"en", "de", "fr", "es", "ru", "tr", "ja", "zh"}

@@ -152,10 +152,12 @@ def test_text_scores_credit_a_tie_and_leave_an_unmatched_answer_at_zero():
     assert found.best_credit(np.array([[False, True, False]])).tolist() == [0.5, 1.0, 0.0]
 
 
-def test_a_threshold_is_reached_within_the_tolerance_below_it():
+def test_a_threshold_is_reached_within_the_tolerance_below_it_and_exceeded_only_beyond_it():
     threshold = 0.2
-    just_below = float(_ulps(np.float32(threshold), -3))
+    just_below, just_above = (float(_ulps(np.float32(threshold), n)) for n in (-3, 3))
     assert ties.reaches(np.array([just_below, threshold, 0.19]), threshold).tolist() == [True, True, False]
+    assert ties.exceeds(np.array([just_below, threshold, just_above, 0.21]), threshold).tolist() == [
+        False, False, False, True]
 
 
 def test_nonfinite_scores_are_refused_naming_their_rows():

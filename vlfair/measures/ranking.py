@@ -78,8 +78,9 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
 
     ``scores``: (queries, items) or one query's (items,). Items are ranked by score, scores within
     the tie tolerance of each other (:mod:`vlfair.measures.ties`) by index. Target p*: "uniform" over
-    the groups present, "dataset" (each group's share of all items), or a dict of shares. Skew@k(a) = ln(p_k(a) / p*(a)); MaxSkew@k and MinSkew@k are its
-    max and min over groups. Zero counts: a group absent from the top k would have Skew -inf.
+    the groups present, "dataset" (each group's share of all items), or a dict of shares. Skew@k(a) =
+    ln(p_k(a) / p*(a)); MaxSkew@k and MinSkew@k are its max and min over groups. Zero counts: a group
+    absent from the top k would have Skew -inf.
     ``zero_count="smoothed"`` (the default) smooths every count by ``smoothing`` (default 0.5,
     Jeffreys): p_k(a) = (n_a + s) / (k + s |A|); ``smoothing=0`` reports -inf.
     ``zero_count="dvl"`` is oxai/debias-vision-lang's convention (``measuring_bias.py``,

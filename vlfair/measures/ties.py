@@ -21,7 +21,8 @@ threshold) reads them through this module:
 - **A ranking or a top k** orders a tie block by the items' index (``canonical_order``): the same
   order on every machine, for the point value and every resample alike (see
   :func:`vlfair.measures.top_k_order`).
-- **A threshold** is reached by a score within the tolerance below it (``reaches``).
+- **A threshold** is reached by a score within the tolerance below it (``reaches``), and exceeded only by
+  one more than the tolerance above it (``exceeds``).
 """
 
 from __future__ import annotations
@@ -150,6 +151,13 @@ def reaches(scores: npt.ArrayLike, threshold: float) -> npt.NDArray[np.bool_]:
     return values >= threshold - TIE_RTOL * np.maximum(np.abs(values), abs(threshold))
 
 
+def exceeds(scores: npt.ArrayLike, threshold: float) -> npt.NDArray[np.bool_]:
+    """Whether each score is above ``threshold`` by more than the tolerance (a score within it is equal to the
+    threshold, which does not exceed it): the strict threshold a rounding cannot move a score across."""
+    values = np.asarray(scores, dtype=float)
+    return values > threshold + TIE_RTOL * np.maximum(np.abs(values), abs(threshold))
+
+
 def canonical_order(scores: npt.NDArray[np.float64], m: int,
                     tol: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.int64]:
     """Each row's ``m`` best columns, best first, a tie block (:func:`tie_blocks`; ``tol`` per row, by
@@ -182,5 +190,5 @@ def canonical_order(scores: npt.NDArray[np.float64], m: int,
     return order
 
 
-__all__ = ["TIE_RTOL", "best_credit", "best_index", "best_ties", "canonical_order", "nonfinite_rows", "reaches",
-           "require_finite", "tie_blocks", "tolerance"]
+__all__ = ["TIE_RTOL", "best_credit", "best_index", "best_ties", "canonical_order", "exceeds", "nonfinite_rows",
+           "reaches", "require_finite", "tie_blocks", "tolerance"]

@@ -374,6 +374,7 @@ class TraitsProbe(Probe):
         import pandas as pd
 
         from vlfair.explain import NotAViT, gradcam, overlay_figure
+        from vlfair.measures.ties import exceeds
 
         spec = self.settings.gradcam
         assert spec is not None  # run() calls this only with Grad-CAM settings
@@ -389,7 +390,8 @@ class TraitsProbe(Probe):
             return
         text = ctx.texts([self.settings.prompt.format(trait=positive), self.settings.prompt.format(trait=negative)])
         confidence = 1.0 / (1.0 + np.exp(-tau * (images @ (text[0] - text[1]))))
-        eligible = np.flatnonzero(mask & (confidence > threshold))
+        # the study's "> 66 %", on which no rounding moves an image across (vlfair.measures.ties)
+        eligible = np.flatnonzero(mask & exceeds(confidence, threshold))
         if eligible.size < k:
             out.warnings.append(f"Grad-CAM: {eligible.size} image(s) of {group} have a confidence in '{positive}' "
                                 f"above {threshold:g}; {k} were asked for")
