@@ -37,7 +37,20 @@ def test_each_image_s_row_holds_its_class_probabilities_right_classes_and_name_s
             correct = frame[f"correct {group} level {level}"].to_numpy(float)
             known = in_group & truth.notna().to_numpy()
             predicted = np.asarray(level_spec.classes, dtype=object)[probabilities[known].argmax(axis=1)]
-            np.testing.assert_array_equal(correct[known], (predicted == truth[known].to_numpy(object)).astype(float))
+            right = predicted == truth[known].to_numpy(object)
+            # the tie rule reads the cosines (vlfair.measures.ties), which the samples hold as a softmax: where the
+            # best class's log-probability leads every other by far more than a tie's (logit scale 100 x the
+            # tolerance, about 3e-4), the study's argmax; where two are that close, the share of right ones among
+            # the tied (a right class outside the close ones: 0); on the demo world one image of level 3 ties
+            # three offices (1/3)
+            gaps = np.log(probabilities[known].max(axis=1, keepdims=True)) - np.log(probabilities[known])
+            close = gaps <= 1e-3
+            alone = close.sum(axis=1) == 1
+            np.testing.assert_array_equal(correct[known][alone], right[alone].astype(float))
+            rights = np.asarray(level_spec.classes, dtype=object)[None, :] == truth[known].to_numpy(object)[:, None]
+            assert ((correct[known][~alone] > 0) <= (close & rights)[~alone].any(axis=1)).all()
+            fractional = (correct[known] > 0) & (correct[known] < 1)
+            assert not (fractional & alone).any()
             assert np.isnan(correct[~known]).all()
     # retention: each image's similarity to its folder's names (sorted), and its own name first or not
     for folder in set(frame["category"]):

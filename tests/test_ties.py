@@ -214,3 +214,35 @@ def test_a_model_whose_embeddings_are_not_finite_stops_the_run_in_one_line_namin
     assert said[0].startswith("vlfair run: image embeddings of dataset rows: scores are NaN or infinite in 2 row(s)")
     assert "(4, 8, counted from 1)" in said[0]
     assert not (out / "results.json").exists()
+
+
+def test_best_ties_is_the_first_block_canonical_order_starts_with_even_one_tolerance_apart():
+    """best_ties and canonical_order read one tie rule: on float32 rows whose steps lie within a rounding of
+    exactly the tolerance, the best's tied set is the first block of the canonical order (a threshold rounded
+    to float32 had joined a score the blocks left out), on 2-D and non-contiguous 3-D input alike."""
+    rng = np.random.default_rng(6)
+    rows = []
+    for _ in range(500):
+        top = np.float32(rng.uniform(0.1, 0.4))
+        tol = ties.TIE_RTOL * float(top)
+        steps = rng.choice([0.0, 0.5, 0.999, 1.0, 1.001, 1.003, 3.0], size=5) * tol
+        row = np.concatenate([[top], top - np.cumsum(steps), rng.uniform(-0.2, 0.05, 4)]).astype(np.float32)
+        rows.append(rng.permutation(row))
+    scores = np.array(rows)
+    tied = ties.best_ties(scores)
+    by_score = np.argsort(-scores.astype(float), axis=1, kind="stable")
+    first_block = ties.tie_blocks(np.take_along_axis(scores.astype(float), by_score, axis=1),
+                                  ties.tolerance(scores)) == 0
+    expected = np.zeros_like(tied)
+    np.put_along_axis(expected, by_score, first_block, axis=1)
+    assert np.array_equal(tied, expected)
+    assert 0 < (tied.sum(axis=1) > 1).mean() < 1  # rows with ties and rows without
+    order = ties.canonical_order(scores, scores.shape[1])  # its first places: that block, in column order
+    for row, members in zip(order, expected):
+        assert row[:members.sum()].tolist() == np.flatnonzero(members).tolist()
+    stacked = np.stack([scores, scores[::-1]]).transpose(1, 0, 2)  # (500, 2, 11), not C-contiguous
+    assert np.array_equal(ties.best_ties(stacked), np.stack([tied, tied[::-1]]).transpose(1, 0, 2))
+
+
+def test_a_nan_score_ranks_last_in_a_canonical_order():
+    assert ties.canonical_order(np.array([[0.5, np.nan, 0.5, 0.1]]), 4).tolist() == [[0, 2, 3, 1]]

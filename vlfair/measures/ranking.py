@@ -269,7 +269,7 @@ def top_k_order(scores: npt.NDArray[np.float64], k: int, exact: bool = False) ->
 
 def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64], k: int,
                     indices: npt.NDArray[np.int64], p_stars: Sequence[npt.NDArray[np.float64]],
-                    order: npt.NDArray[np.int64] | None = None,
+                    order: npt.NDArray[np.int64] | None = None, exact: bool = False,
                     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """The top k of every query in resamples of the items, re-ranked: group counts and NDKL.
 
@@ -294,6 +294,7 @@ def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64
         indices: (b, N) item indices of b resamples.
         p_stars: target distributions (each (G,), every share > 0) for NDKL.
         order: ``top_k_order(scores, m)`` for some m >= k, to reuse over blocks (default: computed).
+        exact: the scores are exact whole numbers (ranks): only equal ones tie (:func:`top_k_order`).
 
     Returns:
         ``counts`` (b, queries, G): each group's count in each resample's top k; ``ndkl`` (b,
@@ -302,7 +303,7 @@ def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64
     queries, items = scores.shape
     groups = int(codes.max()) + 1
     if order is None or order.shape[1] < min(items, k):
-        order = top_k_order(scores, prefix_length(k, items))
+        order = top_k_order(scores, prefix_length(k, items), exact)
     ranked = codes[order]  # (queries, m)
     positions = np.arange(1, k + 1)
     weights = 1 / np.log2(positions + 1)
@@ -334,7 +335,7 @@ def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64
         if (before[..., -1] + copies[..., -1] < k).any():  # a resample needs more than the best m: all N
             if order.shape[1] == items:
                 raise ValueError(f"k={k} is larger than a resample's {int(copies.sum(axis=2).min())} items")
-            return resampled_top_k(scores, codes, k, indices, p_stars, top_k_order(scores, items))
+            return resampled_top_k(scores, codes, k, indices, p_stars, top_k_order(scores, items, exact), exact)
         taken = np.clip(k - before, 0, copies)  # copies of each ranked item inside the top k
         # the items inside a top k, flat, in each top list's rank order: their list (resample, query),
         # group, copies and the ranks before them

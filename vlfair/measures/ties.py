@@ -112,17 +112,22 @@ def best_ties(scores: npt.ArrayLike) -> npt.NDArray[np.bool_]:
     if values.shape[-1] == 0:
         return np.zeros(values.shape, dtype=bool)
     top = _row_reduce(values, np.maximum)
-    tol = tolerance(values, top).astype(values.dtype)
-    joined = values >= top - tol
+    tol = tolerance(values, top)
+    # the drop from the best, as tie_blocks measures it: a difference of two close floats is exact in their own
+    # precision (Sterbenz), compared with the float64 tolerance (rounding the threshold to float32 instead
+    # would join a score one tolerance and a rounding below, where canonical_order starts a new block)
+    with np.errstate(invalid="ignore"):  # -inf - -inf: a row of masked candidates ties nothing
+        joined = np.ascontiguousarray(top - values <= tol)
     if np.count_nonzero(joined) == joined.size // joined.shape[-1]:  # every best alone: nothing ties
         return joined
-    flat, joined_flat = values.reshape(-1, values.shape[-1]), joined.reshape(-1, values.shape[-1])
+    flat, joined_flat = values.reshape(-1, values.shape[-1]), joined.reshape(-1, values.shape[-1])  # a view
     crowded = np.flatnonzero(_row_counts(joined_flat) > 1)  # rows where the best is not alone
     if crowded.size:
         rows, row_tol = flat[crowded], tol.reshape(-1, 1)[crowded]
         lowest = np.min(np.where(joined_flat[crowded], rows, top.reshape(-1, 1)[crowded]), axis=1, keepdims=True)
         while True:  # the chain goes on below the lowest joined score (a few passes over these rows alone)
-            lower = np.min(np.where(rows >= lowest - row_tol, rows, lowest), axis=1, keepdims=True)
+            with np.errstate(invalid="ignore"):
+                lower = np.min(np.where(lowest - rows <= row_tol, rows, lowest), axis=1, keepdims=True)
             if np.array_equal(lower, lowest, equal_nan=True):
                 break
             lowest = lower
@@ -168,6 +173,8 @@ def canonical_order(scores: npt.NDArray[np.float64], m: int,
     m = min(m, items)
     if m == 0:
         return np.empty((rows, 0), dtype=np.int64)
+    if np.isnan(scores).any():  # a NaN (a float16 overflow in a masked LM's logits) ranks last, never in a block
+        scores = np.where(np.isnan(scores), -np.inf, scores)
     tol = tolerance(scores) if tol is None else np.asarray(tol, dtype=float)
     order = np.empty((rows, m), dtype=np.int64)
     spare = min(items, m + 16 + m // 8)

@@ -176,8 +176,6 @@ class PublicFiguresProbe(Probe):
         folder's names (sorted; ``name score j``) and whether its own name scores highest."""
         import pandas as pd
 
-        from vlfair.measures.ties import best_credit
-
         s, asked = self.settings, self.settings.generative
         # before any image is read (name_phrasings come with as many phrasings: a generative model refuses both)
         phrasing.refuse_generative_ways("public-figures", s, ctx.generative)
@@ -200,16 +198,18 @@ class PublicFiguresProbe(Probe):
                 # the study's prompt (phrasing 1), then each other phrasing of it on the same images
                 for number, (phrased, way) in enumerate(ways, start=1):
                     prompt = s.prompt if ctx.generative else phrased
-                    probabilities = ctx.text_scores([prompt.format(c) for c in classes], way,
-                                                    [way.answer.format(c) for c in classes],
-                                                    within=rows[in_group]).probabilities
+                    found = ctx.text_scores([prompt.format(c) for c in classes], way,
+                                            [way.answer.format(c) for c in classes], within=rows[in_group])
+                    probabilities = found.probabilities
                     for j, label in enumerate(classes):
                         columns[phrasing.column(_probability_column(group, level, label), number)] = _spread(
                             probabilities[:, j], in_group, n)
                     correct = np.full(len(truth), np.nan)
-                    # a tie of the best classes counts as the expected value (vlfair.measures.ties)
+                    # a tie of the best classes counts as the expected value (vlfair.measures.ties), taken on
+                    # the scores themselves: a softmax multiplies their differences, and a kernel's rounding
+                    # with them, by the logit scale (~100)
                     right = np.asarray(classes, dtype=object)[None, :] == truth[:, None]
-                    correct[known] = best_credit(probabilities, right)[known]
+                    correct[known] = found.best_credit(right)[known]
                     columns[phrasing.column(_correct_column(group, level), number)] = _spread(correct, in_group, n)
         name_scores: list[np.ndarray] = []
         own_first = np.full(n, np.nan)

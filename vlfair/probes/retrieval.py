@@ -494,7 +494,8 @@ class _PairedRanking:
         values = []
         for model, held in enumerate((np.where(swaps, own + n, own), np.where(swaps, own, own + n))):  # A', B'
             values.append(self._evaluate(d.statistics(*measures.resampled_top_k(
-                self.virtual[model], self.virtual_codes, d.k, held, d.p_stars, self.virtual_orders[model]))))
+                self.virtual[model], self.virtual_codes, d.k, held, d.p_stars, self.virtual_orders[model],
+                exact=True))))
         return values[0] - values[1]
 
 
