@@ -9,7 +9,8 @@ vlfair.load_encoder, so the same code path as the real checkpoint), it measures 
   ((a) and (b) measured in turn, ``--repeats`` times, the best of each kept)
   (c) a naive loop: per image, CLIPProcessor + model forward, images/s, at from_pretrained's
       default dtype (float32), as a hand-written script runs it; the same loop in vlfair's dtype
-      is printed beside it so the share due to bf16 is visible
+      is printed beside it, so that on a GPU (where auto is bf16) the share due to bf16 is visible
+      (on a CPU auto is float32, and both loops run alike)
   (d) a cached re-run of (a)
   (e) the decode ceiling: the same files decoded and resized (what a decode worker does with a row) in a
       process pool of all the machine's CPUs, images/s
