@@ -153,7 +153,7 @@ def test_every_bias_measure_of_a_run_says_what_it_could_not_have_seen(demo, tmp_
     the run's design (a one-sided measure on its one side, a level none); every "no bias detected" is listed
     with it in the report (not_detected) and said in the terminal."""
     from vlfair import stats
-    from vlfair.facts import facts_of
+    from vlfair.measures.catalog import facts_of
     from vlfair.probes import probe_class
 
     run_dir = demo[0] / "control" / "public-figures"
@@ -197,7 +197,7 @@ def test_compare_says_what_a_no_difference_could_not_have_seen():
 def test_a_measure_s_sides_are_those_its_range_leaves_open_at_its_neutral_value():
     """Where a run's and vlfair power's smallest detectable deviations are read: a gap or an F above its 0 only,
     a ratio, a skew or a signed share difference on both sides; a level on neither (it has no neutral value)."""
-    from vlfair.facts import facts_of
+    from vlfair.measures.catalog import facts_of
 
     assert facts_of("group_score_gap").sides == facts_of("trait_anova").sides == (1.0,)
     assert facts_of("bias_ratio").sides == facts_of("skew").sides == facts_of("bias_at_k").sides == (-1.0, 1.0)

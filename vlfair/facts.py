@@ -1,12 +1,15 @@
-"""What vlfair knows of each metric beside its value, declared once: its neutral value, its range
-and so the direction a reader takes it in. The leaderboard's ranks, ``vlfair compare``'s "less
-biased", the Hub's eval results and Every Eval Ever's records all read them from here."""
+"""What vlfair knows of a metric beside its value: its neutral value, its range, and so the direction a
+reader takes it in, and how one run's verdict on it is read. Each measure's are declared once, with the
+measure (:mod:`vlfair.measures.catalog`); a run writes them into results.json beside its metrics, and
+the leaderboard's ranks, ``vlfair compare``'s "less biased", ``power``, the Hub's eval results and Every
+Eval Ever's records read them from the run (:meth:`Facts.from_record`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 from collections.abc import Mapping
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +24,34 @@ class Facts:
     neutral: float | None = None
     low: float | None = None
     high: float | None = None
+    # how one run's verdict on it is read: "interval" (its interval excludes the neutral value), "test" (its
+    # test's p-value: a one-run F has no interval), "level" (no verdict: it has no neutral value)
+    judged: str = "interval"
+
+    def __post_init__(self) -> None:
+        if self.neutral is None and self.judged != "level":
+            object.__setattr__(self, "judged", "level")  # a level is never judged, whatever was said
+        if self.judged not in JUDGED:
+            raise ValueError(f"judged is {self.judged!r}, not one of {', '.join(JUDGED)}")
+
+    def record(self) -> dict[str, Any]:
+        """The facts as results.json keeps them beside a run's metrics (``measures``): what a reader that
+        cannot import the probe (a Space, another machine) takes them from."""
+        return {"neutral": self.neutral, "low": _bound_record(self.low), "high": _bound_record(self.high),
+                "judged": self.judged, "direction": self.direction}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], where: str = "facts") -> Facts:
+        """The facts a :meth:`record` holds; a field of the wrong type is a ValueError naming it."""
+        neutral = record.get("neutral")
+        if neutral is not None and (isinstance(neutral, bool) or not isinstance(neutral, (int, float))
+                                    or not math.isfinite(neutral)):
+            raise ValueError(f"{where}: neutral is {neutral!r}, not a finite number or null")
+        judged = record.get("judged", "interval" if neutral is not None else "level")
+        if judged not in JUDGED:
+            raise ValueError(f"{where}: judged is {judged!r}, not one of {', '.join(JUDGED)}")
+        return cls(None if neutral is None else float(neutral), _bound_read(record.get("low"), f"{where}: low"),
+                   _bound_read(record.get("high"), f"{where}: high"), judged)
 
     @property
     def lower_is_less_biased(self) -> bool:
@@ -43,46 +74,23 @@ class Facts:
         return "a level, not a bias measure: neither higher nor lower is better"
 
 
-_FRACTION = Facts(None, 0.0, 1.0)                # a share of images, an accuracy
-_FRACTION_GAP = Facts(0.0, 0.0, 1.0)            # the largest minus the smallest of fractions
-_PERCENT = Facts(None, 0.0, 100.0)              # CLIPScore; probabilities x100
-_SIGNED_SHARE_DIFFERENCE = Facts(0.0, -1.0, 1.0)  # a difference of fractions
-_SKEW = Facts(0.0)                              # a log ratio of shares, unbounded either way
-
-# The built-in metrics. A probe adds its own with its class attribute ``facts`` (metric -> Facts, or
-# its neutral value alone).
-FACTS: dict[str, Facts] = {
-    **dict.fromkeys(("accuracy", "retrieval_accuracy", "trait_confidence", "target_share", "group_share",
-                     "retention_text_score", "retention_image_score", "unmatched_share"), _FRACTION),
-    **dict.fromkeys(("group_rate_gap", "cross_lingual_gap"), _FRACTION_GAP),
-    **dict.fromkeys(("mean_clipscore", "class_score", "mean_probability", "mean_answer_likelihood"), _PERCENT),
-    "bias_ratio": Facts(1.0, 0.0, math.inf),     # s_w / s_m, a ratio of positive means
-    "trait_anova": Facts(0.0, 0.0, math.inf),    # F across groups
-    "group_score_gap": Facts(0.0, 0.0, None),    # largest minus smallest group mean
-    "individual_fairness": Facts(0.0, 0.0, None),  # epsilon: the largest ratio of similarity gap to text distance
-    "text_distance": Facts(0.0, 0.0, None),      # distance between a caption and its translation
-    **dict.fromkeys(("word_influence", "word_influence_shapley", "mean_word_influence", "gap_amplification"),
-                    _SIGNED_SHARE_DIFFERENCE),   # a language's gap minus the pivot's, too
-    **dict.fromkeys(("max_skew", "min_skew", "skew"), _SKEW),  # skew: ln(a group's share of the top k / its target)
-    "ndkl": Facts(0.0, 0.0, None),
-    "bias_at_k": Facts(0.0, -1.0, 1.0),          # (n_a - n_b) / k
-}
+JUDGED = ("interval", "test", "level")  # how a run's verdict on a metric is read (Facts.judged)
 
 
-def facts_of(metric: str, own: Mapping[str, Facts | float] | None = None) -> Facts:
-    """The facts of ``metric``: a probe's ``own`` (its facts, or bare neutral values) first, then the
-    built-in ones; a metric neither knows is a level without a known range."""
-    found = (own or {}).get(metric)
-    if isinstance(found, Facts):
-        return found
-    if found is not None:  # a plugin's neutral value alone
-        return dataclasses.replace(FACTS.get(metric, Facts()), neutral=float(found))
-    return FACTS.get(metric, Facts())
+def _bound_record(value: float | None) -> float | str | None:
+    if value is None or math.isfinite(value):
+        return value
+    return "Infinity" if value > 0 else "-Infinity"  # strict JSON has no infinity (results.json's spelling)
 
 
-def neutral_value(metric: str, own: Mapping[str, Facts | float] | None = None) -> float | None:
-    """The neutral value of ``metric`` (None for a level such as an accuracy)."""
-    return facts_of(metric, own).neutral
+def _bound_read(value: Any, field: str) -> float | None:
+    if value is None:
+        return None
+    if value in ("Infinity", "-Infinity"):
+        return math.inf if value == "Infinity" else -math.inf
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{field} is {value!r}, not a number, null, 'Infinity' or '-Infinity'")
+    return float(value)
 
 
-__all__ = ["FACTS", "Facts", "facts_of", "neutral_value"]
+__all__ = ["JUDGED", "Facts"]

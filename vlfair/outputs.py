@@ -7,9 +7,12 @@ writes them), so neither imports the other for its types (the layer contract in 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from vlfair.facts import Facts
 
 if TYPE_CHECKING:  # pandas is imported by whoever builds a table; probes' descriptions load without it
     import pandas as pd
@@ -32,6 +35,14 @@ class Metric:
     # [under, over]: the smallest deviations from the neutral value this run's design detects with 80 % power
     # (``stats.interval_detectable``), None on a side the metric cannot take; None without a neutral value or interval
     mde: list[float | None] | None = None
+    # the facts of the measure it is an instance of, where its declaration named them (results.json keeps
+    # them once per metric name, under ``measures``; None: the catalog's, or its probe's own)
+    facts: Facts | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    def record(self) -> dict[str, Any]:
+        """The metric as results.json lists it (its facts are kept once per name, apart)."""
+        return {field.name: copy.deepcopy(getattr(self, field.name)) for field in dataclasses.fields(self)
+                if field.name != "facts"}
 
 
 @dataclasses.dataclass

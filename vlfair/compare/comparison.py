@@ -87,7 +87,7 @@ def prepare_runs(paths: Sequence[str | Path], on_common_rows: bool = False) -> P
     frames, unshared = _shared_columns(runs, frames)
     reference = dataclasses.replace(runs[0].samples, frame=frames[0])
     with columns_named(runs):
-        row_sets = probe.comparisons(reference)
+        row_sets = _with_recorded_facts(runs, probe, probe.comparisons(reference))
     fewer = max(counts) > len(common)  # compared on the rows they share, fewer than a run holds
     if not any(row_set.statistics for row_set in row_sets):
         raise ComparisonError(f"probe {probe.name!r} gives no per-sample form of its metrics to compare"
@@ -169,6 +169,26 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     content = jsonable(content)
     validate_comparison(content)
     return Comparison(content, runs)
+
+
+def _with_recorded_facts(runs: list[Run], probe: Any, row_sets: list[Any]) -> list[Any]:
+    """The row sets with each metric's neutral value as the runs recorded it (results.json's ``measures``: a
+    plugin's own facts hold though the reader imports another version of it); runs that judge one metric by
+    different facts are refused, naming it: "less biased" would mean two things."""
+    from vlfair.measures.catalog import facts_in
+
+    names = {statistic.name for row_set in row_sets for statistic in row_set.statistics}
+    facts = {}
+    for name in sorted(names):
+        found = [facts_in(run.results, name, probe.facts) for run in runs]
+        if any(f != found[0] for f in found[1:]):
+            shown = "; ".join(f"{run.path.name or run.path}: {f.record()}" for run, f in zip(runs, found))
+            raise ComparisonError(f"the runs are not comparable: metric {name!r} is recorded with other facts "
+                                  f"({shown})")
+        facts[name] = found[0]
+    return [dataclasses.replace(row_set, statistics=tuple(
+        dataclasses.replace(statistic, neutral=facts[statistic.name].neutral) for statistic in row_set.statistics))
+        for row_set in row_sets]
 
 
 def _without_small_groups(row_sets: list[Any], shared: int) -> tuple[list[Any], list[dict[str, str]]]:

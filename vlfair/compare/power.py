@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, SEED
+from vlfair.facts import Facts
 from vlfair.stats import DETECTION_POWER, detection_power, smallest_detectable
 
 POWER = DETECTION_POWER  # the power an audit plans for
@@ -56,6 +57,8 @@ class Design:
     confidence: float
     below: float  # the interval's arms at the run's design: value - its low end, its high end - value
     above: float
+    # the metric's facts as the run recorded them (which sides of the neutral value it can take)
+    facts: Facts = Facts()
     bias: float = 0.0  # the estimate's bias at the run's design (the resamples' mean - the value): a ratio's
 
     def power(self, effect: float, per_group: float) -> float:
@@ -113,11 +116,13 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
 
     from vlfair import paired
     from vlfair.compare.runs import load_run
+    from vlfair.measures.catalog import facts_in
     from vlfair.probes import probe_class
     from vlfair.probes.declared import row_sets
 
     run = load_run(run_dir)
     probe = probe_class(run.results["probe"])(run.results["probe_settings"])
+    facts = facts_in(run.results, metric, probe.facts)  # as the run recorded them (a plugin's own)
     samples = run.samples
     wanted = json.dumps(subset or {}, sort_keys=True)
     frame: Any = samples.frame
@@ -127,7 +132,7 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
             found.append((statistic.name, json.dumps(statistic.subset, sort_keys=True)))
             if statistic.name != metric or found[-1][1] != wanted:
                 continue
-            if statistic.neutral is None:
+            if facts.neutral is None:
                 raise PowerError(f"{metric} is a level, not a bias measure (it has no neutral value to detect a "
                                  "deviation from)")
             if row_set.engine is not None:
@@ -153,8 +158,8 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
             finite = resampled[:, j][np.isfinite(resampled[:, j])]
             bias = float(finite.mean() - point[j]) if finite.size else 0.0
             counts = np.bincount(row_set.groups)
-            return Design(metric, json.loads(wanted), value, float(statistic.neutral), (below + above) / (2 * z),
-                          float(counts[counts > 0].mean()), confidence, below, above, bias)
+            return Design(metric, json.loads(wanted), value, float(facts.neutral), (below + above) / (2 * z),
+                          float(counts[counts > 0].mean()), confidence, below, above, facts, bias)
     names = sorted({name for name, _ in found})
     if metric not in names:
         raise PowerError(f"metric {metric!r} is not one the run's probe ({run.results['probe']}) compares; its "
@@ -167,12 +172,10 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
 def check_effect(found: Design, effect: float) -> None:
     """An effect ``power`` can plan for: not zero, and on the side of the neutral value the metric can
     take (a gap, an F or epsilon is never below its neutral 0)."""
-    from vlfair.facts import facts_of
-
     if not math.isfinite(effect) or effect == 0:
         raise PowerError(f"--effect {effect:g}: give a deviation from the neutral value {found.neutral:g} other than "
                          "0 (the size of the bias to detect)")
-    if effect < 0 and facts_of(found.metric).lower_is_less_biased:
+    if effect < 0 and found.facts.lower_is_less_biased:
         raise PowerError(f"--effect {effect:g}: {found.metric} is never below its neutral value {found.neutral:g}; "
                          "give a positive deviation")
 

@@ -17,112 +17,103 @@ The package's rooms: ``checks`` (the result type; how numbers, labels and option
 on groups), ``groups`` (the group statistics on one engine of group means), ``ranking`` (ranking_skew and
 its top-k engine), ``comparison`` (bias_difference) and ``ties`` (every decision on scores: a best
 candidate, a ranking, a threshold, with near-equal scores as ties, so that no CPU's rounding flips it);
-every public name of the first four is importable from here.
+every public name of the first four is importable from here, with ``catalog`` (every measure as one
+:class:`Measure` object: its facts, statistic, reporter, function and evaluate module) and ``statistics``
+(the statistics a metric is declared with). The names load when first read: a probe's declarations (the
+catalog, the statistics) import neither scipy nor the measures' functions.
 """
 
 from __future__ import annotations
 
-from vlfair.defaults import BOOTSTRAP, CONFIDENCE, MAX_BOOTSTRAP, MAX_PERMUTATIONS, PERMUTATIONS, SEED
-from vlfair.measures.checks import (
-    MIN_GROUP_SIZE,
-    OPTIONS,
-    Labels,
-    MeasureResult,
-    check_options,
-    float_column,
-    whole_column,
-)
-from vlfair.measures.comparison import (
-    A_LESS_BIASED,
-    B_LESS_BIASED,
-    NEITHER_CLOSER,
-    NO_DIFFERENCE,
-    BiasDifference,
-    bias_difference,
-)
-from vlfair.measures.groups import (
-    BiasRatio,
-    CrossLingualGap,
-    GroupRateGap,
-    GroupScoreGap,
-    IndividualFairness,
-    Retention,
-    TraitAnova,
-    WordInfluence,
-    bias_ratio,
-    cross_lingual_gap,
-    group_rate_gap,
-    group_score_gap,
-    individual_fairness,
-    parse_variant,
-    retention,
-    trait_anova,
-    word_influence,
-)
-from vlfair.measures.ranking import (
-    SMOOTHING,
-    RankingSkew,
-    prefix_length,
-    ranking_skew,
-    resampled_top_k,
-    top_k_groups_problem,
-    top_k_interval,
-    top_k_order,
-    top_k_shares,
-)
+from typing import TYPE_CHECKING
 
-MEASURES = {
-    "bias_ratio": bias_ratio, "group_score_gap": group_score_gap, "trait_anova": trait_anova,
-    "word_influence": word_influence, "cross_lingual_gap": cross_lingual_gap, "group_rate_gap": group_rate_gap,
-    "individual_fairness": individual_fairness, "retention": retention, "ranking_skew": ranking_skew,
-    "bias_difference": bias_difference,
+from vlfair._lazy import lazy_getattr
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, MAX_BOOTSTRAP, MAX_PERMUTATIONS, PERMUTATIONS, SEED
+
+if TYPE_CHECKING:  # the lazy names' types, for type checkers (nothing is imported here at run time)
+    from vlfair.measures.catalog import CATALOG, MEASURES, Measure, facts_in, facts_of, neutral_value, register_measure
+    from vlfair.measures.checks import (
+        MIN_GROUP_SIZE,
+        OPTIONS,
+        Labels,
+        MeasureResult,
+        check_options,
+        float_column,
+        whole_column,
+    )
+    from vlfair.measures.comparison import (
+        A_LESS_BIASED,
+        B_LESS_BIASED,
+        NEITHER_CLOSER,
+        NO_DIFFERENCE,
+        BiasDifference,
+        bias_difference,
+    )
+    from vlfair.measures.groups import (
+        BiasRatio,
+        CrossLingualGap,
+        GroupRateGap,
+        GroupScoreGap,
+        IndividualFairness,
+        Retention,
+        TraitAnova,
+        WordInfluence,
+        bias_ratio,
+        cross_lingual_gap,
+        group_rate_gap,
+        group_score_gap,
+        individual_fairness,
+        parse_variant,
+        retention,
+        trait_anova,
+        word_influence,
+    )
+    from vlfair.measures.ranking import (
+        SMOOTHING,
+        RankingSkew,
+        prefix_length,
+        ranking_skew,
+        resampled_top_k,
+        top_k_groups_problem,
+        top_k_interval,
+        top_k_order,
+        top_k_shares,
+    )
+    from vlfair.measures.statistics import ColumnRange, Custom, FStatistic, Mean, Pooled, Range, Ratio, Statistic
+
+_LAZY = {
+    **dict.fromkeys((
+        'CATALOG', 'MEASURES', 'Measure', 'facts_in', 'facts_of', 'neutral_value', 'register_measure'
+    ), ".catalog"),
+    **dict.fromkeys((
+        'Labels', 'MIN_GROUP_SIZE', 'MeasureResult', 'OPTIONS', 'check_options', 'float_column', 'whole_column'
+    ), ".checks"),
+    **dict.fromkeys((
+        'A_LESS_BIASED', 'B_LESS_BIASED', 'BiasDifference', 'NEITHER_CLOSER', 'NO_DIFFERENCE', 'bias_difference'
+    ), ".comparison"),
+    **dict.fromkeys((
+        'BiasRatio', 'CrossLingualGap', 'GroupRateGap', 'GroupScoreGap', 'IndividualFairness', 'Retention',
+        'TraitAnova', 'WordInfluence', 'bias_ratio', 'cross_lingual_gap', 'group_rate_gap', 'group_score_gap',
+        'individual_fairness', 'parse_variant', 'retention', 'trait_anova', 'word_influence'
+    ), ".groups"),
+    **dict.fromkeys((
+        'RankingSkew', 'SMOOTHING', 'prefix_length', 'ranking_skew', 'resampled_top_k', 'top_k_groups_problem',
+        'top_k_interval', 'top_k_order', 'top_k_shares'
+    ), ".ranking"),
+    **dict.fromkeys((
+        'ColumnRange', 'Custom', 'FStatistic', 'Mean', 'Pooled', 'Range', 'Ratio', 'Statistic'
+    ), ".statistics"),
 }
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = [
-    "A_LESS_BIASED",
-    "BOOTSTRAP",
-    "B_LESS_BIASED",
-    "BiasDifference",
-    "BiasRatio",
-    "CONFIDENCE",
-    "CrossLingualGap",
-    "GroupRateGap",
-    "GroupScoreGap",
-    "IndividualFairness",
-    "Labels",
-    "MAX_BOOTSTRAP",
-    "MAX_PERMUTATIONS",
-    "MEASURES",
-    "MIN_GROUP_SIZE",
-    "MeasureResult",
-    "NEITHER_CLOSER",
-    "NO_DIFFERENCE",
-    "OPTIONS",
-    "PERMUTATIONS",
-    "RankingSkew",
-    "Retention",
-    "SEED",
-    "SMOOTHING",
-    "TraitAnova",
-    "WordInfluence",
-    "bias_difference",
-    "bias_ratio",
-    "check_options",
-    "cross_lingual_gap",
-    "float_column",
-    "group_rate_gap",
-    "group_score_gap",
-    "individual_fairness",
-    "parse_variant",
-    "prefix_length",
-    "ranking_skew",
-    "resampled_top_k",
-    "retention",
-    "top_k_groups_problem",
-    "top_k_interval",
-    "top_k_order",
-    "top_k_shares",
-    "trait_anova",
-    "whole_column",
-    "word_influence",
+    "A_LESS_BIASED", "BOOTSTRAP", "B_LESS_BIASED", "BiasDifference", "BiasRatio", "CATALOG", "CONFIDENCE",
+    "ColumnRange", "CrossLingualGap", "Custom", "FStatistic", "GroupRateGap", "GroupScoreGap", "IndividualFairness",
+    "Labels", "MAX_BOOTSTRAP", "MAX_PERMUTATIONS", "MEASURES", "MIN_GROUP_SIZE", "Mean", "Measure", "MeasureResult",
+    "NEITHER_CLOSER", "NO_DIFFERENCE", "OPTIONS", "PERMUTATIONS", "Pooled", "Range", "RankingSkew", "Ratio",
+    "Retention", "SEED", "SMOOTHING", "Statistic", "TraitAnova", "WordInfluence", "bias_difference", "bias_ratio",
+    "check_options", "cross_lingual_gap", "facts_in", "facts_of", "float_column", "group_rate_gap", "group_score_gap",
+    "individual_fairness", "neutral_value", "parse_variant", "prefix_length", "ranking_skew", "register_measure",
+    "resampled_top_k", "retention", "top_k_groups_problem", "top_k_interval", "top_k_order", "top_k_shares",
+    "trait_anova", "whole_column", "word_influence",
 ]

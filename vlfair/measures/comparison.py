@@ -24,6 +24,7 @@ from vlfair.measures.checks import (
 from vlfair.measures.groups import (
     p_fields,
 )
+from vlfair.measures.known import BIASES
 
 # ---- bias_difference: two models on the same rows ----------------------------------------
 # What a verdict says (``*_verdict``); "less biased" = closer to the measure's neutral value.
@@ -143,13 +144,16 @@ def bias_difference(scores_a: npt.ArrayLike, scores_b: npt.ArrayLike, groups: La
     # the one paired engine (vlfair.paired, vlfair compare's): the ratio and the largest gap as functions of each
     # group's moments, both models on the same resampled rows (within the groups) and the same swaps, drawn
     # from the bare seed as the measures draw theirs
+    # each compared quantity's neutral value is its measure's (bias_ratio's and group_score_gap's)
+    neutrals = {key: _neutral(measure) for key, measure in _COMPARED.items()}
     row_set = paired.RowSet(np.arange(a.size), ("score",), codes, (
-        paired.Statistic("ratio", {}, paired.mean_ratio(p_i, r_i), 1.0),
-        paired.Statistic("max_gap", {}, paired.mean_range(), 0.0)))
+        paired.Statistic("ratio", {}, paired.mean_ratio(p_i, r_i), neutrals["ratio"]),
+        paired.Statistic("max_gap", {}, paired.mean_range(), neutrals["max_gap"])))
     found = paired.compare(row_set, a, b, bootstrap=bootstrap, confidence=confidence, seed=seed,
                            n_permutations=n_permutations, measured=True)
     fields: dict[str, Any] = {}
-    for j, (key, neutral, difference) in enumerate(zip(("ratio", "max_gap"), (1.0, 0.0), found)):
+    for j, (key, difference) in enumerate(zip(_COMPARED, found)):
+        neutral = neutrals[key]
         value_a, value_b = points[0][j], points[1][j]
         interval = difference.difference_ci if bootstrap else None
         distance_ci = difference.distance_difference_ci if bootstrap else None
@@ -159,13 +163,22 @@ def bias_difference(scores_a: npt.ArrayLike, scores_b: npt.ArrayLike, groups: La
         fields |= {f"{key}_a": value_a, f"{key}_b": value_b, f"{key}_difference": value_a - value_b,
                    f"{key}_difference_ci": interval}
         if key == "ratio":
-            fields |= {"ratio_distance_difference": abs(value_a - 1.0) - abs(value_b - 1.0),
+            fields |= {"ratio_distance_difference": abs(value_a - neutral) - abs(value_b - neutral),
                        "ratio_distance_difference_ci": distance_ci}
         fields |= {f"{key}_{name}": value for name, value in p.items()}
         fields[f"{key}_verdict"] = _verdict(value_a - value_b, interval, distance_ci, p_value, 1 - confidence,
                                             neutral)
     return BiasDifference(**fields, protected_group=protected, reference_group=reference,
                           group_counts={n: int(c) for n, c in zip(names, counts)}, confidence=confidence)
+
+
+_COMPARED = {"ratio": "bias_ratio", "max_gap": "group_score_gap"}  # bias_difference's quantities: their measures
+
+
+def _neutral(measure: str) -> float:
+    neutral = BIASES[measure][0].neutral  # the measure's facts (the catalog's objects are made of them)
+    assert neutral is not None, "a ratio and a gap are bias measures: each has a neutral value"
+    return neutral
 
 
 def _verdict(difference: float, difference_ci: list[float] | None, distance_ci: list[float] | None,

@@ -5,9 +5,10 @@ those statements on one run (``analyze``, ``rescore``) and on two runs with shar
 A :class:`Declared` metric names its rows (positions in samples.parquet), the column whose values
 are its groups (or several columns, whose value combinations are the groups: a profession x race
 cell), the column whose values are its resampling strata (None: the groups), and one statistic of
-the groups' means (:class:`Mean`, :class:`Range`, :class:`Ratio`, :class:`FStatistic`, or a
-probe's own :class:`Custom`). Its facts (neutral value, range, direction) are its name's
-(:func:`vlfair.facts.facts_of`, with the probe's own). Metrics on the same rows, groups and
+the groups' means (:mod:`vlfair.measures.statistics`: :class:`Mean`, :class:`Range`, :class:`Ratio`,
+:class:`FStatistic`, or a probe's own :class:`Custom`). It points to the measure it is an instance of (a
+:class:`vlfair.measures.catalog.Measure`, or its name in the catalog), whose facts (neutral value, range,
+how it is judged; a probe's own ``facts`` first) and reporter are the metric's. Metrics on the same rows, groups and
 strata are evaluated together, on the same resamples: one :class:`vlfair.paired.RowSet` each, in
 the order they were declared.
 """
@@ -16,13 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vlfair.defaults import BOOTSTRAP, CONFIDENCE, MIN_GROUP_SIZE, SEED
-from vlfair.facts import Facts, facts_of, neutral_value
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, SEED
+from vlfair.facts import Facts
+from vlfair.measures.catalog import CATALOG, Measure, facts_of
+from vlfair.measures.statistics import ColumnRange, Custom, FStatistic, Group, Mean, Pooled, Range, Ratio, Statistic
 from vlfair.outputs import Metric
 from vlfair.probes import reports
 
@@ -30,172 +33,8 @@ if TYPE_CHECKING:  # vlfair.paired (scipy) is imported where a metric is evaluat
     from vlfair import paired
     from vlfair.samples import Samples
 
-Group = Any  # a value of a metric's group column (a tuple of values for several columns)
-Function = Callable[[Any], np.ndarray]  # (b,) values of a statistic from a row set's paired.Moments
 
 
-@dataclasses.dataclass(frozen=True)
-class Mean:
-    """One group's mean of ``column`` (``group`` None: the mean over every row, whatever its group),
-    times ``scale`` (100: a probability read as a percentage)."""
-
-    column: str
-    group: Group = None
-    scale: float = 1.0
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
-
-    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
-        from vlfair import paired
-
-        j = at[self.column]
-        mean = paired.pooled_mean(j) if self.group is None else paired.group_mean(code[self.group], j)
-        return lambda m: self.scale * mean(m)  # (x 1.0 is exact)
-
-    def defined(self, data: _Building) -> bool:
-        return (sum(data.counts.values()) if self.group is None else data.counts.get(self.group, 0)) > 0
-
-
-@dataclasses.dataclass(frozen=True)
-class Range:
-    """The largest minus the smallest group mean of ``column`` among ``groups`` (None: every group of
-    the row set): a gap. Defined for 2 groups or more, each holding ``MIN_GROUP_SIZE`` rows, as the
-    measures' gaps are."""
-
-    column: str
-    groups: tuple[Group, ...] | None = None
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
-
-    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
-        from vlfair import paired
-
-        j = at[self.column]
-        if self.groups is None:
-            return paired.mean_range(j)
-        index = np.asarray([code[g] for g in self.groups], dtype=np.int64)
-
-        def statistic(m: paired.Moments) -> np.ndarray:
-            means = m.means[:, index, j]
-            return np.nanmax(means, axis=1) - np.nanmin(means, axis=1)
-        return statistic
-
-    def defined(self, data: _Building) -> bool:
-        sizes = [data.counts.get(g, 0) for g in (data.counts if self.groups is None else self.groups)]
-        return len(sizes) >= 2 and min(sizes) >= MIN_GROUP_SIZE and data.finite(self.column, self.groups)
-
-
-@dataclasses.dataclass(frozen=True)
-class ColumnRange:
-    """The largest minus the smallest of several ``columns``' means over the rows (one group): a gap
-    between quantities measured on the same rows, such as one accuracy per language; defined for rows
-    enough for a mean (``MIN_GROUP_SIZE``), as ``cross_lingual_gap`` requires of each language."""
-
-    columns: tuple[str, ...]
-
-    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
-
-        picked = [at[column] for column in self.columns]
-
-        def statistic(m: paired.Moments) -> np.ndarray:
-            means = m.means[:, 0, picked]
-            return means.max(axis=1) - means.min(axis=1)
-        return statistic
-
-    def defined(self, data: _Building) -> bool:
-        return len(data.counts) == 1 and sum(data.counts.values()) >= MIN_GROUP_SIZE
-
-
-@dataclasses.dataclass(frozen=True)
-class Ratio:
-    """One group's mean of ``column`` over another's (a bias ratio); defined where ``bias_ratio``
-    accepts the rows: both groups present, every group holding ``MIN_GROUP_SIZE`` rows, no value below
-    0 (a ratio of means of values that cancel says nothing) and a reference mean other than 0."""
-
-    column: str
-    numerator: Group
-    denominator: Group
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
-
-    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
-        from vlfair import paired
-
-        return paired.mean_ratio(code[self.numerator], code[self.denominator], at[self.column])
-
-    def defined(self, data: _Building) -> bool:
-        if self.numerator not in data.counts or self.denominator not in data.counts:
-            return False
-        values = data.values(self.column)
-        return (min(data.counts.values()) >= MIN_GROUP_SIZE and data.finite(self.column)
-                and not (values < 0).any() and values[data.codes == data.code[self.denominator]].mean() != 0)
-
-
-@dataclasses.dataclass(frozen=True)
-class FStatistic:
-    """The one-way ANOVA F of ``column`` across the groups; defined for 2 groups or more."""
-
-    column: str
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
-
-    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
-        from vlfair import paired
-
-        return paired.f_statistic(at[self.column])
-
-    def defined(self, data: _Building) -> bool:
-        return len(data.counts) >= 2 and min(data.counts.values()) >= MIN_GROUP_SIZE and data.finite(self.column)
-
-
-@dataclasses.dataclass(frozen=True)
-class Custom:
-    """A probe's own statistic of some ``columns``: ``make(at, code)`` returns its function of the
-    row set's moments (``at``: each column's index; ``code``: each group's); with ``values``, of the
-    rows' (b, n, k) values (a maximum over rows); with an ``engine`` (:class:`vlfair.paired.RowSet`'s),
-    of whatever that engine computes (a ranking re-ranked in every resample), its resamples shifted
-    onto the point values where ``recentre``."""
-
-    columns: tuple[str, ...]
-    make: Callable[[Mapping[str, int], Mapping[Group, int]], Callable[[Any], np.ndarray]]
-    values: bool = False
-    engine: Callable[..., Any] | None = None
-    recentre: bool = False
-
-    def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Callable[[Any], np.ndarray]:
-        return self.make(at, code)
-
-    def defined(self, data: _Building) -> bool:
-        return True
-
-
-@dataclasses.dataclass(frozen=True)
-class Pooled:
-    """One statistic measured with several phrasings (``statistics``: the same statistic of each phrasing's
-    column, the study's first), pooled: the mean of the phrasings' values. Its interval is a two-level bootstrap:
-    each resample draws the rows (as the members' row set does, shared by every phrasing, since each phrasing
-    scores the same images) and, apart, the phrasings (``len(statistics)`` of them with replacement), and takes the
-    mean over the drawn phrasings of their statistics on the drawn rows. Its details say in how many phrasings
-    the metric's own interval excludes the neutral value on the pooled value's side (``holds_in``; None for a
-    measure never below its neutral 0, a gap, whose interval never holds it: its probe's test says). Evaluated
-    on one run (:func:`evaluate`); ``vlfair compare`` compares the phrasings one by one."""
-
-    statistics: tuple[Statistic, ...]
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(c for statistic in self.statistics for c in statistic.columns))
-
-
-Statistic = Mean | Range | ColumnRange | Ratio | FStatistic | Custom
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,7 +44,7 @@ class Declared:
     groups' order where it matters (None: sorted), and value columns read with it that its statistic
     does not use (paired, so that vlfair compare checks they are the model's and pairs them)."""
 
-    name: str
+    name: str  # a Measure object (vlfair.measures.catalog), or the name of one the catalog or the probe's facts hold
     subset: Mapping[str, Any]
     statistic: Statistic | Pooled
     rows: np.ndarray | None = None
@@ -223,6 +62,27 @@ class Declared:
     # run resamples apart, as a study's measure resamples several languages' samples: each ColumnRange of the
     # row set is one such call, its columns in its order (vlfair.paired.resample_apart); vlfair compare pairs them
     apart: bool = False
+    # the measure object (set from ``name`` where a Measure is given there): its facts are the metric's
+    measure: Measure | None = dataclasses.field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.name, Measure):  # the measure the metric is an instance of, with its facts
+            object.__setattr__(self, "measure", self.name)
+            object.__setattr__(self, "name", self.name.name)
+        elif not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"a declared metric names its measure: a vlfair.measures.catalog.Measure or its name, "
+                            f"not {self.name!r}")
+        elif self.name in CATALOG:
+            object.__setattr__(self, "measure", CATALOG.get(self.name))
+        if self.report is None and self.measure is not None:  # what its measure reports (a gap: its groups, its test)
+            object.__setattr__(self, "report", self.measure.reports(self.statistic))
+
+    def facts(self, own: Mapping[str, Facts | float] | None = None) -> Facts:
+        """Its facts: the probe's ``own`` for its name where it states them, else its measure's (the object it was
+        declared with, or the catalog's of its name); a metric of no known measure is a level."""
+        if self.measure is None or (own and self.name in own):
+            return facts_of(self.name, own)
+        return self.measure.facts
 
     def key(self) -> tuple:
         rows = None if self.rows is None else np.asarray(self.rows, dtype=np.int64).tobytes()
@@ -344,7 +204,7 @@ class _Building:
             self.at.setdefault(column, len(self.at))
         self.statistics.append(paired.Statistic(metric.name, dict(metric.subset),
                                                 metric.statistic.function(self.at, self.code),
-                                                neutral_value(metric.name, own)))
+                                                metric.facts(own).neutral))
 
     def row_set(self) -> paired.RowSet:
         from vlfair import paired
@@ -476,9 +336,9 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
                 phrased.setdefault(pooled, {})[k] = (index, float(point[j]), resampled[:, j])
             if position >= len(plain):  # a phrasing only pooled
                 continue
-            value = Metric(statistic.name, statistic.subset, float(point[j]),
-                           paired.resampled_interval(resampled[:, j], confidence))
             metric = expanded[position]
+            value = Metric(statistic.name, statistic.subset, float(point[j]),
+                           paired.resampled_interval(resampled[:, j], confidence), facts=metric.facts(own))
             if metric.report is not None:
                 metric.report(value, reports.Reading(
                     values, building.codes, building.levels, building.code, building.at, means, drawn[:, j],
@@ -492,18 +352,18 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
         if len(by_phrasing) < count:  # a phrasing whose statistic the data do not define: nothing to pool
             continue
         assert len({row_set for row_set, _, _ in by_phrasing.values()}) == 1, "a pooled metric's phrasings share rows"
-        facts = facts_of(metric.name, own)  # a gap's interval never holds its 0: its test says where it holds
-        found.append((position, _pooled(metric, [by_phrasing[k] for k in range(count)],
-                                        None if facts.lower_is_less_biased else facts.neutral, confidence, rng)))
+        facts = metric.facts(own)  # a gap's interval never holds its 0: its test says where it holds
+        found.append((position, _pooled(metric, [by_phrasing[k] for k in range(count)], facts, confidence, rng)))
     return [metric for _, metric in sorted(found, key=lambda pair: pair[0])]
 
 
-def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray]], neutral: float | None,
+def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray]], facts: Facts,
             confidence: float, rng: np.random.Generator) -> Metric:
     """A :class:`Pooled` metric from its phrasings' values and resamples on shared resamples of the rows: each
     resample's phrasings drawn with replacement (``rng``), the mean over them its value."""
     from vlfair import paired
 
+    neutral = None if facts.lower_is_less_biased else facts.neutral
     values = np.asarray([value for _, value, _ in phrasings])
     value = float(values.mean())
     ci = None
@@ -520,7 +380,8 @@ def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray]], ne
         holds = sum(i is not None and side != 0 and (i[0] > neutral if side > 0 else i[1] < neutral)
                     for i in intervals)
     return Metric(metric.name, dict(metric.subset), value, ci,
-                  details={"phrasings": len(phrasings), "phrasing_values": values.tolist(), "holds_in": holds})
+                  details={"phrasings": len(phrasings), "phrasing_values": values.tolist(), "holds_in": holds},
+                  facts=facts)
 
 
 @dataclasses.dataclass(frozen=True)

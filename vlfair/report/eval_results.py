@@ -51,7 +51,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from vlfair.facts import facts_of
+from vlfair.measures.catalog import facts_in
 from vlfair.report.numbers import format_interval, format_p, format_subset
 
 SCHEMA_FILE = "every_eval_ever.schema.json"
@@ -217,7 +217,7 @@ def _confidence(results: dict[str, Any]) -> float | None:
 
 def _metric_config(results: dict[str, Any], metric: dict[str, Any]) -> dict[str, Any]:
     name = metric["name"]
-    facts = facts_of(name)
+    facts = facts_in(results, name)  # as the run recorded them: a plugin's own hold where it is not installed
     # The schema asks for a direction; vlfair's is "closer to the neutral value is less biased", which
     # is "lower" only for a bias measure never below its neutral 0 (an F, a gap, epsilon). Every Eval Ever
     # asks a continuous metric for min_score and max_score; None writes null, "not provided".

@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from vlfair.facts import Facts, neutral_value
+from vlfair.facts import Facts
+from vlfair.measures.catalog import facts_in, neutral_value
 from vlfair.report.eval_results import record_name
 from vlfair.report.hub import (  # noqa: F401  (the Space's)
     BOARD_FILES,
@@ -43,7 +44,8 @@ NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "confidence": floa
            "log10_p_value": float,
            "neutral": float, "rank": float}
 HEX = {"family": str, "run": str}  # hex digits that a CSV reader would otherwise take for numbers
-# a probe's own facts (Probe.facts: metric -> Facts or neutral value) by probe name, beyond vlfair.facts.FACTS
+# a probe's own facts (Probe.facts: metric -> Facts or neutral value) by probe name, for runs that recorded none
+# (written before results.json carried its metrics' facts), beyond the catalog's (vlfair.measures.catalog)
 Neutrals = Mapping[str, Mapping[str, Facts | float]]
 
 
@@ -89,7 +91,7 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
                      # the p-value's log10 where the measure gives one: a p below 1e-308 keeps its size
                      "log10_p_value": (m.get("details") or {}).get("log10_p_value"), "created": r["created"],
                      "vlfair_version": r["vlfair_version"], "family": r.get("family"), "run": run,
-                     "neutral": neutral_value(m["name"], own), "record": record})
+                     "neutral": facts_in(r, m["name"], own).neutral, "record": record})
     for row in rows:
         for column in NUMBERS:
             if column in row:

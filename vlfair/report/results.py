@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import functools
 import json
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vlfair._version import __version__
+from vlfair.facts import Facts
 from vlfair.outputs import Metric  # noqa: F401  (its home before vlfair.outputs)
 from vlfair.report.machine import machine_record
 
@@ -49,17 +49,20 @@ def model_record(encoder: Any) -> dict[str, Any]:
 def build_results(probe: str, probe_version: int, model: dict[str, Any], dataset: dict[str, Any],
                   metrics: list[Metric], skipped_rows: list[int], settings: dict[str, Any], warnings: list[str],
                   published: list[dict[str, Any]] | None = None, probe_settings: dict[str, Any] | None = None,
-                  family_key: dict[str, Any] | None = None) -> dict[str, Any]:
+                  family_key: dict[str, Any] | None = None, measures: dict[str, Facts] | None = None
+                  ) -> dict[str, Any]:
     """results.json's content; ``family_key`` (``Probe.family_key``) with the model's dtype names its family
     (:func:`run_family_key`), and ``machine`` records where it ran (:func:`vlfair.report.machine.machine_record`)."""
     results = {
         "schema": SCHEMA, "vlfair_version": __version__, "probe": probe, "probe_version": probe_version,
         "model": model,
         "dataset": dataset, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "settings": settings, "metrics": [dataclasses.asdict(m) for m in metrics],
+        "settings": settings, "metrics": [m.record() for m in metrics],
         "skipped_rows": [int(r) for r in skipped_rows], "warnings": warnings, "published": published or [],
         "machine": machine_record(),
     }
+    if measures:  # each metric's facts, so that a reader that cannot import the probe still has them
+        results["measures"] = {name: facts.record() for name, facts in measures.items()}
     if probe_settings is not None:
         results["probe_settings"] = probe_settings
     if family_key is not None:  # the key kept beside its hash: a board checks the family a run claims against it

@@ -1,0 +1,179 @@
+"""What one run reports beside a declared metric's value and interval: the details and test its study's
+measure gives (a gap's groups and permutation p, an F's degrees of freedom, a ratio's group means), so that a
+probe's results.json holds the fields its probe reported from its measures before the declarations, number for
+number. A measure names its
+reporter (:class:`vlfair.measures.catalog.Measure`), a declaration may name another (``Declared.report``);
+:func:`vlfair.probes.declared.evaluate` calls it on one run with the metric and
+a :class:`Reading` of its row set (``vlfair compare`` reads none of this: it compares values)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+Group = Any  # a value of a metric's group column (a tuple of values for several columns)
+
+
+class Metric(Protocol):
+    """What a reporter sets on the metric it reports (:class:`vlfair.outputs.Metric` is one)."""
+
+    value: float | None
+    ci: list[float] | None
+    p_value: float | None
+    details: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Groups:
+    """Some groups of a row set as a measure reads them: their names, their rows' values and codes (0..G-1,
+    in the groups' order), each group's mean and rows, and the intervals of the means (None: none drawn)."""
+
+    names: list[Any]
+    values: np.ndarray
+    codes: np.ndarray
+    means: np.ndarray
+    counts: np.ndarray
+    cis: dict[Any, list[float]] | None
+
+    def as_dict(self, values: Iterable[Any], kind: Callable[[Any], Any] = float) -> dict[Any, Any]:
+        return dict(zip(self.names, map(kind, values)))
+
+    def details(self) -> dict[str, Any]:
+        """The group means, their intervals and the groups' rows, as the measures' ``_GroupMeans`` give them."""
+        return {"group_means": self.as_dict(self.means), "group_means_ci": self.cis,
+                "group_counts": self.as_dict(self.counts, int)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """One run's row set as a reporter reads it: its rows' values (``at``: each column's place), each row's group
+    code, the groups by code and each group's code, the resampled group means (None: none drawn) and the metric's
+    own resampled values, how a group is named (as the measures name a label), and the interval's and test's
+    options."""
+
+    values: np.ndarray  # (n, k)
+    codes: np.ndarray  # (n,)
+    levels: Sequence[Group]
+    code: Mapping[Group, int]
+    at: Mapping[str, int]
+    means: np.ndarray | None  # (B, G, k)
+    resampled: np.ndarray  # (B,) the metric's own resampled values, as drawn (empty: none)
+    name: Callable[[Group], Any]
+    confidence: float
+    n_permutations: int
+    seed: int | None
+
+    def groups(self, column: str, groups: Sequence[Group] | None = None) -> Groups:
+        """``groups`` (None: every group present) of ``column``, in that order."""
+        from vlfair import stats
+
+        j = self.at[column]
+        index = (np.asarray([self.code[g] for g in groups], dtype=np.int64) if groups is not None
+                 else np.unique(self.codes))
+        local = np.full(len(self.levels), -1, dtype=np.int64)
+        local[index] = np.arange(index.size)
+        inside = local[self.codes] >= 0
+        codes, values = local[self.codes[inside]], self.values[inside, j]
+        names = [self.name(self.levels[code]) for code in index]
+        cis = None
+        if self.means is not None:
+            low, high = stats.percentile_interval(self.means[:, index, j], self.confidence)
+            cis = {name: [float(lo), float(hi)] for name, lo, hi in zip(names, low, high)}
+        return Groups(names, values, codes, stats.group_means(values, codes, index.size),
+                      np.bincount(codes, minlength=index.size), cis)
+
+    def test(self, values: np.ndarray, codes: np.ndarray, statistic: Callable[..., Any]) -> dict[str, Any]:
+        """The permutation test of ``statistic`` (``n_permutations`` relabellings; none: 0) as the measures'
+        ``p_fields``: p_value, log10_p_value, p_value_method."""
+        from vlfair import stats
+        from vlfair.measures.groups import p_fields
+
+        return p_fields(stats.permutation_test(values, codes, statistic, self.n_permutations, self.seed)
+                        if self.n_permutations else None)
+
+
+# (the metric: a vlfair.outputs.Metric, as :class:`Metric` says; its row set; its statistic): sets its fields
+Report = Callable[[Any, Reading, Any], None]
+
+
+def score_gap(metric: Metric, reading: Reading, statistic: Any) -> None:
+    """``measures.group_score_gap``'s fields: each group's mean, interval and rows, the most and least associated
+    groups, bottom / top, and the range's permutation test."""
+    from vlfair import stats
+    from vlfair.measures.ties import best_index  # groups whose means a rounding could swap: the first named
+
+    found = reading.groups(statistic.column, statistic.groups)
+    top, bottom = int(best_index(found.means)), int(best_index(-found.means))
+    metric.value = float(found.means[top] - found.means[bottom])
+    test = reading.test(found.values, found.codes, stats.mean_range)
+    metric.p_value = test.pop("p_value")
+    ratio = float(found.means[bottom] / found.means[top]) if found.means[top] != 0 else float("nan")
+    metric.details = {**found.details(), "top_group": found.names[top], "bottom_group": found.names[bottom],
+                      "min_max_ratio": ratio, **test}
+
+
+def rate_gap(metric: Metric, reading: Reading, statistic: Any) -> None:
+    """``measures.group_rate_gap``'s fields: each group's rate and the pair of groups the gap lies between."""
+    from vlfair.measures.ties import best_index
+    found = reading.groups(statistic.column, statistic.groups)
+    top, bottom = int(best_index(found.means)), int(best_index(-found.means))
+    metric.value = float(found.means[top] - found.means[bottom])
+    metric.details = {"accuracy": found.as_dict(found.means), "gap_pair": [found.names[top], found.names[bottom]]}
+
+
+def anova(metric: Metric, reading: Reading, statistic: Any) -> None:
+    """``measures.trait_anova``'s fields (``stats.one_way_anova``: F, its p from the F distribution, the degrees
+    of freedom, eta squared; no interval), with each group's mean, interval and rows."""
+    from vlfair import stats
+
+    found = reading.groups(statistic.column)
+    result = stats.one_way_anova([found.values[found.codes == i] for i in range(len(found.names))])
+    metric.value, metric.ci, metric.p_value = result.f_statistic, None, result.p_value
+    metric.details = {"log10_p_value": result.log10_p_value, "df_between": result.df_between,
+                      "df_within": result.df_within, "eta_squared": result.eta_squared, **found.details()}
+
+
+def ratio(metric: Metric, reading: Reading, statistic: Any) -> None:
+    """``measures.bias_ratio``'s fields: every group's mean and rows, and the permutation test of the two groups'
+    mean difference."""
+    from vlfair import stats
+
+    found = reading.groups(statistic.column)
+    top, bottom = found.names.index(reading.name(statistic.numerator)), found.names.index(
+        reading.name(statistic.denominator))
+    metric.value = float(found.means[top] / found.means[bottom])
+    pair = np.isin(found.codes, [top, bottom])
+    test = reading.test(found.values[pair], (found.codes[pair] == top).astype(np.int64), stats.mean_difference)
+    metric.p_value = test.pop("p_value")
+    details = found.details()
+    metric.details = {"group_means": details["group_means"], "group_counts": details["group_counts"], **test}
+
+
+def group_rows(metric: Metric, reading: Reading, statistic: Any) -> None:
+    """A group's mean with its group's rows under "n" (a study's table cell)."""
+    metric.details = {"n": int(np.count_nonzero(reading.codes == reading.code[statistic.group]))}
+
+
+def top_k(metric: Metric, reading: Reading, statistic: Any) -> None:
+    """A top-k statistic's interval as ``measures.top_k_interval`` gives it: the resamples' percentiles moved by
+    the value minus their mean, a bound beside a Skew of -inf kept -inf."""
+    from vlfair.measures.ranking import top_k_interval
+
+    if reading.resampled.size and metric.value is not None:
+        metric.ci = top_k_interval(reading.resampled, metric.value, reading.confidence).tolist()
+
+
+def by_group(key: str) -> Report:
+    """A rate over every group with each group's rate under ``key`` and its rows under "counts", and no interval
+    (as a study reports an accuracy beside its gap)."""
+    def report(metric: Metric, reading: Reading, statistic: Any) -> None:
+        found = reading.groups(statistic.column)
+        metric.ci = None
+        metric.details = {key: found.as_dict(found.means), "counts": found.as_dict(found.counts, int)}
+    return report
+
+
+__all__ = ["Groups", "Reading", "Report", "anova", "by_group", "group_rows", "rate_gap", "ratio", "score_gap", "top_k"]
