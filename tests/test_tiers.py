@@ -123,7 +123,8 @@ def test_a_family_of_one_model_has_no_tiers_and_says_so(demo):
 def test_a_bad_permutation_count_is_one_line_and_exit_2(demo, tmp_path, capsys):
     assert main(["leaderboard", str(demo[0] / "biased" / "traits"), "--out", str(tmp_path / "b.csv"),
                  "--permutations", "-1"]) == 2
-    assert capsys.readouterr().err == "vlfair leaderboard: --permutations must be at least 0, got -1\n"
+    assert capsys.readouterr().err == ("vlfair leaderboard: --permutations must be a whole number from 0 to 10,000,000 "
+                                       "(0: no p-values), got -1\n")
     assert not (tmp_path / "b.csv").exists()
 
 

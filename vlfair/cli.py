@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from vlfair._version import __version__
+from vlfair.defaults import BOOTSTRAP, MAX_BOOTSTRAP, MAX_PERMUTATIONS, PERMUTATIONS, SEED
 from vlfair.logging import get_logger
 
 if TYPE_CHECKING:  # the CLI imports its commands' modules when it runs them
@@ -77,26 +78,20 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from vlfair.probes import measure_probe, probe_class
+    """``vlfair run PROBE``: the command line parsed into one request, which the runner resolves (the probe and
+    its settings, the data, the model: each once) and runs; the run written here (beside --out if it failed)."""
+    from vlfair.probes.runner import RunRequest, run_request
 
-    settings = _parse_sets(args.set)
     _at_least_one(("--limit", args.limit), ("--batch-size", args.batch_size))
-    from_options, sources = probe_class(args.probe).overrides_from(vars(args))
-    settings.update(from_options)
-    # built once, before any work: a settings error names the key (or flag) and the value
-    probe = probe_class(args.probe)(settings, sources=sources)
-    _check_out_dir(Path(args.out))  # before any work: a bad --out must not waste a run
-    dataset = getattr(args, "dataset", None)
-    from vlfair.data.loading import check_source, split_parts
-
-    split_parts(args.split)  # a split named twice is said at once, before the model loads
-    if dataset and not dataset.startswith("synthetic:"):
-        check_source(dataset)  # a missing local directory is said at once, before the model loads
+    settings, sources = _settings_given(args)
+    request = RunRequest(args.probe, args.model, getattr(args, "dataset", None), split=args.split, subset=args.subset,
+                         limit=args.limit, batch_size=args.batch_size, cache_dir=args.cache_dir or "default",
+                         dtype=args.dtype, settings=settings, flags=dict(vars(args)), sources=sources, out_dir=args.out)
     from vlfair.figures import not_drawn
 
     with not_drawn(args.no_figures):  # nothing spent on plots never written
-        run = measure_probe(probe, args.model, dataset, split=args.split, subset=args.subset, limit=args.limit,
-                            batch_size=args.batch_size, cache_dir=args.cache_dir or "default", dtype=args.dtype)
+        # --out claimed once the settings are checked, before the data is read or the model loads
+        run = run_request(request, before_work=lambda: _check_out_dir(Path(args.out)))
     failure = _write_run(run, Path(args.out), NOT_DRAWN if args.no_figures else None)
     results = run.results
     from vlfair.distributed import current_world
@@ -185,6 +180,65 @@ def _at_least_one(*flags: tuple[str, int | None]) -> None:
             raise UserError(f"{flag} must be at least 1, got {value}")
 
 
+# ---- resampling: --bootstrap, --permutations, --seed, spelled one way in run, rescore, compare and leaderboard ----
+# flag, the setting it is (a probe's, a run's, the statistics' keyword), what it counts, its most (None: no most)
+RESAMPLING: tuple[tuple[str, str, str, int | None], ...] = (
+    ("--bootstrap", "bootstrap", "bootstrap resamples of every interval", MAX_BOOTSTRAP),
+    ("--permutations", "n_permutations", "relabellings of every permutation test at most", MAX_PERMUTATIONS),
+    ("--seed", "seed", "the seed of every resampling and relabelling", None),
+)
+ZERO = {"bootstrap": "0: no intervals", "n_permutations": "0: no p-values"}
+# compare's and the leaderboard's defaults: the statistics' own (vlfair.defaults)
+STATISTICS_DEFAULTS = {"bootstrap": BOOTSTRAP, "n_permutations": PERMUTATIONS, "seed": SEED}
+
+
+def _range_of(key: str, most: int | None) -> str:
+    return f"a whole number from 0 to {most:,} ({ZERO[key]})" if most is not None else "a whole number >= 0"
+
+
+def _add_resampling(parser: argparse.ArgumentParser, defaults: dict[str, int] | None, owner: str = "",
+                    has: Any = None) -> None:
+    """--bootstrap N, --permutations N and --seed N on ``parser``. ``defaults``: each setting's default (compare,
+    leaderboard); None: a flag not given leaves the ``owner``'s own value ("the probe's YAML", "the run's"), which
+    ``--set KEY=N`` also changes. ``has``: the settings the command takes (a probe's): a flag for another is
+    said, in its help, to be refused."""
+    group = parser.add_argument_group("resampling (intervals and p-values)")
+    for flag, key, what, most in RESAMPLING:
+        if has is not None and key not in has:
+            shown = f"not a setting of this probe (it has no {key}): refused"
+        else:
+            default = f"default {defaults[key]:,}" if defaults is not None else f"default {owner}; also --set {key}=N"
+            shown = f"{what} ({default}): {_range_of(key, most)}"
+        group.add_argument(flag, type=int, metavar="N", dest=f"resampling_{key}",
+                           default=None if defaults is None else defaults[key], help=shown)
+
+
+def _resampling(args: argparse.Namespace) -> dict[str, int]:
+    """The resampling flags given (setting -> value), each in its range: the one place their ranges are checked."""
+    given: dict[str, int] = {}
+    for flag, key, _, most in RESAMPLING:
+        value = getattr(args, f"resampling_{key}", None)
+        if value is None:
+            continue
+        if value < 0 or (most is not None and value > most):
+            raise UserError(f"{flag} must be {_range_of(key, most)}, got {value:,}")
+        given[key] = value
+    return given
+
+
+def _settings_given(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
+    """``--set`` with the resampling flags (run, rescore) as settings, and which flag set each (for a settings
+    error to name it): a setting given by both is refused, naming both."""
+    settings = _parse_sets(args.set)
+    flags = _resampling(args)
+    both = [key for key in flags if key in settings]
+    if both:
+        flag = {key: flag for flag, key, *_ in RESAMPLING}
+        raise UserError("; ".join(f"{flag[key]} {flags[key]} and --set {key}={settings[key]!r} both set {key}: give "
+                                  "one" for key in both))
+    return {**settings, **flags}, {key: flag for flag, key, *_ in RESAMPLING if key in flags}
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
     """``vlfair run PROBE``: one subcommand per registered probe, its help, options and --set keys
     read from the probe class (built-in or a plugin's)."""
@@ -253,6 +307,7 @@ def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help=f"override a setting of the probe's YAML: {', '.join(keys(probe.Settings))} "
                              "(repeatable; the value is read as YAML)")
+    _add_resampling(parser, None, "the probe's YAML", has=probe.Settings.model_fields)
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -292,8 +347,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
         raise UserError(f"--push-to-hub is gone (it replaced the board others fed): add each run with `vlfair "
                         f"push-results RUN_DIR --repo {args.push_to_hub}`, read them all with `vlfair leaderboard "
                         f"hf://datasets/{args.push_to_hub} --out FILE`")
-    if args.permutations < 0:
-        raise UserError(f"--permutations must be at least 0, got {args.permutations}")
+    resampling = _resampling(args)
     skipped: list[str] = []
     neutral = {name: probe_class(name).facts for name in probe_names()}  # plugins' bias measures too
     frame = read_board(args.results, skipped, token=args.token, neutral=neutral)
@@ -306,7 +360,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
         from vlfair.compare.tiers import add_tiers
 
         said: list[str] = []
-        frame = add_tiers(frame, frame.attrs["paths"], n_permutations=args.permutations, said=said)
+        frame = add_tiers(frame, frame.attrs["paths"], bootstrap=resampling["bootstrap"],
+                          n_permutations=resampling["n_permutations"], seed=resampling["seed"], said=said)
         for line in said:
             log.info(f"vlfair leaderboard: {line}")
     write_table(frame, args.out)
@@ -318,8 +373,6 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
-    from vlfair.defaults import PERMUTATIONS
-
     parser = sub.add_parser("leaderboard", help="one table over many runs, ranked within families of comparable runs",
                             description="One table over many runs: a row per model, probe, metric and subset, with "
                                         "the run's family (runs of one probe version on the same data with the same "
@@ -336,8 +389,7 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-tiers", action="store_true",
                         help="leave out the tiers (models whose bias the runs cannot tell apart share one; from "
                              "paired comparisons of each family's runs on their samples)")
-    parser.add_argument("--permutations", type=int, default=PERMUTATIONS, metavar="N",
-                        help=f"relabellings of each paired test behind the tiers at most (default {PERMUTATIONS})")
+    _add_resampling(parser, STATISTICS_DEFAULTS)  # of the paired comparisons behind the tiers
     parser.add_argument("--push-to-hub", metavar="REPO", help=argparse.SUPPRESS)  # gone: says what replaces it
     parser.set_defaults(handler=_leaderboard)
 
@@ -390,8 +442,9 @@ def _rescore(args: argparse.Namespace) -> int:
     run = run.parent if run.name == "results.json" else run  # the run's folder, however it was named
     if out.resolve() == run.resolve():
         raise UserError(f"--out {out} is the run's own folder: its results would be replaced; give another folder")
+    overrides, _ = _settings_given(args)
     _check_out_dir(out)
-    rescored_run = rescored(run, _parse_sets(args.set))
+    rescored_run = rescored(run, overrides)
     failure = _write_run(rescored_run, out)
     if failure:
         raise UserError(failure)
@@ -413,6 +466,7 @@ def _add_rescore(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, help="folder for the rescored run (not the run's own)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help=f"change one of {', '.join(RESCORE_SETTINGS)} (repeatable)")
+    _add_resampling(parser, None, "the run's own")
     parser.set_defaults(handler=_rescore)
 
 
@@ -420,12 +474,11 @@ def _compare(args: argparse.Namespace) -> int:
     from vlfair.compare import compare_runs
     from vlfair.compare.render import COMPARISON_OUTPUT, machine_note, summary, write_comparison
 
-    for flag, value in (("--bootstrap", args.bootstrap), ("--permutations", args.permutations)):
-        if value < 0:
-            raise UserError(f"{flag} must be at least 0, got {value}")
+    resampling = _resampling(args)
     _check_out_dir(Path(args.out), COMPARISON_OUTPUT)
-    comparison = compare_runs(args.runs, on_common_rows=args.on_common_rows, bootstrap=args.bootstrap,
-                              confidence=args.confidence, seed=args.seed, n_permutations=args.permutations)
+    comparison = compare_runs(args.runs, on_common_rows=args.on_common_rows, bootstrap=resampling["bootstrap"],
+                              confidence=args.confidence, seed=resampling["seed"],
+                              n_permutations=resampling["n_permutations"])
     report = write_comparison(comparison, args.out)
     content = comparison.content
     log.info(f"{content['probe']}: {len(content['runs'])} runs, {content['rows']['compared']} paired samples, "
@@ -440,7 +493,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
-    from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+    from vlfair.defaults import CONFIDENCE
 
     parser = sub.add_parser("compare", help="paired differences between runs of one probe on the same rows",
                             description="Compare two or more runs of one probe on the same rows (their samples."
@@ -451,12 +504,9 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, help="folder for comparison.json, differences.csv and comparison.html")
     parser.add_argument("--on-common-rows", action="store_true",
                         help="compare runs that hold different rows on the rows they all hold")
-    parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP, help=f"paired resamples (default {BOOTSTRAP})")
     parser.add_argument("--confidence", type=float, default=CONFIDENCE,
                         help=f"the intervals' level (default {CONFIDENCE})")
-    parser.add_argument("--seed", type=int, default=SEED, help=f"seed of resamples and relabellings (default {SEED})")
-    parser.add_argument("--permutations", type=int, default=PERMUTATIONS,
-                        help=f"relabellings of the paired test at most (default {PERMUTATIONS}; 0: no p-values)")
+    _add_resampling(parser, STATISTICS_DEFAULTS)  # the paired bootstrap and the paired permutation test
     parser.set_defaults(handler=_compare)
 
 
@@ -565,7 +615,6 @@ def _add_install_metrics(sub: argparse._SubParsersAction) -> None:
 
 def _power(args: argparse.Namespace) -> int:
     from vlfair.compare.power import check_effect, design
-    from vlfair.facts import facts_of
     from vlfair.report.numbers import format_value
 
     if not 0 < args.power < 1:
@@ -584,7 +633,7 @@ def _power(args: argparse.Namespace) -> int:
           f"{format_value(found.neutral)})")
     print(f"standard error {format_value(found.se)} at {found.per_group:,.0f} images per group; with {level} "
           "intervals:")
-    sides = sorted(facts_of(found.metric).sides, reverse=True)  # above, then below (a gap or an F: above only)
+    sides = sorted(found.facts.sides, reverse=True)  # above, then below (a gap or an F: above only)
     print(f"  smallest deviation detected with {power} power: "
           + ", ".join(f"{'+' if sign > 0 else '-'}{format_value(found.mde(args.power, sign))}" for sign in sides))
     if args.effect is not None:

@@ -1,11 +1,14 @@
-"""Running a probe: its dataset resolved and checked, its model loaded (a generative one refused where the
-probe only reads embeddings), its output made a run (results.json validated), written where asked."""
+"""Running a probe: one request (:class:`RunRequest`, the CLI's or :func:`run_probe`'s), each part resolved once
+(:func:`run_request`): the probe and its settings, its dataset read and checked, its model loaded (a generative
+one refused where the probe only reads embeddings), its output made a run (results.json validated), written
+where asked."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -119,38 +122,96 @@ def refuse_generative(probe: Any, model: Any) -> None:
                          f"which answers questions instead (the probes that ask it: {', '.join(asking)})")
 
 
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """What one run is asked to do, as given (the CLI's parsed command line, or :func:`run_probe`'s
+    arguments): :func:`run_request` resolves each part once, the probe and its settings first.
+
+    Attributes:
+        probe: a registered probe's name, or a probe already built with its settings.
+        model: a model spec (loaded by the runner, in ``dtype``) or a loaded model.
+        dataset: a ``datasets.Dataset``, a dataset spec (Hub id, prepared directory,
+            ``synthetic:<name>``), or None for a probe that makes its own data.
+        split, subset, schema, limit: how the data is read (``limit``: only the first rows).
+        batch_size, cache_dir, dtype: how the model is run.
+        settings: overrides of the probe's YAML (``--set``, ``settings=``; an unknown key is an error).
+        components: objects replacing configured parts (e.g. word-influence's ``generator``).
+        flags: the parsed values of the probe's own command-line options (dest -> value), made
+            settings by the probe's declarations (:meth:`Probe.overrides_from`); they win over ``settings``.
+        sources: setting -> the flag that set it (``{"bootstrap": "--bootstrap"}``), named by a settings error.
+        out_dir: where :func:`run_probe` writes the run (None: nowhere).
+    """
+
+    probe: str | Probe
+    model: Any
+    dataset: Any = None
+    split: str | None = None
+    subset: str | None = None
+    schema: str | None = None
+    limit: int | None = None
+    batch_size: int = 64
+    cache_dir: Any = "default"
+    dtype: Any = "auto"
+    settings: Any = None
+    components: dict[str, Any] | None = None
+    flags: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    out_dir: str | Path | None = None
+
+
+def built_probe(request: RunRequest) -> Probe:
+    """The request's probe, built once with its settings (YAML, ``settings``, ``flags``): its class looked up
+    once, a settings error naming the key (or the flag) and the value."""
+    if isinstance(request.probe, Probe):
+        if request.settings is not None or request.components is not None or request.flags:
+            raise TypeError("a built probe has its settings and components already")
+        return request.probe
+    probe_type = probe_class(request.probe)
+    settings, sources = request.settings, dict(request.sources)
+    if request.flags:
+        from_flags, flag_sources = probe_type.overrides_from(request.flags)
+        if from_flags:  # the CLI's settings are a dict (--set); a flag wins over them
+            settings = {**(settings or {}), **from_flags}
+            sources.update(flag_sources)
+    fields = probe_type.Settings.model_fields
+    absent = {key: flag for key, flag in sources.items() if key.partition(".")[0] not in fields}
+    if absent:  # a shared flag (--permutations) for a probe that has no such setting
+        from vlfair.probes.settings import keys
+
+        key, flag = next(iter(absent.items()))
+        raise ProbeError(f"{probe_type.name}: {flag} sets {key}, a setting this probe does not have; its settings: "
+                         f"{', '.join(keys(probe_type.Settings))}")
+    return probe_type(settings, request.components, sources=sources or None)
+
+
 @library_progress_bars("datasets.utils.logging")  # its bar for every filter, select and flatten: short steps
-def measure_probe(name: str | Probe, encoder: Any, dataset: Any = None, *, split: str | None = None,
-                  subset: str | None = None, schema: str | None = None, limit: int | None = None, batch_size: int = 64,
-                  cache_dir: Any = "default", settings: dict[str, Any] | None = None,
-                  components: dict[str, Any] | None = None, dtype: Any = "auto") -> ProbeRun:
-    """Run probe ``name`` and keep what it measured and drew, without writing anything (the demo
-    draws a biased and a control run on shared scales before writing both); see :func:`run_probe`.
-    ``name`` may be a probe already built with its settings (the CLI's: built once, its errors naming the
-    flags); ``encoder`` a spec, loaded here in ``dtype`` once the probe has taken it."""
+def run_request(request: RunRequest, *, before_work: Callable[[], None] | None = None) -> ProbeRun:
+    """Run ``request`` and keep what it measured and drew, without writing anything. Each part is
+    resolved once, in this order: the probe and its settings; whether it takes the model (a spec:
+    before its weights load); ``before_work`` (the CLI claims its --out there); the data (read, its
+    columns and labels checked, ``limit`` applied: before the model loads); the model; then the probe runs."""
     from vlfair.models import load_encoder
 
-    if isinstance(name, Probe):
-        if settings is not None or components is not None:
-            raise TypeError("measure_probe: a built probe has its settings and components already")
-        probe = name
-    else:
-        probe = probe_class(name)(settings, components)
+    probe = built_probe(request)
     name = probe.name
-    refuse_generative(probe, encoder)  # a spec: before its weights load (or download)
-    encoder = load_encoder(encoder, dtype=dtype) if isinstance(encoder, str) else encoder
+    refuse_generative(probe, request.model)  # a spec: before its weights load (or download)
+    if before_work is not None:
+        before_work()
+    schema, dataset_name = request.schema, None
     if probe.needs_dataset:
-        if dataset is None:
+        if request.dataset is None:
             raise ProbeError(f"probe {name!r} needs a dataset")
-        data, schema, dataset_name = resolve_dataset(probe, dataset, subset, split, schema)
+        data, schema, dataset_name = resolve_dataset(probe, request.dataset, request.subset, request.split, schema)
         probe.check_columns(data, schema)
-        if limit is not None:
-            data = data.select(range(min(int(limit), data.num_rows)))
+        if request.limit is not None:
+            data = data.select(range(min(int(request.limit), data.num_rows)))
         if data.num_rows == 0:
             raise ProbeError(f"probe {name!r}: the dataset has no rows")
     else:
         data = None
-    ctx = Context(encoder, data, batch_size=batch_size, cache_dir=cache_dir)
+    model = request.model
+    encoder = load_encoder(model, dtype=request.dtype) if isinstance(model, str) else model
+    ctx = Context(encoder, data, batch_size=request.batch_size, cache_dir=request.cache_dir)
     try:
         output = probe.run(ctx, schema)
     except RejectedImageError as exc:  # named by its row in the probe's sample: name the data's
@@ -164,12 +225,27 @@ def measure_probe(name: str | Probe, encoder: Any, dataset: Any = None, *, split
         described = {"name": f"made by the {name} probe", "split": None, "subset": None,
                      "fingerprint": hashlib.sha256(made.encode()).hexdigest()[:16], "num_rows": 0}
     else:  # a probe may narrow it (multilingual keeps one caption pair per image): described as read
-        described = {"name": str(dataset_name), "split": split, "subset": subset,
+        described = {"name": str(dataset_name), "split": request.split, "subset": request.subset,
                      "fingerprint": ctx.dataset._fingerprint, "num_rows": ctx.dataset.num_rows}
     from vlfair.report.results import model_record
 
     return finish_run(probe, output, model_record(encoder), described, ctx.given_rows(ctx.skipped_rows),
-                      {"schema": schema, "limit": limit})
+                      {"schema": schema, "limit": request.limit})
+
+
+def measure_probe(name: str | Probe, encoder: Any, dataset: Any = None, *, split: str | None = None,
+                  subset: str | None = None, schema: str | None = None, limit: int | None = None, batch_size: int = 64,
+                  cache_dir: Any = "default", settings: dict[str, Any] | None = None,
+                  components: dict[str, Any] | None = None, dtype: Any = "auto") -> ProbeRun:
+    """Run probe ``name`` and keep what it measured and drew, without writing anything (the demo
+    draws a biased and a control run on shared scales before writing both); see :func:`run_probe`.
+    ``name`` may be a probe already built with its settings; ``encoder`` a spec, loaded here in
+    ``dtype`` once the probe has taken it and the data is read (:func:`run_request`)."""
+    if isinstance(name, Probe) and (settings is not None or components is not None):
+        raise TypeError("measure_probe: a built probe has its settings and components already")
+    return run_request(RunRequest(name, encoder, dataset, split=split, subset=subset, schema=schema, limit=limit,
+                                  batch_size=batch_size, cache_dir=cache_dir, dtype=dtype, settings=settings,
+                                  components=components))
 
 
 def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dict[str, Any], skipped_rows: list[int],
@@ -180,7 +256,8 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
     from vlfair.report.results import build_results, validate_results
 
     output.notes.append(probe.intervals_note())
-    unseen = _read_detectable(output.metrics, probe)
+    measures = metric_facts(output.metrics, probe)
+    unseen = _read_detectable(output.metrics, measures, probe)
     if unseen is not None:
         output.tables[NOT_DETECTED] = unseen
     published = []
@@ -190,7 +267,8 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
         published = attach(output, probe.directory(), probe.published_file, output.published_model or model["spec"])
     results = build_results(probe.name, probe.version, model, dataset, output.metrics, skipped_rows,
                             {**output.settings, **run_settings}, output.warnings, published,
-                            probe.settings.model_dump(mode="json", exclude={"notes"}), probe.family_key(dataset))
+                            probe.settings.model_dump(mode="json", exclude={"notes"}), probe.family_key(dataset),
+                            measures)
     validate_results(results)
     return ProbeRun(probe.name, results, output)
 
@@ -198,21 +276,36 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
 NOT_DETECTED = "not_detected"  # the table of bias measures whose interval holds their neutral value
 
 
-def _read_detectable(metrics: list[Any], probe: Probe) -> Any:
+def metric_facts(metrics: list[Any], probe: Probe) -> dict[str, Any]:
+    """Each metric name's facts (:class:`vlfair.facts.Facts`), as results.json records them: those its declaration's
+    measure carries, else the probe's own or the catalog's (:func:`vlfair.measures.catalog.facts_of`). One name
+    has one measure: two metrics of a name declared with different facts are refused (a reader could not tell
+    which a value is judged by)."""
+    from vlfair.measures.catalog import facts_of
+
+    found: dict[str, Any] = {}
+    for metric in metrics:
+        facts = metric.facts if metric.facts is not None else facts_of(metric.name, probe.facts)
+        if found.setdefault(metric.name, facts) != facts:
+            raise ProbeError(f"{probe.name}: metric {metric.name!r} is declared with two facts ({found[metric.name]} "
+                             f"and {facts}): one name is one measure")
+    return found
+
+
+def _read_detectable(metrics: list[Any], measures: dict[str, Any], probe: Probe) -> Any:
     """Each bias measure's smallest detectable deviations at the run's design (``Metric.mde``), from its interval;
     and the table of those that detect no bias, each with what it could not have seen (None: there are none)."""
     import pandas as pd  # here: `vlfair --help` imports this module, and no data library
 
     from vlfair import stats
     from vlfair.defaults import CONFIDENCE
-    from vlfair.facts import facts_of
     from vlfair.outputs import Table
     from vlfair.report.numbers import format_subset
 
     confidence = float(getattr(probe.settings, "confidence", CONFIDENCE))
     unseen = []
     for metric in metrics:
-        facts = facts_of(metric.name, probe.facts)
+        facts = measures[metric.name]
         if facts.neutral is None or metric.value is None:
             continue
         metric.mde = stats.interval_detectable(metric.value, metric.ci, confidence, facts.sides)
@@ -241,15 +334,17 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
             prepared directory, ``synthetic:<name>``).
         out_dir: where to write; None writes nothing.
         options: ``split``, ``subset``, ``schema``, ``limit`` (use only the first rows),
-            ``batch_size``, ``cache_dir``, ``settings`` (overrides of the probe's YAML; an unknown
-            key is an error) and ``components`` (objects replacing configured parts, e.g.
+            ``batch_size``, ``cache_dir``, ``dtype``, ``settings`` (overrides of the probe's YAML; an
+            unknown key is an error) and ``components`` (objects replacing configured parts, e.g.
             word-influence's ``generator``: any object with ``generate`` and ``identity``,
-            ``classifier`` or ``transmuter``).
+            ``classifier`` or ``transmuter``): the fields of :class:`RunRequest`, which
+            :func:`run_request` resolves.
 
     Returns:
         the results.json content.
     """
-    run = measure_probe(name, encoder, dataset, **options)
-    if out_dir is not None:
-        run.write(out_dir)
+    request = RunRequest(name, encoder, dataset, out_dir=out_dir, **options)
+    run = run_request(request)
+    if request.out_dir is not None:
+        run.write(request.out_dir)
     return run.results
