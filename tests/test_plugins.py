@@ -145,8 +145,7 @@ def test_register_probe_in_python_shows_the_probe_everywhere(tmp_path, monkeypat
 
     module = importlib.import_module("vlfair_toy_inline")
     probes.probe_names()  # the built-in probes found first: the registry the test restores holds them
-    monkeypatch.setattr(probes, "PROBES", dict(probes.PROBES))
-    monkeypatch.setattr(probes, "_REGISTERED", list(probes._REGISTERED))
+    monkeypatch.setattr(probes, "PROBES", probes.PROBES.copy())  # the test's own registry
     assert vlfair.register_probe(module.ToyProbe) is module.ToyProbe
     assert probes.probe_names()[-1] == "toy-inline" and probes.probe_class("toy-inline").needs_dataset
     assert session.data_choices("toy-inline", hub=False) == [session.WORLD_DATA]  # no uploads declared
@@ -247,15 +246,13 @@ def test_a_probe_that_makes_its_data_without_describing_it_still_writes_valid_re
 
     from vlfair.probes import registry as probes
 
-    probes.probe_names()
-    original, registered = dict(probes.PROBES), list(probes._REGISTERED)
+    original = probes.PROBES
+    probes.PROBES = original.copy()  # the test's own registry
     try:
         vlfair.register_probe(Counting)
         results = vlfair.run_probe("counting", clip_encoder, None, tmp_path)
     finally:
-        probes.PROBES.clear()
-        probes.PROBES.update(original)
-        probes._REGISTERED[:] = registered
+        probes.PROBES = original
     assert results["dataset"]["name"] == "made by the counting probe" and results["dataset"]["num_rows"] == 0
     assert len(results["dataset"]["fingerprint"]) == 16 and (tmp_path / "report.html").exists()
     assert "Intervals: 95% confidence intervals." in (tmp_path / "report.html").read_text()
@@ -290,8 +287,7 @@ def test_two_classes_of_one_name_are_refused_but_one_class_imported_twice_is_one
     from vlfair.probes.base import Probe
 
     probes.probe_names()
-    monkeypatch.setattr(probes, "PROBES", dict(probes.PROBES))
-    monkeypatch.setattr(probes, "_REGISTERED", list(probes._REGISTERED))
+    monkeypatch.setattr(probes, "PROBES", probes.PROBES.copy())  # the test's own registry
     first = type("Twin", (Probe,), {"name": "twin", "__module__": "plugin_a", "run": lambda self, ctx, schema: None})
     again = type("Twin", (Probe,), {"name": "twin", "__module__": "plugin_a", "run": lambda self, ctx, schema: None})
     other = type("Twin", (Probe,), {"name": "twin", "__module__": "plugin_b", "run": lambda self, ctx, schema: None})
@@ -308,8 +304,7 @@ def test_a_probe_setting_neutral_is_told_it_is_facts_now(monkeypatch):
     from vlfair.probes import register
     from vlfair.probes import registry as probes
 
-    monkeypatch.setattr(probes, "PROBES", dict(probes.PROBES))
-    monkeypatch.setattr(probes, "_REGISTERED", list(probes._REGISTERED))
+    monkeypatch.setattr(probes, "PROBES", probes.PROBES.copy())  # the test's own registry
     old = type("OldStyle", (traits_module.TraitsProbe,), {"name": "old-style", "neutral": {"trait_anova": 0.0},
                                                          "__module__": traits_module.__name__})
     with pytest.raises(TypeError, match=r"OldStyle sets neutral: .* its facts now: facts = \{'my_metric': 0.0\}"):
@@ -420,9 +415,7 @@ def test_a_probe_that_only_declares_its_metrics_runs_rescores_and_compares(decla
     # found through its entry point as an installed plugin is, in this process (a subprocess per command
     # took 21 s, most of it importing torch four times); the registry is the test's own
     monkeypatch.syspath_prepend(str(declared_plugin))
-    monkeypatch.setattr(registry, "PROBES", {})
-    monkeypatch.setattr(registry, "_REGISTERED", [])
-    monkeypatch.setattr(registry, "_FOUND", None)
+    monkeypatch.setattr(registry, "PROBES", registry.PROBES.copy())  # (a copy reads the entry points again)
     assert "toy-declared" in registry.probe_names()
     runs = {}
     for model, path in (("clip", clip_dir), ("siglip", siglip_dir)):
@@ -508,7 +501,7 @@ def test_a_kind_of_model_of_its_own_is_one_scorer(tmp_path, monkeypatch):
     from vlfair.probes import ProbeError, run_probe, scorers
     from vlfair.samples import read_samples
 
-    monkeypatch.setattr(scorers, "SCORERS", dict(scorers.SCORERS))
+    monkeypatch.setattr(scorers, "SCORERS", scorers.SCORERS.copy())
     scorers.register_scorer(_brightness_scorer())
     data = make_synthetic("professions", size=48)
     settings = {"score": "probability", "bootstrap": 50, "n_permutations": 50, "attributes": ["gender"]}
@@ -597,7 +590,7 @@ def test_a_dataset_of_its_own_is_one_registered_spec(tmp_path, monkeypatch, clip
     from vlfair.probes import measure_probe
     from vlfair.tiny import generated_image
 
-    monkeypatch.setattr(registry, "DATASETS", dict(registry.DATASETS))
+    monkeypatch.setattr(registry, "DATASETS", registry.DATASETS.copy())
     registry.dataset_names()  # the studies' found first
     vlfair.data.register_dataset(_toy_dataset_spec())
     assert "moods" in registry.dataset_names() and "moods" in registry.buildable()

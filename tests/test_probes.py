@@ -598,8 +598,7 @@ def test_a_probe_registered_first_does_not_hide_the_builtin_ones(monkeypatch):
     from vlfair.probes import registry as probes
     from vlfair.probes.base import Probe
 
-    monkeypatch.setattr(probes, "PROBES", {})
-    monkeypatch.setattr(probes, "_REGISTERED", list(probes._REGISTERED))  # Custom leaves with the test
+    monkeypatch.setattr(probes, "PROBES", probes.PROBES.copy())  # Custom leaves with the test
 
     class Custom(Probe):
         name, settings_file = "custom", "traits.yaml"

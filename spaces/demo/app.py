@@ -91,8 +91,10 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
             encoder = gr.Dropdown(session.encoder_choices(hub), value=session.WORLD_BIASED, label="encoder")
             other = gr.Textbox(label="or another Hub model id", placeholder="owner/name[@revision]",
                                visible=allow_other)
-            probe = gr.Dropdown(session.probe_choices(hub), value="professions", label="probe")
-            data = gr.Dropdown(session.data_choices("professions", hub), value=session.WORLD_DATA, label="data")
+            probes = session.probe_choices(hub)  # the registry's, the first study first
+            probe = gr.Dropdown(probes, value=probes[0], label="probe")
+            data_options = session.data_choices(probes[0], hub)
+            data = gr.Dropdown(data_options, value=data_options[0], label="data")
         per_group = gr.Slider(2, limits.max_sample_per_group, value=10, step=1, label="sample: images per group",
                               visible=False)
         prompt = gr.Textbox("a nurse at the hospital", label="prompt (word-influence)", visible=False)

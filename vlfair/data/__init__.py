@@ -1,8 +1,8 @@
 """The datasets: one registered spec each (:mod:`vlfair.data.registry`: schema, synthetic twin,
-subsets, builder and card, the Space's sampling, the demo world's data), and the loaders, builders
-and twins that read them. The studies' four are registered in :mod:`vlfair.data.studies`; a new
-dataset is one module registering its spec (``register_dataset``, or the entry-point group
-``vlfair.datasets``).
+subsets, builder and card, the Space's sampling), and the loaders, builders and twins that read them.
+The studies' four are defined in :mod:`vlfair.data.studies` and named below (:data:`BUILT_IN`, the
+registry's lazy entries); a new dataset is one module registering its spec (``register_dataset``, or
+the entry-point group ``vlfair.datasets``).
 
 Names are imported when first read: the registry is light (the CLI lists the datasets for ``--help``),
 the loaders bring the datasets library.
@@ -17,6 +17,7 @@ from vlfair._lazy import lazy_getattr
 # (the function, not its module: vlfair.data.conform(...) checks a dataset against a schema)
 from vlfair.data.conform import DataError as DataError
 from vlfair.data.conform import conform as conform
+from vlfair.data.registry import DATASETS as _DATASETS
 
 if TYPE_CHECKING:
     from vlfair.data.loading import balanced_sample as balanced_sample
@@ -34,7 +35,15 @@ _LAZY = {"balanced_sample": "loading", "load_dataset": "loading",
          "sampling_record": "loading", "DATASETS": "registry", "SCHEMAS": "registry", "DatasetSpec": "registry",
          "dataset_names": "registry", "dataset_spec": "registry", "register_dataset": "registry", "Schema": "schemas"}
 
-__all__ = sorted([*_LAZY, "DataError", "conform"])
+__all__ = sorted([*_LAZY, "BUILT_IN", "DataError", "conform"])
+
+# the studies' datasets, read when first asked for (named here, above the registry that
+# vlfair.data.studies imports: the registry names no module of datasets); Python runs this before any
+# import of vlfair.data.registry returns, so that every reader sees them
+BUILT_IN = {"professions": "vlfair.data.studies:PROFESSIONS_SPEC", "fairface": "vlfair.data.studies:FAIRFACE_SPEC",
+            "multi30k": "vlfair.data.studies:MULTI30K_SPEC", "pfi": "vlfair.data.studies:PFI_SPEC"}
+for _name, _target in BUILT_IN.items():
+    _DATASETS.lazy(_name, _target)
 
 
 __getattr__ = lazy_getattr(__name__, {name: f".{module}" for name, module in _LAZY.items()})

@@ -2,25 +2,27 @@
 
 A spec names the dataset's schema (its columns and label vocabularies), and what else the dataset
 has: its synthetic twin (``synthetic:NAME``), its named subsets, the builder ``vlfair prepare`` runs
-on its raw release with the card it writes, the columns the demo Space balances a sample of it by,
-and the demo world's data of its schema. The studies' four datasets are registered by
-:mod:`vlfair.data.studies`; another package registers its own with :func:`register_dataset`, or
-through the entry-point group ``vlfair.datasets`` (an entry point names a :class:`DatasetSpec`).
-A new dataset is one module: its spec, and the functions the spec names.
+on its raw release with the card it writes, and the columns the demo Space balances a sample of it by.
+:data:`DATASETS` is a :class:`vlfair.registry.Registry` of them: the studies' four are its lazy
+entries (named in :mod:`vlfair.data`, the package, and defined in :mod:`vlfair.data.studies`); another
+package registers its own with :func:`register_dataset`, or through the entry-point group
+``vlfair.datasets`` (an entry point names a :class:`DatasetSpec`). A new dataset is one module: its
+spec, and the functions the spec names. (The demo world's data of a schema is the demo's own:
+``vlfair.demo.datasets.BY_SCHEMA``.)
 
 Functions may be named as ``"module:attribute"`` (read when first used): a spec is light to
-register, and the builders' and the world's libraries load only when they run.
+register, and the builders' libraries load only when they run.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Iterator, Mapping
-from importlib import metadata
 from typing import Any
 
 from vlfair.data.schemas import Schema
+from vlfair.registry import Registry, UnknownEntry
+from vlfair.registry import resolve as resolve_text
 
 ENTRY_POINTS = "vlfair.datasets"
 Function = Callable[..., Any] | str  # a function, or "module:attribute" naming one
@@ -37,7 +39,7 @@ class DatasetSpec:
     text of the card template it fills (None: a plain card), ``license`` the card's (name, link) where the
     Hub lists no id for it, ``languages`` the languages of its text. ``sample_by``: the columns whose
     combinations the demo Space draws a balanced sample over; ``hub``: where the Space samples it from
-    (``source``, ``config``, ``split``). ``world()``: the demo world's data of its schema.
+    (``source``, ``config``, ``split``).
     """
 
     schema: Schema
@@ -51,14 +53,13 @@ class DatasetSpec:
     languages: tuple[str, ...] = ()
     sample_by: tuple[str, ...] = ()
     hub: Mapping[str, str] | None = None
-    world: Function | None = None
 
     @property
     def name(self) -> str:
         return self.schema.name
 
     def function(self, field: str) -> Callable[..., Any]:
-        """The spec's function ``field`` (twin, builder, card, world), imported where it is named by text."""
+        """The spec's function ``field`` (twin, builder, card), imported where it is named by text."""
         found = getattr(self, field)
         if found is None:
             raise ValueError(f"dataset {self.name!r} has no {field}")
@@ -67,70 +68,49 @@ class DatasetSpec:
 
 def resolve(function: Function) -> Callable[..., Any]:
     """A function, or the one ``"module:attribute"`` names."""
-    if callable(function):
-        return function
-    module, _, attribute = function.partition(":")
-    return getattr(importlib.import_module(module), attribute)
+    return function if callable(function) else resolve_text(function)
 
 
-DATASETS: dict[str, DatasetSpec] = {}  # name -> spec, as registered
-_DISCOVERED = False
+def _check(spec: DatasetSpec) -> None:
+    if spec.default_subset is not None and spec.default_subset not in spec.subsets:
+        raise ValueError(f"dataset {spec.name!r}: default_subset {spec.default_subset!r} is not one of its subsets "
+                         f"{sorted(spec.subsets)}")
+
+
+# name -> spec; the studies' four are added (lazily) by vlfair/data/__init__.py, which Python runs
+# before this module whenever it is imported
+DATASETS: Registry[DatasetSpec] = Registry("dataset", DatasetSpec, entry_points=ENTRY_POINTS,
+                                           name_of=lambda spec: spec.name, check=_check)
 
 
 def register_dataset(spec: DatasetSpec) -> DatasetSpec:
     """Register ``spec`` under its schema's name; another spec of that name is an error."""
-    if not isinstance(spec, DatasetSpec):
-        raise TypeError(f"register_dataset takes a vlfair.data.registry.DatasetSpec, not {spec!r}")
-    known = DATASETS.get(spec.name)
-    if known is not None and known != spec:
-        raise ValueError(f"two datasets are named {spec.name!r}")
-    if spec.default_subset is not None and spec.default_subset not in spec.subsets:
-        raise ValueError(f"dataset {spec.name!r}: default_subset {spec.default_subset!r} is not one of its subsets "
-                         f"{sorted(spec.subsets)}")
-    DATASETS[spec.name] = spec
-    return spec
-
-
-def _discover() -> None:
-    """The studies' datasets, then the entry points' (once); a broken entry point is named and left out."""
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    importlib.import_module("vlfair.data.studies")
-    from vlfair.logging import get_logger
-
-    for entry in metadata.entry_points(group=ENTRY_POINTS):
-        try:
-            register_dataset(entry.load())
-        except Exception as exc:  # noqa: BLE001  (a plugin's failure must not stop vlfair)
-            get_logger().warning(f"vlfair: dataset plugin {entry.name!r} ({entry.value}) not loaded: {exc}")
+    return DATASETS.add(spec)
 
 
 def dataset_names() -> list[str]:
-    """Every registered dataset, sorted."""
-    _discover()
-    return sorted(DATASETS)
+    """Every registered dataset, sorted (none of them imported)."""
+    return sorted(DATASETS.names())
 
 
 def dataset_spec(name: str) -> DatasetSpec:
     """The spec of dataset ``name``; an unknown name is a ValueError naming the known ones."""
-    _discover()
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}, imagefolder, synthetic:<name>")
-    return DATASETS[name]
+    try:
+        return DATASETS.get(name)
+    except UnknownEntry:
+        raise ValueError(f"unknown dataset {name!r}; known: {dataset_names()}, imagefolder, "
+                         "synthetic:<name>") from None
 
 
 def buildable() -> list[str]:
     """The registered datasets ``vlfair prepare`` builds (those with a builder)."""
-    return [name for name in dataset_names() if DATASETS[name].builder is not None]
+    return [name for name in dataset_names() if dataset_spec(name).builder is not None]
 
 
 class _Schemas(Mapping[str, Schema]):
     """Each registered dataset's schema by name (read through the registry, so a plugin's is there too)."""
 
     def __getitem__(self, name: str) -> Schema:
-        _discover()
         return DATASETS[name].schema
 
     def __iter__(self) -> Iterator[str]:

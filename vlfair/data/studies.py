@@ -1,5 +1,6 @@
-"""The studies' four datasets, each one registered spec (:mod:`vlfair.data.registry`): its schema,
-synthetic twin, subsets, builder and card, the Space's sampling and the demo world's data."""
+"""The studies' four datasets, each one spec (:mod:`vlfair.data.registry`): its schema, synthetic twin,
+subsets, builder and card, and the Space's sampling. They are the registry's lazy entries, named in
+:mod:`vlfair.data` (this module registers nothing: it is read when one of them is first asked for)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from vlfair.data.registry import DatasetSpec, register_dataset
+from vlfair.data.registry import DatasetSpec
 from vlfair.data.schemas import (
     ADULT_AGE_BINS,
     AGE_GROUP_OF_BIN,
@@ -39,26 +40,23 @@ def _equal(column: str, value: str) -> Callable[[Any], Any]:
     return lambda ds: ds.filter(lambda batch: [v == value for v in batch[column]], batched=True)
 
 
-register_dataset(DatasetSpec(
+PROFESSIONS_SPEC = DatasetSpec(
     PROFESSIONS, twin="vlfair.data.synthetic:professions", twin_size=480,  # 12 x 2 x 4 x 5, as in the study
     builder="vlfair.data.build:build_professions", card=_card("professions"),
-    license=("professions-images-terms", "README.md"), sample_by=("profession", "gender", "race"),
-    world="vlfair.demo.datasets:professions"))
-register_dataset(DatasetSpec(
+    license=("professions-images-terms", "README.md"), sample_by=("profession", "gender", "race"))
+FAIRFACE_SPEC = DatasetSpec(
     FAIRFACE, twin="vlfair.data.synthetic:fairface", twin_size=252,  # every age x gender x race cell twice
     subsets={"adults": _adults, "age_groups": _age_groups},
     builder="vlfair.data.build:build_fairface", card=_card("fairface"), sample_by=("race", "gender"),
-    hub={"source": "HuggingFaceM4/FairFace", "config": "0.25", "split": "validation"},
-    world="vlfair.demo.datasets:fairface"))
-register_dataset(DatasetSpec(
+    hub={"source": "HuggingFaceM4/FairFace", "config": "0.25", "split": "validation"})
+MULTI30K_SPEC = DatasetSpec(
     MULTI30K, twin="vlfair.data.synthetic:multi30k", twin_size=40,
     subsets={portion: _equal("portion", portion) for portion in MULTI30K_PORTIONS},
     default_subset="translation",  # its two portions have different rows: never mixed by default
     builder="vlfair.data.build:build_multi30k", card=_card("multi30k"),
-    license=("multi30k-and-flickr30k-terms", "README.md"), languages=MULTI30K_LANGUAGES,
-    world="vlfair.demo.datasets:multi30k"))
-register_dataset(DatasetSpec(
+    license=("multi30k-and-flickr30k-terms", "README.md"), languages=MULTI30K_LANGUAGES)
+PFI_SPEC = DatasetSpec(
     PFI, twin="vlfair.data.synthetic:pfi", twin_size=40,
     subsets={category: _equal("category", category) for category in PFI_CATEGORIES},
     builder="vlfair.data.build:build_pfi", card=_card("pfi"), license=("p-fi-sources-terms", "README.md"),
-    sample_by=("category", "gender"), world="vlfair.demo.datasets:pfi"))
+    sample_by=("category", "gender"))

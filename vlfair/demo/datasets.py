@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import datasets
 import numpy as np
@@ -23,6 +23,7 @@ from vlfair.demo.world import (
     identity_occupation,
     render,
 )
+from vlfair.registry import Registry
 
 POLITICIAN_OFFICES = ("senator", "representative", "mayor")
 FREQUENT_NAMES = NAMES[: len(NAMES) // 2]
@@ -88,8 +89,17 @@ def pfi(per_identity: int = 1, seed: int = 14) -> datasets.Dataset:  # P-FI: one
     }, "planted-bias world: public figures")
 
 
-# the world's data of each study's schema (each study dataset's spec names its maker here: DatasetSpec.world)
-BY_SCHEMA = {"professions": professions, "fairface": fairface, "multi30k": multi30k, "pfi": pfi}
+def _makes_data(maker: Callable[[], datasets.Dataset]) -> None:
+    if not callable(maker):
+        raise TypeError(f"a demo world's data is made by a function () -> datasets.Dataset, not {maker!r}")
+
+
+# the world's data of each schema, its maker by the schema's name: the demo's own registry (the data layer
+# names nothing of the demo), read by whoever builds the demo world (the demo, its Space); a package with a
+# dataset of its own may add its schema's: BY_SCHEMA.add(make, "moods")
+BY_SCHEMA: Registry[Callable[[], datasets.Dataset]] = Registry("demo world's dataset", check=_makes_data)
+for _schema, _maker in {"professions": professions, "fairface": fairface, "multi30k": multi30k, "pfi": pfi}.items():
+    BY_SCHEMA.add(_maker, _schema)
 
 
 class PlantedGenerator:

@@ -22,12 +22,15 @@ from vlfair.defaults import BOOTSTRAP, CONFIDENCE
 from vlfair.demo import datasets as world_data
 from vlfair.demo.world import PROFESSIONS
 from vlfair.logging import get_logger
+from vlfair.measures.catalog import neutral_value
 from vlfair.measures.ties import best_credit
-from vlfair.probes import ProbeRun, measure_probe
+from vlfair.probes import BUILT_IN, ProbeRun, measure_probe, probe_class, probe_names
 from vlfair.probes.base import clip_score
 from vlfair.report.scales import share_scales
 from vlfair.t2i.classifier import GroupClassifier
 from vlfair.t2i.transmuters import LexiconTransmuter
+
+RATIO_NEUTRAL = neutral_value("bias_ratio")  # every entry here of a bias ratio: its measure's neutral value
 
 logger = get_logger(__name__)
 
@@ -123,7 +126,7 @@ def profession_entries(scores: np.ndarray, professions: np.ndarray, genders: np.
         ci = stats.bootstrap_interval(resampled(profession), codes, BOOTSTRAP, CONFIDENCE)
         entries.append(make_entry("professions", "relative bias_ratio (Female/Male vs lawyer+scientist)",
                                   {"profession": profession}, name, planted=direction if biased else "1 (none)",
-                                  sign=sign if biased else 0, measured=value, ci=ci, neutral=1.0))
+                                  sign=sign if biased else 0, measured=value, ci=ci, neutral=RATIO_NEUTRAL))
     return entries
 
 
@@ -153,7 +156,7 @@ def trait_entries(run: ProbeRun, confidence: np.ndarray, races: np.ndarray, name
     entries.append(make_entry("traits", "bias_ratio of P(smart)",
                               {"trait": "smart/dumb", "groups": "White/other races"}, name,
                               planted="> 1" if biased else "1 (none)", sign=int(biased), measured=r["bias_ratio"],
-                              ci=r["bias_ratio_ci"], neutral=1.0))
+                              ci=r["bias_ratio_ci"], neutral=RATIO_NEUTRAL))
     return entries
 
 
@@ -168,7 +171,7 @@ def _multilingual(enc, name, data, cache, biased: bool) -> tuple[list[Entry], Pr
     r = measures.bias_ratio(scores, languages, "de", "en", confidence=CONFIDENCE)
     return [make_entry("multilingual", "bias_ratio of own-caption CLIPScore", {"languages": "de/en"}, name,
                        planted="< 1 (German rarer in training)" if biased else "1 (none)", sign=-int(biased),
-                       measured=r["bias_ratio"], ci=r["bias_ratio_ci"], neutral=1.0)], run
+                       measured=r["bias_ratio"], ci=r["bias_ratio_ci"], neutral=RATIO_NEUTRAL)], run
 
 
 def _public_figures(enc, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
@@ -190,7 +193,7 @@ def figure_entries(run: ProbeRun, correct: np.ndarray, names: np.ndarray, name: 
     entries = [make_entry("public-figures", "bias_ratio of P(politician)",
                           {"class": "politician", "groups": "Female/Male"}, name,
                           planted="< 1 (women less often 'politician')" if biased else "1 (none)", sign=-int(biased),
-                          measured=metric["value"], ci=metric["ci"], neutral=1.0)]
+                          measured=metric["value"], ci=metric["ci"], neutral=RATIO_NEUTRAL)]
     frequent = np.isin(names, world_data.FREQUENT_NAMES)
     codes = frequent.astype(np.int64)
     difference = correct[frequent].mean() - correct[~frequent].mean()
@@ -262,23 +265,35 @@ def _word_influence(enc, name, cache, biased: bool) -> tuple[list[Entry], ProbeR
     return entries, run
 
 
-# the world data each probe reads (word-influence generates its own images)
-WORLD_DATA: dict[str, str | None] = {"professions": "professions", "traits": "fairface", "word-influence": None,
-                                     "multilingual": "multi30k", "public-figures": "pfi", "retrieval": "fairface"}
+def _world_schema(probe: str) -> str | None:
+    """The schema of the world data ``probe`` reads: its first (None: it makes its own, as word-influence)."""
+    cls = probe_class(probe)
+    return cls.schemas[0] if cls.needs_dataset and cls.schemas else None
+
+
+# the world data each built-in probe reads, from the probe registry (word-influence generates its own images)
+WORLD_DATA: dict[str, str | None] = {probe: _world_schema(probe) for probe in BUILT_IN}
 ProbeRunner = Callable[..., tuple[list[Entry], ProbeRun]]
 
 
 def probe_table(runners: dict[str, ProbeRunner], data: dict[str, str | None] = WORLD_DATA
                 ) -> list[tuple[str, Callable]]:
     """(probe, run(model, name, world data, cache, biased) -> (entries, run)) for a model kind's ``runners``
-    (each taking its own data set, ``data[probe]``, or none), in the order given."""
+    (each taking its own data set, ``data[probe]``, or none), in the registry's order. The demo measures
+    every built-in probe: a runner for a probe the registry does not hold, or none for a built-in one, is
+    an error here, not a probe left out of the demo."""
+    known = probe_names()
+    unknown, missing = [p for p in runners if p not in known], [p for p in BUILT_IN if p not in runners]
+    if unknown or missing:
+        raise ValueError(f"the demo's probe table: {f'no probe is named {unknown}' if unknown else ''}"
+                         f"{'; ' if unknown and missing else ''}{f'no runner for {missing}' if missing else ''}")
 
     def given(runner: ProbeRunner, key: str | None) -> Callable:
         if key is None:
             return lambda model, name, _, cache, biased: runner(model, name, cache, biased)
         return lambda model, name, world, cache, biased: runner(model, name, world[key], cache, biased)
 
-    return [(probe, given(runner, data[probe])) for probe, runner in runners.items()]
+    return [(probe, given(runners[probe], data[probe])) for probe in known if probe in runners]
 
 
 PROBES = probe_table({"professions": _professions, "traits": _traits, "word-influence": _word_influence,

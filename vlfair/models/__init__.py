@@ -1,14 +1,14 @@
 """Encoders: one interface (:class:`Encoder`), one module per backend, a registry of spec prefixes.
 
-Adding a backend is one module with a ``load_<name>(ref, **options)`` function plus one
-``register_backend`` line below.
+Adding a backend is one module with a ``load_<name>(ref, **options)`` function plus one line below
+(:data:`BACKENDS`, a :class:`vlfair.registry.Registry` of loaders: a lazy entry, ``"module:function"``,
+imports its module only when a spec names its prefix), or ``register_backend`` from another package.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
@@ -17,9 +17,17 @@ from vlfair.models.hf import HFEncoder, load_hf
 from vlfair.models.hub import ModelNotFoundError, is_local_directory, refusing_remote_code
 from vlfair.models.mclip import MCLIPEncoder, load_mclip
 from vlfair.models.preprocessing import ImagePreprocessing, UnsupportedPreprocessing
+from vlfair.registry import Registry
 
 Loader = Callable[..., Encoder]
-BACKENDS: dict[str, Loader] = {}
+
+
+def _is_loader(loader: Loader) -> None:
+    if not callable(loader):
+        raise TypeError(f"a model backend is a loader, loader(REF, **options) -> Encoder, not {loader!r}")
+
+
+BACKENDS: Registry[Loader] = Registry("model backend", check=_is_loader)  # spec prefix -> loader
 DEFAULT_BACKEND = "hf"  # bare Hub ids and local directories
 
 
@@ -32,18 +40,12 @@ def register_backend(prefix: str, loader: Loader) -> None:
             use_safetensors=, spec=)`` (the arguments of :func:`load_encoder`; ``spec`` is the
             whole spec) and returns an :class:`Encoder`.
     """
-    BACKENDS[prefix] = loader
+    BACKENDS.add(loader, prefix, replace=True)
 
 
-register_backend("hf", load_hf)
-register_backend("mclip", load_mclip)
-register_backend("lvlm", lambda ref, **options: _load_lvlm(ref, **options))
-
-
-def _load_lvlm(ref: str, **options: Any) -> Any:
-    from vlfair.models.lvlm import load_lvlm  # transformers' generative classes load only when asked for
-
-    return load_lvlm(ref, **options)
+BACKENDS.add(load_hf, "hf")
+BACKENDS.add(load_mclip, "mclip")
+BACKENDS.lazy("lvlm", "vlfair.models.lvlm:load_lvlm")  # transformers' generative classes load only when asked for
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -58,7 +60,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
     if prefix not in BACKENDS:
         raise ValueError(
             f"unknown model spec prefix {prefix!r} in {spec!r}; registered prefixes: "
-            + ", ".join(f"{p}:" for p in sorted(BACKENDS))
+            + ", ".join(f"{p}:" for p in sorted(BACKENDS.names()))
         )
     if not ref:
         raise ValueError(f"model spec {spec!r} names no model after '{prefix}:'")
@@ -97,7 +99,7 @@ def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | to
     # every backend's loads (a plugin's too): a checkpoint that names its own code, refused by transformers
     # under trust_remote_code=False, is said in one line naming the model
     with refusing_remote_code(ref, "vlfair runs it only when asked: vlfair.load_encoder(..., trust_remote_code=True)"):
-        encoder = BACKENDS[prefix](ref, device=device, dtype=dtype, revision=revision,
+        encoder = BACKENDS.get(prefix)(ref, device=device, dtype=dtype, revision=revision,
                                    trust_remote_code=trust_remote_code, use_safetensors=use_safetensors, spec=spec)
     if jpeg_draft:  # the preprocessing is part of the cache key: these embeddings are cached apart
         encoder.preprocessing = dataclasses.replace(encoder.preprocessing, jpeg_draft=True)

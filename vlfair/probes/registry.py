@@ -1,36 +1,24 @@
-"""The probes by name: the registry the CLI, the Spaces, the docs and the runner read.
+"""The probes by name: the registry the CLI, the Spaces, the docs and the runner read (a
+:class:`vlfair.registry.Registry` of :class:`~vlfair.probes.base.Probe` subclasses, :data:`PROBES`).
 
-Built-in probes are the modules of ``vlfair.probes`` (each class decorated with ``@register``); other
-packages register theirs with ``vlfair.register_probe(cls)`` or declare them in the entry-point group
-``vlfair.probes`` (``name = "package.module:ProbeClass"``), found on first use.
+The built-in probes are lazy entries (``"vlfair.probes.professions:ProfessionsProbe"``), named in
+:mod:`vlfair.probes` (the package, above this module: a probe module imports ``register`` from here,
+and this module names no probe module, so no import goes round in a circle); each class is also
+decorated with ``@register``. Other packages register theirs with ``vlfair.register_probe(cls)`` or
+declare them in the entry-point group ``vlfair.probes`` (``name = "package.module:ProbeClass"``),
+loaded on first use; one that fails to load is named in a warning and left out.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from importlib import metadata
-from pathlib import Path
-
-from vlfair.logging import get_logger
 from vlfair.probes.base import Probe, ProbeError
-
-log = get_logger(__name__)
-PACKAGE = "vlfair.probes"  # the built-in probes' modules
+from vlfair.registry import Registry, UnknownEntry
 
 ENTRY_POINTS = "vlfair.probes"
-PROBES: dict[str, type[Probe]] = {}  # name -> class, as the registry is read
-_REGISTERED: list[type[Probe]] = []  # every class registered in Python (register / register_probe)
-_FOUND: list[type[Probe]] | None = None  # the built-in modules' and the entry points' classes, found once
 
 
-def register(probe: type[Probe]) -> type[Probe]:
-    """Register ``probe`` under its ``name`` (a class decorator); the same name twice is an error."""
-    if not (isinstance(probe, type) and issubclass(probe, Probe)):
-        raise TypeError(f"register takes a subclass of vlfair.probes.base.Probe, not {probe!r}")
-    name = getattr(probe, "name", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{probe.__qualname__} declares no name (a class attribute: name = 'my-probe')")
+def _check(probe: type[Probe]) -> None:
+    """What a probe class must be beyond a named Probe subclass."""
     if "neutral" in vars(probe):  # read by nothing since each metric's facts are declared once
         raise TypeError(f"{probe.__qualname__} sets neutral: a probe's own metrics' neutral values (and ranges) are "
                         "its facts now: facts = {'my_metric': 0.0} or {'my_metric': "
@@ -38,56 +26,44 @@ def register(probe: type[Probe]) -> type[Probe]:
     if probe.run is Probe.run and not probe.keeps_samples():
         raise TypeError(f"{probe.__qualname__} defines neither run(ctx, schema) nor score(ctx, schema) and "
                         "analyze(samples) (or declare(samples))")
-    known = PROBES.get(name)
-    same = known is not None and (known.__module__, known.__qualname__) == (probe.__module__, probe.__qualname__)
-    if known is not None and known is not probe and not same:  # (a module imported twice defines its class again)
-        raise ValueError(f"two probes are named {name!r}: {known.__module__}.{known.__qualname__} and "
-                         f"{probe.__module__}.{probe.__qualname__}")
-    PROBES[name] = probe
-    _REGISTERED.append(probe)
-    probe._registered = True  # what discovery looks for in the built-in modules
+
+
+def _name_of(probe: type[Probe]) -> str:
+    name = getattr(probe, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{probe.__qualname__} declares no name (a class attribute: name = 'my-probe')")
+    return name
+
+
+# name -> class; the built-in probes' entries are added by vlfair/probes/__init__.py, which Python runs
+# before this module whenever it is imported
+PROBES: Registry[type[Probe]] = Registry("probe", Probe, subclass=True, entry_points=ENTRY_POINTS, name_of=_name_of,
+                                         check=_check)
+
+
+def register(probe: type[Probe]) -> type[Probe]:
+    """Register ``probe`` under its ``name`` (a class decorator); another class of that name is an error
+    (the same module's class defined again, by a module imported twice, is the same probe)."""
+    PROBES.add(probe)
+    probe._registered = True
     return probe
 
 
 register_probe = register  # the public name: vlfair.register_probe
 
 
-def _found() -> list[type[Probe]]:
-    """The probes of the built-in modules (the classes each decorated with ``@register``) and of the
-    installed packages' entry points, found once per process. A plugin that fails to load is named
-    in a warning and left out: one broken package does not take the others with it."""
-    global _FOUND
-    if _FOUND is None:
-        found: list[type[Probe]] = []
-        for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-            module = importlib.import_module(f"{PACKAGE}.{info.name}")
-            found += [value for value in vars(module).values() if isinstance(value, type)
-                      and value.__module__ == module.__name__ and value.__dict__.get("_registered")]
-        for entry in metadata.entry_points(group=ENTRY_POINTS):
-            try:
-                loaded = entry.load()
-                if not isinstance(loaded, type):
-                    raise TypeError(f"it names {type(loaded).__name__} {loaded!r}, not a Probe subclass")
-                found.append(register(loaded))
-            except Exception as exc:  # noqa: BLE001  (a third party's module: any error is theirs)
-                log.warning(f"probe plugin {entry.name} ({entry.value}) was not loaded: {type(exc).__name__}: {exc}")
-        _FOUND = found
-    return _FOUND
-
-
-def _registry() -> dict[str, type[Probe]]:
-    for probe in [*_found(), *_REGISTERED]:
-        PROBES.setdefault(probe.name, probe)
-    return PROBES
-
-
 def probe_class(name: str) -> type[Probe]:
-    probes = _registry()
-    if name not in probes:
-        raise ProbeError(f"unknown probe {name!r}; probes: {sorted(probes)}")
-    return probes[name]
+    """The probe ``name`` (imported on first use); an unknown name is a ProbeError naming the known ones."""
+    try:
+        return PROBES.get(name)
+    except UnknownEntry:
+        raise ProbeError(f"unknown probe {name!r}; probes: {sorted(PROBES.names())}") from None
 
 
 def probe_names() -> list[str]:
-    """Every probe's name: the studies' in their order, then the others by name."""
-    return sorted(_registry(), key=lambda name: (PROBES[name].position, name))
+    """Every probe's name: the studies' in their order (``position``, read from each class: this imports
+    them), then the others by name."""
+    return sorted(PROBES.names(), key=lambda name: (probe_class(name).position, name))
+
+
+__all__ = ["ENTRY_POINTS", "PROBES", "probe_class", "probe_names", "register", "register_probe"]

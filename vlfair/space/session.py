@@ -160,21 +160,32 @@ def probe_choices(hub: bool) -> list[str]:
     plugin whose schema has no world data, Hub sample or upload spec is left out, not offered empty)."""
     from vlfair.probes import probe_names
 
-    return [probe for probe in probe_names() if data_choices(probe, hub)]
+    names = probe_names()
+    space_tables_checked(names)
+    return [probe for probe in names if data_choices(probe, hub)]
+
+
+def space_tables_checked(names: Sequence[str]) -> None:
+    """The Space's own per-probe tables (:data:`SPACE_PARTS`, :data:`PROMPTED`; the upload specs are each
+    probe's own, read from the registry) name registered probes only: one renamed or gone is an error when
+    the Space starts, not a table read by none."""
+    stale = sorted({*SPACE_PARTS, *PROMPTED} - set(names))
+    if stale:
+        raise ValueError(f"the demo Space's tables name probes the registry does not hold: {stale}")
 
 
 def _world_of(schema: str) -> Any:
-    """The registered dataset ``schema``'s demo-world data maker (None: it has none, or is no dataset)."""
-    from vlfair.data.registry import DATASETS, dataset_names
+    """The demo world's data maker of ``schema`` (None: the world has no data of it)."""
+    from vlfair.demo.datasets import BY_SCHEMA
 
-    return DATASETS[schema].world if schema in dataset_names() else None
+    return BY_SCHEMA[schema] if schema in BY_SCHEMA else None
 
 
 def _world_dataset(probe: str):
-    from vlfair.data.registry import dataset_spec
+    from vlfair.demo.datasets import BY_SCHEMA
     from vlfair.probes import probe_class
 
-    return dataset_spec(probe_class(probe).schemas[0]).function("world")()
+    return BY_SCHEMA[probe_class(probe).schemas[0]]()
 
 
 def _sampled(probe: str, label: str, per_group: int, limits: Limits):
@@ -287,7 +298,8 @@ def _retrieval_parts(encoder, choice: EncoderChoice, prompt: str, dataset: Any) 
     return settings, None
 
 
-# probe -> (settings, components) the Space runs it with; a probe without an entry runs as configured
+# probe -> (settings, components) the Space runs it with; a probe without an entry runs as configured (the
+# Space's own, for the probes it knows: space_tables_checked holds them to the probe registry)
 SPACE_PARTS: dict[str, Callable[[Any, EncoderChoice, str, Any], tuple[dict | None, dict | None]]] = {
     "word-influence": _word_influence_parts, "traits": _traits_parts, "retrieval": _retrieval_parts,
     "professions": _professions_parts}
