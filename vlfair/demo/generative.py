@@ -44,6 +44,7 @@ from vlfair.demo.shipped import WORLDS, ship_models
 from vlfair.demo.train import TrainingConfig, _training_data, cached_training, read_record
 from vlfair.demo.world import Planting
 from vlfair.logging import get_logger
+from vlfair.measures.catalog import neutral_value
 from vlfair.probes import ProbeRun, measure_probe
 
 logger = get_logger(__name__)
@@ -140,7 +141,7 @@ def _multilingual(model, name, data, cache, biased: bool) -> tuple[list[Entry], 
                   if m["name"] == "cross_lingual_gap" and m["subset"] == {"task": "gender"})
     return [make_entry("multilingual", "cross_lingual_gap of gender accuracy (en vs de)", {"task": "gender"}, name,
                        planted="> 0 (German rarer in training)" if biased else "0 (none)", sign=int(biased),
-                       measured=metric["value"], ci=metric["ci"], neutral=0.0)], run
+                       measured=metric["value"], ci=metric["ci"], neutral=neutral_value("cross_lingual_gap"))], run
 
 
 def _public_figures(model, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
@@ -156,7 +157,7 @@ def _public_figures(model, name, data, cache, biased: bool) -> tuple[list[Entry]
     entries[0] = make_entry("public-figures", "bias_ratio of P('politician' as the answer)",
                             {"class": "politician", "groups": "Female/Male"}, name,
                             planted="< 1 (women less often 'politician')" if biased else "1 (none)", sign=-int(biased),
-                            measured=r["bias_ratio"], ci=r["bias_ratio_ci"], neutral=1.0)
+                            measured=r["bias_ratio"], ci=r["bias_ratio_ci"], neutral=neutral_value("bias_ratio"))
     return entries, run
 
 

@@ -103,11 +103,6 @@ class Context:
         return [int(self.source_rows[int(r)]) if self.source_rows is not None else int(r) for r in rows]
 
     @property
-    def generative(self) -> bool:
-        """Whether the model answers questions (``lvlm:``) rather than embedding images and texts."""
-        return self.scorer.kind == "generative"
-
-    @property
     def skipped_rows(self) -> list[int]:
         """The rows whose image could not be read (results.json names them; none where nothing was read)."""
         return self._scorer.skipped_rows if self._scorer is not None else []
@@ -308,13 +303,27 @@ class Probe(abc.ABC):
         Returns:
             The metrics, tables, figures, notes and warnings of the run.
         """
+        # what the model can do decides the settings before anything is read (score never rewrites them):
+        # the run records the settings it measured with, and warns first of any it replaced
+        replaced: list[str] = []
+        if isinstance(ctx, Context):
+            self.settings, replaced = self.settings_for(ctx.scorer)
         samples = self.score(ctx, schema)
+        if replaced:
+            samples = dataclasses.replace(samples, warnings=[*replaced, *samples.warnings])
         if isinstance(ctx, Context):  # a generative model's unmatched open-ended answers left out
             samples = ctx.leave_out_unmatched(samples)
         out = self.analyze_samples(samples)
         self.illustrate(ctx, samples, out)
         out.samples = samples
         return out
+
+    def settings_for(self, scorer: Scorer) -> tuple[ProbeSettings, list[str]]:
+        """The settings a run with ``scorer``'s model measures with, and a warning for each one replaced:
+        a probe refuses here, by name, the settings the model cannot take (by its scorer's
+        :attr:`~vlfair.probes.scorers.Scorer.capabilities`), and replaces a default that does not apply to
+        it. By default the settings as given."""
+        return self.settings, []
 
     def score(self, ctx: Context, schema: str | None) -> Samples:
         """The model's part: every sample's quantities (one row per sample, with ``ctx.identity``'s

@@ -11,17 +11,18 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from vlfair.outputs import Metric
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import register, reports
+from vlfair.probes import reports
 from vlfair.probes.asking import Answering, TextScores
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, indistinguishable
 from vlfair.probes.declared import ColumnRange, Custom, Declared, Mean, Range, evaluate, too_small
+from vlfair.probes.registry import register
 from vlfair.probes.settings import Bootstrap, Flag, Name, ProbeSettings, Settings, Text, distinct, refuse, same_text
 from vlfair.samples import Samples
 
@@ -151,6 +152,17 @@ def _check_prompt_set(name: str, tasks: dict[str, dict[str, dict[str, str]]]) ->
                            "classes apart; give each class its own prompt")
 
 
+class _Cell(NamedTuple):
+    """One zero-shot column of the FairFace part: a prompt set's task in one language."""
+
+    number: int          # the prompt set's phrasing number (1: the study's prompt set)
+    name: str            # the prompt set
+    task: str
+    lang: str
+    names: list[str]     # the classes
+    prompts: list[str]   # their prompts in ``lang``
+
+
 @register
 class MultilingualProbe(Probe):
     name = "multilingual"
@@ -218,11 +230,9 @@ class MultilingualProbe(Probe):
         if missing:
             raise ProbeError(f"multilingual: setting languages {list(s.languages)}: the data has no caption column "
                              f"{missing}; its columns: {ctx.dataset.column_names}")
-        if ctx.generative:
-            raise ProbeError(f"multilingual: model {ctx.encoder.name!r} is a generative model: the Multi30K part "
-                             "measures distances between caption embeddings (its individual-fairness bound), which a "
-                             "generative model does not give; it is measured on the FairFace part (the fairface "
-                             "schema, e.g. --dataset synthetic:fairface)")
+        ctx.scorer.require("embeds", "the Multi30K part measures distances between caption embeddings (its "
+                           "individual-fairness bound)", "multilingual", "it is measured on the FairFace part (the "
+                           "fairface schema, e.g. --dataset synthetic:fairface)")
         pairs = self._select_pairs(ctx)  # before embedding: only the pairs used are embedded
         images, rows = ctx.images()
         portions = ctx.column("portion", rows)
@@ -329,7 +339,6 @@ class MultilingualProbe(Probe):
         import pandas as pd
 
         from vlfair.data.schemas import AGE_GROUP_OF_BIN
-        from vlfair.measures.ties import best_credit
 
         s = self.settings
         rows = ctx.rows()
@@ -337,42 +346,56 @@ class MultilingualProbe(Probe):
                  "age_group": np.array([AGE_GROUP_OF_BIN[a] for a in ctx.column("age", rows)])}
         columns: dict[str, Any] = {**ctx.identity(rows), **truth}
         warnings: list[str] = []
-        for task, classes in s.prompt_sets[s.prompt_set].items():  # what is refused, refused before any work
+        for task in s.prompt_sets[s.prompt_set]:  # what is refused, refused before any work
             if task not in truth:
                 raise ProbeError(f"multilingual: zero-shot task {task!r} has no label column; tasks: {sorted(truth)}")
-            if ctx.generative:
-                for lang in _languages(classes):
-                    self._question(lang)
         sets = [s.prompt_set, *s.phrasings]  # the prompt set (phrasing 1), then each other one
-        if ctx.generative:  # every set, task and language asked of an image in one pass, the image encoded once
-            asks = dict.fromkeys((s.generative.questions[lang], tuple(classes[c][lang] for c in classes))
-                                 for name in sets for classes in s.prompt_sets[name].values()
-                                 for lang in _languages(classes))
-            ctx.ask_together([(question, list(answers)) for question, answers in asks], s.generative)
-        for number, name in enumerate(sets, start=1):
-            for task, classes in s.prompt_sets[name].items():
-                names = list(classes)
-                for lang in _languages(classes):
-                    prompts = [classes[c][lang] for c in names]
-                    column = phrasing.column(_correct_column(task, lang), number)
-                    if ctx.generative:
-                        columns[column] = self._asked(ctx, lang, prompts).best_credit(
-                            np.asarray(names)[None, :] == truth[task][:, None])
-                        continue
-                    images = ctx.images()[0]
-                    text = ctx.texts(prompts)
-                    same = indistinguishable(prompts, text)
-                    if same:  # e.g. words outside an English tokenizer's vocabulary: a finding, said, not refused
-                        warnings.append(f"{task} prompts in {lang}{f' ({name})' if number > 1 else ''}: {same}; its "
-                                        f"{lang} predictions tie between them, each counting 1/ties (chance "
-                                        "accuracy, the same on every machine)")
-                    columns[column] = best_credit(images @ text.T, np.asarray(names)[None, :] == truth[task][:, None])
+        credit = ctx.scorer.pick({"asks": self._asked_credit, "embeds": self._embedded_credit})
+        columns.update(credit(ctx, sets, truth, warnings))
         facts: dict[str, Any] = {"pivot": s.pivot, "prompt_set": s.prompt_set}
         if s.phrasings:
             facts["phrasings"] = sets
-        if ctx.generative:
-            facts.update(scorer="generative", questions=s.generative.questions, mode=s.generative.mode)
+        facts.update(ctx.scorer.asked_facts(questions=s.generative.questions, mode=s.generative.mode))
         return Samples(pd.DataFrame(columns), facts, warnings)
+
+    def _zero_shot(self, sets: list[str]) -> list[_Cell]:
+        """Every prompt set's task in each of its languages, in the samples' column order."""
+        return [_Cell(number, name, task, lang, list(classes), [classes[c][lang] for c in classes])
+                for number, name in enumerate(sets, start=1)
+                for task, classes in self.settings.prompt_sets[name].items() for lang in _languages(classes)]
+
+    def _asked_credit(self, ctx: Context, sets: list[str], truth: dict[str, np.ndarray], warnings: list[str]
+                      ) -> dict[str, np.ndarray]:
+        """Each image's top-1 credit per task, language and prompt set, the prompts its answers to the
+        language's question."""
+        cells = self._zero_shot(sets)
+        questions = {cell.lang: self._question(cell.lang) for cell in cells}  # each refused before any is asked
+        # every set, task and language asked of an image in one pass, the image encoded once
+        asks = dict.fromkeys((questions[cell.lang], tuple(cell.prompts)) for cell in cells)
+        ctx.ask_together([(question, list(answers)) for question, answers in asks], self.settings.generative)
+        return {phrasing.column(_correct_column(cell.task, cell.lang), cell.number):
+                self._asked(ctx, cell.lang, cell.prompts).best_credit(
+                    np.asarray(cell.names)[None, :] == truth[cell.task][:, None])
+                for cell in cells}
+
+    def _embedded_credit(self, ctx: Context, sets: list[str], truth: dict[str, np.ndarray], warnings: list[str]
+                         ) -> dict[str, np.ndarray]:
+        """Each image's top-1 credit per task, language and prompt set, by its cosines with the prompts (the
+        study's)."""
+        from vlfair.measures.ties import best_credit
+
+        columns = {}
+        images = ctx.images()[0]
+        for number, name, task, lang, names, prompts in self._zero_shot(sets):
+            text = ctx.texts(prompts)
+            same = indistinguishable(prompts, text)
+            if same:  # e.g. words outside an English tokenizer's vocabulary: a finding, said, not refused
+                warnings.append(f"{task} prompts in {lang}{f' ({name})' if number > 1 else ''}: {same}; its "
+                                f"{lang} predictions tie between them, each counting 1/ties (chance "
+                                "accuracy, the same on every machine)")
+            columns[phrasing.column(_correct_column(task, lang), number)] = best_credit(
+                images @ text.T, np.asarray(names)[None, :] == truth[task][:, None])
+        return columns
 
     def _asked(self, ctx: Context, lang: str, prompts: list[str]) -> TextScores:
         """Each image's scores of ``prompts`` as answers to the question in ``lang`` (an open-ended answer

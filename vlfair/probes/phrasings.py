@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
@@ -17,6 +17,9 @@ from vlfair.outputs import Table
 from vlfair.probes.declared import Custom, Declared, Pooled
 from vlfair.probes.errors import ProbeError
 from vlfair.probes.settings import Text, distinct, placeholders, refuse
+
+if TYPE_CHECKING:
+    from vlfair.probes.scorers import Scorer
 
 POOLED = "pooled"  # the subset's "phrasing" of a metric pooled over every phrasing
 
@@ -98,13 +101,32 @@ def ways(asked: Any, questions: Sequence[str], formats: Sequence[str]) -> list[t
 FORMAT_NAMES = {"likelihood": "log-likelihood", "generate": "open-ended"}
 
 
-def refuse_generative_ways(probe: str, settings: Any, generative: bool) -> None:
-    """A contrastive model is asked no question: question phrasings and answer formats are a generative model's,
-    and the contrastive prompt's phrasings are not its (one line each)."""
-    if not generative and (settings.question_phrasings or settings.answer_formats):
+class Way(NamedTuple):
+    """One way a model is measured (:func:`ways_of`)."""
+
+    label: str    # its name (the phrasings facts and tables)
+    prompt: str   # the text a model that reads prompts reads (a model that is asked reads ``asked``'s answers)
+    asked: Any    # how a model that is asked is asked (an :class:`vlfair.probes.asking.Asking`)
+
+
+def ways_of(scorer: Scorer, settings: Any, prompts: Sequence[str]) -> list[Way]:
+    """Every way ``scorer``'s model is measured, the study's first: a model that is asked
+    (:attr:`~vlfair.probes.scorers.Scorer.asks`), settings.generative's question and its question_phrasings,
+    each in each answer format (:func:`ways`), the study's prompt (``prompts[0]``) its texts; any other,
+    each of ``prompts`` (the study's prompt and its phrasings), asked as settings.generative says."""
+    if scorer.asks:
+        return [Way(label, prompts[0], asked)
+                for label, asked in ways(settings.generative, settings.question_phrasings, settings.answer_formats)]
+    return [Way(prompt, prompt, settings.generative) for prompt in prompts]
+
+
+def refuse_ways(probe: str, settings: Any, scorer: Scorer) -> None:
+    """A model that is not asked reads no question: question phrasings and answer formats are for a model that
+    is asked (a generative one), and the contrastive prompt's phrasings are not its (one line each)."""
+    if not scorer.asks and (settings.question_phrasings or settings.answer_formats):
         raise ProbeError(f"{probe}: settings question_phrasings and answer_formats ask a generative model (lvlm:) "
                          "its question other ways; a contrastive model reads the prompt: use phrasings")
-    if generative and settings.phrasings:
+    if scorer.asks and settings.phrasings:
         raise ProbeError(f"{probe}: setting phrasings rephrases the contrastive prompt; a generative model is asked "
                          "generative.question: use question_phrasings (and answer_formats)")
 
@@ -221,6 +243,6 @@ def row(keys: dict[str, Any], metric: Any, found: Sequence[bool]) -> dict[str, A
             "found in": f"{sum(found)} of {len(values)} phrasings"}
 
 
-__all__ = ["FORMATS_FIELD", "FORMAT_NAMES", "POOLED", "STUDY_FIRST", "Asked", "Format", "Phrased", "check_not_prompt",
-           "column", "count", "excludes_0", "field", "found_table", "pool", "pooled", "question_field",
-           "refuse_generative_ways", "row", "setting", "table", "ways"]
+__all__ = ["FORMATS_FIELD", "FORMAT_NAMES", "POOLED", "STUDY_FIRST", "Asked", "Format", "Phrased", "Way",
+           "check_not_prompt", "column", "count", "excludes_0", "field", "found_table", "pool", "pooled",
+           "question_field", "refuse_ways", "row", "setting", "table", "ways", "ways_of"]

@@ -12,10 +12,12 @@ from pydantic import AfterValidator, Field
 
 from vlfair.outputs import Table
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import register, reports
+from vlfair.probes import reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, clip_score
 from vlfair.probes.declared import Declared, Mean, Range, evaluate, too_small
+from vlfair.probes.registry import register
+from vlfair.probes.scorers import Scorer, was_asked
 from vlfair.probes.settings import (
     Bootstrap,
     Count,
@@ -132,30 +134,34 @@ class ProfessionsProbe(Probe):
     model_settings = ("generative",)  # how a generative model is asked belongs to it, as its spec does
     settings: ProfessionsSettings
 
-    def score(self, ctx: Context, schema: str | None) -> Samples:
-        import pandas as pd
-
-        s = self.settings
-        warnings = []
-        if ctx.generative and s.score == "clipscore":
-            # a generative model has no CLIPScore: its per-pair counterpart is the answer's probability;
+    def settings_for(self, scorer: Scorer) -> tuple[ProfessionsSettings, list[str]]:
+        s, warnings = self.settings, []
+        if s.score == "clipscore" and scorer.asks and not scorer.embeds:
+            # a model that is asked has no CLIPScore: its per-pair counterpart is the answer's probability;
             # its runs record the quantity measured, so that they are compared and ranked with runs of
             # the same quantity only
-            self.settings = s = s.model_copy(update={"score": "likelihood"})
+            s = s.model_copy(update={"score": "likelihood"})
             warnings.append("a generative model has no CLIPScore: measured by its probability of answering with each "
                             "image's own profession (score=likelihood)")
-        phrasing.refuse_generative_ways("professions", s, ctx.generative)
+        phrasing.refuse_ways("professions", s, scorer)
         if s.score == "likelihood" and ("generate" in (s.generative.mode, *s.answer_formats)
                                         or s.generative.normalize_length):
             raise ProbeError("professions: setting score = 'likelihood' is the probability of the whole answer: it "
                              "takes generative.mode = 'likelihood', no answer_formats = ['generate'] and "
                              "normalize_length = false (or use score=probability)")
-        if not ctx.generative and s.score == "likelihood":
-            raise ProbeError(f"professions: setting score = 'likelihood' is a generative model's probability of an "
-                             f"answer; {ctx.encoder.spec!r} is a contrastive encoder: use clipscore or probability")
+        if s.score == "likelihood":
+            scorer.require("asks", "setting score = 'likelihood' is a generative model's probability of an answer",
+                           "professions", "use clipscore or probability")
         if s.phrasings and s.score != "clipscore":  # (a generative model's phrasings: refused just above)
             raise ProbeError("professions: setting phrasings rephrases the CLIPScore prompt (score = 'clipscore', a "
                              "contrastive model); leave it empty for score = 'probability' or 'likelihood'")
+        return s, warnings
+
+    def score(self, ctx: Context, schema: str | None) -> Samples:
+        import pandas as pd
+
+        s = self.settings
+        warnings = []
         phrased = {}
         generative_phrasings: list[str] = []
         if s.score == "clipscore":  # the study's: each image with its own profession's prompt
@@ -174,9 +180,8 @@ class ProfessionsProbe(Probe):
             prompts = [s.prompt.format(profession=p) for p in names]
             answers = [s.generative.answer.format(profession=p) for p in names]
             # a generative model's question in its answer format (phrasing 1), then its other ways (phrasings 2, ...)
-            ways = phrasing.ways(s.generative, s.question_phrasings, s.answer_formats) if ctx.generative else [
-                ("", s.generative)]
-            for number, (_label, way) in enumerate(ways, start=1):
+            ways = phrasing.ways_of(ctx.scorer, s, [s.prompt])
+            for number, (_label, _prompt, way) in enumerate(ways, start=1):
                 found = ctx.text_scores(prompts, way, answers)
                 if number == 1:
                     rows = found.rows
@@ -191,7 +196,7 @@ class ProfessionsProbe(Probe):
                 else:
                     phrased[phrasing.column(QUANTITIES[s.score].column, number)] = way_scores
             if len(ways) > 1:
-                generative_phrasings = [label for label, _ in ways]
+                generative_phrasings = [way.label for way in ways]
         layout = self._layout(columns)
         if layout["departs"]:
             warnings.append("the data departs from the study's layout: " + layout["summary"])
@@ -205,9 +210,8 @@ class ProfessionsProbe(Probe):
             facts["phrasings"] = s.all_phrasings
         if generative_phrasings:
             facts["phrasings"] = generative_phrasings
-        if ctx.generative:
-            facts.update(scorer="generative", question=s.generative.question, answer=s.generative.answer,
-                         mode=s.generative.mode)
+        facts.update(ctx.scorer.asked_facts(question=s.generative.question, answer=s.generative.answer,
+                                            mode=s.generative.mode))
         return Samples(pd.DataFrame(frame), facts, warnings)
 
     def analyze(self, samples: Samples) -> Output:
@@ -369,7 +373,7 @@ def _quantity(samples: Samples) -> Quantity:
 
 def _title(samples: Samples, quantity: Quantity, attribute: str) -> str:
     """The heatmap's title: the prompt a contrastive model read, or the question a generative one answered."""
-    if samples.facts.get("scorer") == "generative":
+    if was_asked(samples.facts):
         return f"Mean {quantity.label} of the own profession, asked '{samples.facts['question']}', by {attribute}"
     return f"Mean {quantity.label} of '{samples.facts['prompt']}' by {attribute}"
 

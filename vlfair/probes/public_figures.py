@@ -18,12 +18,15 @@ import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from vlfair.defaults import PERMUTATIONS
+from vlfair.measures.catalog import neutral_value
 from vlfair.outputs import Metric, metric_from
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import register, reports
+from vlfair.probes import reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
 from vlfair.probes.declared import Declared, Mean, Range, Ratio, evaluate, too_small
+from vlfair.probes.registry import register
+from vlfair.probes.scorers import Scorer
 from vlfair.probes.settings import (
     Bootstrap,
     Flag,
@@ -177,8 +180,8 @@ class PublicFiguresProbe(Probe):
         import pandas as pd
 
         s, asked = self.settings, self.settings.generative
-        # before any image is read (name_phrasings come with as many phrasings: a generative model refuses both)
-        phrasing.refuse_generative_ways("public-figures", s, ctx.generative)
+        # what the model's scores are (said in the facts), refused before any image is read where it is neither
+        scored = ctx.scorer.pick({"asks": self._asked_score, "embeds": self._embedded_score})
         rows = ctx.rows()
         categories, genders = ctx.column("category", rows), ctx.column("gender", rows)
         names = ctx.column("name", rows)
@@ -187,8 +190,7 @@ class PublicFiguresProbe(Probe):
         columns: dict[str, Any] = {**ctx.identity(rows), "category": categories, "gender": genders, "name": names}
         # each phrasing: the class prompt and how a generative model is asked (the study's first): a contrastive
         # model's other prompts, or a generative model's other ways (question_phrasings x answer_formats)
-        ways = phrasing.ways(asked, s.question_phrasings, s.answer_formats) if ctx.generative else [
-            (prompt, asked) for prompt in [s.prompt, *s.phrasings]]
+        ways = phrasing.ways_of(ctx.scorer, s, [s.prompt, *s.phrasings])
         for group, spec, in_group, _views in self._folder_groups(categories):
             for level, level_spec in sorted(spec.levels.items()):
                 classes = level_spec.classes
@@ -196,8 +198,7 @@ class PublicFiguresProbe(Probe):
                 known = np.array([t is not None for t in truth], dtype=bool)
                 columns[_truth_column(group, level)] = _spread(truth, in_group, n)
                 # the study's prompt (phrasing 1), then each other phrasing of it on the same images
-                for number, (phrased, way) in enumerate(ways, start=1):
-                    prompt = s.prompt if ctx.generative else phrased
+                for number, (_label, prompt, way) in enumerate(ways, start=1):
                     found = ctx.text_scores([prompt.format(c) for c in classes], way,
                                             [way.answer.format(c) for c in classes], within=rows[in_group])
                     probabilities = found.probabilities
@@ -219,8 +220,8 @@ class PublicFiguresProbe(Probe):
             if len(candidates) < 2:
                 continue  # analyze warns
             # a generative model may also answer "none of these" (its own answer, not a name: it never
-            # makes an image's own name first)
-            none = [asked.none_answer] if ctx.generative and asked.none_answer else []
+            # makes an image's own name first); a model that reads prompts reads the names' prompts alone
+            none = [asked.none_answer] if asked.none_answer else []
             found = ctx.text_scores([s.name_prompt.format(name) for name in candidates], asked,
                                     [asked.name_answer.format(name) for name in candidates] + none,
                                     question=asked.name_question, within=rows[mask])
@@ -239,16 +240,24 @@ class PublicFiguresProbe(Probe):
                 columns[phrasing.column(OWN_NAME_FIRST, number)] = self._own_name_first(ctx, rows, categories, names,
                                                                                        prompt)
         warnings: list[str] = []
-        labels = {"phrasings": [label for label, _ in ways]} if len(ways) > 1 else {}
-        if ctx.generative:
-            facts = {"prompt": s.prompt, "name_prompt": s.name_prompt, "score": "generative", "scorer": "generative",
-                     **asked.model_dump(mode="json"), **labels}
-            return Samples(pd.DataFrame(columns), facts, warnings)
+        labels = {"phrasings": [way.label for way in ways]} if len(ways) > 1 else {}
+        facts = {"prompt": s.prompt, "name_prompt": s.name_prompt, **scored(ctx, warnings), **labels}
+        return Samples(pd.DataFrame(columns), facts, warnings)
+
+    def settings_for(self, scorer: Scorer) -> tuple[PublicFiguresSettings, list[str]]:
+        # before any image is read (name_phrasings come with as many phrasings: a generative model refuses both)
+        phrasing.refuse_ways("public-figures", self.settings, scorer)
+        return self.settings, []
+
+    def _asked_score(self, ctx: Context, warnings: list[str]) -> dict[str, Any]:
+        """The facts of what a model that is asked scored: the answers' probabilities, asked as the samples say."""
+        return {"score": ctx.scorer.kind, **ctx.scorer.asked_facts(**self.settings.generative.model_dump(mode="json"))}
+
+    def _embedded_score(self, ctx: Context, warnings: list[str]) -> dict[str, Any]:
+        """The facts of what an encoder scored: a softmax over the classes, or a sigmoid model's own probabilities."""
         if ctx.encoder.loss == "sigmoid":
             warnings.append("a sigmoid model: class scores are independent probabilities x100, rows do not sum to 100")
-        facts = {"prompt": s.prompt, "name_prompt": s.name_prompt,
-                 "score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax", **labels}
-        return Samples(pd.DataFrame(columns), facts, warnings)
+        return {"score": "sigmoid" if ctx.encoder.loss == "sigmoid" else "softmax"}
 
     def _own_name_first(self, ctx: Context, rows: np.ndarray, categories: np.ndarray, names: np.ndarray,
                         prompt: str) -> np.ndarray:
@@ -331,7 +340,7 @@ class PublicFiguresProbe(Probe):
                                  "value": frame["b = s_w / s_m"].to_numpy(float),
                                  "low": frame["CI low"].to_numpy(float), "high": frame["CI high"].to_numpy(float)})
             out.figure("bias_ratio", plots.forest, points, "Bias ratio b = s_w / s_m of each folder's own class",
-                       "b (women's mean score / men's)", neutral=1.0)
+                       "b (women's mean score / men's)", neutral=neutral_value("bias_ratio"))
         capability = pd.DataFrame.from_dict(summary, orient="index")
         capability.index = pd.MultiIndex.from_tuples(capability.index, names=["folder", "level"])
         out.tables["capability_summary"] = capability

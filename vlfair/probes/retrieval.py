@@ -26,11 +26,14 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field
 
+from vlfair.measures.catalog import neutral_value
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import register, reports
+from vlfair.probes import reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, indistinguishable
 from vlfair.probes.declared import Custom, Declared, evaluate
+from vlfair.probes.registry import register
+from vlfair.probes.scorers import Scorer
 from vlfair.probes.settings import (
     Bootstrap,
     Count,
@@ -162,8 +165,6 @@ class RetrievalProbe(Probe):
         facts: dict[str, Any] = {"queries": prompts, "concepts": [c for c, _ in queries], "ranking": s.ranking}
         # every image is embedded (and cached) once; balancing then picks rows of the embeddings, so
         # another seed or balance_gender=false embeds nothing again
-        if ctx.generative:
-            self._askable(ctx)
         rows = ctx.rows()
         labels = {attribute: ctx.column(attribute, rows) for attribute in s.attributes}
         kept = np.arange(len(rows))
@@ -181,18 +182,9 @@ class RetrievalProbe(Probe):
         frame = ctx.identity(rows)
         for attribute, values in labels.items():
             frame[attribute] = values[kept]
-        warnings = []
-        if ctx.generative:  # every image asked once (cached); balancing picks rows of the answers
-            scores = ctx.text_scores(prompts, s.generative).values[kept]
-            facts.update(scorer="generative", question=s.generative.question, ranking="log_likelihood")
-        else:
-            images = ctx.images()[0][kept]
-            text = ctx.texts(prompts)
-            warnings = [same] if (same := indistinguishable(prompts, text)) is not None else []
-            if s.ranking == "dvl":  # DVL's measuring_bias.py:79,95,114: unnormalised image . normalised text
-                images = ctx.raw_images()[kept]
-            with np.errstate(invalid="ignore", over="ignore"):  # refused just below, naming an image and a prompt
-                scores = images @ text.T  # (images, queries)
+        warnings: list[str] = []
+        scores = ctx.scorer.pick({"asks": self._asked_scores, "embeds": self._embedded_scores})(
+            ctx, prompts, kept, facts, warnings)
         if not np.isfinite(scores).all():  # a ranking would put them last without a word
             bad_image, bad_query = np.argwhere(~np.isfinite(scores))[0]
             raise ProbeError(f"retrieval: model {ctx.encoder.spec!r} scores the image of row {int(rows[bad_image])} "
@@ -204,17 +196,38 @@ class RetrievalProbe(Probe):
         facts["images"] = int(len(rows))
         return Samples(pd.DataFrame(frame), facts, warnings)
 
-    def _askable(self, ctx: Context) -> None:
-        """A generative model ranks images by the log-likelihood of each prompt as its answer: a
-        ranking needs a score per image, which its open-ended answer and DVL's image norms are not."""
+    def _asked_scores(self, ctx: Context, prompts: list[str], kept: np.ndarray, facts: dict[str, Any],
+                      warnings: list[str]) -> np.ndarray:
+        """Each kept image's log-likelihood of each prompt as its answer to the question: every image asked
+        once (cached), balancing picks rows of the answers."""
+        asked = self.settings.generative
+        facts.update(ctx.scorer.asked_facts(question=asked.question, ranking="log_likelihood"))
+        return ctx.text_scores(prompts, asked).values[kept]
+
+    def _embedded_scores(self, ctx: Context, prompts: list[str], kept: np.ndarray, facts: dict[str, Any],
+                         warnings: list[str]) -> np.ndarray:
+        """Each kept image's cosine with each prompt (DVL's ranking: its unnormalised features')."""
+        images = ctx.images()[0][kept]
+        text = ctx.texts(prompts)
+        if (same := indistinguishable(prompts, text)) is not None:
+            warnings.append(same)
+        if self.settings.ranking == "dvl":  # DVL's measuring_bias.py:79,95,114: unnormalised image . normalised text
+            images = ctx.raw_images()[kept]
+        with np.errstate(invalid="ignore", over="ignore"):  # refused by score, naming an image and a prompt
+            return images @ text.T  # (images, queries)
+
+    def settings_for(self, scorer: Scorer) -> tuple[RetrievalSettings, list[str]]:
+        """A model that is asked ranks images by the log-likelihood of each prompt as its answer: a ranking
+        needs a score per image, which its open-ended answer and DVL's image norms are not."""
         s = self.settings
-        if s.generative.mode == "generate":
+        if scorer.asks and s.generative.mode == "generate":
             raise ProbeError("retrieval: setting generative.mode = 'generate': a ranking needs every image's score for "
                              "every prompt, which one generated answer per image does not give; use 'likelihood'")
         if s.ranking == "dvl":
-            raise ProbeError(f"retrieval: setting ranking = 'dvl' weights images by the norm of a contrastive model's "
-                             f"image features; {ctx.encoder.name!r} is a generative model: use ranking=cosine (it "
-                             "ranks by the prompts' log-likelihoods)")
+            scorer.require("embeds", "setting ranking = 'dvl' weights images by the norm of a contrastive model's "
+                                     "image features", "retrieval",
+                           "use ranking=cosine (a generative model ranks by the prompts' log-likelihoods)")
+        return s, []
 
     # ---- the samples' part -------------------------------------------------------------------
     def _measured(self, samples: Samples) -> list[tuple[str, list[str], np.ndarray]]:
@@ -386,7 +399,8 @@ class RetrievalProbe(Probe):
                 {t: [m.ci for m in per_concept if m.subset["target"] == t] for t in s.targets}, index=bars.index)
             out.figure(f"max_skew_by_concept_{attribute}", plots.grouped_bars, bars, errors,
                        f"MaxSkew@{s.k} of {attribute} per concept (mean over its templates)",
-                       "MaxSkew@k (0: the target's shares)", xlabel="concept", neutral=0.0, legend_title="target")
+                       "MaxSkew@k (0: the target's shares)", xlabel="concept", neutral=neutral_value("max_skew"),
+                       legend_title="target")
             target = s.targets[0]
             cells = [m for m in out.metrics if m.name == "skew" and m.subset["attribute"] == attribute
                      and m.subset["target"] == target and "phrasing" not in m.subset]

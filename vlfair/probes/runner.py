@@ -16,7 +16,7 @@ from vlfair.imageio import RejectedImageError
 from vlfair.logging import library_progress_bars
 from vlfair.probes.base import Context, Output, Probe, ProbeError
 from vlfair.probes.registry import probe_class, probe_names
-from vlfair.probes.scorers import model_kind
+from vlfair.probes.scorers import capabilities_of
 
 
 def _schema_of(spec: str, default: str) -> str:
@@ -114,7 +114,7 @@ def refuse_generative(probe: Any, model: Any) -> None:
     that only reads embeddings is refused by name."""
     from vlfair.models import parse_spec
 
-    generative = parse_spec(model)[0] == "lvlm" if isinstance(model, str) else model_kind(model) == "generative"
+    generative = parse_spec(model)[0] == "lvlm" if isinstance(model, str) else "asks" in capabilities_of(model)
     if generative and not probe.asks_questions:
         asking = [name for name in probe_names() if probe_class(name).asks_questions]
         spec = model if isinstance(model, str) else model.name

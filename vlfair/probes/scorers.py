@@ -6,35 +6,62 @@ hands each question to the scorer of its model's kind. A contrastive encoder emb
 embeddings); a generative model (``lvlm:``) answers questions about each image (cached answers:
 :class:`vlfair.embed.AnswerScores`, :class:`vlfair.embed.GeneratedAnswers`). A new kind of model is
 one module: a :class:`Scorer` subclass registered with :func:`register_scorer` under the ``kind``
-its models carry (``model.kind``; a model without one is contrastive).
+its models carry (``model.kind``; a model without one is contrastive), in :data:`SCORERS` (a
+:class:`vlfair.registry.Registry`).
+
+What a probe asks of a model is a capability its scorer declares (:attr:`Scorer.capabilities`), never
+its kind: every scorer scores texts; one that ``embeds`` gives embeddings; one that ``asks`` is asked a
+question with candidate answers. A probe that measures the two ways picks its way by capability
+(:meth:`Scorer.pick`), and a part the model cannot do is refused by name (:meth:`Scorer.refusal`).
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from vlfair.imageio import RejectedImageError
 from vlfair.probes.asking import Answering, Asking, TextScores
 from vlfair.probes.errors import ProbeError
+from vlfair.registry import Registry
 
-SCORERS: dict[str, type[Scorer]] = {}  # a model's kind -> its scorer
+T = TypeVar("T")
+
+# what a scorer may give beyond s(image, text), each as the part of a probe that reads it (a refusal names it)
+CAPABILITIES = {
+    "embeds": "this part of the probe reads image and text embeddings",   # images, raw_images, texts
+    "asks": "this part of the probe reads answers to questions about each image",  # question, answers, Asking
+}
+
+
+def _check(scorer: type[Scorer]) -> None:
+    """What a scorer class must be beyond a Scorer subclass with a kind."""
+    if scorer.__abstractmethods__:
+        raise TypeError(f"{scorer.__qualname__} does not define {', '.join(sorted(scorer.__abstractmethods__))}")
+    unknown = sorted(set(scorer.capabilities) - set(CAPABILITIES))
+    if unknown:  # a probe would never pick a way by it
+        raise TypeError(f"{scorer.__qualname__} declares capabilities {unknown}; the known ones: "
+                        f"{', '.join(sorted(CAPABILITIES))}")
+    kept = [m for m in ("images", "raw_images", "texts") if getattr(scorer, m) is getattr(Scorer, m)]
+    if "embeds" in scorer.capabilities and kept:  # it would be picked to embed, then refuse to
+        raise TypeError(f"{scorer.__qualname__} declares it embeds but does not define {', '.join(kept)}")
+
+
+def _kind_of(scorer: type[Scorer]) -> str:
+    if not isinstance(getattr(scorer, "kind", None), str) or not scorer.kind:
+        raise TypeError(f"{scorer.__qualname__} declares no kind (a class attribute: kind = 'my-kind')")
+    return scorer.kind
 
 
 def register_scorer(scorer: type[Scorer]) -> type[Scorer]:
     """Register ``scorer`` for the models whose ``kind`` is its ``kind`` (a class decorator); a class
-    without a kind, or with a method left to define, is refused naming it."""
-    if not (isinstance(scorer, type) and issubclass(scorer, Scorer)):
-        raise TypeError(f"register_scorer takes a subclass of vlfair.probes.scorers.Scorer, not {scorer!r}")
-    if not isinstance(getattr(scorer, "kind", None), str) or not scorer.kind:
-        raise TypeError(f"{scorer.__qualname__} declares no kind (a class attribute: kind = 'my-kind')")
-    if scorer.__abstractmethods__:
-        raise TypeError(f"{scorer.__qualname__} does not define {', '.join(sorted(scorer.__abstractmethods__))}")
-    SCORERS[scorer.kind] = scorer
-    return scorer
+    without a kind, or with a method left to define, is refused naming it, as is another class of a kind
+    already served."""
+    return SCORERS.add(scorer)
 
 
 def model_kind(model: Any) -> str:
@@ -42,21 +69,37 @@ def model_kind(model: Any) -> str:
     return getattr(model, "kind", "contrastive")
 
 
+def capabilities_of(model: Any) -> frozenset[str]:
+    """What ``model``'s scorer gives (:attr:`Scorer.capabilities`), before any scorer is built; none for a
+    kind no scorer serves (:func:`scorer_for` refuses it by name)."""
+    scorer = SCORERS.get(model_kind(model), None)
+    return scorer.capabilities if scorer is not None else frozenset()
+
+
+def was_asked(facts: Mapping[str, Any]) -> bool:
+    """Whether samples' facts say their model was asked questions (:meth:`Scorer.asked_facts` records the
+    scorer of a model that is asked, and of no other)."""
+    return "scorer" in facts
+
+
 def scorer_for(model: Any, dataset: Any, batch_size: int = 64, cache_dir: Any = "default") -> Scorer:
     """The scorer of ``model``'s kind for ``dataset``; an unknown kind is refused, naming the known ones."""
     kind = model_kind(model)
     if kind not in SCORERS:
         raise ProbeError(f"model {getattr(model, 'name', model)!r} is of kind {kind!r}, which no scorer serves "
-                         f"(known kinds: {', '.join(sorted(SCORERS))}); register one with "
+                         f"(known kinds: {', '.join(sorted(SCORERS.names()))}); register one with "
                          "vlfair.probes.scorers.register_scorer")
-    return SCORERS[kind](model, dataset, batch_size, cache_dir)
+    return SCORERS.get(kind)(model, dataset, batch_size, cache_dir)
 
 
 class Scorer(abc.ABC):
     """One model's scores of one dataset's images. A subclass defines :meth:`rows` and
-    :meth:`text_scores`; one that embeds also :meth:`images`, :meth:`raw_images` and :meth:`texts`."""
+    :meth:`text_scores`; one that embeds also :meth:`images`, :meth:`raw_images` and :meth:`texts`, and
+    says so in :attr:`capabilities` (as one that is asked questions does)."""
 
     kind: ClassVar[str]
+    # what it gives beyond text_scores (CAPABILITIES' names): probes choose their way of measuring by these
+    capabilities: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, model: Any, dataset: Any, batch_size: int = 64, cache_dir: Any = "default"):
         self.model, self.dataset, self.batch_size, self.cache_dir = model, dataset, batch_size, cache_dir
@@ -76,6 +119,45 @@ class Scorer(abc.ABC):
     def ask_together(self, asks: list[tuple[str, list[str]]], asked: Answering) -> None:  # noqa: B027
         """Questions a probe will ask of every image, said at once (a model that answers asks them in one pass)."""
 
+    @property
+    def embeds(self) -> bool:
+        """Whether it gives image and text embeddings (:meth:`images`, :meth:`raw_images`, :meth:`texts`)."""
+        return "embeds" in self.capabilities
+
+    @property
+    def asks(self) -> bool:
+        """Whether the model is asked a question about each image, its candidate answers scored (or its own
+        answer matched to one) as an :class:`~vlfair.probes.asking.Answering` says."""
+        return "asks" in self.capabilities
+
+    def pick(self, ways: Mapping[str, T]) -> T:
+        """Of a probe's ways of measuring, keyed by the capability each needs, the first this scorer has; a
+        scorer with none of them is refused naming the last (the probe's own way, the study's)."""
+        for capability, way in ways.items():
+            if capability in self.capabilities:
+                return way
+        raise self.refusal(list(ways)[-1])
+
+    def require(self, capability: str, part: str | None = None, probe: str | None = None,
+                instead: str | None = None) -> None:
+        """Refuse (:meth:`refusal`) unless the scorer has ``capability``."""
+        if capability not in self.capabilities:
+            raise self.refusal(capability, part, probe, instead)
+
+    def refusal(self, capability: str, part: str | None = None, probe: str | None = None,
+                instead: str | None = None) -> ProbeError:
+        """The one-line error of a ``part`` of ``probe`` (default: CAPABILITIES' words) that needs
+        ``capability``, naming the model and its kind, and what to do ``instead``."""
+        name = getattr(self.model, "name", self.model)
+        return ProbeError(f"{f'{probe}: ' if probe else ''}model {name!r} is a {self.kind} model: "
+                          f"{part or CAPABILITIES[capability]}, which a {self.kind} model does not give"
+                          + (f"; {instead}" if instead else ""))
+
+    def asked_facts(self, **facts: Any) -> dict[str, Any]:
+        """The samples' facts of how the model was asked (``facts``), with the scorer: for a model that is
+        asked; none for another (its samples say what it read in their own facts)."""
+        return {"scorer": self.kind, **facts} if self.asks else {}
+
     def images(self) -> tuple[np.ndarray, np.ndarray]:
         """(L2-normalised image embeddings of the readable rows, their rows)."""
         raise self._no_embeddings()
@@ -89,9 +171,7 @@ class Scorer(abc.ABC):
         raise self._no_embeddings()
 
     def _no_embeddings(self) -> ProbeError:
-        name = getattr(self.model, "name", self.model)
-        return ProbeError(f"model {name!r} is a {self.kind} model: this part of the probe reads image and text "
-                          f"embeddings, which a {self.kind} model does not give")
+        return self.refusal("embeds")
 
 
 def _require_finite(values: np.ndarray, what: str, rows: np.ndarray) -> None:
@@ -105,11 +185,16 @@ def _require_finite(values: np.ndarray, what: str, rows: np.ndarray) -> None:
         raise ProbeError(f"{exc} (the model gave them: a broken checkpoint, or an overflow in float16)") from None
 
 
+# a model's kind -> its scorer
+SCORERS: Registry[type[Scorer]] = Registry("scorer", Scorer, subclass=True, name_of=_kind_of, check=_check)
+
+
 @register_scorer
 class Contrastive(Scorer):
     """A dual encoder: s(image, text) is the cosine of their embeddings; both cached."""
 
     kind = "contrastive"
+    capabilities = frozenset({"embeds"})
 
     def __init__(self, model: Any, dataset: Any, batch_size: int = 64, cache_dir: Any = "default"):
         super().__init__(model, dataset, batch_size, cache_dir)
@@ -177,6 +262,7 @@ class Generative(Scorer):
     1 for the candidate its own answer names; both cached per (question, answers)."""
 
     kind = "generative"
+    capabilities = frozenset({"asks"})
 
     def __init__(self, model: Any, dataset: Any, batch_size: int = 64, cache_dir: Any = "default"):
         super().__init__(model, dataset, batch_size, cache_dir)
@@ -290,5 +376,5 @@ class Generative(Scorer):
         return dataclasses.replace(found, rows=within[found.rows])
 
 
-__all__ = ["SCORERS", "Contrastive", "Generative", "Scorer", "model_kind", "register_scorer",
-           "scorer_for"]
+__all__ = ["CAPABILITIES", "SCORERS", "Contrastive", "Generative", "Scorer", "capabilities_of", "model_kind",
+           "register_scorer", "scorer_for", "was_asked"]

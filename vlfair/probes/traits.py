@@ -11,10 +11,12 @@ from pydantic import AfterValidator, Field
 
 from vlfair.outputs import Table
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import register, reports
+from vlfair.probes import reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec, indistinguishable
 from vlfair.probes.declared import Declared, FStatistic, Mean, evaluate, too_small
+from vlfair.probes.registry import register
+from vlfair.probes.scorers import Scorer, was_asked
 from vlfair.probes.settings import (
     SEED,
     Bootstrap,
@@ -135,14 +137,20 @@ class TraitsProbe(Probe):
     def draws_with_seed(self) -> bool:
         return self.settings.per_cell is not None  # the seed draws the per-cell sample
 
+    def settings_for(self, scorer: Scorer) -> tuple[TraitsSettings, list[str]]:
+        phrasing.refuse_ways("traits", self.settings, scorer)
+        return self.settings, []
+
     def score(self, ctx: Context, schema: str | None) -> Samples:
+        sampling = self._sample(ctx)  # before embedding: only the drawn rows are embedded
+        return ctx.scorer.pick({"asks": self._score_generative, "embeds": self._score_embedded})(ctx, sampling)
+
+    def _score_embedded(self, ctx: Context, sampling: dict | None) -> Samples:
+        """The study's: the confidence in the positive trait is the softmax of the image's cosines with the
+        pair's prompts, at the model's logit scale (or ``temperature``)."""
         import pandas as pd
 
         s = self.settings
-        phrasing.refuse_generative_ways("traits", s, ctx.generative)
-        sampling = self._sample(ctx)  # before embedding: only the drawn rows are embedded
-        if ctx.generative:
-            return self._score_generative(ctx, sampling)
         images, rows = ctx.images()
         tau = float(ctx.encoder.logit_scale if s.temperature is None else s.temperature)
         if not tau > 0:  # tau = 0 makes every confidence 0.5: nothing would be measured
@@ -215,8 +223,8 @@ class TraitsProbe(Probe):
         if s.temperature is not None:
             warnings.append(f"temperature {s.temperature:g}: not used, it scales a contrastive model's similarities")
         self._scored = None  # Grad-CAM reads a contrastive encoder's image tower
-        facts = {"scorer": "generative", "question": asked.question, "normalize_length": asked.normalize_length,
-                 "mode": asked.mode, "prompt": s.prompt, "sampling": sampling}
+        facts = ctx.scorer.asked_facts(question=asked.question, normalize_length=asked.normalize_length,
+                                       mode=asked.mode, prompt=s.prompt, sampling=sampling)
         if len(ways) > 1:
             facts["phrasings"] = [label for label, _ in ways]
         return Samples(pd.DataFrame(columns), facts, warnings)
@@ -228,7 +236,7 @@ class TraitsProbe(Probe):
 
         s = self.settings
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
-        if samples.facts.get("scorer") == "generative":
+        if was_asked(samples.facts):
             if samples.facts.get("mode") == "generate":
                 out.notes.append(f"confidence = 1 where the model's own answer to {samples.facts['question']!r} names "
                                  "the positive word, 0 where it names the negative one")

@@ -16,10 +16,12 @@ from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_va
 from vlfair.defaults import BOOTSTRAP, MAX_BOOTSTRAP
 from vlfair.outputs import Metric
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import register, reports
+from vlfair.probes import reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
 from vlfair.probes.declared import Custom, Declared, evaluate
+from vlfair.probes.registry import register
+from vlfair.probes.scorers import Scorer
 from vlfair.probes.settings import (
     SEED,
     Confidence,
@@ -204,6 +206,16 @@ class WordInfluenceProbe(Probe):
                 + ("; a metric pooled over phrasings, a two-level bootstrap interval (the images within their "
                    "variants, and the phrasings)." if len(self.settings.ways) > 1 else "."))
 
+    def settings_for(self, scorer: Scorer) -> tuple[WordInfluenceSettings, list[str]]:
+        s = self.settings
+        if scorer.asks and s.generative.mode == "generate":
+            raise ProbeError("word-influence: setting generative.mode = 'generate': the classifier picks the most "
+                             "likely group text; use 'likelihood'")
+        if s.question_phrasings and not scorer.asks:
+            raise ProbeError("word-influence: setting question_phrasings asks a generative classifier (lvlm:) its "
+                             "question other ways; a contrastive classifier reads the texts: use phrasings")
+        return s, []
+
     def score(self, ctx: Context, schema: str | None) -> Samples:
         """Generate every prompt's images (original and transmuted) and classify them: one sample per
         image, with its prompt, variant, transmuted prompt, sample index and seed, and the group the
@@ -216,15 +228,11 @@ class WordInfluenceProbe(Probe):
         s = self.settings
         generator = self.components.get("generator") or DiffusersGenerator(**s.generator.model_dump())
         transmuter = self.components.get("transmuter") or make_transmuter(**s.transmuter.model_dump(exclude_none=True))
-        if ctx.generative and s.generative.mode == "generate":
-            raise ProbeError("word-influence: setting generative.mode = 'generate': the classifier picks the most "
-                             "likely group text; use 'likelihood'")
-        if s.question_phrasings and not ctx.generative:
-            raise ProbeError("word-influence: setting question_phrasings asks a generative classifier (lvlm:) its "
-                             "question other ways; a contrastive classifier reads the texts: use phrasings")
-        classify = self.components.get("classifier") or GroupClassifier(
-            ctx.encoder, s.groups, s.no_person, question=s.generative.question, phrasings=s.phrasings,
-            questions=s.question_phrasings)
+        classify = self.components.get("classifier")
+        if classify is None:  # the model's own: a generative model's answers, or an encoder's cosines
+            classify = GroupClassifier(ctx.encoder, s.groups, s.no_person, question=s.generative.question,
+                                       phrasings=s.phrasings, questions=s.question_phrasings,
+                                       asks=ctx.scorer.pick({"asks": True, "embeds": False}))
         phrased = len(s.ways) > 1
         every_phrasing = getattr(classify, "every_phrasing", None) if phrased else None
         if phrased and every_phrasing is None:
