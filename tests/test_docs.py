@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 BENCHMARKS = ROOT / "benchmarks"
 MAX_README_LINES = 250
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+MAX_ARCHITECTURE_LINES = 200
 
 
 def _section(text: str, heading: str) -> str:
@@ -30,6 +32,17 @@ def _blocks(text: str, language: str) -> list[str]:
 def _slug(heading: str) -> str:
     """GitHub's anchor of a Markdown heading: lower case, punctuation but - and _ dropped, spaces as -."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _own_registries(monkeypatch) -> None:
+    """The test's own probes, scorers and datasets: what a doc's example registers leaves vlfair's alone."""
+    from vlfair.data import registry as datasets
+    from vlfair.probes import registry as probes
+    from vlfair.probes import scorers
+
+    monkeypatch.setattr(probes, "PROBES", probes.PROBES.copy())
+    monkeypatch.setattr(scorers, "SCORERS", scorers.SCORERS.copy())
+    monkeypatch.setattr(datasets, "DATASETS", datasets.DATASETS.copy())
 
 
 def test_readme_is_short_enough_to_read():
@@ -88,6 +101,7 @@ def test_readme_s_own_probe_runs_with_its_measure_s_facts(tmp_path, monkeypatch)
     (package / "mood_gap.py").write_text(module)
     (package / "mood_gap.yaml").write_text(settings)
     monkeypatch.syspath_prepend(str(tmp_path))
+    _own_registries(monkeypatch)
     try:
         probe_module = importlib.import_module("my_package.mood_gap")
         probe = probe_module.MoodGap({"bootstrap": 200})
@@ -127,3 +141,60 @@ def test_readme_s_training_script_runs():
     stated = float(re.search(r"# (\d\.\d+)", "\n".join(lines[first:first + 2])).group(1))  # README's 0.8568
     assert namespace["FIRST"] == pytest.approx(stated, abs=5e-5)
     assert {"bias_ratio", "f_statistic"} <= set(namespace["LAST"])
+
+
+def test_architecture_is_short_enough_to_read():
+    lines = ARCHITECTURE.read_text().splitlines()
+    assert len(lines) <= MAX_ARCHITECTURE_LINES, f"docs/ARCHITECTURE.md has {len(lines)} lines"
+
+
+def test_architecture_s_four_examples_run(tmp_path, monkeypatch, clip_encoder):
+    """ARCHITECTURE's worked examples, each as written: the probe registers and runs, reporting its declared
+    metrics; the measure's statistic, declared on a row set, is the spread of the groups' standard deviations
+    (brute force); the scorer kind registers with no capability; the dataset registers and its twin loads."""
+    import numpy as np
+    import pandas as pd
+
+    from vlfair.data.loading import load_dataset
+    from vlfair.probes import probe_class
+    from vlfair.probes.declared import Declared, evaluate
+    from vlfair.probes.runner import measure_probe
+    from vlfair.probes.scorers import SCORERS
+    from vlfair.samples import Samples
+
+    probe_code, measure_code, scorer_code, dataset_code = _blocks(ARCHITECTURE.read_text(), "python")
+    _own_registries(monkeypatch)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name, code in (("arch_probe", probe_code), ("arch_measure", measure_code), ("arch_scorer", scorer_code),
+                       ("arch_dataset", dataset_code)):
+        (tmp_path / f"{name}.py").write_text(code)
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    (tmp_path / "arch_probe.yaml").write_text("version: 1\nprompt: a photo of a calm person\nbootstrap: 100\n")
+    # (each module stays in sys.modules until the test ends: monkeypatch takes them out again)
+    probe_module = importlib.import_module("arch_probe")
+    measure_module = importlib.import_module("arch_measure")
+    scorer_module = importlib.import_module("arch_scorer")
+    importlib.import_module("arch_dataset")
+
+    assert probe_class("mood-gap") is probe_module.MoodGap
+    run = measure_probe(probe_module.MoodGap(), clip_encoder, load_dataset("synthetic:fairface", size=40),
+                        cache_dir=tmp_path / "cache")
+    assert {m["name"] for m in run.results["metrics"]} == {"mean_clipscore", "group_score_gap"}
+    assert run.results["measures"]["group_score_gap"]["neutral"] == 0.0
+
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"score": rng.normal(size=45) * np.repeat([1.0, 2.0, 3.0], 15),
+                          "gender": np.repeat(["a", "b", "c"], 15)})
+    declared = Declared(measure_module.SCORE_SPREAD, {}, measure_module.spread("score"), group="gender")
+    (spread,) = evaluate(Samples(frame, {}), [declared], bootstrap=50)
+    deviations = frame.groupby("gender")["score"].std(ddof=1)
+    assert spread.value == pytest.approx(deviations.max() - deviations.min(), rel=1e-12)
+    assert spread.facts == measure_module.SCORE_SPREAD.facts and spread.ci[0] <= spread.value <= spread.ci[1]
+
+    from vlfair.probes import scorers
+
+    assert scorers.SCORERS.get("brightness") is scorer_module.Brightness
+    assert scorer_module.Brightness.capabilities == frozenset() and "brightness" not in SCORERS  # ours alone
+
+    moods = load_dataset("synthetic:moods", size=8)
+    assert moods.num_rows == 8 and set(moods["mood"]) == {"calm", "tense"}

@@ -128,9 +128,7 @@ def _isolated_probes(monkeypatch) -> None:
     """A registry of probes of this test's own (found again from the entry points on sys.path)."""
     from vlfair.probes import registry
 
-    monkeypatch.setattr(registry, "PROBES", {})
-    monkeypatch.setattr(registry, "_REGISTERED", [])
-    monkeypatch.setattr(registry, "_FOUND", None)
+    monkeypatch.setattr(registry, "PROBES", registry.PROBES.copy())
 
 
 def _space(name: str):
@@ -148,9 +146,9 @@ def mood_runs(mood_plugin, clip_dir, siglip_dir, tmp_path_factory) -> dict[str, 
     from vlfair.probes import registry
 
     base = tmp_path_factory.mktemp("mood-runs")
-    saved = (registry.PROBES, registry._REGISTERED, registry._FOUND)
+    saved = registry.PROBES
     sys.path.insert(0, str(mood_plugin))
-    registry.PROBES, registry._REGISTERED, registry._FOUND = {}, [], None
+    registry.PROBES = registry.PROBES.copy()  # this fixture's own, reading the entry points on sys.path again
     try:
         runs = {}
         for model, path in (("clip", clip_dir), ("siglip", siglip_dir)):
@@ -166,7 +164,7 @@ def mood_runs(mood_plugin, clip_dir, siglip_dir, tmp_path_factory) -> dict[str, 
         sys.path.remove(str(mood_plugin))
         for name in ("vlfair_mood", "vlfair_spread"):
             sys.modules.pop(name, None)
-        registry.PROBES, registry._REGISTERED, registry._FOUND = saved
+        registry.PROBES = saved
     return runs
 
 

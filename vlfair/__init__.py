@@ -2,6 +2,11 @@
 
 Public names are resolved lazily so that ``from vlfair.measures import ...`` (what every
 evaluate module does) never imports torch or transformers.
+
+Code conventions: type hints on public functions (``numpy.typing.ArrayLike`` where arrays are meant,
+``@overload`` where a flag changes the return type), Google-style docstrings, short comments that say
+why. ``ruff check vlfair metrics spaces tests benchmarks``, ``mypy`` and ``lint-imports`` are clean and
+run by the test command (``tests/test_code_quality.py``) and by pre-commit.
 """
 
 from __future__ import annotations

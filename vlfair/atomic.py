@@ -17,6 +17,48 @@ A folder is replaced only when it is empty or holds an earlier output of the sam
 nothing else: every output carries the list of the files vlfair wrote (``.vlfair-output.json``), and
 a folder with any other file (a user's notes beside a run, another command's output, a run of a
 vlfair without that list) is refused, never deleted.
+
+The one write path of ``run``, ``rescore``, ``compare``, ``prepare`` and ``demo``, and of
+``run_probe(..., out_dir)``, ``write_outputs``, ``write_comparison`` and ``write_prepared``. Every file
+goes into a staging folder beside ``--out`` (``.NAME.vlfair-new-XXXXXXXX``, same filesystem), which takes
+``--out``'s place only once the last file is written: on Linux exchanged with the earlier output in one
+``renameat2(RENAME_EXCHANGE)``; elsewhere the earlier output is moved aside, the new one moved in, and the
+earlier one removed. A command killed at any moment (kill -9, a full disk, Ctrl-C) leaves the earlier
+output as it was, never a results.json of one run beside the tables of another. An earlier output is
+replaced as a whole: a table the new run does not write does not stay behind. A write error that names no
+file (``[Errno 28] No space left on device``) is reported with the folder and "the folder was left as it
+was".
+
+A command that fails after measuring leaves ``--out`` as it was too: ``ProbeRun.failure()`` says why a run
+is no result to build on (it measured nothing; a value came out null), and the CLI's one write step for
+``run`` and ``rescore`` (``cli._write_run``) then writes the run into ``OUT.failed`` beside ``--out``
+(claimed like any output: a folder of someone else's files there is not touched, and the error says the
+run could not be kept), never over the earlier run, and exits 2 naming both folders. A later run that
+succeeds goes to ``--out`` as usual; ``OUT.failed`` stays until its owner removes it (vlfair deletes no
+output a person may be reading).
+
+The lock: the CLI holds it from before any work until the command ends (``--out runs/x is being written
+by another vlfair command (it holds the lock ...); wait until it has finished, or give another folder``,
+exit 2); library calls take it while they write and raise :class:`OutputError`. It refuses rather than
+waits: a waiting run would, once it got the lock, silently replace the first one's output. Under torchrun
+/ accelerate only rank 0 takes it. A process keeps one lock object per folder (it re-enters its own lock);
+a forked child (a Space's worker, a sweep's multiprocessing pool) drops its parent's objects and takes
+locks of its own (``os.register_at_fork``: filelock refuses an object used across a fork, and the parent's
+claims are not the child's to release).
+
+``--out`` may be a new folder, an empty one, or an earlier output of the same command holding only the
+files it wrote: ``.vlfair-output.json`` holds its kind ("run", "comparison", "prepared dataset", "demo")
+and every file written (relative paths, written last into the staging folder). A folder with any file the
+list does not name (a user's notes.md or figure.png beside a run, even named like a run's tables), with
+another kind's list, or with none (an output of a vlfair before the lists, a folder of one's own) is
+refused before any work and left untouched (``--out mine holds files that are not a vlfair run's
+(notes.txt): vlfair replaces its output folder as a whole, so it writes into a new or empty folder or an
+earlier run's only (one that lists its files in .vlfair-output.json); give another folder``), as are a
+file, the filesystem root, a mount point (it cannot be renamed: a folder inside it is named) and a folder
+that is or holds the current folder. vlfair never deletes a folder it did not write. Leftovers are
+recognised by their exact names (``.NAME.vlfair-new-`` or ``-old-`` and 8 hex digits), never by a prefix
+another folder's name could share; where folders cannot be exchanged in one step, a failed move puts the
+earlier output back before the error is raised.
 """
 
 from __future__ import annotations

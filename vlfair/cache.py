@@ -16,6 +16,14 @@ and what it held is recomputed.
 
 Optional, never in the way: a cache file that cannot be written (a full disk, no permission) is a
 CacheWarning naming it, and the run goes on without the cache; its results are not lost.
+
+What an image key covers (``embed_images``): the images, not only their names. A cell that holds bytes, a
+decoded image or an array is keyed by its content (a ``datasets.Dataset`` by its table fingerprint); a
+cell that names a file (a list or column of paths, an ``Image()`` column built from paths, ``{"path": ...,
+"bytes": None}``) by the file's path, size and modification time, so a file replaced under its name is
+embedded again. The key also carries the decoding rules (``imageio.DECODING``, now 2): embeddings cached
+by an earlier vlfair are of other pictures and are computed again, once. A model's part of every key is
+its revision (:mod:`vlfair.models.hub`: a Hub commit, or a directory's content fingerprint).
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Under a launcher, every collective goes through Accelerate's own helpers (``Part
 ``split_between_processes``, ``gather_object``, ``broadcast_object_list``, ``wait_for_everyone``);
 a world of one never touches Accelerate's state, so a notebook that later builds its own
 ``Accelerator`` is free to choose its settings.
+
+One GPU per process: more processes on a machine than it has GPUs is one line on every process, exit 2
+(``models.base.DeviceError``); ``CUDA_VISIBLE_DEVICES=`` runs them all on the CPU, as the suite's
+multi-process tests do where a machine has fewer GPUs (``testing.launch_env``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,62 @@ same whether resumed or not, its final array is bitwise the uninterrupted one.
 Under ``torchrun`` / ``accelerate launch`` each process takes a contiguous share of every chunk
 (Accelerate's ``split_between_processes``), the shares are gathered in rank order
 (``gather_object``), which is dataset order, and the main process writes the cache.
+
+Embedding extraction is done once: everything downstream works on cached embeddings, so a new measure, a
+new grouping or a new bootstrap never re-runs the model (word-influence's generated images are cached on
+disk the same way, by pipeline, revision, prompt, seed, steps, guidance and size).
+
+The image pipeline. DataLoader workers decode, resize and crop each image to uint8 and write it straight
+into its place in its forward batch's buffer (``_Slots``: ``batch_size`` images each, allocated once per
+run in shared memory, used in turn); what a worker hands the main process for a piece of at most
+``DECODE_BATCH`` (64) images is (offset, row, unreadable) per image, never pixels.
+
+- Pieces are handed over as they are done (the DataLoader's ``in_order=False``, torch 2.6 and later), not
+  after every piece asked for before them: in order, a new piece was asked for only as the oldest came
+  back, and always of the next worker in turn, so every worker waited on the slowest
+  (``benchmarks/pipeline_breakdown.py`` measured the workers' busy share both ways).
+- A worker that has run ahead by more than the buffers cover waits, before writing a buffer, until the
+  main process has handed that buffer's previous batch to the device (``sent``, a shared counter; the wait
+  ends, since that batch's pieces were all asked for first).
+- The main process puts a forward batch (``batch_size`` images, never across a cache chunk) together once
+  all its pieces are in, batches in order: the buffer's first rows as they are, or its readable rows
+  gathered where unreadable ones left gaps, and hands it to the device, where rescaling and normalisation
+  (one fused multiply-add) and the vision tower run.
+- There are enough buffers that no worker writes one whose batch the main process has not yet sent
+  (``_slot_count``: the batch being put together, the one before it, and every batch the DataLoader's
+  read-ahead of ``PREFETCH`` (2) pieces per worker reaches; checked against that order by brute force in
+  the tests). With no workers the main process decodes into two buffers, page-locked on a GPU.
+- Shared memory larger than /dev/shm's free space (64 MB in a default Docker container) is refused before
+  any work, in one line naming ``batch_size``, ``num_workers`` and ``--shm-size`` (past it a worker would
+  die of a bus error mid-run); under torchrun each process counts on its share (the free space over
+  ``LOCAL_WORLD_SIZE``), since every process of the machine allocates from it.
+- Pieces, not whole batches, go to the workers because a worker that decoded a whole batch of 1,024 images
+  made the first batch wait for it and left the others idle in the last round. Before pixels were written
+  in place, each piece travelled as a tensor in its own shared memory, which the main process received,
+  mapped and copied into the batch. Both changes were measured (``benchmarks/input_pipeline.py``,
+  benchmarks/README.md). The model sees the same whole batches as before, so the embeddings are the same
+  bit for bit.
+- While a batch runs on the device the previous one is brought back and booked (a chunk's last batch at
+  once: its chunk is cached, and a bad image stops the run, before more work).
+- A batch the device has no memory for (a GPU's ``OutOfMemoryError``, a CPU allocator's refusal), in
+  ``embed_images`` and ``score_answers``, is :class:`BatchTooLargeError` (a ``MemoryError`` and a
+  ``ValueError``: one line through the CLI), naming the batch's size, ``batch_size`` and
+  ``--batch-size``, with the chunks finished before it cached; ``num_workers`` other than None or a whole
+  number from 0 is refused by name before any work.
+
+A generative model's answers are cached per image the same way: ``score_answers`` and ``generate_answers``
+(kind "answers" / "generated", keyed by the model's spec, revision and dtype, the data's fingerprint, the
+templated prompt, the answers), chunk by chunk, each chunk's rows shared out over the processes of a
+torchrun and gathered (``_per_image``). The cache of matches records the matching's version
+(``MATCHING``, 2). ``score_questions`` asks several questions in one pass (each image read once,
+``log_likelihoods_many``), each cached under the key ``score_answers`` gives it, so either finds the
+other's work and only the questions not cached are computed; ``generate_questions`` does the same for the
+open-ended mode (a question asked with several answer lists, as multilingual's tasks ask one question per
+language, is generated once and matched to each). A probe says its questions first
+(``Context.ask_together``: traits, multilingual) and the generative scorer's ``answer_scores`` /
+``generated_answers`` read them (``scorers.Generative``, behind ``Context.text_scores``).
+``Context.rows()`` gives a generative model's readable rows (decoded once); ``within=`` asks only some rows
+(public-figures asks each folder group its own classes).
 """
 
 from __future__ import annotations

@@ -18,6 +18,52 @@
   then leaves out what another module of that combination takes, and the optional columns the batch
   does not hold. A name no module of the combination takes, and, outside a combination, a name the
   module does not take, is an error naming it and the vlfair modules that do take it.
+
+Why: evaluate 0.4.6 types a column by its first row and casts the rest to it, and keeps a half-made writer
+after a batch it could not store. :class:`CheckedInputs` reads each batch by the measures' rules before
+evaluate sees it (labels by ``stats.label_column``, stored as their text; float columns by
+``float_column``; integer columns by ``whole_column``), counting rows over the batches added so far. So
+0.2 and 0.8 stay two groups (not "0"); a fraction in an integer column (retention's index,
+word_influence's 0/1) is refused by row; a missing label is refused by row; empty inputs say "predictions
+is empty", a single value "must be a list with one value per row"; a pandas Series with its own index is
+read by position; a label column keeps one kind over all batches (a batch of another kind is refused and
+not stored; the rows before it are kept); ``compute()`` with no input says what to pass. A compute that is
+refused, like one that succeeds, discards the rows added for it, so the module is ready for the next.
+
+How options reach a module. An option is a parameter of ``_compute`` with a default
+(``CheckedInputs.option_names()``); a column is one without (evaluate passes every column). An option is
+given either at load, ``evaluate.load("vlfair/<name>", **options)`` / ``vlfair.load_metric(name,
+**options)``, checked there against ``measures.OPTIONS`` and kept as the module's defaults
+(``module.configured``; ``seed`` is also evaluate's own seed), or to ``compute``, for that call, winning
+over the load's value. At load, a column, a name the module does not take, ``seed`` for a module that
+draws no random numbers and a ``config_name`` (no vlfair module has configurations) are a TypeError:
+evaluate itself would take them and change nothing. ``compute`` on a module alone refuses a name it does
+not take with a TypeError naming the vlfair modules that take it (``vlfair.metrics.module_parameters()`` /
+``module_columns()``, read from the modules' sources) and saying to leave it out; before issue 30 such an
+option was silently ignored (``bias_ratio.compute(..., strata=...)``). Everything a compute can be refused
+for without computing (names, option values, columns given to compute that are not one whole batch or
+that add_batch would refuse after rows were added) is refused before evaluate stores or computes
+anything, so the rows added are kept; only a measure refusing the rows themselves (a group too small)
+discards them, as evaluate discards them after a successful compute.
+
+``evaluate.combine`` hands every ``compute`` keyword to every module and tells a module nothing, so a
+vlfair module recognises evaluate's ``CombinedEvaluations.compute``, ``.add_batch`` and ``.add`` as its
+caller by their code objects (evaluate 0.4 is in maintenance mode: they do not move; checked on Python
+3.11 to 3.13) and reads that combination. In ``compute`` it leaves to the others a name another module of
+the combination takes; the first vlfair module refuses, for all of them and before any computes, a name no
+module takes and every option value or column their own compute would refuse. In ``add_batch``/``add``
+(which pick each module's columns by ``_feature_names()`` from one batch: a KeyError for a left-out
+optional column) ``_feature_names()`` lists only the optional columns that batch holds, and the first
+vlfair module first checks the batch for all of them: no name is a stray (an option or a typo evaluate
+would drop), and each vlfair module's part passes its add_batch's checks (required columns, lengths,
+values, an optional column given with every batch or with none), so a refused batch is stored by no
+vlfair module. A left-out optional column is stored as ``LEFT_OUT`` (""), which is refused as a label of
+that column; ``_compute`` reads it with :func:`optional_column`, which refuses rows that mix both
+(processes of a distributed evaluation that disagree). Two modules that need different values of one
+option (``bootstrap``) get them at load. A module of another library in the same combination is only read
+(its ``_compute`` signature and columns), never changed; one that precedes every vlfair module stores its
+rows before a vlfair module can refuse a batch, and one whose ``_compute`` takes ``**kwargs`` is taken to
+take every name.
 """
 
 from __future__ import annotations

@@ -4,6 +4,11 @@ pyplot keeps every figure it makes in a registry until ``plt.close``: a Space, t
 over models in Python would hold every figure it ever drew (and warn past 20). A
 :class:`~matplotlib.figure.Figure` made directly belongs to whoever holds it and is freed with it;
 ``savefig`` needs no backend (it renders PNGs with Agg).
+
+Every figure is made on :func:`subplots`, never pyplot, so a Space or a loop over models keeps its memory
+flat. A probe makes each figure through ``Output.figure(name, draw, ...)``, which draws nothing within
+:func:`not_drawn`: a run written without its plots (``vlfair run --no-figures``, the demo's answerers and
+runs with phrasings) spends nothing on them (``tests/test_figures.py`` counts the figures made).
 """
 
 from __future__ import annotations

@@ -3,6 +3,26 @@
 A cell may be a decoded PIL image, an undecoded Hugging Face ``Image`` feature
 (``{"bytes": ..., "path": ...}``), a file path, or an HWC uint8 array. Failures name the row
 (and the path when there is one) so a user can find the bad file among millions.
+
+Every image is decoded one way (:func:`decode`), in runs, in ``prepare``'s check and in the demo Space's
+upload check, so what passes a check is what a run embeds:
+
+- Its shape is checked from the header first: more elongated than ``MAX_ASPECT_RATIO`` = 100:1 is refused
+  (an encoder scales the short side to its input size, so a 2 KB strip of 2,000,000 x 1 pixels would
+  become 448,000,000 x 224), by row and file.
+- EXIF orientation is applied (``ImageOps.exif_transpose``), as ``datasets``' Image feature and every
+  viewer do.
+- 16-bit greyscale (``I;16``, ``I;16B``, ...) is scaled by its bit depth (65535 -> 255); a 32-bit integer
+  (``I``) or float (``F``) image, which declares no range, keeps its values where they are 8-bit ones
+  already (0-255, as PIL reads them), a float image in 0-1 is read as fractions of white, and any other has
+  its own min-max range scaled to 0-255 in float64 (PIL, and so transformers' image processors, clip them:
+  16-bit pictures came out white, float ones black); a float image with NaN or infinite pixels is refused.
+- Transparency is composited onto white; a mode PIL cannot convert is refused by name.
+- ``prepare`` reads an image whole, so a file above 512 MiB is a bad row, and a zip member is judged by the
+  size it declares (and, above 1 MiB, by its ratio: more than 100 times its packed size is a decompression
+  bomb) before a byte of it is unpacked.
+
+The rules carry a version, ``DECODING`` (now 2), part of the image cache key (:mod:`vlfair.cache`).
 """
 
 from __future__ import annotations

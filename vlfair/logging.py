@@ -5,6 +5,19 @@ from ``VLFAIR_VERBOSITY`` (debug, info, warning, error, critical), else from ``s
 the library's default is ``warning``, and the CLI's is ``info`` (``--verbose``: debug, ``--quiet``:
 error and no progress bars). Messages below warning go to stdout, warnings and errors to stderr,
 so ``vlfair demo > log.txt`` keeps the progress lines and the terminal still shows what went wrong.
+
+Messages go through :func:`get_logger`, never ``print``: info (what a command does and wrote) on stdout,
+warnings and errors on stderr. Level: ``--quiet``/``--verbose``, else ``VLFAIR_VERBOSITY``, else info for
+the CLI and warning for the library. ``print`` is left for a command's data output (``card-results``
+YAML) and the CLI's one-line error. A mistake argparse finds (an unknown flag, a missing argument) is one
+line, as every other: ``vlfair demo: unrecognized arguments: --x (vlfair demo --help lists what it
+takes)``, exit 2.
+
+Long work shows progress (tqdm, one bar per long step, main process only). The libraries' own bars
+(datasets' "Filter" and "Flattening the indices", transformers' "Loading weights", diffusers' "Loading
+pipeline components") mark short steps between vlfair's lines: ``measure_probe``, ``prepare`` (whose own
+bar reads and decodes every image), model and pipeline loading hide them through
+:func:`library_progress_bars` unless vlfair logs at debug (``--verbose``); Hub downloads keep theirs.
 """
 
 from __future__ import annotations

@@ -6,6 +6,26 @@ cache: ``$HF_MODULES_CACHE/evaluate_modules/metrics/vlfair--<name>/<hash>/<name>
 :func:`install_metrics` puts the modules shipped inside the wheel (``vlfair._metrics``) there,
 keyed by their content hash as evaluate keys them, so the literal string works offline from any
 directory. :func:`load_metric` installs on first use.
+
+evaluate 0.4.6 caches every community module, comparisons too, under
+``evaluate_modules/metrics/vlfair--<name>/``, so :func:`install_metrics` needs no case for
+``bias_difference`` and ``evaluate.load("vlfair/bias_difference", module_type="comparison")`` works
+offline.
+
+One folder per module in ``metrics/``, as in huggingface/evaluate: ``_info()`` declares ``features``
+(label columns as text, ``evaluate_support.label_features``), the class mixes in
+``evaluate_support.CheckedInputs`` before evaluate's own (``class BiasRatio(CheckedInputs,
+evaluate.Metric)``; a label column it may leave out is named in ``OPTIONAL``), ``_compute()`` calls the
+``vlfair.measures`` function of the same name and returns a flat dict; ``_compute`` names every column and
+option (no ``**kwargs``: evaluate's common module test, which ``tests/test_metric_modules.py`` runs step by
+step over every folder in ``metrics/``); the module imports only ``datasets``, ``evaluate``,
+``vlfair.evaluate_support`` and ``vlfair.measures``; the docstring carries at least two ``>>>`` examples
+that a common test runs for every module; the card has a "Limitations and Bias" section and Space YAML;
+``app.py`` installs its module (:func:`install_metrics`) and builds
+``vlfair.widget.metric_widget(evaluate.load("vlfair/<name>"), EXAMPLE, OPTIONS)``, a Gradio 6 widget with
+a worked example, the compute options as JSON and the card (evaluate's ``launch_gradio_widget`` is written
+for Gradio 3 and fails under Gradio 6); ``requirements.txt`` lists ``vlfair`` (pinned to the release by
+``vlfair publish-metrics``) and ``evaluate``.
 """
 
 from __future__ import annotations

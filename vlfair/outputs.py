@@ -3,6 +3,9 @@
 This module sits below both ``vlfair.probes`` (which fills these) and ``vlfair.report`` (which
 writes them), so neither imports the other for its types (the layer contract in pyproject.toml).
 :func:`metric_from` and :func:`metrics_per` are the one way a measure's result becomes metrics.
+
+Results are typed inside the library (:class:`Metric`, :class:`Table`, ``ProbeRun``, the measures'
+results) and plain dicts at the JSON boundary (results.json, the evaluate modules' output).
 """
 
 from __future__ import annotations

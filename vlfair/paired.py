@@ -12,6 +12,10 @@ differences): thousands of resamples and relabellings of 14,000 rows cost a few 
 products, never a loop over resamples. A metric that is not a function of moments (a maximum
 over rows) sets ``values=True`` and receives the (b, n, k) resampled values instead; one that
 needs neither (a ranking re-ranked in every resample) brings its own ``engine``.
+
+Values are centred on each column's mean before squaring, so sums of squares keep their digits. The
+engines a row set may bring instead (``RowSet.engine``: ``point``, ``resampled``, ``swapped_difference``)
+are described, with the retrieval probe's, in docs/DESIGN.md ("Declared metrics and paired statistics").
 """
 
 from __future__ import annotations

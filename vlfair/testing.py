@@ -1,6 +1,18 @@
 """What vlfair's tests (and a user's tests of their own probes) use: the tiny checkpoints and
 generated images of :mod:`vlfair.tiny`, and comparisons of two runs' numbers. Library code never
 imports this module (the layer contract in pyproject.toml says so).
+
+How the tests are written. No network in tests. Tests build tiny models with ``save_pretrained`` in a
+temporary directory (``vlfair.tiny``, re-exported here) and load them through the same code path as real
+checkpoints; raw data files the tests need are in ``tests/data/``. A test that needs a second process (one
+to kill while it writes, two that share a lock or evaluate's cache) forks it from the test process
+(``tests/forking.py``: torch, transformers and datasets already imported, where a fresh interpreter spends
+4-8 s of CPU importing them), as does a run under a real model id from a local Hub cache
+(``forking.python`` runs a ``python -c`` body in the child; the child reads the Hub's variables,
+``HF_HUB_CACHE``, ``HF_HOME``, ``HF_HUB_OFFLINE``, again, as a new interpreter would); a test about what a
+new interpreter does (what it imports, variables vlfair or evaluate read at import time, a console script,
+entry points, torchrun) starts one. The suite's multi-process tests run every process on the CPU
+(``CUDA_VISIBLE_DEVICES=``) where a machine has fewer GPUs than processes (:func:`launch_env`).
 """
 
 from __future__ import annotations

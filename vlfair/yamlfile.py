@@ -7,6 +7,10 @@ read only if it is a regular file of at most :data:`MAX_TEXT_BYTES` (``/dev/zero
 memory, a FIFO would wait forever). ``yaml.safe_load`` refuses tags that would build Python objects
 (``!!python/object/apply``), but its message points at ``<unicode string>``: the text, not the file it
 came from. Every mistake here is a :class:`YAMLFileError` naming the file (and the line).
+
+``--set KEY=@FILE`` reads a long list this way (``.txt``: one item a line; otherwise one YAML value); the
+file is opened without waiting, and a folder, a larger or a non-UTF-8 file is refused in one line naming
+the file and why.
 """
 
 from __future__ import annotations

@@ -6,6 +6,24 @@ by `vlfair leaderboard --out FILE`. A visitor may load another Hub dataset in th
 on the server). Every text in a results.json is data: it is shown through components that render
 text (tables, dropdowns), and escaped where Markdown shows it. VLFAIR_RECORDS, a URL with {record}
 (`vlfair card-results --source-template`'s), links each row to its run's Every Eval Ever record.
+
+Built with Gradio 6's own components. VLFAIR_RESULTS may also be a board an older vlfair pushed
+(`data/results-*.parquet`). A family selector (probe and version, dataset, split and subset, the settings
+and model dtype that set it apart from the probe's other families, how many models) with what its runs
+share; filters by probe, metric, model and subset text, the table's own search and column filters,
+sorting by rank within a family (chosen with the family), the metric's chart and card. The tier is shown
+beside the rank, a family's metric sorted by tier, then rank, and each model's tier named in the chart.
+A row's record link is the board's `record` column (the file name card-results writes, from the run
+alone); the link's text is fixed and the name URL-quoted. Where Markdown shows a text from a results file
+(the summary, the skipped files, a metric without a card, the compare tab's notes and refusals),
+`vlfair.report.markup.markdown_text` escapes every ASCII punctuation character with a backslash
+(CommonMark makes each one literal) and puts it on one line, so no tag, link, bare address, code,
+emphasis, LaTeX or block can come from it; error toasts, which Gradio renders as HTML, are
+`html.escape`d. A metric's card is read only for a name in `metrics.available_metrics()` whose card
+resolves inside the metrics folder (`metrics.metric_card`): never a path, `..` or a symlink out. The
+compare tab: `vlfair.space.compare`.
+
+A scorer filter picks contrastive or generative models (the board's `kind` column).
 """
 
 import json

@@ -7,6 +7,10 @@ permutation test (each row's two results swapped or not). With more than two run
 compared and each metric's p-values are Holm-adjusted across the pairs (the family: one metric
 and subset, all pairs of runs). Runs that did not measure the same rows the same way are refused,
 every difference named.
+
+Two runs of one model are labelled by what differs between them (:func:`distinct_labels`: the spec,
+revision or dtype, then a model setting such as ``generative``, then the time: "M (dtype float32)" and
+"M (dtype bfloat16)", never "M vs M").
 """
 
 from __future__ import annotations

@@ -8,6 +8,15 @@ metric's own declaration: :func:`vlfair.probes.declared.members`), its labels an
 columns' values beside it. A metric that re-ranks every sample (retrieval's skews) has no per-sample
 value and no instance records; the aggregate record says so.
 
+Written by ``card-results --instances`` for each run with its samples.parquet (every line validated).
+Which samples a metric reads (``declared.members``): a group's mean its group's samples, any other
+statistic every sample of its row set. A line's ``evaluation.score`` is the sample's value in the first
+column the statistic reads (``output.raw`` all of them, ``input.raw`` the sample's id and group labels),
+``is_correct`` true only for a sample valued 1 in a column of 0s and 1s (an accuracy's right answer;
+elsewhere false, and ``metadata`` says it does not apply). The file is
+``data/<dataset>/<developer>/<model>/<uuid>_samples.jsonl`` under ``DIR/every_eval_ever``. A run read
+without its samples, or whose metrics all re-rank every sample, gets no file, said as a warning.
+
 ``every_eval_ever_instance.schema.json`` beside :mod:`vlfair.report.eval_results` is Every Eval Ever's
 instance-level schema, version 0.3.0, copied unchanged from https://github.com/evaleval/every_eval_ever,
 file ``every_eval_ever/schemas/instance_level_eval.schema.json`` at commit

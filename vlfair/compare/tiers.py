@@ -14,6 +14,23 @@ approximation (standard error = width / 2z), a z-test of the difference, Holm ov
 ``tier_method`` says which. A family of one model, a level (no neutral value), a metric the paired
 comparison leaves out (``vlfair compare``'s "uncompared"), and, unpaired, a metric some value of which
 has no interval (an F) have no tier.
+
+A tier is read from its leader, and a model can be tied with a model of another tier. The unpaired
+standard error is read at the interval's own level, the board's ``confidence`` column (runs of one family
+may differ in it, an interval setting), and the z-test is of the difference of the two distances to the
+neutral value. The command says which families were tiered unpaired, and that a family of one model has
+no tiers. The leaderboard Space tests each family once per process (``add_tiers(memo=...)``, keyed by the
+runs' content hashes and the tests' options), not on every load of the board.
+
+The pairs' tests are compare's, made cheaper: each run is resampled once for all its pairs
+(``paired.resample``), and the swaps of the permutation tests, the same for every pair of a row set (the
+same rows and seed), are drawn once and multiplied once by every run's values (``_SharedSwaps``: a
+relabelling's moments are linear in the swaps); the values are centred on all the runs' mean rather than
+the pair's, so the p-values are the ones ``paired.compare`` finds for each pair alone except where
+rounding moves a relabelling across the test's tie tolerance (equal on the demo's runs, tested; a few
+relabellings in thousands apart for runs whose scales differ a hundredfold). Before, each pair drew its
+own 10,000 x 7,000 swaps and turned them into floats; the speeds, before and after:
+``benchmarks/tiers_speed.py`` in benchmarks/README.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The one interface every encoder backend implements."""
+"""The one interface every encoder backend implements.
+
+A new backend is its module (``load_<name>``) and one ``register_backend`` line (or a call from the
+user's own package); encoders are found by their spec's prefix, never by an if/elif chain.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,20 @@
-"""Turning a model reference (local directory, ``ID``, ``ID@REVISION``) into files on disk."""
+"""Turning a model reference (local directory, ``ID``, ``ID@REVISION``) into files on disk.
+
+An encoder's ``revision`` is the resolved commit (Hub) or the directory's content fingerprint, and is
+part of every cache key. A directory's fingerprint is each file's name and SHA-256, remembered in
+``$VLFAIR_CACHE/file-hashes.json`` by device, inode, size, mtime and ctime, so weights swapped in with
+their times kept (``cp -p``, ``rsync -a``) are another model, a copy of the folder elsewhere the same
+one, and an unchanged model is read once.
+
+Loading is safe by default: safetensors, ``trust_remote_code`` only when the user asks, and passed at
+every load that could run a checkpoint's code (Auto classes, diffusers pipelines): left unset,
+transformers asks on stdin and a piped "y" runs the checkpoint's file
+(``test_every_loader_says_whether_a_checkpoint_s_code_may_run`` walks vlfair's ``from_pretrained``
+calls). A checkpoint that names its own code (``auto_map``) is refused in one line naming the model
+(:func:`refusing_remote_code`); ``lvlm:`` never runs such code. A checkpoint that ships only pickled
+``.bin`` weights is refused, for every kind of model, in one line naming the folder and
+``use_safetensors=False``, which reads them with ``torch.load(weights_only=True)``.
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,75 @@ An answer's tokens are the tokens the full text (prefix + separator + answer) ha
 prefix's: the tokenizer reads the answer in context. A tokenizer that merges the prefix's last
 token with the answer's first is refused, naming both (scoring such an answer from the prefix's
 cache would score other tokens than a full forward does).
+
+Scoring. ``GenerativeScorer.log_likelihoods(images, question, answers, batch_size)`` encodes the image
+and question of ``batch_size`` images in one forward pass (the processor's chat template with its
+generation prompt; a template is a checkpoint's text, so ``GenerativeScorer.prompt`` renders it within
+10 s and 1,000,000 characters and refuses, naming the model, one that fails (a raise, a syntax error, an
+include), loops, writes too much, leaves the image out, writes the image more than once or leaves the
+question out) and reads every (image, answer) continuation on from that batch's key-value cache.
+
+- Packed answers: where the decoder takes a 4D attention mask and position ids as given
+  (``PACKED_DECODERS``: Llama, LLaVA-1.5's and Idefics3's, with no sliding window, sdpa or eager
+  attention), every answer of every image goes into one continuation of the cache as it is
+  (``_packed_answers``): the answers' tokens follow the prompt one after another, each placed and masked
+  as if it alone followed it (it sees the prompt and its own earlier tokens), in groups of whole answers
+  where one forward's logits would pass ``PACKED_LOGITS`` (2^27) numbers. Before it, each (image, answer)
+  pair had its image's cache rows copied for its continuation: 44 GB per batch of 32 images for a 1.8 B
+  LLaVA with 585 prompt tokens and 12 answers, and 12 forwards where packing runs one. Tested equal to the
+  chunked path and to one full forward per answer (1e-5, LLaVA and Idefics3, in one and in several
+  groups).
+- The next batch's tensors (the processor's resizing and normalising of every image and tokenizing of
+  every prompt) are made in a thread while this batch's forwards run (``_image_batches``; every use of the
+  processor holds one lock, since a fast tokenizer sets its padding state on each call). Measured speeds:
+  benchmarks/README.md (``lvlm_prefix_speed.py``, ``gpu_check.py``).
+- Other decoders (Qwen2-VL's M-RoPE positions, Gemma 3's sliding window) read the continuations
+  ``batch_size`` per forward pass: the cache's rows are indexed per continuation, never changed
+  (``_rows_of``, which selects the model's per-image state with them: Qwen2-VL's M-RoPE offsets).
+- Images whose prompts the processor makes of different lengths (a tiling processor, Qwen2-VL's dynamic
+  resolution) would be padded, and a padded prefix is not the one the image has alone: such a batch is
+  scored one image at a time. ``score`` is ``log_likelihoods`` of one image.
+- Several questions about the same images (``log_likelihoods_many(images, [(question, answers), ...])``;
+  traits' six pairs, multilingual's questions in eight languages) share the prompts' opening:
+  ``GenerativeScorer.shared_head`` finds the text the templated prompts have in common up to and with the
+  image (their common prefix, or a cut at a space back towards the image, up to ``HEAD_CUTS`` = 16 places
+  tried) where the tokenizer reads each prompt's first tokens as the opening's, and uses it only where the
+  processor's tokens for the opening with an image, followed by each prompt's remaining tokens, are its
+  tokens for the prompt whole, and its other per-token inputs are the opening's followed by zeros
+  (``_other_token_inputs_alike``: a prefix-LM's token types or text-to-image cross-attention marks would
+  say more of the question than a continuation of ids does); checked once per set of prompts. A prompt
+  asked several times is encoded once, and the opening's forward keeps only its last position's logits
+  (``logits_to_keep=1``). The opening of ``batch_size`` images is encoded once (the vision tower's whole
+  work and most of the prompt's tokens); each question's remaining tokens run on from a fork of its cache
+  (``_forked``: the structure copied, not the tensors, which transformers' dynamic layers never write in
+  place; any other layer copied whole) and its answers are read on from there as above. Prompts with no
+  such opening (a template that puts the question before the image) are asked one by one. Tested equal to
+  one full forward per (image, answer) to 1e-5 in the four families, with one vision forward per batch.
+- The open-ended mode shares the opening the same way (``generate_questions``: transformers' ``generate``
+  decodes each question on from a fork of the opening's cache; tested equal to each image's own answers in
+  the four families). ``GenerativeScorer.generate_many`` is greedy decoding of at most ``max_new_tokens``
+  (the prompt and ``max_new_tokens`` must fit the model's context, as the prompt and the longest answer
+  must in the likelihood mode: ``GenerativeScorer._check_context``; a logits processor that changes
+  nothing, ``_NonFiniteLogits``, notes a step whose scores hold a NaN or an infinity, and the batch is
+  refused naming the step, the images and the dtype, not left to the probe's "raise max_new_tokens"
+  advice for answers that name no candidate), images of one prompt length decoded together (tested equal
+  to one at a time).
+- The reference, ``score_by_full_forward``, runs one forward per answer (tested equal to 1e-5 for one
+  image and for batches, four families).
+
+Where a new family plugs in: ``lvlm:`` loads any checkpoint transformers' ``AutoModelForImageTextToText``
+and ``AutoProcessor`` load, with its own chat template; nothing in vlfair names a family. A family whose
+processor appends a token after the prompt, or whose tokenizer merges the prompt's end with an answer, is
+refused by name; an image the processor refuses (``RejectedImageError``: a limit of its own on an image's
+size or shape) stops the run with its row in the data given (``Context.given_rows``, through a probe's
+drawn sample or ``within=``), the chunks already scored cached. The model's inputs go to its token
+embeddings' device. On one process that sees several GPUs, ``load_lvlm`` asks transformers for
+``device_map="auto"`` (``placement``): Accelerate spreads the layers over the GPUs, so a model larger than
+one GPU loads; under torchrun each process holds the whole model on its own GPU instead. ``vlfair.tiny``
+builds tiny LLaVA, Idefics3, Gemma 3 and Qwen2-VL checkpoints for tests. Qwen2-VL's processor holds a
+video processor that transformers builds on torchvision, which cannot be imported here, so its tests load
+the processor's image parts by hand (``vlfair.testing.qwen2_vl_processors_without_video``); its model,
+M-RoPE positions included, runs through the code every other family does.
 """
 
 from __future__ import annotations

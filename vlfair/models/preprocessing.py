@@ -5,6 +5,17 @@ tensors to move between processes and to the GPU; the device half (rescale, norm
 fused multiply-add on the accelerator. Together they reproduce the model's transformers image
 processor exactly: the geometry follows its PIL backend (same size rule, resampling filter and
 crop/pad arithmetic), so the uint8 values are identical and only float rounding differs.
+
+Reduced JPEG decoding (``load_encoder(..., jpeg_draft=True)``, off by default): a JPEG whose short side is
+at least four times the resize's input is decoded at a half, a quarter or an eighth of its size
+(libjpeg's DCT scaling, ``PIL.Image.draft``), never below twice the input (``DRAFT_MARGIN``), so the
+resize still antialiases a reduction of at least 2. It moves embeddings about 15 times more than the
+choice between PIL's and torch's antialiased bicubic resize does (``benchmarks/jpeg_draft.py``; the
+numbers in benchmarks/README.md), so it is not the default (issue 44 asked for it where it moves them no
+more than resizing already does); decoded down to the input itself, not twice it, they moved twice as far
+again. Only JPEGs are reduced; other files and smaller JPEGs decode whole, the same pixels as without it.
+The setting is part of the preprocessing's cache key only when on, so every cache written before it stays
+valid.
 """
 
 from __future__ import annotations

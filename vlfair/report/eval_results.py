@@ -12,6 +12,36 @@ Task ids (one per measured number; the same in the entries and in eval.yaml):
 value lower case with each run of other characters as ``_`` (``traits/trait_anova/gender-female.
 trait-smart_dumb``); see :func:`task_id`.
 
+Task ids: accents dropped, a value with no Latin letter or digit named by a hash; two numbers that would
+share an id are refused. ``vlfair card-results --out DIR --benchmark-repo ORG/NAME`` writes, per model
+(its Hub id with ``/`` as ``--``, which no Hub id holds; else its name made safe for a path and 8 hex digits
+of the name's SHA-256, so "CLIP v2", "CLIP_v2" and "clip_v2" never share a folder, even on a filesystem
+blind to case, and a second call never replaces another model's entries) and probe (a plugin probe whose
+name had to change to be a path, "Traits", "word_influence", carries the hash too),
+``DIR/<model>/.eval_results/vlfair-<probe>.yaml`` through huggingface_hub's ``EvalResultEntry`` /
+``eval_result_entries_to_yaml`` (value as measured, date = the run's ``created``, notes = the subset, the
+interval with its level and method, the p-value); two runs of one model on one task are refused (the Hub
+shows one number per model and task). The Every Eval Ever record (schema 0.3.0, every record validated)
+is ``DIR/every_eval_ever/<model>.<probe>.<created>.json``, which each entry's ``source.url`` links to
+(``--source-url`` with ``{record}``; without it the path relative to DIR; a card shows it as a link, so it
+must be an http(s) address with a host, at most 2,000 characters, holding ``{record}`` as it is: no other
+placeholder, format spec or conversion, so neither ``javascript:`` nor a ``{record:>2000000}`` that would
+write megabytes per entry).
+
+In a record: ``eval_library`` = vlfair and the run's version (probe, probe version and settings in its
+details); one result per number with ``evaluation_result_id`` = its task id, the subset as
+``metric_parameters``, ``uncertainty.confidence_interval`` (lower, upper, the run's ``confidence``, the
+method: "stratified bootstrap", or the measure's own, Hoeffding for word influence) and
+``num_bootstrap_samples`` (``probe_settings.bootstrap``), the p-value and details as strings; the dataset
+as ``source_type: other`` with its fingerprint (a results.json's dataset name may be a Hub id or a local
+folder: nothing tells them apart). ``lower_is_better`` and ``direction``: docs/DESIGN.md.
+
+``benchmark_eval_yaml(results, repo_id)`` is the benchmark's ``eval.yaml`` (``vlfair push-results
+--benchmark``): name, description, ``evaluation_framework: vlfair``, and every task id in the default
+config's ``train`` split (the results.json files push-results adds). "vlfair" is not yet in the Hub's
+list of evaluation frameworks (huggingface.js ``packages/tasks/src/eval.ts``; hub-docs: eval.yaml is
+validated when pushed): it has to be added there before the Hub takes the file.
+
 ``every_eval_ever.schema.json`` beside this module is Every Eval Ever's aggregate schema, version
 0.3.0, copied unchanged from https://github.com/evaleval/every_eval_ever, file
 ``every_eval_ever/schemas/eval.schema.json`` at commit 9bce4136e789ec006c62582f5f9d107d20f8b398

@@ -10,6 +10,43 @@ Layout of the repository, one folder per run, never rewritten::
 The folder is named by what the run measured (its family: see :func:`vlfair.report.results.family_of`)
 and by its content hash (:func:`content_hash`), so two people's runs never share a path, and the
 same run pushed twice lands on a path that is already there and is not added again.
+
+A run's folder holds ``results.json`` (the bytes the run wrote) and the samples file it names
+(``samples.parquet``, its SHA-256 checked before the push). ``<model>`` is the model's name for people
+with every character but letters, digits, ``.``, ``_``, ``-`` as ``-``; the content hash (what counts as
+one run: docs/DESIGN.md, "The shared leaderboard") is checked against the samples file's rows at the push.
+``vlfair leaderboard --push-to-hub`` used to upload one whole table and replace the last person's: it is
+now an error that names ``push-results``.
+
+Pushing (:func:`push_run`) reads the repository's head commit, lists its files at that commit, adds only
+the paths that are free (``CommitOperationAdd``, one commit) and names the head as ``parent_commit``: a
+commit another person made in between makes the Hub refuse (412), and the push looks again (3 tries). A
+run already there is said and exits 0; a repository that is missing, a model or Space repository, no
+write access, a missing results.json, a samples file missing or not the one the run wrote: one line, exit
+2, nothing written. A results.json without a samples entry (a probe that writes none, a run before
+samples) is pushed alone with a warning: the board ranks results.json alone, only a paired comparison
+needs the samples. One without a family (an older vlfair) is refused: nothing says what it may be ranked
+against. ``--benchmark`` also writes the repository's ``eval.yaml`` (``eval_results.benchmark_eval_yaml``
+over every run at the head commit and this one) in the same commit, only where it changes. A run there
+that eval.yaml cannot hold (anyone may push one whose numbers collide on a task id, within it or with
+another run) never blocks a later push: the runs are taken in path order, the new one last, and each that
+cannot join those before it is left out of eval.yaml and named in a warning, with the run it collides
+with (``_benchmarkable``); the runs already there keep their place.
+
+Reading. A SOURCE is a results.json, a folder (every results.json in its tree) or
+``hf://datasets/ORG/NAME[@REV]``. Anyone who can push to a board chooses what is in it, so a read
+downloads only files it names, each within a cap, sized before anything is fetched (:func:`download_runs`,
+:func:`download_chosen`): huggingface_hub's dry run (``snapshot_download(..., dry_run=True)``, the
+repository's tree with each file's size, cached per commit) lists the files matching the read's patterns
+at the commit the revision is now, and only those within their caps are then fetched, each by its exact
+path (a ``*``, ``?`` or ``[`` in a name is itself), at that commit. A board read takes every
+``runs/**/results.json`` of at most ``MAX_RESULTS_BYTES`` (64 MiB; the leaderboard Space also an older
+pushed table ``data/results-*.parquet`` of at most 256 MiB) and 1 GiB in all (``MAX_BOARD_BYTES``, in
+path order); a file over its cap, or past the total, is not downloaded and is named among the skipped
+files with its size (``hf://datasets/acme/board/runs/x/results.json: 70,000,000 bytes, larger than any
+results.json (67,108,864 at most): not downloaded``). Where the Hub cannot be reached, the cached copy is
+read as it is (nothing is downloaded then); with none, one line says so. The Hub's cache keeps what was
+fetched.
 """
 
 from __future__ import annotations

@@ -1,5 +1,22 @@
 """One tidy table over many results.json (model x probe x metric x subset), ranked within
-families of comparable runs, and model-card results."""
+families of comparable runs, and model-card results.
+
+Reading runs. Runs with one content hash are counted once (the CLI says how many copies it left out); a
+file that cannot be read is skipped and named (a downloaded one by its path in the repository). Anyone
+can write a results.json, so every one passes one gate (``_load_results``): a file larger than 64 MiB,
+not UTF-8, not JSON, nested more than 64 levels, a number beyond a float's range (``1e400``, an integer of
+more than 308 digits), NaN or Infinity, or a file that breaks results.schema.json is skipped, with the
+field the schema names ("metrics[0].details.log10_p_value: 'oops' is not of type 'number', 'null'") in
+one line of at most 300 characters; so is a run whose numbers the table cannot take, and one whose family
+is not the one its own record makes (``results.family_problem``: docs/DESIGN.md, "The shared
+leaderboard"); a run that records no key (written before vlfair recorded one) is skipped with "run it
+again". The schema types ``details.log10_p_value`` (a number or null), and ``created`` is checked as an
+RFC 3339 date-time (a real day and time with an offset) by vlfair itself: jsonschema checks "date-time"
+only where the optional package rfc3339-validator is installed. ``vlfair leaderboard`` warns ``vlfair
+leaderboard: skipped FILE: REASON`` and writes the table of the other runs; the Space lists them under
+"Skipped (unreadable)". A table read as a board (CSV, Parquet, an older pushed board) keeps a row found
+twice once, and the Space says how many it left out.
+"""
 
 from __future__ import annotations
 

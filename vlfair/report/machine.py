@@ -2,7 +2,15 @@
 OpenMP libraries as loaded (threadpoolctl), torch's CPU kernels and BLAS, and the variables that choose
 kernels. Two machines' float32 sums differ in their last bits, and a decision on a near-tie can follow
 them (issue 62: OpenBLAS's Haswell kernels flipped a retrieval argmax that its SkylakeX ones did not), so
-a record says what computed it, and ``vlfair compare`` says when two runs' records differ."""
+a record says what computed it, and ``vlfair compare`` says when two runs' records differ.
+
+What a record holds: the CPU's model name, Python's version and each numerical library's the process
+loaded, every BLAS and OpenMP library loaded as ``threadpoolctl.threadpool_info()`` sees it (its API,
+version, kernels and threads, its file by name only: a public record never holds a folder of someone's
+environment), torch's CPU kernels (``torch.backends.cpu.get_cpu_capability()``), its BLAS and LAPACK
+(``torch.__config__``), its threads and the GPUs of a process that used CUDA (null where the process never
+loaded torch), and the environment variables that choose kernels, each one's value or null.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,13 @@
-"""Numbers for people: significant digits, p-values that never read 0."""
+"""Numbers for people: significant digits, p-values that never read 0.
+
+Every number a person reads goes through here: 3 significant digits, an integer part of four or more
+digits kept whole (1392); p-values through :func:`format_p`, never 0 ("< 1e-308", or the log10's value,
+"2.5e-347"). Tables go through :mod:`vlfair.report.tables` (one path to Markdown and HTML: bold column
+maxima, p columns, footnotes; CSV keeps full precision); pages come from Jinja2 templates with autoescape
+(``report/templates/``); subsets read ``key = value · key = value``, models by name (results.json
+``model.name``). Tables have one header row and no 0..n-1 column; a cell that cannot be computed (an F of
+0/0) gets a footnote (``Table(footnotes=...)``).
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ the Jinja2 template ``templates/report.html.j2`` (autoescaped). The names below 
 
 A run's folder is written as a whole (``vlfair.atomic``): into a staging folder beside it, renamed
 into place when every file is there, so a run killed while writing leaves the earlier run whole.
+
+Table files are a registry (``TABLE_FILES``): a new output format for tables is its renderer in
+``report/tables.py`` and one ``TABLE_FILES`` line.
 """
 
 from __future__ import annotations

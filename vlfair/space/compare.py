@@ -1,6 +1,22 @@
 """The leaderboard Space's compare view: runs of one family, picked by a visitor, compared row by
 row with ``vlfair compare`` on their samples (a directory of runs, or a Hub dataset fed by
-``vlfair push-results``, whose chosen runs are downloaded)."""
+``vlfair push-results``, whose chosen runs are downloaded).
+
+The compare tab compares 2 to 4 runs of one family picked by the visitor: from a folder of runs, or from
+the Hub dataset, of which it downloads, for each chosen run, nothing but its results.json (in a folder
+named ``...--<the run's content hash>``, at most 4 such folders looked into, each results.json within its
+cap and checked to hash to the run) and the one samples file that results.json names: a bare file name
+beside it (word characters, ``.`` and ``-`` only: never a path, ``..`` or a name with a newline), within the
+Space's 64 MiB (:data:`MAX_SAMPLES_BYTES`; ``download_chosen``'s own default is 512 MiB), sized before it
+is fetched. Any other file in the folder, at any depth, of any size, is never downloaded; a run whose
+samples file is named outside it, missing or too large is refused in one line naming the file in the
+repository (never the server's cache). Each run holds at most 100,000 samples (:data:`MAX_ROWS`, read
+from results.json before comparing: two runs of 200,000 took 101 s and 730 MB), and a comparison runs
+within the Space's time limit (``VLFAIR_SPACE_TIME_LIMIT_S``, as every request), refused or stopped with
+"compare the runs with vlfair compare on your own machine"; it shows the differences, a forest plot per
+metric and the notes of ``vlfair compare``; the forest plots draw with mathtext off (a "$" in a name is
+text).
+"""
 
 from __future__ import annotations
 

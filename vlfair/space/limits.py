@@ -1,4 +1,9 @@
-"""Caps on what one request may upload and how long it may run."""
+"""Caps on what one request may upload and how long it may run.
+
+Every request of a Space runs within ``VLFAIR_SPACE_TIME_LIMIT_S`` (:mod:`vlfair.guards`), the
+leaderboard Space's compare tab too (:mod:`vlfair.space.compare`: its own caps on a run's samples file
+and rows).
+"""
 
 from __future__ import annotations
 
