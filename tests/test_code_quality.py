@@ -41,6 +41,17 @@ def test_the_layer_contract_fails_on_a_report_module_that_imports_probes(tmp_pat
     assert "vlfair.report.numbers -> vlfair.probes" in result.stdout
 
 
+def _circles(graph) -> list[str]:
+    """Every import circle of ``graph`` (grimp's), one per module and module it imports back through others."""
+    circles = []
+    for module in sorted(graph.modules):
+        for imported in graph.find_modules_directly_imported_by(module):
+            back = graph.find_shortest_chain(importer=imported, imported=module)
+            if back and imported != module:
+                circles.append(" -> ".join([module, *back]))
+    return circles
+
+
 def test_no_module_of_vlfair_imports_itself_back_through_others():
     """No import circle anywhere in vlfair, counting imports inside functions and under TYPE_CHECKING (grimp,
     import-linter's graph, sees both): a circle hidden in a function is still two modules that cannot be read,
@@ -49,12 +60,7 @@ def test_no_module_of_vlfair_imports_itself_back_through_others():
     import grimp
 
     graph = grimp.build_graph("vlfair")
-    circles = []
-    for module in sorted(graph.modules):
-        for imported in graph.find_modules_directly_imported_by(module):
-            back = graph.find_shortest_chain(importer=imported, imported=module)
-            if back and imported != module:
-                circles.append(" -> ".join([module, *back]))
+    circles = _circles(graph)
     assert not circles, "\n".join(circles[:10])
 
 
@@ -218,12 +224,7 @@ def test_no_import_circle_counting_the_modules_named_by_strings():
     assert any(text == "vlfair.models.lvlm:load_lvlm" for *_, text in named)  # the scan sees the lazy entries
     for importer, imported, _ in named:
         graph.add_import(importer=importer, imported=imported)
-    circles = []
-    for module in sorted(graph.modules):
-        for imported in graph.find_modules_directly_imported_by(module):
-            back = graph.find_shortest_chain(importer=imported, imported=module)
-            if back and imported != module:
-                circles.append(" -> ".join([module, *back]))
+    circles = _circles(graph)
     assert not circles, "\n".join(circles[:10])
 
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]

@@ -82,16 +82,17 @@ def test_declared_metrics_of_one_run_are_a_brute_force_stratified_bootstrap():
     import pandas as pd
 
     from vlfair import measures
-    from vlfair.probes import declared, reports
+    from vlfair.measures import reporters
+    from vlfair.probes import declared
     from vlfair.samples import Samples
 
     codes, a, _ = _two_models()
     labels = np.array(list("pqrs"))[codes]
     frame = pd.DataFrame({"group": labels, "x": a[:, 0], "y": np.abs(a[:, 1]), "site": codes % 2})
-    metrics = [declared.Declared("F", {}, declared.FStatistic("x"), group="group", report=reports.anova),
+    metrics = [declared.Declared("F", {}, declared.FStatistic("x"), group="group", report=reporters.anova),
                declared.Declared("mean", {"group": "q"}, declared.Mean("y", "q", 100.0), group="group"),
-               declared.Declared("gap", {}, declared.Range("y"), group="group", report=reports.score_gap),
-               declared.Declared("ratio", {}, declared.Ratio("y", "q", "p"), group="group", report=reports.ratio),
+               declared.Declared("gap", {}, declared.Range("y"), group="group", report=reporters.score_gap),
+               declared.Declared("ratio", {}, declared.Ratio("y", "q", "p"), group="group", report=reporters.ratio),
                declared.Declared("pooled", {}, declared.Mean("x")),  # one group: its own row set
                declared.Declared("lone gap", {}, declared.Range("x", ("p",)), group="group"),
                declared.Declared("cell", {}, declared.Mean("x", ("q", 1)), group=("group", "site")),

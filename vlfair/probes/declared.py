@@ -24,10 +24,10 @@ import numpy as np
 
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, SEED
 from vlfair.facts import Facts
+from vlfair.measures import reporters
 from vlfair.measures.catalog import CATALOG, Measure, facts_of
 from vlfair.measures.statistics import ColumnRange, Custom, FStatistic, Group, Mean, Pooled, Range, Ratio, Statistic
 from vlfair.outputs import Metric
-from vlfair.probes import reports
 
 if TYPE_CHECKING:  # vlfair.paired (scipy) is imported where a metric is evaluated: probes declare at import
     from vlfair import paired
@@ -56,8 +56,8 @@ class Declared:
     # once per unit (a profession's gaps); None: one unit. One run's intervals read it (evaluate); metrics of
     # other units are row sets of their own
     unit: str | None = None
-    # what one run reports beside its value and interval, as its study's measure does (vlfair.probes.reports)
-    report: reports.Report | None = None
+    # what one run reports beside its value and interval, as its study's measure does (vlfair.measures.reporters)
+    report: reporters.Report | None = None
     # the value columns are samples of their own (one language's answers each, on the same images), which one
     # run resamples apart, as a study's measure resamples several languages' samples: each ColumnRange of the
     # row set is one such call, its columns in its order (vlfair.paired.resample_apart); vlfair compare pairs them
@@ -286,7 +286,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
     its groups (:func:`vlfair.paired.resample_apart`, as ``measures.cross_lingual_gap`` resamples its
     languages); any other (strata of its own, a probe's own statistic) by rows
     within its strata (:func:`vlfair.paired.resample` ``measured``, as ``stats.bootstrap_interval`` draws). A
-    metric with a ``report`` gets the details and test its study's measure gives (:mod:`vlfair.probes.reports`;
+    metric with a ``report`` gets the details and test its study's measure gives (:mod:`vlfair.measures.reporters`;
     ``n_permutations``: a test's relabellings, 0: no test); a :class:`Pooled` metric its two-level interval,
     where every phrasing's statistic is defined."""
     from vlfair import paired
@@ -340,7 +340,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
             value = Metric(statistic.name, statistic.subset, float(point[j]),
                            paired.resampled_interval(resampled[:, j], confidence), facts=metric.facts(own))
             if metric.report is not None:
-                metric.report(value, reports.Reading(
+                metric.report(value, reporters.Reading(
                     values, building.codes, building.levels, building.code, building.at, means, drawn[:, j],
                     functools.partial(_name, metric), confidence, n_permutations, seed), metric.statistic)
             found.append((where[position], value))

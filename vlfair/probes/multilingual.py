@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
+from vlfair.measures import reporters
 from vlfair.outputs import Metric
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import reports
 from vlfair.probes.asking import Answering, TextScores
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, indistinguishable
 from vlfair.probes.declared import ColumnRange, Custom, Declared, Mean, Range, evaluate, too_small
@@ -527,7 +527,7 @@ class MultilingualProbe(Probe):
                 subset: dict[str, Any] = {"task": task, "groups": between, **cell}
                 for lang, column in zip(languages, columns):
                     metrics.append(Declared("group_rate_gap", {**subset, "language": lang}, Range(column), rows,
-                                            between, report=reports.rate_gap))
+                                            between, report=reporters.rate_gap))
                     metrics += [Declared("accuracy", {"task": task, "language": lang, between: name, **cell},
                                          Mean(column, name), rows, between) for name in names]
                 if spec.amplification and s.pivot in languages:
@@ -540,7 +540,7 @@ class MultilingualProbe(Probe):
             languages = sorted(languages_of[task])
             if _gap_groups(truth[column]) is not None:
                 metrics += [Declared("group_rate_gap", {"task": task, "groups": column, "language": lang},
-                                     Range(correct), group=column, report=reports.rate_gap)
+                                     Range(correct), group=column, report=reporters.rate_gap)
                             for lang, correct in zip(languages, _correct_columns(task, languages, number))]
         return metrics
 
@@ -673,11 +673,11 @@ def _ratio_histogram(samples: Samples, epsilon: Mapping[str, float]) -> Any:
 
 
 # ---- what one run reports beside these metrics, as the study's measures did -------------------------
-def _by_language(columns: Mapping[str, str], pivot: str | None = None, *, counts: bool = False) -> reports.Report:
+def _by_language(columns: Mapping[str, str], pivot: str | None = None, *, counts: bool = False) -> reporters.Report:
     """``measures.cross_lingual_gap``'s fields for a gap across the languages' ``columns`` (language -> column):
     each language's accuracy, and each one's gap to the ``pivot`` (None without one) or, with ``counts``, each
     language's samples (Multi30K's)."""
-    def report(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
+    def report(metric: Metric, reading: reporters.Reading, statistic: Any) -> None:
         accuracy = {lang: float(reading.values[:, reading.at[column]].mean()) for lang, column in columns.items()}
         metric.details = {"accuracy": accuracy}
         if counts:
@@ -688,16 +688,16 @@ def _by_language(columns: Mapping[str, str], pivot: str | None = None, *, counts
     return report
 
 
-def _distances(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
+def _distances(metric: Metric, reading: reporters.Reading, statistic: Any) -> None:
     """The caption pairs' text distances: their median and number beside the mean."""
     distances = reading.values[:, reading.at["text_distance"]]
     metric.details = {"median": float(np.median(distances)), "num_pairs": int(distances.size)}
 
 
-def _fairness(gap: np.ndarray, distance: np.ndarray, bound: np.ndarray) -> reports.Report:
+def _fairness(gap: np.ndarray, distance: np.ndarray, bound: np.ndarray) -> reporters.Report:
     """``measures.individual_fairness``'s fields of one portion's pairs (its terms), and no interval: the study
     reports epsilon, a maximum over the pairs, alone."""
-    def report(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
+    def report(metric: Metric, reading: reporters.Reading, statistic: Any) -> None:
         found = _individual_fairness(gap, distance, bound)
         metric.ci = None
         metric.details = {field: found[field] for field in (

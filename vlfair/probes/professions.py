@@ -10,9 +10,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field
 
+from vlfair.measures import reporters
 from vlfair.outputs import Table
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, clip_score
 from vlfair.probes.declared import Declared, Mean, Range, evaluate, too_small
@@ -333,7 +333,7 @@ class ProfessionsProbe(Probe):
                 metrics += [Declared(quantity.metric, {**subset, "group": c[1], **phrased}, Mean(column, c), **on)
                             for c in own]
                 metrics.append(Declared("group_score_gap", {**subset, **phrased}, Range(column, own),
-                                        report=reports.score_gap, **on))
+                                        report=reporters.score_gap, **on))
         return metrics
 
     def _canonical(self, column: Column, values: np.ndarray) -> np.ndarray:

@@ -18,10 +18,10 @@ import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from vlfair.defaults import PERMUTATIONS
+from vlfair.measures import reporters
 from vlfair.measures.catalog import neutral_value
 from vlfair.outputs import Metric, metric_from
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec
 from vlfair.probes.declared import Declared, Mean, Range, Ratio, evaluate, too_small
@@ -491,19 +491,19 @@ class PublicFiguresProbe(Probe):
                     metrics += [Declared("class_score", {**subset, "class": label, "gender": gender, **phrased},
                                          Mean(phrasing.column(_probability_column(group, level, label), number),
                                               gender, 100.0), rows, "gender", strata="gender",
-                                         report=reports.group_rows)
+                                         report=reporters.group_rows)
                                 for gender in sorted(set(genders[rows].tolist())) for label in level_spec.classes]
                     known = np.flatnonzero(mask & answered)  # the images with a right class
                     metrics += [Declared("accuracy", {**subset, **phrased}, Mean(column), known, "gender",
-                                         report=reports.by_group("by_gender")),
+                                         report=reporters.by_group("by_gender")),
                                 Declared("group_rate_gap", {**subset, "groups": "gender", **phrased}, Range(column),
-                                         known, "gender", report=reports.rate_gap)]
+                                         known, "gender", report=reporters.rate_gap)]
                     if level == 2 and group in s.bias_ratio.classes:
                         label = s.bias_ratio.classes[group]
                         metrics.append(Declared("bias_ratio", {"folder": folder, "class": label, **phrased},
                                                 Ratio(phrasing.column(_probability_column(group, level, label), number),
                                                       s.bias_ratio.protected_group, s.bias_ratio.reference_group),
-                                                rows, "gender", report=reports.ratio))
+                                                rows, "gender", report=reporters.ratio))
         return metrics
 
     # ---- what score, analyze and comparisons share ----------------------------------------------

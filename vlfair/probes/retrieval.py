@@ -26,9 +26,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field
 
+from vlfair.measures import reporters
 from vlfair.measures.catalog import neutral_value
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, indistinguishable
 from vlfair.probes.declared import Custom, Declared, evaluate
@@ -427,7 +427,7 @@ class RetrievalProbe(Probe):
             design = self._design(names, codes, attribute, concepts)
             engine = functools.partial(_PairedRanking, design)
             metrics += [Declared(q.name, q.subset, Custom(columns, _reading(q.read), engine=engine, recentre=True),
-                                 group=attribute, report=reports.top_k)
+                                 group=attribute, report=reporters.top_k)
                         for q in self._quantities(attribute, names, design, concepts)]
         return metrics
 

@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field
 
+from vlfair.measures import reporters
 from vlfair.outputs import Table
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec, indistinguishable
 from vlfair.probes.declared import Declared, FStatistic, Mean, evaluate, too_small
@@ -342,7 +342,7 @@ class TraitsProbe(Probe):
                     if len(present) < 2:  # nothing to compare across
                         continue
                     metrics.append(Declared("trait_anova", {"trait": trait, within: stratum, **phrased},
-                                            FStatistic(column), rows, across, report=reports.anova))
+                                            FStatistic(column), rows, across, report=reporters.anova))
                     if within == "gender":  # the study's figure: each race's mean confidence within a gender
                         confidences += [Declared("trait_confidence", {"trait": trait, "race": race, "gender": stratum,
                                                                       **phrased}, Mean(column, race), rows, across)

@@ -14,9 +14,9 @@ import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from vlfair.defaults import BOOTSTRAP, MAX_BOOTSTRAP
+from vlfair.measures import reporters
 from vlfair.outputs import Metric
 from vlfair.probes import phrasings as phrasing
-from vlfair.probes import reports
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError
 from vlfair.probes.declared import Custom, Declared, evaluate
@@ -546,19 +546,19 @@ def _mean_influence_bars(frame: pd.DataFrame, target: str) -> Any:
 
 
 # ---- what one run reports beside its metrics: the study's intervals, not resamples -------------------
-def _within(half: float | None, **details: Any) -> reports.Report:
+def _within(half: float | None, **details: Any) -> reporters.Report:
     """An interval of ``half`` either side of the value (Hoeffding's bound on an influence; None: no interval, as
     the study gives a mean influence none), its half-width and ``details`` beside it."""
-    def report(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
+    def report(metric: Metric, reading: reporters.Reading, statistic: Any) -> None:
         metric.ci = None if half is None or metric.value is None else [metric.value - half, metric.value + half]
         metric.details = {**({} if half is None else {"ci_half_width": half}), **details}
     return report
 
 
-def _share(successes: int, trials: int, details: dict[str, Any]) -> reports.Report:
+def _share(successes: int, trials: int, details: dict[str, Any]) -> reporters.Report:
     """A share of ``trials`` images with its exact (Clopper-Pearson) interval and ``details``; no value without
     images."""
-    def report(metric: Metric, reading: reports.Reading, statistic: Any) -> None:
+    def report(metric: Metric, reading: reporters.Reading, statistic: Any) -> None:
         from vlfair import stats
 
         metric.value = metric.value if trials else None
