@@ -542,3 +542,19 @@ def test_a_bad_way_of_asking_is_one_line_and_exit_2(checkpoints, clip, probe, mo
     assert _run(probe, spec, tmp_path / "out", *(arg for s in settings for arg in ("--set", s))) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and error.startswith("vlfair run") and message in error, error
+
+
+def test_a_probe_built_once_measures_a_generative_model_then_an_encoder_each_with_its_own_settings(
+        checkpoints, clip_encoder, tmp_path):
+    """What a run settles for its model (professions: a generative model is measured by score=likelihood) is that
+    run's: the same built probe then measures a contrastive encoder by CLIPScore, as its settings say."""
+    from vlfair.probes import measure_probe, probe_class
+
+    probe = probe_class("professions")({"bootstrap": 20, "n_permutations": 20})
+    data = vlfair.load_dataset("synthetic:professions").select(range(48))
+    asked = measure_probe(probe, vlfair.load_encoder(f"lvlm:{checkpoints['llava']}", dtype="float32"), data,
+                          cache_dir=tmp_path / "cache")
+    assert asked.results["probe_settings"]["score"] == "likelihood" and probe.settings.score == "clipscore"
+    embedded = measure_probe(probe, clip_encoder, data, cache_dir=tmp_path / "cache")
+    assert embedded.results["probe_settings"]["score"] == "clipscore"
+    assert any(m["name"] == "mean_clipscore" for m in embedded.results["metrics"])

@@ -340,6 +340,7 @@ def test_a_declaration_takes_its_facts_and_reporter_from_its_measure():
     assert gap.value == pytest.approx(expected["max_gap"], rel=1e-12) and gap.p_value == expected["p_value"]
     assert gap.details["top_group"] == "c" and gap.details["bottom_group"] == "a"
     assert mine.p_value is None and mine.details == {}  # a measure of its own reports nothing it did not declare
+    assert gap.value == mine.value  # the measure's reporter adds its fields; the value is the engine's, to the bit
     assert mine.facts == own.facts and gap.facts == CATALOG.get("group_score_gap").facts
     assert mean.facts == Facts(1.0, 0.0, 100.0)  # the probe's own neutral value first, the catalog's range kept
     with pytest.raises(TypeError, match="names its measure"):
@@ -359,3 +360,60 @@ def test_a_measure_registered_by_a_plugin_is_found_by_its_name(monkeypatch):
         catalog.register_measure(catalog.Measure("tone_gap", Facts(0.0)))
     with pytest.raises(ValueError, match="a Python identifier"):
         catalog.register_measure(catalog.Measure("tone gap", Facts(0.0)))
+
+
+def _board_of(mood_runs, root: Path, edit=None) -> Path:
+    """The two models' runs in a folder of their own, ``edit(results)`` applied to the second's results.json."""
+    for model in ("clip", "siglip"):
+        (root / model).mkdir(parents=True)
+        for name in ("results.json", "samples.parquet"):
+            (root / model / name).write_bytes((mood_runs[model] / name).read_bytes())
+    if edit is not None:
+        results = _results(root / "siglip")
+        edit(results)
+        (root / "siglip" / "results.json").write_text(json.dumps(results))
+    return root
+
+
+def test_a_board_does_not_rank_a_metric_its_runs_record_with_other_neutral_values(mood_runs, tmp_path, capsys):
+    """A run whose results.json says the gap's neutral value is 0.5 (hand-edited, or a plugin changed without a
+    version bump): ranked against the other's 0, the more biased model could come first. The metric is neither
+    ranked nor tiered in that family, said in one line; the family's other metrics are ranked as before."""
+    import pandas as pd
+
+    from vlfair.cli import main
+
+    def edit(results):
+        results["measures"]["mood_gap"]["neutral"] = 0.5
+
+    board_dir = _board_of(mood_runs, tmp_path / "runs", edit)
+    assert main(["leaderboard", str(board_dir), "--out", str(tmp_path / "board.csv")]) == 0
+    assert "its runs record mood_gap with other neutral values (0.0, 0.5): not ranked or tiered" in \
+        capsys.readouterr().err
+    board = pd.read_csv(tmp_path / "board.csv")
+    gap = board[board["metric"] == "mood_gap"]
+    assert gap["neutral"].isna().all() and gap["rank"].isna().all() and gap["tier"].isna().all()
+    ratio = board[board["metric"] == "mood_ratio"]
+    assert sorted(ratio["rank"]) == [1.0, 2.0] and (ratio["neutral"] == 1.0).all()
+
+
+@pytest.mark.parametrize("facts, problem", [
+    ({"neutral": 0.0, "low": 5.0, "high": -5.0, "judged": "interval"}, "low 5.0 is above high -5.0"),
+    ({"neutral": 2.0, "low": 0.0, "high": 1.0, "judged": "interval"}, "neutral 2.0 lies outside the range"),
+    ({"neutral": 1.0, "low": 0.0, "high": 100.0, "judged": "level"}, "a level has no neutral value"),
+])
+def test_recorded_facts_that_cannot_be_are_refused_naming_the_file(mood_runs, tmp_path, capsys, facts, problem):
+    from vlfair.cli import main
+
+    def edit(results):
+        results["measures"]["mood_ratio"] = facts
+
+    board_dir = _board_of(mood_runs, tmp_path / "runs", edit)
+    assert main(["leaderboard", str(board_dir), "--out", str(tmp_path / "board.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "siglip/results.json" in err and f"measures.mood_ratio: {problem}" in err  # that run skipped, named
+    assert main(["card-results", str(board_dir / "siglip"), "--out", str(tmp_path / "card"), "--benchmark-repo",
+                 "org/board"]) == 2
+    assert f"measures.mood_ratio: {problem}" in capsys.readouterr().err
+    assert not (tmp_path / "card").exists()
+

@@ -104,8 +104,8 @@ def flat(demo, tmp_path_factory):
      "--effect -1: group_score_gap is never below its neutral value 0; give a positive deviation"),
     ("professions", ["--metric", "group_score_gap", "--power", "1.2"], "--power must be between 0 and 1, got 1.2"),
     ("traits", ["--metric", "trait_anova", "--subset", '{"gender": "Female", "trait": "smart/dumb"}'],
-     'trait_anova on {"gender": "Female", "trait": "smart/dumb"} has no interval in the run (an F is judged by its '
-     "test's p-value)"),
+     "trait_anova is judged by its test's p-value, not by an interval (its facts, as the run recorded them): no "
+     "interval's power to read"),
     ("professions", ["--metric", "group_score_gap", "--subset", "{doctor"], "--subset is not JSON"),
     ("professions", ["--metric", "group_score_gap", "--subset", "[1]"], "--subset must be a JSON object"),
 ])

@@ -33,6 +33,13 @@ class Facts:
             object.__setattr__(self, "judged", "level")  # a level is never judged, whatever was said
         if self.judged not in JUDGED:
             raise ValueError(f"judged is {self.judged!r}, not one of {', '.join(JUDGED)}")
+        if self.judged == "level" and self.neutral is not None:
+            raise ValueError(f"a level has no neutral value, but neutral is {self.neutral!r}")
+        if self.low is not None and self.high is not None and not self.low <= self.high:
+            raise ValueError(f"low {self.low!r} is above high {self.high!r}")
+        if self.neutral is not None and ((self.low is not None and self.neutral < self.low)
+                                         or (self.high is not None and self.neutral > self.high)):
+            raise ValueError(f"neutral {self.neutral!r} lies outside the range [{self.low!r}, {self.high!r}]")
 
     def record(self) -> dict[str, Any]:
         """The facts as results.json keeps them beside a run's metrics (``measures``): what a reader that
@@ -50,8 +57,11 @@ class Facts:
         judged = record.get("judged", "interval" if neutral is not None else "level")
         if judged not in JUDGED:
             raise ValueError(f"{where}: judged is {judged!r}, not one of {', '.join(JUDGED)}")
-        return cls(None if neutral is None else float(neutral), _bound_read(record.get("low"), f"{where}: low"),
-                   _bound_read(record.get("high"), f"{where}: high"), judged)
+        try:
+            return cls(None if neutral is None else float(neutral), _bound_read(record.get("low"), f"{where}: low"),
+                       _bound_read(record.get("high"), f"{where}: high"), judged)
+        except ValueError as exc:
+            raise ValueError(exc if str(exc).startswith(where) else f"{where}: {exc}") from None
 
     @property
     def lower_is_less_biased(self) -> bool:

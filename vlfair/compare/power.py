@@ -135,6 +135,9 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
             if facts.neutral is None:
                 raise PowerError(f"{metric} is a level, not a bias measure (it has no neutral value to detect a "
                                  "deviation from)")
+            if facts.judged == "test":
+                raise PowerError(f"{metric} is judged by its test's p-value, not by an interval (its facts, as the run "
+                                 "recorded them): no interval's power to read")
             if row_set.engine is not None:
                 raise PowerError(f"{metric} ranks the images (its top k): its spread does not shrink as the square "
                                  "root of the images, so no power is read from it")

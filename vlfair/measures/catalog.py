@@ -83,17 +83,25 @@ _DECLARED = {"group_score_gap": (Range, score_gap), "group_rate_gap": (Range, ra
              "bias_ratio": (Ratio, ratio), "trait_anova": (FStatistic, anova),
              "cross_lingual_gap": (ColumnRange, None)}
 _EFFECTS = {"trait_anova": "eta_squared"}
-_FUNCTIONS = {  # the measures users call: each a function of arrays and an evaluate module of its name
-    **dict.fromkeys(("bias_ratio", "group_score_gap", "trait_anova", "word_influence", "cross_lingual_gap",
-                     "group_rate_gap", "individual_fairness", "retention"), "vlfair.measures.groups"),
-    "ranking_skew": "vlfair.measures.ranking", "bias_difference": "vlfair.measures.comparison"}
+_FUNCTIONS = {  # the measures users call: each a function of arrays (named in full: a test reads these names)
+    "bias_ratio": "vlfair.measures.groups:bias_ratio",
+    "group_score_gap": "vlfair.measures.groups:group_score_gap",
+    "trait_anova": "vlfair.measures.groups:trait_anova",
+    "word_influence": "vlfair.measures.groups:word_influence",
+    "cross_lingual_gap": "vlfair.measures.groups:cross_lingual_gap",
+    "group_rate_gap": "vlfair.measures.groups:group_rate_gap",
+    "individual_fairness": "vlfair.measures.groups:individual_fairness",
+    "retention": "vlfair.measures.groups:retention",
+    "ranking_skew": "vlfair.measures.ranking:ranking_skew",
+    "bias_difference": "vlfair.measures.comparison:bias_difference",
+}
 for _name, _facts in LEVELS.items():
     register_measure(Measure(_name, _facts))
 for _name, (_facts, _what) in BIASES.items():
     _statistic, _report = _DECLARED.get(_name, (None, None))
-    _home = _FUNCTIONS.get(_name)
-    register_measure(Measure(_name, _facts, _what, _statistic, _report, _EFFECTS.get(_name),
-                             None if _home is None else f"{_home}:{_name}", _name if _home else None))
+    _function = _FUNCTIONS.get(_name)
+    register_measure(Measure(_name, _facts, _what, _statistic, _report, _EFFECTS.get(_name), _function,
+                             _name if _function else None))
 
 
 class _Functions(Mapping[str, Callable[..., Any]]):

@@ -217,7 +217,7 @@ class Probe(abc.ABC):
     asks_questions: ClassVar[bool] = False                # it can measure a generative model (lvlm:) by
                                                           # asking it questions (Context.text_scores)
     facts: ClassVar[dict[str, Facts | float]] = {}       # its own metrics' facts (or neutral values) beyond
-                                                          # vlfair.facts.FACTS: "less biased" = closer
+                                                          # the catalog's: "less biased" = closer
     model_settings: ClassVar[tuple[str, ...]] = ()        # settings that choose the model measured (word-
                                                           # influence's generator): runs that differ in them
                                                           # are of one family, compared and ranked together

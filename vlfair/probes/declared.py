@@ -74,8 +74,6 @@ class Declared:
                             f"not {self.name!r}")
         elif self.name in CATALOG:
             object.__setattr__(self, "measure", CATALOG.get(self.name))
-        if self.report is None and self.measure is not None:  # what its measure reports (a gap: its groups, its test)
-            object.__setattr__(self, "report", self.measure.reports(self.statistic))
 
     def facts(self, own: Mapping[str, Facts | float] | None = None) -> Facts:
         """Its facts: the probe's ``own`` for its name where it states them, else its measure's (the object it was
@@ -339,10 +337,16 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
             metric = expanded[position]
             value = Metric(statistic.name, statistic.subset, float(point[j]),
                            paired.resampled_interval(resampled[:, j], confidence), facts=metric.facts(own))
-            if metric.report is not None:
-                metric.report(value, reporters.Reading(
+            # its own reporter, else its measure's (a gap's groups and test), which adds fields but keeps the value
+            # the engine gives (the one compare and tiers read), not its own recomputation from plain means
+            report = metric.report or (metric.measure.reports(metric.statistic) if metric.measure else None)
+            if report is not None:
+                engine = value.value
+                report(value, reporters.Reading(
                     values, building.codes, building.levels, building.code, building.at, means, drawn[:, j],
                     functools.partial(_name, metric), confidence, n_permutations, seed), metric.statistic)
+                if metric.report is None:
+                    value.value = engine
             found.append((where[position], value))
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])  # apart from the rows' draws
     for position, by_phrasing in phrased.items():

@@ -5,6 +5,7 @@ where asked."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -192,7 +193,9 @@ def run_request(request: RunRequest, *, before_work: Callable[[], None] | None =
     columns and labels checked, ``limit`` applied: before the model loads); the model; then the probe runs."""
     from vlfair.models import load_encoder
 
-    probe = built_probe(request)
+    # a copy: what the run settles for its model (Probe.settings_for) is this run's, not the next one's of a probe
+    # built once and run again
+    probe = copy.copy(built_probe(request))
     name = probe.name
     refuse_generative(probe, request.model)  # a spec: before its weights load (or download)
     if before_work is not None:
@@ -306,7 +309,7 @@ def _read_detectable(metrics: list[Any], measures: dict[str, Any], probe: Probe)
     unseen = []
     for metric in metrics:
         facts = measures[metric.name]
-        if facts.neutral is None or metric.value is None:
+        if facts.judged != "interval" or metric.value is None:  # a level; a measure judged by its test (an F)
             continue
         metric.mde = stats.interval_detectable(metric.value, metric.ci, confidence, facts.sides)
         if metric.mde is not None and metric.ci[0] <= facts.neutral <= metric.ci[1]:

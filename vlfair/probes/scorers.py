@@ -148,7 +148,7 @@ class Scorer(abc.ABC):
                 instead: str | None = None) -> ProbeError:
         """The one-line error of a ``part`` of ``probe`` (default: CAPABILITIES' words) that needs
         ``capability``, naming the model and its kind, and what to do ``instead``."""
-        name = getattr(self.model, "name", self.model)
+        name = getattr(self.model, "name", None) or getattr(self.model, "spec", None) or self.model  # as people name it
         return ProbeError(f"{f'{probe}: ' if probe else ''}model {name!r} is a {self.kind} model: "
                           f"{part or CAPABILITIES[capability]}, which a {self.kind} model does not give"
                           + (f"; {instead}" if instead else ""))

@@ -212,10 +212,28 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
             problem = problem.replace(root, source, 1) if problem.startswith(root) else problem
         skip_or_raise(skipped, problem)
     board = _frame(rows)
+    for problem in _disputed_facts(board):
+        skip_or_raise(skipped, problem)
     # each run's results.json, where its samples may be read beside it (vlfair.compare.tiers pairs them)
     paths = {content_hash(results): str(where[id(results)]) for results in kept}
     board.attrs.update(runs=len(kept), duplicates=duplicates, families=families(kept), paths=paths)
     return board
+
+
+def _disputed_facts(board: pd.DataFrame) -> list[str]:
+    """Runs of one family that record a metric with other neutral values (results.json's ``measures``): "less
+    biased" would mean two things among them, so that metric is neither ranked nor tiered in that family
+    (its rows' neutral and rank set to NaN, here); one line each, to name where the board is read."""
+    recorded = board["neutral"].map(lambda v: "none" if pd.isna(v) else repr(float(v)))
+    keys = [board["family"], board["metric"]]
+    disputed = recorded.groupby(keys, dropna=True).transform("nunique").gt(1).reindex(board.index, fill_value=False)
+    problems = []
+    for (family, metric), rows in board[disputed].groupby(["family", "metric"]):
+        shown = ", ".join(sorted(set(recorded[rows.index])))
+        problems.append(f"family {str(family)[:8]}: its runs record {metric} with other neutral values ({shown}): "
+                        "not ranked or tiered")
+    board.loc[disputed, ["neutral", "rank"]] = math.nan
+    return problems
 
 
 def families(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
