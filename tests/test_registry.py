@@ -218,3 +218,19 @@ def test_the_demo_world_s_data_is_the_demo_s_registry_and_its_tables_follow_the_
     session.space_tables_checked(list(BUILT_IN))
     with pytest.raises(ValueError, match=r"the demo Space's tables name probes the registry does not hold: \['re"):
         session.space_tables_checked([name for name in BUILT_IN if name != "retrieval"])
+
+
+def test_a_value_registered_again_as_the_lazy_entry_names_it_is_one_entry():
+    """A plugin registering a built-in dataset's own spec again (before anything read it) is that entry, not a
+    second dataset of its name; another spec of the name is refused."""
+    import dataclasses
+
+    from vlfair.data import registry
+    from vlfair.data.studies import FAIRFACE_SPEC
+
+    specs = registry.DATASETS.copy()
+    specs.lazy("fairface", "vlfair.data.studies:FAIRFACE_SPEC")
+    assert specs.add(FAIRFACE_SPEC) is FAIRFACE_SPEC
+    fresh = registry.DATASETS.copy()
+    with pytest.raises(ValueError, match="two datasets are named 'fairface'"):
+        fresh.add(dataclasses.replace(FAIRFACE_SPEC, twin_size=3))

@@ -79,8 +79,8 @@ class Registry(Generic[T]):
         self._validate(entry)
         name = self._named(entry, name)
         known = self._entries.get(name)
-        if isinstance(known, _Lazy) and not replace and not _same(known, entry):
-            known = resolve(known.target)  # a value (a spec) is known by what the text names, not by a path
+        if isinstance(known, _Lazy) and not replace and _path(entry) is None:
+            known = resolve(known.target)  # a value (a spec) has no path: it is known by what the text names
         if known is not None and not replace and not _same(known, entry):
             raise ValueError(f"two {self.what}s are named {name!r}: {_shown(known)} and {_shown(entry)}")
         self._entries[name] = entry
