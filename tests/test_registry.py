@@ -225,12 +225,18 @@ def test_a_value_registered_again_as_the_lazy_entry_names_it_is_one_entry():
     second dataset of its name; another spec of the name is refused."""
     import dataclasses
 
-    from vlfair.data import registry
+    from vlfair.data.registry import DatasetSpec
     from vlfair.data.studies import FAIRFACE_SPEC
 
-    specs = registry.DATASETS.copy()
-    specs.lazy("fairface", "vlfair.data.studies:FAIRFACE_SPEC")
-    assert specs.add(FAIRFACE_SPEC) is FAIRFACE_SPEC
-    fresh = registry.DATASETS.copy()
-    with pytest.raises(ValueError, match="two datasets are named 'fairface'"):
-        fresh.add(dataclasses.replace(FAIRFACE_SPEC, twin_size=3))
+    def fresh() -> Registry[DatasetSpec]:
+        return Registry("dataset", DatasetSpec, name_of=lambda spec: spec.name)
+
+    lazy_first, value_first = fresh(), fresh()
+    lazy_first.lazy("fairface", "vlfair.data.studies:FAIRFACE_SPEC")
+    assert lazy_first.add(FAIRFACE_SPEC) is FAIRFACE_SPEC and lazy_first.get("fairface") is FAIRFACE_SPEC
+    value_first.add(FAIRFACE_SPEC)
+    value_first.lazy("fairface", "vlfair.data.studies:FAIRFACE_SPEC")  # the same spec, named after it was added
+    assert value_first.get("fairface") is FAIRFACE_SPEC
+    for specs in (lazy_first, value_first):
+        with pytest.raises(ValueError, match="two datasets are named 'fairface'"):
+            specs.add(dataclasses.replace(FAIRFACE_SPEC, twin_size=3))

@@ -92,7 +92,7 @@ class Registry(Generic[T]):
         if not isinstance(name, str) or not name or target.count(":") != 1:
             raise ValueError(f"a lazy {self.what} is a name and 'module:attribute', not {name!r}, {target!r}")
         known = self._entries.get(name)
-        if known is not None and not _same(known, _Lazy(target)):
+        if known is not None and not _same(known, _Lazy(target)) and not _names(target, known):
             raise ValueError(f"two {self.what}s are named {name!r}: {_shown(known)} and {target}")
         if known is None:
             self._entries[name] = _Lazy(target)
@@ -222,6 +222,16 @@ def _same(known: Any, entry: Any) -> bool:
     if isinstance(known, _Lazy) or isinstance(entry, _Lazy) or (isinstance(known, type) and isinstance(entry, type)):
         return _path(known) is not None and _path(known) == _path(entry)
     return False
+
+
+def _names(target: str, known: Any) -> bool:
+    """Whether lazy ``target`` text names ``known``, a value with no path (a spec registered before the text)."""
+    if _path(known) is not None or isinstance(known, _Lazy):
+        return False
+    try:
+        return _same(known, resolve(target))
+    except (ImportError, AttributeError):  # text naming nothing: another entry, said as such
+        return False
 
 
 def _path(entry: Any) -> str | None:
