@@ -417,3 +417,14 @@ def test_recorded_facts_that_cannot_be_are_refused_naming_the_file(mood_runs, tm
     assert f"measures.mood_ratio: {problem}" in capsys.readouterr().err
     assert not (tmp_path / "card").exists()
 
+
+
+def test_rescore_names_the_flag_that_sets_a_setting_the_probe_does_not_have(mood_runs, mood_plugin, tmp_path,
+                                                                           monkeypatch, capsys):
+    from vlfair.cli import main
+
+    monkeypatch.syspath_prepend(str(mood_plugin))
+    _isolated_probes(monkeypatch)
+    assert main(["rescore", str(mood_runs["clip"]), "--out", str(tmp_path / "again"), "--permutations", "10"]) == 2
+    assert "--permutations sets n_permutations, a setting the toy-mood probe does not have" in capsys.readouterr().err
+    assert not (tmp_path / "again").exists()

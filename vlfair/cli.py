@@ -442,9 +442,9 @@ def _rescore(args: argparse.Namespace) -> int:
     run = run.parent if run.name == "results.json" else run  # the run's folder, however it was named
     if out.resolve() == run.resolve():
         raise UserError(f"--out {out} is the run's own folder: its results would be replaced; give another folder")
-    overrides, _ = _settings_given(args)
+    overrides, sources = _settings_given(args)
     _check_out_dir(out)
-    rescored_run = rescored(run, overrides)
+    rescored_run = rescored(run, overrides, sources)
     failure = _write_run(rescored_run, out)
     if failure:
         raise UserError(failure)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +35,10 @@ def rescore(run_dir: str | Path, out_dir: str | Path | None, overrides: dict[str
     return finished.results
 
 
-def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None) -> ProbeRun:
-    """The run in ``run_dir`` recomputed from its samples (:func:`rescore`), not yet written."""
+def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None,
+             sources: Mapping[str, str] | None = None) -> ProbeRun:
+    """The run in ``run_dir`` recomputed from its samples (:func:`rescore`), not yet written; ``sources``: the
+    command-line flag that set an override (``{"n_permutations": "--permutations"}``), named where it is refused."""
     from vlfair.probes import ProbeError, probe_class, runner
 
     run = load_run(run_dir)
@@ -49,6 +52,10 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None) -> Pr
         probe_type = probe_class(name)
     except ProbeError as exc:
         raise RunError(f"{run.path}: {exc} (is the plugin that made it installed?)") from None
+    absent = {key: flag for key, flag in (sources or {}).items() if key not in probe_type.Settings.model_fields}
+    if absent:  # a shared flag (--permutations) for a probe that has no such setting, named as the flag
+        key, flag = next(iter(absent.items()))
+        raise RunError(f"{run.path}: {flag} sets {key}, a setting the {name} probe does not have")
     if not probe_type.keeps_samples():
         raise RunError(f"{run.path}: probe {name!r} cannot analyse samples (it defines run, not score and analyze)")
     recorded = dict(results.get("probe_settings") or {})
