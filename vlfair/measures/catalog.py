@@ -47,12 +47,15 @@ class Measure:
     def neutral(self) -> float | None:
         return self.facts.neutral
 
-    def compute(self, *args: Any, **options: Any) -> Any:
-        """The measure's function on ``args`` (a TypeError for a measure that has none)."""
+    def callable(self) -> Callable[..., Any]:
+        """The measure's function of arrays, imported where it is named by text (a TypeError where it has none)."""
         if self.function is None:
             raise TypeError(f"measure {self.name!r} is reported by probes only: it has no function of arrays")
-        function = resolve(self.function) if isinstance(self.function, str) else self.function
-        return function(*args, **options)
+        return resolve(self.function) if isinstance(self.function, str) else self.function
+
+    def compute(self, *args: Any, **options: Any) -> Any:
+        """The measure's function on ``args`` (a TypeError for a measure that has none)."""
+        return self.callable()(*args, **options)
 
     def reports(self, statistic: Any) -> Callable[..., None] | None:
         """The reporter of a metric declared with ``statistic`` and no reporter of its own: the measure's, where
@@ -108,10 +111,10 @@ class _Functions(Mapping[str, Callable[..., Any]]):
     """Each measure users call by its evaluate module's name -> its function (imported when first read)."""
 
     def __getitem__(self, name: str) -> Callable[..., Any]:
-        measure = CATALOG.get(name) if name in CATALOG else None
+        measure = CATALOG.get(name, None)
         if measure is None or measure.module is None or measure.function is None:
             raise KeyError(name)
-        return resolve(measure.function) if isinstance(measure.function, str) else measure.function
+        return measure.callable()
 
     def __iter__(self) -> Iterator[str]:
         return iter([name for name, measure in CATALOG.items() if measure.module is not None])
