@@ -79,11 +79,13 @@ def test_the_record_reads_the_process_s_own_environment(monkeypatch):
 def test_two_records_are_told_apart_by_what_differs():
     record = _results()["machine"]
     other = json.loads(json.dumps(record))
-    other["torch"] = {**record["torch"], "cpu_capability": "AVX2"}
-    other["variables"]["ATEN_CPU_CAPABILITY"] = "avx2"
+    # a capability other than this machine's own (an AMD EPYC's torch picks AVX2: then AVX512 differs)
+    capability = "AVX512" if record["torch"]["cpu_capability"] == "AVX2" else "AVX2"
+    other["torch"] = {**record["torch"], "cpu_capability": capability}
+    other["variables"]["ATEN_CPU_CAPABILITY"] = capability.lower()
     found = machine.differences([record, other])
     assert [entry["aspect"] for entry in found] == ["torch", "variables"]
-    assert found[0]["values"][1].startswith("AVX2 kernels, BLAS ")
+    assert found[0]["values"][1].startswith(f"{capability} kernels, BLAS ")
     assert machine.differences([record, json.loads(json.dumps(record))]) == []
     assert machine.differences([None, None]) == []  # neither recorded: nothing to tell
 
