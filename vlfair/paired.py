@@ -465,8 +465,9 @@ def mean_ratio(numerator: int, denominator: int, column: int = 0) -> Callable[[M
     return statistic
 
 
-def f_statistic(column: int = 0) -> Callable[[Moments], np.ndarray]:
-    """The one-way ANOVA F across the groups (as ``stats.one_way_anova``: nan where 0/0)."""
+def f_statistic(column: int = 0, welch: bool = False) -> Callable[[Moments], np.ndarray]:
+    """The one-way ANOVA F across the groups (as ``stats.one_way_anova``: nan where 0/0), or Welch's F, for unequal
+    variances (nan where a group's variance is 0, which ``stats.one_way_anova`` refuses)."""
     def statistic(m: Moments) -> np.ndarray:
         count = m.count
         present = count > 0
@@ -474,10 +475,13 @@ def f_statistic(column: int = 0) -> Callable[[Moments], np.ndarray]:
         n = count.sum(axis=1)
         total = m.total[:, :, column]
         with np.errstate(invalid="ignore", divide="ignore"):
-            grand = total.sum(axis=1) / n
             means = np.where(present, total / count, 0.0)
+            within = np.where(present, m.within[:, :, column], 0.0)
+            if welch:
+                return _welch_f(count, present, k, means, within)
+            grand = total.sum(axis=1) / n
             between = (count * (means - grand[:, None]) ** 2).sum(axis=1)
-            within = np.where(present, m.within[:, :, column], 0.0).sum(axis=1)
+            within = within.sum(axis=1)
             # no variance within the groups but rounding's (a sum of squares less the square of a sum leaves
             # ~1e-16 of the values' scale where every group holds one value): none, as stats.one_way_anova finds
             within = np.where(within <= 1e-12 * (between + within), 0.0, within)
@@ -485,6 +489,19 @@ def f_statistic(column: int = 0) -> Callable[[Moments], np.ndarray]:
             numerator, denominator = between / df_between, within / df_within
             return np.where(denominator > 0, numerator / denominator, np.where(numerator > 0, np.inf, np.nan))
     return statistic
+
+
+def _welch_f(count: np.ndarray, present: np.ndarray, k: np.ndarray, means: np.ndarray,
+             within: np.ndarray) -> np.ndarray:
+    """Welch's F from each group's rows, mean and sum of squared deviations (the formula of
+    ``stats.one_way_anova(welch=True)``), the groups absent from a resample left out."""
+    variance = np.where(present, within / (count - 1), np.nan)
+    weights = np.where(present, count / variance, 0.0)
+    total_weight = weights.sum(axis=1, keepdims=True)
+    weighted_mean = (weights * means).sum(axis=1, keepdims=True) / total_weight
+    tmp = np.where(present, (1 - weights / total_weight) ** 2 / (count - 1), 0.0).sum(axis=1)
+    f = (weights * (means - weighted_mean) ** 2).sum(axis=1) / (k - 1) / (1 + 2 * (k - 2) * tmp / (k**2 - 1))
+    return np.where((present & ~(variance > 0)).any(axis=1), np.nan, f)
 
 
 def iter_columns(row_sets: list[RowSet]) -> Iterator[str]:

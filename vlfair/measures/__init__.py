@@ -63,6 +63,8 @@ if TYPE_CHECKING:  # the lazy names' types, for type checkers (nothing is import
         group_rate_gap,
         group_score_gap,
         individual_fairness,
+        individual_fairness_of_terms,
+        individual_fairness_terms,
         parse_variant,
         retention,
         trait_anova,
@@ -71,6 +73,7 @@ if TYPE_CHECKING:  # the lazy names' types, for type checkers (nothing is import
     from vlfair.measures.ranking import (
         SMOOTHING,
         RankingSkew,
+        bias_at_k,
         prefix_length,
         ranking_skew,
         resampled_top_k,
@@ -78,6 +81,7 @@ if TYPE_CHECKING:  # the lazy names' types, for type checkers (nothing is import
         top_k_interval,
         top_k_order,
         top_k_shares,
+        top_k_skew,
     )
     from vlfair.measures.statistics import ColumnRange, Custom, FStatistic, Mean, Pooled, Range, Ratio, Statistic
 
@@ -94,11 +98,12 @@ _LAZY = {
     **dict.fromkeys((
         'BiasRatio', 'CrossLingualGap', 'GroupRateGap', 'GroupScoreGap', 'IndividualFairness', 'Retention',
         'TraitAnova', 'WordInfluence', 'bias_ratio', 'cross_lingual_gap', 'group_rate_gap', 'group_score_gap',
-        'individual_fairness', 'parse_variant', 'retention', 'trait_anova', 'word_influence'
+        'individual_fairness', 'individual_fairness_of_terms', 'individual_fairness_terms', 'parse_variant',
+        'retention', 'trait_anova', 'word_influence'
     ), ".groups"),
     **dict.fromkeys((
         'RankingSkew', 'SMOOTHING', 'prefix_length', 'ranking_skew', 'resampled_top_k', 'top_k_groups_problem',
-        'top_k_interval', 'top_k_order', 'top_k_shares'
+        'top_k_interval', 'top_k_order', 'top_k_shares', 'top_k_skew', 'bias_at_k'
     ), ".ranking"),
     **dict.fromkeys((
         'ColumnRange', 'Custom', 'FStatistic', 'Mean', 'Pooled', 'Range', 'Ratio', 'Statistic'
@@ -111,9 +116,10 @@ __all__ = [
     "ColumnRange", "CrossLingualGap", "Custom", "FStatistic", "GroupRateGap", "GroupScoreGap", "IndividualFairness",
     "Labels", "MAX_BOOTSTRAP", "MAX_PERMUTATIONS", "MEASURES", "MIN_GROUP_SIZE", "Mean", "Measure", "MeasureResult",
     "NEITHER_CLOSER", "NO_DIFFERENCE", "OPTIONS", "PERMUTATIONS", "Pooled", "Range", "RankingSkew", "Ratio",
-    "Retention", "SEED", "SMOOTHING", "Statistic", "TraitAnova", "WordInfluence", "bias_difference", "bias_ratio",
-    "check_options", "cross_lingual_gap", "facts_in", "facts_of", "float_column", "group_rate_gap", "group_score_gap",
-    "individual_fairness", "neutral_value", "parse_variant", "prefix_length", "ranking_skew", "register_measure",
-    "resampled_top_k", "retention", "top_k_groups_problem", "top_k_interval", "top_k_order", "top_k_shares",
-    "trait_anova", "whole_column", "word_influence",
+    "Retention", "SEED", "SMOOTHING", "Statistic", "TraitAnova", "WordInfluence", "bias_at_k", "bias_difference",
+    "bias_ratio", "check_options", "cross_lingual_gap", "facts_in", "facts_of", "float_column", "group_rate_gap",
+    "group_score_gap", "individual_fairness", "individual_fairness_of_terms", "individual_fairness_terms",
+    "neutral_value", "parse_variant", "prefix_length", "ranking_skew", "register_measure", "resampled_top_k",
+    "retention", "top_k_groups_problem", "top_k_interval", "top_k_order", "top_k_shares", "top_k_skew", "trait_anova",
+    "whole_column", "word_influence",
 ]

@@ -16,9 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from vlfair.facts import Facts
-from vlfair.measures.known import BIASES, LEVELS
-from vlfair.measures.reporters import anova, rate_gap, ratio, score_gap
-from vlfair.measures.statistics import ColumnRange, FStatistic, Range, Ratio
+from vlfair.measures.known import BIASES, DECLARED, LEVELS
 from vlfair.registry import Registry, resolve
 
 
@@ -81,10 +79,6 @@ def register_measure(measure: Measure, *, replace: bool = False) -> Measure:
 
 
 # ---- the built-in measures ---------------------------------------------------------------------
-# what each measure is declared with and reports, where a probe need not say (a study's declarations name theirs)
-_DECLARED = {"group_score_gap": (Range, score_gap), "group_rate_gap": (Range, rate_gap),
-             "bias_ratio": (Ratio, ratio), "trait_anova": (FStatistic, anova),
-             "cross_lingual_gap": (ColumnRange, None)}
 _EFFECTS = {"trait_anova": "eta_squared"}
 _FUNCTIONS = {  # the measures users call: each a function of arrays (named in full: a test reads these names)
     "bias_ratio": "vlfair.measures.groups:bias_ratio",
@@ -101,7 +95,7 @@ _FUNCTIONS = {  # the measures users call: each a function of arrays (named in f
 for _name, _facts in LEVELS.items():
     register_measure(Measure(_name, _facts))
 for _name, (_facts, _what) in BIASES.items():
-    _statistic, _report = _DECLARED.get(_name, (None, None))
+    _statistic, _report = DECLARED.get(_name, (None, None))
     _function = _FUNCTIONS.get(_name)
     register_measure(Measure(_name, _facts, _what, _statistic, _report, _EFFECTS.get(_name), _function,
                              _name if _function else None))

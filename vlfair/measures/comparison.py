@@ -21,10 +21,8 @@ from vlfair.measures.checks import (
     require_sizes,
     same_length,
 )
-from vlfair.measures.groups import (
-    p_fields,
-)
 from vlfair.measures.known import BIASES
+from vlfair.measures.reporters import p_fields
 
 # ---- bias_difference: two models on the same rows ----------------------------------------
 # What a verdict says (``*_verdict``); "less biased" = closer to the measure's neutral value.

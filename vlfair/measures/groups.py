@@ -1,5 +1,7 @@
 """The group statistics: bias_ratio, group_score_gap, trait_anova, word_influence, cross_lingual_gap,
-group_rate_gap, individual_fairness and retention, on one engine of group means (:class:`_GroupMeans`)."""
+group_rate_gap, individual_fairness and retention. Those of group means check their arrays, then evaluate their
+measure's statistic and reporter as a probe's declared metric is evaluated (:mod:`vlfair.measures.arrays`):
+their arithmetic is the measure's, once."""
 
 from __future__ import annotations
 
@@ -7,13 +9,14 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from vlfair import stats
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+from vlfair.measures import arrays, reporters
 from vlfair.measures.checks import (
     ABSENT_WHEN_NONE,
     MAY_BE_UNDEFINED,
@@ -25,44 +28,13 @@ from vlfair.measures.checks import (
     float_column,
     label_array,
     require_present,
-    require_sizes,
     same_length,
     whole_column,
 )
-from vlfair.measures.ties import best_credit, best_index
-
-
-class _GroupMeans:
-    """Group means of one score column, with stratified-bootstrap resamples of them."""
-
-    def __init__(self, values: np.ndarray, labels: np.ndarray, bootstrap: int, seed: int | None, what: str = "group"):
-        self.names, self.codes = stats.encode_groups(labels)
-        self.counts = np.bincount(self.codes, minlength=len(self.names))
-        require_sizes(self.names, self.counts, what)
-        self.values = values
-        self.means = stats.group_means(values, self.codes, len(self.names))
-        self.samples = None
-        if bootstrap:
-            self.samples = stats.bootstrap_group_means(values, self.codes, len(self.names), bootstrap, seed)
-
-    def index(self, name: str) -> int:
-        return self.names.index(name)
-
-    def interval(self, derived: Any, confidence: float) -> np.ndarray | None:
-        """CI of ``derived(means)`` where ``means`` is (B, G) over the resamples."""
-        if self.samples is None:
-            return None
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return stats.percentile_interval(derived(self.samples), confidence)
-
-    def as_dict(self, values: np.ndarray) -> dict[str, Any]:
-        """Plain Python per group: counts stay ints, means floats; numpy label types become Python's."""
-        return {(n.item() if hasattr(n, "item") else n): v.item() for n, v in zip(self.names, values)}
-
-    def cis(self, confidence: float) -> dict[str, list[float] | None] | None:
-        ci = self.interval(lambda m: m, confidence)
-        return None if ci is None else {n: as_interval(ci, i) for i, n in enumerate(self.names)}
-
+from vlfair.measures.known import DECLARED
+from vlfair.measures.reporters import Report
+from vlfair.measures.statistics import FStatistic, Range, Ratio, Statistic
+from vlfair.measures.ties import best_credit
 
 
 # ---- bias_ratio, group_score_gap, trait_anova -------------------------------------------
@@ -135,22 +107,24 @@ def bias_ratio(scores: npt.ArrayLike, groups: Labels, protected_group: Any, refe
     require_present(reference, names, "reference_group")
     if protected == reference:
         raise ValueError(f"protected_group and reference_group are the same group ({protected!r})")
-    g = _GroupMeans(values, labels, bootstrap, seed)
-    p_i, r_i = g.index(protected), g.index(reference)
-    if g.means[r_i] == 0:
+    coded = arrays.groups_of(labels)
+    if stats.group_means(values, coded.codes, len(coded.names))[coded.names.index(reference)] == 0:
         raise ValueError(f"the mean score of reference_group {reference!r} is 0: the ratio is undefined")
-    ci = g.interval(lambda m: m[:, p_i] / m[:, r_i], confidence)
-    pair = np.isin(labels, [protected, reference])
-    test = None
-    if n_permutations:
-        codes = (labels[pair] == protected).astype(np.int64)
-        test = stats.permutation_test(values[pair], codes, stats.mean_difference, n_permutations, seed)
-    return BiasRatio(
-        bias_ratio=float(g.means[p_i] / g.means[r_i]), bias_ratio_ci=as_interval(ci), **p_fields(test),
-        protected_group=protected, reference_group=reference,
-        group_means=g.as_dict(g.means), group_means_ci=g.cis(confidence), group_counts=g.as_dict(g.counts),
-        confidence=confidence,
-    )
+    found = _measured("bias_ratio", Ratio("score", protected, reference), values, coded, bootstrap, confidence, seed,
+                      n_permutations)
+    return BiasRatio(bias_ratio=found.number, bias_ratio_ci=found.ci, p_value=found.p_value, **found.details,
+                     protected_group=protected, reference_group=reference, confidence=confidence)
+
+
+def _measured(measure: str, statistic: Statistic, values: np.ndarray, groups: arrays.Groups, bootstrap: int,
+              confidence: float, seed: int | None, n_permutations: int = 0, report: Report | None = None
+              ) -> arrays.Reported:
+    """``measure``'s ``statistic`` of the scores ``values`` across ``groups``, reported by the measure's reporter
+    (or ``report``), as a probe's declared metric of one run is."""
+    report = report or DECLARED[measure][1]
+    assert report is not None, f"{measure} names its reporter (vlfair.measures.known)"
+    return arrays.evaluate(statistic, report, {"score": values}, groups, bootstrap=bootstrap, confidence=confidence,
+                           seed=seed, n_permutations=n_permutations)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -207,28 +181,12 @@ def group_score_gap(scores: npt.ArrayLike, groups: Labels, bootstrap: int = BOOT
     """
     values, labels = float_column(scores, "predictions"), label_array(groups, "references")
     same_length(predictions=values, references=labels)
-    g = _GroupMeans(values, labels, bootstrap, seed)
-    if len(g.names) < 2:
-        raise ValueError(f"a gap needs at least 2 groups; references hold only {g.names}")
-    top, bottom = int(best_index(g.means)), int(best_index(-g.means))
-    test = stats.permutation_test(values, g.codes, stats.mean_range, n_permutations, seed) if n_permutations else None
-    ratio = float(g.means[bottom] / g.means[top]) if g.means[top] != 0 else float("nan")
-    return GroupScoreGap(
-        group_means=g.as_dict(g.means), group_means_ci=g.cis(confidence), group_counts=g.as_dict(g.counts),
-        top_group=g.names[top], bottom_group=g.names[bottom],
-        max_gap=float(g.means[top] - g.means[bottom]),
-        max_gap_ci=as_interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
-        min_max_ratio=ratio,
-        min_max_ratio_ci=as_interval(g.interval(lambda m: m.min(axis=1) / m.max(axis=1), confidence)),
-        **p_fields(test), confidence=confidence,
-    )
-
-
-def p_fields(test: stats.PermutationResult | None) -> dict[str, Any]:
-    """p_value, its log10 (finite below float64's 1e-308) and the method that gave it."""
-    if test is None:
-        return {"p_value": None, "log10_p_value": None, "p_value_method": None}
-    return {"p_value": test.p_value, "log10_p_value": test.log10_p_value, "p_value_method": test.method}
+    coded = arrays.groups_of(labels)
+    if len(coded.names) < 2:
+        raise ValueError(f"a gap needs at least 2 groups; references hold only {coded.names}")
+    found = _measured("group_score_gap", Range("score"), values, coded, bootstrap, confidence, seed, n_permutations)
+    return GroupScoreGap(max_gap=found.number, max_gap_ci=found.ci, p_value=found.p_value, **found.details,
+                         confidence=confidence)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -296,15 +254,11 @@ def trait_anova(scores: npt.ArrayLike, groups: Labels, strata: Labels | None = N
 
 def _anova_one(values, labels, welch, bootstrap, confidence, seed, where: str = "") -> TraitAnova:
     try:
-        g = _GroupMeans(values, labels, bootstrap, seed)
-        result = stats.one_way_anova([values[g.codes == i] for i in range(len(g.names))], welch=welch)
+        found = _measured("trait_anova", FStatistic("score", welch), values, arrays.groups_of(labels), bootstrap,
+                          confidence, seed)
     except ValueError as exc:
         raise ValueError(f"{exc}{where}") from None
-    return TraitAnova(
-        f_statistic=result.f_statistic, p_value=result.p_value, log10_p_value=result.log10_p_value,
-        df_between=result.df_between, df_within=result.df_within, eta_squared=result.eta_squared, welch=welch,
-        group_means=g.as_dict(g.means), group_means_ci=g.cis(confidence), group_counts=g.as_dict(g.counts),
-    )
+    return TraitAnova(f_statistic=found.number, p_value=cast(float, found.p_value), **found.details, welch=welch)
 
 
 # ---- word_influence ---------------------------------------------------------------------
@@ -518,24 +472,15 @@ def cross_lingual_gap(predictions: Labels, references: Labels, languages: Labels
     correct = _correct(predictions, references)
     langs = label_array(languages, "languages")
     same_length(predictions=correct, languages=langs)
-    g = _GroupMeans(correct, langs, bootstrap, seed, what="language")
-    if len(g.names) < 2:  # as group_score_gap refuses one group: one language has no gap
-        raise ValueError(f"a cross-lingual gap needs at least 2 languages; languages hold only {g.names}")
-    to_pivot: dict[str, Any] = {"pivot": None, "gap_to_pivot": None, "gap_to_pivot_ci": None}
+    groups = arrays.groups_of(langs, what="language")
+    if len(groups.names) < 2:  # as group_score_gap refuses one group: one language has no gap
+        raise ValueError(f"a cross-lingual gap needs at least 2 languages; languages hold only {groups.names}")
     if pivot is not None:
         pivot = stats.label_text(pivot)
-        require_present(pivot, g.names, "pivot language", "languages")
-        p = g.index(pivot)
-        ci = g.interval(lambda m: m[:, [p]] - m, confidence)
-        to_pivot = {"pivot": pivot, "gap_to_pivot": g.as_dict(g.means[p] - g.means),
-                    "gap_to_pivot_ci": None if ci is None else {n: as_interval(ci, i) for i, n in enumerate(g.names)}}
-    return CrossLingualGap(
-        accuracy=g.as_dict(g.means), accuracy_ci=g.cis(confidence), counts=g.as_dict(g.counts),
-        gap=float(g.means.max() - g.means.min()),
-        gap_ci=as_interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
-        best_language=g.names[int(best_index(g.means))], worst_language=g.names[int(best_index(-g.means))],
-        **to_pivot, confidence=confidence,
-    )
+        require_present(pivot, groups.names, "pivot language", "languages")
+    found = _measured("cross_lingual_gap", Range("score"), correct, groups, bootstrap, confidence, seed,
+                      report=reporters.languages(pivot))
+    return CrossLingualGap(gap=found.number, gap_ci=found.ci, **found.details, confidence=confidence)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -598,18 +543,13 @@ def group_rate_gap(predictions: Labels, references: Labels, groups: Labels, lang
 
 def _rate_gap_one(correct, labels, bootstrap, confidence, seed, where: str = "") -> GroupRateGap:
     try:
-        g = _GroupMeans(correct, labels, bootstrap, seed)
+        groups = arrays.groups_of(labels)
     except ValueError as exc:
         raise ValueError(f"{exc}{where}") from None
-    if len(g.names) < 2:
-        raise ValueError(f"a gap needs at least 2 groups; groups{where} hold only {g.names}")
-    top, bottom = int(best_index(g.means)), int(best_index(-g.means))
-    return GroupRateGap(
-        accuracy=g.as_dict(g.means), accuracy_ci=g.cis(confidence), counts=g.as_dict(g.counts),
-        gap=float(g.means[top] - g.means[bottom]), gap_pair=[g.names[top], g.names[bottom]],
-        gap_ci=as_interval(g.interval(lambda m: m.max(axis=1) - m.min(axis=1), confidence)),
-        confidence=confidence,
-    )
+    if len(groups.names) < 2:
+        raise ValueError(f"a gap needs at least 2 groups; groups{where} hold only {groups.names}")
+    found = _measured("group_rate_gap", Range("score"), correct, groups, bootstrap, confidence, seed)
+    return GroupRateGap(gap=found.number, gap_ci=found.ci, **found.details, confidence=confidence)
 
 
 # ---- individual_fairness ----------------------------------------------------------------
@@ -664,6 +604,15 @@ def individual_fairness(image_embeddings: npt.ArrayLike, text_embeddings_a: npt.
     Raises:
         ValueError: bad input, named: shapes, non-finite values, a zero vector, or every pair identical.
     """
+    terms = individual_fairness_terms(image_embeddings, text_embeddings_a, text_embeddings_b)
+    return individual_fairness_of_terms(*terms, tolerance=tolerance)
+
+
+def individual_fairness_terms(image_embeddings: npt.ArrayLike, text_embeddings_a: npt.ArrayLike,
+                              text_embeddings_b: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per caption pair, the terms :func:`individual_fairness` is made of: the similarity gap
+    |cos(v, t_a) - cos(v, t_b)|, the text distance ||t_a - t_b|| and the bound 2 / (||t_a|| + ||t_b||) (a probe
+    keeps them per row, and resamples epsilon from them). Bad input is a ValueError naming it, as there."""
     images = float_column(image_embeddings, "image_embeddings", ndim=2)
     a = float_column(text_embeddings_a, "text_embeddings_a", ndim=2)
     b = float_column(text_embeddings_b, "text_embeddings_b", ndim=2)
@@ -683,7 +632,12 @@ def individual_fairness(image_embeddings: npt.ArrayLike, text_embeddings_a: npt.
                              "its cosine is undefined")
     v = images / norm_v[:, None]
     gap = np.abs((v * a).sum(axis=1) / norm_a - (v * b).sum(axis=1) / norm_b)
-    bound = 2.0 / (norm_a + norm_b)
+    return gap, distance, 2.0 / (norm_a + norm_b)
+
+
+def individual_fairness_of_terms(gap: np.ndarray, distance: np.ndarray, bound: np.ndarray,
+                                 tolerance: float = 1e-6) -> IndividualFairness:
+    """:func:`individual_fairness` of the caption pairs' terms (:func:`individual_fairness_terms`)."""
     usable = distance > 0
     if not usable.any():
         raise ValueError("every caption pair has identical text features: no ratio is defined")

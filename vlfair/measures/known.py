@@ -1,12 +1,15 @@
-"""The built-in measures' facts and what each is, in words: the table :mod:`vlfair.measures.catalog` makes
-its :class:`~vlfair.measures.catalog.Measure` objects of (kept apart so that a measure's own module, which
-the catalog names, reads its facts without a circle through the catalog)."""
+"""The built-in measures' facts, what each is in words, and the statistic and reporter each is declared with:
+the table :mod:`vlfair.measures.catalog` makes its :class:`~vlfair.measures.catalog.Measure` objects of (kept
+apart so that a measure's own module, which the catalog names, reads its facts, statistic and reporter without a
+circle through the catalog)."""
 
 from __future__ import annotations
 
 import math
 
 from vlfair.facts import Facts
+from vlfair.measures.reporters import anova, rate_gap, ratio, score_gap
+from vlfair.measures.statistics import ColumnRange, FStatistic, Range, Ratio
 
 _FRACTION = Facts(None, 0.0, 1.0)                # a share of images, an accuracy
 _FRACTION_GAP = Facts(0.0, 0.0, 1.0)            # the largest minus the smallest of fractions
@@ -46,4 +49,10 @@ BIASES = {
     "bias_difference": (Facts(0.0), "A's distance to the neutral value minus B's, on the same rows (paired)"),
 }
 
-__all__ = ["BIASES", "LEVELS"]
+# what each measure is declared with and reports, where a probe need not say (a study's declarations name theirs),
+# and what its function of arrays evaluates (vlfair.measures.arrays)
+DECLARED = {"group_score_gap": (Range, score_gap), "group_rate_gap": (Range, rate_gap),
+            "bias_ratio": (Ratio, ratio), "trait_anova": (FStatistic, anova),
+            "cross_lingual_gap": (ColumnRange, None)}
+
+__all__ = ["BIASES", "DECLARED", "LEVELS"]

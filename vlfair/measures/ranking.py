@@ -140,8 +140,7 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     ranked = codes[prefix[:, :k]]  # (Q, k)
     prefix_counts = np.stack([np.cumsum(ranked == g, axis=1) for g in range(len(names))], axis=2)  # (Q, k, G)
     counts_k = prefix_counts[:, -1, :].astype(float)
-    with np.errstate(divide="ignore"):
-        skew = np.log(top_k_shares(counts_k, k, zero_count, smoothing) / p_star)
+    skew = top_k_skew(counts_k, k, p_star, zero_count, smoothing)
     max_skew = skew.max(axis=1)
     positions = np.arange(1, k + 1)
     shares = prefix_counts / positions[None, :, None]
@@ -155,7 +154,7 @@ def ranking_skew(scores: npt.ArrayLike, item_groups: Labels, k: int, target: str
     if pair is not None:
         for group in pair:
             require_present(group, names, "bias_pair group", "item_groups")
-        bias = (counts_k[:, names.index(pair[0])] - counts_k[:, names.index(pair[1])]) / k
+        bias = bias_at_k(counts_k, k, (names.index(pair[0]), names.index(pair[1])))
     intervals = {}
     if bootstrap:
         pair_codes = None if pair is None else (names.index(pair[0]), names.index(pair[1]))
@@ -210,14 +209,13 @@ def _ranking_skew_intervals(matrix: npt.NDArray[np.float64], codes: npt.NDArray[
     columns: dict[str, list[npt.NDArray[np.float64]]] = {"max": [], "min": [], "ndkl": [], "bias": [], "skew": []}
     for indices in stats.stratified_resamples(codes, bootstrap, seed):
         counts, ndkl = resampled_top_k(matrix, codes, k, indices, [p_star], order)
-        with np.errstate(divide="ignore"):
-            skew = np.log(top_k_shares(counts, k, zero_count, smoothing) / p_star)  # (b, queries, G)
+        skew = top_k_skew(counts, k, p_star, zero_count, smoothing)  # (b, queries, G)
         columns["max"].append(skew.max(axis=2).mean(axis=1))
         columns["min"].append(skew.min(axis=2).mean(axis=1))
         columns["skew"].append(skew.mean(axis=1))
         columns["ndkl"].append(ndkl[:, :, 0].mean(axis=1))
         if pair is not None:
-            columns["bias"].append(((counts[:, :, pair[0]] - counts[:, :, pair[1]]) / k).mean(axis=1))
+            columns["bias"].append(bias_at_k(counts, k, pair).mean(axis=1))
     bounds = {name: top_k_interval(np.concatenate(values), points[name], confidence)
               for name, values in columns.items() if values}
     return {"max_skew_ci": bounds["max"].tolist(), "min_skew_ci": bounds["min"].tolist(),
@@ -242,6 +240,21 @@ def top_k_shares(counts: npt.NDArray[np.float64], k: int, zero_count: str,
         return np.where(counts > 0, counts, 1.0) / k
     assert smoothing is not None  # set by ranking_skew under "smoothed"
     return (counts + smoothing) / (k + smoothing * counts.shape[-1])
+
+
+def top_k_skew(counts: npt.NDArray[np.float64], k: int, target: npt.ArrayLike, zero_count: str,
+               smoothing: float | None) -> npt.NDArray[np.float64]:
+    """Skew@k = ln(p_k(a) / p*(a)) of each group from its (..., G) counts in the top k (:func:`top_k_shares`),
+    against one ``target`` (G,): (..., G), or several (G, T): (..., G, T). -inf for a share of 0 (smoothing 0)."""
+    shares = top_k_shares(counts, k, zero_count, smoothing)
+    target = np.asarray(target, dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.log((shares if target.ndim == 1 else shares[..., None]) / target)
+
+
+def bias_at_k(counts: npt.NDArray[np.float64], k: int, pair: tuple[int, int]) -> npt.NDArray[np.float64]:
+    """Bias@k = (n_a - n_b) / k of the groups ``pair`` (their codes) from their (..., G) counts in the top k."""
+    return (counts[..., pair[0]] - counts[..., pair[1]]) / k
 
 
 # resampled_top_k's blocks: (resamples, queries, m) arrays of about this many entries

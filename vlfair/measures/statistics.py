@@ -144,9 +144,11 @@ class Ratio:
 
 @dataclasses.dataclass(frozen=True)
 class FStatistic:
-    """The one-way ANOVA F of ``column`` across the groups; defined for 2 groups or more."""
+    """The one-way ANOVA F of ``column`` across the groups (``welch``: Welch's F, for unequal variances); defined
+    for 2 groups or more."""
 
     column: str
+    welch: bool = False
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -155,7 +157,7 @@ class FStatistic:
     def function(self, at: Mapping[str, int], code: Mapping[Group, int]) -> Function:
         from vlfair import paired
 
-        return paired.f_statistic(at[self.column])
+        return paired.f_statistic(at[self.column], welch=self.welch)
 
     def defined(self, data: RowSetData) -> bool:
         return len(data.counts) >= 2 and min(data.counts.values()) >= MIN_GROUP_SIZE and data.finite(self.column)

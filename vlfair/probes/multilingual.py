@@ -27,7 +27,7 @@ from vlfair.probes.settings import Bootstrap, Flag, Name, ProbeSettings, Setting
 from vlfair.samples import Samples
 
 if TYPE_CHECKING:  # the probe imports its measures when it runs
-    from vlfair import measures, paired
+    from vlfair import paired
 
 Task = Literal["gender", "race", "age_group"]
 # a zero-shot task's classes: class -> language -> prompt
@@ -579,35 +579,13 @@ def _languages(classes: dict[str, dict[str, str]]) -> list[str]:
 
 def _pair_terms(images: np.ndarray, text_a: np.ndarray, text_b: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per caption pair: the similarity gap |cos(v, t_a) - cos(v, t_b)|, the text distance
-    ||t_a - t_b|| and the bound 2 / (||t_a|| + ||t_b||), computed as ``measures.individual_fairness``
-    computes them (which also checks the inputs)."""
+    """Per caption pair: ``measures.individual_fairness``'s terms (the similarity gap, the text distance, the
+    bound), with its checks (shapes, non-finite values, zero vectors, every pair identical)."""
     from vlfair import measures
 
-    measures.individual_fairness(images, text_a, text_b)  # its errors: shapes, non-finite values, zero vectors
-    v, a, b = (np.asarray(x, dtype=float) for x in (images, text_a, text_b))
-    norm_v, norm_a, norm_b = (np.linalg.norm(x, axis=1) for x in (v, a, b))
-    v = v / norm_v[:, None]
-    gap = np.abs((v * a).sum(axis=1) / norm_a - (v * b).sum(axis=1) / norm_b)
-    return gap, np.linalg.norm(a - b, axis=1), 2.0 / (norm_a + norm_b)
-
-
-def _individual_fairness(gap: np.ndarray, distance: np.ndarray, bound: np.ndarray,
-                         tolerance: float = 1e-6) -> measures.IndividualFairness:
-    """``measures.individual_fairness``'s result from the pairs' terms (:func:`_pair_terms`)."""
-    from vlfair import measures
-
-    usable = distance > 0
-    ratio = gap[usable] / distance[usable]
-    violations = ratio > bound[usable] * (1 + tolerance) + tolerance
-    rows = np.flatnonzero(usable)
-    return measures.IndividualFairness(
-        epsilon=float(ratio.max()), epsilon_row=int(rows[int(np.argmax(ratio))]),
-        mean_ratio=float(ratio.mean()), median_ratio=float(np.median(ratio)),
-        bound_holds=bool(not violations.any()), num_bound_violations=int(violations.sum()),
-        max_bound=float(bound.max()), num_pairs=int(usable.sum()), num_identical_pairs=int((~usable).sum()),
-        ratios=ratio.tolist(), similarity_gaps=gap[usable].tolist(), text_distances=distance[usable].tolist(),
-    )
+    terms = measures.individual_fairness_terms(images, text_a, text_b)
+    measures.individual_fairness_of_terms(*terms)  # its refusal of a portion whose every pair is identical
+    return terms
 
 
 def _retrieval(images: np.ndarray, files: np.ndarray, raw: np.ndarray, direction: str) -> np.ndarray:
@@ -698,7 +676,9 @@ def _fairness(gap: np.ndarray, distance: np.ndarray, bound: np.ndarray) -> repor
     """``measures.individual_fairness``'s fields of one portion's pairs (its terms), and no interval: the study
     reports epsilon, a maximum over the pairs, alone."""
     def report(metric: Metric, reading: reporters.Reading, statistic: Any) -> None:
-        found = _individual_fairness(gap, distance, bound)
+        from vlfair import measures
+
+        found = measures.individual_fairness_of_terms(gap, distance, bound)
         metric.ci = None
         metric.details = {field: found[field] for field in (
             "mean_ratio", "median_ratio", "bound_holds", "num_bound_violations", "max_bound", "num_pairs",

@@ -93,12 +93,12 @@ class _Design:
         from vlfair import measures
 
         k = self.k
-        shares = measures.top_k_shares(counts, k, self.zero_count, measures.SMOOTHING)
-        skew = np.log(shares[..., None] / np.stack(self.p_stars, axis=1))  # (b, queries, groups, targets)
+        skew = measures.top_k_skew(counts, k, np.stack(self.p_stars, axis=1), self.zero_count,
+                                   measures.SMOOTHING)  # (b, queries, groups, targets)
         maximum = skew.max(axis=2)
         per_query = {"max_skew": maximum, "min_skew": skew.min(axis=2), "ndkl": ndkl}  # (b, queries, targets)
         if self.pair is not None:
-            per_query["bias_at_k"] = (counts[:, :, self.pair[0]] - counts[:, :, self.pair[1]]) / k  # (b, queries)
+            per_query["bias_at_k"] = measures.bias_at_k(counts, k, self.pair)  # (b, queries)
         found = {name: values.mean(axis=1) for name, values in per_query.items()}
         found.update({"concept_max_skew": np.einsum("cq,bqt->bct", self.member, maximum),
                       "concept_skew": np.einsum("cq,bqgt->bcgt", self.member, skew), "skew": skew,
