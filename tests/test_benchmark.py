@@ -44,6 +44,21 @@ def test_benchmark_prints_its_ratios(run_benchmark):
     assert result.stdout.count("best of 2)") == 2  # (a) and (b), each the best of --repeats rounds
 
 
+def test_calibration_benchmark_prints_each_rule_s_false_alarm_rate(run_benchmark):
+    """benchmarks/calibration.py --quick: every rule's share of null worlds called biased, with its interval, and
+    the contract line. Holm can only call fewer worlds than the raw family, and BH no fewer than Holm; the rates
+    are a quick run's (20 worlds), so none is asserted but by its bounds."""
+    result = run_benchmark("calibration.py", "--quick")
+    last = result.stdout.strip().splitlines()[-1]
+    names = ("gap_interval", "gap_test", "ratio_interval", "ratio_test", "anova_test", "rate_gap_interval",
+             "cross_lingual_interval", "max_skew_interval", "ndkl_interval", "family_raw", "family_holm", "family_bh")
+    pattern = " ".join(f"{name}=[01]\\.\\d{{3}}" for name in names) + r" worlds=20 seconds=[\d.]+"
+    assert re.fullmatch(pattern, last), last
+    rates = dict(item.split("=") for item in last.split())
+    assert float(rates["family_holm"]) <= float(rates["family_bh"]) <= float(rates["family_raw"])
+    assert all(f"{name} " in result.stdout for name in names) and "95 % interval" in result.stdout
+
+
 def test_stats_scaling_benchmark_prints_its_ratios(run_benchmark):
     """benchmarks/stats_scaling.py --quick: every method timed on 1e3 rows (Monte Carlo p) and 2e4
     rows (the normal limit), fairlearn's MetricFrame bootstrap included, and its contract line."""

@@ -255,6 +255,20 @@ def test_paired_test_is_scipy_s_paired_permutation_test(rows):
         assert difference.p_value == pytest.approx(reference.pvalue, rel=1e-12)
 
 
+def test_benjamini_hochberg_matches_scipy_and_r():
+    """R: p.adjust(c(0.01, 0.04, 0.03, 0.005, 0.5), "BH") = 0.025 0.05 0.05 0.025 0.5; on random families (ties
+    included) scipy's false_discovery_control; a nan is left out of the family, as holm leaves it."""
+    adjusted = stats.benjamini_hochberg([0.01, 0.04, 0.03, float("nan"), 0.005, 0.5])
+    assert np.isnan(adjusted[3])
+    np.testing.assert_allclose([a for i, a in enumerate(adjusted) if i != 3], [0.025, 0.05, 0.05, 0.025, 0.5])
+    rng = np.random.default_rng(4)
+    for size in (1, 2, 7, 60):
+        p = np.round(rng.random(size) ** 2, 2)  # rounded: tied p-values
+        np.testing.assert_allclose(stats.benjamini_hochberg(p), sps.false_discovery_control(p, method="bh"),
+                                   rtol=1e-12)
+    assert stats.benjamini_hochberg([]) == []
+
+
 def test_holm_matches_r_s_p_adjust():
     """R: p.adjust(c(0.01, 0.04, 0.03, 0.005, 0.5), "holm") = 0.04 0.09 0.09 0.025 0.5; a nan is left
     out of the family and stays nan."""

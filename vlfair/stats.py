@@ -903,6 +903,22 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted.tolist()
 
 
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg's adjusted p-values, the q-values that control the false discovery rate, in the order
+    given (``scipy.stats.false_discovery_control(method="bh")``); a nan p stays nan and is not counted in the
+    family, as in :func:`holm`."""
+    values = np.asarray(p_values, dtype=float)
+    adjusted = np.full(values.shape, np.nan)
+    finite = np.flatnonzero(~np.isnan(values))
+    order = finite[np.argsort(values[finite], kind="stable")]
+    m = order.size
+    if m:
+        scaled = values[order] * m / np.arange(1, m + 1)
+        # from the largest p down: each q is the smallest scaled p at or above its rank
+        adjusted[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    return adjusted.tolist()
+
+
 def proportion_interval(successes: int, trials: int, confidence: float = CONFIDENCE) -> list[float] | None:
     """Clopper-Pearson (exact) interval of a binomial proportion; None without trials.
 
