@@ -227,15 +227,9 @@ def resample_groups(row_set: RowSet, values: npt.ArrayLike, units: npt.NDArray[n
     means = np.full((bootstrap, num_groups, k), np.nan)
     squared = np.full_like(means, np.nan)  # the mean square about ``shift``, each column's mean
     several = units is not None  # units are a measure's calls, each across 2 groups or more
-    units = np.zeros(len(groups), dtype=np.int64) if units is None else units
-    if np.unique(np.stack([units, groups]), axis=1).shape[1] != np.unique(groups).size:
-        raise ValueError("a group of the row set lies in two units: a unit holds whole groups")
     if seed is None:  # every column and the squares on the same draws: one fresh seed for all of them
         seed = int(np.random.SeedSequence().generate_state(1)[0])
-    for unit in np.unique(units):
-        inside = units == unit
-        present, local = np.unique(groups[inside], return_inverse=True)
-        local = local.reshape(-1)
+    for inside, present, local in _units(groups, units, num_groups):
         if np.bincount(local).min() < MIN_GROUP_SIZE or (several and present.size < 2):
             continue
         # every column, and their squares where read, on one set of draws
@@ -249,6 +243,28 @@ def resample_groups(row_set: RowSet, values: npt.ArrayLike, units: npt.NDArray[n
         moments = Moments(np.broadcast_to(counts, (bootstrap, num_groups)), total, squared * counts[None, :, None],
                           shift)
     return point, statistics(row_set, moments), means  # (a unit not resampled: its groups' statistics are nan)
+
+
+def _units(groups: np.ndarray, units: np.ndarray | None, num_groups: int
+           ) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
+    """Each unit of rows (:func:`resample_groups`): its rows (every row, where there are no units), the groups
+    present in it, and its rows' codes among those (0.. in the groups' order)."""
+    if units is None:  # one unit: no sort of the rows (np.unique's), the codes looked up
+        present = np.flatnonzero(np.bincount(groups, minlength=num_groups))
+        lookup = np.full(num_groups, -1, dtype=np.int64)
+        lookup[present] = np.arange(present.size)
+        yield slice(None), present, lookup[groups]
+        return
+    lowest = np.full(num_groups, np.iinfo(np.int64).max)
+    highest = np.full(num_groups, np.iinfo(np.int64).min)
+    np.minimum.at(lowest, groups, units)
+    np.maximum.at(highest, groups, units)
+    if (lowest != highest)[np.bincount(groups, minlength=num_groups) > 0].any():
+        raise ValueError("a group of the row set lies in two units: a unit holds whole groups")
+    for unit in np.unique(units):
+        inside = units == unit
+        present, local = np.unique(groups[inside], return_inverse=True)
+        yield inside, present, local.reshape(-1)
 
 
 def resample_apart(row_set: RowSet, values: npt.ArrayLike, calls: list[tuple[int, ...]], *,
