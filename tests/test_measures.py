@@ -117,6 +117,21 @@ def test_ranking_skew_by_hand():
     assert dataset["max_skew"] == pytest.approx(0) and dataset["target"] == {"m": 0.25, "w": 0.75}
 
 
+def test_top_k_skew_and_bias_at_k_by_hand_against_one_target_and_several():
+    """The skew and Bias@k that ranking_skew, its intervals and the retrieval probe share: ln(p_k / p*) of counts
+    in a top 4 (3 of m, 1 of w) against one target (G,) and against two at once (G, T), -inf for a share of 0."""
+    counts = np.array([[3.0, 1.0], [4.0, 0.0]])  # (queries, groups)
+    uniform, skewed = np.array([0.5, 0.5]), np.array([0.75, 0.25])
+    found = M.top_k_skew(counts, 4, uniform, "smoothed", 0.0)
+    np.testing.assert_allclose(found[0], [math.log(0.75 / 0.5), math.log(0.25 / 0.5)])
+    assert found[1, 1] == -math.inf
+    both = M.top_k_skew(counts, 4, np.stack([uniform, skewed], axis=1), "smoothed", 0.0)  # (queries, groups, 2)
+    assert both.shape == (2, 2, 2) and both[0, 0, 1] == pytest.approx(0.0) and both[0, 1, 1] == pytest.approx(0.0)
+    np.testing.assert_allclose(both[..., 0], found)
+    assert M.top_k_skew(counts, 4, uniform, "dvl", None)[1, 1] == pytest.approx(math.log(0.25 / 0.5))  # 1/k
+    np.testing.assert_allclose(M.bias_at_k(counts, 4, (0, 1)), [0.5, 1.0])
+
+
 def _brute_force_skews(scores, groups, k, target, zero_count, smoothing=0.5):
     """MaxSkew@k, MinSkew@k and NDKL@k of one query, written out item by item as their definitions
     read (DVL's for zero_count="dvl": oxai/debias-vision-lang, measuring_bias.py): no numpy."""
@@ -280,6 +295,23 @@ def test_identical_groups_are_neutral(values):
 
 
 vectors = st.lists(st.floats(min_value=-10, max_value=10, allow_nan=False), min_size=4, max_size=4)
+
+
+def test_individual_fairness_is_its_terms_and_their_reading():
+    """individual_fairness is individual_fairness_of_terms of individual_fairness_terms, field for field, and each
+    half checks what it reads: a zero vector and a bad tolerance are named."""
+    rng = np.random.default_rng(2)
+    v, a, b = rng.normal(size=(3, 12, 5))
+    b[3] = a[3]  # one identical pair, left out and counted
+    gap, distance, bound = M.individual_fairness_terms(v, a, b)
+    assert distance[3] == 0 and gap[3] == pytest.approx(0)
+    np.testing.assert_allclose(bound, 2 / (np.linalg.norm(a, axis=1) + np.linalg.norm(b, axis=1)))
+    assert M.individual_fairness_of_terms(gap, distance, bound) == M.individual_fairness(v, a, b)
+    assert M.individual_fairness(v, a, b)["num_identical_pairs"] == 1
+    with pytest.raises(ValueError, match="zero vector at row 0"):
+        M.individual_fairness_terms(np.zeros((2, 5)), a[:2], b[:2])
+    with pytest.raises(ValueError, match="tolerance"):
+        M.individual_fairness_of_terms(gap, distance, bound, tolerance=-1)
 
 
 @settings(max_examples=200, deadline=None)

@@ -220,7 +220,9 @@ def resample_groups(row_set: RowSet, values: npt.ArrayLike, units: npt.NDArray[n
     # undefined, as a measure refuses that group's call, not every group's)
     centred = a - shift
     total = np.stack([np.bincount(groups, centred[:, j], num_groups) for j in range(k)], axis=1).astype(float)
-    second = np.stack([np.bincount(groups, centred[:, j] ** 2, num_groups) for j in range(k)], axis=1).astype(float)
+    with np.errstate(over="ignore"):  # squares of values near float64's largest: an F of them is undefined (nan)
+        second = np.stack([np.bincount(groups, centred[:, j] ** 2, num_groups) for j in range(k)],
+                          axis=1).astype(float)
     point = statistics(row_set, Moments(counts[None], total[None], second[None], shift))[0]
     if not bootstrap:
         return point, np.empty((0, len(row_set.statistics))), None
@@ -511,6 +513,12 @@ def _welch_f(count: np.ndarray, present: np.ndarray, k: np.ndarray, means: np.nd
              within: np.ndarray) -> np.ndarray:
     """Welch's F from each group's rows, mean and sum of squared deviations (the formula of
     ``stats.one_way_anova(welch=True)``), the groups absent from a resample left out."""
+    # no variance within a group but rounding's (a sum of squares less the square of a sum leaves ~1e-16 of the
+    # values' scale): none, which Welch's F cannot weigh (stats.one_way_anova refuses it)
+    spread = within.sum(axis=1, keepdims=True) + (count * (means - (count * means).sum(axis=1, keepdims=True)
+                                                           / count.sum(axis=1, keepdims=True)) ** 2).sum(
+        axis=1, keepdims=True)
+    within = np.where(within <= 1e-12 * spread, 0.0, within)
     variance = np.where(present, within / (count - 1), np.nan)
     weights = np.where(present, count / variance, 0.0)
     total_weight = weights.sum(axis=1, keepdims=True)

@@ -14,7 +14,8 @@ holding a number that no finite input can give (an overflow) is refused where it
 raises a ValueError that names the problem.
 
 The package's rooms: ``checks`` (the result type; how numbers, labels and options are read; the checks
-on groups), ``groups`` (the group statistics on one engine of group means), ``ranking`` (ranking_skew and
+on groups), ``groups`` (the group statistics; those of group means evaluated by ``arrays``, the engine and
+reporters a probe's declarations use), ``ranking`` (ranking_skew and
 its top-k engine), ``comparison`` (bias_difference) and ``ties`` (every decision on scores: a best
 candidate, a ranking, a threshold, with near-equal scores as ties, so that no CPU's rounding flips it);
 every public name of the first four is importable from here, with ``catalog`` (every measure as one

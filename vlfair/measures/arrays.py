@@ -4,7 +4,9 @@ value and its interval, each group's mean resampled within its group), then the 
 (:mod:`vlfair.measures.reporters`: the groups, the test and the details its study reports). The public
 functions of group means (``group_score_gap``, ``bias_ratio``, ``trait_anova``, ``group_rate_gap``,
 ``cross_lingual_gap``) are this call on the arrays they were given, after their checks: the arithmetic of a
-measure exists once, and a function's numbers are a probe's on the same rows and seed, bit for bit."""
+measure exists once, and a function's numbers are, on the same rows and seed and bit for bit, those of a probe's
+declaration that names the same reporter, as every study's does (one that names none keeps the engine's value,
+which ``vlfair compare`` reads: :func:`vlfair.probes.declared.evaluate`)."""
 
 from __future__ import annotations
 

@@ -45,8 +45,8 @@ class BiasRatio(MeasureResult):
     bias_ratio: float
     """mean(score | protected) / mean(score | reference); 1.0 is neutral."""
     bias_ratio_ci: list[float] | None = dataclasses.field(metadata=MAY_BE_UNDEFINED)
-    """Its bootstrap interval [low, high]; None without resampling (a bound is inf where resamples of the
-    reference group's mean reach 0)."""
+    """Its bootstrap interval [low, high]; None without resampling or where no resample has a ratio (a bound is
+    inf where resamples of the reference group's mean reach 0)."""
     p_value: float | None
     """Two-sided permutation test of the two groups' mean difference; None without permutations."""
     log10_p_value: float | None
@@ -635,6 +635,7 @@ def individual_fairness_terms(image_embeddings: npt.ArrayLike, text_embeddings_a
     return gap, distance, 2.0 / (norm_a + norm_b)
 
 
+@checked
 def individual_fairness_of_terms(gap: np.ndarray, distance: np.ndarray, bound: np.ndarray,
                                  tolerance: float = 1e-6) -> IndividualFairness:
     """:func:`individual_fairness` of the caption pairs' terms (:func:`individual_fairness_terms`)."""

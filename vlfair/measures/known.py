@@ -49,8 +49,9 @@ BIASES = {
     "bias_difference": (Facts(0.0), "A's distance to the neutral value minus B's, on the same rows (paired)"),
 }
 
-# what each measure is declared with and reports, where a probe need not say (a study's declarations name theirs),
-# and what its function of arrays evaluates (vlfair.measures.arrays)
+# what each measure is declared with and reports, where a probe need not say (a study's declarations name theirs);
+# the functions of arrays evaluate these reporters (vlfair.measures.arrays; cross_lingual_gap's, whose languages are
+# groups there, reporters.languages)
 DECLARED = {"group_score_gap": (Range, score_gap), "group_rate_gap": (Range, rate_gap),
             "bias_ratio": (Ratio, ratio), "trait_anova": (FStatistic, anova),
             "cross_lingual_gap": (ColumnRange, None)}
