@@ -66,10 +66,16 @@ def evaluate(statistic: Statistic, report: Report, columns: Mapping[str, np.ndar
     values = np.stack([np.asarray(columns[column], dtype=float) for column in columns], axis=1)
     row_set = paired.RowSet(np.arange(len(values)), tuple(columns), groups.codes,
                             (paired.Statistic("measure", {}, statistic.function(at, code)),))
-    point, resampled, means = paired.resample_groups(row_set, values, bootstrap=bootstrap, seed=seed)
-    found = Reported(float(point[0]), paired.resampled_interval(resampled[:, 0], confidence))
-    report(found, Reading(values, groups.codes, groups.names, code, at, means, resampled[:, 0], _as_named,
-                          confidence, n_permutations, seed), statistic)
+    # the value is the reporter's (each of the measures' sets it), as a study's declaration reports it: the engine
+    # runs for the interval alone, and not at all where nothing is resampled (a training script's every step)
+    resampled, means = np.empty(0), None
+    found = Reported()
+    if bootstrap:
+        _, drawn, means = paired.resample_groups(row_set, values, bootstrap=bootstrap, seed=seed)
+        resampled = drawn[:, 0]
+        found.ci = paired.resampled_interval(resampled, confidence)
+    report(found, Reading(values, groups.codes, groups.names, code, at, means, resampled, _as_named, confidence,
+                          n_permutations, seed), statistic)
     return found
 
 
