@@ -38,8 +38,11 @@ class UnknownEntry(KeyError, ValueError):
         return str(self.args[0])
 
 
-def resolve(text: str) -> Any:
-    """The attribute ``"package.module:attribute"`` names (``attribute`` may be dotted)."""
+def resolve(text: Any) -> Any:
+    """The attribute ``"package.module:attribute"`` names (``attribute`` may be dotted); anything but text is
+    itself (a function given as the function, not as its name)."""
+    if not isinstance(text, str):
+        return text
     module, sep, attribute = text.partition(":")
     if not sep or not module or not attribute:
         raise ValueError(f"{text!r} does not name an attribute as 'module:attribute'")

@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from vlfair.data.schemas import Schema
-from vlfair.registry import Registry, UnknownEntry
-from vlfair.registry import resolve as resolve_text
+from vlfair.registry import Registry, UnknownEntry, resolve
 
 ENTRY_POINTS = "vlfair.datasets"
 Function = Callable[..., Any] | str  # a function, or "module:attribute" naming one
@@ -64,11 +63,6 @@ class DatasetSpec:
         if found is None:
             raise ValueError(f"dataset {self.name!r} has no {field}")
         return resolve(found)
-
-
-def resolve(function: Function) -> Callable[..., Any]:
-    """A function, or the one ``"module:attribute"`` names."""
-    return function if callable(function) else resolve_text(function)
 
 
 def _check(spec: DatasetSpec) -> None:

@@ -49,7 +49,7 @@ class Measure:
         """The measure's function of arrays, imported where it is named by text (a TypeError where it has none)."""
         if self.function is None:
             raise TypeError(f"measure {self.name!r} is reported by probes only: it has no function of arrays")
-        return resolve(self.function) if isinstance(self.function, str) else self.function
+        return resolve(self.function)
 
     def compute(self, *args: Any, **options: Any) -> Any:
         """The measure's function on ``args`` (a TypeError for a measure that has none)."""
