@@ -76,8 +76,9 @@ def test_demo_runs_a_probe_with_one_progress_bar_then_an_error_clears_its_result
     expect(page.locator("#metrics")).to_contain_text("profession = doctor")  # subsets read as text
     assert "professions" in page.locator("#summary").inner_text()
     # the study's two tables (by gender, by race), the gaps and median images of each, its two published
-    # tables as references (the world encoder is not the study's model)
-    assert page.locator("#tables table").count() == 8
+    # tables as references (the world encoder is not the study's model), and the bias the run detected
+    assert page.locator("#tables table").count() == 9
+    expect(page.locator("#tables")).to_contain_text("Bias detected")
     expect(page.locator("#tables")).to_contain_text("clipscore by race")
     expect(page.locator("#tables")).to_contain_text("published 000 table 1 other models")
     assert page.locator("#tables table strong").count() >= 4  # each profession's largest mean in bold

@@ -185,7 +185,8 @@ def test_the_run_carries_each_metric_s_facts_and_rescoring_keeps_them(mood_runs)
     assert set(measures) == {m["name"] for m in results["metrics"]}
     spread = next(m for m in results["metrics"] if m["name"] == "score_spread")
     assert spread["value"] > 0 and spread["ci"][0] <= spread["value"] <= spread["ci"][1]
-    assert spread["mde"] is not None  # judged by its interval, as its facts say: the run reads what it could see
+    # never below its neutral 0, as its facts say: judged by its test against no difference, not by an interval
+    assert spread["mde"] is None and spread["verdict"]["rule"] == "test" and spread["p_value"] is not None
     rescored = _results(mood_runs["rescored"])
     assert rescored["metrics"] == results["metrics"] and rescored["measures"] == measures
 
@@ -339,7 +340,10 @@ def test_a_declaration_takes_its_facts_and_reporter_from_its_measure():
     expected = measures.group_score_gap(frame["score"], frame["group"], bootstrap=0, n_permutations=500)
     assert gap.value == pytest.approx(expected["max_gap"], rel=1e-12) and gap.p_value == expected["p_value"]
     assert gap.details["top_group"] == "c" and gap.details["bottom_group"] == "a"
-    assert mine.p_value is None and mine.details == {}  # a measure of its own reports nothing it did not declare
+    # a measure of its own reports nothing it did not declare, but its test: bounded at its neutral 0, it is judged
+    # by relabelling the groups, and says what no difference gives
+    assert mine.details["p_value_method"] and mine.p_value == pytest.approx(gap.p_value, abs=0.02)
+    assert set(mine.details) == {"log10_p_value", "p_value_method", "null_mean", "excess", "excess_ci"}
     assert gap.value == mine.value  # the measure's reporter adds its fields; the value is the engine's, to the bit
     assert mine.facts == own.facts and gap.facts == CATALOG.get("group_score_gap").facts
     assert mean.facts == Facts(1.0, 0.0, 100.0)  # the probe's own neutral value first, the catalog's range kept
@@ -419,12 +423,17 @@ def test_recorded_facts_that_cannot_be_are_refused_naming_the_file(mood_runs, tm
 
 
 
-def test_rescore_names_the_flag_that_sets_a_setting_the_probe_does_not_have(mood_runs, mood_plugin, tmp_path,
-                                                                           monkeypatch, capsys):
+def test_a_plugins_bounded_measures_are_tested_and_rescore_sets_their_permutations(mood_runs, mood_plugin, tmp_path,
+                                                                                    monkeypatch):
+    """A plugin's probe whose settings take vlfair's Bootstrap has its tests too: a gap of its own facts (bounded
+    at its neutral 0) is judged by a relabelling test, and rescore's --permutations sets how many."""
     from vlfair.cli import main
 
     monkeypatch.syspath_prepend(str(mood_plugin))
     _isolated_probes(monkeypatch)
-    assert main(["rescore", str(mood_runs["clip"]), "--out", str(tmp_path / "again"), "--permutations", "10"]) == 2
-    assert "--permutations sets n_permutations, a setting the toy-mood probe does not have" in capsys.readouterr().err
-    assert not (tmp_path / "again").exists()
+    assert main(["rescore", str(mood_runs["clip"]), "--out", str(tmp_path / "again"), "--permutations", "200"]) == 0
+    results = json.loads((tmp_path / "again" / "results.json").read_text())
+    gap = next(m for m in results["metrics"] if m["name"] == "mood_gap")
+    assert results["probe_settings"]["n_permutations"] == 200
+    assert gap["verdict"]["rule"] == "test" and gap["p_value"] >= 1 / 201 and gap["details"]["p_value_method"]
+    assert gap["ci"][0] <= gap["value"] <= gap["ci"][1]

@@ -511,3 +511,21 @@ def test_published_mclip_layout_offline_pairs_its_clip_tower(tmp_path, clip_dir)
                                    env={"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)})
     assert status == 0, err[-3000:]
     assert out.split() == ["a" * 40 + "+" + "c" * 40, "hf:openai/clip-vit-base-patch32", "(1,", "16)"]
+
+
+def test_texts_a_tokenizer_reads_as_one_input_are_embedded_once_and_equal_bit_for_bit(clip_encoder):
+    """distinct_rows keeps each distinct input's first row, in order; an encoder embeds the two Turkish prompts
+    the tiny tokenizer reads as one (unknown tokens) once, so they tie exactly on every machine."""
+    import torch
+
+    from vlfair.models.base import distinct_rows
+
+    ids = torch.tensor([[5, 1], [3, 2], [5, 1], [4, 4], [3, 2]])
+    mask = torch.ones_like(ids)
+    rows, inverse = distinct_rows(ids, mask)
+    assert rows.tolist() == [0, 1, 3] and inverse.tolist() == [0, 1, 0, 2, 1]
+    texts = ["Bu bir erkeğin fotoğrafı", "Bu bir kadının fotoğrafı", "a photo of a man"]
+    batch = clip_encoder.tokenizer(texts[:2], return_tensors="pt", padding=True)
+    assert torch.equal(batch["input_ids"][0], batch["input_ids"][1])  # the tiny vocabulary knows neither word
+    embedded = clip_encoder.encode_texts(texts)
+    assert np.array_equal(embedded[0], embedded[1]) and not np.array_equal(embedded[0], embedded[2])

@@ -116,20 +116,20 @@ def test_phrasings_are_part_of_the_family():
     cls = probe_class("professions")
     dataset = {"fingerprint": "f", "split": None, "subset": None}
     alone = cls({}).family_key(dataset)
-    assert alone["settings"]["phrasings"] == [] and alone["probe_version"] == 7
+    assert alone["settings"]["phrasings"] == [] and alone["probe_version"] == 8
     asked = cls({"question_phrasings": ["which job is this ?"], "answer_formats": ["generate"]}).family_key(dataset)
     assert asked["settings"]["question_phrasings"] == ["which job is this ?"] and asked != alone
     phrased = cls({"phrasings": ["a picture of a {profession}"]}).family_key(dataset)
     assert phrased["settings"]["phrasings"] == ["a picture of a {profession}"] and phrased != alone
     figures = probe_class("public-figures")
-    assert figures({}).family_key(dataset)["probe_version"] == 10
+    assert figures({}).family_key(dataset)["probe_version"] == 11
     assert figures({"phrasings": ["a picture of a {}"]}).family_key(dataset) != figures({}).family_key(dataset)
     influence = probe_class("word-influence")
-    assert influence({}).family_key(dataset)["probe_version"] == 7
+    assert influence({}).family_key(dataset)["probe_version"] == 8
     for other in ({"phrasings": ["a {}"]}, {"question_phrasings": ["is this a man ?"]}):
         assert influence(other).family_key(dataset) != influence({}).family_key(dataset)
     retrieval = probe_class("retrieval")
-    assert retrieval({}).family_key(dataset)["probe_version"] == 4
+    assert retrieval({}).family_key(dataset)["probe_version"] == 5
     assert retrieval({"per_template": True}).family_key(dataset) != retrieval({}).family_key(dataset)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shutil
 
 import numpy as np
@@ -103,9 +104,9 @@ def flat(demo, tmp_path_factory):
     ("professions", ["--metric", "group_score_gap", "--subset", json.dumps(DOCTOR), "--effect", "-1"],
      "--effect -1: group_score_gap is never below its neutral value 0; give a positive deviation"),
     ("professions", ["--metric", "group_score_gap", "--power", "1.2"], "--power must be between 0 and 1, got 1.2"),
-    ("traits", ["--metric", "trait_anova", "--subset", '{"gender": "Female", "trait": "smart/dumb"}'],
-     "trait_anova is judged by its test's p-value, not by an interval (its facts, as the run recorded them): no "
-     "interval's power to read"),
+    ("traits", ["--metric", "trait_anova", "--subset", '{"gender": "Female", "trait": "smart/dumb"}', "--effect", "2"],
+     "--effect 2: trait_anova's effect is eta squared (the share of the score's variance between the groups), a "
+     "number in (0, 1)"),
     ("professions", ["--metric", "group_score_gap", "--subset", "{doctor"], "--subset is not JSON"),
     ("professions", ["--metric", "group_score_gap", "--subset", "[1]"], "--subset must be a JSON object"),
 ])
@@ -119,8 +120,8 @@ def test_a_metric_without_variance_is_refused(flat, capsys):
     assert main(["power", str(flat), "--metric", "group_score_gap", "--subset",
                  '{"attribute": "gender", "profession": "doctor"}']) == 2
     said = capsys.readouterr().err
-    assert said == ('vlfair power: group_score_gap on {"attribute": "gender", "profession": "doctor"} does not vary '
-                    "over the run's resamples (its interval has no width): it has no spread to read a power from\n")
+    assert said == ('vlfair power: group_score_gap on {"attribute": "gender", "profession": "doctor"} has no variance '
+                    "within its groups in the run: no spread to read a power from\n")
 
 
 def test_the_smallest_detectable_deviation_is_detected_80_percent_of_the_time_by_brute_force():
@@ -164,14 +165,13 @@ def test_every_bias_measure_of_a_run_says_what_it_could_not_have_seen(demo, tmp_
     unseen = []
     for metric in results["metrics"]:
         facts = facts_of(metric["name"], probe.facts)
-        if facts.neutral is None or not metric["ci"] or metric["ci"][0] == metric["ci"][1]:
-            assert metric["mde"] is None, metric  # a level, an F (its p judges it), an interval of no width
+        if facts.judged != "interval" or not metric["ci"] or metric["ci"][0] == metric["ci"][1]:
+            assert metric["mde"] is None, metric  # a level, a gap (its test judges it), an interval of no width
             continue
         assert metric["mde"] == pytest.approx(stats.interval_detectable(metric["value"], metric["ci"], 0.95,
                                                                          facts.sides))
-        # a gap is never under its 0, a ratio is either side of its 1
-        assert (metric["mde"][0] is None) == (metric["name"] == "group_rate_gap") and metric["mde"][1] > 0
-        if metric["ci"][0] <= facts.neutral <= metric["ci"][1]:
+        assert metric["mde"][0] > 0 and metric["mde"][1] > 0  # a ratio is either side of its 1
+        if metric["verdict"]["detected"] is False:
             unseen.append(metric)
     assert unseen, "the control world's public figures hold measures that detect no bias"
     table = (tmp_path / "rescored" / "not_detected.csv").read_text()
@@ -202,3 +202,63 @@ def test_a_measure_s_sides_are_those_its_range_leaves_open_at_its_neutral_value(
     assert facts_of("group_score_gap").sides == facts_of("trait_anova").sides == (1.0,)
     assert facts_of("bias_ratio").sides == facts_of("skew").sides == facts_of("bias_at_k").sides == (-1.0, 1.0)
     assert facts_of("accuracy").neutral is None
+
+
+def test_an_f_tests_power_is_the_share_of_simulated_f_tests_that_detect_its_effect():
+    """The noncentral F against brute force: 4 groups of 30 normal scores whose means spread to an eta squared of
+    e, scipy's F-test on each of 2,000 simulated runs: the share with p < 0.05 is the predicted power within 0.03;
+    the smallest effect and the images it needs are the power's inverses."""
+    import scipy.stats as sps
+
+    from vlfair.compare.tested_power import FDesign
+
+    found = FDesign("trait_anova", {}, 3.0, 0.0, 30.0, 0.95, (30, 30, 30, 30))
+    rng = np.random.default_rng(0)
+    for effect in (0.02, 0.06, 0.12):
+        offsets = np.asarray([-1.5, -0.5, 0.5, 1.5])
+        offsets *= math.sqrt(effect / (1 - effect)) / offsets.std()  # between-group sd over within-group sd: f
+        detected = sum(sps.f_oneway(*(rng.normal(mu, 1.0, 30) for mu in offsets)).pvalue < 0.05 for _ in range(2000))
+        expected = found.power(effect, 30)
+        assert abs(detected / 2000 - expected) <= 0.03, (effect, detected / 2000, expected)
+    assert found.power(found.mde(0.8), 30) == pytest.approx(0.8, abs=1e-6)
+    assert found.power(0.05, found.images_per_group(0.05)) == pytest.approx(0.8, abs=1e-6)
+
+
+def test_a_gaps_power_is_the_share_of_simulated_permutation_tests_that_detect_it():
+    """A largest gap's simulated power against the test itself: runs of 3 groups of 25 normal scores (sd 1, 2, 1),
+    one group d above the others, each judged by vlfair's relabelling test (499 relabellings): the share with p <
+    0.05 is the predicted power within 0.08 at every d and size."""
+    from vlfair import paired
+    from vlfair.compare.tested_power import GapDesign
+    from vlfair.measures import null
+
+    found = GapDesign("group_score_gap", {}, 1.0, 0.0, 25.0, 0.95, (1.0, 2.0, 1.0), top=0)
+    rng = np.random.default_rng(1)
+    for effect, size in ((0.5, 25), (1.0, 25), (1.0, 50)):
+        groups = np.repeat(np.arange(3), size)
+        row_set = paired.RowSet(np.arange(groups.size), ("score",), groups,
+                                (paired.Statistic("group_score_gap", {}, paired.mean_range(0), 0.0),))
+        detected, simulations = 0, 300
+        for world in range(simulations):
+            values = rng.normal(0.0, np.asarray([1.0, 2.0, 1.0])[groups]) + effect * (groups == 0)
+            draw = null.rows_drawn(paired.relabeller(row_set, values[:, None]), np.zeros(groups.size, dtype=np.int64))
+            observed = np.ptp([values[groups == g].mean() for g in range(3)])
+            p = null.test(draw, np.asarray([observed]), np.zeros(1), np.asarray([[False, True]]), np.asarray([True]),
+                          permutations=499, seed=world, minimum=0).p_value[0]
+            detected += p < 0.05
+        predicted = found.power(effect, size)
+        assert abs(detected / simulations - predicted) <= 0.08, (effect, size, detected / simulations, predicted)
+
+
+def test_power_answers_for_a_tested_gap_and_an_f_in_one_command(demo, capsys):
+    assert main(["power", str(demo[0] / "biased" / "professions"), "--metric", "group_score_gap", "--subset",
+                 json.dumps(DOCTOR), "--effect", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("judged by its test at alpha = 0.05 (one test: the run corrects its 8 by holm") \
+        and lines[1].endswith("its deviation:")
+    assert lines[2].startswith("  smallest deviation detected with 80% power: +")
+    assert main(["power", str(demo[0] / "biased" / "traits"), "--metric", "trait_anova", "--subset",
+                 '{"gender": "Female", "trait": "smart/dumb"}', "--effect", "0.05"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith("  smallest eta squared detected with 80% power: +0.")
+    assert "an effect of 0.05: 80% power with" in lines[3]

@@ -461,7 +461,8 @@ def test_multilingual_gender_gaps_within_races_as_the_study(clip_dir, tmp_path):
         scores = images[black] @ text.T
         # the tiny model reads both Turkish prompts as one text (unknown tokens): every image ties, and each tie
         # counts 1/2 (vlfair.measures.ties), where an argmax said "Male" for all of them (a gap of 1, by rounding)
-        assert np.array_equal(scores[:, 0], scores[:, 1]) == (lang == "tr")
+        # (one text to its tokenizer, yet not always one bit pattern: a batch's rows may take different kernels)
+        assert ties.best_ties(scores).all(axis=1).all() == (lang == "tr")
         truth = np.array(data["gender"])[black]
         correct = ties.best_credit(scores, np.array(["Male", "Female"])[None, :] == truth[:, None])
         accuracy = {g: correct[truth == g].mean() for g in ("Female", "Male")}

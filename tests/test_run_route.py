@@ -97,10 +97,10 @@ def test_the_dataset_is_checked_once_before_the_model_loads(tmp_path, capsys, mo
 
 def test_settings_are_refused_before_out_is_claimed_and_a_probe_without_the_setting_says_so(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["run", "traits", "--model", NEVER_LOADED, "--dataset", "synthetic:fairface", "--permutations",
-                 "10", "--out", str(out)]) == 2
-    assert _error(capsys).startswith("vlfair run: traits: --permutations sets n_permutations, a setting this probe "
-                                     "does not have; its settings: ")
+    # word influence's intervals are Hoeffding's and its measures signed: it has no permutation test
+    assert main(["run", "word-influence", "--model", NEVER_LOADED, "--permutations", "10", "--out", str(out)]) == 2
+    assert _error(capsys).startswith("vlfair run: word-influence: --permutations sets n_permutations, a setting this "
+                                     "probe does not have; its settings: ")
     assert not out.exists() and not list(tmp_path.iterdir())  # nothing claimed, no lock left
 
 

@@ -105,6 +105,7 @@ def _run(args: argparse.Namespace) -> int:
             log.info(f"  published vs this run: {len(results['published'])} cells of "
                   f"{', '.join(dict.fromkeys(e['source'] for e in results['published']))}"
                   + (f"; {sum(within)} of {len(within)} inside this run's CI" if within else ""))
+        _say_verdicts(results)
         _say_undetected(run.output.tables, args.out)
         for warning in results["warnings"]:
             log.warning(warning)
@@ -114,6 +115,22 @@ def _run(args: argparse.Namespace) -> int:
 
 
 UNDETECTED_SHOWN = 8  # "no bias detected" lines in the terminal; every one is in report.html
+DETECTED_SHOWN = 8  # "bias detected" lines likewise
+
+
+def _say_verdicts(results: dict[str, Any]) -> None:
+    """The run's verdicts in one line (the family, its correction), then each detection it names (the first few)."""
+    from vlfair import verdicts
+    from vlfair.report.numbers import format_p, format_subset, format_value
+
+    log.info(f"  {verdicts.summary_text(results.get('verdicts'))}")
+    found = [m for m in results["metrics"] if verdicts.detected(m)]
+    for metric in found[:DETECTED_SHOWN]:
+        subset = format_subset(metric["subset"])
+        log.info(f"    detected: {metric['name']}{f' ({subset})' if subset else ''} = {format_value(metric['value'])}, "
+                 f"p = {format_p(metric['verdict']['p_value'])}, Holm p = {format_p(metric['verdict']['p_holm'])}")
+    if len(found) > DETECTED_SHOWN:
+        log.info(f"    and {len(found) - DETECTED_SHOWN} more in report.html")
 
 
 def _say_undetected(tables: dict[str, Any], out: str) -> None:
@@ -631,16 +648,32 @@ def _power(args: argparse.Namespace) -> int:
     level, power = f"{found.confidence:.0%}", f"{args.power:.0%}"
     print(f"{found.metric} on {json.dumps(found.subset, ensure_ascii=False)}: {format_value(found.value)} (no bias: "
           f"{format_value(found.neutral)})")
-    print(f"standard error {format_value(found.se)} at {found.per_group:,.0f} images per group; with {level} "
-          "intervals:")
+    effect = getattr(found, "effect_name", "deviation")  # an F's is eta squared
+    if hasattr(found, "effect_name"):  # judged by its test (vlfair.compare.tested_power)
+        family = (_read_json(Path(args.run) / "results.json") or {}).get("verdicts") or {}
+        among = (f" (one test: the run corrects its {family['tests']} by {family['correction']}, which asks a smaller "
+                 "p of most)" if family.get("tests", 0) > 1 and family.get("correction") != "none" else "")
+        print(f"judged by its test at alpha = {1 - found.confidence:.2g}{among}, {found.per_group:,.0f} images per "
+              f"group; the effect is its {effect}:")
+    else:
+        print(f"standard error {format_value(found.se)} at {found.per_group:,.0f} images per group; with {level} "
+              "intervals:")
     sides = sorted(found.facts.sides, reverse=True)  # above, then below (a gap or an F: above only)
-    print(f"  smallest deviation detected with {power} power: "
+    print(f"  smallest {effect} detected with {power} power: "
           + ", ".join(f"{'+' if sign > 0 else '-'}{format_value(found.mde(args.power, sign))}" for sign in sides))
     if args.effect is not None:
         needed = math.ceil(found.images_per_group(args.effect, args.power))
         print(f"  an effect of {format_value(args.effect)}: {power} power with {needed:,} images per group (this run: "
               f"{found.per_group:,.0f}, power {found.power(args.effect, found.per_group):.0%})")
     return 0
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON file's content, or None where it cannot be read (what it adds is a sentence, never a result)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _add_power(sub: argparse._SubParsersAction) -> None:

@@ -24,11 +24,15 @@ class Facts:
     neutral: float | None = None
     low: float | None = None
     high: float | None = None
-    # how one run's verdict on it is read: "interval" (its interval excludes the neutral value), "test" (its
-    # test's p-value: a one-run F has no interval), "level" (no verdict: it has no neutral value)
-    judged: str = "interval"
+    # how one run's verdict on it is read (DESIGN "Verdicts"): "interval" (a signed statistic whose neutral value
+    # lies inside its range: its interval), "test" (a statistic bounded at its neutral value, a gap or an F, whose
+    # estimate is biased away from it under no difference: its test against no difference), "level" (no verdict: it
+    # has no neutral value). None: by its range, as :func:`rule_of` says
+    judged: str | None = None
 
     def __post_init__(self) -> None:
+        if self.judged is None:
+            object.__setattr__(self, "judged", rule_of(self.neutral, self.low, self.high))
         if self.neutral is None and self.judged != "level":
             object.__setattr__(self, "judged", "level")  # a level is never judged, whatever was said
         if self.judged not in JUDGED:
@@ -54,8 +58,8 @@ class Facts:
         if neutral is not None and (isinstance(neutral, bool) or not isinstance(neutral, (int, float))
                                     or not math.isfinite(neutral)):
             raise ValueError(f"{where}: neutral is {neutral!r}, not a finite number or null")
-        judged = record.get("judged", "interval" if neutral is not None else "level")
-        if judged not in JUDGED:
+        judged = record.get("judged")
+        if judged is not None and judged not in JUDGED:
             raise ValueError(f"{where}: judged is {judged!r}, not one of {', '.join(JUDGED)}")
         try:
             return cls(None if neutral is None else float(neutral), _bound_read(record.get("low"), f"{where}: low"),
@@ -87,6 +91,15 @@ class Facts:
 JUDGED = ("interval", "test", "level")  # how a run's verdict on a metric is read (Facts.judged)
 
 
+def rule_of(neutral: float | None, low: float | None, high: float | None) -> str:
+    """How a metric of these facts is judged where its measure does not say: a level (no neutral value) not at
+    all; a statistic bounded at its neutral value (never on one side of it: a largest gap, NDKL, an F) by a test
+    against no difference; any other (a ratio, a signed difference, a skew) by its interval."""
+    if neutral is None:
+        return "level"
+    return "test" if neutral in (low, high) else "interval"
+
+
 def _bound_record(value: float | None) -> float | str | None:
     if value is None or math.isfinite(value):
         return value
@@ -103,4 +116,4 @@ def _bound_read(value: Any, field: str) -> float | None:
     return float(value)
 
 
-__all__ = ["JUDGED", "Facts"]
+__all__ = ["JUDGED", "Facts", "rule_of"]

@@ -38,6 +38,9 @@ class Metric:
     # [under, over]: the smallest deviations from the neutral value this run's design detects with 80 % power
     # (``stats.interval_detectable``), None on a side the metric cannot take; None without a neutral value or interval
     mde: list[float | None] | None = None
+    # the run's verdict on it (vlfair.verdicts.judge): its rule, raw p, Holm's p, BH's q, detected, on which side;
+    # None for a level, or before the run judged it
+    verdict: dict[str, Any] | None = None
     # the facts of the measure it is an instance of, where its declaration named them (results.json keeps
     # them once per metric name, under ``measures``; None: the catalog's, or its probe's own)
     facts: Facts | None = dataclasses.field(default=None, repr=False, compare=False)

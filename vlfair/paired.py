@@ -80,7 +80,7 @@ class RowSet:
     values: bool = False  # the statistics take (b, n, k) values, not moments
     # Statistics that are neither functions of moments nor affordable from (b, n, k) values (a
     # ranking re-ranked in every resample) come with their own engine: engine(row_set, a, b) has
-    # point(), resampled(indices) and swapped_difference(swaps) as _Engine has, and hands its
+    # point(), resampled(indices), swapped_difference(swaps) and relabelled(order) as _Engine has, and hands its
     # statistics whatever it computes.
     engine: Callable[[RowSet, np.ndarray, np.ndarray], Any] | None = None
     # Resampled values shifted onto the point values before any interval (top-k statistics, whose
@@ -192,6 +192,20 @@ def resample(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTR
         samples = np.concatenate([engine.resampled(indices)[0] for indices in
                                   stats.stratified_resamples(row_set.resampling_strata, bootstrap, stream)])
     return point, samples
+
+
+def relabeller(row_set: RowSet, values: npt.ArrayLike) -> Callable[[np.ndarray], np.ndarray]:
+    """One model's statistics of ``row_set`` on relabellings of its rows' groups: a function of a (b, n) order
+    (row i takes row ``order[r, i]``'s group) to (b, M) statistics, by the row set's engine (its own, where it
+    brings one): what no difference between the groups gives (:mod:`vlfair.measures.null`)."""
+    a = np.asarray(values, dtype=float).reshape(len(row_set.rows), -1)
+    engine = (row_set.engine or _Engine)(row_set, a, a)
+
+    def relabelled(order: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an undefined statistic is nan (counted as extreme)
+            return np.asarray(engine.relabelled(order), dtype=float)
+    return relabelled
 
 
 def resample_groups(row_set: RowSet, values: npt.ArrayLike, units: npt.NDArray[np.int64] | None = None, *,
@@ -430,6 +444,24 @@ class _Engine:
             return found, found
         return (self._evaluate(self._moments(count, weights @ self.first_a, weights @ self.second_a)),
                 self._evaluate(self._moments(count, weights @ self.first_b, weights @ self.second_b)))
+
+    def relabelled(self, order: np.ndarray) -> np.ndarray:
+        """(b, M) statistics of A with its rows' group labels permuted: row i takes row ``order[r, i]``'s label in
+        relabelling r (what no difference between the groups gives: :mod:`vlfair.measures.null`). The group sizes
+        stay, so only the sums move: one bincount over (relabelling, group) pairs per column."""
+        if self.row_set.values:  # a statistic of the rows' values: the values move, the groups stay
+            return self._evaluate(self.a[order])
+        b, n = order.shape
+        codes = self.row_set.groups[order]
+        flat = (np.arange(b)[:, None] * self.num_groups + codes).ravel()
+        size = b * self.num_groups
+
+        def sums(values: np.ndarray) -> np.ndarray:  # (b, G*k), each column's sums by group, as _spread lays them
+            return np.stack([np.bincount(flat, np.tile(values[:, j], b), size).reshape(b, self.num_groups)
+                             for j in range(values.shape[1])], axis=2).reshape(b, -1)
+
+        count = np.broadcast_to(self.onehot.sum(axis=0), (b, self.num_groups))
+        return self._evaluate(self._moments(count, sums(self.centred_a), sums(self.centred_a ** 2)))
 
     def swapped_difference(self, swaps: np.ndarray) -> np.ndarray:
         """(b, M) statistic(A') - statistic(B') where A' takes B's values in the swapped rows."""

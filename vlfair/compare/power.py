@@ -1,6 +1,8 @@
 """How small a bias a run could see, and how many images a given one needs (``vlfair power``).
 
-A run "detects" a bias when the metric's interval excludes its neutral value. From the run's samples,
+For a metric judged by its interval (DESIGN "Verdicts"), a run "detects" a bias when the interval excludes its
+neutral value; one judged by its test has its test's power (:mod:`vlfair.compare.tested_power`). From the run's
+samples,
 the interval the run reports gives the two arms at the run's design (``below`` = value - low end,
 ``above`` = high end - value: a ratio's interval is not symmetric) and the standard error
 ``se = (below + above) / 2z``; the metric's bootstrap resamples (its declaration's,
@@ -32,15 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from vlfair.compare.tested_power import PowerError, tested_design
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, SEED
 from vlfair.facts import Facts
 from vlfair.stats import DETECTION_POWER, detection_power, smallest_detectable
 
 POWER = DETECTION_POWER  # the power an audit plans for
-
-
-class PowerError(ValueError):
-    """A question ``vlfair power`` cannot answer; the message names the metric, the subset or the effect."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,12 +134,11 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
             if facts.neutral is None:
                 raise PowerError(f"{metric} is a level, not a bias measure (it has no neutral value to detect a "
                                  "deviation from)")
-            if facts.judged == "test":
-                raise PowerError(f"{metric} is judged by its test's p-value, not by an interval (its facts, as the run "
-                                 "recorded them): no interval's power to read")
             if row_set.engine is not None:
                 raise PowerError(f"{metric} ranks the images (its top k): its spread does not shrink as the square "
                                  "root of the images, so no power is read from it")
+            if facts.judged == "test":  # its test's power (vlfair.compare.tested_power)
+                return _tested(run, probe, samples, row_set, metric, json.loads(wanted), facts)
             reported = [m for m in run.results["metrics"]
                         if m["name"] == metric and json.dumps(m["subset"], sort_keys=True) == wanted]
             ci = reported[0]["ci"] if reported else None
@@ -172,7 +170,21 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
                      + (f"; and {len(subsets) - 8} more" if len(subsets) > 8 else ""))
 
 
-def check_effect(found: Design, effect: float) -> None:
+def _tested(run: Any, probe: Any, samples: Any, row_set: Any, metric: str, subset: dict[str, Any], facts: Facts
+            ) -> Any:
+    """The design of a metric the run judges by its test: its declared statistic on its row set's values."""
+    declared = next(m for m in probe.declare(samples) if m.name == metric and dict(m.subset) == subset)
+    frame: Any = samples.frame
+    columns = list(declared.statistic.columns)
+    values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in columns]].to_numpy(float)
+    reported = [m for m in run.results["metrics"] if m["name"] == metric and m["subset"] == subset]
+    confidence = float((run.results.get("probe_settings") or {}).get("confidence", CONFIDENCE))
+    value = float(reported[0]["value"]) if reported and reported[0]["value"] is not None else math.nan
+    return tested_design(metric, subset, declared.statistic, values, np.asarray(row_set.groups), value, facts,
+                         confidence)
+
+
+def check_effect(found: Any, effect: float) -> None:
     """An effect ``power`` can plan for: not zero, and on the side of the neutral value the metric can
     take (a gap, an F or epsilon is never below its neutral 0)."""
     if not math.isfinite(effect) or effect == 0:
@@ -181,6 +193,9 @@ def check_effect(found: Design, effect: float) -> None:
     if effect < 0 and found.facts.lower_is_less_biased:
         raise PowerError(f"--effect {effect:g}: {found.metric} is never below its neutral value {found.neutral:g}; "
                          "give a positive deviation")
+    if getattr(found, "effect_name", None) == "eta squared" and not 0 < effect < 1:
+        raise PowerError(f"--effect {effect:g}: {found.metric}'s effect is eta squared (the share of the score's "
+                         "variance between the groups), a number in (0, 1)")
 
 
 __all__ = ["Design", "POWER", "PowerError", "check_effect", "design"]

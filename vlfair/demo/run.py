@@ -30,6 +30,7 @@ from vlfair.demo.shipped import SHIPPED_DIR, WORLDS, display_name, encoder_path
 from vlfair.demo.spread import PHRASED, measure_spread
 from vlfair.demo.timing import Timings
 from vlfair.demo.train import read_record
+from vlfair.demo.verdicts import every_verdict, every_verdict_lines
 from vlfair.demo.world import Planting
 from vlfair.logging import get_logger, progress_bars_enabled
 from vlfair.models import load_encoder
@@ -156,8 +157,13 @@ def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", pl
         (out / "generative.json").write_text(json.dumps(asked, indent=2))
         log(summary_table(asked["entries"], generative.LABELS))
         log(generative.kinds_line(asked["compared"]))
+        judged = every_verdict(out)
+        (out / "verdicts.json").write_text(json.dumps(judged, indent=2))
+        for line in every_verdict_lines(judged):
+            log(line)
         with timings("report"):
-            (out / "report.html").write_text(_report(entries, worlds, paths, timings.elapsed(), paired, asked, results))
+            (out / "report.html").write_text(_report(entries, worlds, paths, timings.elapsed(), paired, asked, results,
+                                                     judged))
     out = Path(out_dir)
     log(f"demo finished in {timings.elapsed():.0f} s: {out / 'summary.json'}, {out / 'report.html'}")
     if profile:
@@ -321,10 +327,11 @@ def _generative_section(asked: dict[str, Any], forests: list[Any]) -> dict[str, 
 
 
 def _report(entries: list[dict], worlds: dict[str, Planting], paths: dict[str, Path], seconds: float,
-            paired: dict[str, Any], asked: dict[str, Any], results: list[ProbeResults]) -> str:
+            paired: dict[str, Any], asked: dict[str, Any], results: list[ProbeResults],
+            judged: dict[str, dict[str, Any]] | None = None) -> str:
     """The demo's report.html (templates/demo.html.j2, autoescaped: every label is text); each probe's
     section and figures were drawn with the probe (``results``)."""
-    return render("demo.html.j2", title="vlfair demo", **tally(entries),
+    return render("demo.html.j2", title="vlfair demo", **tally(entries), every_verdict=judged or {},
                   planting=worlds["biased"].describe(), nurse_effect=WORD_EFFECTS["nurse"],
                   encoders=[_encoder(name, path) for name, path in paths.items()], seconds=seconds,
                   probes=[probe for probe, _ in PROBES], paired=_paired_section(paired),

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from vlfair import stats
+from vlfair.facts import Facts
 from vlfair.measures.checks import require_sizes
 from vlfair.measures.reporters import Reading, Report
 from vlfair.measures.statistics import Statistic
@@ -56,10 +57,15 @@ def groups_of(labels: Any, what: str = "group") -> Groups:
 
 
 def evaluate(statistic: Statistic, report: Report, columns: Mapping[str, np.ndarray], groups: Groups, *,
-             bootstrap: int, confidence: float, seed: int | None, n_permutations: int = 0) -> Reported:
+             bootstrap: int, confidence: float, seed: int | None, n_permutations: int = 0,
+             facts: Facts | None = None) -> Reported:
     """``statistic`` of the rows' ``columns`` (name -> one value per row) across ``groups``, with its interval
-    (``bootstrap`` resamples; 0: none) and what ``report`` adds (a test of ``n_permutations`` relabellings)."""
+    (``bootstrap`` resamples; 0: none) and what ``report`` adds (a test of ``n_permutations`` relabellings). With
+    the measure's ``facts``, the interval is the one its rule reports (:func:`vlfair.measures.null.interval_of`:
+    a bounded statistic's resamples moved onto its value) and a rounding residue of the neutral value is it, as
+    a probe's declaration reports them."""
     from vlfair import paired
+    from vlfair.measures import null
 
     at = {column: j for j, column in enumerate(columns)}
     code = {name: j for j, name in enumerate(groups.names)}
@@ -76,6 +82,13 @@ def evaluate(statistic: Statistic, report: Report, columns: Mapping[str, np.ndar
         found.ci = paired.resampled_interval(resampled, confidence)
     report(found, Reading(values, groups.codes, groups.names, code, at, means, resampled, _as_named, confidence,
                           n_permutations, seed), statistic)
+    if facts is not None:
+        if resampled.size and found.ci is not None and found.value is not None:
+            found.ci = null.interval_of(resampled, found.value, confidence, facts)
+        scale = float(np.nanmax(np.abs(values), initial=0.0)) if values.size else 0.0
+        found.value = null.snapped(found.value, facts.neutral, scale)
+        if found.ci is not None:
+            found.ci = [null.snapped(bound, facts.neutral, scale) for bound in found.ci]  # type: ignore[misc]
     return found
 
 

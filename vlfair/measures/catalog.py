@@ -129,7 +129,7 @@ def facts_of(metric: str, own: Mapping[str, Facts | float] | None = None) -> Fac
         return found
     if found is not None:  # a plugin's neutral value alone
         return dataclasses.replace(known, neutral=float(found),
-                                   judged="interval" if known.judged == "level" else known.judged)
+                                   judged=None if known.judged == "level" else known.judged)
     return known
 
 

@@ -31,7 +31,7 @@ from vlfair.measures.checks import (
     same_length,
     whole_column,
 )
-from vlfair.measures.known import DECLARED
+from vlfair.measures.known import BIASES, DECLARED
 from vlfair.measures.reporters import Report
 from vlfair.measures.statistics import FStatistic, Range, Ratio, Statistic
 from vlfair.measures.ties import best_credit
@@ -124,7 +124,7 @@ def _measured(measure: str, statistic: Statistic, values: np.ndarray, groups: ar
     report = report or DECLARED[measure][1]
     assert report is not None, f"{measure} names its reporter (vlfair.measures.known)"
     return arrays.evaluate(statistic, report, {"score": values}, groups, bootstrap=bootstrap, confidence=confidence,
-                           seed=seed, n_permutations=n_permutations)
+                           seed=seed, n_permutations=n_permutations, facts=BIASES[measure][0])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

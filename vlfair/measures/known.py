@@ -27,8 +27,8 @@ BIASES = {
     "group_rate_gap": (_FRACTION_GAP, "the largest minus the smallest group's rate (an accuracy)"),
     "cross_lingual_gap": (_FRACTION_GAP, "the largest minus the smallest language's accuracy on the same images"),
     "bias_ratio": (Facts(1.0, 0.0, math.inf), "one group's mean score over another's (s_w / s_m)"),
-    # F across groups: one run's F has no interval, its verdict is its test's
-    "trait_anova": (Facts(0.0, 0.0, math.inf, judged="test"), "the one-way ANOVA F of a score across groups"),
+    # F across groups: judged by its F-test, as every statistic bounded at its neutral value is by a test
+    "trait_anova": (Facts(0.0, 0.0, math.inf), "the one-way ANOVA F of a score across groups"),
     "group_score_gap": (Facts(0.0, 0.0, None), "the largest minus the smallest group mean of a score"),
     "individual_fairness": (Facts(0.0, 0.0, None), "epsilon: the largest ratio of a similarity gap to a text "
                                                    "distance"),
@@ -38,8 +38,11 @@ BIASES = {
     "mean_word_influence": (_SIGNED_SHARE_DIFFERENCE, "a word's mean change of a group's share over prompts"),
     "gap_amplification": (_SIGNED_SHARE_DIFFERENCE, "a language's gap minus the pivot language's"),
     # skew: ln(a group's share of the top k / its target)
-    "max_skew": (_SKEW, "the largest log ratio of a group's share of the top k to its target"),
-    "min_skew": (_SKEW, "the smallest log ratio of a group's share of the top k to its target"),
+    # the top k's shares sum to 1 as the targets do, so one group's share is at least its target: MaxSkew >= 0
+    "max_skew": (Facts(0.0, 0.0, None), "the largest log ratio of a group's share of the top k to its target"),
+    # MinSkew is below 0 but where an absent group's 1/k (DVL's count) passes its target: not bounded, yet
+    # biased below 0 under no difference as MaxSkew is above, so judged by a test too
+    "min_skew": (Facts(0.0, judged="test"), "the smallest log ratio of a group's share of the top k to its target"),
     "skew": (_SKEW, "the log ratio of a group's share of the top k to its target"),
     "ndkl": (Facts(0.0, 0.0, None), "the normalised discounted KL divergence of the top-k groups from the target"),
     "bias_at_k": (Facts(0.0, -1.0, 1.0), "(n_a - n_b) / k in the top k"),

@@ -381,6 +381,32 @@ def resampled_top_k(scores: npt.NDArray[np.float64], codes: npt.NDArray[np.int64
     return counts, ndkl / weights.sum()
 
 
+def relabelled_top_k(ranked: npt.NDArray[np.int64], groups: int, p_stars: Sequence[npt.NDArray[np.float64]]
+                     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The top k of every query under relabellings of the items' groups, the ranking kept: ``ranked`` (b, queries,
+    k) the group of each query's k best items, best first, under each of b relabellings. Returns each group's
+    count (b, queries, G) and NDKL@k against each target (b, queries, len(p_stars)), as :func:`resampled_top_k`
+    gives them for a resample holding each item once (NDKL by the same sum over ranks: an item at rank r that is
+    its group's c-th adds U_r (c ln c - (c-1) ln (c-1)) - U_r ln q_g), for all b at once."""
+    b, queries, k = ranked.shape
+    positions = np.arange(1, k + 1)
+    weights = 1 / np.log2(positions + 1)
+    tail = np.cumsum((weights / positions)[::-1])[::-1]  # U_r
+    constant = float((weights * np.log(positions)).sum())
+    c_ln_c = np.zeros(k + 1)
+    c_ln_c[1:] = positions * np.log(positions)
+    flat = (np.arange(b * queries)[:, None] * groups + ranked.reshape(b * queries, k)).ravel()
+    counts = np.bincount(flat, minlength=b * queries * groups).reshape(b, queries, groups).astype(float)
+    seen = np.zeros(ranked.shape, dtype=np.int64)  # the items of its group ranked before each one
+    for group in range(groups):
+        mask = ranked == group
+        seen += np.where(mask, np.cumsum(mask, axis=2) - 1, 0)
+    own = ((c_ln_c[seen + 1] - c_ln_c[seen]) * tail).sum(axis=2)  # (b, queries)
+    log_targets = np.stack([np.log(p_star) for p_star in p_stars], axis=1)  # (G, targets)
+    targeted = (log_targets[ranked] * tail[None, None, :, None]).sum(axis=2)  # (b, queries, targets)
+    return counts, (own[..., None] - targeted - constant) / weights.sum()
+
+
 def _target(target: str | Mapping[str, float], names: list[str],
             codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     if isinstance(target, str):

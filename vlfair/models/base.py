@@ -136,6 +136,19 @@ class Encoder(abc.ABC):
         )
 
 
+def distinct_rows(*tensors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows of a tokenized batch to run (the first of each distinct input, in the batch's order) and, for
+    every row, which of them it is: texts a tokenizer reads as one input (two words it does not know, each its
+    unknown token) are embedded once, so their embeddings are one bit pattern on every machine (a batch's rows
+    may take different kernels, and 1e-7 apart two prompts no longer tie)."""
+    keys = torch.cat([t.reshape(len(t), -1).to(torch.int64) for t in tensors], dim=1).cpu().numpy()
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # the distinct rows in the order they first come
+    place = np.empty_like(order)
+    place[order] = np.arange(order.size)
+    return torch.from_numpy(first[order]), torch.from_numpy(place[inverse.reshape(-1)])
+
+
 def _l2(features: torch.Tensor) -> torch.Tensor:
     return features / features.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from vlfair.logging import get_logger, library_progress_bars
-from vlfair.models.base import Encoder, pick_device, pick_dtype
+from vlfair.models.base import Encoder, distinct_rows, pick_device, pick_dtype
 from vlfair.models.hub import ModelNotFoundError, resolve_model
 from vlfair.models.preprocessing import ImagePreprocessing
 
@@ -111,8 +111,10 @@ class HFEncoder(Encoder):
     @torch.inference_mode()
     def text_features(self, texts: list[str]) -> torch.Tensor:
         batch = self.tokenizer(texts, return_tensors="pt", **self._tokenization)
-        inputs = {name: batch[name].to(self.device) for name in self._text_inputs if name in batch}
-        return _pooled(self.model.get_text_features(**inputs))
+        names = [name for name in self._text_inputs if name in batch]
+        rows, inverse = distinct_rows(*(batch[name] for name in names))
+        inputs = {name: batch[name][rows].to(self.device) for name in names}
+        return _pooled(self.model.get_text_features(**inputs))[inverse.to(self.device)]
 
 
 def _max_text_length(model: Any, tokenizer: Any) -> int:

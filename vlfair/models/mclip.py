@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from vlfair.models.base import Encoder
+from vlfair.models.base import Encoder, distinct_rows
 from vlfair.models.hf import load_hf, load_tokenizer
 from vlfair.models.hub import resolve_model, weight_files
 
@@ -57,11 +57,13 @@ class MCLIPEncoder(Encoder):
     @torch.inference_mode()
     def text_features(self, texts: list[str]) -> torch.Tensor:
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self._max_length,
-                               return_tensors="pt").to(self.device)
-        hidden = self.transformer(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])[0]
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                               return_tensors="pt")
+        rows, inverse = distinct_rows(batch["input_ids"], batch["attention_mask"])  # one input embedded once
+        ids, attention = batch["input_ids"][rows].to(self.device), batch["attention_mask"][rows].to(self.device)
+        hidden = self.transformer(input_ids=ids, attention_mask=attention)[0]
+        mask = attention.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1)
-        return self.projection(pooled)
+        return self.projection(pooled)[inverse.to(self.device)]
 
 
 def _read_state_dict(path: str, use_safetensors: bool) -> dict[str, torch.Tensor]:

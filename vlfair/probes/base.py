@@ -340,7 +340,7 @@ class Probe(abc.ABC):
             raise ProbeError(f"probe {self.name!r} defines score but not analyze (nor declare): it cannot be measured "
                              "from samples")
         metrics = declared.evaluate(samples, self.declare(samples), self.facts,
-                                   **getattr(self.settings, "resampling", {}))
+                                   **getattr(self.settings, "evaluation", {}))
         if not metrics:
             raise ProbeError(f"probe {self.name!r}: no metric it declares is defined on these samples")
         return Output(metrics=metrics, tables={"metrics": declared.table(metrics)}, settings=dict(samples.facts),

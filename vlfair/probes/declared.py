@@ -288,6 +288,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
     ``n_permutations``: a test's relabellings, 0: no test); a :class:`Pooled` metric its two-level interval,
     where every phrasing's statistic is defined."""
     from vlfair import paired
+    from vlfair.measures import null
 
     declared = list(metrics)
     plain = [m for m in declared if not isinstance(m.statistic, Pooled)]
@@ -309,12 +310,13 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
     where = [position for position, m in enumerate(declared) if not isinstance(m.statistic, Pooled)]
     frame: Any = samples.frame
     found: list[tuple[int, Metric]] = []
-    # a pooled metric's position: each phrasing's (row set, value, resamples)
-    phrased: dict[int, dict[int, tuple[int, float, np.ndarray]]] = {}
+    # a pooled metric's position: each phrasing's (row set, value, resamples, the row set's scale)
+    phrased: dict[int, dict[int, tuple[int, float, np.ndarray, float]]] = {}
+    nulls: dict[int, tuple[float, str | None, float]] = {}  # a pooled metric's test: (p, its method, null mean)
     for index, building in enumerate(_built(samples, expanded, own)):
         row_set = building.row_set()
         values = frame.iloc[row_set.rows, [frame.columns.get_loc(c) for c in row_set.columns]].to_numpy(float)
-        means = None
+        means, calls = None, None
         if building.apart:  # each ColumnRange's columns drawn as one measure call draws its languages
             calls = [tuple(row_set.columns.index(c) for c in expanded[p].statistic.columns)
                      for p in building.positions if isinstance(expanded[p].statistic, ColumnRange)]
@@ -327,16 +329,23 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
         else:
             point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed, measured=True)
         drawn = resampled  # as drawn, for a reporter; an interval of recentred resamples where the row set asks
+        facts = [expanded[position].facts(own) for position in building.positions]
+        tested = [j for j, found in enumerate(facts) if found.judged == "test"]
         if bootstrap and row_set.recentre:
             resampled = paired.recentred(resampled, point)
+        elif bootstrap and tested:  # a bounded statistic's resamples moved onto its value (null.interval_of)
+            resampled = resampled.copy()
+            resampled[:, tested] = paired.recentred(resampled[:, tested], point[tested])
+        scale = float(np.nanmax(np.abs(values), initial=0.0)) if values.size else 0.0
+        measured: dict[int, Metric] = {}  # this row set's plain metrics, by their place in the row set
         for j, (position, statistic) in enumerate(zip(building.positions, row_set.statistics)):
             for pooled, k in owners.get(position, []):
-                phrased.setdefault(pooled, {})[k] = (index, float(point[j]), resampled[:, j])
+                phrased.setdefault(pooled, {})[k] = (index, float(point[j]), resampled[:, j], scale)
             if position >= len(plain):  # a phrasing only pooled
                 continue
             metric = expanded[position]
             value = Metric(statistic.name, statistic.subset, float(point[j]),
-                           paired.resampled_interval(resampled[:, j], confidence), facts=metric.facts(own))
+                           null.interval_of(resampled[:, j], float(point[j]), confidence, facts[j]), facts=facts[j])
             # its own reporter, else its measure's (a gap's groups and test), which adds fields but keeps the value
             # the engine gives (the one compare and tiers read), not its own recomputation from plain means
             report = metric.report or (metric.measure.reports(metric.statistic) if metric.measure else None)
@@ -347,7 +356,13 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
                     functools.partial(_name, metric), confidence, n_permutations, seed), metric.statistic)
                 if metric.report is None:
                     value.value = engine
+            _snap(value, facts[j].neutral, scale)
+            measured[j] = value
             found.append((where[position], value))
+        if n_permutations:
+            nulls.update(_tested(building, row_set, values, point, facts,
+                                 [expanded[p].statistic for p in building.positions], calls, measured, owners,
+                                 declared, own, n_permutations, np.random.SeedSequence(seed, spawn_key=(5, index))))
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])  # apart from the rows' draws
     for position, by_phrasing in phrased.items():
         metric = declared[position]
@@ -355,37 +370,119 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
         count = len(metric.statistic.statistics)
         if len(by_phrasing) < count:  # a phrasing whose statistic the data do not define: nothing to pool
             continue
-        assert len({row_set for row_set, _, _ in by_phrasing.values()}) == 1, "a pooled metric's phrasings share rows"
-        facts = metric.facts(own)  # a gap's interval never holds its 0: its test says where it holds
-        found.append((position, _pooled(metric, [by_phrasing[k] for k in range(count)], facts, confidence, rng)))
+        assert len({row_set for row_set, *_ in by_phrasing.values()}) == 1, "a pooled metric's phrasings share rows"
+        made = _pooled(metric, [by_phrasing[k] for k in range(count)], metric.facts(own), confidence, rng)
+        if position in nulls:  # its test against no difference (_tested)
+            _set_test(made, *nulls[position])
+        found.append((position, made))
     return [metric for _, metric in sorted(found, key=lambda pair: pair[0])]
 
 
-def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray]], facts: Facts,
+def _tested(building: _Building, row_set: paired.RowSet, values: np.ndarray, point: np.ndarray, facts: list[Facts],
+            statistics: list[Any], calls: list[tuple[int, ...]] | None, measured: dict[int, Metric],
+            owners: dict[int, list[tuple[int, int]]], declared: list[Declared],
+            own: Mapping[str, Facts | float] | None, n_permutations: int, seed: np.random.SeedSequence
+            ) -> dict[int, tuple[float, str | None, float]]:
+    """The test against no difference (:mod:`vlfair.measures.null`) of a row set's metrics judged by one: each
+    plain one's p-value where its measure gave none and its null mean (its ``excess``), set on it; and each pooled
+    metric's whose phrasings all lie in this row set, returned by the pooled metric's position (``statistics``:
+    the row set's declared ones; ``calls``: the columns of each measure call of a row set of samples apart, whose
+    relabellings permute each row's columns). One run's F keeps its F-test (its effect size says what a null mean
+    would)."""
+    from vlfair import paired
+    from vlfair.measures import null
+
+    plain = [j for j, metric in measured.items() if facts[j].judged == "test"
+             and not isinstance(statistics[j], FStatistic) and metric.value is not None and np.isfinite(metric.value)]
+    members: dict[int, dict[int, int]] = {}  # pooled position -> phrasing -> its place in the row set
+    for j, position in enumerate(building.positions):
+        for owner, k in owners.get(position, []):
+            members.setdefault(owner, {})[k] = j
+    pooled = [(position, [found[k] for k in sorted(found)]) for position, found in members.items()
+              if declared[position].facts(own).judged == "test"
+              and len(found) == len(declared[position].statistic.statistics)]  # type: ignore[union-attr]
+    if (not plain and not pooled) or (calls is None and len(building.counts) < 2):
+        return {}  # nothing tested; or one group, which no relabelling changes (epsilon has no such test)
+
+    def derived(found: np.ndarray) -> np.ndarray:
+        return np.concatenate([found[:, plain], *(found[:, js].mean(axis=1, keepdims=True) for _, js in pooled)],
+                              axis=1)
+
+    quantities = [facts[j] for j in plain] + [declared[position].facts(own) for position, _ in pooled]
+    observed = derived(point[None])[0]
+    asked = [measured[j].p_value is None for j in plain] + [True] * len(pooled)
+    if calls is not None:
+        count = float(len(row_set.rows))
+        shift = null.column_means(values)
+
+        def of_means(means: np.ndarray) -> np.ndarray:
+            moments = paired.Moments(np.full((len(means), 1), count), (means - shift)[:, None, :] * count,
+                                     np.full((len(means), 1, means.shape[1]), np.nan), shift)
+            return derived(paired.statistics(row_set, moments))
+        draw = null.columns_drawn(values, calls, of_means)
+    else:
+        keys = null.relabelling_keys(building.strata, building.units, len(row_set.rows))
+        draw = null.rows_drawn(paired.relabeller(row_set, values), keys, derived)
+    neutral = np.asarray([q.neutral for q in quantities], dtype=float)
+    sides = np.asarray([[-1.0 in q.sides, 1.0 in q.sides] for q in quantities])
+    found = null.test(draw, observed, neutral, sides, np.asarray(asked), permutations=n_permutations, seed=seed,
+                      rows=len(row_set.rows))
+    for i, j in enumerate(plain):
+        metric = measured[j]
+        if asked[i]:
+            _set_test(metric, float(found.p_value[i]), found.method[i], float(found.mean[i]))
+        else:
+            metric.details.update(null.exceeding(metric.value, metric.ci, float(found.mean[i])))
+    return {position: (float(found.p_value[len(plain) + i]), found.method[len(plain) + i],
+                       float(found.mean[len(plain) + i])) for i, (position, _) in enumerate(pooled)}
+
+
+def _set_test(metric: Metric, p: float, method: str | None, mean: float) -> None:
+    """A metric's test against no difference and what it exceeds (:func:`_tested`)."""
+    from vlfair.measures import null
+
+    metric.p_value = None if not np.isfinite(p) else p
+    metric.details.update({"log10_p_value": None if metric.p_value is None else float(np.log10(metric.p_value)),
+                           "p_value_method": method, **null.exceeding(metric.value, metric.ci, mean)})
+
+
+def _snap(metric: Metric, neutral: float | None, scale: float) -> None:
+    """A metric's value and interval bounds with their rounding residues of the neutral value made it."""
+    from vlfair.measures import null
+
+    metric.value = null.snapped(metric.value, neutral, scale)
+    if metric.ci is not None:
+        metric.ci = [null.snapped(bound, neutral, scale) for bound in metric.ci]  # type: ignore[misc]
+
+
+def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray, float]], facts: Facts,
             confidence: float, rng: np.random.Generator) -> Metric:
     """A :class:`Pooled` metric from its phrasings' values and resamples on shared resamples of the rows: each
     resample's phrasings drawn with replacement (``rng``), the mean over them its value."""
     from vlfair import paired
+    from vlfair.measures import null
 
     neutral = None if facts.lower_is_less_biased else facts.neutral
-    values = np.asarray([value for _, value, _ in phrasings])
+    values = np.asarray([value for _, value, _, _ in phrasings])
     value = float(values.mean())
     ci = None
-    resampled = np.stack([found for _, _, found in phrasings], axis=1)  # (b, phrasings)
+    resampled = np.stack([found for _, _, found, _ in phrasings], axis=1)  # (b, phrasings)
     if resampled.size:
         draws = rng.multinomial(len(phrasings), np.full(len(phrasings), 1 / len(phrasings)), size=len(resampled))
         with np.errstate(invalid="ignore"):
-            ci = paired.resampled_interval((resampled * draws).sum(axis=1) / len(phrasings), confidence)
+            ci = null.interval_of((resampled * draws).sum(axis=1) / len(phrasings), value, confidence, facts)
     holds = None
     if neutral is not None and ci is not None:
         side = np.sign(value - neutral)
-        intervals = [paired.resampled_interval(found, confidence) for _, _, found in phrasings]
+        intervals = [paired.resampled_interval(found, confidence) for _, _, found, _ in phrasings]
         # a phrasing holds the pooled verdict where its own interval excludes the neutral value on the same side
         holds = sum(i is not None and side != 0 and (i[0] > neutral if side > 0 else i[1] < neutral)
                     for i in intervals)
-    return Metric(metric.name, dict(metric.subset), value, ci,
-                  details={"phrasings": len(phrasings), "phrasing_values": values.tolist(), "holds_in": holds},
-                  facts=facts)
+    pooled = Metric(metric.name, dict(metric.subset), value, ci,
+                    details={"phrasings": len(phrasings), "phrasing_values": values.tolist(), "holds_in": holds},
+                    facts=facts)
+    _snap(pooled, facts.neutral, max(scale for *_, scale in phrasings))
+    return pooled
 
 
 @dataclasses.dataclass(frozen=True)

@@ -197,7 +197,7 @@ class MultilingualProbe(Probe):
         s = self.settings
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
         declared = self.declare(samples)
-        out.metrics = evaluate(samples, [*declared, *phrasing.pooled(declared, samples)], self.facts, **s.resampling)
+        out.metrics = evaluate(samples, [*declared, *phrasing.pooled(declared, samples)], self.facts, **s.evaluation)
         (self._multi30k if _schema_of(samples) == "multi30k" else self._fairface)(samples, out)
         return out
 

@@ -22,7 +22,6 @@ from vlfair.probes.settings import (
     Bootstrap,
     Count,
     Name,
-    Permutations,
     ProbeSettings,
     Settings,
     Text,
@@ -92,7 +91,7 @@ class Layout(Settings):
         return list(getattr(self, column, []))
 
 
-class ProfessionsSettings(ProbeSettings, Bootstrap, Permutations, phrasing.Phrased, phrasing.Asked):
+class ProfessionsSettings(ProbeSettings, Bootstrap, phrasing.Phrased, phrasing.Asked):
     prompt: Annotated[Text, AfterValidator(placeholders("profession"))] = Field(
         description="the CLIPScore prompt, with {profession}")
     attributes: Annotated[list[Attribute], AfterValidator(distinct())] = Field(
@@ -227,7 +226,7 @@ class ProfessionsProbe(Probe):
         out = Output(settings=dict(samples.facts), notes=list(s.notes), warnings=list(samples.warnings))
         declared = self.declare(samples)
         metrics = evaluate(samples, [*declared, *phrasing.pooled(declared, samples)], self.facts,
-                           n_permutations=s.n_permutations, **s.resampling)
+                           **s.evaluation)
         out.metrics = [m for m in metrics if "phrasing" not in m.subset]  # the study's, then each other phrasing's
         out.metrics += [m for m in metrics if "phrasing" in m.subset]
         for attribute in s.attributes:

@@ -17,7 +17,6 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
-from vlfair.defaults import PERMUTATIONS
 from vlfair.measures import reporters
 from vlfair.measures.catalog import neutral_value
 from vlfair.outputs import Metric, metric_from
@@ -302,7 +301,7 @@ class PublicFiguresProbe(Probe):
         declared = self.declare(samples)
         # the bias ratio's test takes the measure's relabellings (bias_ratio's default: the study has no test)
         out.metrics = evaluate(samples, [*declared, *phrasing.pooled(declared, samples)], self.facts,
-                               n_permutations=PERMUTATIONS, **s.resampling)
+                               **s.evaluation)
         measured = {(m.name, _key(m.subset)): m for m in out.metrics}
         summary, ratios = {}, {}
         for group, spec, _in_group, views in self._folder_groups(categories):

@@ -324,7 +324,7 @@ class RetrievalProbe(Probe):
                 out.warnings.append(f"{unmeasured}: one group only among the images evaluated: no skew to measure")
         # every prompt re-ranked in every resample of the images, drawn within the attribute's groups
         declared = self.declare(samples)
-        out.metrics = evaluate(samples, [*declared, *self._pooled(declared)], self.facts, **s.resampling)
+        out.metrics = evaluate(samples, [*declared, *self._pooled(declared)], self.facts, **s.evaluation)
         by_template = phrasing.found_table(
             [m for m in out.metrics if "phrasing" in m.subset], "skew",
             lambda subset: {k: subset[k] for k in ("attribute", "target", "concept", "group")}, s.query_templates,
@@ -499,6 +499,16 @@ class _PairedRanking:
     def resampled(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         first = self._ranked(0, indices)
         return first, first if self.one else self._ranked(1, indices)  # one model (a run): ranked once
+
+    def relabelled(self, order: np.ndarray) -> np.ndarray:
+        """(b, M) statistics of model A with its images' groups permuted (image i takes image ``order[r, i]``'s):
+        each query's ranking stays, only who is in its top k changes."""
+        from vlfair.measures.ranking import relabelled_top_k
+
+        d = self.design
+        best = self.orders[0][:, :d.k]  # each query's top k at the data (its ranking, kept)
+        groups = int(self.codes.max()) + 1
+        return self._evaluate(d.statistics(*relabelled_top_k(self.codes[order][:, best], groups, d.p_stars)))
 
     def swapped_difference(self, swaps: np.ndarray) -> np.ndarray:
         from vlfair import measures

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from vlfair.defaults import CONFIDENCE, CORRECTION
 from vlfair.imageio import RejectedImageError
 from vlfair.logging import library_progress_bars
 from vlfair.probes.base import Context, Output, Probe, ProbeError
@@ -256,10 +257,19 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
     """A probe's output as a run: the intervals' note, the study's published numbers beside the
     measured ones, and results.json (validated). ``run_settings``: how the data was read (schema,
     limit), reported among the settings."""
+    from vlfair import verdicts
     from vlfair.report.results import build_results, validate_results
 
     output.notes.append(probe.intervals_note())
     measures = metric_facts(output.metrics, probe)
+    s = probe.settings
+    judged = verdicts.judge(output.metrics, measures, correction=getattr(s, "correction", CORRECTION),
+                            confidence=float(getattr(s, "confidence", CONFIDENCE)),
+                            tests_given=bool(getattr(s, "n_permutations", 0)))
+    output.notes.append(f"Verdicts: {verdicts.summary_text(judged)}.")
+    found = _detections(output.metrics, judged)
+    if found is not None:
+        output.tables[DETECTED] = found
     unseen = _read_detectable(output.metrics, measures, probe)
     if unseen is not None:
         output.tables[NOT_DETECTED] = unseen
@@ -271,12 +281,34 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
     results = build_results(probe.name, probe.version, model, dataset, output.metrics, skipped_rows,
                             {**output.settings, **run_settings}, output.warnings, published,
                             probe.settings.model_dump(mode="json", exclude={"notes"}), probe.family_key(dataset),
-                            measures)
+                            measures, judged)
     validate_results(results)
     return ProbeRun(probe.name, results, output)
 
 
-NOT_DETECTED = "not_detected"  # the table of bias measures whose interval holds their neutral value
+NOT_DETECTED = "not_detected"  # the table of bias measures judged by their interval and not detected
+DETECTED = "detected"  # the table of the bias the run detected, each with its rule and p-values
+
+
+def _detections(metrics: list[Any], judged: dict[str, Any]) -> Any:
+    """The table of every metric the run's verdicts detect (None: none): its value, interval, rule, raw p and the
+    adjusted p-values, under a footnote naming the family and its correction."""
+    import pandas as pd  # here: `vlfair --help` imports this module, and no data library
+
+    from vlfair import verdicts
+    from vlfair.outputs import Table
+    from vlfair.report.numbers import format_subset
+
+    rows = [{"metric": m.name, "subset": format_subset(m.subset), "value": m.value,
+             "CI low": m.ci[0] if m.ci else None, "CI high": m.ci[1] if m.ci else None,
+             "judged by": m.verdict["rule"], "side": m.verdict["side"], "p": m.verdict["p_value"],
+             "p (Holm)": m.verdict["p_holm"], "q (BH)": m.verdict["q_bh"]} for m in metrics if verdicts.detected(m)]
+    if not rows:
+        return None
+    return Table(pd.DataFrame(rows).set_index(["metric", "subset"]), footnotes=[
+        f"Bias detected: {verdicts.summary_text(judged)}. Judged by test: the p-value of a test against no "
+        "difference (a statistic never on one side of its neutral value, such as a largest gap); by interval: the "
+        "p-value of the metric's interval (DESIGN.md, Verdicts)."])
 
 
 def metric_facts(metrics: list[Any], probe: Probe) -> dict[str, Any]:
@@ -309,17 +341,18 @@ def _read_detectable(metrics: list[Any], measures: dict[str, Any], probe: Probe)
     unseen = []
     for metric in metrics:
         facts = measures[metric.name]
-        if facts.judged != "interval" or metric.value is None:  # a level; a measure judged by its test (an F)
+        if facts.judged != "interval" or metric.value is None:  # a level; a measure judged by its test (a gap)
             continue
         metric.mde = stats.interval_detectable(metric.value, metric.ci, confidence, facts.sides)
-        if metric.mde is not None and metric.ci[0] <= facts.neutral <= metric.ci[1]:
+        if metric.mde is not None and metric.verdict is not None and metric.verdict["detected"] is False:
             unseen.append({"metric": metric.name, "subset": format_subset(metric.subset), "value": metric.value,
                            "CI low": metric.ci[0], "CI high": metric.ci[1], "unseen under": metric.mde[0],
                            "unseen over": metric.mde[1]})
     if not unseen:
         return None
     return Table(pd.DataFrame(unseen).set_index(["metric", "subset"]), footnotes=[
-        f"No bias detected: each {confidence:.0%} interval holds the metric's neutral value. Unseen under and "
+        f"No bias detected (after the run's correction for its many tests; most hold the neutral value in their "
+        f"{confidence:.0%} interval). Unseen under and "
         f"over: the smallest deviations below and above it that a run of this design (its groups' sizes and "
         f"spread, its intervals) detects with {stats.DETECTION_POWER:.0%} power (empty: a side the metric cannot "
         "take); a bias smaller than that could be there unseen (vlfair power RUN --metric M --effect X: the "

@@ -13,7 +13,7 @@ import copy
 import string
 import types
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Annotated, Any, NoReturn, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -45,6 +45,8 @@ Name = Annotated[str, Strict(), AfterValidator(_not_blank)]  # a word, label, cl
 from vlfair.defaults import (  # noqa: E402  (shared with vlfair.measures)
     BOOTSTRAP,
     CONFIDENCE,
+    CORRECTION,
+    CORRECTIONS,
     MAX_BOOTSTRAP,
     MAX_PERMUTATIONS,
     PERMUTATIONS,
@@ -144,9 +146,22 @@ class Confidence(BaseModel):
                               description="the confidence level of every interval, a number in (0, 1)")
     seed: NonNegative | None = Field(
         SEED, description="the random seed of every resampling and sample, a whole number >= 0 or null")
+    correction: Literal[CORRECTIONS] = Field(  # type: ignore[valid-type]
+        CORRECTION, description="the multiple-testing correction that decides 'detected' over a run's tests: holm "
+                                "(the family-wise error rate), bh (Benjamini-Hochberg's false discovery rate) or none")
 
 
-class Bootstrap(Confidence):
+class Permutations(BaseModel):
+    n_permutations: NonNegative = Field(
+        PERMUTATIONS, le=MAX_PERMUTATIONS,
+        description=f"relabellings of each permutation test, a whole number from 0 to {MAX_PERMUTATIONS:,}; 0 turns "
+                    "p-values off")
+
+
+class Bootstrap(Confidence, Permutations):
+    """Intervals by the bootstrap and tests by relabelling: a statistic bounded at its neutral value (a gap) is
+    judged by its test against no difference (DESIGN "Verdicts")."""
+
     bootstrap: NonNegative = Field(
         BOOTSTRAP, le=MAX_BOOTSTRAP,
         description=f"bootstrap resamples of every interval, a whole number from 0 to {MAX_BOOTSTRAP:,}; 0 turns "
@@ -157,15 +172,14 @@ class Bootstrap(Confidence):
         """The options every vlfair.measures function with intervals takes."""
         return {"bootstrap": self.bootstrap, "confidence": self.confidence, "seed": self.seed}
 
+    @property
+    def evaluation(self) -> dict[str, Any]:
+        """The options a probe's declared metrics are evaluated with (:func:`vlfair.probes.declared.evaluate`):
+        the intervals' and the tests'."""
+        return {**self.resampling, "n_permutations": self.n_permutations}
 
-class Permutations(BaseModel):
-    n_permutations: NonNegative = Field(
-        PERMUTATIONS, le=MAX_PERMUTATIONS,
-        description=f"relabellings of each permutation test, a whole number from 0 to {MAX_PERMUTATIONS:,}; 0 turns "
-                    "p-values off")
 
-
-SHARED = ("bootstrap", "confidence", "seed", "n_permutations")
+SHARED = ("bootstrap", "confidence", "seed", "n_permutations", "correction")
 
 
 def keys(model: type[BaseModel]) -> list[str]:

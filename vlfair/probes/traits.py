@@ -250,7 +250,7 @@ class TraitsProbe(Probe):
                              + (" (the model's logit scale)" if samples.facts["temperature_source"] == "logit_scale"
                                 else ""))
         declared = self.declare(samples)
-        metrics = evaluate(samples, [*declared, *phrasing.pooled(declared, samples)], self.facts, **s.resampling)
+        metrics = evaluate(samples, [*declared, *phrasing.pooled(declared, samples)], self.facts, **s.evaluation)
         out.metrics = [m for m in metrics if "phrasing" not in m.subset]  # the study's, then each other phrasing's
         out.metrics += [m for m in metrics if "phrasing" in m.subset]
         tests = [m for m in out.metrics if m.name == "trait_anova" and "phrasing" not in m.subset]

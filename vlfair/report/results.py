@@ -49,8 +49,8 @@ def model_record(encoder: Any) -> dict[str, Any]:
 def build_results(probe: str, probe_version: int, model: dict[str, Any], dataset: dict[str, Any],
                   metrics: list[Metric], skipped_rows: list[int], settings: dict[str, Any], warnings: list[str],
                   published: list[dict[str, Any]] | None = None, probe_settings: dict[str, Any] | None = None,
-                  family_key: dict[str, Any] | None = None, measures: dict[str, Facts] | None = None
-                  ) -> dict[str, Any]:
+                  family_key: dict[str, Any] | None = None, measures: dict[str, Facts] | None = None,
+                  verdicts: dict[str, Any] | None = None) -> dict[str, Any]:
     """results.json's content; ``family_key`` (``Probe.family_key``) with the model's dtype names its family
     (:func:`run_family_key`), and ``machine`` records where it ran (:func:`vlfair.report.machine.machine_record`)."""
     results = {
@@ -63,6 +63,8 @@ def build_results(probe: str, probe_version: int, model: dict[str, Any], dataset
     }
     if measures:  # each metric's facts, so that a reader that cannot import the probe still has them
         results["measures"] = {name: facts.record() for name, facts in measures.items()}
+    if verdicts is not None:  # the run's family of tests: its correction, size and detections (vlfair.verdicts)
+        results["verdicts"] = verdicts
     if probe_settings is not None:
         results["probe_settings"] = probe_settings
     if family_key is not None:  # the key kept beside its hash: a board checks the family a run claims against it

@@ -1,0 +1,225 @@
+"""One calibrated verdict per metric (vlfair.verdicts, vlfair.measures.null): the rule of each statistic, its
+p-value against brute-force references, its false alarms under no difference, the family's corrections, exact
+zeros, and a run that carries them."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.stats as sps
+
+from vlfair import paired, stats, verdicts
+from vlfair.facts import Facts
+from vlfair.measures import null
+from vlfair.measures.catalog import facts_of
+from vlfair.outputs import Metric
+
+
+@pytest.mark.parametrize("name, rule", [
+    ("group_score_gap", "test"), ("group_rate_gap", "test"), ("cross_lingual_gap", "test"), ("trait_anova", "test"),
+    ("max_skew", "test"), ("min_skew", "test"), ("ndkl", "test"), ("individual_fairness", "test"),
+    ("bias_ratio", "interval"), ("skew", "interval"), ("word_influence", "interval"), ("bias_at_k", "interval"),
+    ("gap_amplification", "interval"), ("accuracy", "level"), ("mean_clipscore", "level")])
+def test_each_measure_is_judged_by_the_rule_its_range_calls_for(name, rule):
+    """A statistic bounded at its neutral value is tested; a signed one read by its interval; a level not judged."""
+    assert facts_of(name).judged == rule
+
+
+def test_a_plugins_facts_take_their_rule_from_their_range_and_a_record_without_one_too():
+    assert Facts(0.0, 0.0, None).judged == "test" and Facts(1.0, 0.0, math.inf).judged == "interval"
+    assert Facts(0.0, -1.0, 1.0).judged == "interval" and Facts().judged == "level"
+    assert Facts.from_record({"neutral": 0.0, "low": 0.0, "high": None}).judged == "test"
+    assert Facts.from_record({"neutral": 0.0, "low": 0.0, "high": None, "judged": "interval"}).judged == "interval"
+
+
+def test_an_intervals_p_value_is_below_alpha_exactly_where_it_excludes_the_neutral_value():
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        value = rng.normal()
+        low, high = sorted(value + rng.normal(scale=0.5, size=2) * [-1, 1] * np.sign(rng.normal()) - [0.5, -0.5])
+        low, high = min(low, value), max(high, value)
+        p = verdicts.interval_p(value, [low, high], 0.0, 0.95)
+        if abs(low) > 1e-9 and abs(high) > 1e-9:  # away from the boundary, where a rounding decides
+            assert (p < 0.05) == (not low <= 0.0 <= high), (value, low, high, p)
+    assert verdicts.interval_p(0.0, [-1.0, 1.0], 0.0, 0.95) == 1.0
+    assert verdicts.interval_p(2.0, [2.0, 2.0], 0.0, 0.95) == 0.0  # every resample at the value
+    assert verdicts.interval_p(1.0, [0.0, 2.0], 0.0, 0.95) == pytest.approx(0.05)  # the boundary itself
+    assert verdicts.interval_p(1.0, None, 0.0, 0.95) is None
+
+
+def _gap_row_set(groups: np.ndarray) -> paired.RowSet:
+    return paired.RowSet(np.arange(groups.size), ("score",), groups,
+                         (paired.Statistic("group_score_gap", {}, paired.mean_range(0), 0.0),))
+
+
+def _null_test(values, groups, permutations=2000, seed=0, asked=True):
+    row_set = _gap_row_set(groups)
+    draw = null.rows_drawn(paired.relabeller(row_set, values[:, None]), np.zeros(groups.size, dtype=np.int64))
+    observed = np.ptp(stats.group_means(values, groups, int(groups.max()) + 1))
+    return null.test(draw, np.asarray([observed]), np.zeros(1), np.asarray([[False, True]]), np.asarray([asked]),
+                     permutations=permutations, seed=seed, rows=groups.size)
+
+
+def test_a_relabelled_engine_equals_the_statistic_of_relabelled_groups_brute_force():
+    rng = np.random.default_rng(1)
+    groups = np.repeat(np.arange(3), [4, 6, 5])
+    values = rng.normal(size=groups.size) * 10 + 50
+    order = np.stack([rng.permutation(groups.size) for _ in range(40)])
+    found = paired.relabeller(_gap_row_set(groups), values[:, None])(order)[:, 0]
+    expected = [np.ptp(stats.group_means(values, groups[o], 3)) for o in order]
+    np.testing.assert_allclose(found, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_the_relabelling_test_agrees_with_the_exact_permutation_test():
+    """Against stats.permutation_test's exact enumeration (a brute-force reference): within Monte Carlo error."""
+    rng = np.random.default_rng(2)
+    for shift in (0.0, 0.8, 2.0):
+        groups = np.repeat(np.arange(3), 3)
+        values = rng.normal(size=9) + shift * (groups == 0)
+        exact = stats.permutation_test(values, groups, stats.mean_range, n_permutations=10_000)
+        assert exact.method == "exact"
+        found = _null_test(values, groups, permutations=20_000, seed=3)
+        if found.method[0] == "sequential_monte_carlo":  # stopped at its 50th extreme relabelling: h / L, 14 % sd
+            assert abs(math.log(found.p_value[0] / exact.p_value)) < 0.45, (shift, found.p_value, exact.p_value)
+        else:
+            tolerance = 4 * math.sqrt(exact.p_value * (1 - exact.p_value) / 20_000) + 2 / 20_000
+            assert abs(found.p_value[0] - exact.p_value) < tolerance, (shift, found.p_value, exact.p_value)
+
+
+def test_the_relabelling_test_is_calibrated_under_no_difference_and_its_null_mean_is_the_gaps_bias():
+    """200 worlds of 4 groups of 20 normal scores and no difference: false alarms at alpha 0.05 within 0.02-0.09
+    (the binomial's 99.9 % range about 0.05), where the gap's percentile interval excluded 0 in all 200."""
+    rng = np.random.default_rng(4)
+    groups = np.repeat(np.arange(4), 20)
+    alarms, gaps, means = 0, [], []
+    for world in range(200):
+        values = rng.normal(size=groups.size)
+        found = _null_test(values, groups, permutations=999, seed=world)
+        alarms += found.p_value[0] < 0.05
+        gaps.append(np.ptp(stats.group_means(values, groups, 4)))
+        means.append(found.mean[0])
+    assert 0.02 <= alarms / 200 <= 0.09, alarms
+    # what no difference gives is the gap's mean under no difference (about 2.06 sd of a group mean), not 0
+    assert np.mean(means) == pytest.approx(np.mean(gaps), rel=0.1)
+    assert np.mean(means) == pytest.approx(2.059 / math.sqrt(20), rel=0.1)
+
+
+def test_a_quantity_not_asked_for_a_p_value_gets_only_its_null_mean_on_the_fewest_draws():
+    groups = np.repeat(np.arange(2), 30)
+    values = np.random.default_rng(5).normal(size=60) + 3 * groups  # far apart: a p-value would draw all
+    found = _null_test(values, groups, permutations=50_000, asked=False)
+    assert np.isnan(found.p_value[0]) and found.drawn == null.NULL_DRAWS
+    asked = _null_test(values, groups, permutations=5_000)
+    assert asked.drawn == 5_000 and asked.p_value[0] == pytest.approx(1 / 5001)
+
+
+def _metric(name, value, ci=None, p=None, **subset):
+    return Metric(name, dict(subset), value, ci, p)
+
+
+def test_the_family_is_adjusted_by_holm_and_bh_and_the_correction_decides():
+    facts = {name: facts_of(name) for name in ("group_score_gap", "bias_ratio", "mean_clipscore")}
+    raw = [0.001, 0.02, 0.03, 0.2]
+    metrics = [_metric("group_score_gap", 1.0, [0.5, 1.5], p, cell=i) for i, p in enumerate(raw)]
+    metrics += [_metric("bias_ratio", 1.5, [1.2, 1.8]), _metric("mean_clipscore", 30.0, [29.0, 31.0])]
+    ratio_p = verdicts.interval_p(1.5, [1.2, 1.8], 1.0, 0.95)
+    family = [*raw, ratio_p]
+    for correction, decided in (("holm", stats.holm(family)), ("none", family),
+                                ("bh", sps.false_discovery_control(family, method="bh"))):
+        summary = verdicts.judge(metrics, facts, correction=correction)
+        assert summary["tests"] == 5 and summary["correction"] == correction and summary["alpha"] == 0.05
+        assert summary["detected"] == sum(p < 0.05 for p in decided)
+        assert [m.verdict["detected"] for m in metrics[:5]] == [bool(p < 0.05) for p in decided]
+        np.testing.assert_allclose([m.verdict["p_holm"] for m in metrics[:5]], stats.holm(family))
+        np.testing.assert_allclose([m.verdict["q_bh"] for m in metrics[:5]],
+                                   sps.false_discovery_control(family, method="bh"))
+        assert metrics[-1].verdict is None  # a level
+    with pytest.raises(ValueError, match="correction is 'sidak', not one of holm, bh, none"):
+        verdicts.judge(metrics, facts, correction="sidak")
+
+
+def test_phrasings_of_a_pooled_metric_count_once_and_untested_metrics_are_said():
+    facts = {"group_score_gap": facts_of("group_score_gap")}
+    metrics = [_metric("group_score_gap", 2.0, [1.0, 3.0], 0.001, profession="doctor"),
+               _metric("group_score_gap", 2.0, [1.0, 3.0], 0.002, profession="doctor", phrasing=2),
+               _metric("group_score_gap", 2.0, [1.0, 3.0], 0.001, profession="doctor", phrasing="pooled"),
+               _metric("group_score_gap", 2.0, [1.0, 3.0], None, profession="nurse")]
+    summary = verdicts.judge(metrics, facts, tests_given=False)
+    assert summary["tests"] == 1 and summary["detected"] == 1 and summary["not_judged"] == 1
+    assert metrics[0].verdict["detected"] is None and "pooled" in metrics[0].verdict["not_judged"]
+    assert metrics[2].verdict["detected"] is True and metrics[2].verdict["side"] == "over"
+    assert metrics[3].verdict["not_judged"] == "no test (n_permutations 0)"
+
+
+def test_an_exact_zero_is_a_zero():
+    """A gap of identical groups computed as 8.88e-16 is 0; -0.0 is 0.0; a real deviation stays."""
+    assert null.snapped(8.881784197001252e-16, 0.0, 1.0) == 0.0
+    assert null.snapped(1.0 + 2e-16, 1.0, 1.0) == 1.0
+    assert math.copysign(1.0, null.snapped(-0.0, None, 1.0)) == 1.0
+    assert null.snapped(1e-6, 0.0, 100.0) == 1e-6
+
+
+def test_a_gap_of_identical_groups_is_zero_with_no_detection():
+    import pandas as pd
+
+    from vlfair.probes.declared import Declared, Range, evaluate
+    from vlfair.samples import Samples
+
+    frame = pd.DataFrame({"sample_id": [f"s{i}" for i in range(12)], "row": range(12),
+                          "group": ["a", "b", "c"] * 4, "score": [0.1 + 0.2] * 12})
+    samples = Samples(frame, {})
+    [gap] = evaluate(samples, [Declared("group_score_gap", {}, Range("score"), group="group")], n_permutations=500)
+    assert gap.value == 0.0 and gap.ci == [0.0, 0.0] and gap.p_value == 1.0
+    verdicts.judge([gap], {"group_score_gap": facts_of("group_score_gap")})
+    assert gap.verdict["detected"] is False
+
+
+def test_a_bounded_metrics_interval_holds_its_value_and_says_its_excess(clip_encoder, tmp_path):
+    """A run of a tiny CLIP: every gap's interval holds its value, its null mean and excess are reported,
+    results.json carries each verdict and the family's summary, and the report says it."""
+    from vlfair.probes import run_probe
+
+    results = run_probe("professions", clip_encoder, "synthetic:professions", out_dir=tmp_path, cache_dir=None,
+                        settings={"bootstrap": 200, "n_permutations": 400})
+    gaps = [m for m in results["metrics"] if m["name"] == "group_score_gap"]
+    assert gaps
+    for gap in gaps:
+        low, high = gap["ci"]
+        assert 0.0 <= low <= gap["value"] <= high
+        assert gap["details"]["null_mean"] > 0 and gap["details"]["excess"] == pytest.approx(
+            gap["value"] - gap["details"]["null_mean"])
+        assert gap["verdict"]["rule"] == "test" and gap["verdict"]["p_value"] == gap["p_value"]
+    summary = results["verdicts"]
+    assert summary["tests"] == len(gaps) and summary["correction"] == "holm"
+    assert json.loads((tmp_path / "results.json").read_text())["verdicts"] == summary
+    assert f"of {summary['tests']} tests" in (tmp_path / "report.html").read_text()
+
+
+def test_a_correction_not_one_of_the_three_is_refused_in_one_line(clip_dir, tmp_path, capsys):
+    from vlfair.cli import main
+
+    code = main(["run", "professions", "--model", str(clip_dir), "--dataset", "synthetic:professions", "--out",
+                 str(tmp_path), "--set", "correction=sidak"])
+    err = capsys.readouterr().err
+    assert code == 2 and "correction" in err and "holm" in err and "Traceback" not in err
+
+
+def test_a_rankings_relabelled_top_k_equals_the_resampled_top_k_of_relabelled_groups():
+    """vlfair.measures.ranking.relabelled_top_k (all relabellings at once) against resampled_top_k run once per
+    relabelling with the relabelled groups, each item held once: counts and NDKL equal."""
+    from vlfair.measures import ranking
+
+    rng = np.random.default_rng(6)
+    items, queries, k, groups = 60, 5, 12, 3
+    scores = rng.normal(size=(queries, items))
+    codes = rng.integers(0, groups, items)
+    codes[:groups] = np.arange(groups)
+    p_stars = [np.full(groups, 1 / groups), np.bincount(codes, minlength=groups) / items]
+    order = ranking.top_k_order(scores, ranking.prefix_length(k, items))
+    relabellings = np.stack([rng.permutation(items) for _ in range(7)])
+    counts, ndkl = ranking.relabelled_top_k(codes[relabellings][:, order[:, :k]], groups, p_stars)
+    for r, relabelling in enumerate(relabellings):
+        expected = ranking.resampled_top_k(scores, codes[relabelling], k, np.arange(items)[None], p_stars, order)
+        np.testing.assert_array_equal(counts[r], expected[0][0])
+        np.testing.assert_allclose(ndkl[r], expected[1][0], rtol=1e-12, atol=1e-14)
