@@ -371,7 +371,9 @@ def test_the_planted_trait_bias_is_found_as_a_paired_difference(traits_runs, tmp
     for difference in by_gender:  # the biased encoder separates races: its F is far from 0, the control's is not
         assert difference["difference"] > 0 and difference["difference_ci"][0] > 0
         assert difference["verdict"] == "b_less_biased"
-    assert content["multiple_testing"]["method"] == "none" and content["rows"]["compared"] == 280
+    assert content["multiple_testing"]["method"] == "holm" and content["rows"]["compared"] == 280
+    bias = [d for d in content["differences"] if d["neutral"] is not None and d["p_value"] is not None]
+    assert content["multiple_testing"]["tests"] == len(bias) > 2  # every bias measure's difference: one family
 
 
 def test_a_model_against_itself_differs_by_exactly_zero(traits_runs, tmp_path):
@@ -385,20 +387,42 @@ def test_a_model_against_itself_differs_by_exactly_zero(traits_runs, tmp_path):
         assert difference["p_value"] == 1.0 and difference["verdict"] == "no_difference"
 
 
-def test_three_runs_are_compared_pairwise_with_holm(traits_runs, tmp_path):
+@pytest.mark.parametrize("correction", ["holm", "bh", "none"])
+def test_three_runs_are_compared_pairwise_the_differences_adjusted_as_two_families(traits_runs, tmp_path, correction):
+    """Every pair of runs; the p-values adjusted by the correction asked for over every bias measure's difference
+    (each metric and subset, every pair), and apart over the levels' (scipy's BH, vlfair's Holm), the families'
+    sizes in comparison.json and the column headed by the correction."""
+    from vlfair.compare.render import differences_frame, notes, summary
+
     third = _copy(traits_runs[1], tmp_path / "third", header={"created": "2030-01-01T00:00:00+00:00"})
-    content = compare_runs([*traits_runs, third], bootstrap=100, n_permutations=500).content
+    comparison = compare_runs([*traits_runs, third], bootstrap=100, n_permutations=500, correction=correction)
+    content = comparison.content
     pairs = {(d["a"], d["b"]) for d in content["differences"]}
-    assert pairs == {(0, 1), (0, 2), (1, 2)} and content["multiple_testing"]["method"] == "holm"
-    families: dict = {}
-    for d in content["differences"]:  # the family: one metric and subset, every pair of runs
-        families.setdefault((d["metric"], json.dumps(d["subset"], sort_keys=True)), []).append(d)
-    assert len(families) == len(content["differences"]) / 3 and all(len(f) == 3 for f in families.values())
-    for members in families.values():
-        assert [d["p_adjusted"] for d in members] == pytest.approx(stats.holm([d["p_value"] for d in members]),
-                                                                  nan_ok=True)
+    assert pairs == {(0, 1), (0, 2), (1, 2)} and content["multiple_testing"]["method"] == correction
+    adjust = {"holm": stats.holm, "none": list,
+              "bh": lambda p: list(sps.false_discovery_control(np.asarray(p), method="bh"))}[correction]
+    for key, bias in (("tests", True), ("level_tests", False)):
+        members = [d for d in content["differences"] if (d["neutral"] is not None) == bias]
+        assert content["multiple_testing"][key] == len(members) > 3
+        assert [d["p_adjusted"] for d in members] == pytest.approx(adjust([d["p_value"] for d in members]))
     same = [d for d in content["differences"] if (d["a"], d["b"]) == (1, 2)]  # control vs its own copy
     assert all(d["difference"] == 0 and d["p_adjusted"] == 1 for d in same)
+    column = {"holm": "p (Holm)", "bh": "q (BH)", "none": "p (not adjusted)"}[correction]
+    assert column in differences_frame(comparison, readable=True) and column in summary(comparison)
+    said = " ".join(notes(comparison))
+    assert f"{content['multiple_testing']['tests']} differences of bias measures" in said
+
+
+def test_compare_refuses_a_correction_it_does_not_know(traits_runs, tmp_path, capsys):
+    from vlfair.cli import main
+
+    with pytest.raises(ComparisonError, match="correction is 'sidak', not one of holm, bh, none"):
+        compare_runs(list(traits_runs), correction="sidak")
+    with pytest.raises(SystemExit) as stopped:
+        main(["compare", *map(str, traits_runs), "--out", str(tmp_path / "c"), "--correction", "sidak"])
+    assert stopped.value.code == 2
+    assert "--correction: invalid choice: 'sidak'" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
 
 
 def test_comparison_json_follows_its_schema(traits_runs):

@@ -175,19 +175,25 @@ def test_the_leaderboard_space_shows_tiers_and_sorts_by_them(demo, tmp_path, mon
 
 def test_the_pairs_behind_the_tiers_are_vlfair_compare_s_verdicts(three):
     """Tiers resample each run once for all its pairs; the pairs they tell apart are exactly those `vlfair
-    compare` of the same runs shows one less biased (its verdicts after Holm over the pairs), metric by
-    metric: "differ" (the values differ, neither closer to no bias) ties."""
+    compare` of the same runs shows one less biased, metric by metric, its p-values adjusted as a board's tiers
+    adjust them (Holm over the pairs of one metric and subset: a board ranks one metric at a time; compare's own
+    family spans every metric): "differ" (the values differ, neither closer to no bias) ties."""
+    from vlfair import stats
     from vlfair.compare import compare_runs
+    from vlfair.compare.comparison import verdict
     from vlfair.compare.tiers import _paired
 
     runs = ["biased", "twin", "control"]
     differs, why = _paired(runs, dict(zip(runs, map(str, three))), 0.95, 300, 500, 0)
-    content = compare_runs(three, bootstrap=300, n_permutations=500).content
-    expected: dict = {}
+    content = compare_runs(three, bootstrap=300, n_permutations=500, correction="none").content
+    by_metric: dict = {}
     for entry in content["differences"]:
-        key = (entry["metric"], json.dumps(entry["subset"], sort_keys=True))
-        expected.setdefault(key, {})[frozenset((runs[entry["a"]], runs[entry["b"]]))] = entry["verdict"] in (
-            "a_less_biased", "b_less_biased")
+        by_metric.setdefault((entry["metric"], json.dumps(entry["subset"], sort_keys=True)), []).append(entry)
+    expected: dict = {}
+    for key, entries in by_metric.items():
+        for entry, adjusted in zip(entries, stats.holm([e["p_value"] for e in entries])):
+            expected.setdefault(key, {})[frozenset((runs[entry["a"]], runs[entry["b"]]))] = verdict(
+                {**entry, "p_adjusted": adjusted}, 0.05) in ("a_less_biased", "b_less_biased")
     assert why == "" and differs == expected
     assert any(any(pairs.values()) for pairs in expected.values())  # some pairs are told apart
 

@@ -495,7 +495,7 @@ def _compare(args: argparse.Namespace) -> int:
     _check_out_dir(Path(args.out), COMPARISON_OUTPUT)
     comparison = compare_runs(args.runs, on_common_rows=args.on_common_rows, bootstrap=resampling["bootstrap"],
                               confidence=args.confidence, seed=resampling["seed"],
-                              n_permutations=resampling["n_permutations"])
+                              n_permutations=resampling["n_permutations"], correction=args.correction)
     report = write_comparison(comparison, args.out)
     content = comparison.content
     log.info(f"{content['probe']}: {len(content['runs'])} runs, {content['rows']['compared']} paired samples, "
@@ -510,19 +510,24 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
-    from vlfair.defaults import CONFIDENCE
+    from vlfair.defaults import CONFIDENCE, CORRECTION, CORRECTIONS
 
     parser = sub.add_parser("compare", help="paired differences between runs of one probe on the same rows",
                             description="Compare two or more runs of one probe on the same rows (their samples."
                                         "parquet): each metric's difference A - B with a paired bootstrap interval, "
-                                        "a paired permutation test and, with more than two runs, Holm-adjusted "
-                                        "p-values; runs that differ in data, probe version or settings are refused.")
+                                        "a paired permutation test, its p-values adjusted over the comparison's "
+                                        "differences (--correction); runs that differ in data, probe version or "
+                                        "settings are refused.")
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders (vlfair run --out), two or more")
     parser.add_argument("--out", required=True, help="folder for comparison.json, differences.csv and comparison.html")
     parser.add_argument("--on-common-rows", action="store_true",
                         help="compare runs that hold different rows on the rows they all hold")
     parser.add_argument("--confidence", type=float, default=CONFIDENCE,
                         help=f"the intervals' level (default {CONFIDENCE})")
+    parser.add_argument("--correction", choices=CORRECTIONS, default=CORRECTION,
+                        help="the multiple-testing correction over the differences of the bias measures (and apart "
+                             f"the levels'): holm (family-wise error), bh (false discovery rate) or none (default "
+                             f"{CORRECTION})")
     _add_resampling(parser, STATISTICS_DEFAULTS)  # the paired bootstrap and the paired permutation test
     parser.set_defaults(handler=_compare)
 

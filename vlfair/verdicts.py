@@ -34,6 +34,9 @@ ADJUSTED: dict[str, Callable[[Sequence[float]], list[float]]] = {
 assert tuple(ADJUSTED) == CORRECTIONS
 CORRECTION_NAMES = {"holm": "Holm (family-wise error rate)", "bh": "Benjamini-Hochberg (false discovery rate)",
                     "none": "none (each test at its own level)"}
+# the heading of a column of p-values adjusted by each correction: what a reader is told the numbers are
+ADJUSTED_COLUMNS = {"holm": "p (Holm)", "bh": "q (BH)", "none": "p (not adjusted)"}
+assert tuple(ADJUSTED_COLUMNS) == CORRECTIONS
 POOLED_PHRASING = "pooled"  # the subset's "phrasing" of a metric pooled over its phrasings (probes.phrasings)
 
 
@@ -138,4 +141,4 @@ def summary_text(summary: Mapping[str, Any] | None) -> str:
     return text
 
 
-__all__ = ["ADJUSTED", "CORRECTION_NAMES", "detected", "interval_p", "judge", "summary_text"]
+__all__ = ["ADJUSTED", "ADJUSTED_COLUMNS", "CORRECTION_NAMES", "detected", "interval_p", "judge", "summary_text"]

@@ -4,9 +4,12 @@ For each pair of runs (A, B) and each metric the probe can express per sample
 (``Probe.comparisons``): A, B, A - B with a paired bootstrap interval (the same resampled rows
 for both models, stratified as the metric's own interval), A / B for a ratio, and a paired
 permutation test (each row's two results swapped or not). With more than two runs every pair is
-compared and each metric's p-values are Holm-adjusted across the pairs (the family: one metric
-and subset, all pairs of runs). Runs that did not measure the same rows the same way are refused,
-every difference named.
+compared. The differences' tests are two families, adjusted by the correction asked for (Holm's by default,
+as a run's verdicts are; ``vlfair.verdicts.ADJUSTED``): every difference of a bias measure (each metric and
+subset, every pair of runs: the "less biased" verdicts), and apart every difference of a level (a mean score,
+an accuracy: "higher"), so that a comparison of many metrics finds a difference by chance no more often than
+the correction allows. Runs that did not measure the same rows the same way are refused, every difference
+named.
 
 Two runs of one model are labelled by what differs between them (:func:`distinct_labels`: the spec,
 revision or dtype, then a model setting such as ``generative``, then the time: "M (dtype float32)" and
@@ -21,21 +24,23 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vlfair import paired, stats
+from vlfair import paired, stats, verdicts
 from vlfair._version import __version__
 from vlfair.compare.runs import Run, RunError, columns_named, load_run
-from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, CORRECTION, PERMUTATIONS, SEED
 from vlfair.report import machine
 from vlfair.report.results import jsonable
 
 SCHEMA = "vlfair.comparison/1"
-FAMILY = "each metric and subset across every pair of runs compared (Holm)"
+FAMILY = ("every difference of a bias measure the comparison tests (each metric and subset, every pair of runs), "
+          "and apart every difference of a level")
 
 
 class ComparisonError(RunError):
@@ -116,7 +121,7 @@ def prepare_runs(paths: Sequence[str | Path], on_common_rows: bool = False) -> P
 
 def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, bootstrap: int = BOOTSTRAP,
                  confidence: float = CONFIDENCE, seed: int | None = SEED,
-                 n_permutations: int = PERMUTATIONS) -> Comparison:
+                 n_permutations: int = PERMUTATIONS, correction: str = CORRECTION) -> Comparison:
     """Compare the runs in ``paths`` (run folders), every pair, every comparable metric.
 
     Args:
@@ -127,6 +132,8 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         confidence: the intervals' level, in (0, 1).
         seed: seeds the resampling and the relabellings.
         n_permutations: relabellings of the paired permutation test (0: no p-values).
+        correction: the multiple-testing correction of the differences' p-values (``holm``, ``bh`` or
+            ``none``; :data:`vlfair.verdicts.ADJUSTED`), over each of the two families (:data:`FAMILY`).
 
     Returns:
         The comparison (comparison.json's content and the runs).
@@ -139,6 +146,8 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     from vlfair.measures import check_options
 
     check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
+    if correction not in verdicts.ADJUSTED:  # before the runs are read
+        raise ComparisonError(f"correction is {correction!r}, not one of {', '.join(verdicts.ADJUSTED)}")
     prepared = prepare_runs(paths, on_common_rows)
     runs, probe, common, counts = prepared.runs, prepared.probe, prepared.common, prepared.counts
     row_sets, values, unshared = prepared.row_sets, prepared.values, prepared.unshared
@@ -149,7 +158,7 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
             for found in paired.compare(row_set, values[a][k], values[b][k], bootstrap=bootstrap,
                                         confidence=confidence, seed=seed, n_permutations=n_permutations):
                 differences.append({"a": a, "b": b, **_entry(found)})
-    _adjust(differences)
+    tests = _adjust(differences, correction)
     for entry in differences:
         entry["verdict"] = verdict(entry, 1 - confidence)
         # what a "no difference detected" could not have seen: the smallest differences this design detects
@@ -162,8 +171,7 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         "runs": [_describe(run, label) for run, label in zip(runs, distinct_labels(runs))],
         "rows": {"compared": int(len(common)), "per_run": counts, "on_common_rows": bool(on_common_rows)},
         "settings": {"bootstrap": bootstrap, "confidence": confidence, "seed": seed, "n_permutations": n_permutations},
-        "multiple_testing": {"method": "holm" if len(pairs) > 1 else "none", "family": FAMILY,
-                             "pairs": len(pairs)},
+        "multiple_testing": {"method": correction, "family": FAMILY, "pairs": len(pairs), **tests},
         "differences": differences,
         "uncompared": [{"metric": name, "reason": why} for name, why in sorted(probe.uncompared.items())] + unshared
         + _pooled_over_phrasings(runs),
@@ -348,18 +356,21 @@ def _entry(found: Any) -> dict[str, Any]:
             "permutations": found.permutations}
 
 
-def _adjust(differences: list[dict[str, Any]]) -> None:
-    """Holm across the pairs of runs, per metric and subset."""
-    families: dict[str, list[dict[str, Any]]] = {}
-    for entry in differences:
-        families.setdefault(entry["metric"] + json.dumps(entry["subset"], sort_keys=True), []).append(entry)
-    for members in families.values():
-        for entry, adjusted in zip(members, stats.holm([m["p_value"] for m in members])):
-            entry["p_adjusted"] = adjusted
+def _adjust(differences: list[dict[str, Any]], correction: str) -> dict[str, int]:
+    """Each difference's p adjusted by ``correction`` within its family (:data:`FAMILY`: the bias measures'
+    differences, the levels' apart); how many tests each family holds (a difference without a p is none)."""
+    tests = {}
+    for family, members in (("tests", [e for e in differences if e["neutral"] is not None]),
+                            ("level_tests", [e for e in differences if e["neutral"] is None])):
+        raw = [math.nan if m["p_value"] is None else float(m["p_value"]) for m in members]
+        for entry, adjusted in zip(members, verdicts.ADJUSTED[correction](raw)):
+            entry["p_adjusted"] = None if math.isnan(adjusted) else adjusted
+        tests[family] = sum(1 for p in raw if not math.isnan(p))
+    return tests
 
 
 def verdict(entry: dict[str, Any], alpha: float) -> str:
-    """The verdict of one difference (``stats.paired_verdict``) from its Holm-adjusted p."""
+    """The verdict of one difference (``stats.paired_verdict``) from its adjusted p."""
     return stats.paired_verdict(entry["difference"], entry["difference_ci"], entry["distance_difference_ci"],
                                 entry["p_adjusted"], alpha, entry["neutral"])
 

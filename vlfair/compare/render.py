@@ -32,9 +32,17 @@ def labels(comparison: Comparison) -> list[str]:
     return [run["label"] for run in comparison.content["runs"]]
 
 
+def adjusted_column(comparison: Comparison) -> str:
+    """The heading of the adjusted p-values' column: the correction the comparison ran ("p (Holm)", "q (BH)")."""
+    from vlfair.verdicts import ADJUSTED_COLUMNS
+
+    return ADJUSTED_COLUMNS[comparison.content["multiple_testing"]["method"]]
+
+
 def differences_frame(comparison: Comparison, readable: bool = False) -> pd.DataFrame:
     """One row per difference: the pair, metric, subset, both values, A - B with its interval, the
-    ratio, p and its Holm adjustment, the verdict (in words where ``readable``)."""
+    ratio, p and its adjustment (headed by the comparison's correction: :func:`adjusted_column`), the verdict (in
+    words where ``readable``)."""
     from vlfair.report.numbers import format_interval, format_p, format_subset, format_value
 
     names = labels(comparison)
@@ -48,7 +56,8 @@ def differences_frame(comparison: Comparison, readable: bool = False) -> pd.Data
             row.update({"value A": format_value(entry["value_a"]), "value B": format_value(entry["value_b"]),
                         "A - B": format_value(entry["difference"]), "CI": format_interval(*ci),
                         "p": format_p(entry["p_value"], entry["log10_p_value"]),
-                        "p (Holm)": format_p(entry["p_adjusted"]), "verdict": verdict_text(entry, names)})
+                        adjusted_column(comparison): format_p(entry["p_adjusted"]),
+                        "verdict": verdict_text(entry, names)})
         else:
             row.update({"value_a": entry["value_a"], "value_b": entry["value_b"], "difference": entry["difference"],
                         "ci_low": ci[0], "ci_high": ci[1], "ratio": entry["ratio"], "p_value": entry["p_value"],
@@ -108,16 +117,27 @@ def notes(comparison: Comparison) -> list[str]:
             f"the same rows for every run, stratified as each metric's own interval; seed {settings['seed']}).",
             f"p: paired permutation test, each row's results swapped between the two runs or not "
             f"({settings['n_permutations']} relabellings at most; exact when all can be enumerated); "
-            + (f"Holm-adjusted over {content['multiple_testing']['family']}."
-               if content["multiple_testing"]["method"] == "holm" else "two runs: no adjustment."),
+            + _adjustment(content["multiple_testing"]),
             "Verdict: a difference is detected when the interval of A - B excludes 0 and p (adjusted, where "
             f"computed) is below {1 - settings['confidence']:.2g}; for a bias measure the run whose value is closer "
             "to the measure's neutral value (1 for a ratio, 0 for a gap or an F) is less biased when the interval "
-            "of the two distances excludes 0; a level (a mean score, an accuracy) is only higher or lower. p-values "
-            "are not adjusted across metrics: with many metrics, some differences are found by chance."]
+            "of the two distances excludes 0; a level (a mean score, an accuracy) is only higher or lower."]
     said += [f"Not compared: {u['metric']} ({u['reason']})" for u in content["uncompared"]]
     machines = machine_note(comparison)
     return said + ([machines] if machines else [])
+
+
+def _adjustment(testing: dict[str, Any]) -> str:
+    """What the comparison's adjustment ran over, in words (comparison.json's ``multiple_testing``)."""
+    from vlfair.verdicts import CORRECTION_NAMES
+
+    method = testing["method"]
+    if "tests" not in testing:  # a comparison written before its families spanned the metrics: Holm over pairs
+        return "Holm-adjusted over each metric's pairs of runs." if method == "holm" else "two runs: no adjustment."
+    counted = f"{testing['tests']} differences of bias measures, and apart {testing.get('level_tests', 0)} of levels"
+    if method == "none":
+        return f"not adjusted ({counted}): with many metrics, some differences are found by chance."
+    return f"adjusted by {CORRECTION_NAMES[method]} over {counted}."
 
 
 def machine_note(comparison: Comparison) -> str | None:
@@ -173,7 +193,8 @@ def summary(comparison: Comparison, limit: int = 30) -> str:
     neutral = [entry["neutral"] is not None for entry in comparison.content["differences"]]
     bias = frame[neutral]
     shown = bias if len(bias) else frame
-    columns = ["A", "B", "metric", "subset", "value A", "value B", "A - B", "CI", "p (Holm)", "verdict"]
+    columns = ["A", "B", "metric", "subset", "value A", "value B", "A - B", "CI", adjusted_column(comparison),
+               "verdict"]
     if len(comparison.content["runs"]) == 2:
         columns = columns[2:]
     text = shown[columns].head(limit).to_string(index=False)
@@ -183,5 +204,5 @@ def summary(comparison: Comparison, limit: int = 30) -> str:
     return text
 
 
-__all__ = ["COLOURS", "COMPARISON_OUTPUT", "differences_frame", "forests", "letters", "machine_note", "notes",
-           "summary", "write_comparison"]
+__all__ = ["COLOURS", "COMPARISON_OUTPUT", "adjusted_column", "differences_frame", "forests", "letters",
+           "machine_note", "notes", "summary", "write_comparison"]

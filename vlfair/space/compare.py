@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from vlfair.compare import Comparison, compare_runs
-from vlfair.compare.render import differences_frame, forests, notes
+from vlfair.compare.render import adjusted_column, differences_frame, forests, notes
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE
 from vlfair.space.limits import MB, SpaceInputError, run_with_time_limit
 
@@ -107,7 +107,7 @@ def view(comparison: Comparison) -> dict[str, Any]:
     image), the notes."""
     table = differences_frame(comparison, readable=True)
     # what a person reads first: the difference, its interval and the verdict; the values after
-    first = ["metric", "subset", "A - B", "CI", "verdict", "p (Holm)", "value A", "value B", "p"]
+    first = ["metric", "subset", "A - B", "CI", "verdict", adjusted_column(comparison), "value A", "value B", "p"]
     pair = ["A", "B"] if len(comparison.content["runs"]) > 2 else []
     table = table[pair + first] if len(table) else table
     # PNGs cut to what is drawn (tick labels and the legend sit outside the axes, which a plot
