@@ -822,3 +822,15 @@ def test_a_quantity_one_run_left_out_is_named_and_the_rest_compared(traits_runs,
     with pytest.raises(ComparisonError, match=r"no per-sample form of its metrics to compare in every run "
                                               r"\(confidence happy/sad: measured only in a2"):
         compare_runs([a, b], bootstrap=0, n_permutations=0)
+
+
+def test_compare_names_each_run_by_its_label(traits_runs, tmp_path, capsys):
+    content = compare_runs(list(traits_runs), bootstrap=50, n_permutations=100, labels=["ours", "theirs"]).content
+    assert [run["label"] for run in content["runs"]] == ["ours", "theirs"]
+    assert all(run["model"]["spec"] for run in content["runs"])  # the specs kept
+    with pytest.raises(ComparisonError, match="1 labels for 2 runs"):
+        compare_runs(list(traits_runs), labels=["ours"])
+    with pytest.raises(ComparisonError, match="name two runs alike"):
+        compare_runs(list(traits_runs), labels=["same", "same"])
+    code = main(["compare", *map(str, traits_runs), "--out", str(tmp_path / "c"), "--label", "ours"])
+    assert code == 2 and "1 labels for 2 runs" in capsys.readouterr().err and not (tmp_path / "c").exists()

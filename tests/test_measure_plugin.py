@@ -306,7 +306,7 @@ def test_every_built_in_measure_is_one_object_whose_function_and_module_are_the_
         assert measure.module == name and MEASURES[name] is getattr(measures, name)
     gap = CATALOG.get("group_score_gap")
     assert gap.compute([1.0, 2.0, 3.0, 4.0], ["a", "a", "b", "b"], bootstrap=0, n_permutations=0)["max_gap"] == 2.0
-    assert CATALOG.get("trait_anova").effect == "eta_squared" and CATALOG.get("trait_anova").facts.judged == "test"
+    assert CATALOG.get("trait_anova").effect == "omega_squared" and CATALOG.get("trait_anova").facts.judged == "test"
     assert CATALOG.get("accuracy").facts.judged == "level"
     with pytest.raises(TypeError, match="reported by probes only"):
         CATALOG.get("ndkl").compute([])

@@ -106,7 +106,7 @@ def test_the_demo_summary_shows_subsets_a_legend_and_the_tally():
                           sign=0, measured=0.9, ci=[0.85, 0.95], neutral=1.0)]
     text = summary_table(entries)
     assert "profession = doctor" in text and "profession = nurse" in text  # the rows are told apart
-    assert "detected: the interval excludes the neutral value" in text
+    assert "detected: the run's verdict, after its correction" in text
     assert text.rstrip().endswith("biased: 2/2 planted biases found; control: 1/1 false alarms")
 
 

@@ -78,8 +78,8 @@ def test_leaderboard_served_and_called_through_gradio_client(results_dir):
         client = Client(_serve(app), verbose=False)
         table, _chart, explanation, _detail = client.predict("public-figures", "bias_ratio", "", "(all)", "value", True,
                                                              api_name="/filter")
-        assert table["headers"] == ["metric", "subset", "value", "CI", "p", "rank", "tier", "no bias at", "model",
-                                    "kind", "probe", "dataset", "family"]
+        assert table["headers"] == ["metric", "subset", "value", "CI", "p", "bias detected", "rank", "tier",
+                                    "no bias at", "model", "kind", "probe", "dataset", "family"]
         assert len(table["data"]) == 6 and {row[0] for row in table["data"]} == {"bias_ratio"}
         assert "bias_ratio" in explanation
     finally:
@@ -275,7 +275,10 @@ def test_demo_space_through_gradio_client(world_pool, broken_files, jpeg_paths):
         summary, metrics, plots, tables, downloads = client.predict(
             "public-figures", session.WORLD_BIASED, "", session.WORLD_DATA, 10, [], None, NO_TABLE, "", api_name="/run")
         assert markdown_text("public-figures") in summary and markdown_text(session.WORLD_BIASED) in summary
-        assert metrics["headers"] == ["metric", "subset", "value", "CI", "p"]  # formatted for people
+        # formatted for people, with the run's verdict
+        assert metrics["headers"] == ["metric", "subset", "value", "CI", "p", "bias detected"]
+        assert any(row[5] for row in metrics["data"]) and all(
+            row[5] in ("yes (holm)", "no (holm)", "") for row in metrics["data"])
         assert any(row[0] == "bias_ratio" for row in metrics["data"])
         assert all(row[4] != "0" for row in metrics["data"])  # a p-value never reads 0
         assert plots and all(Path(p["image"]).exists() for p in plots) and "### capability" in tables

@@ -284,6 +284,20 @@ def test_published_vs_this_run_for_the_traits_study_model(study_runs):
         assert "8.88e-175" in shown and "141.5" not in shown and "8.9e-175" not in shown
     measured = format_value(smart["measured"])
     assert f"| {measured} |" in markdown  # this run's F in vlfair's 3 significant digits
+    # F and p grow with the images: the study's 2,000 a cell and this run's few are compared by effect size
+    from vlfair import stats
+
+    metric = next(m for m in results["metrics"] if m["name"] == "trait_anova" and m["subset"] == smart["subset"])
+    assert smart["published_effect"] == pytest.approx(stats.f_effect(141.48, 6, 13993)[0])
+    assert 0.05 < smart["published_effect"] < 0.06  # 6 x 140.48 / (6 x 140.48 + 14000)
+    assert smart["effect"] == metric["details"]["omega_squared"] and smart["effect_ci"] == metric["details"][
+        "omega_squared_ci"]
+    assert smart["effect_within_ci"] == (smart["effect_ci"][0] <= smart["published_effect"] <= smart["effect_ci"][1])
+    assert smart["design"] == {"published": [6, 13993], "this_run": [metric["details"]["df_between"],
+                                                                      metric["details"]["df_within"]]}
+    assert smart["design_differs"] and "published_effect" not in smart_p  # a p-value is no effect size
+    assert "had another design than this run" in report and "compared by effect size" in report
+    assert "effect published" in csv and "same design" in csv
 
 
 def test_published_vs_this_run_for_a_pfi_model_and_references_for_the_others(study_runs):

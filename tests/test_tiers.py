@@ -167,7 +167,7 @@ def test_the_leaderboard_space_shows_tiers_and_sorts_by_them(demo, tmp_path, mon
     assert doctor["model"].tolist() == ["demo-world control", "demo-world biased"]
     assert doctor["tier"].tolist() == [1.0, 2.0]
     shown = app.display(doctor)
-    assert shown["tier"].tolist() == ["1", "2"] and list(shown.columns[5:8]) == ["rank", "tier", "no bias at"]
+    assert shown["tier"].tolist() == ["1", "2"] and list(shown.columns[6:9]) == ["rank", "tier", "no bias at"]
     figure = app.metric_chart(doctor, "group_score_gap")
     legend = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
     assert legend == ["no bias (0)", "demo-world control (tier 1)", "demo-world biased (tier 2)"]

@@ -223,3 +223,102 @@ def test_a_rankings_relabelled_top_k_equals_the_resampled_top_k_of_relabelled_gr
         expected = ranking.resampled_top_k(scores, codes[relabelling], k, np.arange(items)[None], p_stars, order)
         np.testing.assert_array_equal(counts[r], expected[0][0])
         np.testing.assert_allclose(ndkl[r], expected[1][0], rtol=1e-12, atol=1e-14)
+
+
+def test_an_f_tests_effect_size_and_its_interval_cover_the_population_s():
+    """stats.f_effect: omega squared from F (0 at F <= 1), its interval the noncentral F's lambdas at which the
+    observed F is the (1 +- confidence) / 2 quantile (scipy's ncf), and over simulated F-tests of 4 groups of 25
+    it covers the population's share of variance between groups 95 % of the time (1 - alpha / 2 at none: its
+    lower bound is 0 wherever F is small)."""
+    estimate, (low, high) = stats.f_effect(5.0, 3, 100, 0.95)
+    assert estimate == pytest.approx(3 * 4 / (3 * 4 + 104))
+    total = 104
+    for bound, level in ((low, 0.975), (high, 0.025)):
+        lam = bound * total / (1 - bound)
+        assert sps.ncf.cdf(5.0, 3, 100, lam) == pytest.approx(level, abs=1e-6)
+    assert stats.f_effect(0.5, 3, 100)[0] == stats.f_effect(1.0, 3, 100)[0] == 0.0  # both no effect
+    assert stats.f_effect(math.inf, 3, 100) == (None, None)
+    rng = np.random.default_rng(0)
+    for true, goal in ((0.0, 0.975), (0.05, 0.95), (0.2, 0.95)):
+        offsets = np.asarray([-1.5, -0.5, 0.5, 1.5])
+        offsets = offsets * math.sqrt(true / (1 - true)) / offsets.std()  # between-group variance / within's
+        covered = 0
+        for _ in range(400):
+            found = stats.one_way_anova([rng.normal(mu, 1.0, 25) for mu in offsets])
+            _, ci = stats.f_effect(found.f_statistic, found.df_between, found.df_within, 0.95)
+            covered += ci[0] <= true <= ci[1]
+        assert abs(covered / 400 - goal) <= 0.035, (true, covered / 400)
+
+
+def test_a_board_ranks_f_tests_by_their_effect_size_and_carries_each_run_s_verdict():
+    """rank(): F-tests by omega squared (an F of 0.5 and one of 1.0 both no effect: one rank), other bias
+    measures by their distance to the neutral value; readable() shows the verdict with its correction."""
+    import pandas as pd
+
+    from vlfair.report.leaderboard import rank, readable
+
+    frame = pd.DataFrame({
+        "model": ["a", "b", "c", "a", "b"], "family": ["f"] * 5, "subset": ["{}"] * 5,
+        "metric": ["trait_anova"] * 3 + ["bias_ratio"] * 2, "value": [0.5, 1.0, 9.0, 0.9, 1.2],
+        "neutral": [0.0, 0.0, 0.0, 1.0, 1.0], "effect": [0.0, 0.0, 0.07, math.nan, math.nan],
+        "ci_low": [math.nan] * 3 + [0.8, 1.1], "ci_high": [math.nan] * 3 + [1.0, 1.3],
+        "p_value": [0.7, 0.4, 1e-5, 0.06, 0.001], "log10_p_value": [math.nan] * 5,
+        "detected": [0.0, 0.0, 1.0, 0.0, 1.0], "correction": ["holm"] * 4 + ["bh"]})
+    assert rank(frame).tolist() == [1.0, 1.0, 3.0, 1.0, 2.0]
+    assert readable(frame)["bias detected"].tolist() == ["no (holm)", "no (holm)", "yes (holm)", "no (holm)",
+                                                         "yes (bh)"]
+
+
+def test_a_trait_anova_reports_its_effect_size_with_an_interval_as_its_function_does():
+    """trait_anova's omega squared and interval (stats.f_effect of its F and degrees of freedom), in the function
+    and the board's effect column, the catalog naming it the measure's effect."""
+    from vlfair import measures
+    from vlfair.measures.catalog import CATALOG
+
+    rng = np.random.default_rng(2)
+    groups = np.repeat(list("abc"), 30)
+    scores = rng.normal(size=groups.size) + (groups == "a") * 0.8
+    found = measures.trait_anova(scores, groups, bootstrap=0)
+    expected = stats.f_effect(found.f_statistic, found.df_between, found.df_within, 0.95)
+    assert (found.omega_squared, found.omega_squared_ci) == expected and 0 < expected[1][0] < expected[0]
+    assert CATALOG["trait_anova"].effect == "omega_squared"
+
+
+def test_a_demo_entry_of_a_run_reads_the_run_s_verdict():
+    """demo.entries.make_entry: an entry of a run's metric is detected where its verdict says (after the run's
+    correction), not by its interval again; a quantity computed apart is judged by its interval."""
+    from vlfair.demo.entries import make_entry
+
+    common = {"planted": "> 1", "sign": 1, "measured": 1.04, "ci": [1.01, 1.07], "neutral": 1.0}
+    assert make_entry("p", "m", {}, "biased", **common)["detected"]
+    assert not make_entry("p", "m", {}, "biased", **common, verdict={"detected": False})["detected"]
+
+
+def test_a_label_names_the_model_for_people_and_a_rescore_replaces_its_run_on_a_board(clip_dir, tmp_path, capsys):
+    """--label: results.json's model.name and the report say it, the spec (the folder) kept; an empty or
+    space-only label refused in one line, exit 2, before anything is written. A rescore of the same samples is the
+    same model's scoring: the board keeps the newer one (one row per metric, ranks among models, not copies), and
+    names the one it replaced."""
+    from vlfair.cli import main
+    from vlfair.report.leaderboard import read_board
+
+    common = ["--model", str(clip_dir), "--dataset", "synthetic:professions", "--bootstrap", "50",
+              "--permutations", "200"]
+    for label in ("", "   "):
+        with pytest.raises(SystemExit) as stopped:
+            main(["run", "professions", *common, "--out", str(tmp_path / "none"), "--label", label])
+        assert stopped.value.code == 2 and "--label" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+    assert main(["run", "professions", *common, "--out", str(tmp_path / "run"), "--label", "  tiny CLIP  "]) == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["model"]["name"] == "tiny CLIP" and results["model"]["spec"].endswith(clip_dir.name)
+    assert "tiny CLIP" in (tmp_path / "run" / "report.html").read_text()
+    assert main(["rescore", str(tmp_path / "run"), "--bootstrap", "80", "--out", str(tmp_path / "rescored")]) == 0
+    skipped: list[str] = []
+    board = read_board([tmp_path / "run", tmp_path / "rescored"], skipped)
+    assert board.attrs["runs"] == 1 and board.attrs["replaced"] == 1 and set(board["model"]) == {"tiny CLIP"}
+    assert len(skipped) == 1 and "a rescore" in skipped[0] and str(tmp_path / "run") in skipped[0]
+    rescored = json.loads((tmp_path / "rescored" / "results.json").read_text())
+    assert board["value"].tolist() == pytest.approx([m["value"] for m in rescored["metrics"]], nan_ok=True)
+    assert board["rank"].isna().all()  # one model: nothing to rank it against
+

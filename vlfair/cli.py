@@ -77,6 +77,18 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_demo)
 
 
+LABEL_LIMIT = 200  # characters: a name a table and a plot can show
+
+
+def label_text(text: str) -> str:
+    """A ``--label``: a model's name for people, refused where it is empty, only spaces or too long to show."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty or only spaces: give the name people should read")
+    if len(text) > LABEL_LIMIT:
+        raise argparse.ArgumentTypeError(f"is {len(text):,} characters; at most {LABEL_LIMIT}")
+    return text.strip()
+
+
 def _run(args: argparse.Namespace) -> int:
     """``vlfair run PROBE``: the command line parsed into one request, which the runner resolves (the probe and
     its settings, the data, the model: each once) and runs; the run written here (beside --out if it failed)."""
@@ -86,7 +98,8 @@ def _run(args: argparse.Namespace) -> int:
     settings, sources = _settings_given(args)
     request = RunRequest(args.probe, args.model, getattr(args, "dataset", None), split=args.split, subset=args.subset,
                          limit=args.limit, batch_size=args.batch_size, cache_dir=args.cache_dir or "default",
-                         dtype=args.dtype, settings=settings, flags=dict(vars(args)), sources=sources, out_dir=args.out)
+                         dtype=args.dtype, settings=settings, flags=dict(vars(args)), sources=sources, out_dir=args.out,
+                         label=args.label)
     from vlfair.figures import not_drawn
 
     with not_drawn(args.no_figures):  # nothing spent on plots never written
@@ -306,6 +319,9 @@ def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:
     from vlfair.probes.settings import keys
 
     parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], ID, a directory, mclip:ID")
+    parser.add_argument("--label", type=label_text, metavar="NAME",
+                        help="the model's name in reports and boards (default: its own; a directory's spec is kept "
+                             "in results.json)")
     if probe.needs_dataset:
         parser.add_argument("--dataset", required=True, help="Hub id, prepared directory or synthetic:NAME")
     parser.add_argument("--subset", help="a named subset: FairFace adults/age_groups, Multi30K "
@@ -495,7 +511,8 @@ def _compare(args: argparse.Namespace) -> int:
     _check_out_dir(Path(args.out), COMPARISON_OUTPUT)
     comparison = compare_runs(args.runs, on_common_rows=args.on_common_rows, bootstrap=resampling["bootstrap"],
                               confidence=args.confidence, seed=resampling["seed"],
-                              n_permutations=resampling["n_permutations"], correction=args.correction)
+                              n_permutations=resampling["n_permutations"], correction=args.correction,
+                              labels=args.label)
     report = write_comparison(comparison, args.out)
     content = comparison.content
     log.info(f"{content['probe']}: {len(content['runs'])} runs, {content['rows']['compared']} paired samples, "
@@ -524,6 +541,9 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
                         help="compare runs that hold different rows on the rows they all hold")
     parser.add_argument("--confidence", type=float, default=CONFIDENCE,
                         help=f"the intervals' level (default {CONFIDENCE})")
+    parser.add_argument("--label", type=label_text, action="append", metavar="NAME",
+                        help="a run's model's name in the comparison, once per run in the runs' order (default: the "
+                             "models' names, told apart by what differs)")
     parser.add_argument("--correction", choices=CORRECTIONS, default=CORRECTION,
                         help="the multiple-testing correction over the differences of the bias measures (and apart "
                              f"the levels'): holm (family-wise error), bh (false discovery rate) or none (default "

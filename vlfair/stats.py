@@ -292,6 +292,38 @@ class AnovaResult:
     log10_p_value: float  # finite where p underflows float64 (the traits study's F of 1000+)
 
 
+def f_effect(f: float, df_between: float, df_within: float, confidence: float = CONFIDENCE
+             ) -> tuple[float | None, list[float] | None]:
+    """An F-test's effect size, which does not grow with the images as F and p do: omega squared, the share of
+    the scores' variance between groups in the population (Hays), estimated from F as
+    df_b (F - 1) / (df_b (F - 1) + N) with N = df_b + df_w + 1 and cut at 0 (an F at or below 1 is no effect:
+    every such run ties at 0, as "no difference" should), and its interval at ``confidence`` by inverting the
+    noncentral F in its noncentrality lambda (Steiger 2004; MBESS's ``conf.limits.ncf``): the lambdas whose F
+    distribution puts the observed F at its (1 + confidence) / 2 and (1 - confidence) / 2 quantiles, each read as
+    lambda / (lambda + N); a bound below which no lambda reaches is 0. (None, None) where F is not finite. For
+    Welch's F the same reading with its degrees of freedom is an approximation."""
+    from scipy.optimize import brentq
+    from scipy.stats import f as f_distribution
+    from scipy.stats import ncf
+
+    if not (math.isfinite(f) and df_between > 0 and df_within > 0):
+        return None, None
+    total = df_between + df_within + 1
+    estimate = max(0.0, df_between * (f - 1) / (df_between * (f - 1) + total))
+    bounds = []
+    for level in ((1 + confidence) / 2, (1 - confidence) / 2):
+        if f_distribution.cdf(f, df_between, df_within) <= level:  # even lambda = 0 puts F below this quantile
+            bounds.append(0.0)
+            continue
+        high = max(10.0, 2 * f * df_between)
+        while ncf.cdf(f, df_between, df_within, high) > level:
+            high *= 2
+        found = brentq(lambda lam, quantile=level: ncf.cdf(f, df_between, df_within, lam) - quantile, 0.0, high,
+                       xtol=1e-10 * high)
+        bounds.append(float(found / (found + total)))
+    return float(estimate), bounds
+
+
 def one_way_anova(samples: Sequence[npt.ArrayLike], welch: bool = False) -> AnovaResult:
     """One-way ANOVA across groups: F = MSB / MSW with df (I-1, N-I), or Welch's F.
 

@@ -65,11 +65,12 @@ RECORDS = os.environ.get("VLFAIR_RECORDS")
 TIERS: dict[tuple, Any] = {}  # each family's tests, by its runs and the options (vlfair.compare.tiers.add_tiers)
 TIERS_KEPT = 256  # families whose tests are kept (the oldest forgotten first: a visitor may load many datasets)
 SHOWN = ["model", "kind", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value",
-         "dataset", "created", "rank", "tier", "neutral", "family", "record"]
+         "detected", "correction", "dataset", "created", "rank", "tier", "neutral", "family", "record"]
 SORTS = ["value", "rank", "p_value", "model", "metric"]
 LEGACY = "data/results-*.parquet"  # the table an older `vlfair leaderboard --push-to-hub` replaced on each push
 LEGACY_BYTES = 256 * 2**20  # such a table: one row per number of every run (hundreds of thousands of rows)
-WIDTHS = {"metric": "150px", "subset": "260px", "value": "80px", "CI": "130px", "p": "80px", "rank": "60px",
+WIDTHS = {"metric": "150px", "subset": "260px", "value": "80px", "CI": "130px", "p": "80px", "bias detected": "110px",
+          "rank": "60px",
           "tier": "50px",
           "no bias at": "90px", "model": "220px", "kind": "110px", "probe": "120px", "dataset": "120px",
           "family": "160px", "record": "90px"}
@@ -204,10 +205,10 @@ def display(rows: pd.DataFrame) -> pd.DataFrame:
     """The table a person reads (``report.leaderboard.readable``). The numbers come before the
     model, whose name can be a long local path: they stay in view."""
     shown = readable(rows, extra=("model", "kind", "probe", "dataset", "family"))
-    shown.insert(5, "rank", rows["rank"].map(lambda r: "" if pd.isna(r) else f"{r:.0f}").to_numpy())
+    shown.insert(6, "rank", rows["rank"].map(lambda r: "" if pd.isna(r) else f"{r:.0f}").to_numpy())
     # models whose bias the runs cannot tell apart share a tier (vlfair.compare.tiers)
-    shown.insert(6, "tier", rows["tier"].map(lambda t: "" if pd.isna(t) else f"{t:.0f}").to_numpy())
-    shown.insert(7, "no bias at", rows["neutral"].map(format_value).to_numpy())
+    shown.insert(7, "tier", rows["tier"].map(lambda t: "" if pd.isna(t) else f"{t:.0f}").to_numpy())
+    shown.insert(8, "no bias at", rows["neutral"].map(format_value).to_numpy())
     if RECORDS:  # each row's run's Every Eval Ever record: its interval, level and resamples, for other tools
         shown["record"] = [record_link(name, RECORDS) for name in rows["record"]]
     return shown
@@ -369,7 +370,8 @@ def build_app(source: str) -> gr.Blocks:
             gr.Markdown("Pick 2 to 4 runs of one family: `vlfair compare` sets them side by side on the same "
                         "samples (their samples.parquet): each metric's difference A - B with a paired bootstrap "
                         "interval (the same resampled rows for both), a paired permutation test (Holm-adjusted "
-                        "across pairs) and which run is less biased, closer to the metric's neutral value.")
+                        "over the comparison's differences) and which run is less biased, closer to the metric's "
+                        "neutral value.")
             with gr.Row():
                 compare_family = gr.Dropdown(family_choices(board)[1:], value=None, label="family",
                                              elem_id="compare-family", scale=3)

@@ -121,7 +121,8 @@ def prepare_runs(paths: Sequence[str | Path], on_common_rows: bool = False) -> P
 
 def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, bootstrap: int = BOOTSTRAP,
                  confidence: float = CONFIDENCE, seed: int | None = SEED,
-                 n_permutations: int = PERMUTATIONS, correction: str = CORRECTION) -> Comparison:
+                 n_permutations: int = PERMUTATIONS, correction: str = CORRECTION,
+                 labels: Sequence[str] | None = None) -> Comparison:
     """Compare the runs in ``paths`` (run folders), every pair, every comparable metric.
 
     Args:
@@ -134,6 +135,8 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         n_permutations: relabellings of the paired permutation test (0: no p-values).
         correction: the multiple-testing correction of the differences' p-values (``holm``, ``bh`` or
             ``none``; :data:`vlfair.verdicts.ADJUSTED`), over each of the two families (:data:`FAMILY`).
+        labels: each run's name for people, in the order of ``paths`` (None: the models' names, told apart by
+            :func:`distinct_labels`); the runs' records keep their models' specs.
 
     Returns:
         The comparison (comparison.json's content and the runs).
@@ -148,6 +151,10 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     check_options(bootstrap=bootstrap, confidence=confidence, seed=seed, n_permutations=n_permutations)
     if correction not in verdicts.ADJUSTED:  # before the runs are read
         raise ComparisonError(f"correction is {correction!r}, not one of {', '.join(verdicts.ADJUSTED)}")
+    if labels is not None and (len(labels) != len(paths) or len(set(labels)) != len(labels)):
+        raise ComparisonError(f"{len(labels)} labels for {len(paths)} runs: give one label per run, in the runs' "
+                              "order, each another" if len(labels) != len(paths) else
+                              f"labels {list(labels)} name two runs alike: give each run another")
     prepared = prepare_runs(paths, on_common_rows)
     runs, probe, common, counts = prepared.runs, prepared.probe, prepared.common, prepared.counts
     row_sets, values, unshared = prepared.row_sets, prepared.values, prepared.unshared
@@ -168,7 +175,7 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
         "schema": SCHEMA, "vlfair_version": __version__, "probe": probe.name,
         "probe_version": runs[0].results["probe_version"],
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "runs": [_describe(run, label) for run, label in zip(runs, distinct_labels(runs))],
+        "runs": [_describe(run, label) for run, label in zip(runs, labels or distinct_labels(runs))],
         "rows": {"compared": int(len(common)), "per_run": counts, "on_common_rows": bool(on_common_rows)},
         "settings": {"bootstrap": bootstrap, "confidence": confidence, "seed": seed, "n_permutations": n_permutations},
         "multiple_testing": {"method": correction, "family": FAMILY, "pairs": len(pairs), **tests},

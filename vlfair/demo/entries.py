@@ -52,18 +52,25 @@ class Entry(TypedDict, total=False):
     planted_sign: int      # the planted effect's direction: +1, -1, 0 where none was planted
     measured: float | None
     ci: list[float] | None
-    detected: bool         # the interval excludes the neutral value (an F-test: p < 1 - CONFIDENCE)
+    # a run's metric: the run's verdict (vlfair.verdicts, after its correction); a quantity the demo computes
+    # apart (from a measure's function): its interval excludes the neutral value (an F-test: p < 1 - CONFIDENCE)
+    detected: bool
     neutral: float | None
     p_value: float         # an F-test's, which has no interval
+    effect: float | None   # an F-test's effect size (omega squared) and its interval: what its forest draws
+    effect_ci: list[float] | None
 
 
 def make_entry(probe: str, measure: str, subset: dict[str, Any], model: str, *, planted: Any, sign: int,
-          measured: Any, ci: Any = None, neutral: float | None = None, p_value: float | None = None) -> Entry:
-    """An :class:`Entry`; ``detected`` follows from ``ci`` and ``neutral``, or, for an F-test (no interval, no
-    neutral value), from ``p_value``."""
+          measured: Any, ci: Any = None, neutral: float | None = None, p_value: float | None = None,
+          verdict: dict[str, Any] | None = None) -> Entry:
+    """An :class:`Entry`; ``detected`` is a run's metric's ``verdict`` where it is one (read, never recomputed),
+    else follows from ``ci`` and ``neutral``, or, for an F-test (no interval, no neutral value), from ``p_value``."""
     interval = None if ci is None else [float(ci[0]), float(ci[1])]
     detected = (interval is not None and neutral is not None and not interval[0] <= neutral <= interval[1]) or (
         interval is None and p_value is not None and p_value < 1 - CONFIDENCE)
+    if verdict is not None:
+        detected = bool(verdict["detected"])
     found = Entry(probe=probe, measure=measure, subset=subset, encoder=model, planted=planted, planted_sign=sign,
                   measured=None if measured is None else float(measured), ci=interval, detected=bool(detected),
                   neutral=neutral)
@@ -150,7 +157,10 @@ def trait_entries(run: ProbeRun, confidence: np.ndarray, races: np.ndarray, name
         if metric["name"] == "trait_anova" and "gender" in metric["subset"]:
             entries.append(make_entry("traits", "trait_anova (F across races)", metric["subset"], name,
                                       planted="races differ ('smart' favours White)" if biased else "no difference",
-                                      sign=int(biased), measured=metric["value"], p_value=metric["p_value"]))
+                                      sign=int(biased), measured=metric["value"], p_value=metric["p_value"],
+                                      verdict=metric.get("verdict")))
+            entries[-1]["effect"] = metric["details"].get("omega_squared")
+            entries[-1]["effect_ci"] = metric["details"].get("omega_squared_ci")
     groups = np.where(races == "White", "White", "other races")
     r = measures.bias_ratio(confidence, groups, "White", "other races", confidence=CONFIDENCE)
     entries.append(make_entry("traits", "bias_ratio of P(smart)",
@@ -193,7 +203,8 @@ def figure_entries(run: ProbeRun, correct: np.ndarray, names: np.ndarray, name: 
     entries = [make_entry("public-figures", "bias_ratio of P(politician)",
                           {"class": "politician", "groups": "Female/Male"}, name,
                           planted="< 1 (women less often 'politician')" if biased else "1 (none)", sign=-int(biased),
-                          measured=metric["value"], ci=metric["ci"], neutral=RATIO_NEUTRAL)]
+                          measured=metric["value"], ci=metric["ci"], neutral=RATIO_NEUTRAL,
+                          verdict=metric.get("verdict"))]
     frequent = np.isin(names, world_data.FREQUENT_NAMES)
     codes = frequent.astype(np.int64)
     difference = correct[frequent].mean() - correct[~frequent].mean()
@@ -228,7 +239,8 @@ def _retrieval(enc, name, data, cache, biased: bool) -> tuple[list[Entry], Probe
                       and m["subset"]["group"] == "White")
         entries.append(make_entry("retrieval", "Skew@40 of White (dataset target)", {"concept": concept}, name,
                                   planted=direction if biased else "0 (none)", sign=sign if biased else 0,
-                                  measured=metric["value"], ci=metric["ci"], neutral=0.0))
+                                  measured=metric["value"], ci=metric["ci"], neutral=0.0,
+                                  verdict=metric.get("verdict")))
     return entries, run
 
 
@@ -261,7 +273,8 @@ def _word_influence(enc, name, cache, biased: bool) -> tuple[list[Entry], ProbeR
         truth = generator.p_female(WI_PROMPT) - float(np.mean([generator.p_female(" ".join(v)) for v in variants]))
         entries.append(make_entry("word-influence", "word_influence (level 1)", {"word": metric["subset"]["word"]},
                                   name, planted=round(truth, 4), sign=int(np.sign(round(truth, 4))),
-                                  measured=metric["value"], ci=metric["ci"], neutral=0.0))
+                                  measured=metric["value"], ci=metric["ci"], neutral=0.0,
+                                  verdict=metric.get("verdict")))
     return entries, run
 
 

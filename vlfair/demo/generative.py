@@ -141,7 +141,8 @@ def _multilingual(model, name, data, cache, biased: bool) -> tuple[list[Entry], 
                   if m["name"] == "cross_lingual_gap" and m["subset"] == {"task": "gender"})
     return [make_entry("multilingual", "cross_lingual_gap of gender accuracy (en vs de)", {"task": "gender"}, name,
                        planted="> 0 (German rarer in training)" if biased else "0 (none)", sign=int(biased),
-                       measured=metric["value"], ci=metric["ci"], neutral=neutral_value("cross_lingual_gap"))], run
+                       measured=metric["value"], ci=metric["ci"], neutral=neutral_value("cross_lingual_gap"),
+                       verdict=metric.get("verdict"))], run
 
 
 def _public_figures(model, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:

@@ -204,8 +204,9 @@ def summary_table(entries: list[dict], names: tuple[str, str] = ("biased", "cont
     header = ("probe", "measure", "subset", "encoder", "planted", "measured", "95 % CI / p", "detected", "valid")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
-    lines += ["", "detected: the interval excludes the neutral value (an F-test: p < 0.05); valid: the measure found "
-              "what was planted, with its sign, and nothing where nothing was"]
+    lines += ["", "detected: the run's verdict, after its correction (a quantity the demo computes apart from a run: "
+              "its interval excludes the neutral value); valid: the measure found what was planted, with its sign, "
+              "and nothing where nothing was"]
     counts = tally(entries, *names)
     lines.append(f"{names[0]}: {counts['found']}/{counts['planted']} planted biases found; "
                      f"{names[1]}: {counts['false_alarms']}/{counts['controls']} false alarms")
@@ -241,15 +242,17 @@ def _forest_png(rows: list[dict], title: str) -> str:
 
     from vlfair.report.plots import forest
 
+    # an F-test is drawn by its effect size (omega squared, 0 = no difference, as F's neutral value is 0): F and
+    # its p grow with the images, and an F near 1 is no effect though it is not 0
+    is_f_test = all("effect" in e for e in rows)
+    value, interval = ("effect", "effect_ci") if is_f_test else ("measured", "ci")
     frame = pd.DataFrame({"label": [format_subset(e["subset"]) for e in rows],
                           "series": [display_name(e["encoder"]) for e in rows],
-                          "value": [e["measured"] for e in rows],
-                          "low": [e["ci"][0] if e["ci"] else np.nan for e in rows],
-                          "high": [e["ci"][1] if e["ci"] else np.nan for e in rows]})
-    is_f_test = all(e["ci"] is None for e in rows)  # F statistics span decades: a log axis, neutral at 1
-    neutral = 1.0 if is_f_test else rows[0]["neutral"]
-    xlabel = "F (log scale; about 1 when groups do not differ)" if is_f_test else "measured, with its 95 % CI"
-    figure = forest(frame, title, xlabel, neutral=neutral, log=is_f_test and bool((frame["value"] > 0).all()))
+                          "value": [e[value] for e in rows],
+                          "low": [e[interval][0] if e[interval] else np.nan for e in rows],
+                          "high": [e[interval][1] if e[interval] else np.nan for e in rows]})
+    xlabel = "effect size (omega squared), with its 95 % CI" if is_f_test else "measured, with its 95 % CI"
+    figure = forest(frame, title, xlabel, neutral=0.0 if is_f_test else rows[0]["neutral"])
     return inline_figure(figure, title)
 
 

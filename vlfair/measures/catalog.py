@@ -79,7 +79,7 @@ def register_measure(measure: Measure, *, replace: bool = False) -> Measure:
 
 
 # ---- the built-in measures ---------------------------------------------------------------------
-_EFFECTS = {"trait_anova": "eta_squared"}
+_EFFECTS = {"trait_anova": "omega_squared"}  # an F grows with the images; its effect size does not
 _FUNCTIONS = {  # the measures users call: each a function of arrays (named in full: a test reads these names)
     "bias_ratio": "vlfair.measures.groups:bias_ratio",
     "group_score_gap": "vlfair.measures.groups:group_score_gap",

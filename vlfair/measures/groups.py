@@ -203,7 +203,13 @@ class TraitAnova(MeasureResult):
     df_between: float | dict[str, float]
     df_within: float | dict[str, float]
     eta_squared: float | dict[str, float] = dataclasses.field(metadata=MAY_BE_UNDEFINED)
-    """Effect size: the share of the scores' variance between groups (NaN where every score is equal)."""
+    """The share of the scores' variance between groups in these data (NaN where every score is equal)."""
+    omega_squared: float | None | dict[str, float | None] = dataclasses.field(metadata=MAY_BE_UNDEFINED)
+    """The effect size: the population's share of the variance between groups estimated from F (0 at F <= 1),
+    which runs of different sizes compare by (``stats.f_effect``; None where F is not finite)."""
+    omega_squared_ci: list[float] | None | dict[str, list[float] | None] = dataclasses.field(
+        metadata=MAY_BE_UNDEFINED)
+    """Its interval at ``confidence``, by inverting the noncentral F (None where F is not finite)."""
     welch: bool | dict[str, bool]
     """Whether Welch's ANOVA (unequal variances) was run."""
     group_means: dict[str, float] | dict[str, dict[str, float]]

@@ -182,16 +182,20 @@ def languages(pivot: Group | None) -> Report:
 
 def anova(metric: Metric, reading: Reading, statistic: Any) -> None:
     """``measures.trait_anova``'s fields (``stats.one_way_anova``, Welch's where the statistic says: F, its p from
-    the F distribution, the degrees of freedom, eta squared; no interval), with each group's mean, interval and
-    rows."""
+    the F distribution, the degrees of freedom, eta squared, omega squared with its interval (``stats.f_effect``:
+    the effect size runs of other sizes and a study compare by); no interval of F), with each group's mean,
+    interval and rows."""
     from vlfair import stats
 
     found = reading.groups(statistic.column)
     result = stats.one_way_anova([found.values[found.codes == i] for i in range(len(found.names))],
                                  welch=statistic.welch)
     metric.value, metric.ci, metric.p_value = result.f_statistic, None, result.p_value
+    omega_squared, omega_squared_ci = stats.f_effect(result.f_statistic, result.df_between, result.df_within,
+                                                     reading.confidence)
     metric.details = {"log10_p_value": result.log10_p_value, "df_between": result.df_between,
-                      "df_within": result.df_within, "eta_squared": result.eta_squared, **found.details()}
+                      "df_within": result.df_within, "eta_squared": result.eta_squared,
+                      "omega_squared": omega_squared, "omega_squared_ci": omega_squared_ci, **found.details()}
 
 
 def ratio(metric: Metric, reading: Reading, statistic: Any) -> None:

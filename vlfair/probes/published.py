@@ -38,6 +38,8 @@ class PublishedCell:
     row: tuple = ()        # the printed table's row labels as (key, label) pairs, model included
     column: str = ""       # the printed table's column label
     printed: str = ""      # the number exactly as printed ("7.60", "8.88e-175"): what tables show
+    # an F-test's degrees of freedom in the study ({df_between, df_within}): its effect size is read from them
+    design: dict[str, float] | None = None
 
 
 BUILTIN = resources.files("vlfair.probes")  # the built-in probes' folder
@@ -81,7 +83,7 @@ def _table_cells(table: dict[str, Any], labels: dict[str, str], models: dict[str
                 subset[column_key] = labels.get(column, column)
             cells.append(PublishedCell(table["source"], model, models[model], table["metric"],
                                        table.get("field", "value"), subset, float(value), float(table.get("scale", 1)),
-                                       row_labels, labels.get(column, column), value.strip()))
+                                       row_labels, labels.get(column, column), value.strip(), table.get("design")))
     return cells
 
 
@@ -135,10 +137,31 @@ def compare(cells: list[PublishedCell], metrics: list[Metric], spec: str) -> tup
         rows.append({"source": cell.source, "model": cell.model, "metric": cell.metric, "field": cell.field,
                      "subset": cell.subset, "published": cell.published, "printed": cell.printed,
                      "measured": None if value is None else value * (cell.scale if cell.field == "value" else 1),
-                     "ci": ci, "within_ci": None if ci is None else bool(ci[0] <= cell.published <= ci[1])})
+                     "ci": ci, "within_ci": None if ci is None else bool(ci[0] <= cell.published <= ci[1]),
+                     **_effects(cell, metric)})
     warnings = [f"{source}: {len(missing)} published cell(s) of {missing[0].model} were not measured by this run "
                 f"(e.g. {missing[0].metric} {_label(missing[0].subset)})" for source, missing in unmeasured.items()]
     return rows, warnings
+
+
+def _effects(cell: PublishedCell, metric: Metric) -> dict[str, Any]:
+    """An F's comparison by effect size, where the study states its design: F and p grow with the images, so the
+    study's F from 2,000 images a cell and a run's from 50 are not comparable, while their omega squared is
+    (``stats.f_effect``). The study's effect (from its F and degrees of freedom), the run's with its interval,
+    whether the study's lies inside it, and whether the designs differ (other degrees of freedom)."""
+    from vlfair import stats
+
+    if cell.design is None or cell.field != "value" or metric.value is None:
+        return {}
+    published, _ = stats.f_effect(cell.published, cell.design["df_between"], cell.design["df_within"])
+    effect = (metric.details or {}).get("omega_squared")
+    effect_ci = (metric.details or {}).get("omega_squared_ci")
+    run_design = [(metric.details or {}).get("df_between"), (metric.details or {}).get("df_within")]
+    return {"published_effect": published, "effect": effect, "effect_ci": effect_ci,
+            "effect_within_ci": None if effect_ci is None or published is None
+            else bool(effect_ci[0] <= published <= effect_ci[1]),
+            "design": {"published": [cell.design["df_between"], cell.design["df_within"]], "this_run": run_design},
+            "design_differs": run_design != [cell.design["df_between"], cell.design["df_within"]]}
 
 
 def attach(output: Any, directory: Any, file: str, spec: str) -> list[dict[str, Any]]:
@@ -154,12 +177,26 @@ def attach(output: Any, directory: Any, file: str, spec: str) -> list[dict[str, 
         output.notes.append(f"Published: {study}. This run's model is the study's {rows[0]['model']}: "
                             f"{len(rows)} published cells compared" + (
                                 f", {sum(within)} of {len(within)} inside this run's CI" if within else ""))
+        differ = [r for r in rows if r.get("design_differs")]
+        if differ:  # an F and its p grow with the images: the two are compared by effect size
+            study_df, run_df = differ[0]["design"]["published"], differ[0]["design"]["this_run"]
+            effects = [r["effect_within_ci"] for r in differ if r["effect_within_ci"] is not None]
+            output.notes.append(
+                f"{len(differ)} of the published F-tests had another design than this run's (the study's degrees of "
+                f"freedom {_df(study_df)}, this run's {_df(run_df)}, e.g.): their F and p are not comparable, and are "
+                "compared by effect size (omega squared, which does not grow with the images)"
+                + (f": the study's inside this run's interval in {sum(effects)} of {len(effects)}." if effects
+                   else "."))
     else:
         output.notes.append(f"Published: {study}. This run's model is none of the study's, so its published "
                             "numbers are shown as references only.")
     for source, table in reference_tables(cells, spec).items():  # e.g. published_004_table_1_ratio_other_models
         output.tables["_".join(["published", *re.findall(r"[a-z0-9]+", source.lower()), "other_models"])] = table
     return rows
+
+
+def _df(pair: list[Any]) -> str:
+    return "(" + ", ".join("?" if d is None else f"{d:,.0f}" for d in pair) + ")"
 
 
 def _label(subset: dict[str, Any]) -> str:
@@ -171,15 +208,25 @@ def comparison_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     it printed it (text: never rounded to vlfair's digits), this run's as a number."""
     import pandas as pd
 
-    from vlfair.report.numbers import format_interval
+    from vlfair.report.numbers import format_interval, format_value
 
-    return pd.DataFrame([{
+    def yes(found: bool | None) -> str:
+        return "" if found is None else ("yes" if found else "no")
+
+    frame = pd.DataFrame([{
         "source": r["source"],
         "quantity": f"{r['metric']}{' p' if r['field'] == 'p_value' else ''}: {_label(r['subset'])}",
         "published": r["printed"], "this run": r["measured"],
-        "CI": "" if r["ci"] is None else format_interval(*r["ci"]),
-        "within CI": "" if r["within_ci"] is None else ("yes" if r["within_ci"] else "no")} for r in rows]
-    ).set_index("source")
+        "CI": "" if r["ci"] is None else format_interval(*r["ci"]), "within CI": yes(r["within_ci"]),
+        # an F's effect size (omega squared): the study's beside the run's, which other designs compare by
+        "effect published": format_value(r.get("published_effect")), "effect this run": format_value(r.get("effect")),
+        "effect CI": "" if r.get("effect_ci") is None else format_interval(*r["effect_ci"]),
+        "effect within CI": yes(r.get("effect_within_ci")),
+        "same design": "" if "design_differs" not in r else yes(not r["design_differs"])} for r in rows])
+    effect_columns = ["effect published", "effect this run", "effect CI", "effect within CI", "same design"]
+    if not any("design_differs" in r for r in rows):  # no F-test with a stated design: the columns say nothing
+        frame = frame.drop(columns=effect_columns)
+    return frame.set_index("source")
 
 
 def reference_tables(cells: list[PublishedCell], spec: str) -> dict[str, pd.DataFrame]:

@@ -142,6 +142,8 @@ class RunRequest:
             settings by the probe's declarations (:meth:`Probe.overrides_from`); they win over ``settings``.
         sources: setting -> the flag that set it (``{"bootstrap": "--bootstrap"}``), named by a settings error.
         out_dir: where :func:`run_probe` writes the run (None: nowhere).
+        label: the model's name for people (results.json's ``model.name``: reports and boards), its spec kept
+            (``model.spec``: what identifies it); None: the model's own name.
     """
 
     probe: str | Probe
@@ -159,6 +161,7 @@ class RunRequest:
     flags: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
     out_dir: str | Path | None = None
+    label: str | None = None
 
 
 def built_probe(request: RunRequest) -> Probe:
@@ -233,7 +236,10 @@ def run_request(request: RunRequest, *, before_work: Callable[[], None] | None =
                      "fingerprint": ctx.dataset._fingerprint, "num_rows": ctx.dataset.num_rows}
     from vlfair.report.results import model_record
 
-    return finish_run(probe, output, model_record(encoder), described, ctx.given_rows(ctx.skipped_rows),
+    model_described = model_record(encoder)
+    if request.label is not None:
+        model_described["name"] = request.label
+    return finish_run(probe, output, model_described, described, ctx.given_rows(ctx.skipped_rows),
                       {"schema": schema, "limit": request.limit})
 
 

@@ -51,14 +51,18 @@ from vlfair.report.results import (  # noqa: F401  (read_results: its home befor
 
 COLUMNS = ["model", "revision", "dtype", "kind", "probe", "probe_version", "dataset", "split", "metric", "subset",
            # confidence: the interval's level (the run's; runs of one family may differ in it)
-           "value", "ci_low", "ci_high", "confidence", "p_value", "log10_p_value", "created", "vlfair_version",
+           "value", "ci_low", "ci_high", "confidence", "p_value", "log10_p_value",
+           # the measure's effect size where it has one (an F's omega squared: what F-tests are ranked by) and the
+           # run's verdict, read from results.json (vlfair.verdicts): detected (1, 0; NaN: a level, or a run written
+           # before verdicts), the p that decided it and the run's correction
+           "effect", "detected", "p_adjusted", "correction", "created", "vlfair_version",
            # what may be ranked against what: the run's family, the run (its content hash), the metric's
            # neutral value (NaN: a level, not a bias) and the rank within family, metric and subset
            "family", "run", "neutral", "rank",
            # the run's Every Eval Ever record's file name (as vlfair card-results writes it): a board page links it
            "record"]
 NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "confidence": float, "p_value": float,
-           "log10_p_value": float,
+           "log10_p_value": float, "effect": float, "detected": float, "p_adjusted": float,
            "neutral": float, "rank": float}
 HEX = {"family": str, "run": str}  # hex digits that a CSV reader would otherwise take for numbers
 # a probe's own facts (Probe.facts: metric -> Facts or neutral value) by probe name, for runs that recorded none
@@ -95,8 +99,10 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
     except (ValueError, TypeError, KeyError):  # a creation time record_name cannot read: a row without a record
         record = None
     rows = []
+    correction = (r.get("verdicts") or {}).get("correction")
     for m in r["metrics"]:
         ci = m["ci"] or [None, None]
+        verdict = m.get("verdict") or {}
         rows.append({"model": r["model"].get("name") or r["model"]["spec"], "revision": r["model"]["revision"],
                      "dtype": r["model"]["dtype"], "kind": model_kind(r),
                      "probe": r["probe"], "probe_version": r["probe_version"], "dataset": r["dataset"]["name"],
@@ -106,7 +112,10 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
                      "confidence": (r.get("probe_settings") or {}).get("confidence") if m["ci"] else None,
                      "p_value": m["p_value"],
                      # the p-value's log10 where the measure gives one: a p below 1e-308 keeps its size
-                     "log10_p_value": (m.get("details") or {}).get("log10_p_value"), "created": r["created"],
+                     "log10_p_value": (m.get("details") or {}).get("log10_p_value"),
+                     "effect": _effect(m), "detected": verdict.get("detected"),
+                     "p_adjusted": verdict.get(DECIDING.get(correction or "", "p_value")) if verdict else None,
+                     "correction": correction if verdict else None, "created": r["created"],
                      "vlfair_version": r["vlfair_version"], "family": r.get("family"), "run": run,
                      "neutral": facts_in(r, m["name"], own).neutral, "record": record})
     for row in rows:
@@ -114,6 +123,19 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
             if column in row:
                 row[column] = math.nan if row[column] is None else float(row[column])
     return rows
+
+
+# the verdict's p-value that each correction decides by (vlfair.verdicts.judge)
+DECIDING = {"holm": "p_holm", "bh": "q_bh", "none": "p_value"}
+
+
+def _effect(metric: dict[str, Any]) -> float | None:
+    """A metric's effect size, where its measure names one (``Measure.effect``: an F's omega squared)."""
+    from vlfair.measures.catalog import CATALOG
+
+    measure = CATALOG.get(metric["name"], None)
+    name = getattr(measure, "effect", None)
+    return (metric.get("details") or {}).get(name) if name else None
 
 
 def model_kind(results: dict[str, Any]) -> str:
@@ -136,7 +158,7 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def _texts(frame: pd.DataFrame) -> pd.DataFrame:
     """The text columns that may be missing hold None (as Python objects): the same table whether
     it was made here or read back from CSV, which turns a missing string into NaN."""
-    for column in ("revision", "split", "family", "run", "record"):
+    for column in ("revision", "split", "family", "run", "record", "correction"):
         frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
     return frame
 
@@ -144,10 +166,12 @@ def _texts(frame: pd.DataFrame) -> pd.DataFrame:
 def rank(frame: pd.DataFrame) -> pd.Series:
     """Each row's rank among the rows of its family, metric and subset: 1 is the value closest to
     the metric's neutral value (the least biased: a bias ratio of 0.9 before 1.2, a gap of -0.1
-    before 0.3), ties share the better rank. NaN where ranking means nothing: a metric without a
-    neutral value (a level, such as an accuracy), a run without a family, a missing value, or
-    fewer than two models with a value in the group."""
-    distance = (frame["value"] - frame["neutral"]).abs()
+    before 0.3), ties share the better rank; a metric with an effect size (an F) by its effect size,
+    never by F (an F of 0.5 and one of 1.0 are both no effect: omega squared 0, one rank). NaN where
+    ranking means nothing: a metric without a neutral value (a level, such as an accuracy), a run
+    without a family, a missing value, or fewer than two models with a value in the group."""
+    distance = (frame["value"] - frame["neutral"]).abs().where(frame["effect"].isna(), frame["effect"])
+    distance = distance.where(frame["neutral"].notna())
     keys = [frame["family"], frame["metric"], frame["subset"]]
     ranks = distance.groupby(keys, dropna=True).rank(method="min")
     models = frame["model"].where(distance.notna()).groupby(keys, dropna=True).transform("nunique")
@@ -191,7 +215,11 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
     whose run gives no rows (:func:`read_results`, :func:`tidy`), is named in ``skipped`` (an
     error without it).
 
-    ``attrs`` of the table: ``runs`` (how many distinct runs), ``duplicates`` (copies left out),
+    A run and its rescores (the same model's scoring of the same samples: :func:`latest_scoring`) give one
+    run, the newest; each replaced one is named in ``skipped``.
+
+    ``attrs`` of the table: ``runs`` (how many distinct runs), ``duplicates`` (copies left out), ``replaced``
+    (runs a newer rescore of theirs replaced),
     ``families`` (:func:`families`), ``paths`` (each run's results.json, by its content hash)."""
     files, names = result_files(sources, skipped, token)
     problems: list[str] = []
@@ -199,6 +227,11 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
     loaded = read_files(files, report)
     runs, duplicates = dedupe([results for _, results in loaded])
     where = {id(results): path for path, results in loaded}
+    runs, replaced = latest_scoring(runs)
+    for old, new in replaced:  # named where the board is read (no error: the newer one is the board's row)
+        if skipped is not None:
+            skipped.append(f"{where[id(old)]}: the same model's scoring of the same samples as {where[id(new)]} (a "
+                           "rescore), which is newer: the newer one is the board's row")
     kept, rows = [], []
     for results in runs:
         try:
@@ -216,8 +249,39 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
         skip_or_raise(skipped, problem)
     # each run's results.json, where its samples may be read beside it (vlfair.compare.tiers pairs them)
     paths = {content_hash(results): str(where[id(results)]) for results in kept}
-    board.attrs.update(runs=len(kept), duplicates=duplicates, families=families(kept), paths=paths)
+    board.attrs.update(runs=len(kept), duplicates=duplicates, families=families(kept), paths=paths,
+                       replaced=len(replaced))
     return board
+
+
+def scoring_identity(results: dict[str, Any]) -> tuple | None:
+    """What makes two runs one scoring of one model: its family, model (spec, revision, dtype) and the content of
+    its samples (``samples.content_sha256``: the scores themselves, whatever the file's header); None for a run
+    without samples. A rescore keeps all of them and changes only the numbers read from the samples."""
+    samples = results.get("samples") or {}
+    content = samples.get("content_sha256")
+    if not content:
+        return None
+    model = results["model"]
+    return results.get("family"), model.get("spec"), model.get("revision"), model.get("dtype"), content
+
+
+def latest_scoring(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[dict, dict]]]:
+    """One run per scoring (:func:`scoring_identity`): of a run and its rescores, the newest (by ``created``, the
+    later one given where they tie); a rescore replaces its run on a board, never adds a second row of one model.
+    Returns the runs kept (in the order given) and each (replaced, replacing) pair."""
+    newest: dict[tuple, dict[str, Any]] = {}
+    for results in runs:
+        key = scoring_identity(results)
+        if key is None:
+            continue
+        kept = newest.get(key)
+        if kept is None or str(results.get("created", "")) >= str(kept.get("created", "")):
+            newest[key] = results
+    chosen = {id(r) for r in newest.values()}
+    kept = [r for r in runs if scoring_identity(r) is None or id(r) in chosen]
+    replaced = [(r, newest[key]) for r in runs if (key := scoring_identity(r)) is not None and id(r) not in chosen]
+    return kept, replaced
 
 
 def _disputed_facts(board: pd.DataFrame) -> list[str]:
@@ -296,6 +360,12 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     for column in ("family", "run", "record"):
         if column not in frame:
             frame[column] = None
+    for column in ("effect", "detected", "p_adjusted", "correction"):  # a table written before verdicts
+        if column not in frame:
+            position = frame.columns.get_loc("log10_p_value")
+            assert isinstance(position, int), "a results table's columns are unique"
+            frame.insert(position + 1 + ("effect", "detected", "p_adjusted", "correction").index(column), column,
+                         None if column == "correction" else float("nan"))
     if "confidence" not in frame:  # a table written before the board kept its intervals' level
         position = frame.columns.get_loc("ci_high")
         assert isinstance(position, int), "a results table's columns are unique"
@@ -345,11 +415,16 @@ def card_results(results: list[dict[str, Any]]) -> str:
 
 def readable(rows: pd.DataFrame, extra: Iterable[str] = ()) -> pd.DataFrame:
     """Tidy rows as a person reads them (the Spaces' tables): subsets as text, 3 significant digits,
-    the CI beside the value, a p-value that never reads 0, then the ``extra`` columns as they are."""
+    the CI beside the value, a p-value that never reads 0, the run's verdict ("yes" or "no", with the correction
+    that decided it; empty for a level or a run written before verdicts), then the ``extra`` columns as they are."""
     from vlfair.report.numbers import format_interval, format_p, format_subset, format_value
 
+    detected = rows["detected"] if "detected" in rows else pd.Series(math.nan, index=rows.index)
+    corrections = rows["correction"] if "correction" in rows else pd.Series(None, index=rows.index, dtype=object)
     return pd.DataFrame({
         "metric": rows["metric"], "subset": rows["subset"].map(format_subset), "value": rows["value"].map(format_value),
         "CI": [format_interval(lo, hi) for lo, hi in zip(rows["ci_low"], rows["ci_high"])],
         "p": [format_p(p, log10) for p, log10 in zip(rows["p_value"], rows.get("log10_p_value", [None] * len(rows)))],
+        "bias detected": ["" if pd.isna(found) else f"{'yes' if found else 'no'} ({correction})"
+                          for found, correction in zip(detected, corrections)],
         **{column: rows[column] for column in extra}})

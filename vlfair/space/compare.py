@@ -107,9 +107,9 @@ def view(comparison: Comparison) -> dict[str, Any]:
     image), the notes."""
     table = differences_frame(comparison, readable=True)
     # what a person reads first: the difference, its interval and the verdict; the values after
-    first = ["metric", "subset", "A - B", "CI", "verdict", adjusted_column(comparison), "value A", "value B", "p"]
-    pair = ["A", "B"] if len(comparison.content["runs"]) > 2 else []
-    table = table[pair + first] if len(table) else table
+    if len(table):
+        first = ["metric", "subset", "A - B", "CI", "verdict", adjusted_column(comparison), "value A", "value B", "p"]
+        table = table[(["A", "B"] if len(comparison.content["runs"]) > 2 else []) + first]
     # PNGs cut to what is drawn (tick labels and the legend sit outside the axes, which a plot
     # component's own rendering crops)
     from io import BytesIO

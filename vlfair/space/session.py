@@ -222,7 +222,7 @@ def build_dataset(probe: str, label: str, *, per_group: int = 10, uploads: Seque
 @dataclasses.dataclass
 class RunOutput:
     results: dict[str, Any]
-    metrics: pd.DataFrame       # one row per metric: name, subset, value, CI, p
+    metrics: pd.DataFrame       # one row per metric: name, subset, value, CI, p, the run's verdict
     tables: dict[str, str]  # name -> Markdown
     plots: list[Path]
     results_path: Path
@@ -230,10 +230,11 @@ class RunOutput:
 
 
 def metrics_frame(results: dict[str, Any]) -> pd.DataFrame:
-    """One row per metric, in the leaderboard's columns."""
+    """One row per metric, in the leaderboard's columns, with the run's verdict."""
     from vlfair.report.leaderboard import tidy
 
-    return tidy([results])[["metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value"]]
+    return tidy([results])[["metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value", "detected",
+                            "correction"]]
 
 
 def readable_metrics(frame: pd.DataFrame) -> pd.DataFrame:
