@@ -275,8 +275,8 @@ def latest_scoring(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
         key = scoring_identity(results)
         if key is None:
             continue
-        kept = newest.get(key)
-        if kept is None or str(results.get("created", "")) >= str(kept.get("created", "")):
+        held = newest.get(key)
+        if held is None or str(results.get("created", "")) >= str(held.get("created", "")):
             newest[key] = results
     chosen = {id(r) for r in newest.values()}
     kept = [r for r in runs if scoring_identity(r) is None or id(r) in chosen]
