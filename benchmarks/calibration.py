@@ -1,19 +1,29 @@
-"""Calibration: how often does each verdict rule call a bias where there is none?
+"""Calibration: how often does each of vlfair's verdicts call a bias where there is none, and how often does it
+find one that is there?
 
     python benchmarks/calibration.py [--quick] [--worlds N] [--groups G] [--size N] [--family M]
-        [--bootstrap B] [--permutations P] [--alpha A] [--seed S] [--json FILE]
+        [--bootstrap B] [--permutations P] [--alpha A] [--shift D] [--seed S] [--json FILE]
 
-Each of ``--worlds`` null worlds draws every group's scores from one distribution (no difference between
-groups: ``--groups`` groups of ``--size`` rows; gamma scores for the bias ratio, 0/1 outcomes for the rate
-gaps, a ranking of items of balanced groups by random scores for the skews), and applies each rule vlfair
-judges a measure by to it: an interval that excludes the neutral value ("interval", at 1 - alpha), or a
-permutation or F test's p below alpha ("test"). A calibrated rule calls a bias in a share alpha of the null
-worlds (the goal: 0.03-0.07 at alpha 0.05). Each world also holds ``--family`` gaps tested together (a run's
-several professions): the share of worlds where at least one is called, raw, after Holm (family-wise error,
-the goal <= alpha) and after Benjamini-Hochberg. Every rate is printed with its Clopper-Pearson interval.
+Each of ``--worlds`` null worlds draws every group's values from one distribution (``--groups`` groups of
+``--size`` rows: normal scores, gamma scores for the bias ratio, 0/1 answers for the rate gap and for each of three
+languages' accuracy on the same rows, a ranking of items of balanced groups by random scores for the skews), and
+judges each bias measure as a run judges it: the run's own path (``vlfair.probes.declared.evaluate`` with the
+measure's statistic and reporter, then ``vlfair.verdicts.judge``), each measure by its rule (DESIGN "Verdicts"): a
+signed one (the bias ratio) by its interval, a bounded one (a largest gap, an F, a rate gap, a cross-lingual gap,
+MaxSkew, NDKL) by its test against no difference. The skews' test is the relabelling of the items' groups, run here
+by brute force on ``measures.ranking_skew`` (the probe's engine equals it: tests/test_verdicts.py). Beside each rule,
+the rule it replaced ("old"): a bounded statistic's percentile interval excluding its neutral value, which calls a
+bias in nearly every null world. A calibrated rule calls a bias in a share alpha of the null worlds (the goal:
+0.6-1.4 alpha, 0.03-0.07 at alpha 0.05).
 
-Last line: ``gap_interval=R gap_test=R ratio_interval=R ratio_test=R anova_test=R rate_gap_interval=R
-cross_lingual_interval=R max_skew_interval=R ndkl_interval=R family_raw=R family_holm=R family_bh=R worlds=N
+Each world also holds a family of ``--family`` gaps judged together, as a run's tests are: the share of worlds
+where any is called, raw, after Holm (the run's default: the goal <= alpha) and after Benjamini-Hochberg. The same
+worlds with a bias planted (group g0 ``--shift`` standard deviations up, 30 % more in its ratio's scores, its rates
+and one language's accuracy 0.25 higher, its items' scores ``--shift`` up in the ranking) give each rule's power.
+Every rate is printed with its Clopper-Pearson interval.
+
+Last line: ``gap=R ratio=R anova=R rate_gap=R cross_lingual=R max_skew=R ndkl=R old_gap_interval=R
+old_max_skew_interval=R old_ndkl_interval=R family_raw=R family_holm=R family_bh=R power_gap=R ... worlds=N
 seconds=T``.
 """
 
@@ -27,58 +37,103 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from vlfair import measures, stats
+from vlfair import measures, stats, verdicts
+from vlfair.measures.catalog import facts_of
+from vlfair.measures.known import DECLARED
+from vlfair.measures.statistics import ColumnRange, FStatistic, Range, Ratio
+from vlfair.probes import declared
+from vlfair.samples import Samples
+
+RUN_RULES = ("gap", "ratio", "anova", "rate_gap", "cross_lingual", "max_skew", "ndkl")
+OLD_RULES = ("old_gap_interval", "old_max_skew_interval", "old_ndkl_interval")
+FAMILY_RULES = ("family_raw", "family_holm", "family_bh")
+LANGUAGES = ("l0", "l1", "l2")
 
 
-def _excludes(ci: list[float] | None, neutral: float) -> bool:
-    """Whether an interval lies wholly on one side of the neutral value (what the interval rule calls a bias)."""
-    return ci is not None and (ci[0] > neutral or ci[1] < neutral)
-
-
-def _rules(args: argparse.Namespace) -> dict[str, Callable[[np.random.Generator, int], bool]]:
-    """Each rule: (one null world's random generator, its seed) -> whether it calls a bias there."""
+def _world(rng: np.random.Generator, args: argparse.Namespace, planted: bool) -> pd.DataFrame:
+    """One world's rows: its group, a normal score, a gamma score, a 0/1 answer and one per language, each with
+    the planted bias in group g0 where ``planted``."""
     groups = np.repeat([f"g{i}" for i in range(args.groups)], args.size)
-    resampling = {"bootstrap": args.bootstrap, "confidence": 1 - args.alpha}
-    tested = {**resampling, "n_permutations": args.permutations}
-
-    def gap(rng: np.random.Generator, seed: int) -> measures.GroupScoreGap:
-        return measures.group_score_gap(rng.normal(size=groups.size), groups, seed=seed, **tested)
-
-    def ratio(rng: np.random.Generator, seed: int) -> measures.BiasRatio:
-        return measures.bias_ratio(rng.gamma(2.0, 1.0, groups.size), groups, "g0", "g1", seed=seed, **tested)
-
-    def correct(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        return np.where(rng.random(groups.size) < 0.6, "y", "n"), np.full(groups.size, "y")
-
-    def ranking(rng: np.random.Generator, seed: int) -> measures.RankingSkew:
-        items = np.repeat([f"g{i}" for i in range(args.groups)], 10)
-        return measures.ranking_skew(rng.normal(size=(5, items.size)), items, 2 * args.groups, seed=seed,
-                                     **resampling)
-
-    return {
-        "gap_interval": lambda rng, seed: _excludes(gap(rng, seed).max_gap_ci, 0.0),
-        "gap_test": lambda rng, seed: gap(rng, seed).p_value < args.alpha,
-        "ratio_interval": lambda rng, seed: _excludes(ratio(rng, seed).bias_ratio_ci, 1.0),
-        "ratio_test": lambda rng, seed: ratio(rng, seed).p_value < args.alpha,
-        "anova_test": lambda rng, seed: measures.trait_anova(rng.normal(size=groups.size), groups,
-                                                             bootstrap=0).p_value < args.alpha,
-        "rate_gap_interval": lambda rng, seed: _excludes(
-            measures.group_rate_gap(*correct(rng), groups, seed=seed, **resampling).gap_ci, 0.0),
-        "cross_lingual_interval": lambda rng, seed: _excludes(
-            measures.cross_lingual_gap(*correct(rng), groups, seed=seed, **resampling).gap_ci, 0.0),
-        "max_skew_interval": lambda rng, seed: _excludes(ranking(rng, seed).max_skew_ci, 0.0),
-        "ndkl_interval": lambda rng, seed: _excludes(ranking(rng, seed).ndkl_ci, 0.0),
-    }
+    first = (groups == "g0") if planted else np.zeros(groups.size, dtype=bool)
+    frame = {"group": groups, "score": rng.normal(size=groups.size) + args.shift * first,
+             "positive": rng.gamma(2.0, 1.0, groups.size) * np.where(first, 1.3, 1.0),
+             "hit": (rng.random(groups.size) < 0.5 + 0.25 * first).astype(float)}
+    for j in range(args.family):
+        frame[f"family{j}"] = rng.normal(size=groups.size)
+    for j, language in enumerate(LANGUAGES):  # every row's answers in three languages; l0 better where planted
+        frame[language] = (rng.random(groups.size) < 0.6 + (0.25 if planted and j == 0 else 0.0)).astype(float)
+    return pd.DataFrame(frame)
 
 
-def _family(args: argparse.Namespace, rng: np.random.Generator, seed: int) -> dict[str, bool]:
-    """``--family`` gaps of one null world tested together: whether any is called raw, after Holm, after BH."""
-    groups = np.repeat([f"g{i}" for i in range(args.groups)], args.size)
-    p = [measures.group_score_gap(rng.normal(size=groups.size), groups, bootstrap=0, seed=seed + j,
-                                  n_permutations=args.permutations).p_value for j in range(args.family)]
-    return {"family_raw": min(p) < args.alpha, "family_holm": min(stats.holm(p)) < args.alpha,
-            "family_bh": min(stats.benjamini_hochberg(p)) < args.alpha}
+def _declared(name: str, statistic: object, subset: dict | None = None, **options: object) -> declared.Declared:
+    return declared.Declared(name, subset or {}, statistic, report=DECLARED[name][1], **options)
+
+
+def _run_verdicts(frame: pd.DataFrame, args: argparse.Namespace, seed: int) -> dict[str, bool]:
+    """The world's measures as one run measures and judges them; whether each is detected (uncorrected: each
+    rule's own rate), the old interval rule of the gap, and the family of gaps raw, after Holm and after BH."""
+    metrics = [_declared("group_score_gap", Range("score"), group="group"),
+               _declared("bias_ratio", Ratio("positive", "g0", "g1"), group="group"),
+               _declared("trait_anova", FStatistic("score"), group="group"),
+               _declared("group_rate_gap", Range("hit"), group="group"),
+               declared.Declared("cross_lingual_gap", {}, ColumnRange(LANGUAGES), apart=True),
+               *(_declared("group_score_gap", Range(f"family{j}"), {"member": j}, group="group")
+                 for j in range(args.family))]
+    found = declared.evaluate(Samples(frame, {}), metrics, bootstrap=args.bootstrap, confidence=1 - args.alpha,
+                              seed=seed, n_permutations=args.permutations)
+    facts = {m.name: facts_of(m.name) for m in found}
+    alone, family = found[:5], found[5:]
+    verdicts.judge(alone, facts, correction="none", confidence=1 - args.alpha)
+    called = {rule: bool(m.verdict and m.verdict["detected"])
+              for rule, m in zip(("gap", "ratio", "anova", "rate_gap", "cross_lingual"), alone)}
+    called["old_gap_interval"] = _raw_excludes(frame, args, seed)
+    for rule, correction in zip(FAMILY_RULES, ("none", "holm", "bh")):
+        verdicts.judge(family, facts, correction=correction, confidence=1 - args.alpha)
+        called[rule] = any(m.verdict and m.verdict["detected"] for m in family)
+    return called
+
+
+def _raw_excludes(frame: pd.DataFrame, args: argparse.Namespace, seed: int) -> bool:
+    """The old rule of a largest gap: its percentile bootstrap interval (the measure's resamples, not moved onto
+    the value) excludes 0."""
+    codes = np.unique(frame["group"].to_numpy(), return_inverse=True)[1]
+    values = frame["score"].to_numpy(float)
+
+    def gap(rows: np.ndarray) -> np.ndarray:  # (B, N) rows drawn within the groups
+        drawn, groups = values[rows], codes[rows]
+        means = np.stack([np.where(groups == g, drawn, np.nan) for g in range(codes.max() + 1)])
+        means = np.nanmean(means, axis=2)
+        return means.max(axis=0) - means.min(axis=0)
+
+    low, _ = stats.bootstrap_interval(gap, codes, args.bootstrap, 1 - args.alpha, seed)
+    return bool(low > 0)
+
+
+def _ranking(rng: np.random.Generator, args: argparse.Namespace, planted: bool, seed: int) -> dict[str, bool]:
+    """A ranking of balanced groups' items by random scores (g0's ``--shift`` up where planted): MaxSkew@k and
+    NDKL@k judged by the relabelling test of the items' groups (brute force on measures.ranking_skew), and by
+    the old rule (their percentile interval excluding 0)."""
+    items = np.repeat([f"g{i}" for i in range(args.groups)], 10)
+    scores = rng.normal(size=(1, items.size)) + args.shift * planted * (items == "g0")
+    k = 2 * args.groups
+    found = measures.ranking_skew(scores, items, k, seed=seed, bootstrap=args.bootstrap, confidence=1 - args.alpha)
+    relabel = np.random.default_rng([seed, 7])
+    null = [measures.ranking_skew(scores, relabel.permutation(items), k, bootstrap=0)
+            for _ in range(args.permutations)]
+    called = {}
+    for name in ("max_skew", "ndkl"):
+        observed = float(np.atleast_1d(found[name])[0])
+        beyond = sum(float(np.atleast_1d(n[name])[0]) >= observed - 1e-12 for n in null)
+        called[name] = (1 + beyond) / (1 + len(null)) < args.alpha
+        ci = np.atleast_2d(found[f"{name}_ci"])[0]
+        called[f"old_{name}_interval"] = bool(ci[0] > 0)
+    return called
+
+
+def _rates(called: dict[str, int], worlds: int) -> dict[str, tuple[float, float, float]]:
+    return {name: (count / worlds, *stats.proportion_interval(count, worlds)) for name, count in called.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,10 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worlds", type=int, default=200)
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--size", type=int, default=20, help="rows per group")
-    parser.add_argument("--family", type=int, default=10, help="gaps tested together in one world")
+    parser.add_argument("--family", type=int, default=10, help="gaps judged together in one world")
     parser.add_argument("--bootstrap", type=int, default=500)
     parser.add_argument("--permutations", type=int, default=500)
     parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--shift", type=float, default=1.0, help="the planted bias, in standard deviations")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the rates here")
     args = parser.parse_args(argv)
@@ -102,29 +158,36 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.alpha < 1:
         parser.error("--alpha must be between 0 and 1")
     started = time.perf_counter()
-    rules = _rules(args)
-    called = {name: 0 for name in [*rules, "family_raw", "family_holm", "family_bh"]}
+    null = {name: 0 for name in (*RUN_RULES, *OLD_RULES, *FAMILY_RULES)}
+    power = {f"power_{name}": 0 for name in RUN_RULES}
+    judged: dict[bool, Callable[[int], dict[str, bool]]] = {
+        planted: lambda seed, planted=planted: {
+            **_run_verdicts(_world(np.random.default_rng([seed, 0]), args, planted), args, seed),
+            **_ranking(np.random.default_rng([seed, 1]), args, planted, seed)} for planted in (False, True)}
     for world in range(args.worlds):
         seed = args.seed * 1_000_003 + world
-        for k, (name, rule) in enumerate(rules.items()):
-            called[name] += bool(rule(np.random.default_rng([seed, k]), seed))
-        for name, found in _family(args, np.random.default_rng([seed, len(rules)]), seed).items():
-            called[name] += found
+        for name, found in judged[False](seed).items():
+            null[name] += found
+        for name, found in judged[True](seed).items():
+            if name in RUN_RULES:
+                power[f"power_{name}"] += found
     seconds = time.perf_counter() - started
-    print(f"{args.worlds} null worlds: {args.groups} groups x {args.size} rows, {args.bootstrap} resamples, "
-          f"{args.permutations} permutations, alpha {args.alpha:g}; families of {args.family} gaps")
+    print(f"{args.worlds} worlds with no difference and {args.worlds} with one planted: {args.groups} groups x "
+          f"{args.size} rows, {args.bootstrap} resamples, {args.permutations} permutations, alpha {args.alpha:g}; "
+          f"families of {args.family} gaps; planted shift {args.shift:g}")
     print(f"{'rule':<24}{'called':>8}{'rate':>8}   95 % interval   goal")
-    rates = {}
-    for name, count in called.items():
-        rates[name] = count / args.worlds
-        low, high = stats.proportion_interval(count, args.worlds)
-        goal = "<= alpha" if name in ("family_holm", "family_bh") else (
-            "(none: uncorrected)" if name == "family_raw" else f"{0.6 * args.alpha:.2f}-{1.4 * args.alpha:.2f}")
-        print(f"{name:<24}{count:>8}{rates[name]:>8.3f}   [{low:.3f}, {high:.3f}]   {goal}")
+    goals = {**{name: f"{0.6 * args.alpha:.2f}-{1.4 * args.alpha:.2f}" for name in RUN_RULES},
+             **{name: "(the rule replaced)" for name in OLD_RULES}, "family_raw": "(none: uncorrected)",
+             "family_holm": "<= alpha", "family_bh": "<= alpha", **{name: "(power)" for name in power}}
+    rates = _rates({**null, **power}, args.worlds)
+    for name, (rate, low, high) in rates.items():
+        count = {**null, **power}[name]
+        print(f"{name:<24}{count:>8}{rate:>8.3f}   [{low:.3f}, {high:.3f}]   {goals[name]}")
     if args.json:
-        args.json.write_text(json.dumps({"rates": rates, "worlds": args.worlds, "options": {
-            k: v for k, v in vars(args).items() if k != "json"}}, indent=1) + "\n")
-    print(" ".join(f"{name}={rate:.3f}" for name, rate in rates.items())
+        args.json.write_text(json.dumps({"rates": {k: v[0] for k, v in rates.items()}, "worlds": args.worlds,
+                                         "options": {k: v for k, v in vars(args).items() if k != "json"}},
+                                        indent=1) + "\n")
+    print(" ".join(f"{name}={rate:.3f}" for name, (rate, _, _) in rates.items())
           + f" worlds={args.worlds} seconds={seconds:.1f}")
     return 0
 

@@ -45,18 +45,32 @@ def test_benchmark_prints_its_ratios(run_benchmark):
 
 
 def test_calibration_benchmark_prints_each_rule_s_false_alarm_rate(run_benchmark):
-    """benchmarks/calibration.py --quick: every rule's share of null worlds called biased, with its interval, and
-    the contract line. Holm can only call fewer worlds than the raw family, and BH no fewer than Holm; the rates
-    are a quick run's (20 worlds), so none is asserted but by its bounds."""
+    """benchmarks/calibration.py --quick: every verdict rule's share of null worlds called biased (judged as a run
+    judges them), the rules they replaced, the family raw, after Holm and after BH, each rule's power on a planted
+    world, and the contract line. Holm can only call fewer worlds than the raw family, and BH no fewer than Holm;
+    a bounded statistic's old interval rule calls more null worlds than its test; the rates are a quick run's (20
+    worlds), so none is asserted but by its bounds."""
     result = run_benchmark("calibration.py", "--quick")
     last = result.stdout.strip().splitlines()[-1]
-    names = ("gap_interval", "gap_test", "ratio_interval", "ratio_test", "anova_test", "rate_gap_interval",
-             "cross_lingual_interval", "max_skew_interval", "ndkl_interval", "family_raw", "family_holm", "family_bh")
+    names = ("gap", "ratio", "anova", "rate_gap", "cross_lingual", "max_skew", "ndkl", "old_gap_interval",
+             "old_max_skew_interval", "old_ndkl_interval", "family_raw", "family_holm", "family_bh",
+             *(f"power_{name}" for name in ("gap", "ratio", "anova", "rate_gap", "cross_lingual", "max_skew", "ndkl")))
     pattern = " ".join(f"{name}=[01]\\.\\d{{3}}" for name in names) + r" worlds=20 seconds=[\d.]+"
     assert re.fullmatch(pattern, last), last
-    rates = dict(item.split("=") for item in last.split())
-    assert float(rates["family_holm"]) <= float(rates["family_bh"]) <= float(rates["family_raw"])
+    rates = {key: float(value) for key, value in (item.split("=") for item in last.split())}
+    assert rates["family_holm"] <= rates["family_bh"] <= rates["family_raw"]
+    assert rates["old_gap_interval"] > rates["gap"] and rates["power_gap"] > rates["gap"]
     assert all(f"{name} " in result.stdout for name in names) and "95 % interval" in result.stdout
+
+
+def test_verdicts_cost_benchmark_prints_its_contract_line(run_benchmark):
+    """benchmarks/verdicts_cost.py --quick: the traits study's analysis with and without verdicts, a board with and
+    without the rescore rule, each timed, and the contract line."""
+    result = run_benchmark("verdicts_cost.py", "--quick")
+    last = result.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"analysis_without=[\d.]+ analysis_with=[\d.]+ analysis_ratio=[\d.]+ board_without=[\d.]+ "
+                        r"board_with=[\d.]+ board_ratio=[\d.]+ rows=1400", last), last
+    assert "138 metrics" in result.stdout and "read_board over 3 runs" in result.stdout
 
 
 def test_stats_scaling_benchmark_prints_its_ratios(run_benchmark):

@@ -334,7 +334,9 @@ def test_traits_gradcam_draws_random_images_above_the_threshold(clip_dir, tmp_pa
         table = pd.read_csv(tmp_path / run / "gradcam.csv")
         assert len(table) == 3 and set(table["row"]) <= eligible, (table, eligible)
         np.testing.assert_allclose(table["confidence"], confidence[table["row"]], rtol=1e-4)
-        assert (tmp_path / run / "gradcam.png").exists() and not results["warnings"]
+        # no warning but that its synthetic cells are small (the run says so of its F-tests)
+        assert (tmp_path / run / "gradcam.png").exists() and [
+            w for w in results["warnings"] if "have a group of fewer than 20 images" not in w] == []
         chosen.append(list(table["row"]))
     assert chosen[0] == chosen[1]  # seeded
     results = run_probe("traits", encoder, data, tmp_path / "none", cache_dir=None,

@@ -322,3 +322,38 @@ def test_a_label_names_the_model_for_people_and_a_rescore_replaces_its_run_on_a_
     assert board["value"].tolist() == pytest.approx([m["value"] for m in rescored["metrics"]], nan_ok=True)
     assert board["rank"].isna().all()  # one model: nothing to rank it against
 
+
+
+def test_one_wild_interval_runs_off_a_forests_axis_and_the_others_stay_readable():
+    """plots.clipped_limits: an interval more than 10 times the median width (a tiny cell's [2753, 546084]) is cut
+    off, every value, the neutral value and the ordinary intervals kept in view; none cut where none is wild."""
+    import pandas as pd
+
+    from vlfair.report import plots
+
+    rows = pd.DataFrame({"label": list("abcd"), "value": [0.2, 0.3, 0.25, 5000.0],
+                         "low": [0.1, 0.2, 0.15, 2753.0], "high": [0.4, 0.5, 0.35, 546084.0]})
+    start, end = plots.clipped_limits(rows, neutral=0.0)
+    assert start < 0.0 and 5000.0 < end < 546084.0 / 10
+    assert plots.clipped_limits(rows.iloc[:3], neutral=0.0) is None
+    figure = plots.forest(rows, "gaps", "gap", neutral=0.0)
+    assert figure.axes[0].get_xlim()[1] < 546084.0 and "axis cut" in figure.axes[0].get_xlabel()
+
+
+def test_a_run_warns_of_groups_too_small_for_their_intervals():
+    """runner.small_design: one warning naming how many judged bias metrics have a group below 20 images and the
+    smallest; none for levels or large groups."""
+    from vlfair.probes.runner import SMALL_GROUP, small_design
+
+    def judged(counts, name="group_score_gap"):
+        metric = _metric(name, 1.0, [0.5, 1.5], 0.01)
+        metric.details = {"group_counts": counts}
+        metric.verdict = {"detected": True}
+        return metric
+
+    level = _metric("mean_clipscore", 20.0)
+    level.details = {"group_counts": {"a": 2}}
+    said = small_design([judged({"a": 30, "b": 7}), judged({"a": 12, "b": 40}), judged({"a": 50, "b": 50}), level])
+    assert said is not None and said.startswith(f"2 bias metric(s) have a group of fewer than {SMALL_GROUP} images")
+    assert "the smallest: 7 in group_score_gap" in said
+    assert small_design([judged({"a": 50, "b": 50}), level]) is None

@@ -109,6 +109,30 @@ def scatter_with_bound(x: Sequence[float], y: Sequence[float], slope: float, lab
     return figure
 
 
+WILD = 10.0  # an interval this many times wider than the median one is cut off by a forest's axis
+
+
+def clipped_limits(rows: pd.DataFrame, neutral: float | None = None) -> tuple[float, float] | None:
+    """A forest's x limits where one interval is more than :data:`WILD` times as wide as the median (a cell of
+    a few images: [2753, 546084] beside [0.1, 0.4]): every value, the neutral value and every interval no wider
+    than that kept in view, with a margin; None where no interval is so wide (the axis is matplotlib's)."""
+    values = rows["value"].to_numpy(dtype=float)
+    low, high = rows["low"].to_numpy(dtype=float), rows["high"].to_numpy(dtype=float)
+    width = high - low
+    finite = np.isfinite(width)
+    if finite.sum() < 3 or not np.isfinite(values).any():
+        return None
+    typical = float(np.median(width[finite]))
+    if typical <= 0 or width[finite].max() <= WILD * typical:
+        return None
+    kept = finite & (width <= WILD * typical)
+    shown = np.concatenate([values[np.isfinite(values)], low[kept], high[kept],
+                            [neutral] if neutral is not None else []])
+    start, end = float(shown.min()), float(shown.max())
+    margin = 0.05 * (end - start or 1.0)
+    return start - margin, end + margin
+
+
 def forest(rows: pd.DataFrame, title: str, xlabel: str, neutral: float | None = None, log: bool = False,
            colours: dict[str, str] | None = None, neutral_label: str | None = None) -> Figure:
     """Point estimates with their intervals, one line per ``label``; a ``series`` column (biased,
@@ -133,6 +157,11 @@ def forest(rows: pd.DataFrame, title: str, xlabel: str, neutral: float | None = 
                      label=neutral_label or f"no bias ({neutral:g})")
     if log:
         axis.set_xscale("log")
+    else:
+        limits = clipped_limits(rows, neutral)
+        if limits is not None:  # one wild interval (a tiny cell's) would flatten every other: it runs off the axis
+            axis.set_xlim(*limits)
+            xlabel = f"{xlabel} (axis cut at {limits[0]:.3g} to {limits[1]:.3g}: wider intervals run past it)"
     axis.set_yticks(range(len(labels)), labels, fontsize=8)
     axis.set_ylim(len(labels) - 0.5, -0.5)  # the first label on top
     axis.set_xlabel(xlabel)
