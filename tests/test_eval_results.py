@@ -97,6 +97,14 @@ def test_a_record_holds_every_metric_with_its_interval_and_validates(runs):
     level = next(r for r in record["evaluation_results"] if r["metric_config"]["metric_name"] == "trait_confidence")
     assert level["metric_config"]["lower_is_better"] is False
     assert "neither higher nor lower" in level["metric_config"]["additional_details"]["direction"]
+    # the run's verdict, as the run made it (detected, rule, raw p, Holm's p, the correction and family), on a bias
+    # metric and on no level
+    details = anova["score_details"]["details"]
+    verdict = next(m for m in results["metrics"] if m["name"] == "trait_anova")["verdict"]
+    assert details["bias_detected"] == json.dumps(verdict["detected"]) and details["verdict_rule"] == "test"
+    assert float(details["p_holm"]) == verdict["p_holm"] and details["correction"] == "holm"
+    assert int(details["family_tests"]) == results["verdicts"]["tests"]
+    assert "bias_detected" not in level["score_details"]["details"]
 
 
 def test_a_broken_record_fails_validation(runs):
@@ -124,6 +132,9 @@ def test_entries_parse_back_with_huggingface_hub_to_the_same_values(runs):
         assert entry.date == results["created"] and entry.source_url.endswith(f"/every_eval_ever/{name}")
         assert "95% confidence interval [" in entry.notes and "200 resamples" in entry.notes
         assert ("p-value " in entry.notes) == (m["p_value"] is not None)
+        if m.get("verdict") and m["verdict"]["detected"] is not None:  # the run's verdict, in words
+            said = "bias detected (Holm's p " if m["verdict"]["detected"] else "no bias detected (Holm's p "
+            assert said in entry.notes and f"over {results['verdicts']['tests']} tests)" in entry.notes
 
 
 def test_the_yaml_written_by_hand_matches_huggingface_hubs():

@@ -269,7 +269,8 @@ def _metric_config(results: dict[str, Any], metric: dict[str, Any]) -> dict[str,
 
 def _score_details(results: dict[str, Any], metric: dict[str, Any]) -> dict[str, Any]:
     scored: dict[str, Any] = {"score": metric["value"],
-                              "details": _strings({"p_value": metric["p_value"], **metric["details"]})}
+                              "details": _strings({"p_value": metric["p_value"], **metric["details"],
+                                                   **_verdict_details(results, metric)})}
     ci = metric["ci"]
     if ci is not None and None not in ci:  # a bound the resamples could not give is no interval
         method, resamples = _interval(results, metric)
@@ -283,6 +284,34 @@ def _score_details(results: dict[str, Any], metric: dict[str, Any]) -> dict[str,
         if resamples is not None:
             scored["uncertainty"]["num_bootstrap_samples"] = resamples
     return scored
+
+
+def _verdict_details(results: dict[str, Any], metric: dict[str, Any]) -> dict[str, Any]:
+    """The run's verdict on a bias metric (``vlfair.verdicts``), as read, never recomputed: detected, its rule,
+    raw p, Holm's p, BH's q, the correction that decided it and the size of the run's family."""
+    verdict = metric.get("verdict")
+    if not verdict:
+        return {}
+    family = results.get("verdicts") or {}
+    return {"bias_detected": verdict.get("detected"), "verdict_rule": verdict.get("rule"),
+            "verdict_p_value": verdict.get("p_value"), "p_holm": verdict.get("p_holm"), "q_bh": verdict.get("q_bh"),
+            "correction": family.get("correction"), "family_tests": family.get("tests")}
+
+
+def verdict_sentence(results: dict[str, Any], metric: dict[str, Any]) -> str | None:
+    """The run's verdict in words ("bias detected (Holm's p 0.003 over 24 tests)"), or None for a level."""
+    from vlfair.report.numbers import format_p
+
+    verdict = metric.get("verdict")
+    if not verdict:
+        return None
+    if verdict.get("detected") is None:
+        return f"not judged ({verdict.get('not_judged') or 'no interval or test'})"
+    family = results.get("verdicts") or {}
+    correction = family.get("correction", "holm")
+    decided = {"holm": ("Holm's p", "p_holm"), "bh": ("BH's q", "q_bh"), "none": ("p", "p_value")}[correction]
+    said = "bias detected" if verdict["detected"] else "no bias detected"
+    return f"{said} ({decided[0]} {format_p(verdict.get(decided[1]))} over {family.get('tests', '?')} tests)"
 
 
 def _model_info(model: dict[str, Any]) -> dict[str, Any]:
@@ -386,6 +415,9 @@ def _notes(results: dict[str, Any], metric: dict[str, Any]) -> str:
         method = metric["details"].get("p_value_method")
         parts.append(f"p-value {format_p(metric['p_value'], metric['details'].get('log10_p_value'))}"
                      + (f" ({method.replace('_', ' ')})" if isinstance(method, str) else ""))
+    said = verdict_sentence(results, metric)
+    if said:
+        parts.append(said)
     return "; ".join(parts)
 
 
