@@ -278,6 +278,15 @@ def test_multilingual_takes_other_prompt_sets_as_phrasings(clip_dir, tmp_path, c
     assert {str(m["subset"].get("phrasing", 1)) for m in both["metrics"] if m["name"] == "cross_lingual_gap"} == {
         "1", "2", "pooled"}
     assert "of 2 phrasings" in (tmp_path / "both" / "phrasings.csv").read_text()
+    # found in a phrasing where its test against no difference finds the gap (a largest gap's interval, which
+    # holds the value, lies above 0 wherever the gap is above 0, found or not)
+    gaps = {(m["subset"]["task"], m["subset"].get("phrasing", 1)): m for m in both["metrics"]
+            if m["name"] == "cross_lingual_gap"}
+    for (task, number), gap in gaps.items():
+        if number == "pooled":
+            tested = [gaps[(task, k)] for k in (1, 2)]
+            assert gap["details"]["holds_in"] == sum(m["p_value"] is not None and m["p_value"] < 0.05 for m in tested)
+    assert "test against no difference finds the gap" in (tmp_path / "both" / "phrasings.md").read_text()
     for settings, message in (({"phrasings": ["study"]}, "is prompt_set, phrasing 1 already"),
                               ({"phrasings": ["other"]}, "is not one of ['study', 'vlfair']")):
         with pytest.raises(ProbeError, match=re.escape(message)):

@@ -441,10 +441,13 @@ class MultilingualProbe(Probe):
                        legend_title="language")
         if phrasing.count(samples) < 2:
             return
+        # a largest gap is never below 0: found where its test against no difference finds it (DESIGN "Verdicts"),
+        # not where its interval (which holds the value) lies above 0
+        alpha = 1 - self.settings.confidence
         found = phrasing.found_table(
             out.metrics, "cross_lingual_gap", lambda subset: {"task": subset["task"]}, samples.facts["phrasings"],
-            lambda metric, _pooled: bool(metric.ci and metric.ci[0] > 0), "Each task's cross-lingual accuracy gap",
-            "interval lies above 0")
+            lambda metric, _pooled: metric.p_value is not None and metric.p_value < alpha,
+            "Each task's cross-lingual accuracy gap", f"test against no difference finds the gap (p < {alpha:g})")
         if found is not None:
             out.tables["phrasings"] = found
 
