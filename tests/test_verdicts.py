@@ -238,6 +238,8 @@ def test_an_f_tests_effect_size_and_its_interval_cover_the_population_s():
         assert sps.ncf.cdf(5.0, 3, 100, lam) == pytest.approx(level, abs=1e-6)
     assert stats.f_effect(0.5, 3, 100)[0] == stats.f_effect(1.0, 3, 100)[0] == 0.0  # both no effect
     assert stats.f_effect(math.inf, 3, 100) == (None, None)
+    huge, interval = stats.f_effect(1e12, 1, 10)  # scipy's noncentral F gives no number out there: no interval
+    assert huge == pytest.approx(1.0) and interval is None
     rng = np.random.default_rng(0)
     for true, goal in ((0.0, 0.975), (0.05, 0.95), (0.2, 0.95)):
         offsets = np.asarray([-1.5, -0.5, 0.5, 1.5])
@@ -265,6 +267,9 @@ def test_a_board_ranks_f_tests_by_their_effect_size_and_carries_each_run_s_verdi
         "p_value": [0.7, 0.4, 1e-5, 0.06, 0.001], "log10_p_value": [math.nan] * 5,
         "detected": [0.0, 0.0, 1.0, 0.0, 1.0], "correction": ["holm"] * 4 + ["bh"]})
     assert rank(frame).tolist() == [1.0, 1.0, 3.0, 1.0, 2.0]
+    # a run written before effect sizes beside one with them: not one scale, so that group by distance to 0
+    mixed = frame.assign(effect=[math.nan, 0.0, 0.07, math.nan, math.nan], value=[1.2, 500.0, 9.0, 0.9, 1.2])
+    assert rank(mixed).tolist() == [1.0, 3.0, 2.0, 1.0, 2.0]
     assert readable(frame)["bias detected"].tolist() == ["no (holm)", "no (holm)", "yes (holm)", "no (holm)",
                                                          "yes (bh)"]
 
@@ -334,7 +339,7 @@ def test_one_wild_interval_runs_off_a_forests_axis_and_the_others_stay_readable(
     rows = pd.DataFrame({"label": list("abcd"), "value": [0.2, 0.3, 0.25, 5000.0],
                          "low": [0.1, 0.2, 0.15, 2753.0], "high": [0.4, 0.5, 0.35, 546084.0]})
     start, end = plots.clipped_limits(rows, neutral=0.0)
-    assert start < 0.0 and 5000.0 < end < 546084.0 / 10
+    assert start < 0.0 < 0.5 < end < 1.0  # the ordinary intervals fill the axis; the wild one runs past it
     assert plots.clipped_limits(rows.iloc[:3], neutral=0.0) is None
     figure = plots.forest(rows, "gaps", "gap", neutral=0.0)
     assert figure.axes[0].get_xlim()[1] < 546084.0 and "axis cut" in figure.axes[0].get_xlabel()
@@ -357,3 +362,30 @@ def test_a_run_warns_of_groups_too_small_for_their_intervals():
     assert said is not None and said.startswith(f"2 bias metric(s) have a group of fewer than {SMALL_GROUP} images")
     assert "the smallest: 7 in group_score_gap" in said
     assert small_design([judged({"a": 50, "b": 50}), level]) is None
+
+
+def test_a_trait_anova_of_groups_with_almost_no_spread_keeps_its_f_and_has_no_effect_interval():
+    """An F past 1e9 (groups of almost no spread inside): the run measures it (F, p, omega squared near 1) and
+    gives no effect interval where scipy's noncentral F has no number, rather than stopping."""
+    from vlfair import measures
+
+    found = measures.trait_anova([0.2, 0.2, 0.2 + 1e-7, 0.2 - 1e-7, 0.8, 0.8, 0.8 + 1e-7, 0.8 - 1e-7],
+                                 ["a"] * 4 + ["b"] * 4, bootstrap=50)
+    assert found.f_statistic > 1e9 and found.omega_squared == pytest.approx(1.0) and found.omega_squared_ci is None
+
+
+def test_of_one_scoring_a_board_keeps_the_newest_and_of_two_both():
+    """latest_scoring (which read_board applies to the runs it could read): of a run and its rescore (the same
+    family, model and samples' content) the newer; runs of other samples are other scorings, both kept."""
+    import copy
+
+    from vlfair.report import leaderboard
+
+    older = {"family": "f", "model": {"spec": "m", "revision": None, "dtype": "float32"},
+             "samples": {"content_sha256": "abc"}, "created": "2026-01-01T00:00:00+00:00"}
+    newer = copy.deepcopy(older) | {"created": "2026-02-01T00:00:00+00:00"}
+    kept, replaced = leaderboard.latest_scoring([older, newer])
+    assert kept == [newer] and replaced == [(older, newer)]
+    assert leaderboard.latest_scoring([older]) == ([older], [])
+    other = copy.deepcopy(newer) | {"samples": {"content_sha256": "def"}}  # other samples: another scoring
+    assert leaderboard.latest_scoring([older, other]) == ([older, other], [])

@@ -300,8 +300,9 @@ def f_effect(f: float, df_between: float, df_within: float, confidence: float = 
     every such run ties at 0, as "no difference" should), and its interval at ``confidence`` by inverting the
     noncentral F in its noncentrality lambda (Steiger 2004; MBESS's ``conf.limits.ncf``): the lambdas whose F
     distribution puts the observed F at its (1 + confidence) / 2 and (1 - confidence) / 2 quantiles, each read as
-    lambda / (lambda + N); a bound below which no lambda reaches is 0. (None, None) where F is not finite. For
-    Welch's F the same reading with its degrees of freedom is an approximation."""
+    lambda / (lambda + N); a bound below which no lambda reaches is 0. (None, None) where F is not finite; no
+    interval where the noncentral F cannot be computed (an F past about 1e9). For Welch's F the same reading with
+    its degrees of freedom is an approximation."""
     from scipy.optimize import brentq
     from scipy.stats import f as f_distribution
     from scipy.stats import ncf
@@ -316,8 +317,10 @@ def f_effect(f: float, df_between: float, df_within: float, confidence: float = 
             bounds.append(0.0)
             continue
         high = max(10.0, 2 * f * df_between)
-        while ncf.cdf(f, df_between, df_within, high) > level:
+        while (at := ncf.cdf(f, df_between, df_within, high)) > level:
             high *= 2
+        if not math.isfinite(at):  # an F past ~1e9 (groups of almost no spread): scipy's ncf gives no number there
+            return float(estimate), None
         found = brentq(lambda lam, quantile=level: ncf.cdf(f, df_between, df_within, lam) - quantile, 0.0, high,
                        xtol=1e-10 * high)
         bounds.append(float(found / (found + total)))

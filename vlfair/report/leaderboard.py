@@ -170,9 +170,12 @@ def rank(frame: pd.DataFrame) -> pd.Series:
     never by F (an F of 0.5 and one of 1.0 are both no effect: omega squared 0, one rank). NaN where
     ranking means nothing: a metric without a neutral value (a level, such as an accuracy), a run
     without a family, a missing value, or fewer than two models with a value in the group."""
-    distance = (frame["value"] - frame["neutral"]).abs().where(frame["effect"].isna(), frame["effect"])
-    distance = distance.where(frame["neutral"].notna())
     keys = [frame["family"], frame["metric"], frame["subset"]]
+    # by effect size only where every row of the group has one (a run written before omega squared has none: its
+    # F and another's effect size are not on one scale, so the group is ranked by distance, as it was)
+    every = frame["effect"].notna().groupby(keys, dropna=False).transform("all")
+    distance = (frame["value"] - frame["neutral"]).abs().where(~every, frame["effect"])
+    distance = distance.where(frame["neutral"].notna())
     ranks = distance.groupby(keys, dropna=True).rank(method="min")
     models = frame["model"].where(distance.notna()).groupby(keys, dropna=True).transform("nunique")
     return ranks.where(models >= 2).astype(float)
@@ -227,19 +230,20 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
     loaded = read_files(files, report)
     runs, duplicates = dedupe([results for _, results in loaded])
     where = {id(results): path for path, results in loaded}
-    runs, replaced = latest_scoring(runs)
+    readable: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    for results in runs:
+        try:
+            readable.append((results, _rows(results, neutral)))
+        except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:  # whatever the schema let by
+            skip_or_raise(report, f"{where[id(results)]}: {short_reason(exc)}")
+    # of the runs that could be read (a newer rescore that could not is no replacement)
+    kept, replaced = latest_scoring([results for results, _ in readable])
     for old, new in replaced:  # named where the board is read (no error: the newer one is the board's row)
         if skipped is not None:
             skipped.append(f"{where[id(old)]}: the same model's scoring of the same samples as {where[id(new)]} (a "
                            "rescore), which is newer: the newer one is the board's row")
-    kept, rows = [], []
-    for results in runs:
-        try:
-            rows.extend(_rows(results, neutral))
-        except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:  # whatever the schema let by
-            skip_or_raise(report, f"{where[id(results)]}: {short_reason(exc)}")
-            continue
-        kept.append(results)
+    chosen = {id(results) for results in kept}
+    rows = [row for results, found in readable if id(results) in chosen for row in found]
     for problem in problems:  # a downloaded file is named by its repository, not by the cache's folder
         for root, source in names.items():
             problem = problem.replace(root, source, 1) if problem.startswith(root) else problem

@@ -114,8 +114,9 @@ WILD = 10.0  # an interval this many times wider than the median one is cut off 
 
 def clipped_limits(rows: pd.DataFrame, neutral: float | None = None) -> tuple[float, float] | None:
     """A forest's x limits where one interval is more than :data:`WILD` times as wide as the median (a cell of
-    a few images: [2753, 546084] beside [0.1, 0.4]): every value, the neutral value and every interval no wider
-    than that kept in view, with a margin; None where no interval is so wide (the axis is matplotlib's)."""
+    a few images: [2753, 546084] beside [0.1, 0.4]): the neutral value and every interval no wider than that, with
+    its estimate, kept in view, with a margin (the wild ones run past the axis); None where no interval is so wide
+    (the axis is matplotlib's)."""
     values = rows["value"].to_numpy(dtype=float)
     low, high = rows["low"].to_numpy(dtype=float), rows["high"].to_numpy(dtype=float)
     width = high - low
@@ -126,7 +127,8 @@ def clipped_limits(rows: pd.DataFrame, neutral: float | None = None) -> tuple[fl
     if typical <= 0 or width[finite].max() <= WILD * typical:
         return None
     kept = finite & (width <= WILD * typical)
-    shown = np.concatenate([values[np.isfinite(values)], low[kept], high[kept],
+    plain = kept | ~finite  # a wild interval's own estimate is cut too: it is as far out as its interval says
+    shown = np.concatenate([values[plain & np.isfinite(values)], low[kept], high[kept],
                             [neutral] if neutral is not None else []])
     start, end = float(shown.min()), float(shown.max())
     margin = 0.05 * (end - start or 1.0)
