@@ -36,7 +36,10 @@ CORRECTION_NAMES = {"holm": "Holm (family-wise error rate)", "bh": "Benjamini-Ho
                     "none": "none (each test at its own level)"}
 # the heading of a column of p-values adjusted by each correction: what a reader is told the numbers are
 ADJUSTED_COLUMNS = {"holm": "p (Holm)", "bh": "q (BH)", "none": "p (not adjusted)"}
-assert tuple(ADJUSTED_COLUMNS) == CORRECTIONS
+# the key of a verdict (judge) that holds the p-value each correction decides by, and its name in a sentence
+DECIDING = {"holm": "p_holm", "bh": "q_bh", "none": "p_value"}
+DECIDING_NAMES = {"holm": "Holm's p", "bh": "BH's q", "none": "p"}
+assert tuple(ADJUSTED_COLUMNS) == tuple(DECIDING) == tuple(DECIDING_NAMES) == CORRECTIONS
 POOLED_PHRASING = "pooled"  # the subset's "phrasing" of a metric pooled over its phrasings (probes.phrasings)
 
 
@@ -141,4 +144,5 @@ def summary_text(summary: Mapping[str, Any] | None) -> str:
     return text
 
 
-__all__ = ["ADJUSTED", "ADJUSTED_COLUMNS", "CORRECTION_NAMES", "detected", "interval_p", "judge", "summary_text"]
+__all__ = ["ADJUSTED", "ADJUSTED_COLUMNS", "CORRECTION_NAMES", "DECIDING", "DECIDING_NAMES", "detected", "interval_p",
+           "judge", "summary_text"]

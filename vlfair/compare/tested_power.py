@@ -18,6 +18,7 @@ whose run detects a bias when its test's p-value is below 1 - confidence.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from typing import Any
@@ -35,7 +36,7 @@ class PowerError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class _Numerical:
+class _Numerical(abc.ABC):
     """What every design of a tested metric shares (the metric, its value and neutral value at the run, the run's
     images per group and alpha) and the inverses of :meth:`power`, found numerically: the smallest effect detected
     with a power, and the images per group an effect needs."""
@@ -47,8 +48,9 @@ class _Numerical:
     per_group: float
     confidence: float
 
-    def power(self, effect: float, per_group: float) -> float:  # pragma: no cover (each design's)
-        raise NotImplementedError
+    @abc.abstractmethod
+    def power(self, effect: float, per_group: float) -> float:
+        """The chance that the run's test detects an ``effect`` with ``per_group`` images in each group."""
 
     def _top(self) -> float:
         return math.inf

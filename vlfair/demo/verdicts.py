@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vlfair.report.numbers import format_p, format_subset, format_value
+from vlfair.verdicts import DECIDING
 
 
 def every_verdict(out: Path) -> dict[str, dict[str, Any]]:
@@ -25,8 +26,8 @@ def every_verdict(out: Path) -> dict[str, dict[str, Any]]:
             tally[key] += int(summary.get(key, 0))
         tally["detections"] += [
             {"probe": results["probe"], "metric": metric["name"], "subset": metric["subset"], "value": metric["value"],
-             "p_value": metric["verdict"]["p_value"], "adjusted": metric["verdict"]["p_holm"]
-             if summary.get("correction") == "holm" else metric["verdict"]["q_bh"], "correction": summary["correction"]}
+             "p_value": metric["verdict"]["p_value"], "adjusted": metric["verdict"][DECIDING[summary["correction"]]],
+             "correction": summary["correction"]}
             for metric in results["metrics"] if (metric.get("verdict") or {}).get("detected")]
     return found
 

@@ -85,10 +85,7 @@ def evaluate(statistic: Statistic, report: Report, columns: Mapping[str, np.ndar
     if facts is not None:
         if resampled.size and found.ci is not None and found.value is not None:
             found.ci = null.interval_of(resampled, found.value, confidence, facts)
-        scale = float(np.nanmax(np.abs(values), initial=0.0)) if values.size else 0.0
-        found.value = null.snapped(found.value, facts.neutral, scale)
-        if found.ci is not None:
-            found.ci = [null.snapped(bound, facts.neutral, scale) for bound in found.ci]  # type: ignore[misc]
+        null.snap(found, facts.neutral, null.scale_of(values))
     return found
 
 

@@ -189,5 +189,17 @@ def snapped(value: float | None, neutral: float | None, scale: float) -> float |
 
 RESIDUE = 1e-12  # relative to the data's largest magnitude: below this a deviation is float64's, not the data's
 
+
+def scale_of(values: np.ndarray) -> float:
+    """The data's largest magnitude, what a rounding residue is relative to (:func:`snapped`)."""
+    return float(np.nanmax(np.abs(values), initial=0.0)) if values.size else 0.0
+
+
+def snap(found: Any, neutral: float | None, scale: float) -> None:
+    """A result's ``value`` and ``ci`` bounds (a Metric, a measure's reading) :func:`snapped`, in place."""
+    found.value = snapped(found.value, neutral, scale)
+    if found.ci is not None:
+        found.ci = [snapped(bound, neutral, scale) for bound in found.ci]
+
 __all__ = ["NULL_DRAWS", "Null", "RESIDUE", "column_means", "columns_drawn", "deviation", "exceeding", "interval_of",
-           "relabelling_keys", "rows_drawn", "snapped", "test"]
+           "relabelling_keys", "rows_drawn", "scale_of", "snap", "snapped", "test"]

@@ -336,7 +336,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
         elif bootstrap and tested:  # a bounded statistic's resamples moved onto its value (null.interval_of)
             resampled = resampled.copy()
             resampled[:, tested] = paired.recentred(resampled[:, tested], point[tested])
-        scale = float(np.nanmax(np.abs(values), initial=0.0)) if values.size else 0.0
+        scale = null.scale_of(values)
         measured: dict[int, Metric] = {}  # this row set's plain metrics, by their place in the row set
         for j, (position, statistic) in enumerate(zip(building.positions, row_set.statistics)):
             for pooled, k in owners.get(position, []):
@@ -356,7 +356,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
                     functools.partial(_name, metric), confidence, n_permutations, seed), metric.statistic)
                 if metric.report is None:
                     value.value = engine
-            _snap(value, facts[j].neutral, scale)
+            null.snap(value, facts[j].neutral, scale)
             measured[j] = value
             found.append((where[position], value))
         if n_permutations:
@@ -446,15 +446,6 @@ def _set_test(metric: Metric, p: float, method: str | None, mean: float) -> None
                            "p_value_method": method, **null.exceeding(metric.value, metric.ci, mean)})
 
 
-def _snap(metric: Metric, neutral: float | None, scale: float) -> None:
-    """A metric's value and interval bounds with their rounding residues of the neutral value made it."""
-    from vlfair.measures import null
-
-    metric.value = null.snapped(metric.value, neutral, scale)
-    if metric.ci is not None:
-        metric.ci = [null.snapped(bound, neutral, scale) for bound in metric.ci]  # type: ignore[misc]
-
-
 def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray, float]], facts: Facts,
             confidence: float, rng: np.random.Generator) -> Metric:
     """A :class:`Pooled` metric from its phrasings' values and resamples on shared resamples of the rows: each
@@ -481,7 +472,7 @@ def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray, floa
     pooled = Metric(metric.name, dict(metric.subset), value, ci,
                     details={"phrasings": len(phrasings), "phrasing_values": values.tolist(), "holds_in": holds},
                     facts=facts)
-    _snap(pooled, facts.neutral, max(scale for *_, scale in phrasings))
+    null.snap(pooled, facts.neutral, max(scale for *_, scale in phrasings))
     return pooled
 
 

@@ -309,9 +309,11 @@ def verdict_sentence(results: dict[str, Any], metric: dict[str, Any]) -> str | N
         return f"not judged ({verdict.get('not_judged') or 'no interval or test'})"
     family = results.get("verdicts") or {}
     correction = family.get("correction", "holm")
-    decided = {"holm": ("Holm's p", "p_holm"), "bh": ("BH's q", "q_bh"), "none": ("p", "p_value")}[correction]
+    from vlfair.verdicts import DECIDING, DECIDING_NAMES
+
     said = "bias detected" if verdict["detected"] else "no bias detected"
-    return f"{said} ({decided[0]} {format_p(verdict.get(decided[1]))} over {family.get('tests', '?')} tests)"
+    return (f"{said} ({DECIDING_NAMES[correction]} {format_p(verdict.get(DECIDING[correction]))} over "
+            f"{family.get('tests', '?')} tests)")
 
 
 def _model_info(model: dict[str, Any]) -> dict[str, Any]:

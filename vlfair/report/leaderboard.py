@@ -48,6 +48,7 @@ from vlfair.report.results import (  # noqa: F401  (read_results: its home befor
     short_reason,
     skip_or_raise,
 )
+from vlfair.verdicts import DECIDING
 
 COLUMNS = ["model", "revision", "dtype", "kind", "probe", "probe_version", "dataset", "split", "metric", "subset",
            # confidence: the interval's level (the run's; runs of one family may differ in it)
@@ -123,10 +124,6 @@ def _rows(r: dict[str, Any], neutral: Neutrals | None) -> list[dict[str, Any]]:
             if column in row:
                 row[column] = math.nan if row[column] is None else float(row[column])
     return rows
-
-
-# the verdict's p-value that each correction decides by (vlfair.verdicts.judge)
-DECIDING = {"holm": "p_holm", "bh": "q_bh", "none": "p_value"}
 
 
 def _effect(metric: dict[str, Any]) -> float | None:
