@@ -298,6 +298,13 @@ def test_a_full_demo_draws_the_answerers_figures_too(demo_cache, tmp_path):
                                         "the demo: --full applies to the demo"),
     (["demo", "--full=yes"], "vlfair demo: argument --full: ignored explicit argument 'yes' (vlfair demo --help lists "
                              "what it takes)"),
+    (["demo", "--label", "mine=x"], "vlfair demo: argument --label: 'mine=x' is not MODEL=NAME with MODEL one of "
+                                    "biased, control, answerer-biased, answerer-control (vlfair demo --help lists what "
+                                    "it takes)"),
+    (["demo", "--label", "control= "], "vlfair demo: argument --label: ' ' is empty or only spaces: give the name "
+                                       "people should read (vlfair demo --help lists what it takes)"),
+    (["demo", "--selfcheck", "--label", "control=x"], "vlfair demo: --selfcheck checks the embedding engine instead "
+                                                      "of running the demo: --label applies to the demo"),
 ])
 def test_demo_flags_it_cannot_take_are_one_line_and_exit_2(argv, said, capsys):
     try:
@@ -535,6 +542,33 @@ def test_the_answerers_find_every_planted_bias_through_the_probes(demo):
                                                       "public-figures", "retrieval"}
     assert (out / "answerer-biased" / "traits" / "samples.parquet").exists()
     assert (out / "answerer-control" / "retrieval" / "samples.parquet").exists()
+
+
+def test_a_label_names_a_demo_model_in_its_runs_and_the_tally(monkeypatch, tmp_path):
+    """``vlfair demo --label control=NAME``: the label reaches run_demo, names the model its runs are measured on
+    (results.json's model.name), and the tally of every verdict names it beside its folder."""
+    from vlfair.demo import run as demo_run
+    from vlfair.demo.verdicts import every_verdict, every_verdict_lines
+
+    given = {}
+    monkeypatch.setattr(demo_run, "run_demo", lambda *args, **kwargs: given.update(kwargs) or [{}])
+    assert main(["demo", "--out", str(tmp_path / "d"), "--label", "control=My control",
+                 "--label", "answerer-biased=Their answerer"]) == 0
+    assert given["labels"] == {"control": "My control", "answerer-biased": "Their answerer"}
+    _, encoders, answerers = demo_run.world_models(demo_run.plantings(), labels=given["labels"])
+    assert encoders["control"].display_name == "My control" and encoders["biased"].display_name == "demo-world biased"
+    assert answerers["biased"].display_name == "Their answerer"
+    assert answerers["control"].display_name == "demo-world control answerer"
+    run = tmp_path / "out" / "control" / "traits"
+    run.mkdir(parents=True)
+    run.joinpath("results.json").write_text(json.dumps({
+        "probe": "traits", "model": {"name": "My control"}, "measures": {"trait_anova": {"neutral": 0.0}},
+        "verdicts": {"tests": 3, "detected": 1, "not_judged": 0, "correction": "holm"},
+        "metrics": [{"name": "trait_anova", "subset": {"trait": "smart"}, "value": 4.5,
+                     "verdict": {"detected": True, "p_value": 0.001, "p_holm": 0.003}}]}))
+    lines = every_verdict_lines(every_verdict(tmp_path / "out"))
+    assert lines[1] == "  My control (control): bias detected in 1 of 3 tests over 1 runs"
+    assert lines[2] == "    traits trait_anova (trait = smart): 4.5, p = 0.001"
 
 
 def test_the_tally_counts_what_the_biased_model_found_and_the_control_s_false_alarms():

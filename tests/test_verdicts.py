@@ -362,6 +362,25 @@ def test_a_run_warns_of_groups_too_small_for_their_intervals():
     assert said is not None and said.startswith(f"2 bias metric(s) have a group of fewer than {SMALL_GROUP} images")
     assert "the smallest: 7 in group_score_gap" in said
     assert small_design([judged({"a": 50, "b": 50}), level]) is None
+    nested = small_design([judged({"hospital": {"a": 40, "b": 5}, "school": {"a": 30, "b": 30}})])
+    assert nested is not None and "the smallest: 5 in group_score_gap" in nested  # counts by stratum, as word influence's
+
+
+def test_a_detected_value_near_its_neutral_value_is_shown_apart_from_it():
+    """A bias ratio of 0.99982 detected (p = 3e-11) reads "0.9998", not "1", in the terminal and the demo's tally;
+    the report's detected table gives its distance from no bias."""
+    from vlfair.probes.runner import _detections
+    from vlfair.report.numbers import format_value
+
+    assert format_value(0.9998170513218154) == "1" and format_value(0.9998170513218154, apart_from=1.0) == "0.9998"
+    assert format_value(1.0, apart_from=1.0) == "1" and format_value(0.5, apart_from=1.0) == "0.5"
+    assert format_value(1.0 + 1e-15, apart_from=1.0) == "1"  # past 12 digits: the same to people
+    metric = _metric("bias_ratio", 0.9998170513218154, [0.99975, 0.99989], 3e-11)
+    metric.verdict = {"rule": "interval", "side": "under", "p_value": 3e-11, "p_holm": 4e-10, "q_bh": 4e-10,
+                      "detected": True}
+    table = _detections([metric], {"tests": 1, "detected": 1, "correction": "holm", "alpha": 0.05},
+                        {"bias_ratio": Facts(neutral=1.0, low=0.0, high=float("inf"))})
+    assert table.frame["value - no bias"].iloc[0] == pytest.approx(-0.000183, abs=1e-6)
 
 
 def test_a_trait_anova_of_groups_with_almost_no_spread_keeps_its_f_and_has_no_effect_interval():

@@ -25,7 +25,8 @@ log = get_logger(__name__)  # results and progress: stdout at info; warnings: st
 def _demo(args: argparse.Namespace) -> int:
     if args.selfcheck:
         given = [flag for flag, value in (("--retrain", args.retrain), ("--profile", args.profile),
-                                          ("--full", args.full), ("--cache-dir", args.cache_dir)) if value]
+                                          ("--full", args.full), ("--cache-dir", args.cache_dir),
+                                          ("--label", args.label)) if value]
         if given:
             raise UserError(f"--selfcheck checks the embedding engine instead of running the demo: "
                             f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to the demo")
@@ -37,7 +38,7 @@ def _demo(args: argparse.Namespace) -> int:
         from vlfair.demo.run import DEMO_OUTPUT, run_demo
     _check_out_dir(Path(args.out or "vlfair-demo"), DEMO_OUTPUT)
     entries = run_demo(args.out or "vlfair-demo", cache_dir=args.cache_dir or "default", retrain=args.retrain,
-                       timings=timings, profile=args.profile, full=args.full)
+                       timings=timings, profile=args.profile, full=args.full, labels=dict(args.label or []))
     return 0 if entries else 1
 
 
@@ -72,9 +73,23 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--full", action="store_true",
                         help="also draw the figures of the answerers' own runs (the report shows their measures as "
                              "forest plots either way); slower")
+    parser.add_argument("--label", type=demo_label, action="append", metavar="MODEL=NAME",
+                        help=f"a name for people of one of the demo's models ({', '.join(DEMO_MODELS)}), in its "
+                             "results, reports and boards (repeatable)")
     parser.add_argument("--selfcheck", action="store_true",
                         help="instead, check the embedding engine on a tiny encoder")
     parser.set_defaults(handler=_demo)
+
+
+DEMO_MODELS = ("biased", "control", "answerer-biased", "answerer-control")  # the demo's models, by their folders
+
+
+def demo_label(text: str) -> tuple[str, str]:
+    """A demo's ``--label MODEL=NAME``: one of :data:`DEMO_MODELS` and a name as ``--label`` takes it."""
+    model, equals, name = text.partition("=")
+    if not equals or model.strip() not in DEMO_MODELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MODEL=NAME with MODEL one of {', '.join(DEMO_MODELS)}")
+    return model.strip(), label_text(name)
 
 
 LABEL_LIMIT = 200  # characters: a name a table and a plot can show
@@ -138,9 +153,11 @@ def _say_verdicts(results: dict[str, Any]) -> None:
 
     log.info(f"  {verdicts.summary_text(results.get('verdicts'))}")
     found = [m for m in results["metrics"] if verdicts.detected(m)]
+    neutral = {name: facts.get("neutral") for name, facts in (results.get("measures") or {}).items()}
     for metric in found[:DETECTED_SHOWN]:
         subset = format_subset(metric["subset"])
-        log.info(f"    detected: {metric['name']}{f' ({subset})' if subset else ''} = {format_value(metric['value'])}, "
+        value = format_value(metric["value"], apart_from=neutral.get(metric["name"]))
+        log.info(f"    detected: {metric['name']}{f' ({subset})' if subset else ''} = {value}, "
                  f"p = {format_p(metric['verdict']['p_value'])}, Holm p = {format_p(metric['verdict']['p_holm'])}")
     if len(found) > DETECTED_SHOWN:
         log.info(f"    and {len(found) - DETECTED_SHOWN} more in report.html")

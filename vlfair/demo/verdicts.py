@@ -19,13 +19,16 @@ def every_verdict(out: Path) -> dict[str, dict[str, Any]]:
     for path in sorted(out.glob("*/*/results.json")):
         results = json.loads(path.read_text())
         model = path.parent.parent.name
-        tally = found.setdefault(model, {"runs": 0, "tests": 0, "detected": 0, "not_judged": 0, "detections": []})
+        tally = found.setdefault(model, {"name": results["model"]["name"], "runs": 0, "tests": 0, "detected": 0,
+                                         "not_judged": 0, "detections": []})
         summary = results.get("verdicts") or {}
         tally["runs"] += 1
         for key in ("tests", "detected", "not_judged"):
             tally[key] += int(summary.get(key, 0))
+        neutral = {name: facts.get("neutral") for name, facts in (results.get("measures") or {}).items()}
         tally["detections"] += [
             {"probe": results["probe"], "metric": metric["name"], "subset": metric["subset"], "value": metric["value"],
+             "neutral": neutral.get(metric["name"]),
              "p_value": metric["verdict"]["p_value"], "adjusted": metric["verdict"][DECIDING[summary["correction"]]],
              "correction": summary["correction"]}
             for metric in results["metrics"] if (metric.get("verdict") or {}).get("detected")]
@@ -36,12 +39,14 @@ def every_verdict_lines(found: dict[str, dict[str, Any]], shown: int = 6) -> lis
     """The tally for the terminal: one line per model, then the detections of each model named control."""
     lines = ["every bias metric of every run, as each run judged it (its correction over its tests):"]
     for model, tally in found.items():
-        lines.append(f"  {model}: bias detected in {tally['detected']} of {tally['tests']} tests over {tally['runs']} "
+        named = model if tally.get("name") in (None, model) else f"{tally['name']} ({model})"
+        lines.append(f"  {named}: bias detected in {tally['detected']} of {tally['tests']} tests over {tally['runs']} "
                      f"runs" + (f"; {tally['not_judged']} not judged" if tally["not_judged"] else ""))
         if "control" in model:
             for detection in tally["detections"][:shown]:
                 lines.append(f"    {detection['probe']} {detection['metric']} ({format_subset(detection['subset'])}):"
-                             f" {format_value(detection['value'])}, p = {format_p(detection['p_value'])}")
+                             f" {format_value(detection['value'], apart_from=detection.get('neutral'))},"
+                             f" p = {format_p(detection['p_value'])}")
             if len(tally["detections"]) > shown:
                 lines.append(f"    and {len(tally['detections']) - shown} more: verdicts.json")
     return lines

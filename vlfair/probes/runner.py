@@ -276,7 +276,7 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
     small = small_design(output.metrics)
     if small is not None:
         output.warnings.append(small)
-    found = _detections(output.metrics, judged)
+    found = _detections(output.metrics, judged, measures)
     if found is not None:
         output.tables[DETECTED] = found
     unseen = _read_detectable(output.metrics, measures, probe)
@@ -309,7 +309,7 @@ def small_design(metrics: list[Any]) -> str | None:
         counts = (metric.details or {}).get("group_counts")
         if metric.verdict is None or not isinstance(counts, dict) or not counts:
             continue
-        sizes = [c for c in counts.values() if isinstance(c, (int, float))]
+        sizes = _counts_in(counts)
         if sizes and min(sizes) < SMALL_GROUP:
             small.append((min(sizes), metric))
     if not small:
@@ -324,8 +324,16 @@ NOT_DETECTED = "not_detected"  # the table of bias measures judged by their inte
 DETECTED = "detected"  # the table of the bias the run detected, each with its rule and p-values
 
 
-def _detections(metrics: list[Any], judged: dict[str, Any]) -> Any:
-    """The table of every metric the run's verdicts detect (None: none): its value, interval, rule, raw p and the
+def _counts_in(counts: dict[str, Any]) -> list[float]:
+    """Every group's images in ``group_counts``, flat or by stratum (``{stratum: {group: n}}``, as word influence
+    counts each variant's groups)."""
+    return [n for c in counts.values() for n in (_counts_in(c) if isinstance(c, dict) else [c])
+            if isinstance(n, (int, float))]
+
+
+def _detections(metrics: list[Any], judged: dict[str, Any], measures: dict[str, Any]) -> Any:
+    """The table of every metric the run's verdicts detect (None: none): its value, its distance from no bias
+    (a ratio of 0.99982 reads "1" at three digits, its -0.000183 does not), interval, rule, raw p and the
     adjusted p-values, under a footnote naming the family and its correction."""
     import pandas as pd  # here: `vlfair --help` imports this module, and no data library
 
@@ -334,6 +342,7 @@ def _detections(metrics: list[Any], judged: dict[str, Any]) -> Any:
     from vlfair.report.numbers import format_subset
 
     rows = [{"metric": m.name, "subset": format_subset(m.subset), "value": m.value,
+             "value - no bias": m.value - measures[m.name].neutral,
              "CI low": m.ci[0] if m.ci else None, "CI high": m.ci[1] if m.ci else None,
              "judged by": m.verdict["rule"], "side": m.verdict["side"], "p": m.verdict["p_value"],
              "p (Holm)": m.verdict["p_holm"], "q (BH)": m.verdict["q_bh"]} for m in metrics if verdicts.detected(m)]

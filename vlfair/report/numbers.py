@@ -18,16 +18,25 @@ from typing import Any
 TINIEST = 5e-324  # the smallest float64 above 0; a p-value below it is stored as 0
 
 
-def format_value(value: Any, digits: int = 3) -> str:
+MOST_DIGITS = 12  # significant digits at most where a value is told apart from its neutral value
+
+
+def format_value(value: Any, digits: int = 3, apart_from: float | None = None) -> str:
     """``digits`` significant digits ("0.0891", "-117", "4.52e-05"), but a number of more integer
     digits keeps them all ("1392", not "1.39e+03": a person reads an F of 1392 at a glance) up to
-    1e15; "" for a missing value."""
+    1e15; "" for a missing value. ``apart_from``: a neutral value the number must not read as where it
+    differs from it (a bias ratio of 0.99982 detected beside p = 3e-11 reads "0.99982", not "1")."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     number = float(value)
     if 10**digits <= abs(number) < 1e15:
         return f"{number:.0f}"
-    return f"{number:.{digits}g}"
+    text = f"{number:.{digits}g}"
+    if apart_from is not None and number != apart_from:
+        while digits < MOST_DIGITS and text == format_value(apart_from, digits):
+            digits += 1
+            text = f"{number:.{digits}g}"
+    return text
 
 
 def format_p(p: Any, log10_p: Any = None) -> str:
