@@ -246,3 +246,22 @@ def test_runs_that_cannot_be_compared_here_are_tiered_unpaired_and_said(demo, mo
     assert said == [f"family {family}: tiered unpaired (from the intervals): not compared on its samples (unknown "
                     "probe 'plugin-traits')"]
     assert set(tiered.loc[tiered["tier"].notna(), "tier_method"]) == {UNPAIRED}
+
+
+def test_f_tests_are_tiered_in_the_board_s_order_of_effect_size():
+    """An F of 0.5 and one of 1.0 are both no effect (omega squared 0): with nothing telling them apart they share
+    tier 1, led by the smaller F (the tie broken as the board breaks it); a larger effect opens tier 2 where the
+    test tells it apart. Rows without an effect each are ordered by their distance to the neutral value."""
+    from vlfair.compare.tiers import _tiers as tiers_of
+
+    group = pd.DataFrame({"run": ["a", "b", "c"], "value": [1.0, 0.5, 40.0], "neutral": [0.0, 0.0, 0.0],
+                          "effect": [0.0, 0.0, 0.3]})
+    differs = {frozenset(("a", "c")): True, frozenset(("b", "c")): True, frozenset(("a", "b")): False}
+    tiers, tied = tiers_of(group, differs)
+    assert tiers == {1: 1, 0: 1, 2: 2} and list(tiers) == [1, 0, 2] and tied[1] == {"a"}
+    group["effect"] = [0.05, 0.1, 0.02]  # the effects' order, not F's (rows of unlike designs, as a board reads them)
+    tiers, _ = tiers_of(group, {pair: True for pair in differs})
+    assert list(tiers) == [2, 0, 1] and tiers == {2: 1, 0: 2, 1: 3}
+    group["effect"] = [0.2, 0.1, None]  # one row has no effect: all by their distance
+    tiers, _ = tiers_of(group, {frozenset(("a", "b")): True, frozenset(("a", "c")): True, frozenset(("b", "c")): True})
+    assert list(tiers) == [1, 0, 2] and tiers == {1: 1, 0: 2, 2: 3}

@@ -290,7 +290,13 @@ def _unpaired(rows: pd.DataFrame, runs: list[str], confidence: float) -> Differs
 def _tiers(group: pd.DataFrame, differs: dict[frozenset[str], bool]) -> tuple[dict[Any, int], dict[Any, set[str]]]:
     """Each row's tier and the runs it is not told apart from (a pair not compared counts as not told apart)."""
     rows = group[group["value"].notna()]
-    distance = (rows["value"] - rows["neutral"]).abs().sort_values(kind="stable")
+    # the board's order: by effect size where every row has one (an F-test's omega squared), the distance to the
+    # neutral value breaking its ties (omega squared is cut at 0: F = 0.5 and F = 1.0 are both no effect). On the
+    # same rows (one family: the same degrees of freedom) omega squared grows with F, so a paired test of F
+    # differences tells apart the runs it would
+    effect = rows["effect"] if "effect" in rows and rows["effect"].notna().all() else pd.Series(0.0, index=rows.index)
+    order = pd.DataFrame({"effect": effect, "distance": (rows["value"] - rows["neutral"]).abs()})
+    distance = order.sort_values(["effect", "distance"], kind="stable")["distance"]
     run_of = rows["run"].to_dict()
     tied = {i: {run_of[j] for j in distance.index if j != i and not differs.get(frozenset((run_of[i], run_of[j])),
                                                                                   False)}
