@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 import runpy
 import sys
@@ -55,9 +57,20 @@ def test_calibration_benchmark_prints_each_rule_s_false_alarm_rate(run_benchmark
     names = ("gap", "ratio", "anova", "rate_gap", "cross_lingual", "max_skew", "ndkl", "old_gap_interval",
              "old_max_skew_interval", "old_ndkl_interval", "family_raw", "family_holm", "family_bh",
              *(f"power_{name}" for name in ("gap", "ratio", "anova", "rate_gap", "cross_lingual", "max_skew", "ndkl")))
-    pattern = " ".join(f"{name}=[01]\\.\\d{{3}}" for name in names) + r" worlds=20 seconds=[\d.]+"
+    pattern = (" ".join(f"{name}=[01]\\.\\d{{3}}" for name in names)
+               + r" max_skew_attainable=0\.\d{3} ndkl_attainable=0\.\d{3} worlds=20 seconds=[\d.]+")
     assert re.fullmatch(pattern, last), last
     rates = {key: float(value) for key, value in (item.split("=") for item in last.split())}
+    # MaxSkew@8 of 4 groups x 10 items grows with the top 8's largest group count: the exact (hypergeometric) tail
+    # of 5 or more is above alpha, so the attainable size is that of 6 or more, beside the benchmark's brute force
+
+    def tail(at_least: int) -> float:
+        counts = [c for c in itertools.product(range(9), repeat=3) if sum(c) <= 8]
+        return sum(math.prod(math.comb(10, n) for n in (*c, 8 - sum(c))) for c in counts
+                   if max(*c, 8 - sum(c)) >= at_least) / math.comb(40, 8)
+
+    assert tail(5) > 0.05 and rates["max_skew_attainable"] == pytest.approx(tail(6), abs=0.002)
+    assert "0.005-0.05 (discrete: attainable size" in result.stdout
     assert rates["family_holm"] <= rates["family_bh"] <= rates["family_raw"]
     assert rates["old_gap_interval"] > rates["gap"] and rates["power_gap"] > rates["gap"]
     assert all(f"{name} " in result.stdout for name in names) and "95 % interval" in result.stdout
