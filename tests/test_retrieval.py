@@ -260,6 +260,11 @@ def test_a_run_balances_the_genders_ranks_by_cosine_and_reports_per_concept(clip
     assert results["settings"]["images"] == 2 * balancing["per_gender_after"]
     assert results["settings"]["ranking"] == "cosine"
     assert "Ranking: cosine similarity" in (tmp_path / "out" / "report.html").read_text()
+    # a MaxSkew keeps its test's facts (its null mean, its excess over it) beside its interval over the prompts
+    for metric in (m for m in results["metrics"] if m["name"] in ("max_skew", "ndkl") and "concept" not in m["subset"]):
+        details = metric["details"]
+        assert details["p_value_method"] and "ci_over_prompts" in details, metric
+        assert details["excess"] == pytest.approx(metric["value"] - details["null_mean"]), metric
     table = pd.read_csv(tmp_path / "out" / "skew_by_concept_race_dataset.csv", index_col=0)
     assert list(table.index) == ["male", "female"] and "Skew White" in table.columns
     for png in ("max_skew_by_concept_race", "skew_by_group_gender"):

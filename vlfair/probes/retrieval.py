@@ -344,8 +344,8 @@ class RetrievalProbe(Probe):
             quantities = self._quantities(attribute, names, design, concepts)
             for quantity, details in zip(quantities, self._prompt_intervals(point, quantities)):
                 metric = found.get((quantity.name, repr(quantity.subset)))
-                if metric is not None:
-                    metric.details = details
+                if metric is not None:  # beside what evaluate gave it (a test's p-value method, its null mean)
+                    metric.details = {**(metric.details or {}), **details}
             self._tables(out, attribute, names, prompts, point, s.k)
         self._figures(out)
         return out
