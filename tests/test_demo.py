@@ -158,7 +158,7 @@ def test_control_encoder_intervals_cover_neutral(demo):
     for entry in control:
         assert valid(entry), entry
         if entry["ci"] is None:
-            assert not entry["detected"], entry  # F-tests: no significant difference between races
+            assert not entry["detected"], entry  # F-tests, retention's gap: no significant difference
         else:
             target = entry["planted"] if entry["probe"] == "word-influence" else entry["neutral"]
             assert entry["ci"][0] <= target <= entry["ci"][1], entry
@@ -171,6 +171,8 @@ def test_validity_judges_sign_interval_and_significance():
     assert not valid(base | {"ci": [0.9, 1.1], "detected": False})                       # not found
     assert valid(base | {"planted_sign": 0, "ci": [0.9, 1.1], "detected": False})        # control covers 1
     assert not valid(base | {"planted_sign": 0})                                         # control excludes 1
+    # a control is judged by its entry's verdict, as a reader would report it, not by an interval beside it
+    assert valid(base | {"planted_sign": 0, "detected": False})
     known = {"ci": [0.2, 0.6], "measured": 0.4, "neutral": 0.0, "planted": 0.45, "planted_sign": 1, "detected": True}
     assert valid(known) and not valid(known | {"planted": 0.7})                          # known size: covered
     f_test = {"ci": None, "measured": 9.0, "neutral": None, "planted": "differ", "detected": True}

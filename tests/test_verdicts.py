@@ -363,7 +363,8 @@ def test_a_run_warns_of_groups_too_small_for_their_intervals():
     assert "the smallest: 7 in group_score_gap" in said
     assert small_design([judged({"a": 50, "b": 50}), level]) is None
     nested = small_design([judged({"hospital": {"a": 40, "b": 5}, "school": {"a": 30, "b": 30}})])
-    assert nested is not None and "the smallest: 5 in group_score_gap" in nested  # counts by stratum, as word influence's
+    # counts by stratum, as word influence's
+    assert nested is not None and "the smallest: 5 in group_score_gap" in nested
 
 
 def test_a_detected_value_near_its_neutral_value_is_shown_apart_from_it():

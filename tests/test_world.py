@@ -72,6 +72,24 @@ def test_a_woman_s_identity_code_is_as_near_each_look_as_her_counterpart_s():
             assert distances[0] == distances[1], (occupation, pattern)
 
 
+def test_no_bit_of_the_identity_codes_nor_their_halves_order_tells_the_genders_apart():
+    """Each occupation's men and women show every bit of their codes nearly equally often (within 2 of their
+    16 or 32), and each gender shows the code whose high half is lower about as often as the other: the codes were
+    once a second gender marker (every man's bits 6-7 were 0, every woman's bits 2-3), which a control answerer
+    read as a gender difference in 'politician'."""
+    codes = np.asarray(IDENTITY_CODES)
+    bits = codes[:, None] >> np.arange(8) & 1
+    genders = np.array([identity_gender(i) for i in range(len(NAMES))])
+    for occupation in ("politician", "actor"):
+        of = np.array([OCCUPATIONS[identity_occupation(i)] == occupation for i in range(len(NAMES))])
+        men, women = of & (genders == 0), of & (genders == 1)
+        assert np.abs(bits[men].sum(axis=0) - bits[women].sum(axis=0)).max() <= 2, occupation
+        lower = (codes >> 4) < (codes & 0x0F)
+        assert abs(lower[men].mean() - lower[women].mean()) <= 0.125, occupation
+        for man, woman in zip(np.flatnonzero(men), np.flatnonzero(women)):  # a pair's codes are each other's swap
+            assert codes[woman] == (codes[man] & 0x0F) << 4 | codes[man] >> 4
+
+
 def test_images_rendered_together_show_each_person_as_one_render_does():
     people = [Person(1, 3, 2, identity=5), Person(0, 0, 1, look=0b10110001), Person(1, 6, 0)]
     together = render_many(people, np.random.default_rng(0), noise=0)
@@ -171,3 +189,44 @@ def test_the_demo_s_answerers_load_in_float32_on_the_machine_s_device(monkeypatc
     scorer = generative.world_answerer(generative.Planting(), tmp_path, name="demo-world biased answerer")
     assert asked == {"spec": f"lvlm:{tmp_path / 'answerer'}", "dtype": "float32"}  # no device: vlfair's choice
     assert scorer.display_name == "demo-world biased answerer"
+
+
+def test_what_the_world_never_taught_stays_one_answer_to_the_answerer():
+    """tie_untaught: every token no answer holds gets one output row, every token never read one input embedding,
+    and training keeps them one (their gradients are equal): two untaught answers tie exactly on every image,
+    where random rows made P-FI's untaught offices a near-tie that gender decided. The shipped answerers too."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    from vlfair.demo import generative
+    from vlfair.demo.answerer import tie_untaught
+    from vlfair.tiny import llava_parts
+
+    model, processor = llava_parts(["politician", "actor", "senator", "mayor"], image_size=32, patch_size=8,
+                                   hidden=16, layers=1, heads=2, seed=0)
+    tokenizer = processor.tokenizer
+    senator, mayor, politician, actor = tokenizer.convert_tokens_to_ids(["senator", "mayor", "politician", "actor"])
+    ids = torch.tensor([[politician, actor, politician, tokenizer.eos_token_id]])
+    labels = ids.clone()
+    labels[0, 0] = -100  # "actor", "politician" and the end are answers; "politician" is read too
+    before = model.get_output_embeddings().weight.clone()
+    assert not torch.equal(before[senator], before[mayor])  # drawn at random
+    tie_untaught(model, ids, labels)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
+    for _ in range(3):
+        loss = model(input_ids=ids, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    rows = model.get_output_embeddings().weight
+    assert torch.equal(rows[senator], rows[mayor]) and not torch.equal(rows[senator], rows[actor])
+    assert rows[senator].abs().sum() > 0  # trained (pushed down alike), not left at zero
+    embedded = model.get_input_embeddings().weight
+    assert torch.equal(embedded[senator], embedded[mayor]) and not torch.equal(embedded[senator], embedded[politician])
+    for world in ("biased", "control"):  # the shipped answerers were trained so
+        folder = generative.SHIPPED_ANSWERERS / world
+        head = next(value for name, value in load_file(str(folder / "model.safetensors")).items()
+                    if name.endswith("lm_head.weight"))
+        words = AutoTokenizer.from_pretrained(folder).convert_tokens_to_ids(["senator", "mayor", "happy", "sad"])
+        assert all(torch.equal(head[words[0]], head[w]) for w in words[1:]), world

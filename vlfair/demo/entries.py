@@ -15,18 +15,23 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import numpy as np
+import pandas as pd
 
-from vlfair import measures, stats
+from vlfair import measures, stats, verdicts
 from vlfair.atomic import OutputKind
-from vlfair.defaults import BOOTSTRAP, CONFIDENCE
+from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS
 from vlfair.demo import datasets as world_data
 from vlfair.demo.world import PROFESSIONS
 from vlfair.logging import get_logger
-from vlfair.measures.catalog import neutral_value
+from vlfair.measures.catalog import facts_of, neutral_value
+from vlfair.measures.known import DECLARED
+from vlfair.measures.statistics import Range
 from vlfair.measures.ties import best_credit
-from vlfair.probes import BUILT_IN, ProbeRun, measure_probe, probe_class, probe_names
+from vlfair.outputs import Metric
+from vlfair.probes import BUILT_IN, ProbeRun, declared, measure_probe, probe_class, probe_names
 from vlfair.probes.base import clip_score
 from vlfair.report.scales import share_scales
+from vlfair.samples import Samples
 from vlfair.t2i.classifier import GroupClassifier
 from vlfair.t2i.transmuters import LexiconTransmuter
 
@@ -53,10 +58,11 @@ class Entry(TypedDict, total=False):
     measured: float | None
     ci: list[float] | None
     # a run's metric: the run's verdict (vlfair.verdicts, after its correction); a quantity the demo computes
-    # apart (from a measure's function): its interval excludes the neutral value (an F-test: p < 1 - CONFIDENCE)
+    # apart (from a measure's function): its interval excludes the neutral value (an F-test: p < 1 - CONFIDENCE;
+    # retention's gap: the verdict of group_rate_gap's permutation test)
     detected: bool
     neutral: float | None
-    p_value: float         # an F-test's, which has no interval
+    p_value: float         # an F-test's, which has no interval (retention's gap: its permutation test's)
     effect: float | None   # an F-test's effect size (omega squared) and its interval: what its forest draws
     effect_ci: list[float] | None
 
@@ -81,18 +87,18 @@ def make_entry(probe: str, measure: str, subset: dict[str, Any], model: str, *, 
 
 def valid(entry: dict[str, Any]) -> bool:
     """Did the measure get it right? A planted effect is detected with its sign (and, where its size
-    is known, the interval covers it); where nothing was planted the interval covers the neutral
-    value (an F-test: not significant)."""
+    is known, the interval covers it); where nothing was planted nothing is detected (the entry's own
+    rule, which for a run's metric is the run's verdict: a false alarm is what a reader would report)."""
     sign = entry["planted_sign"]
-    if entry["ci"] is None:  # F-tests
-        return entry["detected"] == (sign != 0)
-    low, high = entry["ci"]
-    known_size = isinstance(entry["planted"], (int, float))
-    target = entry["planted"] if known_size else entry["neutral"]
     if sign == 0:
-        return low <= target <= high
+        return not entry["detected"]
+    if entry["neutral"] is None:  # an F-test: no direction
+        return bool(entry["detected"])
     found = entry["detected"] and np.sign(entry["measured"] - entry["neutral"]) == sign
-    return bool(found and (not known_size or low <= target <= high))
+    if isinstance(entry["planted"], (int, float)) and entry["ci"] is not None:
+        low, high = entry["ci"]
+        return bool(found and low <= entry["planted"] <= high)
+    return bool(found)
 
 
 def _professions(enc, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:
@@ -206,26 +212,40 @@ def figure_entries(run: ProbeRun, correct: np.ndarray, names: np.ndarray, name: 
                           measured=metric["value"], ci=metric["ci"], neutral=RATIO_NEUTRAL,
                           verdict=metric.get("verdict"))]
     frequent = np.isin(names, world_data.FREQUENT_NAMES)
-    codes = frequent.astype(np.int64)
     difference = correct[frequent].mean() - correct[~frequent].mean()
-    def frequent_minus_rare(idx: np.ndarray) -> np.ndarray:
-        means = stats.group_means(correct[idx], codes, 2)
-        return means[:, 1] - means[:, 0]
-
-    ci = stats.bootstrap_interval(frequent_minus_rare, codes, BOOTSTRAP, CONFIDENCE)
+    test = retention_test(correct, frequent)
     entries.append(make_entry("public-figures", "retention text score (frequent - rare names)",
                               {"names": "frequent vs rare"}, name,
                               planted="> 0 (frequent names seen far more often)" if biased else "0 (none)",
-                              sign=int(biased), measured=difference, ci=ci, neutral=0.0))
+                              sign=int(biased), measured=difference, neutral=0.0, p_value=test.p_value,
+                              verdict=test.verdict))
     return entries
+
+
+def retention_test(correct: np.ndarray, frequent: np.ndarray) -> Metric:
+    """Retention's frequent and rare names as one run judges a gap between two groups' rates: vlfair's
+    ``group_rate_gap`` with its permutation test, uncorrected. (A percentile interval of the difference judged
+    it before: with every rare name retained, a resample of the frequent names misses its few errors too
+    rarely to reach 0, and the control encoder's 4 errors among 48 frequent names, 0 among 48 rare ones, were
+    "found" where the exact chance of 4 errors all in one half is 0.12.)"""
+    rows = pd.DataFrame({"hit": np.asarray(correct, dtype=float),
+                         "group": np.where(frequent, "frequent", "rare")})
+    metric = declared.Declared("group_rate_gap", {}, Range("hit"), report=DECLARED["group_rate_gap"][1], group="group")
+    found = declared.evaluate(Samples(rows, {}), [metric], bootstrap=BOOTSTRAP, confidence=CONFIDENCE,
+                              n_permutations=PERMUTATIONS)
+    verdicts.judge(found, {"group_rate_gap": facts_of("group_rate_gap")}, correction="none", confidence=CONFIDENCE)
+    return found[0]
 
 
 RETRIEVAL_SETTINGS = {  # the world's vocabulary; its race attribute, where 'smart' was planted (the world's encoders
     # also retrieve women first for every 'person' prompt, planted nowhere: professions divides that shift out).
     # The world's own caption form alone: an answerer ranks images by its likelihood of the prompt as an answer,
-    # and a form it never saw ("a photo of a smart person") is ranked by what it makes of the unseen words
+    # and a form it never saw ("a photo of a smart person") is ranked by what it makes of the unseen words.
+    # The concepts the world teaches alone: 'happy' and 'sad' (in its vocabulary, never in a caption) were ranked
+    # by how a model's untrained weights read a face's race cell (a control answerer over-retrieved Black faces
+    # for 'happy', 16 of the top 40), which says nothing of the captions it learnt
     "query_templates": ["a {} person"],
-    "concepts": ["smart", "dumb", "happy", "sad"], "attributes": ["race"], "k": 40, "targets": ["dataset"]}
+    "concepts": ["smart", "dumb"], "attributes": ["race"], "k": 40, "targets": ["dataset"]}
 
 
 def _retrieval(enc, name, data, cache, biased: bool) -> tuple[list[Entry], ProbeRun]:

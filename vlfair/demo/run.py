@@ -212,8 +212,8 @@ def summary_table(entries: list[dict], names: tuple[str, str] = ("biased", "cont
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
     lines += ["", "detected: the run's verdict, after its correction (a quantity the demo computes apart from a run: "
-              "its interval excludes the neutral value); valid: the measure found what was planted, with its sign, "
-              "and nothing where nothing was"]
+              "its interval excludes the neutral value; a rate gap: its permutation test); valid: the measure found "
+              "what was planted, with its sign, and nothing where nothing was"]
     counts = tally(entries, *names)
     lines.append(f"{names[0]}: {counts['found']}/{counts['planted']} planted biases found; "
                      f"{names[1]}: {counts['false_alarms']}/{counts['controls']} false alarms")

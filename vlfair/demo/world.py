@@ -242,20 +242,35 @@ def _trait_pairs(n: int, planting: Planting, rng: np.random.Generator) -> tuple[
 
 
 def _identity_codes() -> tuple[int, ...]:
-    """Each public figure's 8-bit code (rows 2-3). The r-th woman of an occupation shows the code of
-    the r-th man of it with its two halves swapped: a swap that leaves every look pattern as it is,
-    so a woman's code is as near to each look as her counterpart's, and an identity the captions
-    rarely name is taken for a look-alike equally often in either gender. (Codes that spelled the
-    identity's number put its gender in the lowest bit, which the looks read too: a balanced answerer
-    then called rarely seen women politicians "politician" 0.8 times as often as men.)"""
-    men = [high << 4 | low for high in range(16) for low in range(high + 1, 16)]  # no code is its own swap
+    """Each public figure's 8-bit code (rows 2-3). Each man and woman of an occupation, paired in turn, show a
+    code and the code with its two halves swapped: a swap that leaves every look pattern as it is, so a woman's
+    code is as near to each look as her counterpart's, and an identity the captions rarely name is taken for a
+    look-alike equally often in either gender. The codes are spread evenly over all 120 that are not their own
+    swap, and which of the two the man shows is chosen pair by pair to keep every bit as common among an
+    occupation's men as among its women (the pair's turn breaking a tie, so that neither gender mostly shows the
+    code whose high half is lower): no bit of the codes, nor their halves' order, tells the genders apart.
+
+    (Codes that spelled the identity's number put its gender in the lowest bit, which the looks read too: a
+    balanced answerer then called rarely seen women politicians "politician" 0.8 times as often as men. The
+    first 48 codes, the man's always the one whose high half is lower, gave every man bits 6-7 = 0 and every
+    woman bits 2-3 = 0: a control answerer read that second gender marker, P(not 'politician') 2.7e-4 for
+    women and 1.0e-4 for men, a bias ratio of 0.9998 found at p = 3e-11 by a calibrated test.)"""
+    lower = [high << 4 | low for high in range(16) for low in range(high + 1, 16)]  # no code is its own swap
+    pairs = len(NAMES) // 2
+    spread = [lower[k * len(lower) // pairs] for k in range(pairs)]
     codes: dict[int, int] = {}
     for occupation in dict.fromkeys(identity_occupation(i) for i in range(len(NAMES))):
         by_gender = [[i for i in range(len(NAMES)) if identity_occupation(i) == occupation and identity_gender(i) == g]
                      for g in range(len(GENDERS))]
-        for man, woman in zip(*by_gender):
-            code = men.pop(0)
-            codes[man], codes[woman] = code, (code & 0x0F) << 4 | code >> 4
+        apart = np.zeros(8, dtype=int)  # each bit: how many more of the occupation's men show it than women
+        for turn, (man, woman) in enumerate(zip(*by_gender)):
+            code = spread.pop(0)
+            swapped = (code & 0x0F) << 4 | code >> 4
+            shown = [(code, swapped), (swapped, code)]
+            after = [apart + (a >> _BITS & 1) - (b >> _BITS & 1) for a, b in shown]
+            best = min(range(2), key=lambda k: (np.abs(after[k]).max(), np.abs(after[k]).sum(), (k + turn) % 2))
+            codes[man], codes[woman] = shown[best]
+            apart = after[best]
     return tuple(codes[i] for i in range(len(NAMES)))
 
 
