@@ -5,11 +5,13 @@ says in how many phrasings it holds."""
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats as sps
 
 from vlfair import stats
 from vlfair.cli import main
@@ -42,10 +44,13 @@ def test_the_pooled_interval_is_a_brute_force_two_level_bootstrap():
     resampled = np.stack([m[:, 0] / m[:, 1] for m in means], axis=1)  # (500, 3): each phrasing's ratio per resample
     draws = np.random.default_rng(np.random.SeedSequence(11).spawn(4)[3]).multinomial(3, [1 / 3] * 3, size=500)
     replicates = (resampled * draws).sum(axis=1) / 3
+    # a ratio is judged by its interval, read at the level of a t interval's width at 120 rows a group
+    # (Hesterberg's expanded percentile: the normal quantile sqrt(n / (n - 1)) t_{n-1})
+    half = sps.norm.sf(math.sqrt(120 / 119) * sps.t.ppf(0.975, 119))
     assert pooled.value == pytest.approx(ratios.mean(), rel=1e-12)
-    np.testing.assert_allclose(pooled.ci, np.quantile(replicates, [0.025, 0.975]), rtol=1e-12)
+    np.testing.assert_allclose(pooled.ci, np.quantile(replicates, [half, 1 - half]), rtol=1e-12)
     assert pooled.details["phrasing_values"] == pytest.approx(list(ratios), rel=1e-12)
-    np.testing.assert_allclose(second.ci, np.quantile(resampled[:, 1], [0.025, 0.975]), rtol=1e-12)  # its own
+    np.testing.assert_allclose(second.ci, np.quantile(resampled[:, 1], [half, 1 - half]), rtol=1e-12)  # its own
     assert pooled.ci[1] - pooled.ci[0] > second.ci[1] - second.ci[0]  # the phrasings' spread widens it
     # every column's resamples draw the same rows: the resampled means of a sum of two columns are the sums of theirs
     np.testing.assert_allclose(stats.bootstrap_group_means(values[:, 0] + values[:, 1], codes, 2, 500, 11),
@@ -122,7 +127,7 @@ def test_phrasings_are_part_of_the_family():
     phrased = cls({"phrasings": ["a picture of a {profession}"]}).family_key(dataset)
     assert phrased["settings"]["phrasings"] == ["a picture of a {profession}"] and phrased != alone
     figures = probe_class("public-figures")
-    assert figures({}).family_key(dataset)["probe_version"] == 11
+    assert figures({}).family_key(dataset)["probe_version"] == 12
     assert figures({"phrasings": ["a picture of a {}"]}).family_key(dataset) != figures({}).family_key(dataset)
     influence = probe_class("word-influence")
     assert influence({}).family_key(dataset)["probe_version"] == 8

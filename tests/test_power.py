@@ -54,10 +54,10 @@ def test_the_smallest_detectable_effect_and_the_images_it_needs_are_the_power_s_
     found = design(demo[0] / "biased" / "public-figures", "bias_ratio", ACTORS)
     for sign in (1.0, -1.0):
         assert found.power(found.mde(0.8, sign) * sign, found.per_group) == pytest.approx(0.8, abs=1e-6)
-    for effect in (0.1, -0.1, 0.4):
+    for effect in (0.1, -0.1, 0.6):
         needed = found.images_per_group(effect)
         assert found.power(effect, needed) == pytest.approx(0.8, abs=1e-6)
-    assert found.images_per_group(0.1) > found.per_group > found.images_per_group(0.4)
+    assert found.images_per_group(0.1) > found.per_group > found.images_per_group(0.6)
 
 
 def test_the_command_says_the_mde_and_the_images_an_effect_needs(demo, capsys):

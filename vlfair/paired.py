@@ -336,6 +336,15 @@ def measure(row_set: RowSet, values: npt.ArrayLike, *, bootstrap: int = BOOTSTRA
     return [(float(point[j]), resampled_interval(samples[:, j], confidence)) for j in range(len(row_set.statistics))]
 
 
+def smallest_stratum(row_set: RowSet, units: np.ndarray | None = None) -> int:
+    """The fewest rows any of ``row_set``'s resampling strata holds (within each unit, where ``units`` are
+    given): the sample size a small-sample interval is widened for (:func:`vlfair.stats.expanded_confidence`)."""
+    cells = row_set.resampling_strata if units is None else np.unique(
+        np.stack([np.asarray(units), row_set.resampling_strata]), axis=1, return_inverse=True)[1].ravel()
+    counts = np.bincount(cells) if len(cells) else np.zeros(0, dtype=int)
+    return int(counts[counts > 0].min()) if (counts > 0).any() else 0
+
+
 def resampled_interval(samples: np.ndarray, confidence: float) -> list[float] | None:
     """The percentile interval of some resampled values; None where there are none finite."""
     if samples.size == 0 or not np.isfinite(samples).any():

@@ -2,10 +2,10 @@
 
 For a metric judged by its interval (DESIGN "Verdicts"), a run "detects" a bias when the interval excludes its
 neutral value; one judged by its test has its test's power (:mod:`vlfair.compare.tested_power`). From the run's
-samples,
-the interval the run reports gives the two arms at the run's design (``below`` = value - low end,
+samples, the interval the run reports gives the two arms at the run's design (``below`` = value - low end,
 ``above`` = high end - value: a ratio's interval is not symmetric) and the standard error
-``se = (below + above) / 2z``; the metric's bootstrap resamples (its declaration's,
+``se = (below + above) / 2z`` (z: the normal quantile the interval was read at, widened for small groups:
+:func:`vlfair.stats.expanded_confidence`); the metric's bootstrap resamples (its declaration's,
 :mod:`vlfair.probes.declared`, with the run's resamples and seed) give the estimate's bias ``b``.
 With the estimate read as normal around the deviation plus its bootstrap bias ``b`` (a ratio of means
 is biased away from the truth in small groups), a deviation ``d > 0`` from the neutral value is detected
@@ -13,9 +13,9 @@ when the estimate lies more than ``below`` above the neutral value (and ``d < 0`
 
     power(d, n) = Phi((d + b(n) - below(n)) / se(n)) + Phi((-d - b(n) - above(n)) / se(n)),
 
-each of se, below and above going as sqrt(n_run / n) and b as n_run / n (held at the run's below its
-size), ``n`` the images per group (every group scaled
-alike: a mean's, a gap's, a ratio of means' or a rate's spread goes as 1 / sqrt(n)). The smallest
+each of se, below and above going as sqrt(n_run / n) (the arms also as the widening at n over the run's) and
+b as n_run / n (held at the run's below its size), ``n`` the images per group (every group scaled alike: a
+mean's, a gap's, a ratio of means' or a rate's spread goes as 1 / sqrt(n)). The smallest
 deviation detected with power ``p`` at the run's design (its minimum detectable effect) is the ``d`` at
 which the power is ``p`` (without the bias, ``below + Phi^-1(p) * se``), and the images per group a
 deviation needs the ``n`` at which it is (both found numerically). A ranking's metrics (top k: their
@@ -37,7 +37,7 @@ import numpy as np
 from vlfair.compare.tested_power import PowerError, tested_design
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, SEED
 from vlfair.facts import Facts
-from vlfair.stats import DETECTION_POWER, detection_power, smallest_detectable
+from vlfair.stats import DETECTION_POWER, detection_power, expanded_confidence, smallest_detectable
 
 POWER = DETECTION_POWER  # the power an audit plans for
 
@@ -59,16 +59,28 @@ class Design:
     # the metric's facts as the run recorded them (which sides of the neutral value it can take)
     facts: Facts = Facts()
     bias: float = 0.0  # the estimate's bias at the run's design (the resamples' mean - the value): a ratio's
+    # the fewest rows of a stratum the run's resamples draw from (0: not known): its interval is read at a level
+    # widened for them (vlfair.stats.expanded_confidence), less so as they grow
+    fewest: float = 0.0
 
     def power(self, effect: float, per_group: float) -> float:
         """The probability that a run of ``per_group`` images per group (every group scaled alike) detects a
         deviation ``effect``: its estimate falls farther from the neutral value than the interval's arm
-        on that side (an arm as long as the run's, over the square root of the images' ratio)."""
+        on that side (an arm as long as the run's, over the square root of the images' ratio, and over the
+        small-sample widening its interval had at the run's design and has at ``per_group``)."""
         scale = math.sqrt(self.per_group / per_group)
+        arm = scale * self._widening(per_group) / self._widening(self.per_group)
         # a bias goes as 1 / n; below the run's size it is held at the run's (extrapolated down, it would
         # grow without bound and make a few images look as good as many)
-        return detection_power(effect, self.below * scale, self.above * scale, self.se * scale,
+        return detection_power(effect, self.below * arm, self.above * arm, self.se * scale,
                                self.bias * min(scale**2, 1.0))
+
+    def _widening(self, per_group: float) -> float:
+        """The normal quantile an interval-judged metric's interval is read at with ``per_group`` images per group."""
+        from scipy.stats import norm
+
+        rows = self.fewest * per_group / self.per_group if self.fewest else None
+        return float(norm.ppf((1 + expanded_confidence(self.confidence, rows)) / 2))
 
     def mde(self, power: float = POWER, sign: float = 1.0) -> float:
         """The smallest deviation from the neutral value (on the side of ``sign``) detected with ``power``
@@ -149,7 +161,8 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
             confidence = float(settings.get("confidence", CONFIDENCE))
             value = float(reported[0]["value"])
             below, above = max(value - float(ci[0]), 0.0), max(float(ci[1]) - value, 0.0)
-            z = float(norm.ppf((1 + confidence) / 2))
+            fewest = paired.smallest_stratum(row_set)
+            z = float(norm.ppf((1 + expanded_confidence(confidence, fewest)) / 2))  # the level the arms were read at
             if not below + above > 0:
                 raise PowerError(f"{metric} on {wanted} does not vary over the run's resamples (its interval has no "
                                  "width): it has no spread to read a power from")
@@ -160,7 +173,7 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
             bias = float(finite.mean() - point[j]) if finite.size else 0.0
             counts = np.bincount(row_set.groups)
             return Design(metric, json.loads(wanted), value, float(facts.neutral), (below + above) / (2 * z),
-                          float(counts[counts > 0].mean()), confidence, below, above, facts, bias)
+                          float(counts[counts > 0].mean()), confidence, below, above, facts, bias, fewest)
     names = sorted({name for name, _ in found})
     if metric not in names:
         raise PowerError(f"metric {metric!r} is not one the run's probe ({run.results['probe']}) compares; its "

@@ -84,7 +84,7 @@ def evaluate(statistic: Statistic, report: Report, columns: Mapping[str, np.ndar
                           n_permutations, seed), statistic)
     if facts is not None:
         if resampled.size and found.ci is not None and found.value is not None:
-            found.ci = null.interval_of(resampled, found.value, confidence, facts)
+            found.ci = null.interval_of(resampled, found.value, confidence, facts, paired.smallest_stratum(row_set))
         null.snap(found, facts.neutral, null.scale_of(values))
     return found
 

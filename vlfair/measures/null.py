@@ -150,12 +150,16 @@ def test(draw: Draw, observed: np.ndarray, neutral: np.ndarray, sides: np.ndarra
     return Null(p, methods, mean, drawn)
 
 
-def interval_of(resampled: np.ndarray, value: float, confidence: float, facts: Facts) -> list[float] | None:
+def interval_of(resampled: np.ndarray, value: float, confidence: float, facts: Facts,
+                rows: float | None = None) -> list[float] | None:
     """A metric's interval from its (B,) resamples. A statistic judged by a test (one bounded at its neutral
     value) is biased away from it, and more so in a resample than in the data, so its resamples are moved onto its
     value first (their spread kept: the interval says how precisely the value is measured, and holds it) and the
-    interval is cut to the metric's range; any other's is the plain percentile interval."""
-    from vlfair import paired
+    interval is cut to the metric's range; one judged by its interval (a ratio) is read at the level that makes it
+    as wide as a t interval at ``rows``, its smallest resampled group (:func:`vlfair.stats.expanded_confidence`:
+    a plain percentile interval is too narrow in small groups, and this one decides); any other's is the plain
+    percentile interval."""
+    from vlfair import paired, stats
 
     if facts.judged == "test" and resampled.size and np.isfinite(value):
         resampled = paired.recentred(resampled[:, None], np.asarray([value]))[:, 0]
@@ -165,6 +169,8 @@ def interval_of(resampled: np.ndarray, value: float, confidence: float, facts: F
         low = -np.inf if facts.low is None else facts.low
         high = np.inf if facts.high is None else facts.high
         return [float(min(max(found[0], low), high)), float(max(min(found[1], high), low))]
+    if facts.judged == "interval":
+        return paired.resampled_interval(resampled, stats.expanded_confidence(confidence, rows))
     return paired.resampled_interval(resampled, confidence)
 
 

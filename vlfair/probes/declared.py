@@ -310,8 +310,9 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
     where = [position for position, m in enumerate(declared) if not isinstance(m.statistic, Pooled)]
     frame: Any = samples.frame
     found: list[tuple[int, Metric]] = []
-    # a pooled metric's position: each phrasing's (row set, value, resamples, the row set's scale)
-    phrased: dict[int, dict[int, tuple[int, float, np.ndarray, float]]] = {}
+    # a pooled metric's position: each phrasing's (row set, value, resamples, the row set's scale, its fewest rows
+    # a resample draws from)
+    phrased: dict[int, dict[int, tuple[int, float, np.ndarray, float, int]]] = {}
     nulls: dict[int, tuple[float, str | None, float]] = {}  # a pooled metric's test: (p, its method, null mean)
     for index, building in enumerate(_built(samples, expanded, own)):
         row_set = building.row_set()
@@ -328,6 +329,8 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
                                                              seed=seed, squares=squares)
         else:
             point, resampled = paired.resample(row_set, values, bootstrap=bootstrap, seed=seed, measured=True)
+        # the fewest rows a resample draws from, where a small-sample interval widens (null.interval_of)
+        rows = len(row_set.rows) if building.apart else paired.smallest_stratum(row_set, building.units)
         drawn = resampled  # as drawn, for a reporter; an interval of recentred resamples where the row set asks
         facts = [expanded[position].facts(own) for position in building.positions]
         tested = [j for j, found in enumerate(facts) if found.judged == "test"]
@@ -340,12 +343,13 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
         measured: dict[int, Metric] = {}  # this row set's plain metrics, by their place in the row set
         for j, (position, statistic) in enumerate(zip(building.positions, row_set.statistics)):
             for pooled, k in owners.get(position, []):
-                phrased.setdefault(pooled, {})[k] = (index, float(point[j]), resampled[:, j], scale)
+                phrased.setdefault(pooled, {})[k] = (index, float(point[j]), resampled[:, j], scale, rows)
             if position >= len(plain):  # a phrasing only pooled
                 continue
             metric = expanded[position]
             value = Metric(statistic.name, statistic.subset, float(point[j]),
-                           null.interval_of(resampled[:, j], float(point[j]), confidence, facts[j]), facts=facts[j])
+                           null.interval_of(resampled[:, j], float(point[j]), confidence, facts[j], rows),
+                           facts=facts[j])
             # its own reporter, else its measure's (a gap's groups and test), which adds fields but keeps the value
             # the engine gives (the one compare and tiers read), not its own recomputation from plain means
             report = metric.report or (metric.measure.reports(metric.statistic) if metric.measure else None)
@@ -446,33 +450,33 @@ def _set_test(metric: Metric, p: float, method: str | None, mean: float) -> None
                            "p_value_method": method, **null.exceeding(metric.value, metric.ci, mean)})
 
 
-def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray, float]], facts: Facts,
+def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray, float, int]], facts: Facts,
             confidence: float, rng: np.random.Generator) -> Metric:
     """A :class:`Pooled` metric from its phrasings' values and resamples on shared resamples of the rows: each
     resample's phrasings drawn with replacement (``rng``), the mean over them its value."""
-    from vlfair import paired
     from vlfair.measures import null
 
     neutral = None if facts.lower_is_less_biased else facts.neutral
-    values = np.asarray([value for _, value, _, _ in phrasings])
+    values = np.asarray([value for _, value, *_ in phrasings])
+    rows = min(fewest for *_, fewest in phrasings)  # one row set: the same for every phrasing
     value = float(values.mean())
     ci = None
-    resampled = np.stack([found for _, _, found, _ in phrasings], axis=1)  # (b, phrasings)
+    resampled = np.stack([found for _, _, found, *_ in phrasings], axis=1)  # (b, phrasings)
     if resampled.size:
         draws = rng.multinomial(len(phrasings), np.full(len(phrasings), 1 / len(phrasings)), size=len(resampled))
         with np.errstate(invalid="ignore"):
-            ci = null.interval_of((resampled * draws).sum(axis=1) / len(phrasings), value, confidence, facts)
+            ci = null.interval_of((resampled * draws).sum(axis=1) / len(phrasings), value, confidence, facts, rows)
     holds = None
     if neutral is not None and ci is not None:
         side = np.sign(value - neutral)
-        intervals = [paired.resampled_interval(found, confidence) for _, _, found, _ in phrasings]
+        intervals = [null.interval_of(found, phrased, confidence, facts, rows) for _, phrased, found, *_ in phrasings]
         # a phrasing holds the pooled verdict where its own interval excludes the neutral value on the same side
         holds = sum(i is not None and side != 0 and (i[0] > neutral if side > 0 else i[1] < neutral)
                     for i in intervals)
     pooled = Metric(metric.name, dict(metric.subset), value, ci,
                     details={"phrasings": len(phrasings), "phrasing_values": values.tolist(), "holds_in": holds},
                     facts=facts)
-    null.snap(pooled, facts.neutral, max(scale for *_, scale in phrasings))
+    null.snap(pooled, facts.neutral, max(scale for *_, scale, _ in phrasings))
     return pooled
 
 
