@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -58,7 +59,8 @@ def test_calibration_benchmark_prints_each_rule_s_false_alarm_rate(run_benchmark
              "old_max_skew_interval", "old_ndkl_interval", "family_raw", "family_holm", "family_bh",
              *(f"power_{name}" for name in ("gap", "ratio", "anova", "rate_gap", "cross_lingual", "max_skew", "ndkl")))
     pattern = (" ".join(f"{name}=[01]\\.\\d{{3}}" for name in names)
-               + r" max_skew_attainable=0\.\d{3} ndkl_attainable=0\.\d{3} worlds=20 seconds=[\d.]+")
+               + r" max_skew_attainable=0\.\d{3} ndkl_attainable=0\.\d{3} rate_gap_attainable=0\.\d{3} worlds=20"
+               + r" seconds=[\d.]+")
     assert re.fullmatch(pattern, last), last
     rates = {key: float(value) for key, value in (item.split("=") for item in last.split())}
     # MaxSkew@8 of 4 groups x 10 items grows with the top 8's largest group count: the exact (hypergeometric) tail
@@ -70,7 +72,19 @@ def test_calibration_benchmark_prints_each_rule_s_false_alarm_rate(run_benchmark
                    if max(*c, 8 - sum(c)) >= at_least) / math.comb(40, 8)
 
     assert tail(5) > 0.05 and rates["max_skew_attainable"] == pytest.approx(tail(6), abs=0.002)
-    assert "0.005-0.05 (discrete: attainable size" in result.stdout
+    assert re.search(r"max_skew .* 0\.00\d-0\.05 \(discrete: attainable size 0\.00\d\)", result.stdout)
+    # the rate gap of 4 groups x 20 answers (each 1 with probability 1/2): every arrangement of the groups' counts
+    # of ones enumerated, weighted by its hypergeometric count, its exact test's attainable size at each total m
+    counts = np.asarray(list(itertools.product(range(21), repeat=4)))
+    weights = np.asarray([float(math.prod(math.comb(20, c) for c in row)) for row in counts])  # past int64
+    totals, ranges = counts.sum(axis=1), np.ptp(counts, axis=1)
+    attained = 0.0
+    for m in range(81):
+        at_m = totals == m
+        tails = [weights[at_m & (ranges >= r)].sum() / math.comb(80, m) for r in np.unique(ranges[at_m])]
+        attained += math.comb(80, m) / 2**80 * max([t for t in tails if t <= 0.05], default=0.0)
+    assert rates["rate_gap_attainable"] == pytest.approx(attained, abs=0.0006)  # printed to 3 decimals
+    assert f"{0.6 * attained:.3f}-0.05 (discrete: attainable size {attained:.3f})" in result.stdout
     assert rates["family_holm"] <= rates["family_bh"] <= rates["family_raw"]
     assert rates["old_gap_interval"] > rates["gap"] and rates["power_gap"] > rates["gap"]
     assert all(f"{name} " in result.stdout for name in names) and "95 % interval" in result.stdout

@@ -167,7 +167,10 @@ def test_every_bias_measure_of_a_run_says_what_it_could_not_have_seen(demo, tmp_
         if facts.judged != "interval" or not metric["ci"] or metric["ci"][0] == metric["ci"][1]:
             assert metric["mde"] is None, metric  # a level, a gap (its test judges it), an interval of no width
             continue
-        assert metric["mde"] == pytest.approx(stats.interval_detectable(metric["value"], metric["ci"], 0.95,
+        # its arms read at the level its interval was: expanded for the rows it names (a ratio's smallest group)
+        level = stats.expanded_confidence(0.95, metric["details"].get("ci_rows"))
+        assert metric["details"]["ci_rows"] >= 2 and level > 0.95
+        assert metric["mde"] == pytest.approx(stats.interval_detectable(metric["value"], metric["ci"], level,
                                                                          facts.sides))
         assert metric["mde"][0] > 0 and metric["mde"][1] > 0  # a ratio is either side of its 1
         if metric["verdict"]["detected"] is False:

@@ -138,6 +138,32 @@ def test_a_bias_ratios_interval_is_calibrated_in_groups_of_20_where_the_plain_pe
     assert alarms() > 0.06
 
 
+def test_a_declared_ratio_reads_its_interval_at_its_smallest_groups_level_and_records_those_rows(monkeypatch):
+    """A run's bias ratio of groups of 12 and 30 rows: its interval is its resamples' percentile interval at the
+    level expanded for 12 rows (the same resamples read at that level with no expansion), wider than at 95 %; its
+    details name the 12 rows (what the run's detectable effects and vlfair power read its arms at); a gap, judged by
+    its test, records none."""
+    import pandas as pd
+
+    from vlfair.measures.known import DECLARED
+    from vlfair.measures.statistics import Ratio
+    from vlfair.probes.declared import Declared, Range, evaluate
+    from vlfair.samples import Samples
+
+    groups = np.repeat(["a", "b"], [12, 30])
+    samples = Samples(pd.DataFrame({"group": groups, "score": np.random.default_rng(3).gamma(2.0, 1.0, 42)}), {})
+    metrics = [Declared("bias_ratio", {}, Ratio("score", "a", "b"), group="group", report=DECLARED["bias_ratio"][1]),
+               Declared("group_score_gap", {}, Range("score"), group="group")]
+    ratio, gap = evaluate(samples, metrics, bootstrap=400, seed=0)
+    assert ratio.details["ci_rows"] == 12 and "ci_rows" not in gap.details
+    level = stats.expanded_confidence(0.95, 12)
+    monkeypatch.setattr(stats, "expanded_confidence", lambda confidence, rows: confidence)
+    at_level, _ = evaluate(samples, metrics, bootstrap=400, seed=0, confidence=level)
+    plain, _ = evaluate(samples, metrics, bootstrap=400, seed=0)
+    assert ratio.ci == pytest.approx(at_level.ci, rel=1e-12)
+    assert ratio.ci[0] < plain.ci[0] and ratio.ci[1] > plain.ci[1]
+
+
 def test_a_quantity_not_asked_for_a_p_value_gets_only_its_null_mean_on_the_fewest_draws():
     groups = np.repeat(np.arange(2), 30)
     values = np.random.default_rng(5).normal(size=60) + 3 * groups  # far apart: a p-value would draw all

@@ -161,8 +161,9 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
             confidence = float(settings.get("confidence", CONFIDENCE))
             value = float(reported[0]["value"])
             below, above = max(value - float(ci[0]), 0.0), max(float(ci[1]) - value, 0.0)
-            fewest = paired.smallest_stratum(row_set)
-            z = float(norm.ppf((1 + expanded_confidence(confidence, fewest)) / 2))  # the level the arms were read at
+            # the rows its interval was widened for, as the run recorded them (none: read at the level asked)
+            fewest = float((reported[0].get("details") or {}).get("ci_rows") or 0)
+            z = float(norm.ppf((1 + expanded_confidence(confidence, fewest or None)) / 2))  # the arms' level
             if not below + above > 0:
                 raise PowerError(f"{metric} on {wanted} does not vary over the run's resamples (its interval has no "
                                  "width): it has no spread to read a power from")

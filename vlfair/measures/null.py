@@ -174,6 +174,14 @@ def interval_of(resampled: np.ndarray, value: float, confidence: float, facts: F
     return paired.resampled_interval(resampled, confidence)
 
 
+def note_widening(metric: Any, facts: Facts, rows: float, interval: list[float] | None) -> None:
+    """Where ``metric``'s interval is still ``interval``, the one :func:`interval_of` read at the level expanded for
+    ``rows``, those rows under its details' "ci_rows": what its arms were read at, for the run's detectable effects
+    and ``vlfair power`` (a reporter's own interval, a Hoeffding bound or a top k's, is read at the level asked)."""
+    if facts.judged == "interval" and rows >= 2 and interval is not None and metric.ci is interval:
+        metric.details["ci_rows"] = int(rows)
+
+
 def exceeding(value: float | None, ci: list[float] | None, mean: float) -> dict[str, Any]:
     """What a bounded metric reports of its null beside its value: the null mean, and by how much the value (and
     its interval) exceed it."""
@@ -208,4 +216,4 @@ def snap(found: Any, neutral: float | None, scale: float) -> None:
         found.ci = [snapped(bound, neutral, scale) for bound in found.ci]
 
 __all__ = ["NULL_DRAWS", "Null", "RESIDUE", "column_means", "columns_drawn", "deviation", "exceeding", "interval_of",
-           "relabelling_keys", "rows_drawn", "scale_of", "snap", "snapped", "test"]
+           "note_widening", "relabelling_keys", "rows_drawn", "scale_of", "snap", "snapped", "test"]

@@ -347,9 +347,8 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
             if position >= len(plain):  # a phrasing only pooled
                 continue
             metric = expanded[position]
-            value = Metric(statistic.name, statistic.subset, float(point[j]),
-                           null.interval_of(resampled[:, j], float(point[j]), confidence, facts[j], rows),
-                           facts=facts[j])
+            interval = null.interval_of(resampled[:, j], float(point[j]), confidence, facts[j], rows)
+            value = Metric(statistic.name, statistic.subset, float(point[j]), interval, facts=facts[j])
             # its own reporter, else its measure's (a gap's groups and test), which adds fields but keeps the value
             # the engine gives (the one compare and tiers read), not its own recomputation from plain means
             report = metric.report or (metric.measure.reports(metric.statistic) if metric.measure else None)
@@ -360,6 +359,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
                     functools.partial(_name, metric), confidence, n_permutations, seed), metric.statistic)
                 if metric.report is None:
                     value.value = engine
+            null.note_widening(value, facts[j], rows, interval)
             null.snap(value, facts[j].neutral, scale)
             measured[j] = value
             found.append((where[position], value))
@@ -476,6 +476,7 @@ def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray, floa
     pooled = Metric(metric.name, dict(metric.subset), value, ci,
                     details={"phrasings": len(phrasings), "phrasing_values": values.tolist(), "holds_in": holds},
                     facts=facts)
+    null.note_widening(pooled, facts, rows, ci)
     null.snap(pooled, facts.neutral, max(scale for *_, scale, _ in phrasings))
     return pooled
 

@@ -386,7 +386,9 @@ def _read_detectable(metrics: list[Any], measures: dict[str, Any], probe: Probe)
         facts = measures[metric.name]
         if facts.judged != "interval" or metric.value is None:  # a level; a measure judged by its test (a gap)
             continue
-        metric.mde = stats.interval_detectable(metric.value, metric.ci, confidence, facts.sides)
+        # its arms read at the level its interval was (expanded for small groups: vlfair.measures.null.interval_of)
+        level = stats.expanded_confidence(confidence, metric.details.get("ci_rows"))
+        metric.mde = stats.interval_detectable(metric.value, metric.ci, level, facts.sides)
         if metric.mde is not None and metric.verdict is not None and metric.verdict["detected"] is False:
             unseen.append({"metric": metric.name, "subset": format_subset(metric.subset), "value": metric.value,
                            "CI low": metric.ci[0], "CI high": metric.ci[1], "unseen under": metric.mde[0],
