@@ -340,6 +340,39 @@ def test_a_second_card_results_into_one_folder_keeps_the_first_s_entries(runs, t
     assert len(yaml.safe_load(path.read_text())) == len(after)
 
 
+def test_a_full_disk_leaves_a_merged_entries_file_whole_and_names_it(runs, tmp_path, capsys, monkeypatch):
+    """Issue 65, LOSS 4: a second card-results whose last file (the model's merged .eval_results, which later calls
+    merge into) meets a full disk midway exits 2 naming that file; the file holds every entry it held (it was cut
+    between entries, in place) and nothing is left beside it."""
+    import errno
+    import os
+
+    from vlfair import atomic
+
+    out = tmp_path / "out"
+    given = [str(runs["biased-traits"]), "--out", str(out), "--benchmark-repo", BENCHMARK]
+    assert main(["card-results", *given]) == 0
+    path = out / _folder(runs, "biased-traits") / ".eval_results" / "vlfair-traits.yaml"
+    before = path.read_bytes()
+    files = sum(1 for found in out.rglob("*") if found.is_file())
+    capsys.readouterr()
+    synced = []
+
+    def full_at_the_last(fd: int) -> None:  # the records, then the entries file: the disk fills on the last
+        synced.append(fd)
+        if len(synced) == files:
+            os.ftruncate(fd, len(before) // 2)  # half of it on the disk, as a full disk leaves a file
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fsync", full_at_the_last)
+    assert main(["card-results", *given]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"vlfair card-results: {path}: could not be written (No space left on device); it was "
+                          f"left as it was; written before it: {files - 1} files, whole") and err.count("\n") == 1
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["vlfair-traits.yaml"]
+
+
 @pytest.mark.parametrize("names", [("CLIP v2", "CLIP_v2"), ("clip_v2", "CLIP_v2"), ("CLIP/v2", "CLIP--v2"),
                                    ("modèle", "mod le"), ("a" * 90 + "1", "a" * 90 + "2"), ("._x", "x")],
                          ids=["space-underscore", "case", "slash", "accent", "long", "stripped"])

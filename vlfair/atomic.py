@@ -73,7 +73,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +170,29 @@ def output_problem(out: str | os.PathLike, kind: OutputKind) -> str | None:
     return (f"{given} holds files that are not a vlfair {kind.what}'s ({shown}): vlfair replaces its output "
             f"folder as a whole, so it writes into a new or empty folder or an earlier {kind.what}'s only (one "
             f"that lists its files in {MANIFEST}); give another folder")
+
+
+def inside_problem(out: str | os.PathLike, sources: Iterable[str | os.PathLike] = (),
+                   option: str = "--out") -> str | None:
+    """Why a command that writes files into a place it does not own as a whole (``leaderboard --out FILE``,
+    ``card-results --out DIR``) must not write at ``out``, or None: ``out`` is or lies inside a vlfair output
+    (a folder with a :data:`MANIFEST`, or a run's results.json: its samples replaced, a run could never be
+    rescored, compared or pushed again; a folder added inside it, no command could replace the run), or inside a
+    local source the command reads (``sources``: files and folders; a Hub address is not local)."""
+    given, target = str(out), Path(out).resolve()
+    for folder in (target, *target.parents):
+        if (folder / MANIFEST).is_file() or (folder / "results.json").is_file():
+            where = "is" if folder == target else "lies inside"
+            return (f"{option} {given} {where} the vlfair output {folder} (written and replaced only as a whole, by "
+                    f"the command that made it): give a path outside it")
+    for source in sources:
+        if str(source).startswith("hf://"):
+            continue
+        read = Path(source).resolve()
+        if target == read or target.is_relative_to(read):
+            where = "is" if target == read else "lies inside"
+            return f"{option} {given} {where} {source}, which the command reads: give a path outside it"
+    return None
 
 
 def _beside(target: Path, suffix: str) -> Path:
@@ -364,4 +387,4 @@ def _clear_leftovers(target: Path) -> None:
 
 
 __all__ = ["OutputError", "OutputKind", "atomic_output", "atomic_write", "claim_output", "final_path",
-           "output_problem", "release_claims"]
+           "inside_problem", "output_problem", "release_claims"]

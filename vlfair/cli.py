@@ -389,6 +389,16 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_prepare)
 
 
+def _refuse_inside(out: str, sources: list[str]) -> None:
+    """Before any work: an output that would change a run (its samples replaced, a folder inside it) or a source
+    the command reads is refused (vlfair.atomic.inside_problem)."""
+    from vlfair.atomic import inside_problem
+
+    problem = inside_problem(out, sources)
+    if problem:
+        raise UserError(problem)
+
+
 def _leaderboard(args: argparse.Namespace) -> int:
     from vlfair.probes import probe_class, probe_names
     from vlfair.report.leaderboard import read_board, write_table
@@ -398,6 +408,9 @@ def _leaderboard(args: argparse.Namespace) -> int:
                         f"push-results RUN_DIR --repo {args.push_to_hub}`, read them all with `vlfair leaderboard "
                         f"hf://datasets/{args.push_to_hub} --out FILE`")
     resampling = _resampling(args)
+    _refuse_inside(args.out, args.results)
+    if Path(args.out).suffix not in (".parquet", ".csv") or Path(args.out).is_dir():  # said before the board is read
+        raise UserError(f"--out must be a file ending in .parquet or .csv (the table's format), got {args.out!r}")
     skipped: list[str] = []
     neutral = {name: probe_class(name).facts for name in probe_names()}  # plugins' bias measures too
     frame = read_board(args.results, skipped, token=args.token, neutral=neutral)
@@ -581,6 +594,8 @@ def _card_results(args: argparse.Namespace) -> int:
 
     if args.instances and args.out is None:
         raise UserError("--instances goes with --out DIR (where the records are written)")
+    if args.out is not None:
+        _refuse_inside(args.out, args.results)
     found = read_files(args.results, None)
     results = [content for _, content in found]
     instances = _instance_files({id(content): path for path, content in found}) if args.instances else None

@@ -568,23 +568,29 @@ def write_card_results(results: list[dict[str, Any]], out_dir: str | Path, bench
             file = Path(folder) / ".eval_results" / f"vlfair-{_probe_slug(r['probe'])}.yaml"
             files.setdefault(file, []).append(entry)
     out = Path(out_dir)
-    written = []
-    for name, record in records.items():
-        path = out / RECORDS_DIR / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        written.append(path)
-    for datastore_path, text in samples_files.items():
-        path = out / RECORDS_DIR / datastore_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    for relative, entries in files.items():
-        path = out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_merged(path, eval_results_yaml(entries)), encoding="utf-8")
+    # every file's text first (an earlier .eval_results file merged in, or refused, before anything is written)
+    texts = {**{out / RECORDS_DIR / name: json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+                for name, record in records.items()},
+             **{out / RECORDS_DIR / stored: text for stored, text in samples_files.items()},
+             **{out / relative: _merged(out / relative, eval_results_yaml(entries))
+                for relative, entries in files.items()}}
+    written: list[Path] = []
+    for path, text in texts.items():
+        _write_whole(path, text, written)
         written.append(path)
     return written
+
+
+def _write_whole(path: Path, text: str, written: list[Path]) -> None:
+    """``text`` into ``path`` through a file beside it, renamed into place: a full disk or a kill leaves an
+    earlier file (a merged .eval_results, which later calls merge into) whole, never cut between entries."""
+    from vlfair.atomic import atomic_write
+
+    try:
+        atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+    except OSError as exc:
+        done = f"; written before it: {len(written)} files, whole" if written else ""
+        raise OSError(f"{path}: could not be written ({exc.strerror or exc}); it was left as it was{done}") from None
 
 
 def _merged(path: Path, text: str) -> str:

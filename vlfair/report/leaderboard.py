@@ -331,17 +331,19 @@ def write_table(frame: pd.DataFrame, out: str | Path) -> Path:
     Raises:
         ValueError: ``out`` ends in neither .parquet nor .csv.
     """
+    from vlfair.atomic import atomic_write
+
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".csv":
         from vlfair.report.tables import csv_safe
 
-        csv_safe(frame).to_csv(out, index=False)  # a model or label named "=..." stays text in a spreadsheet
+        # a model or label named "=..." stays text in a spreadsheet
+        atomic_write(out, lambda handle: csv_safe(frame).to_csv(handle, index=False))
     elif out.suffix == ".parquet":
-        frame.to_parquet(out, index=False)
+        atomic_write(out, lambda handle: frame.to_parquet(handle, index=False))
     else:
         raise ValueError(f"leaderboard output must end in .parquet or .csv, got {out.name!r}")
-    return out
+    return out  # written whole beside it, then renamed: an earlier table stays whole if the disk fills
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

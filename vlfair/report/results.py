@@ -182,6 +182,10 @@ def validate_results(results: dict[str, Any]) -> None:
 
 MAX_RESULTS_BYTES = 64 * 2**20  # a results.json is kilobytes; a board reads thousands, from anyone
 MAX_DEPTH = 64  # levels of nesting: a results.json has a few, and hashing or showing a deep one recurses
+# characters of one text of a results.json (a model's or dataset's name, a subset's value, a setting): a path is at
+# most 4,096 (PATH_MAX), and a board repeats a run's names in each of its rows (a 5 MB name made a 690 MB table)
+MAX_TEXT = 4096
+FREE_TEXT = ("warnings", "skipped_rows")  # a run's own sentences about its data: bounded by the file alone
 
 
 def _reject_constant(name: str) -> float:
@@ -214,6 +218,26 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def _longest_text(results: dict[str, Any]) -> tuple[str, int] | None:
+    """The first text (a string or a key, outside :data:`FREE_TEXT`) longer than :data:`MAX_TEXT`: where it is
+    ("model.name") and its length; None where there is none (walked without recursion)."""
+    stack: list[tuple[Any, str]] = [(value, key) for key, value in results.items() if key not in FREE_TEXT]
+    stack += [(key, "(a key)") for key in results if len(key) > MAX_TEXT]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if len(item) > MAX_TEXT:
+                return where, len(item)
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if len(key) > MAX_TEXT:
+                    return f"{where} (a key)", len(key)
+                stack.append((inner, f"{where}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{where}[{i}]") for i, inner in enumerate(item))
+    return None
+
+
 def load_results(path: Path) -> dict[str, Any]:
     """One results.json, parsed and checked against the schema; ValueError with what is wrong: the
     one gate every reader (the leaderboard, compare) passes a file from anyone through."""
@@ -228,6 +252,10 @@ def load_results(path: Path) -> dict[str, Any]:
         raise ValueError(f"nested too deeply to be a results.json ({MAX_DEPTH} levels at most)") from None
     if _depth(results) > MAX_DEPTH:  # before anything walks it
         raise ValueError(f"nested {_depth(results)} levels deep, too deep to be a results.json ({MAX_DEPTH} at most)")
+    long = _longest_text(results) if isinstance(results, dict) else None
+    if long is not None:  # before the schema, whose message would quote it
+        raise ValueError(f"{long[0]}: a text of {long[1]:,} characters, longer than any results.json holds "
+                         f"({MAX_TEXT:,} at most)")
     try:
         validate_results(results)
     except jsonschema.ValidationError as exc:  # named by where it is: "metrics[0].details.log10_p_value: ..."
