@@ -111,3 +111,48 @@ def test_a_results_file_with_a_huge_text_is_skipped_by_the_board_naming_it(run_d
            "holds (4,096 at most)" in err
     board = pd.read_csv(tmp_path / "board.csv")
     assert len(board) > 0 and board.map(lambda cell: len(str(cell))).to_numpy().max() < 4096
+
+
+@pytest.mark.parametrize("name, field, number, range_", [
+    ("group_score_gap", "value", -3.0, "[0, inf]"), ("mean_clipscore", "value", 250.0, "[0, 100]"),
+    ("group_score_gap", "ci", -0.5, "[0, inf]"), ("mean_clipscore", "ci", 100.5, "[0, 100]")])
+def test_a_value_outside_its_measures_range_is_a_bad_file(run_dir, tmp_path, capsys, name, field, number, range_):
+    """SILENT 8: an edited value outside its measure's range (a gap of -3, a CLIPScore of 250, an interval past a
+    bound) was ranked and written to cards: every reader refuses the file (a board skips it, naming the metric)."""
+    import json
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run_dir, bad)
+    results = json.loads((bad / "results.json").read_text())
+    position, metric = next((i, m) for i, m in enumerate(results["metrics"]) if m["name"] == name)
+    if field == "value":
+        metric["value"] = number
+    else:
+        metric["ci"] = [number, max(metric["value"], 0.0) + 1] if number < 0 else [0.0, number]
+    (bad / "results.json").write_text(json.dumps(results))
+    subset = ", ".join(f"{k}={v}" for k, v in metric["subset"].items())
+    said = f"metrics[{position}] ({name}, {subset}): its {field} {number:g} lies outside the measure's range {range_}"
+    code, err = _cli(capsys, "leaderboard", str(run_dir), str(bad), "--out", str(tmp_path / "board.csv"))
+    assert code == 0 and f"skipped {bad / 'results.json'}: {said}" in err
+    code, err = _cli(capsys, "card-results", str(bad))
+    assert code == 2 and said in err
+
+
+def test_every_interval_a_run_writes_lies_in_its_measures_range():
+    """SILENT 8's root: a top k statistic's interval (its resamples' percentiles moved onto its value) went below
+    MaxSkew's 0 in the demo's control retrieval; a declared metric's interval is cut to its measure's range (the
+    demo's recorded numbers hold the cut one: tests/data/numbers/demo.json)."""
+    from vlfair.measures import null
+    from vlfair.measures.catalog import facts_of
+    from vlfair.outputs import Metric
+
+    metric = Metric("max_skew", {}, 0.2, [-0.07, 0.55])
+    null.cut_to_range(metric, facts_of("max_skew"))
+    assert metric.ci == [0.0, 0.55]
+    influence = Metric("word_influence", {}, 0.9, [0.6, 1.2])  # a Hoeffding bound either side of the value
+    null.cut_to_range(influence, facts_of("word_influence"))
+    assert influence.ci == [0.6, 1.0]
+    unbounded = Metric("skew", {}, -0.3, [-2.0, 1.5])  # a skew has no bound: left as it is
+    null.cut_to_range(unbounded, facts_of("skew"))
+    assert unbounded.ci == [-2.0, 1.5]

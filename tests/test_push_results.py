@@ -197,7 +197,7 @@ def hub(tmp_path, monkeypatch) -> StandInHub:
 
 
 BIASED = {("bias_ratio", "nurse"): 1.2, ("group_rate_gap", "nurse"): 0.3, ("accuracy", "nurse"): 0.9}
-FAIR = {("bias_ratio", "nurse"): 0.9, ("group_rate_gap", "nurse"): -0.1, ("accuracy", "nurse"): 0.7}
+FAIR = {("bias_ratio", "nurse"): 0.9, ("group_rate_gap", "nurse"): 0.1, ("accuracy", "nurse"): 0.7}
 
 
 def _one_line_error(capsys, command: str = "push-results") -> str:
@@ -468,7 +468,7 @@ def test_the_leaderboard_ranks_within_a_family_towards_the_neutral_value(runs, t
         ("org/siglip", "bias_ratio", "nurse"): 1, ("org/clip-b", "bias_ratio", "nurse"): 2,  # |0.9-1| < |1.2-1|
         ("org/tie", "bias_ratio", "nurse"): nan,
         ("org/clip-b", "bias_ratio", "ceo"): 1, ("org/tie", "bias_ratio", "ceo"): 1,  # |0.75-1| = |1.25-1|: a tie
-        ("org/siglip", "group_rate_gap", "nurse"): 1, ("org/clip-b", "group_rate_gap", "nurse"): 2,  # |-0.1| < |0.3|
+        ("org/siglip", "group_rate_gap", "nurse"): 1, ("org/clip-b", "group_rate_gap", "nurse"): 2,  # 0.1 < 0.3
         ("org/clip-b", "accuracy", "nurse"): nan, ("org/siglip", "accuracy", "nurse"): nan,  # a level: not ranked
         ("org/tie", "accuracy", "nurse"): nan}, nan_ok=True)
     assert math.isnan(nan)

@@ -85,6 +85,7 @@ def evaluate(statistic: Statistic, report: Report, columns: Mapping[str, np.ndar
     if facts is not None:
         if resampled.size and found.ci is not None and found.value is not None:
             found.ci = null.interval_of(resampled, found.value, confidence, facts, paired.smallest_stratum(row_set))
+        null.cut_to_range(found, facts)
         null.snap(found, facts.neutral, null.scale_of(values))
     return found
 

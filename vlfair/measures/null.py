@@ -209,11 +209,22 @@ def scale_of(values: np.ndarray) -> float:
     return float(np.nanmax(np.abs(values), initial=0.0)) if values.size else 0.0
 
 
+def cut_to_range(found: Any, facts: Facts) -> None:
+    """A result's ``ci`` cut to its measure's range, in place: the truth lies in it, so the cut interval covers
+    it as often, and a reporter's own interval (a top k's percentiles moved onto the value, a Hoeffding bound
+    either side of an influence) no longer passes a bound the value cannot (a MaxSkew's below 0)."""
+    if found.ci is None or None in found.ci:
+        return
+    low = -np.inf if facts.low is None else facts.low
+    high = np.inf if facts.high is None else facts.high
+    found.ci = [float(min(max(bound, low), high)) for bound in found.ci]
+
+
 def snap(found: Any, neutral: float | None, scale: float) -> None:
     """A result's ``value`` and ``ci`` bounds (a Metric, a measure's reading) :func:`snapped`, in place."""
     found.value = snapped(found.value, neutral, scale)
     if found.ci is not None:
         found.ci = [snapped(bound, neutral, scale) for bound in found.ci]
 
-__all__ = ["NULL_DRAWS", "Null", "RESIDUE", "column_means", "columns_drawn", "deviation", "exceeding", "interval_of",
-           "note_widening", "relabelling_keys", "rows_drawn", "scale_of", "snap", "snapped", "test"]
+__all__ = ["NULL_DRAWS", "Null", "RESIDUE", "column_means", "columns_drawn", "cut_to_range", "deviation", "exceeding",
+           "interval_of", "note_widening", "relabelling_keys", "rows_drawn", "scale_of", "snap", "snapped", "test"]

@@ -360,6 +360,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
                 if metric.report is None:
                     value.value = engine
             null.note_widening(value, facts[j], rows, interval)
+            null.cut_to_range(value, facts[j])
             null.snap(value, facts[j].neutral, scale)
             measured[j] = value
             found.append((where[position], value))
@@ -477,6 +478,7 @@ def _pooled(metric: Declared, phrasings: list[tuple[int, float, np.ndarray, floa
                     details={"phrasings": len(phrasings), "phrasing_values": values.tolist(), "holds_in": holds},
                     facts=facts)
     null.note_widening(pooled, facts, rows, ci)
+    null.cut_to_range(pooled, facts)
     null.snap(pooled, facts.neutral, max(scale for *_, scale, _ in phrasings))
     return pooled
 

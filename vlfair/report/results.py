@@ -261,7 +261,32 @@ def load_results(path: Path) -> dict[str, Any]:
     except jsonschema.ValidationError as exc:  # named by where it is: "metrics[0].details.log10_p_value: ..."
         where = "" if exc.json_path == "$" else exc.json_path.removeprefix("$.") + ": "
         raise ValueError(where + exc.message) from None
+    outside = _outside_range(results)
+    if outside:
+        raise ValueError(outside)
     return results
+
+
+def _outside_range(results: dict[str, Any]) -> str | None:
+    """The first metric whose value or interval lies outside its measure's range (as the run recorded its facts,
+    else the catalog's): a number no run writes (every interval is cut to the range), so an edited one, which a
+    board would rank and a card publish (a gap of -3, a CLIPScore of 250, a bias ratio of -2.5)."""
+    from vlfair.measures.catalog import facts_in
+
+    for position, metric in enumerate(results.get("metrics") or []):
+        try:
+            facts = facts_in(results, metric["name"])
+        except (KeyError, ValueError):  # a plugin's measure this vlfair does not know: its range is not known
+            continue
+        low = -math.inf if facts.low is None else facts.low
+        high = math.inf if facts.high is None else facts.high
+        slack = 1e-9 * max(1.0, abs(low) if math.isfinite(low) else 0.0, abs(high) if math.isfinite(high) else 0.0)
+        for field, number in (("value", metric.get("value")), *(("ci", bound) for bound in metric.get("ci") or [])):
+            if isinstance(number, (int, float)) and not low - slack <= number <= high + slack:
+                subset = ", ".join(f"{k}={v}" for k, v in (metric.get("subset") or {}).items())
+                return (f"metrics[{position}] ({metric['name']}{f', {subset}' if subset else ''}): its {field} "
+                        f"{number:g} lies outside the measure's range [{low:g}, {high:g}]")
+    return None
 
 
 MAX_REASON = 300  # characters of a reason a skipped file is named with (a schema error quotes the bad value)
