@@ -73,6 +73,11 @@ class Facts:
         return self.neutral == 0.0 and self.low == 0.0
 
     @property
+    def bounds(self) -> tuple[float, float]:
+        """The range as numbers: an open end (None) is -inf or inf."""
+        return (-math.inf if self.low is None else self.low, math.inf if self.high is None else self.high)
+
+    @property
     def sides(self) -> tuple[float, ...]:
         """The sides of the neutral value a bias measure can deviate to (-1 under, 1 over): not past an end of
         its range that is the neutral value itself (a gap, an F are never under their 0)."""

@@ -164,11 +164,7 @@ def interval_of(resampled: np.ndarray, value: float, confidence: float, facts: F
     if facts.judged == "test" and resampled.size and np.isfinite(value):
         resampled = paired.recentred(resampled[:, None], np.asarray([value]))[:, 0]
         found = paired.resampled_interval(resampled, confidence)
-        if found is None:
-            return None
-        low = -np.inf if facts.low is None else facts.low
-        high = np.inf if facts.high is None else facts.high
-        return [float(min(max(found[0], low), high)), float(max(min(found[1], high), low))]
+        return None if found is None else _cut(found, facts)
     if facts.judged == "interval":
         return paired.resampled_interval(resampled, stats.expanded_confidence(confidence, rows))
     return paired.resampled_interval(resampled, confidence)
@@ -213,11 +209,13 @@ def cut_to_range(found: Any, facts: Facts) -> None:
     """A result's ``ci`` cut to its measure's range, in place: the truth lies in it, so the cut interval covers
     it as often, and a reporter's own interval (a top k's percentiles moved onto the value, a Hoeffding bound
     either side of an influence) no longer passes a bound the value cannot (a MaxSkew's below 0)."""
-    if found.ci is None or None in found.ci:
-        return
-    low = -np.inf if facts.low is None else facts.low
-    high = np.inf if facts.high is None else facts.high
-    found.ci = [float(min(max(bound, low), high)) for bound in found.ci]
+    if found.ci is not None and None not in found.ci:
+        found.ci = _cut(found.ci, facts)
+
+
+def _cut(interval: list[float], facts: Facts) -> list[float]:
+    low, high = facts.bounds
+    return [float(min(max(bound, low), high)) for bound in interval]
 
 
 def snap(found: Any, neutral: float | None, scale: float) -> None:

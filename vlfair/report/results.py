@@ -207,35 +207,44 @@ def _json_float(text: str) -> float:
     return value
 
 
-def _depth(value: Any) -> int:
-    """How deeply lists and objects nest in ``value`` (counted without recursion)."""
-    deepest, stack = 0, [(value, 1)]
+def _shape(results: Any) -> tuple[int, int]:
+    """How deeply lists and objects nest in ``results``, and its longest text (a string or a key) outside
+    :data:`FREE_TEXT`: one walk, without recursion, before anything else walks it."""
+    deepest, longest = 0, 0
+    stack = [(results, 1, True)]  # (item, its level, whether its texts count)
     while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
+        item, level, counted = stack.pop()
+        if isinstance(item, str):
+            longest = max(longest, len(item) if counted else 0)
+        elif isinstance(item, (dict, list)):
             deepest = max(deepest, level)
-            stack.extend((inner, level + 1) for inner in (item.values() if isinstance(item, dict) else item))
-    return deepest
+            if isinstance(item, dict):
+                longest = max(longest, max(map(len, item), default=0) if counted else 0)
+                top = item is results
+                stack.extend((inner, level + 1, counted and not (top and key in FREE_TEXT))
+                             for key, inner in item.items())
+            else:
+                stack.extend((inner, level + 1, counted) for inner in item)
+    return deepest, longest
 
 
-def _longest_text(results: dict[str, Any]) -> tuple[str, int] | None:
-    """The first text (a string or a key, outside :data:`FREE_TEXT`) longer than :data:`MAX_TEXT`: where it is
-    ("model.name") and its length; None where there is none (walked without recursion)."""
+def _long_text_at(results: dict[str, Any]) -> str:
+    """Where the first text longer than :data:`MAX_TEXT` is ("model.name", "settings (a key)"), its length beside:
+    walked only once :func:`_shape` found one."""
     stack: list[tuple[Any, str]] = [(value, key) for key, value in results.items() if key not in FREE_TEXT]
     stack += [(key, "(a key)") for key in results if len(key) > MAX_TEXT]
     while stack:
         item, where = stack.pop()
-        if isinstance(item, str):
-            if len(item) > MAX_TEXT:
-                return where, len(item)
-        elif isinstance(item, dict):
+        if isinstance(item, str) and len(item) > MAX_TEXT:
+            return f"{where}: a text of {len(item):,} characters"
+        if isinstance(item, dict):
             for key, inner in item.items():
                 if len(key) > MAX_TEXT:
-                    return f"{where} (a key)", len(key)
+                    return f"{where} (a key): a text of {len(key):,} characters"
                 stack.append((inner, f"{where}.{key}"))
         elif isinstance(item, list):
             stack.extend((inner, f"{where}[{i}]") for i, inner in enumerate(item))
-    return None
+    raise AssertionError("no long text, though _shape found one")
 
 
 def load_results(path: Path) -> dict[str, Any]:
@@ -250,12 +259,11 @@ def load_results(path: Path) -> dict[str, Any]:
                              parse_int=_json_int, parse_float=_json_float)
     except RecursionError:  # json's own limit, near a thousand levels
         raise ValueError(f"nested too deeply to be a results.json ({MAX_DEPTH} levels at most)") from None
-    if _depth(results) > MAX_DEPTH:  # before anything walks it
-        raise ValueError(f"nested {_depth(results)} levels deep, too deep to be a results.json ({MAX_DEPTH} at most)")
-    long = _longest_text(results) if isinstance(results, dict) else None
-    if long is not None:  # before the schema, whose message would quote it
-        raise ValueError(f"{long[0]}: a text of {long[1]:,} characters, longer than any results.json holds "
-                         f"({MAX_TEXT:,} at most)")
+    depth, longest = _shape(results)
+    if depth > MAX_DEPTH:  # before anything walks it
+        raise ValueError(f"nested {depth} levels deep, too deep to be a results.json ({MAX_DEPTH} at most)")
+    if longest > MAX_TEXT and isinstance(results, dict):  # before the schema, whose message would quote it
+        raise ValueError(f"{_long_text_at(results)}, longer than any results.json holds ({MAX_TEXT:,} at most)")
     try:
         validate_results(results)
     except jsonschema.ValidationError as exc:  # named by where it is: "metrics[0].details.log10_p_value: ..."
@@ -278,8 +286,7 @@ def _outside_range(results: dict[str, Any]) -> str | None:
             facts = facts_in(results, metric["name"])
         except (KeyError, ValueError):  # a plugin's measure this vlfair does not know: its range is not known
             continue
-        low = -math.inf if facts.low is None else facts.low
-        high = math.inf if facts.high is None else facts.high
+        low, high = facts.bounds
         slack = 1e-9 * max(1.0, abs(low) if math.isfinite(low) else 0.0, abs(high) if math.isfinite(high) else 0.0)
         for field, number in (("value", metric.get("value")), *(("ci", bound) for bound in metric.get("ci") or [])):
             if isinstance(number, (int, float)) and not low - slack <= number <= high + slack:
