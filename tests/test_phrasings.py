@@ -130,7 +130,7 @@ def test_phrasings_are_part_of_the_family():
     assert figures({}).family_key(dataset)["probe_version"] == 12
     assert figures({"phrasings": ["a picture of a {}"]}).family_key(dataset) != figures({}).family_key(dataset)
     influence = probe_class("word-influence")
-    assert influence({}).family_key(dataset)["probe_version"] == 8
+    assert influence({}).family_key(dataset)["probe_version"] == 9
     for other in ({"phrasings": ["a {}"]}, {"question_phrasings": ["is this a man ?"]}):
         assert influence(other).family_key(dataset) != influence({}).family_key(dataset)
     retrieval = probe_class("retrieval")
