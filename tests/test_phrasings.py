@@ -134,7 +134,7 @@ def test_phrasings_are_part_of_the_family():
     for other in ({"phrasings": ["a {}"]}, {"question_phrasings": ["is this a man ?"]}):
         assert influence(other).family_key(dataset) != influence({}).family_key(dataset)
     retrieval = probe_class("retrieval")
-    assert retrieval({}).family_key(dataset)["probe_version"] == 5
+    assert retrieval({}).family_key(dataset)["probe_version"] == 6
     assert retrieval({"per_template": True}).family_key(dataset) != retrieval({}).family_key(dataset)
 
 
