@@ -452,20 +452,22 @@ def bootstrap_group_means(values: npt.ArrayLike, codes: npt.NDArray[np.integer],
         for j, column in enumerate(member_values):
             sums[j, first:first + b, g] = np.take(column, picks).sum(axis=1)
 
-    _in_threads(run, tasks, seeds)
+    # a pool's threads cost about 1 ms to start: below one block of draws in all they cost more than they save
+    few = n_resamples * len(codes) < _CACHED_BLOCK_ENTRIES
+    _in_threads(run, tasks, seeds, most=1 if few else None)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums / counts
     return means[0] if array.ndim == 1 else np.moveaxis(means, 0, -1)
 
 
-def _in_threads(function: Callable, *argument_lists) -> None:
-    """``function`` over the zipped arguments on up to the usable CPUs' threads (in order when 1)."""
+def _in_threads(function: Callable, *argument_lists, most: int | None = None) -> None:
+    """``function`` over the zipped arguments on up to the usable CPUs' threads, or ``most`` (in order when 1)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from vlfair._cpu import available_cpus
 
     jobs = list(zip(*argument_lists))
-    workers = min(len(jobs), available_cpus())
+    workers = min(len(jobs), available_cpus(), most or len(jobs))
     if workers <= 1:
         for job in jobs:
             function(*job)

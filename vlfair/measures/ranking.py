@@ -395,16 +395,21 @@ def relabelled_top_k(ranked: npt.NDArray[np.int64], groups: int, p_stars: Sequen
     constant = float((weights * np.log(positions)).sum())
     c_ln_c = np.zeros(k + 1)
     c_ln_c[1:] = positions * np.log(positions)
-    flat = (np.arange(b * queries)[:, None] * groups + ranked.reshape(b * queries, k)).ravel()
-    counts = np.bincount(flat, minlength=b * queries * groups).reshape(b, queries, groups).astype(float)
-    seen = np.zeros(ranked.shape, dtype=np.int64)  # the items of its group ranked before each one
+    step = np.diff(c_ln_c)  # step[c - 1]: what a group's c-th copy adds, c ln c - (c-1) ln (c-1)
+    # each ranked item's (list, group) cell, flat: one bincount gives the counts, one the U_r summed per group
+    cells = ((np.arange(b * queries) * groups).reshape(b, queries, 1) + ranked).ravel()
+    counts = np.bincount(cells, minlength=b * queries * groups).reshape(b, queries, groups).astype(float)
+    tail_of_group = np.bincount(cells, weights=np.broadcast_to(tail, ranked.shape).ravel(),
+                                minlength=b * queries * groups).reshape(b, queries, groups)
+    # each item's place among its group's items in its list, 1 for the first (int32: 4 of int64's 8 bytes
+    # to sum, the loop's cost; a top k is far below 2^31)
+    place = np.zeros(ranked.shape, dtype=np.int32)
     for group in range(groups):
         mask = ranked == group
-        seen += np.where(mask, np.cumsum(mask, axis=2) - 1, 0)
-    own = ((c_ln_c[seen + 1] - c_ln_c[seen]) * tail).sum(axis=2)  # (b, queries)
+        place += np.cumsum(mask, axis=2, dtype=np.int32) * mask
+    own = step[place - 1] @ tail  # (b, queries)
     log_targets = np.stack([np.log(p_star) for p_star in p_stars], axis=1)  # (G, targets)
-    targeted = (log_targets[ranked] * tail[None, None, :, None]).sum(axis=2)  # (b, queries, targets)
-    return counts, (own[..., None] - targeted - constant) / weights.sum()
+    return counts, (own[..., None] - tail_of_group @ log_targets - constant) / weights.sum()
 
 
 def _target(target: str | Mapping[str, float], names: list[str],
