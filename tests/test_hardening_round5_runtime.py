@@ -73,7 +73,8 @@ def test_every_allocators_refusal_in_the_forward_names_batch_size_and_a_size_to_
                      "--quiet")
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith("vlfair run: a batch of 16 images does not fit in the device's memory (")
-    assert "lower batch_size (now 16; --batch-size on the command line), e.g. to 8;" in err and "--debug" not in err
+    assert "lower batch_size (now 16; --batch-size on the command line): try 8 (half the batch);" in err
+    assert "--debug" not in err
 
 
 def test_decode_buffers_no_memory_holds_are_said_naming_batch_size(clip_encoder, six_images, monkeypatch):
@@ -84,8 +85,8 @@ def test_decode_buffers_no_memory_holds_are_said_naming_batch_size(clip_encoder,
     monkeypatch.setattr(embed._Slots, "__init__", refused)
     with pytest.raises(BatchTooLargeError, match=r"a batch of 6 images does not fit in this machine's memory \(the "
                                                  r"batches' decode buffers\) \(.*DefaultCPUAllocator.*\): lower "
-                                                 r"batch_size \(now 64; --batch-size on the command line\), e.g\. "
-                                                 r"to 3;"):
+                                                 r"batch_size \(now 64; --batch-size on the command line\): try 3 "
+                                                 r"\(half the batch\);"):
         vlfair.embed_images(clip_encoder, six_images, num_workers=0, cache_dir=None)
 
 
@@ -96,7 +97,7 @@ def test_one_image_too_large_says_what_else_to_change(clip_encoder, six_images, 
 
     monkeypatch.setattr(type(clip_encoder), "encode_pixels", refused)
     with pytest.raises(BatchTooLargeError, match=r"now 1; --batch-size on the command line\): one image does not fit "
-                                                 r"either, so use a smaller --dtype"):
+                                                 r"either \(use a smaller --dtype"):
         vlfair.embed_images(clip_encoder, six_images, batch_size=1, num_workers=0, cache_dir=None)
 
 

@@ -754,8 +754,8 @@ def _naming_batch_size(images: int, batch_size: int, chunks_done: int,
         if not _out_of_memory(exc):
             raise
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        smaller = (f", e.g. to {images // 2}" if images > 1
-                   else ": one image does not fit either, so use a smaller --dtype or a device with more memory")
+        smaller = (f": try {images // 2} (half the batch)" if images > 1
+                   else ": one image does not fit either (use a smaller --dtype or a device with more memory)")
         raise BatchTooLargeError(
             f"a batch of {images} images does not fit in {memory} ({first}): lower batch_size "
             f"(now {batch_size}; --batch-size on the command line){smaller}; "
