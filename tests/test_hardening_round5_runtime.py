@@ -4,6 +4,11 @@ docstring names its case."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -143,3 +148,86 @@ def test_workers_are_cut_to_the_cpus_this_process_may_use(monkeypatch, capsys):
     assert embed._decode_workers(0, torch.device("cpu"), pieces=500, piece_size=64) == 0
     assert embed._decode_workers(None, torch.device("cuda", 0), pieces=2, piece_size=64) == 2
     assert capsys.readouterr().err == ""
+
+
+# ---- UNCLEAR 28: compare's undefined statistics --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def traits_run(clip_dir, tmp_path_factory) -> Path:
+    """A traits run of a tiny CLIP, 4 images per cell (its ANOVAs are F statistics across each race's genders)."""
+    from vlfair.figures import not_drawn
+    from vlfair.probes import run_probe
+
+    out = tmp_path_factory.mktemp("round5-runtime") / "traits"
+    with not_drawn():
+        run_probe("traits", vlfair.load_encoder(str(clip_dir), dtype="float32"), "synthetic:fairface", out,
+                  cache_dir=None, settings={"bootstrap": 50, "n_permutations": 50, "per_cell": 4, "allow_short": True})
+    return out
+
+
+def _edited(source: Path, target: Path, scores) -> Path:
+    """Another run of ``source``'s rows whose confidence columns are ``scores(frame)`` (its samples' SHA-256
+    recorded anew, as that run would have written them)."""
+    from vlfair.samples import read_samples, write_samples
+
+    shutil.copytree(source, target)
+    content = json.loads((target / "results.json").read_text())
+    samples, _ = read_samples(target / "samples.parquet")
+    for column in [c for c in samples.frame.columns if c.startswith("confidence ")]:
+        samples.frame[column] = scores(samples.frame)
+    stored = {key: value for key, value in content.items() if key not in ("metrics", "published", "samples")}
+    content["samples"] = write_samples(samples, target / "samples.parquet", stored)
+    (target / "results.json").write_text(json.dumps(content))
+    return target
+
+
+ALIKE = {  # scores that leave every F of a run without a value, and what compare calls it
+    "undefined": (lambda frame: np.full(len(frame), 0.5), "undefined (0/0 on these rows"),
+    "infinite": (lambda frame: np.where(frame["gender"] == "Male", 0.25, 0.75), "infinite (a division by zero"),
+}
+
+
+@pytest.mark.parametrize("kind", list(ALIKE))
+def test_a_statistic_undefined_in_both_runs_is_said_in_words_not_as_numpys_warning(traits_run, tmp_path, capsys,
+                                                                                  kind):
+    """UNCLEAR 28: two runs whose F statistics are infinite (each gender's scores alike) or 0/0 (every score alike)
+    printed numpy's "RuntimeWarning: invalid value encountered in subtract" (inf - inf in the paired permutation
+    test) and called the difference "not assessed (no interval: bootstrap 0)" with 1,000 resamples; the warning
+    is silenced where the difference is taken, and each kind is said once, in words, naming the differences."""
+    scores, meaning = ALIKE[kind]
+    a = _edited(traits_run, tmp_path / "a", scores)
+    b = _edited(traits_run, tmp_path / "b", lambda frame: scores(frame) / 2)  # another run, alike in the same way
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # any numpy warning left stops the command (exit 2)
+        code = main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp"), "--bootstrap", "100",
+                     "--permutations", "100"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "RuntimeWarning" not in captured.out + captured.err and "bootstrap 0" not in captured.out
+    notes = [line for line in captured.out.splitlines() if line.startswith("Not assessed: ")]
+    said = [note for note in notes if f"whose statistic is {meaning}" in note]  # each kind once
+    assert len(notes) == len({note.split(" whose statistic is ")[1][:9] for note in notes}) and len(said) == 1
+    assert "trait_anova (trait = " in said[0]
+    content = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
+    undefined = [entry for entry in content["differences"] if entry["metric"] == "trait_anova"]
+    assert any(entry["undefined"] == {"a": kind, "b": kind} for entry in undefined)
+    assert all(entry["verdict"] == "not_assessed" and entry["undefined"] for entry in undefined)
+    assert f"not assessed ({kind} for " in (tmp_path / "cmp" / "differences.md").read_text() or \
+        f"not assessed ({kind} for " in (tmp_path / "cmp" / "comparison.html").read_text()
+
+
+def test_the_paired_difference_of_two_infinite_statistics_is_nan_without_a_warning():
+    """UNCLEAR 28's root: A - B of statistics infinite in both runs, at the data, on the resamples and on the
+    relabellings of the test, is nan (not assessed), numpy's warning silenced there alone."""
+    from vlfair import paired
+
+    groups = np.repeat([0, 1], 6)
+    row_set = paired.RowSet(np.arange(12), ("score",), groups, (paired.Statistic("f", {}, paired.f_statistic(), 0.0),))
+    a = np.where(groups == 0, 0.25, 0.75)  # no spread within either group, some between them: F is infinite
+    b = np.where(groups == 0, 0.5, 0.125)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        found, = paired.compare(row_set, a, b, bootstrap=50, n_permutations=50, seed=0)
+    assert found.value_a == found.value_b == np.inf and np.isnan(found.difference)
+    assert found.difference_ci is None and found.p_method == "undefined"
+    with pytest.warns(RuntimeWarning):  # elsewhere numpy still says it: nothing is silenced wholesale
+        np.array([np.inf]) - np.array([np.inf])
