@@ -290,3 +290,27 @@ def test_an_interval_s_power_below_its_false_alarms_is_refused():
                                          r"bias included\) finds one in"):
         answer(found, floor)
     assert math.isfinite(answer(found, 0.8).smallest[0].deviation)
+
+
+def test_a_pooled_level_is_said_to_be_a_level(phrased_run, capsys):
+    """UNCLEAR 23: a pooled mean CLIPScore is a level first (no neutral value), as its phrasings' are."""
+    code, _, err = _cli(capsys, "power", str(phrased_run), "--metric", "mean_clipscore", "--subset",
+                        json.dumps({**DOCTOR, "group": "Male", "phrasing": "pooled"}))
+    assert code == 2 and err == ("vlfair power: mean_clipscore is a level, not a bias measure (it has no neutral value "
+                                 "to detect a deviation from)\n")
+
+
+def test_a_metric_results_json_holds_but_the_probe_does_not_measure_is_said_so(phrased_run, tmp_path, capsys):
+    """UNCLEAR 23's root: any metric results.json holds that the probe does not measure from the samples is named as
+    such, never "has no subset"."""
+    edited = tmp_path / "edited"
+    shutil.copytree(phrased_run, edited)
+    results = json.loads((edited / "results.json").read_text())
+    gap = next(m for m in results["metrics"] if m["name"] == "group_score_gap" and m["subset"] == DOCTOR)
+    results["metrics"].append({**gap, "subset": {**DOCTOR, "prompt": "other"}})
+    (edited / "results.json").write_text(json.dumps(results))
+    code, _, err = _cli(capsys, "power", str(edited), "--metric", "group_score_gap", "--subset",
+                        json.dumps({**DOCTOR, "prompt": "other"}))
+    assert code == 2 and "has no subset" not in err and err.startswith(
+        'vlfair power: group_score_gap on {"attribute": "gender", "profession": "doctor", "prompt": "other"} is in the '
+        "run's results.json, but its probe (professions) does not measure it from the samples")

@@ -19,7 +19,10 @@ mean's, a gap's, a ratio of means' or a rate's spread goes as 1 / sqrt(n)). The 
 deviation detected with power ``p`` at the run's design (its minimum detectable effect) is the ``d`` at
 which the power is ``p`` (without the bias, ``below + Phi^-1(p) * se``), and the images per group a
 deviation needs the ``n`` at which it is (both found numerically). A ranking's metrics (top k: their
-spread does not go as 1 / sqrt(n)) are refused. ``tests/test_power.py`` checks the predicted power against
+spread does not go as 1 / sqrt(n)) are refused, and a metric pooled over phrasings (its spread holds the
+phrasings'). :func:`answer` gives all ``vlfair power`` says, or why it cannot, before a line is printed: each side's
+smallest deviation within the measure's range (Facts.bounds), an effect checked against its sides and range.
+``tests/test_power.py`` checks the predicted power against
 the share of simulated runs (drawn from the planted world's samples, every group scaled alike) that
 detect the world's bias.
 """
@@ -40,6 +43,7 @@ from vlfair.facts import Facts
 from vlfair.stats import DETECTION_POWER, detection_power, expanded_confidence, smallest_detectable
 
 POWER = DETECTION_POWER  # the power an audit plans for
+_LEVEL = "{metric} is a level, not a bias measure (it has no neutral value to detect a deviation from)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +151,7 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
     samples = run.samples
     wanted = json.dumps(subset or {}, sort_keys=True)
     frame: Any = samples.frame
-    _refuse_pooled(run.results, metric, wanted)
+    _refuse_pooled(run.results, metric, wanted, facts)
     found = []
     for row_set in row_sets(samples, probe.declare(samples), probe.facts):
         for j, statistic in enumerate(row_set.statistics):
@@ -155,8 +159,7 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
             if statistic.name != metric or found[-1][1] != wanted:
                 continue
             if facts.neutral is None:
-                raise PowerError(f"{metric} is a level, not a bias measure (it has no neutral value to detect a "
-                                 "deviation from)")
+                raise PowerError(_LEVEL.format(metric=metric))
             if row_set.engine is not None:
                 raise PowerError(f"{metric} ranks the images (its top k): its spread does not shrink as the square "
                                  "root of the images, so no power is read from it")
@@ -198,7 +201,7 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
                      + (f"; and {len(subsets) - 8} more" if len(subsets) > 8 else ""))
 
 
-def _refuse_pooled(results: dict[str, Any], metric: str, wanted: str) -> None:
+def _refuse_pooled(results: dict[str, Any], metric: str, wanted: str, facts: Facts) -> None:
     """A metric the run pooled over its phrasings (its subset's phrasing "pooled", as every probe writes it) is
     refused in plain words, naming its phrasings' subsets: its spread holds the phrasings' own, which more images
     do not shrink, so no power is read from it."""
@@ -208,6 +211,8 @@ def _refuse_pooled(results: dict[str, Any], metric: str, wanted: str) -> None:
                    and json.dumps(m["subset"], sort_keys=True) == wanted), None)
     if pooled is None:
         return
+    if facts.neutral is None:
+        raise PowerError(_LEVEL.format(metric=metric))
     shared = {key: value for key, value in pooled["subset"].items() if key != "phrasing"}
     phrasings = [json.dumps(m["subset"], sort_keys=True, ensure_ascii=False) for m in results["metrics"]
                  if m["name"] == metric and m["subset"].get("phrasing") != POOLED
@@ -289,7 +294,6 @@ class Answer:
     smallest deviation on each side the metric can take, and for an effect the images per group it needs and its
     power at the run."""
 
-    design: Any
     power: float
     smallest: tuple[Smallest, ...]
     effect: float | None = None
@@ -306,8 +310,8 @@ def answer(found: Any, power: float = POWER, effect: float | None = None) -> Ans
     sides = sorted(found.facts.sides, reverse=True)  # above, then below (a gap or an F: above only)
     smallest = tuple(_smallest(found, power, side) for side in sides)
     if effect is None:
-        return Answer(found, power, smallest)
-    return Answer(found, power, smallest, effect, found.images_per_group(effect, power),
+        return Answer(power, smallest)
+    return Answer(power, smallest, effect, found.images_per_group(effect, power),
                   found.power(effect, found.per_group))
 
 
