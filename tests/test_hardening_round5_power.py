@@ -314,3 +314,20 @@ def test_a_metric_results_json_holds_but_the_probe_does_not_measure_is_said_so(p
     assert code == 2 and "has no subset" not in err and err.startswith(
         'vlfair power: group_score_gap on {"attribute": "gender", "profession": "doctor", "prompt": "other"} is in the '
         "run's results.json, but its probe (professions) does not measure it from the samples")
+
+
+@pytest.mark.parametrize("kind", ["gap", "f"])
+def test_every_tested_design_refuses_a_power_at_or_below_its_alpha(kind):
+    """UNCLEAR 24's root, for each design a test judges (a gap's simulated power, an F's noncentral F): brentq's
+    "f(a) and f(b) must have different signs" became a sentence naming --power and alpha; above alpha, answered."""
+    from vlfair.compare.power import PowerError, answer
+    from vlfair.compare.tested_power import FDesign, GapDesign
+    from vlfair.measures.catalog import facts_of
+
+    found = (GapDesign("group_score_gap", {}, 1.0, 0.0, 25.0, 0.95, (1.0, 2.0, 1.0), facts=facts_of("group_score_gap"))
+             if kind == "gap" else FDesign("trait_anova", {}, 3.0, 0.0, 30.0, 0.95, (30, 30, 30),
+                                           facts_of("trait_anova")))
+    with pytest.raises(PowerError, match=r"^--power 0.04: with no bias at all, its test at alpha = 0.05 finds one in "
+                                         r"5.0% of runs"):
+        answer(found, 0.04)
+    assert answer(found, 0.5).smallest[0].deviation > 0
