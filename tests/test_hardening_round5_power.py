@@ -104,7 +104,8 @@ def test_a_smallest_deviation_past_the_range_is_none_on_that_side(figures_run, t
 def test_the_answer_cuts_each_side_at_the_range():
     """SILENT 10's root: power.answer reads each side's smallest deviation against Facts.bounds (a design's
     effect_bounds), for every design alike."""
-    from vlfair.compare.power import Design, answer
+    from vlfair.compare.power import Design, PowerError, answer
+    from vlfair.compare.tested_power import GapDesign
     from vlfair.measures.catalog import facts_of
 
     wide = Design("bias_ratio", {}, 1.0, 1.0, 3.0, 20.0, 0.95, 6.0, 6.0, facts_of("bias_ratio"))
@@ -113,6 +114,12 @@ def test_the_answer_cuts_each_side_at_the_range():
     assert found[1.0].deviation == pytest.approx(wide.mde(0.8, 1.0))
     narrow = Design("bias_ratio", {}, 1.0, 1.0, 0.05, 20.0, 0.95, 0.1, 0.1, facts_of("bias_ratio"))
     assert all(s.deviation is not None and s.deviation < 1 for s in answer(narrow, 0.8).smallest)
+    # a rate gap of 3 answers per group (its test's simulated power): a rate gap is never past 1
+    rates = GapDesign("group_rate_gap", {}, 0.3, 0.0, 3.0, 0.95, (0.5, 0.5), facts=facts_of("group_rate_gap"))
+    (above,) = answer(rates, 0.8).smallest
+    assert rates.mde(0.8) > 1 and above.deviation is None and above.at_end == 1.0 and above.end_power < 0.8
+    with pytest.raises(PowerError, match=r"--effect 1.5: group_rate_gap would be 1.5, outside its range \[0, 1\]"):
+        answer(rates, 0.8, 1.5)
 
 
 # ---- SILENT 11: a plugin measure's own facts -------------------------------------------------------------------

@@ -91,9 +91,9 @@ class _Numerical(abc.ABC):
         return 1 - self.confidence
 
     @property
+    @abc.abstractmethod
     def effect_bounds(self) -> tuple[float, float]:
-        """The effects the design reads: a deviation of the metric's value, within its range less its neutral value."""
-        return deviation_bounds(getattr(self, "facts", Facts()), self.neutral)
+        """The effects the design reads (``vlfair power`` refuses one outside them, and a smallest one past them)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +145,11 @@ class GapDesign(_Numerical):
     def se(self) -> float:
         """A group mean's standard error at the run (the mean over the groups)."""
         return float(np.mean(self.spreads)) / math.sqrt(self.per_group)
+
+    @property
+    def effect_bounds(self) -> tuple[float, float]:
+        """A deviation of the gap's value: within its range less its neutral value (a rate gap's up to 1)."""
+        return deviation_bounds(self.facts, self.neutral)
 
     @property
     def _draws(self) -> np.ndarray:
