@@ -696,7 +696,7 @@ def _add_install_metrics(sub: argparse._SubParsersAction) -> None:
 
 
 def _power(args: argparse.Namespace) -> int:
-    from vlfair.compare.power import check_effect, design
+    from vlfair.compare.power import answer, design
     from vlfair.report.numbers import format_value
 
     if not 0 < args.power < 1:
@@ -708,8 +708,7 @@ def _power(args: argparse.Namespace) -> int:
     if not isinstance(subset, dict):
         raise UserError(f"--subset must be a JSON object of the metric's subset, got {args.subset}")
     found = design(args.run, args.metric, subset)
-    if args.effect is not None:
-        check_effect(found, args.effect)
+    told = answer(found, args.power, args.effect)  # the whole answer first: all of it is printed, or none
     level, power = f"{found.confidence:.0%}", f"{args.power:.0%}"
     print(f"{found.metric} on {json.dumps(found.subset, ensure_ascii=False)}: {format_value(found.value)} (no bias: "
           f"{format_value(found.neutral)})")
@@ -723,14 +722,22 @@ def _power(args: argparse.Namespace) -> int:
     else:
         print(f"standard error {format_value(found.se)} at {found.per_group:,.0f} images per group; with {level} "
               "intervals:")
-    sides = sorted(found.facts.sides, reverse=True)  # above, then below (a gap or an F: above only)
-    print(f"  smallest {effect} detected with {power} power: "
-          + ", ".join(f"{'+' if sign > 0 else '-'}{format_value(found.mde(args.power, sign))}" for sign in sides))
-    if args.effect is not None:
-        needed = math.ceil(found.images_per_group(args.effect, args.power))
-        print(f"  an effect of {format_value(args.effect)}: {power} power with {needed:,} images per group (this run: "
-              f"{found.per_group:,.0f}, power {found.power(args.effect, found.per_group):.0%})")
+    print(f"  smallest {effect} detected with {power} power: " + ", ".join(map(_smallest_said, told.smallest)))
+    if told.effect is not None and told.needed is not None:  # with --effect: the images it needs
+        print(f"  an effect of {format_value(told.effect)}: {power} power with {math.ceil(told.needed):,} images per "
+              f"group (this run: {found.per_group:,.0f}, power {told.power_at_run:.0%})")
     return 0
+
+
+def _smallest_said(smallest: Any) -> str:
+    """One side's smallest detected deviation, or what its range leaves (a bias ratio's none below 1 past its 0)."""
+    from vlfair.report.numbers import format_value
+
+    sign = "+" if smallest.side > 0 else "-"
+    if smallest.deviation is not None:
+        return f"{sign}{format_value(smallest.deviation)}"
+    return (f"none {'above' if smallest.side > 0 else 'below'} (even {sign}{format_value(abs(smallest.at_end))}, to "
+            f"the end of its range, is detected with {smallest.end_power:.0%} power)")
 
 
 def _read_json(path: Path) -> Any:
