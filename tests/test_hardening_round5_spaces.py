@@ -37,8 +37,9 @@ def _requests(cache: Path) -> list[Path]:
 def test_an_answered_request_keeps_only_what_its_page_shows(world_pool, tmp_path, monkeypatch):
     """SECURITY 1: every request's uploads (Gradio's cache) and its vlfair-space-* folder stayed for good (eleven
     1700x1700 PNGs: 92 MB a request). Answered, a request's uploads are gone and its folder is what the page shows
-    (the gallery and downloads read it: they stay readable); the page's next answer removes it; a refused request
-    leaves no folder; Gradio's own delete_cache is on."""
+    (the gallery and downloads read it, not copies: they stay readable); the page's next answer removes it, as
+    does the end of its session; a refused request leaves no folder; Gradio's own delete_cache is on."""
+    import gradio as gr
     from gradio_client import Client, handle_file
 
     from vlfair.demo import datasets as world_data
@@ -57,6 +58,7 @@ def test_an_answered_request_keeps_only_what_its_page_shows(world_pool, tmp_path
         first = _requests(cache)
         assert len(first) == 1 and (first[0] / "results.json").is_file()
         assert plots and all(Path(p["image"]).is_file() for p in plots) and len(downloads) == 2
+        assert list(cache.rglob("results.json")) == [first[0] / "results.json"]  # served as it is: no copy
         uploaded = [p for p in cache.rglob("*") if p.is_file() and not p.is_relative_to(cache / "vlfair-space")]
         assert not [p for p in uploaded if p.name in {q.name for q in [*paths, csv]}], "the uploads stayed"
         # the page's next answer replaces the last one: one folder, the new one
@@ -64,6 +66,13 @@ def test_an_answered_request_keeps_only_what_its_page_shows(world_pool, tmp_path
                        api_name="/run")
         second = _requests(cache)
         assert len(second) == 1 and second != first
+        # the page's session ends (the tab closed): Gradio deletes its state, and the folder with it
+        state = next(block for block in app.blocks.values() if isinstance(block, gr.State))
+        state.delete_callback(str(second[0]))
+        assert _requests(cache) == []
+        client.predict("public-figures", session.WORLD_BIASED, "", session.WORLD_DATA, 10, [], None, NO_TABLE, "",
+                       api_name="/run")
+        assert len(_requests(cache)) == 1
         # a refused request keeps no folder of its own (the last answer's goes: the page cleared it)
         with pytest.raises(Exception, match="runs only its listed encoders"):
             client.predict("traits", session.WORLD_BIASED, "someone/model", session.WORLD_DATA, 10, [], None,

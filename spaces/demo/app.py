@@ -60,7 +60,7 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
 
     tracked = gr.Progress(track_tqdm=True)  # a marker: Gradio hands each call a fresh tracker in its place
 
-    def run(probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt, last_answer,
+    def run(probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt, last_answer=None,
             progress=tracked):
         uploads = [*(images or []), *([labels_csv] if labels_csv else [])]
         folder = store.new_folder(spare=uploads)
