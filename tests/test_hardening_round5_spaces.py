@@ -221,7 +221,7 @@ BAD_RECORDS = {  # id: (value, what the message starts with)
 def test_a_bad_records_variable_is_named_when_read(case, monkeypatch):
     """UNCLEAR 32: the leaderboard Space took any VLFAIR_RECORDS (no {record}: every row linked one address; a
     javascript: link); it is held to card-results' --source-url rules, the variable named."""
-    from vlfair.space.limits import records_from_env
+    from vlfair.space.limits import check_leaderboard_settings, records_from_env
 
     value, said = BAD_RECORDS[case]
     monkeypatch.setenv("VLFAIR_RECORDS", value)
@@ -231,7 +231,7 @@ def test_a_bad_records_variable_is_named_when_read(case, monkeypatch):
     assert message.startswith(said) and message.endswith("(unset, rows link no record)")
     assert "\n" not in message
     with pytest.raises(LimitSettingError):
-        _load("leaderboard").check_settings()
+        check_leaderboard_settings()  # what the leaderboard Space checks when it starts
 
 
 def test_a_good_records_variable_links_rows_as_card_results_fills_it(monkeypatch):

@@ -58,11 +58,11 @@ from vlfair.report.leaderboard import (
 from vlfair.report.numbers import format_subset, format_value
 from vlfair.report.plots import forest
 from vlfair.space.compare import MAX_RUNS, compare_chosen, run_choices, view
-from vlfair.space.limits import RECORDS_VARIABLE, LimitSettingError, records_from_env
+from vlfair.space.limits import RECORDS_VARIABLE, LimitSettingError, check_leaderboard_settings
 
 ALL = "(all)"
 # a URL with {record} where the runs' Every Eval Ever records are (card-results' --source-url): each row of the
-# board links its run's record; checked when the Space starts (check_settings)
+# board links its run's record; checked when the Space starts (space.limits.check_leaderboard_settings)
 RECORDS = os.environ.get(RECORDS_VARIABLE)
 TIERS: dict[tuple, Any] = {}  # each family's tests, by its runs and the options (vlfair.compare.tiers.add_tiers)
 TIERS_KEPT = 256  # families whose tests are kept (the oldest forgotten first: a visitor may load many datasets)
@@ -333,22 +333,8 @@ def visitor_board(text: str) -> tuple[str, pd.DataFrame, str | None]:
     return (source, *read_source(source, token=False))
 
 
-def check_settings() -> None:
-    """The Space's own settings: VLFAIR_RECORDS (``space.limits.records_from_env``) and the compare tab's
-    VLFAIR_SPACE_TIME_LIMIT_S, read when it starts, as the demo Space reads its limits.
-
-    Raises:
-        LimitSettingError: a bad value, named: the Space does not start (else every row would link nowhere, or
-            every comparison be refused).
-    """
-    from vlfair.guards import time_limit_from_env
-
-    records_from_env()
-    time_limit_from_env()
-
-
 def build_app(source: str) -> gr.Blocks:
-    check_settings()
+    check_leaderboard_settings()
     board, problem = read_source(source)
     with gr.Blocks(title="vlfair leaderboard") as app:
         state = gr.State(board)
@@ -459,7 +445,7 @@ def build_app(source: str) -> gr.Blocks:
 
 if __name__ == "__main__":
     try:
-        check_settings()
+        check_leaderboard_settings()
     except LimitSettingError as exc:  # the Space's own settings: said at start-up, not by every row or comparison
         raise SystemExit(f"vlfair leaderboard Space: {exc}") from None
     build_app(os.environ.get("VLFAIR_RESULTS", "results")).launch(server_name=os.environ.get("GRADIO_SERVER_NAME",

@@ -1,4 +1,5 @@
-"""Caps on what one request may upload and how long it may run, and on what the demo Space keeps on disk.
+"""Caps on what one request may upload and how long it may run, and on what the demo Space keeps on disk; the
+Spaces' settings, read when they start (a bad one stops the Space, named: :class:`LimitSettingError`).
 
 Every request of a Space runs within ``VLFAIR_SPACE_TIME_LIMIT_S`` (:mod:`vlfair.guards`), the
 leaderboard Space's compare tab too (:mod:`vlfair.space.compare`: its own caps on a run's samples file
@@ -99,6 +100,18 @@ def records_from_env() -> str | None:
     return template
 
 
+def check_leaderboard_settings() -> None:
+    """The leaderboard Space's own settings, read when it starts, as the demo Space reads its limits:
+    VLFAIR_RECORDS (:func:`records_from_env`) and its compare tab's VLFAIR_SPACE_TIME_LIMIT_S.
+
+    Raises:
+        LimitSettingError: a bad value, named: the Space does not start (else every row would link nowhere, or
+            every comparison be refused).
+    """
+    records_from_env()
+    time_limit_from_env()
+
+
 DEMO_ADVICE = "use fewer images, a smaller sample or a smaller model, or run vlfair locally"
 
 
@@ -113,4 +126,4 @@ def run_with_time_limit(work: Callable[[], T], seconds: float, advice: str = DEM
 
 
 __all__ = ["MB", "RECORDS_VARIABLE", "LimitSettingError", "Limits", "SpaceInputError", "TimeLimitExceeded",
-           "records_from_env", "run_with_time_limit"]
+           "check_leaderboard_settings", "records_from_env", "run_with_time_limit"]
