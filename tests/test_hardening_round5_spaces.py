@@ -106,6 +106,23 @@ def test_the_store_cuts_the_cache_to_its_cap_oldest_first(tmp_path):
     assert store.trim() == []  # within the cap now
 
 
+def test_the_store_keeps_to_its_cap_between_requests(tmp_path):
+    """SECURITY 1: files reach Gradio's upload route without any request; the cap holds between requests too."""
+    cache = tmp_path / "gradio"
+    store = session.RequestStore(cache, max_bytes=MB)
+    stop = store.keep_trimmed(0.02)
+    try:
+        first = _entry(cache / "h1" / "a.png", MB, 60)
+        second = _entry(cache / "h2" / "b.png", MB, 0)
+        for _ in range(500):
+            if not first.exists():
+                break
+            time.sleep(0.01)
+        assert not first.exists() and second.is_file()
+    finally:
+        stop.set()
+
+
 def test_uploads_go_once_answered_and_only_uploads(tmp_path):
     """SECURITY 1: forget_uploads removes a request's uploads and the folders Gradio made for them, never a
     request's own files (a path sent as an upload may name another visitor's plot) nor anything outside the

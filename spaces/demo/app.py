@@ -34,6 +34,7 @@ tqdm.tqdm._progress = None
 # Gradio's own clean-up (Blocks' delete_cache): every hour, the files it served or took in more than a day ago. What
 # the Space keeps between requests is otherwise each page's last answer, within a cap (session.RequestStore).
 DELETE_CACHE = (3600, 24 * 3600)
+TRIM_EVERY_S = 60  # the cap on what is kept, also between requests (uploads come without one)
 WAITING = "No run yet: choose an encoder, a probe and data, then **run**."
 FAILED = "**The run stopped**: nothing was measured. The message at the top right says why."
 
@@ -102,6 +103,7 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
 
     with gr.Blocks(title="vlfair demo", delete_cache=DELETE_CACHE) as app:
         store = session.RequestStore(app.GRADIO_CACHE, limits.max_kept_bytes)
+        store.keep_trimmed(TRIM_EVERY_S)
         # the folder of the answer this page shows: removed at the page's next answer, or when its session ends
         last_answer = gr.State(None, delete_callback=store.forget)
         gr.Markdown(INTRO)

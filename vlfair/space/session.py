@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -353,9 +354,9 @@ class RequestStore:
     file inside it as it is, so the gallery and the downloads read the request's own files, not copies): a request
     that stops takes its folder with it, and an answered one's stays while the visitor's page shows it, until
     their next answer replaces it or their session ends (:meth:`forget`). Its uploads go once it is answered
-    (:meth:`forget_uploads`). Before each request the whole of ``cache`` (uploads never run too) is cut to the
-    cap, the oldest first (:meth:`trim`): an upload folder of Gradio's or a request's folder at a time, never
-    part of one.
+    (:meth:`forget_uploads`). Before each request, and every minute (:meth:`keep_trimmed`), the whole of ``cache``
+    (uploads never run too) is cut to the cap, the oldest first (:meth:`trim`): an upload folder of Gradio's or a
+    request's folder at a time, never part of one.
     """
 
     def __init__(self, cache: str | Path, max_bytes: int):
@@ -405,6 +406,19 @@ class RequestStore:
             total -= size
             removed.append(entry)
         return removed
+
+    def keep_trimmed(self, every_s: float) -> threading.Event:
+        """:meth:`trim` every ``every_s`` seconds, in a daemon thread: files are uploaded to Gradio without any
+        request (its upload route), so waiting for the next request would let them fill the disk meanwhile. Set
+        the event returned to stop."""
+        stop = threading.Event()
+
+        def trimming() -> None:
+            while not stop.wait(every_s):
+                self.trim()
+
+        threading.Thread(target=trimming, daemon=True, name="vlfair-space-trim").start()
+        return stop
 
     def _holds(self, path: Path) -> bool:
         return path.resolve().is_relative_to(self.cache) and path.resolve() != self.cache
