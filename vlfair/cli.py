@@ -400,7 +400,6 @@ def _refuse_inside(out: str, sources: list[str]) -> None:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from vlfair.probes import probe_class, probe_names
     from vlfair.report.leaderboard import read_board, write_table
 
     if args.push_to_hub:  # it replaced the whole table on the Hub: a second person's push erased the first's
@@ -412,8 +411,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
     if Path(args.out).suffix not in (".parquet", ".csv") or Path(args.out).is_dir():  # said before the board is read
         raise UserError(f"--out must be a file ending in .parquet or .csv (the table's format), got {args.out!r}")
     skipped: list[str] = []
-    neutral = {name: probe_class(name).facts for name in probe_names()}  # plugins' bias measures too
-    frame = read_board(args.results, skipped, token=args.token, neutral=neutral)
+    frame = read_board(args.results, skipped, token=args.token, neutral=_probes_own_facts())
     for problem in skipped:
         log.warning(f"vlfair leaderboard: skipped {problem}")
     if frame.empty and not frame.attrs["runs"]:  # the reasons are part of the error: --quiet hides the warnings
@@ -601,7 +599,7 @@ def _card_results(args: argparse.Namespace) -> int:
     instances = _instance_files({id(content): path for path, content in found}) if args.instances else None
     # the files first: a mistake in them stops the command before anything is printed
     written = [] if args.out is None else write_card_results(results, args.out, args.benchmark_repo, args.source_url,
-                                                             instances)
+                                                             instances, _probes_own_facts())
     print(card_results(results))
     if args.out is not None:
         # "# " lines: stdout stays the YAML it was (vlfair card-results ... > card.yaml)
@@ -613,20 +611,28 @@ def _card_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probes_own_facts() -> dict[str, Any]:
+    """Each installed probe's own facts by its name (``Probe.facts``; importing a plugin's probe registers its
+    measures too), for a run that recorded none of a metric's: never a plugin's bias measure read as a level."""
+    from vlfair.probes import probe_class, probe_names
+
+    return {name: probe_class(name).facts for name in probe_names()}
+
+
 def _instance_files(paths: dict[int, Path]) -> Any:
     """card-results' instance records: each run's from its samples.parquet (a results.json read without
     its run folder, or from a vlfair that kept no samples, has none: said, and its aggregate record kept)."""
     from vlfair.compare import RunError, load_run
     from vlfair.compare.instances import instance_file
 
-    def instances(results: dict[str, Any], record: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
+    def instances(results: dict[str, Any], record: dict[str, Any], at: str) -> tuple[str, dict[str, Any]] | None:
         path = paths[id(results)]
         try:
             run = load_run(path)
         except RunError as exc:
             log.warning(f"vlfair card-results: no instance records for {path}: {exc}")
             return None
-        found = instance_file(run, record)
+        found = instance_file(run, record, at)
         if found is None:
             log.warning(f"vlfair card-results: no instance records for {path}: no metric of its probe has a value "
                         "per sample (a ranking's re-ranks every image)")
@@ -641,17 +647,19 @@ def _add_card_results(sub: argparse._SubParsersAction) -> None:
                                         "(the intervals and p-values an entry has no place for).")
     parser.add_argument("results", nargs="+", help="results.json files or the directories holding them")
     parser.add_argument("--out", metavar="DIR",
-                        help="write DIR/<model>/.eval_results/vlfair-<probe>.yaml and DIR/every_eval_ever/<run>.json")
+                        help="write DIR/<model>/.eval_results/vlfair-<probe>.yaml and each run's record, "
+                             "DIR/every_eval_ever/data/<collection>/<developer>/<model>/<uuid>.json")
     parser.add_argument("--benchmark-repo", metavar="ORG/NAME",
                         help="the Hub benchmark dataset the entries belong to (with --out)")
     parser.add_argument("--source-url", metavar="TEMPLATE",
-                        help="where the records will be online, {record} for a record's file name, e.g. "
+                        help="where the records will be online, {record} for a record's path under every_eval_ever "
+                             "(data/.../<uuid>.json), e.g. "
                              "https://huggingface.co/datasets/ORG/NAME/blob/main/every_eval_ever/{record} "
                              "(default: the path relative to --out)")
     parser.add_argument("--instances", action="store_true",
                         help="with --out, also write each run's instance-level records from its samples.parquet "
-                             "(DIR/every_eval_ever/data/...: one line per sample and metric it enters; large), "
-                             "linked from its record")
+                             "(beside its record, <uuid>_samples.jsonl: one line per sample and metric it enters; "
+                             "large), linked from its record")
     parser.set_defaults(handler=_card_results)
 
 

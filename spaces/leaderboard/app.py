@@ -216,16 +216,18 @@ def display(rows: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-RECORD_NAME = re.compile(r"[\w.\-]+\.json")  # what vlfair.report.eval_results.record_name makes: one file name
+# what vlfair.report.eval_results.record_name makes: the datastore's data/<collection>/<developer>/<model>/<uuid>.json
+# (a board made before: one file name)
+RECORD_NAME = re.compile(r"(?:data(?:/[\w.\-]+){3}/)?[\w.\-]+\.json")
 
 
 def record_link(name: str | None, template: str) -> str:
     """A Markdown link to the record ``name`` where ``template`` (a URL with {record}) puts it; "" for a row of
     a table that kept no record name, or whose name is not one a run's record has (a table a visitor loaded may
-    hold any text there: never a path out of the records' folder)."""
-    if not name or not RECORD_NAME.fullmatch(name) or name.startswith("."):
+    hold any text there: never a path out of the records' folder, no part of it . or .. or hidden)."""
+    if not name or not RECORD_NAME.fullmatch(name) or any(part.startswith(".") for part in name.split("/")):
         return ""
-    return f"[record]({template.format(record=urllib.parse.quote(name, safe=''))})"  # as card-results fills it
+    return f"[record]({template.format(record=urllib.parse.quote(name, safe='/'))})"  # as card-results fills it
 
 
 def datatypes(shown: pd.DataFrame) -> list[str]:
