@@ -260,7 +260,7 @@ def test_a_good_records_variable_links_rows_as_card_results_fills_it(monkeypatch
     template = "https://x.org/{{v1}}/every_eval_ever/{record}"
     monkeypatch.setenv("VLFAIR_RECORDS", template)
     assert records_from_env() == template
-    name = "org--clip.traits.20260101T000000Z.json"
+    name = "data/vlfair-traits/org/clip/0b8e4f2c-1d2a-5c3e-9f00-123456789abc.json"  # a record's datastore path
     assert _load("leaderboard").record_link(name, template) == f"[record]({source_url(template, name)})"
     monkeypatch.delenv("VLFAIR_RECORDS")
     assert records_from_env() is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -384,8 +385,9 @@ class RequestStore:
             if not self._holds(path) or path.is_relative_to(self.root) or not path.is_file():
                 continue
             path.unlink(missing_ok=True)
-            if path.parent != self.cache and not any(path.parent.iterdir()):
-                path.parent.rmdir()
+            if path.parent != self.cache:
+                with contextlib.suppress(OSError):  # not empty (another file of that upload), or gone meanwhile
+                    path.parent.rmdir()
 
     def trim(self, spare: Sequence[str | Path] = ()) -> list[Path]:
         """Remove the oldest entries (by their newest file) until the cache holds at most ``max_bytes``;
