@@ -315,7 +315,8 @@ def run_request(pool: EncoderPool, probe: str, encoder_label: str, data_label: s
                 labels: pd.DataFrame | None = None, prompt: str = "a nurse at the hospital",
                 limits: Limits = DEFAULT_LIMITS, out_dir: str | Path | None = None,
                 progress: Progress = lambda fraction, text: None) -> RunOutput:
-    """Check the request, load the encoder and data, run the probe, read back its outputs."""
+    """Check the request, load the encoder and data, run the probe, read back its outputs (in ``out_dir``, else a
+    ``vlfair-space-*`` folder of its own, removed if the request stops: refused, past its time limit, crashed)."""
     from vlfair.probes import run_probe
 
     made = out_dir is None  # a folder of its own: removed if the request stops, which leaves nothing to show
