@@ -5,7 +5,8 @@ Results come from VLFAIR_RESULTS, set by whoever runs the Space: a Hub dataset f
 by `vlfair leaderboard --out FILE`. A visitor may load another Hub dataset in the page (never a path
 on the server). Every text in a results.json is data: it is shown through components that render
 text (tables, dropdowns), and escaped where Markdown shows it. VLFAIR_RECORDS, a URL with {record}
-(`vlfair card-results --source-template`'s), links each row to its run's Every Eval Ever record.
+(`vlfair card-results --source-url`'s), links each row to its run's Every Eval Ever record; it and the
+compare tab's VLFAIR_SPACE_TIME_LIMIT_S are checked when the Space starts: a bad one stops it, named.
 
 Built with Gradio 6's own components. VLFAIR_RESULTS may also be a board an older vlfair pushed
 (`data/results-*.parquet`). A family selector (probe and version, dataset, split and subset, the settings
@@ -57,11 +58,12 @@ from vlfair.report.leaderboard import (
 from vlfair.report.numbers import format_subset, format_value
 from vlfair.report.plots import forest
 from vlfair.space.compare import MAX_RUNS, compare_chosen, run_choices, view
+from vlfair.space.limits import RECORDS_VARIABLE, LimitSettingError, check_leaderboard_settings
 
 ALL = "(all)"
-# a URL with {record} where the runs' Every Eval Ever records are (card-results' --source-template): each row
-# of the board links its run's record
-RECORDS = os.environ.get("VLFAIR_RECORDS")
+# a URL with {record} where the runs' Every Eval Ever records are (card-results' --source-url): each row of the
+# board links its run's record; checked when the Space starts (space.limits.check_leaderboard_settings)
+RECORDS = os.environ.get(RECORDS_VARIABLE)
 TIERS: dict[tuple, Any] = {}  # each family's tests, by its runs and the options (vlfair.compare.tiers.add_tiers)
 TIERS_KEPT = 256  # families whose tests are kept (the oldest forgotten first: a visitor may load many datasets)
 SHOWN = ["model", "kind", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value",
@@ -225,7 +227,7 @@ def record_link(name: str | None, template: str) -> str:
     hold any text there: never a path out of the records' folder, no part of it . or .. or hidden)."""
     if not name or not RECORD_NAME.fullmatch(name) or any(part.startswith(".") for part in name.split("/")):
         return ""
-    return f"[record]({template.replace('{record}', urllib.parse.quote(name, safe='/'))})"
+    return f"[record]({template.format(record=urllib.parse.quote(name, safe='/'))})"  # as card-results fills it
 
 
 def datatypes(shown: pd.DataFrame) -> list[str]:
@@ -334,6 +336,7 @@ def visitor_board(text: str) -> tuple[str, pd.DataFrame, str | None]:
 
 
 def build_app(source: str) -> gr.Blocks:
+    check_leaderboard_settings()
     board, problem = read_source(source)
     with gr.Blocks(title="vlfair leaderboard") as app:
         state = gr.State(board)
@@ -443,5 +446,9 @@ def build_app(source: str) -> gr.Blocks:
 
 
 if __name__ == "__main__":
+    try:
+        check_leaderboard_settings()
+    except LimitSettingError as exc:  # the Space's own settings: said at start-up, not by every row or comparison
+        raise SystemExit(f"vlfair leaderboard Space: {exc}") from None
     build_app(os.environ.get("VLFAIR_RESULTS", "results")).launch(server_name=os.environ.get("GRADIO_SERVER_NAME",
                                                                                              "127.0.0.1"))

@@ -525,29 +525,42 @@ def source_url(template: str | None, record: str) -> str:
     name) filled in, or without a template the record's path relative to card-results' --out.
 
     Raises:
-        ValueError: the template has no ``{record}``, or another placeholder.
+        ValueError: the template is not one (:func:`check_source_template`).
     """
     if template is None:
         return f"{RECORDS_DIR}/{record}"
+    check_source_template(template)
+    return template.format(record=record)
+
+
+def check_source_template(template: str, name: str = "--source-url") -> None:
+    """``template`` is a link to every record: an http(s) address with a host, at most
+    :data:`MAX_URL_CHARACTERS` long, holding ``{record}`` as it is and no other placeholder (card-results'
+    ``--source-url``, the leaderboard Space's ``VLFAIR_RECORDS``: ``name`` is the one the message names).
+
+    Raises:
+        ValueError: what is wrong with it, naming ``name``.
+    """
     shown = repr(template) if len(template) <= 120 else repr(template[:119] + "…")
     if len(template) > MAX_URL_CHARACTERS:
-        raise ValueError(f"--source-url is {len(template):,} characters long ({shown}); a link is at most "
+        raise ValueError(f"{name} is {len(template):,} characters long ({shown}); a link is at most "
                          f"{MAX_URL_CHARACTERS:,}")
     try:
         parts = list(string.Formatter().parse(template))
     except ValueError as exc:
-        raise ValueError(f"--source-url {shown} is not a template: {exc}") from None
-    fields = [(name, spec, conversion) for _, name, spec, conversion in parts if name is not None]
-    if {name for name, _, _ in fields} != {"record"} or any(spec or conversion for _, spec, conversion in fields):
-        raise ValueError(f"--source-url must hold {{record}} (the record's file name, as it is: no format spec or "
+        raise ValueError(f"{name} {shown} is not a template: {exc}") from None
+    fields = [(field, spec, conversion) for _, field, spec, conversion in parts if field is not None]
+    if {field for field, _, _ in fields} != {"record"} or any(spec or conversion for _, spec, conversion in fields):
+        raise ValueError(f"{name} must hold {{record}} (the record's file name, as it is: no format spec or "
                          f"conversion) and no other placeholder, got {shown}; e.g. "
                          f"https://huggingface.co/datasets/ORG/NAME/blob/main/{RECORDS_DIR}/{{record}}")
-    url = template.format(record=record)
-    where = urllib.parse.urlsplit(url)
+    # a record's path (word characters, "." and "-", "/" between its parts: record_name) has no ":" and starts
+    # with none of "/", so where the template puts it cannot make an address of one that is none: a path of its
+    # shape standing in for it shows what every link will be
+    where = urllib.parse.urlsplit(template.format(record="data/collection/developer/model/record.json"))
     if where.scheme not in ("https", "http") or not where.netloc:  # a card shows it as a link: never javascript:
-        raise ValueError(f"--source-url must be an https:// (or http://) address where the records will be, "
+        raise ValueError(f"{name} must be an https:// (or http://) address where the records will be, "
                          f"got {shown}")
-    return url
 
 
 def eval_result_entries(results: dict[str, Any], benchmark_repo: str, source: str) -> list[dict[str, Any]]:
@@ -712,7 +725,7 @@ def _merged(path: Path, text: str) -> str:
     return yaml.safe_dump(new + kept, sort_keys=False, allow_unicode=True, width=1000) if kept else text
 
 
-__all__ = ["OwnFacts", "benchmark_eval_yaml", "check_repo_id", "datastore_folder", "eval_result_entries",
-           "eval_results_yaml", "every_eval_ever_record", "every_eval_ever_schema", "model_id", "model_repo_id",
-           "model_slug", "path_segment", "record_name", "record_uuid", "samples_name", "source_url", "task_id",
-           "task_ids", "validate_record", "write_card_results"]
+__all__ = ["OwnFacts", "benchmark_eval_yaml", "check_repo_id", "check_source_template", "datastore_folder",
+           "eval_result_entries", "eval_results_yaml", "every_eval_ever_record", "every_eval_ever_schema", "model_id",
+           "model_repo_id", "model_slug", "path_segment", "record_name", "record_uuid", "samples_name", "source_url",
+           "task_id", "task_ids", "validate_record", "write_card_results"]
