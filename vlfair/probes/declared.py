@@ -170,13 +170,13 @@ class _Building:
         bad = self._column(column)[1]
         return not (bad.any() if groups is None else bad[[self.code[g] for g in groups]].any())
 
-    def read_by(self, statistic: Statistic) -> int:
+    def read_by(self, statistic: Statistic | Pooled) -> int:
         """How many rows ``statistic`` reads: a group's mean its group's, any other every row of the row set."""
         if isinstance(statistic, Mean) and statistic.group is not None:
             return self.counts.get(statistic.group, 0)
         return len(self.rows)
 
-    def why_undefined(self, statistic: Statistic) -> str:
+    def why_undefined(self, statistic: Statistic | Pooled) -> str:
         """Why ``statistic`` came out not a number on these rows, as a run's warning says it (the values it reads
         are not all finite numbers, or they do not vary: an F of no spread, a pair read as one text)."""
         for column in statistic.columns:
