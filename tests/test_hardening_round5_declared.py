@@ -104,6 +104,25 @@ def test_a_metric_a_probe_reports_twice_is_refused_by_the_run(run_dir, tmp_path,
     assert code == 2 and "is reported twice: a probe reports each metric, a name and a subset, once" in err, err
 
 
+def test_a_results_file_listing_a_metric_twice_is_skipped_by_the_board_and_refused_by_compare(run_dir, tmp_path,
+                                                                                             capsys):
+    """SILENT 14: a results.json listing one metric twice (a run of an older vlfair whose plugin declared it twice,
+    or an edited file) is named and skipped by the board, which is built from the other runs, and refused by
+    compare: the gate every reader passes a file through (report.results.load_results)."""
+    bad = tmp_path / "bad"
+    shutil.copytree(run_dir, bad)
+    results = json.loads((bad / "results.json").read_text())
+    first = results["metrics"][0]
+    results["metrics"].append({**first, "subset": dict(reversed(list(first["subset"].items())))})  # keys reordered
+    (bad / "results.json").write_text(json.dumps(results))
+    said = f"metric {first['name']!r} of subset {json.dumps(first['subset'], sort_keys=True)} is listed twice"
+    code, err = _cli(capsys, "leaderboard", str(run_dir), str(bad), "--out", str(tmp_path / "board.csv"))
+    assert code == 0 and f"skipped {bad / 'results.json'}: {said}" in err, err
+    assert len(pd.read_csv(tmp_path / "board.csv")) > 0
+    code, err = _cli(capsys, "compare", str(run_dir), str(bad), "--out", str(tmp_path / "cmp"))
+    assert code == 2 and said in err, err
+
+
 def test_declared_evaluates_each_metric_once_or_refuses():
     """SILENT 14: the engine itself (evaluate, row_sets, members) refuses a repeated declaration; one name with
     two subsets is two metrics."""
@@ -216,6 +235,26 @@ def test_a_samples_file_without_a_column_its_run_wrote_is_refused_naming_both(ru
     assert "which its run wrote" in err and not (tmp_path / "again").exists()
     code, err = _cli(capsys, "compare", str(run_dir), str(copy), "--out", str(tmp_path / "cmp"))
     assert code == 2 and f"{copy / 'samples.parquet'}: no column {column!r}" in err, err
+
+
+def test_a_rescore_that_loses_a_reported_metric_is_refused_naming_it(run_dir, tmp_path, capsys, monkeypatch):
+    """SILENT 20: whatever took a metric away (a probe that leaves out a metric whose column it no longer finds, a
+    column list edited with the column), a rescore that gives fewer metrics than the run reported is refused,
+    exit 2, naming the samples file and the metric, and writes nothing."""
+    cls = probe_class("professions")
+    analyze = cls.analyze
+
+    def fewer(self, samples):
+        out = analyze(self, samples)
+        out.metrics = out.metrics[:-1]
+        return out
+
+    monkeypatch.setattr(cls, "analyze", fewer)
+    last = json.loads((run_dir / "results.json").read_text())["metrics"][-1]
+    code, err = _cli(capsys, "rescore", str(run_dir), "--out", str(tmp_path / "again"))
+    assert code == 2 and err.startswith(f"vlfair rescore: {run_dir / 'samples.parquet'}: gives no {last['name']} "
+                                        f"{json.dumps(last['subset'], sort_keys=True)}, which the run reported"), err
+    assert not (tmp_path / "again").exists()
 
 
 def test_a_missing_group_column_names_the_run_that_lacks_it(run_dir, tmp_path, capsys):

@@ -76,11 +76,28 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None,
     run_settings = {key: results["settings"].get(key) for key in ("schema", "limit")}
     finished = runner.finish_run(probe, output, results["model"], results["dataset"], results.get("skipped_rows", []),
                                  run_settings)
+    _refuse_lost_metrics(run, finished.results["metrics"])
     # the machine that scored the samples, whose rounding they carry; a run that recorded none keeps none
     finished.results.pop("machine", None)
     if "machine" in results:
         finished.results["machine"] = results["machine"]
     return finished
+
+
+def _refuse_lost_metrics(run: Any, metrics: list[dict[str, Any]]) -> None:
+    """Every metric the run reported comes out of its samples again (what a rescore changes, the intervals and
+    the seed, leaves which metrics there are as it was): one that does not was measured from samples the file no
+    longer holds (a column removed, its column list edited alike), and a rescore without it would say nothing."""
+    from vlfair.outputs import metric_key
+
+    found = {metric_key(metric["name"], metric["subset"]) for metric in metrics}  # as results.json lists them
+    lost = [metric for metric in run.results["metrics"] if metric_key(metric["name"], metric["subset"]) not in found]
+    if lost:
+        first = metric_key(lost[0]["name"], lost[0]["subset"])
+        more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+        raise RunError(f"{run.path / run.results['samples']['file']}: gives no {first[0]} {first[1]}{more}, which the "
+                       "run reported: the samples lack what it was measured from (a column removed since?); restore "
+                       "the file, or run the probe again")
 
 
 __all__ = ["RESCORE_SETTINGS", "rescore", "rescored"]

@@ -27,7 +27,7 @@ from vlfair.facts import Facts
 from vlfair.measures import reporters
 from vlfair.measures.catalog import CATALOG, Measure, facts_of
 from vlfair.measures.statistics import ColumnRange, Custom, FStatistic, Group, Mean, Pooled, Range, Ratio, Statistic
-from vlfair.outputs import Metric
+from vlfair.outputs import Metric, metric_key, repeated
 from vlfair.probes.errors import ProbeError
 
 if TYPE_CHECKING:  # vlfair.paired (scipy) is imported where a metric is evaluated: probes declare at import
@@ -88,26 +88,15 @@ class Declared:
                 self.apart)
 
 
-def subset_key(subset: Mapping[str, Any]) -> str:
-    """A metric's subset as one text (its keys sorted): two metrics of one name and this key are one metric to
-    every reader (a board's row, a comparison's, a Hub entry's task id)."""
-    import json
-
-    return json.dumps(dict(subset), sort_keys=True, ensure_ascii=False, default=str)
-
-
 def once(metrics: Iterable[Declared]) -> list[Declared]:
     """The declared metrics, each name and subset once: a metric declared twice would be reported twice, and
     every reader would take the two for two metrics (a board ranking a model against itself, a comparison's two
-    rows, two Hub entries of one task), so a second declaration is refused, naming it."""
+    rows, two Hub entries of one task id), so a second declaration is refused, naming it."""
     found = list(metrics)
-    seen: set[tuple[str, str]] = set()
-    for metric in found:
-        key = (metric.name, subset_key(metric.subset))
-        if key in seen:
-            raise ProbeError(f"metric {metric.name!r} of subset {key[1]} is declared twice (the probe's declare() "
-                             "states it more than once): declare each metric, a name and a subset, once")
-        seen.add(key)
+    twice = repeated(metric_key(metric.name, metric.subset) for metric in found)
+    if twice is not None:
+        raise ProbeError(f"metric {twice[0]!r} of subset {twice[1]} is declared twice (the probe's declare() states "
+                         "it more than once): declare each metric, a name and a subset, once")
     return found
 
 
@@ -569,4 +558,4 @@ def table(metrics: Sequence[Metric]) -> Any:
 
 
 __all__ = ["ColumnRange", "Custom", "Declared", "FStatistic", "Mean", "Member", "Pooled", "Range", "Ratio", "Statistic",
-           "evaluate", "members", "once", "row_sets", "subset_key", "table", "too_small"]
+           "evaluate", "members", "once", "row_sets", "table", "too_small"]

@@ -273,7 +273,8 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
     small = small_design(output.metrics)
     if small is not None:
         output.warnings.append(small)
-    nulls = null_values([metric.record() for metric in output.metrics])
+    nulls = null_values([{"name": m.name, "subset": m.subset, "value": m.value, "details": m.details}
+                         for m in output.metrics])
     if nulls is not None:  # a null number is said where it is, with why: no reader is left to guess
         output.warnings.append(nulls)
     found = _detections(output.metrics, judged, measures)
@@ -299,15 +300,12 @@ def reported_once(probe: Probe, metrics: list[Any]) -> None:
     """A run reports each metric (a name and a subset) once, however its probe made them (its own analyze, or
     its declarations, which :func:`vlfair.probes.declared.once` checks first): one reported twice is two rows of a
     board ranked against each other, two rows of a comparison, two Hub entries of one task id."""
-    from vlfair.probes.declared import subset_key
+    from vlfair.outputs import metric_key, repeated
 
-    seen: set[tuple[str, str]] = set()
-    for metric in metrics:
-        key = (metric.name, subset_key(metric.subset))
-        if key in seen:
-            raise ProbeError(f"{probe.name}: metric {metric.name!r} of subset {key[1]} is reported twice: a probe "
-                             "reports each metric, a name and a subset, once")
-        seen.add(key)
+    twice = repeated(metric_key(metric.name, metric.subset) for metric in metrics)
+    if twice is not None:
+        raise ProbeError(f"{probe.name}: metric {twice[0]!r} of subset {twice[1]} is reported twice: a probe "
+                         "reports each metric, a name and a subset, once")
 
 
 def null_values(metrics: list[dict[str, Any]]) -> str | None:
