@@ -304,3 +304,22 @@ def test_a_value_of_no_spread_says_why_it_is_null():
     assert null_values(records) == ('1 of 1 values came out null (e.g. trait_anova {"trait": "kind"}: every one of '
                                     "the 12 values of column 'confidence' is 0.5: no spread to measure (a model that "
                                     "reads the texts compared as one text gives one value))")
+
+
+def test_a_quantity_left_out_by_a_run_without_warnings_is_not_sent_to_its_warnings(tmp_path):
+    """UNCLEAR 26: compare named a quantity one run lacks with "see their warnings" where that run had none (its
+    model read a pair's two words as one text and said nothing); the reason says "see their warnings" only where
+    every run lacking it has warnings to see."""
+    from vlfair.compare.comparison import _shared_columns
+    from vlfair.compare.runs import Run
+    from vlfair.samples import Samples
+
+    frames = [pd.DataFrame({"id": ["1"], "confidence a/b": [0.5]}), pd.DataFrame({"id": ["1"]})]
+    runs = [Run(tmp_path / name, {"warnings": warnings}, Samples(frame))
+            for name, warnings, frame in (("a", [], frames[0]), ("b", [], frames[1]))]
+    _, [unshared] = _shared_columns(runs, frames)
+    assert unshared == {"metric": "confidence a/b", "reason": "measured only in a (the other runs left it out: their "
+                                                              "samples hold no such column, and not every one of them "
+                                                              "says why)"}
+    runs[1].results["warnings"] = ["pair a/b: its two prompts are one text to the model; left out"]
+    assert "see their warnings" in _shared_columns(runs, frames)[1][0]["reason"]
