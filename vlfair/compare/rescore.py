@@ -70,13 +70,13 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None,
                        "a rescore keeps them, so it cannot change the seed: run the probe again with --set seed=...")
     with columns_named([run]):
         output = probe.analyze_samples(run.samples)
+    _refuse_lost_metrics(run, output.metrics)
     output.samples = run.samples
     output.notes.append("Rescored from samples.parquet (vlfair rescore): figures drawn from the images or the model "
                         "themselves (median images, Grad-CAM, generated images) are in the original run's report.")
     run_settings = {key: results["settings"].get(key) for key in ("schema", "limit")}
     finished = runner.finish_run(probe, output, results["model"], results["dataset"], results.get("skipped_rows", []),
                                  run_settings)
-    _refuse_lost_metrics(run, finished.results["metrics"])
     # the machine that scored the samples, whose rounding they carry; a run that recorded none keeps none
     finished.results.pop("machine", None)
     if "machine" in results:
@@ -84,13 +84,14 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None,
     return finished
 
 
-def _refuse_lost_metrics(run: Any, metrics: list[dict[str, Any]]) -> None:
+def _refuse_lost_metrics(run: Any, metrics: list[Any]) -> None:
     """Every metric the run reported comes out of its samples again (what a rescore changes, the intervals and
     the seed, leaves which metrics there are as it was): one that does not was measured from samples the file no
     longer holds (a column removed, its column list edited alike), and a rescore without it would say nothing."""
     from vlfair.outputs import metric_key
+    from vlfair.report.results import jsonable
 
-    found = {metric_key(metric["name"], metric["subset"]) for metric in metrics}  # as results.json lists them
+    found = {metric_key(metric.name, jsonable(metric.subset)) for metric in metrics}  # as results.json lists them
     lost = [metric for metric in run.results["metrics"] if metric_key(metric["name"], metric["subset"]) not in found]
     if lost:
         first = metric_key(lost[0]["name"], lost[0]["subset"])
