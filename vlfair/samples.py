@@ -5,9 +5,10 @@ the data as given, and ``id``, a stable key from the image's content), its group
 column per per-sample quantity (a CLIPScore, a trait confidence per pair, a prediction per
 language). The file's metadata holds what the analysis needs besides the rows (the run's
 ``facts``: a temperature, a sampling record; its scoring ``warnings``), the run's header
-(probe, settings, model, dataset) and the columns written (a file missing one is refused): ``vlfair rescore`` recomputes every metric from it with no
-model and no dataset, and ``vlfair compare`` pairs two runs' rows by ``id``. It is plain
-Parquet: ``datasets.load_dataset("parquet", data_files=...)`` and pandas read it.
+(probe, settings, model, dataset) and the columns written (a file missing one is refused):
+``vlfair rescore`` recomputes every metric from it with no model and no dataset, and ``vlfair
+compare`` pairs two runs' rows by ``id``. It is plain Parquet: ``datasets.load_dataset("parquet",
+data_files=...)`` and pandas read it.
 """
 
 from __future__ import annotations
