@@ -270,22 +270,42 @@ def test_a_missing_group_column_names_the_run_that_lacks_it(run_dir, tmp_path, c
 
 
 # ---- UNCLEAR 25-26: "see the run's warnings" with no warning there --------------------------------------------------
-def test_a_null_value_from_a_nan_score_is_said_in_the_warnings_and_the_message(run_dir, tmp_path, capsys):
-    """UNCLEAR 25: a NaN score (a plugin's) made a value null and the message said "see the run's warnings", which
-    were empty; the run's warnings now hold the sentence the message says, with the column and its count."""
-    column = "clipscore"
+def test_a_null_value_from_a_nan_score_is_said_in_the_warnings_and_the_message(clip_dir, tmp_path, capsys,
+                                                                                monkeypatch):
+    """UNCLEAR 25: a plugin's NaN score made a value null and the message said "see the run's warnings", which were
+    empty; the run's warnings (kept beside --out) now hold the sentence the message says, with the column and the
+    count of values that are not numbers."""
+    cls = probe_class("professions")
+    score = cls.score
 
+    def with_a_nan(self, ctx, schema):
+        samples = score(self, ctx, schema)
+        samples.frame.loc[0, "clipscore"] = np.nan
+        return samples
+
+    monkeypatch.setattr(cls, "score", with_a_nan)
+    out = tmp_path / "out"
+    code, err = _cli(capsys, "run", "professions", "--model", str(clip_dir), "--dataset", "synthetic:professions",
+                     "--out", str(out), "--bootstrap", "20", "--dtype", "float32", "--cache-dir", str(tmp_path / "c"))
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and "values came out null (e.g. " in last, err
+    assert "column 'clipscore' holds 1 value(s) that are not finite numbers (NaN or infinite)" in last, err
+    kept = json.loads((tmp_path / "out.failed" / "results.json").read_text())
+    said = [w for w in kept["warnings"] if "values came out null" in w]
+    assert len(said) == 1 and said[0] in last
+
+
+def test_a_rescore_of_a_value_made_nan_is_refused_naming_what_it_lost(run_dir, tmp_path, capsys):
+    """UNCLEAR 25, SILENT 20: a samples file whose score was made NaN since (digests made the new file's) loses
+    the gap the NaN leaves undefined: refused, naming the file and the metric, not rescored without it."""
     def spoilt(frame):
-        frame.loc[0, column] = np.nan
+        frame.loc[0, "clipscore"] = np.nan
         return frame
 
     copy = _rewritten(run_dir, tmp_path / "nan", spoilt)
     code, err = _cli(capsys, "rescore", str(copy), "--out", str(tmp_path / "again"))
-    assert code == 2 and "values came out null (e.g. " in err, err
-    assert f"column {column!r} holds 1 value(s) that are not finite numbers (NaN or infinite)" in err, err
-    kept = json.loads((tmp_path / "again.failed" / "results.json").read_text())
-    said = [w for w in kept["warnings"] if "values came out null" in w]
-    assert len(said) == 1 and said[0] in err
+    assert code == 2 and err.startswith(f"vlfair rescore: {copy / 'samples.parquet'}: gives no group_score_gap"), err
+    assert "which the run reported" in err and not (tmp_path / "again").exists()
 
 
 def test_a_value_of_no_spread_says_why_it_is_null():

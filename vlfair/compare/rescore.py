@@ -97,8 +97,8 @@ def _refuse_lost_metrics(run: Any, metrics: list[Any]) -> None:
         first = metric_key(lost[0]["name"], lost[0]["subset"])
         more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
         raise RunError(f"{run.path / run.results['samples']['file']}: gives no {first[0]} {first[1]}{more}, which the "
-                       "run reported: the samples lack what it was measured from (a column removed since?); restore "
-                       "the file, or run the probe again")
+                       "run reported: the samples no longer hold what it was measured from (changed since the run: a "
+                       "column removed, a value made NaN); restore the file, or run the probe again")
 
 
 __all__ = ["RESCORE_SETTINGS", "rescore", "rescored"]
