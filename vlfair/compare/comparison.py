@@ -322,8 +322,12 @@ def _shared_columns(runs: list[Run], frames: list[Any]) -> tuple[list[Any], list
     unshared = []
     for column in dict.fromkeys(c for frame in frames for c in frame.columns if c not in shared):
         holding = [run.path.name or str(run.path) for run, frame in zip(runs, frames) if column in frame.columns]
+        lacking = [run for run, frame in zip(runs, frames) if column not in frame.columns]
+        # "see their warnings" only where each of them has warnings to see
+        why = "see their warnings" if all(run.results.get("warnings") for run in lacking) else \
+            "their samples hold no such column, and not every one of them says why"
         unshared.append({"metric": column, "reason": f"measured only in {', '.join(holding)} (the other runs left "
-                                                     "it out: see their warnings)"})
+                                                     f"it out: {why})"})
     return [frame[[c for c in frame.columns if c in shared]] for frame in frames], unshared
 
 
