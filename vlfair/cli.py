@@ -400,8 +400,8 @@ def _refuse_inside(out: str, sources: list[str]) -> None:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from vlfair.probes import probe_class, probe_names
-    from vlfair.report.leaderboard import read_board, write_table
+    from vlfair.compare.board import read_checked_board
+    from vlfair.report.leaderboard import write_table
 
     if args.push_to_hub:  # it replaced the whole table on the Hub: a second person's push erased the first's
         raise UserError(f"--push-to-hub is gone (it replaced the board others fed): add each run with `vlfair "
@@ -412,8 +412,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
     if Path(args.out).suffix not in (".parquet", ".csv") or Path(args.out).is_dir():  # said before the board is read
         raise UserError(f"--out must be a file ending in .parquet or .csv (the table's format), got {args.out!r}")
     skipped: list[str] = []
-    neutral = {name: probe_class(name).facts for name in probe_names()}  # plugins' bias measures too
-    frame = read_board(args.results, skipped, token=args.token, neutral=neutral)
+    # plugins' bias measures too; each run's values checked against its samples where they are beside it
+    frame = read_checked_board(args.results, skipped, token=args.token)
     for problem in skipped:
         log.warning(f"vlfair leaderboard: skipped {problem}")
     if frame.empty and not frame.attrs["runs"]:  # the reasons are part of the error: --quiet hides the warnings
@@ -458,9 +458,14 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
 
 
 def _push_results(args: argparse.Namespace) -> int:
+    from vlfair.compare.runs import reported_problem
     from vlfair.report.eval_results import benchmark_eval_yaml
     from vlfair.report.hub import push_run
 
+    problem = reported_problem(args.run)  # every board would skip it: never pushed
+    if problem:
+        file = Path(args.run)
+        raise UserError(f"{file if file.name == 'results.json' else file / 'results.json'}: {problem}")
     pushed = push_run(args.run, args.repo, token=args.token, benchmark=benchmark_eval_yaml if args.benchmark else None)
     for warning in pushed.warnings:
         log.warning(f"vlfair push-results: {warning}")
