@@ -247,3 +247,21 @@ def test_a_paired_board_shows_its_progress(runs, tmp_path, capsys):
     code, err = _cli(capsys, "leaderboard", str(runs["a"]), str(runs["b"]), "--out", str(tmp_path / "board.csv"),
                      "--bootstrap", "50", "--permutations", "50")
     assert code == 0 and "(2 runs, 1 pairs; --no-tiers skips them)" in err and "pair/s" in err
+
+
+def test_the_space_names_a_family_it_does_not_tier(runs, tmp_path, monkeypatch):
+    """SECURITY 3: a family of more runs than a board tiers is named on the Space's page (under "Tiers")."""
+    import functools
+
+    from vlfair.compare import tiers
+    from vlfair.report.markup import markdown_text
+
+    folder = tmp_path / "board"
+    for name, run in runs.items():
+        shutil.copytree(run, folder / name)
+    space = _space()
+    monkeypatch.setattr(space, "add_tiers", functools.partial(tiers.add_tiers, max_runs=1))
+    board = space.load_board(str(folder))
+    family = board["family"].iloc[0]
+    assert board["tier"].isna().all()
+    assert markdown_text(f"family {family}: 2 runs, more than the 1 a board tiers") in space.summary(board, "x", None)

@@ -28,7 +28,7 @@ A scorer filter picks contrastive or generative models (the board's `kind` colum
 A board is read as `vlfair leaderboard` reads it (`vlfair.compare.board`: the installed probes' facts, a plugin's
 too; a run whose values its samples beside it do not give, skipped and named), each load within the Space's time
 limit (`VLFAIR_SPACE_TIME_LIMIT_S`: past it, the load stops and says so), and a family of more runs than
-`vlfair.compare.tiers.MAX_RUNS` is not tiered (said among the skipped).
+`vlfair.compare.tiers.MAX_RUNS` is not tiered (said under "Tiers", with the families tiered unpaired).
 """
 
 import json
@@ -118,7 +118,9 @@ def _board_in(path: Path, source: str | None, skipped: list[str] | None = None) 
         del CHECKED[run]
     # tiers: paired from the runs' samples where they are here (a folder of runs), else from the intervals; each
     # family's tests once per process (by its runs' content hashes), not on every load of the board
-    board = add_tiers(board, board.attrs["paths"], memo=TIERS)
+    said: list[str] = []  # a family tiered unpaired, or not at all (one model, more runs than a board tiers)
+    board = add_tiers(board, board.attrs["paths"], memo=TIERS, said=said)
+    board.attrs["tiers_said"] = said
     for family in list(TIERS)[:max(0, len(TIERS) - TIERS_KEPT)]:  # a dict keeps its keys in insertion order
         del TIERS[family]
     board.attrs["skipped"] = [*(skipped or []),
@@ -307,7 +309,7 @@ def summary(board: pd.DataFrame, source: str, problem: str | None) -> str:
                 f"({markdown_text(problem)}). Set VLFAIR_RESULTS to a Hub dataset fed by `vlfair push-results` "
                 "(hf://datasets/ORG/NAME), a directory of runs or a table written by `vlfair leaderboard`, and "
                 "restart the Space, or load a Hub dataset above.")
-    skipped = board.attrs.get("skipped", [])
+    skipped, tiers_said = board.attrs.get("skipped", []), board.attrs.get("tiers_said", [])
     duplicates, rows = board.attrs.get("duplicates", 0), board.attrs.get("duplicate_rows", 0)
     return (f"# vlfair leaderboard\n{_count(len(board), 'result')} from {_count(board['model'].nunique(), 'model')} "
             f"and {_count(board['probe'].nunique(), 'probe')}, in "
@@ -316,7 +318,8 @@ def summary(board: pd.DataFrame, source: str, problem: str | None) -> str:
             "accuracy, a mean score) has no rank."
             + (f" {_count(duplicates, 'identical copy', 'identical copies')} of runs left out." if duplicates else "")
             + (f" {_count(rows, 'identical row')} of the table left out." if rows else "")
-            + ("\n\nSkipped (unreadable): " + "; ".join(markdown_text(s) for s in skipped) if skipped else ""))
+            + ("\n\nSkipped (unreadable): " + "; ".join(markdown_text(s) for s in skipped) if skipped else "")
+            + ("\n\nTiers: " + "; ".join(markdown_text(s) for s in tiers_said) if tiers_said else ""))
 
 
 def read_source(source: str, token: str | bool | None = None) -> tuple[pd.DataFrame, str | None]:

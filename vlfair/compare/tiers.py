@@ -88,7 +88,7 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
         runs = list(dict.fromkeys(rows["run"]))
         labels = run_labels(rows)
         if len(runs) < 2:
-            _say(said, f"family {family}: one run ({labels[runs[0]]}), so no tiers")
+            _say(said, f"family {family}: one model ({labels[runs[0]]}), so no tiers")
             continue
         if len(runs) > max_runs:  # every pair is tested: the time and memory grow with the square of the runs
             _say(said, f"family {family}: {len(runs)} runs, more than the {max_runs} a board tiers "
