@@ -40,12 +40,14 @@ class Run:
         return str(model.get("name") or model["spec"])
 
 
-def load_run(path: str | Path) -> Run:
-    """The run in folder ``path`` (or the folder of a results.json).
+def load_run(path: str | Path, check: bool = True) -> Run:
+    """The run in folder ``path`` (or the folder of a results.json), its reported values checked against its
+    samples (:func:`refuse_misreported`; ``check=False``: by the caller, after checks that say more, as compare's).
 
     Raises:
         RunError: no results.json, one that breaks the schema, a run from a vlfair that kept no
-            samples, a samples file that is missing or changed since the run.
+            samples, a samples file that is missing or changed since the run; :class:`MisreportedRun`: a value
+            its samples do not give.
     """
     from vlfair.report.results import load_results
 
@@ -71,10 +73,16 @@ def load_run(path: str | Path) -> Run:
         raise RunError(f"{folder / entry['file']}: {len(samples.frame)} rows, results.json says {entry['rows']}")
     _check_same_run(folder / entry["file"], header, results)
     run = Run(folder, results, samples)
+    if check:
+        refuse_misreported(run)
+    return run
+
+
+def refuse_misreported(run: Run) -> None:
+    """:class:`MisreportedRun` where :func:`misreported` finds a value the run's samples do not give."""
     problem = misreported(run)
     if problem:
-        raise MisreportedRun(file, problem)
-    return run
+        raise MisreportedRun(run.path / "results.json", problem)
 
 
 def reported_problem(path: str | Path) -> str | None:
@@ -125,6 +133,27 @@ def misreported(run: Run) -> str | None:
     depend on resampling), by the run's probe under its recorded settings; a run whose probe is not installed
     here, or is installed at another version (whose analysis may differ), cannot be checked and is not
     (nothing here can read its samples either: compare and rescore refuse it, a board tiers it unpaired)."""
+    results = run.results
+    recomputed = point_values(run)
+    if recomputed is None:
+        return None
+    for position, metric in enumerate(results["metrics"]):
+        key = _metric_key(metric["name"], metric["subset"])
+        if key not in recomputed:
+            continue  # a metric this analysis does not make from samples (a probe's note): nothing to check
+        reported, expected = metric["value"], recomputed[key]
+        if not _same_value(reported, expected):
+            subset = ", ".join(f"{k}={v}" for k, v in metric["subset"].items())
+            return (f"metrics[{position}] ({metric['name']}{', ' + subset if subset else ''}) "
+                    f"reports {_shown(reported)}, its samples give {_shown(expected)} "
+                    f"({results['samples']['file']}): results.json or the samples were edited since the run")
+    return None
+
+
+def point_values(run: Run) -> dict[tuple[str, str], Any] | None:
+    """Each metric's point value (by name and subset as sorted JSON) as the run's probe makes it from the run's
+    samples under its recorded settings, without intervals or tests; None where that cannot be done here (the
+    probe not installed, or at another version; samples it cannot analyse, said where they are analysed)."""
     from vlfair.probes import ProbeError, probe_class
 
     results = run.results
@@ -140,20 +169,9 @@ def misreported(run: Run) -> str | None:
     probe = probe_type({**settings, **{key: 0 for key in ("bootstrap", "n_permutations") if key in fields}})
     try:
         found = probe.analyze_samples(run.samples).metrics
-    except (ValueError, TypeError, KeyError, ZeroDivisionError):  # samples it cannot analyse: said where analysed
+    except (ValueError, TypeError, KeyError, ZeroDivisionError):
         return None
-    recomputed = {_metric_key(m.name, m.subset): m.value for m in found}
-    for position, metric in enumerate(results["metrics"]):
-        key = _metric_key(metric["name"], metric["subset"])
-        if key not in recomputed:
-            continue  # a metric this analysis does not make from samples (a probe's note): nothing to check
-        reported, expected = metric["value"], recomputed[key]
-        if not _same_value(reported, expected):
-            subset = ", ".join(f"{k}={v}" for k, v in metric["subset"].items())
-            return (f"metrics[{position}] ({metric['name']}{', ' + subset if subset else ''}) "
-                    f"reports {_shown(reported)}, its samples give {_shown(expected)} "
-                    f"({results['samples']['file']}): results.json or the samples were edited since the run")
-    return None
+    return {_metric_key(m.name, m.subset): m.value for m in found}
 
 
 def _metric_key(name: str, subset: Mapping[str, Any]) -> tuple[str, str]:
@@ -183,4 +201,5 @@ def columns_named(runs: list[Run]) -> Iterator[None]:
         raise RunError(f"{files}: no column {exc} in the samples (not the samples this probe writes)") from None
 
 
-__all__ = ["Run", "RunError", "columns_named", "MisreportedRun", "load_run", "misreported", "reported_problem"]
+__all__ = ["Run", "RunError", "columns_named", "MisreportedRun", "load_run", "misreported", "point_values",
+           "refuse_misreported", "reported_problem"]

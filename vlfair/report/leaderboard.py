@@ -11,12 +11,12 @@ one line of at most 300 characters; so is a run whose numbers the table cannot t
 is not the one its own record makes (``results.family_problem``: docs/DESIGN.md, "The shared
 leaderboard"); a run that records no key (written before vlfair recorded one) is skipped with "run it
 again"; and, read through ``vlfair.compare.board`` (every board: the CLI's, the Space's), a run whose reported
-values its samples beside it do not give, naming the metric. The schema types ``details.log10_p_value`` (a number or null), and ``created`` is checked as an
-RFC 3339 date-time (a real day and time with an offset) by vlfair itself: jsonschema checks "date-time"
-only where the optional package rfc3339-validator is installed. ``vlfair leaderboard`` warns ``vlfair
-leaderboard: skipped FILE: REASON`` and writes the table of the other runs; the Space lists them under
-"Skipped (unreadable)". A table read as a board (CSV, Parquet, an older pushed board) keeps a row found
-twice once, and the Space says how many it left out.
+values its samples beside it do not give, naming the metric. The schema types ``details.log10_p_value`` (a
+number or null), and ``created`` is checked as an RFC 3339 date-time (a real day and time with an offset) by
+vlfair itself: jsonschema checks "date-time" only where the optional package rfc3339-validator is installed.
+``vlfair leaderboard`` warns ``vlfair leaderboard: skipped FILE: REASON`` and writes the table of the other
+runs; the Space lists them under "Skipped (unreadable)". A table read as a board (CSV, Parquet, an older pushed
+board) keeps a row found twice once, and the Space says how many it left out.
 """
 
 from __future__ import annotations
