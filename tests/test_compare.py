@@ -460,22 +460,11 @@ def test_the_cli_writes_the_comparison_and_prints_the_verdicts(traits_runs, tmp_
     assert first.startswith("<?xml") and "<text" in first and "no difference (0)" in first  # text the browser sets
 
 
-def _reported_as_its_samples_give(run: Path) -> Path:
-    """``run``'s results.json with each metric's point value as its (edited) samples give it, as the run that held
-    those samples would have reported it (compare refuses a run whose values its samples do not give)."""
-    from vlfair.compare.runs import _metric_key, load_run, point_values
-
-    values = point_values(load_run(run, check=False))
-    content = json.loads((run / "results.json").read_text())
-    for metric in content["metrics"]:
-        metric["value"] = values.get(_metric_key(metric["name"], metric["subset"]), metric["value"])
-    (run / "results.json").write_text(json.dumps(content))
-    return run
-
-
 def test_on_common_rows_compares_the_shared_rows_and_says_so(traits_runs, tmp_path):
-    fewer = _reported_as_its_samples_give(_copy(traits_runs[1], tmp_path / "fewer",
-                                                frame=lambda f: f.iloc[20:].reset_index(drop=True)))
+    from vlfair.testing import reported_as_its_samples_give
+
+    fewer = reported_as_its_samples_give(_copy(traits_runs[1], tmp_path / "fewer",
+                                               frame=lambda f: f.iloc[20:].reset_index(drop=True)))
     with pytest.raises(ComparisonError, match="different rows .* --on-common-rows"):
         compare_runs([traits_runs[0], fewer], bootstrap=0, n_permutations=0)
     content = compare_runs([traits_runs[0], fewer], on_common_rows=True, bootstrap=0, n_permutations=50).content

@@ -138,7 +138,7 @@ def misreported(run: Run) -> str | None:
     if recomputed is None:
         return None
     for position, metric in enumerate(results["metrics"]):
-        key = _metric_key(metric["name"], metric["subset"])
+        key = metric_key(metric["name"], metric["subset"])
         if key not in recomputed:
             continue  # a metric this analysis does not make from samples (a probe's note): nothing to check
         reported, expected = metric["value"], recomputed[key]
@@ -171,10 +171,11 @@ def point_values(run: Run) -> dict[tuple[str, str], Any] | None:
         found = probe.analyze_samples(run.samples).metrics
     except (ValueError, TypeError, KeyError, ZeroDivisionError):
         return None
-    return {_metric_key(m.name, m.subset): m.value for m in found}
+    return {metric_key(m.name, m.subset): m.value for m in found}
 
 
-def _metric_key(name: str, subset: Mapping[str, Any]) -> tuple[str, str]:
+def metric_key(name: str, subset: Mapping[str, Any]) -> tuple[str, str]:
+    """A metric's key in :func:`point_values`: its name and its subset as sorted JSON."""
     return name, json.dumps(subset, sort_keys=True, ensure_ascii=False, default=str)
 
 
@@ -201,5 +202,5 @@ def columns_named(runs: list[Run]) -> Iterator[None]:
         raise RunError(f"{files}: no column {exc} in the samples (not the samples this probe writes)") from None
 
 
-__all__ = ["Run", "RunError", "columns_named", "MisreportedRun", "load_run", "misreported", "point_values",
-           "refuse_misreported", "reported_problem"]
+__all__ = ["MisreportedRun", "Run", "RunError", "columns_named", "load_run", "metric_key", "misreported",
+           "point_values", "refuse_misreported", "reported_problem"]
