@@ -814,8 +814,12 @@ def test_a_quantity_one_run_left_out_is_named_and_the_rest_compared(traits_runs,
     def with_happy(frame):
         return frame.assign(**{"confidence happy/sad": np.linspace(0.2, 0.8, len(frame))})
 
+    def two_pairs_one_unread(content):  # as a run that read happy and sad as one text warns
+        two_pairs(content)
+        content["warnings"].append("pair happy/sad: its two prompts are one text to the model; left out")
+
     a = _copy(traits_runs[0], tmp_path / "a", results=two_pairs, frame=with_happy)
-    b = _copy(traits_runs[1], tmp_path / "b", results=two_pairs)
+    b = _copy(traits_runs[1], tmp_path / "b", results=two_pairs_one_unread)
     content = compare_runs([a, b], bootstrap=50, n_permutations=50).content
     assert {d["subset"]["trait"] for d in content["differences"]} == {"smart/dumb"}
     assert content["differences"] == compare_runs(list(traits_runs), bootstrap=50, n_permutations=50).content[

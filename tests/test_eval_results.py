@@ -224,7 +224,7 @@ def test_card_results_writes_entries_and_records_beside_the_model_index(runs, tm
     printed = capsys.readouterr().out
     cards = [doc for doc in yaml.safe_load_all(printed) if doc]  # the "# wrote" lines are YAML comments
     assert sorted(Path(c["model-index"][0]["name"]).name for c in cards) == ["biased", "control"]  # as before
-    records = sorted((out / "every_eval_ever").glob("*.json"))
+    records = sorted((out / "every_eval_ever").rglob("*.json"))
     assert len(records) == 3 and all(f"# wrote {path}" in printed for path in records)
     for path in records:
         validate_record(json.loads(path.read_text()))
@@ -252,7 +252,8 @@ def test_the_board_page_links_each_row_to_the_record_card_results_writes(runs, t
     out = tmp_path / "card"
     assert main(["card-results", *map(str, runs.values()), "--out", str(out), "--benchmark-repo", BENCHMARK,
                  "--source-url", TEMPLATE]) == 0
-    written = {path.name for path in (out / "every_eval_ever").glob("*.json")}
+    records = out / "every_eval_ever"
+    written = {path.relative_to(records).as_posix() for path in records.rglob("*.json")}
     board = read_board([str(path) for path in runs.values()])
     assert set(board["record"]) == written and len(written) == 3
     for key, path in runs.items():  # every row of a run names that run's record
@@ -397,7 +398,7 @@ def test_models_whose_names_read_alike_in_a_path_keep_their_own_entries(runs, tm
     for results, folder in zip(made, folders):
         entries = yaml.safe_load((tmp_path / folder / ".eval_results" / "vlfair-traits.yaml").read_text())
         assert [e["value"] for e in entries] == [m["value"] for m in results["metrics"] if m["value"] is not None]
-    assert len(list((tmp_path / "every_eval_ever").iterdir())) == 2
+    assert len(list((tmp_path / "every_eval_ever").rglob("*.json"))) == 2
 
 
 def test_a_plugin_probe_named_like_a_built_in_one_keeps_its_own_files_and_tasks(runs, tmp_path):
@@ -430,7 +431,7 @@ def test_instance_records_re_analyse_to_the_run_s_metrics_and_validate(runs, tmp
     assert main(["card-results", str(runs["biased-professions"]), str(runs["biased-traits"]), str(alone), "--out",
                  str(out), "--benchmark-repo", BENCHMARK, "--instances"]) == 0
     assert f"no instance records for {alone / 'results.json'}" in capsys.readouterr().err
-    records = {path: json.loads(path.read_text()) for path in (out / "every_eval_ever").glob("*.json")}
+    records = {path: json.loads(path.read_text()) for path in (out / "every_eval_ever").rglob("*.json")}
     linked = [record for record in records.values() if "detailed_evaluation_results" in record]
     assert len(records) == 3 and len(linked) == 2
     for record in linked:

@@ -257,7 +257,7 @@ def test_every_eval_ever_and_the_hub_get_the_recorded_direction_and_range(mood_r
         for result in record.get("evaluation_results", []):
             configs[result["metric_config"]["metric_name"]] = result["metric_config"]
     assert configs["mood_gap"]["lower_is_better"] is True and configs["mood_gap"]["min_score"] == 0.0
-    assert configs["mood_gap"]["max_score"] is None
+    assert configs["mood_gap"]["max_score"] == "Infinity"  # an open side, as Every Eval Ever spells it
     ratio = configs["mood_ratio"]
     assert ratio["min_score"] == 0.0 and ratio["max_score"] == "Infinity"
     assert ratio["additional_details"]["neutral_value"] == "1.0"

@@ -588,6 +588,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 
 
 def _card_results(args: argparse.Namespace) -> int:
+    from vlfair.compare.board import installed_facts
     from vlfair.report.leaderboard import card_results
     from vlfair.report.results import read_files
 
@@ -606,7 +607,7 @@ def _card_results(args: argparse.Namespace) -> int:
     instances = _instance_files({id(content): path for path, content in found}) if args.instances else None
     # the files first: a mistake in them stops the command before anything is printed
     written = [] if args.out is None else write_card_results(results, args.out, args.benchmark_repo, args.source_url,
-                                                             instances)
+                                                             instances, installed_facts())
     print(card_results(results))
     if args.out is not None:
         # "# " lines: stdout stays the YAML it was (vlfair card-results ... > card.yaml)
@@ -624,14 +625,14 @@ def _instance_files(paths: dict[int, Path]) -> Any:
     from vlfair.compare import RunError, load_run
     from vlfair.compare.instances import instance_file
 
-    def instances(results: dict[str, Any], record: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
+    def instances(results: dict[str, Any], record: dict[str, Any], at: str) -> tuple[str, dict[str, Any]] | None:
         path = paths[id(results)]
         try:
             run = load_run(path)
         except RunError as exc:
             log.warning(f"vlfair card-results: no instance records for {path}: {exc}")
             return None
-        found = instance_file(run, record)
+        found = instance_file(run, record, at)
         if found is None:
             log.warning(f"vlfair card-results: no instance records for {path}: no metric of its probe has a value "
                         "per sample (a ranking's re-ranks every image)")
@@ -646,17 +647,19 @@ def _add_card_results(sub: argparse._SubParsersAction) -> None:
                                         "(the intervals and p-values an entry has no place for).")
     parser.add_argument("results", nargs="+", help="results.json files or the directories holding them")
     parser.add_argument("--out", metavar="DIR",
-                        help="write DIR/<model>/.eval_results/vlfair-<probe>.yaml and DIR/every_eval_ever/<run>.json")
+                        help="write DIR/<model>/.eval_results/vlfair-<probe>.yaml and each run's record, "
+                             "DIR/every_eval_ever/data/<collection>/<developer>/<model>/<uuid>.json")
     parser.add_argument("--benchmark-repo", metavar="ORG/NAME",
                         help="the Hub benchmark dataset the entries belong to (with --out)")
     parser.add_argument("--source-url", metavar="TEMPLATE",
-                        help="where the records will be online, {record} for a record's file name, e.g. "
+                        help="where the records will be online, {record} for a record's path under every_eval_ever "
+                             "(data/.../<uuid>.json), e.g. "
                              "https://huggingface.co/datasets/ORG/NAME/blob/main/every_eval_ever/{record} "
                              "(default: the path relative to --out)")
     parser.add_argument("--instances", action="store_true",
                         help="with --out, also write each run's instance-level records from its samples.parquet "
-                             "(DIR/every_eval_ever/data/...: one line per sample and metric it enters; large), "
-                             "linked from its record")
+                             "(beside its record, <uuid>_samples.jsonl: one line per sample and metric it enters; "
+                             "large), linked from its record")
     parser.set_defaults(handler=_card_results)
 
 
@@ -693,7 +696,7 @@ def _add_install_metrics(sub: argparse._SubParsersAction) -> None:
 
 
 def _power(args: argparse.Namespace) -> int:
-    from vlfair.compare.power import check_effect, design
+    from vlfair.compare.power import answer, design
     from vlfair.report.numbers import format_value
 
     if not 0 < args.power < 1:
@@ -705,8 +708,7 @@ def _power(args: argparse.Namespace) -> int:
     if not isinstance(subset, dict):
         raise UserError(f"--subset must be a JSON object of the metric's subset, got {args.subset}")
     found = design(args.run, args.metric, subset)
-    if args.effect is not None:
-        check_effect(found, args.effect)
+    told = answer(found, args.power, args.effect)  # the whole answer first: all of it is printed, or none
     level, power = f"{found.confidence:.0%}", f"{args.power:.0%}"
     print(f"{found.metric} on {json.dumps(found.subset, ensure_ascii=False)}: {format_value(found.value)} (no bias: "
           f"{format_value(found.neutral)})")
@@ -720,14 +722,22 @@ def _power(args: argparse.Namespace) -> int:
     else:
         print(f"standard error {format_value(found.se)} at {found.per_group:,.0f} images per group; with {level} "
               "intervals:")
-    sides = sorted(found.facts.sides, reverse=True)  # above, then below (a gap or an F: above only)
-    print(f"  smallest {effect} detected with {power} power: "
-          + ", ".join(f"{'+' if sign > 0 else '-'}{format_value(found.mde(args.power, sign))}" for sign in sides))
-    if args.effect is not None:
-        needed = math.ceil(found.images_per_group(args.effect, args.power))
-        print(f"  an effect of {format_value(args.effect)}: {power} power with {needed:,} images per group (this run: "
-              f"{found.per_group:,.0f}, power {found.power(args.effect, found.per_group):.0%})")
+    print(f"  smallest {effect} detected with {power} power: " + ", ".join(map(_smallest_said, told.smallest)))
+    if told.effect is not None and told.needed is not None:  # with --effect: the images it needs
+        print(f"  an effect of {format_value(told.effect)}: {power} power with {math.ceil(told.needed):,} images per "
+              f"group (this run: {found.per_group:,.0f}, power {told.power_at_run:.0%})")
     return 0
+
+
+def _smallest_said(smallest: Any) -> str:
+    """One side's smallest detected deviation, or what its range leaves (a bias ratio's none below 1 past its 0)."""
+    from vlfair.report.numbers import format_value
+
+    sign = "+" if smallest.side > 0 else "-"
+    if smallest.deviation is not None:
+        return f"{sign}{format_value(smallest.deviation)}"
+    return (f"none {'above' if smallest.side > 0 else 'below'} (even {sign}{format_value(abs(smallest.at_end))}, to "
+            f"the end of its range, is detected with {smallest.end_power:.0%} power)")
 
 
 def _read_json(path: Path) -> Any:

@@ -47,11 +47,17 @@ run in shared memory, used in turn); what a worker hands the main process for a 
   bit for bit.
 - While a batch runs on the device the previous one is brought back and booked (a chunk's last batch at
   once: its chunk is cached, and a bad image stops the run, before more work).
-- A batch the device has no memory for (a GPU's ``OutOfMemoryError``, a CPU allocator's refusal), in
-  ``embed_images`` and ``score_answers``, is :class:`BatchTooLargeError` (a ``MemoryError`` and a
-  ``ValueError``: one line through the CLI), naming the batch's size, ``batch_size`` and
-  ``--batch-size``, with the chunks finished before it cached; ``num_workers`` other than None or a whole
-  number from 0 is refused by name before any work.
+- A buffer holds the largest batch, not ``batch_size`` images: a ``batch_size`` past a chunk's rows allocates
+  only the rows there are.
+- A batch no memory holds (any allocator's refusal, :func:`_out_of_memory`: a GPU's ``OutOfMemoryError``,
+  Python's and numpy's ``MemoryError``, a ``RuntimeError`` saying so), in the forward of ``embed_images``
+  and ``score_answers`` or in the decode buffers' allocation, is :class:`BatchTooLargeError` (a
+  ``MemoryError`` and a ``ValueError``: one line through the CLI), naming the batch's size, ``batch_size``,
+  ``--batch-size`` and half the batch to try, with the chunks finished before it cached.
+- ``num_workers`` other than None or a whole number from 0 is refused by name before any work; the workers
+  started are at most one per piece to decode and one per CPU this process may use (past them a worker
+  decodes nothing or contends for a core; a thousand forks ran out of threads), a number asked for and cut
+  said in a warning (:func:`_decode_workers`).
 
 A generative model's answers are cached per image the same way: ``score_answers`` and ``generate_answers``
 (kind "answers" / "generated", keyed by the model's spec, revision and dtype, the data's fingerprint, the
@@ -74,6 +80,7 @@ import collections
 import contextlib
 import inspect
 import itertools
+import math
 import multiprocessing
 import os
 import time
@@ -125,6 +132,21 @@ def default_num_workers(device: torch.device) -> int:
     return 0 if cpus <= 4 else 2
 
 
+def _decode_workers(requested: int | None, device: torch.device, pieces: int, piece_size: int) -> int:
+    """The decode processes a run starts: vlfair's choice for the device where none is asked for, and never more
+    than help: one per piece to decode (a worker given no piece is a process forked for nothing) and one per CPU
+    this process may use (past them workers only contend for cores, and a thousand forks ran out of threads). A
+    number asked for and cut is said, with why."""
+    chosen = default_num_workers(device) if requested is None else requested
+    cpus = available_cpus()
+    helps = min(chosen, pieces, cpus)
+    if requested is not None and helps < requested:
+        logger.warning(f"num_workers={requested} cut to {helps}, the most that help here: {pieces} "
+                       f"{'piece' if pieces == 1 else 'pieces'} of up to {piece_size} images to decode, and {cpus} "
+                       f"{'CPU' if cpus == 1 else 'CPUs'} this process may use")
+    return helps
+
+
 # ---- worker side ------------------------------------------------------------------------
 class _DecodeDataset(torch.utils.data.Dataset):
     """Rows decoded, resized and cropped (``ImagePreprocessing.load``) straight into their place in a forward
@@ -172,7 +194,7 @@ class _Slots:
 
     def __init__(self, count: int, batch_size: int, height_width: tuple[int, int], shared: bool, pinned: bool):
         shape = (batch_size, *height_width, 3)
-        need = count * int(np.prod(shape))
+        need = count * math.prod(shape)  # Python's integers: numpy's int64 product wraps on a huge batch
         if shared:
             _check_shared_memory(need, count, batch_size)
         self.tensors = [_shared_empty(shape) if shared else torch.empty(shape, dtype=torch.uint8, pin_memory=pinned)
@@ -202,7 +224,7 @@ def _shared_empty(shape: tuple[int, ...]) -> torch.Tensor:
     new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
     if new_shared is None:
         return torch.empty(shape, dtype=torch.uint8).share_memory_()
-    return torch.empty(0, dtype=torch.uint8).set_(new_shared(int(np.prod(shape)))).view(shape)
+    return torch.empty(0, dtype=torch.uint8).set_(new_shared(math.prod(shape))).view(shape)
 
 
 def _check_shared_memory(need: int, count: int, batch_size: int) -> None:
@@ -297,7 +319,8 @@ def embed_images(
             cells may be PIL images, ``{"bytes", "path"}`` dicts, file paths or uint8 arrays.
         image_column: the column holding the images (ignored for a plain list).
         batch_size: images per forward pass (per process).
-        num_workers: DataLoader decoding processes; None picks one for the device.
+        num_workers: DataLoader decoding processes; None picks one for the device. At most one per piece of
+            ``DECODE_BATCH`` images and one per CPU start (a larger number is cut, with a warning).
         cache_dir: cache root; ``"default"`` is $VLFAIR_CACHE or ~/.cache/vlfair; None disables.
         on_bad_image: "error" raises :class:`BadImageError` naming the row (after saving the
             finished work to the cache); "skip" leaves the row out and reports it.
@@ -313,6 +336,7 @@ def embed_images(
     Raises:
         BadImageError: an unreadable image, with ``on_bad_image="error"``.
         ValueError: an unknown ``on_bad_image``, or a ``batch_size`` or ``chunk_size`` below 1.
+        BatchTooLargeError: a batch no memory holds (the chunks finished before it cached).
     """
     if on_bad_image not in BAD_IMAGE_POLICIES:
         raise ValueError(f"on_bad_image must be one of {BAD_IMAGE_POLICIES}, got {on_bad_image!r}")
@@ -582,9 +606,12 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
     shares = [world.split(list(range(*ranges[i]))) for i in todo]
     batches, owners = _batches(shares, batch_size)
     pieces, completes, starts = _pieces(batches, DECODE_BATCH)
-    workers = default_num_workers(encoder.device) if num_workers is None else num_workers
-    slots = _Slots(_slot_count(completes, PREFETCH * workers), batch_size, encoder.preprocessing.output_hw,
-                   shared=workers > 0, pinned=encoder.device.type == "cuda")
+    workers = _decode_workers(num_workers, encoder.device, len(pieces), DECODE_BATCH)
+    # a buffer holds the largest batch, never more: a batch_size past a chunk's rows allocates only what is used
+    largest = max(1, max(len(batch) for batch in batches))
+    with _naming_batch_size(largest, batch_size, len(done), "this machine's memory (the batches' decode buffers)"):
+        slots = _Slots(_slot_count(completes, PREFETCH * workers), largest, encoder.preprocessing.output_hw,
+                       shared=workers > 0, pinned=encoder.device.type == "cuda")
     # each piece's images named by their place: (forward batch, its buffer, offset in the batch, position in the
     # rows); an empty batch (a chunk's share of no rows, still a gather to join) has no piece to decode
     placed = [[(batch, batch % len(slots.tensors), start + k, index) for k, index in enumerate(indices)]
@@ -700,18 +727,38 @@ class BatchTooLargeError(MemoryError, ValueError):
     option to change, said by the CLI in one line as one)."""
 
 
+# What an allocator that has no memory left says, where it raises a plain RuntimeError: torch's CPU allocator
+# ("DefaultCPUAllocator: can't allocate memory"), CUDA's pinned host memory and MPS ("... out of memory"), the
+# OS's errno 12 ("Cannot allocate memory")
+ALLOCATOR_REFUSALS = ("can't allocate memory", "out of memory", "cannot allocate memory")
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocator's refusal: a GPU's ``OutOfMemoryError``, Python's or numpy's
+    ``MemoryError``, or a ``RuntimeError`` saying so in its text."""
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and any(said in str(exc).lower() for said in ALLOCATOR_REFUSALS)
+
+
 @contextlib.contextmanager
-def _naming_batch_size(images: int, batch_size: int, chunks_done: int) -> Iterator[None]:
-    """A batch the device has no memory for, said with what to change (the chunks finished before it stay cached)."""
+def _naming_batch_size(images: int, batch_size: int, chunks_done: int,
+                       memory: str = "the device's memory") -> Iterator[None]:
+    """A batch ``memory`` has no room for, said with what to change, a size to try (half the batch that did not
+    fit) and that the chunks finished before it stay cached."""
     try:
         yield
-    except RuntimeError as exc:  # a GPU's OutOfMemoryError; a CPU's allocator says it in a RuntimeError
-        if not (isinstance(exc, torch.OutOfMemoryError) or "DefaultCPUAllocator: can't allocate memory" in str(exc)):
+    except BatchTooLargeError:
+        raise
+    except (RuntimeError, MemoryError) as exc:
+        if not _out_of_memory(exc):
             raise
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        smaller = (f": try {images // 2} (half the batch)" if images > 1
+                   else ": one image does not fit either (use a smaller --dtype or a device with more memory)")
         raise BatchTooLargeError(
-            f"a batch of {images} images does not fit in the device's memory ({first}): lower batch_size "
-            f"(now {batch_size}; --batch-size on the command line); "
+            f"a batch of {images} images does not fit in {memory} ({first}): lower batch_size "
+            f"(now {batch_size}; --batch-size on the command line){smaller}; "
             + (f"the {chunks_done} chunks finished before it are cached and are not computed again" if chunks_done != 1
                else "the chunk finished before it is cached and is not computed again")) from exc
 

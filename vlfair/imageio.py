@@ -46,6 +46,16 @@ _TYPICAL_INPUT = 224  # the example in the message
 # Greyscale modes PIL converts to 8 bits by clipping, not scaling (16-bit would come out white):
 # vlfair scales them itself (to_rgb)
 _WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+# Formats PIL names apart that are one file type to the person who has the file: an MPO (a multi-picture
+# JPEG, which many phone cameras write) is a JPEG whose first frame is the photograph, and PIL opens it at
+# that frame, as it opens every JPEG
+FILE_TYPES = {"MPO": "JPEG"}
+
+
+def file_type(image: Image.Image) -> str | None:
+    """The file type of an opened image as its owner calls it: PIL's format, an MPO named as the JPEG it is
+    (what a check of file types compares, so a camera's JPEG is never refused as another type)."""
+    return FILE_TYPES.get(image.format or "", image.format)
 
 
 class UnusableImage(ValueError):

@@ -25,6 +25,24 @@ MARK_COLUMN_MAX = "mark_column_max"
 FOOTNOTES = "footnotes"
 
 
+def metric_key(name: str, subset: Mapping[str, Any]) -> tuple[str, str]:
+    """What makes a metric one metric to every reader (a board's row, a comparison's, a Hub entry's task id): its
+    name and its subset as one text, the keys sorted. A run holds each key once."""
+    import json
+
+    return name, json.dumps(dict(subset), sort_keys=True, ensure_ascii=False, default=str)
+
+
+def repeated(keys: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
+    """The first :func:`metric_key` met a second time, or None."""
+    seen: set[tuple[str, str]] = set()
+    for key in keys:
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
+
+
 @dataclasses.dataclass
 class Metric:
     """One number of a probe: ``name`` is the measure, ``subset`` says what it was computed on."""
@@ -98,4 +116,4 @@ def metrics_per(name: str, subset: dict[str, Any], result: Mapping[str, Any], va
             for entry, number in values.items()]
 
 
-__all__ = ["FOOTNOTES", "MARK_COLUMN_MAX", "Metric", "Table", "metric_from", "metrics_per"]
+__all__ = ["FOOTNOTES", "MARK_COLUMN_MAX", "Metric", "Table", "metric_from", "metric_key", "metrics_per", "repeated"]

@@ -377,8 +377,9 @@ def _difference(statistic: Statistic, value_a: float, value_b: float, samples_a:
             distance = float(abs(value_a - neutral) - abs(value_b - neutral))
             distance_ci = interval(np.abs(samples_a - neutral) - np.abs(samples_b - neutral))
     return Difference(statistic.name, statistic.subset, neutral, float(value_a), float(value_b),
-                      float(value_a - value_b), interval(samples_a - samples_b), interval(samples_a - samples_b[apart]),
-                      ratio, ratio_ci, distance,
+                      float(_undefined_difference(np.float64(value_a), np.float64(value_b))),
+                      interval(_undefined_difference(samples_a, samples_b)),
+                      interval(_undefined_difference(samples_a, samples_b[apart])), ratio, ratio_ci, distance,
                       distance_ci, test.p_value, test.log10_p_value, test.method, test.permutations)
 
 
@@ -476,16 +477,25 @@ class _Engine:
         """(b, M) statistic(A') - statistic(B') where A' takes B's values in the swapped rows."""
         if self.row_set.values:
             mask = swaps[:, :, None]
-            return (self._evaluate(np.where(mask, self.b[None], self.a[None]))
-                    - self._evaluate(np.where(mask, self.a[None], self.b[None])))
+            return _undefined_difference(self._evaluate(np.where(mask, self.b[None], self.a[None])),
+                                         self._evaluate(np.where(mask, self.a[None], self.b[None])))
         s = swaps.astype(float)
         count = np.broadcast_to(self.onehot.sum(axis=0), (len(s), self.num_groups))
         first_a = self.first_a.sum(axis=0) + s @ self.first_swap
         second_a = self.second_a.sum(axis=0) + s @ self.second_swap
         first_b = self.first_a.sum(axis=0) + self.first_b.sum(axis=0) - first_a
         second_b = self.second_a.sum(axis=0) + self.second_b.sum(axis=0) - second_a
-        return (self._evaluate(self._moments(count, first_a, second_a))
-                - self._evaluate(self._moments(count, first_b, second_b)))
+        return _undefined_difference(self._evaluate(self._moments(count, first_a, second_a)),
+                                     self._evaluate(self._moments(count, first_b, second_b)))
+
+
+def _undefined_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A - B of two runs' statistics, where a statistic infinite in both (an F of groups with no spread within
+    them) leaves the difference undefined: nan, without numpy's warning. A permutation test counts such a
+    relabelling as extreme, an interval leaves such a resample out, and compare says which run's value is
+    undefined (``compare.comparison``'s ``undefined``)."""
+    with np.errstate(invalid="ignore"):
+        return a - b
 
 
 # ---- statistics of moments the studies use ---------------------------------------------------

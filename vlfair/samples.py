@@ -4,10 +4,11 @@ A probe run writes ``samples.parquet``: each row's identity in the dataset (``ro
 the data as given, and ``id``, a stable key from the image's content), its group columns and one
 column per per-sample quantity (a CLIPScore, a trait confidence per pair, a prediction per
 language). The file's metadata holds what the analysis needs besides the rows (the run's
-``facts``: a temperature, a sampling record; its scoring ``warnings``) and the run's header
-(probe, settings, model, dataset): ``vlfair rescore`` recomputes every metric from it with no
-model and no dataset, and ``vlfair compare`` pairs two runs' rows by ``id``. It is plain
-Parquet: ``datasets.load_dataset("parquet", data_files=...)`` and pandas read it.
+``facts``: a temperature, a sampling record; its scoring ``warnings``), the run's header
+(probe, settings, model, dataset) and the columns written (a file missing one is refused):
+``vlfair rescore`` recomputes every metric from it with no model and no dataset, and ``vlfair
+compare`` pairs two runs' rows by ``id``. It is plain Parquet: ``datasets.load_dataset("parquet",
+data_files=...)`` and pandas read it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,18 @@ class SamplesError(ValueError):
     """A samples file that cannot be used: missing, altered, or not vlfair's."""
 
 
+class MissingColumn(SamplesError, KeyError):
+    """A column the samples lack (``column``), asked for by name: a reader of several runs' samples names the run
+    whose own file lacks it (:func:`vlfair.compare.runs.columns_named`)."""
+
+    def __init__(self, message: str, column: str):
+        super().__init__(message)
+        self.column = column
+
+    def __str__(self) -> str:  # the message, not a KeyError's quoted repr
+        return str(self.args[0])
+
+
 @dataclasses.dataclass
 class Samples:
     """A probe's per-sample results: ``frame`` (one row per sample, starting with :data:`IDENTITY`),
@@ -47,8 +60,9 @@ class Samples:
     def column(self, name: str) -> Any:
         """A column as a numpy array (object for text); a column the samples lack is named, with the file."""
         if name not in self.frame.columns:
-            raise SamplesError(f"{self.source or 'the samples'}: no column {name!r} (it holds "
-                               f"{', '.join(map(str, self.frame.columns[:12]))}): not the samples this probe writes")
+            raise MissingColumn(f"{self.source or 'the samples'}: no column {name!r} (it holds "
+                                f"{', '.join(map(str, self.frame.columns[:12]))}): not the samples this probe writes",
+                                name)
         return self.frame[name].to_numpy()
 
 
@@ -62,7 +76,9 @@ def write_samples(samples: Samples, path: str | Path, header: dict[str, Any]) ->
 
     path = Path(path)
     table = pa.Table.from_pandas(samples.frame, preserve_index=False)
-    meta = {"header": header, "facts": samples.facts, "warnings": samples.warnings}
+    # the columns written, so that a reader knows a file with one of them removed (its metrics would silently go)
+    meta = {"header": header, "facts": samples.facts, "warnings": samples.warnings,
+            "columns": [str(c) for c in samples.frame.columns]}
     text = json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False, default=_plain)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), METADATA_KEY: text.encode()})
     atomic_write(path, lambda handle: pq.write_table(table, handle, compression="zstd"))
@@ -121,11 +137,24 @@ def read_samples(path: str | Path, sha256: str | None = None,
         reason = "nested too deeply" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {exc}"[:200]
         raise SamplesError(f"{path}: its vlfair metadata is not readable JSON ({reason})") from None
     if not isinstance(meta, dict) or not all(isinstance(meta.get(key, {}), dict) for key in ("facts", "header")) \
-            or not isinstance(meta.get("warnings", []), list):
-        raise SamplesError(f"{path}: its vlfair metadata is not the mapping vlfair writes (facts, header, warnings)")
+            or not isinstance(meta.get("warnings", []), list) or not isinstance(meta.get("columns", []), list):
+        raise SamplesError(f"{path}: its vlfair metadata is not the mapping vlfair writes (facts, header, warnings, "
+                           "columns)")
+    _check_columns(path, table.column_names, meta.get("columns"))
     frame = table.to_pandas()
     return (Samples(frame, meta.get("facts") or {}, list(meta.get("warnings") or []), str(path)),
             meta.get("header") or {})
+
+
+def _check_columns(path: Path, found: list[str], written: list[Any] | None) -> None:
+    """Every column the run wrote (its metadata lists them; a file of an earlier vlfair lists none) is in the
+    file: a probe declares only the metrics whose columns its samples hold (a pair the model read as one text has
+    none), so a column removed since would take its metrics out of a rescore or a comparison without a word."""
+    missing = [str(column) for column in written or () if str(column) not in found]
+    if missing:
+        more = f" (and {len(missing) - 1} more: {', '.join(missing[1:6])})" if len(missing) > 1 else ""
+        raise SamplesError(f"{path}: no column {missing[0]!r}{more}, which its run wrote: the file was changed "
+                           "after the run (its metrics would be left out); restore it, or run the probe again")
 
 
 def _plain(value: Any) -> Any:
@@ -135,5 +164,5 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-__all__ = ["IDENTITY", "SAMPLES_FILE", "Samples", "SamplesError", "content_sha256", "read_samples", "sha256_of",
-           "write_samples"]
+__all__ = ["IDENTITY", "SAMPLES_FILE", "MissingColumn", "Samples", "SamplesError", "content_sha256", "read_samples",
+           "sha256_of", "write_samples"]

@@ -917,7 +917,7 @@ def paired_verdict(difference: float, difference_ci: Sequence[float] | None, dis
     """What a paired comparison of A and B found, one rule for ``vlfair compare`` and the
     ``bias_difference`` module: "a_less_biased" / "b_less_biased", "differ" (detected, neither
     shown closer to the neutral value), "a_higher" / "b_higher" (a level: no neutral value),
-    "no_difference", or "not_assessed" (no interval: bootstrap=0).
+    "no_difference", or "not_assessed" (no interval: bootstrap=0, or a statistic without a value).
 
     A difference is detected when the paired interval of A - B excludes 0 and, where a permutation
     p was computed, p < ``alpha``: the permutation test's null hypothesis is that the two runs'

@@ -4,7 +4,8 @@ Offline (no Hub), it offers the demo world: two tiny CLIP encoders trained on a 
 with planted biases (shipped inside vlfair, loaded in a second), and that world's data.
 With the Hub, a short list of real encoders and a balanced FairFace sample are added; other model
 ids only when VLFAIR_SPACE_ALLOW_ANY_MODEL=1. Limits: VLFAIR_SPACE_MAX_FILES, VLFAIR_SPACE_MAX_FILE_MB,
-VLFAIR_SPACE_MAX_TOTAL_MB, VLFAIR_SPACE_TIME_LIMIT_S.
+VLFAIR_SPACE_MAX_TOTAL_MB, VLFAIR_SPACE_TIME_LIMIT_S, VLFAIR_SPACE_MAX_KEPT_MB (what it keeps on disk:
+each page's last answer, never the uploads of an answered run; session.RequestStore).
 """
 
 import html
@@ -30,6 +31,10 @@ log = get_logger("vlfair.spaces.demo")
 # made after the patch have: a bar made before it (a model loaded at start-up) would raise from its
 # close when collected. A class default keeps those bars working.
 tqdm.tqdm._progress = None
+# Gradio's own clean-up (Blocks' delete_cache): every hour, the files it served or took in more than a day ago. What
+# the Space keeps between requests is otherwise each page's last answer, within a cap (session.RequestStore).
+DELETE_CACHE = (3600, 24 * 3600)
+TRIM_EVERY_S = 60  # the cap on what is kept, also between requests (uploads come without one)
 WAITING = "No run yet: choose an encoder, a probe and data, then **run**."
 FAILED = "**The run stopped**: nothing was measured. The message at the top right says why."
 
@@ -56,23 +61,34 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
 
     tracked = gr.Progress(track_tqdm=True)  # a marker: Gradio hands each call a fresh tracker in its place
 
-    def run(probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt, progress=tracked):
+    def run(probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt, last_answer=None,
+            progress=tracked):
+        uploads = [*(images or []), *([labels_csv] if labels_csv else [])]
+        folder = store.new_folder(spare=uploads)
+
         def work():
             return session.run_request(
                 pool, probe, encoder, data, other_id=other or "", allow_other=allow_other, per_group=per_group,
                 uploads=images, labels=_labels(labels_csv, label_table) if data == session.UPLOAD else None,
-                prompt=prompt or "", limits=limits, progress=lambda f, text: progress(f, desc=text))
+                prompt=prompt or "", limits=limits, out_dir=folder, progress=lambda f, text: progress(f, desc=text))
 
         try:
             output = run_with_time_limit(work, limits.time_limit_s)
-        except SpaceInputError as exc:  # the person's mistake: one server line, not a traceback
-            log.warning(f"demo Space: refused a run: {exc}")
+        except BaseException as exc:
+            store.forget(folder)  # a request that stopped shows nothing: its folder goes (past the time limit too)
+            if not isinstance(exc, SpaceInputError):
+                raise
+            log.warning(f"demo Space: refused a run: {exc}")  # the person's mistake: one server line, no traceback
             # a toast renders HTML: the message (file names, labels, a Hub model's error) is text
             raise gr.Error(html.escape(str(exc), quote=False), duration=None, print_exception=False) from None
+        finally:
+            store.forget(last_answer)  # the click cleared it from the page; this answer replaces it
+        # answered: the uploads were read (a refused request keeps them, for the visitor to correct the labels)
+        store.forget_uploads(uploads)
         shown = other.strip() if other and other.strip() else encoder
         return (session.run_summary(output.results, shown), session.readable_metrics(output.metrics),
                 [str(p) for p in output.plots], _tables_markdown(output.tables),
-                [str(output.results_path), str(output.report_path)])
+                [str(output.results_path), str(output.report_path)], str(folder))
 
     def on_probe(probe):
         choices = session.data_choices(probe, hub)
@@ -85,7 +101,11 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
     def on_images(images, probe):
         return label_template(images or [], probe) if probe in UPLOADS else pd.DataFrame()
 
-    with gr.Blocks(title="vlfair demo") as app:
+    with gr.Blocks(title="vlfair demo", delete_cache=DELETE_CACHE) as app:
+        store = session.RequestStore(app.GRADIO_CACHE, limits.max_kept_bytes)
+        store.keep_trimmed(TRIM_EVERY_S)
+        # the folder of the answer this page shows: removed at the page's next answer, or when its session ends
+        last_answer = gr.State(None, delete_callback=store.forget)
         gr.Markdown(INTRO)
         with gr.Row():
             encoder = gr.Dropdown(session.encoder_choices(hub), value=session.WORLD_BIASED, label="encoder")
@@ -100,7 +120,8 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
         prompt = gr.Textbox("a nurse at the hospital", label="prompt (word-influence)", visible=False)
         with gr.Group(visible=False) as upload_box:
             gr.Markdown(UPLOAD_HELP.format(max_files=limits.max_files, max_mb=limits.max_file_bytes / 2**20))
-            images = gr.File(file_count="multiple", file_types=["image"], label="images", type="filepath",
+            # ".mpo": a camera's multi-picture JPEG, which no MIME table names an image (Gradio refuses it otherwise)
+            images = gr.File(file_count="multiple", file_types=["image", ".mpo"], label="images", type="filepath",
                              elem_id="images")
             labels_csv = gr.File(file_types=[".csv"], label="labels CSV (optional)", type="filepath",
                                  elem_id="labels-csv")
@@ -127,11 +148,13 @@ def build_app(cache_dir="default", limits: Limits | None = None, allow_other: bo
                    gr.update(value=None, visible=False))
         running = run_button.click(lambda: cleared, None, results, queue=False, show_progress="hidden",
                                    api_name=False).then(
-            run, [probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt], results,
-            api_name="run", show_progress_on=summary)  # one progress bar, over the summary
-        # the API's values stay plain; the page shows the results once there are some, or says it stopped
-        running.success(lambda: [gr.update(visible=True)] * 4, None, [metrics, plots, tables, downloads], queue=False,
-                        show_progress="hidden", api_name=False)
+            run, [probe, encoder, other, data, per_group, images, labels_csv, label_table, prompt, last_answer],
+            [*results, last_answer], api_name="run", show_progress_on=summary)  # one progress bar, over the summary
+        # the API's values stay plain; the page shows the results once there are some (and no longer the uploads,
+        # which are gone once answered), or says it stopped
+        running.success(lambda: [gr.update(visible=True)] * 4 + [None, None], None,
+                        [metrics, plots, tables, downloads, images, labels_csv], queue=False, show_progress="hidden",
+                        api_name=False)
         running.failure(lambda: FAILED, None, summary, queue=False, show_progress="hidden", api_name=False)
     app.queue(default_concurrency_limit=1)  # one probe at a time: a CPU Space has no room for two
     return app

@@ -5,7 +5,8 @@ Results come from VLFAIR_RESULTS, set by whoever runs the Space: a Hub dataset f
 by `vlfair leaderboard --out FILE`. A visitor may load another Hub dataset in the page (never a path
 on the server). Every text in a results.json is data: it is shown through components that render
 text (tables, dropdowns), and escaped where Markdown shows it. VLFAIR_RECORDS, a URL with {record}
-(`vlfair card-results --source-template`'s), links each row to its run's Every Eval Ever record.
+(`vlfair card-results --source-url`'s), links each row to its run's Every Eval Ever record; it and the
+compare tab's VLFAIR_SPACE_TIME_LIMIT_S are checked when the Space starts: a bad one stops it, named.
 
 Built with Gradio 6's own components. VLFAIR_RESULTS may also be a board an older vlfair pushed
 (`data/results-*.parquet`). A family selector (probe and version, dataset, split and subset, the settings
@@ -62,12 +63,18 @@ from vlfair.report.leaderboard import (
 from vlfair.report.numbers import format_subset, format_value
 from vlfair.report.plots import forest
 from vlfair.space.compare import MAX_RUNS, compare_chosen, run_choices, view
-from vlfair.space.limits import Limits, run_with_time_limit
+from vlfair.space.limits import (
+    RECORDS_VARIABLE,
+    LimitSettingError,
+    check_leaderboard_settings,
+    run_with_time_limit,
+    time_limit_from_env,
+)
 
 ALL = "(all)"
-# a URL with {record} where the runs' Every Eval Ever records are (card-results' --source-template): each row
-# of the board links its run's record
-RECORDS = os.environ.get("VLFAIR_RECORDS")
+# a URL with {record} where the runs' Every Eval Ever records are (card-results' --source-url): each row of the
+# board links its run's record; checked when the Space starts (space.limits.check_leaderboard_settings)
+RECORDS = os.environ.get(RECORDS_VARIABLE)
 TIERS: dict[tuple, Any] = {}  # each family's tests, by its runs and the options (vlfair.compare.tiers.add_tiers)
 TIERS_KEPT = 256  # families whose tests are kept (the oldest forgotten first: a visitor may load many datasets)
 CHECKED: dict[str, str | None] = {}  # each run's values against its samples, by its content hash (compare.board)
@@ -228,16 +235,18 @@ def display(rows: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-RECORD_NAME = re.compile(r"[\w.\-]+\.json")  # what vlfair.report.eval_results.record_name makes: one file name
+# what vlfair.report.eval_results.record_name makes: the datastore's data/<collection>/<developer>/<model>/<uuid>.json
+# (a board made before: one file name)
+RECORD_NAME = re.compile(r"(?:data(?:/[\w.\-]+){3}/)?[\w.\-]+\.json")
 
 
 def record_link(name: str | None, template: str) -> str:
     """A Markdown link to the record ``name`` where ``template`` (a URL with {record}) puts it; "" for a row of
     a table that kept no record name, or whose name is not one a run's record has (a table a visitor loaded may
-    hold any text there: never a path out of the records' folder)."""
-    if not name or not RECORD_NAME.fullmatch(name) or name.startswith("."):
+    hold any text there: never a path out of the records' folder, no part of it . or .. or hidden)."""
+    if not name or not RECORD_NAME.fullmatch(name) or any(part.startswith(".") for part in name.split("/")):
         return ""
-    return f"[record]({template.replace('{record}', urllib.parse.quote(name, safe=''))})"
+    return f"[record]({template.format(record=urllib.parse.quote(name, safe='/'))})"  # as card-results fills it
 
 
 def datatypes(shown: pd.DataFrame) -> list[str]:
@@ -326,7 +335,7 @@ def read_source(source: str, token: str | bool | None = None) -> tuple[pd.DataFr
     """The board of ``source`` and None, or an empty board and what went wrong (a Space starts
     whatever its data source does); read within the Space's time limit (``VLFAIR_SPACE_TIME_LIMIT_S``)."""
     try:
-        return run_with_time_limit(lambda: load_board(source, token), Limits.from_env().time_limit_s, LOAD_ADVICE), None
+        return run_with_time_limit(lambda: load_board(source, token), time_limit_from_env(), LOAD_ADVICE), None
     except Exception as exc:  # noqa: BLE001
         return normalise(pd.DataFrame(columns=COLUMNS)), f"{type(exc).__name__}: {exc}"
 
@@ -347,6 +356,7 @@ def visitor_board(text: str) -> tuple[str, pd.DataFrame, str | None]:
 
 
 def build_app(source: str) -> gr.Blocks:
+    check_leaderboard_settings()
     board, problem = read_source(source)
     with gr.Blocks(title="vlfair leaderboard") as app:
         state = gr.State(board)
@@ -456,5 +466,9 @@ def build_app(source: str) -> gr.Blocks:
 
 
 if __name__ == "__main__":
+    try:
+        check_leaderboard_settings()
+    except LimitSettingError as exc:  # the Space's own settings: said at start-up, not by every row or comparison
+        raise SystemExit(f"vlfair leaderboard Space: {exc}") from None
     build_app(os.environ.get("VLFAIR_RESULTS", "results")).launch(server_name=os.environ.get("GRADIO_SERVER_NAME",
                                                                                              "127.0.0.1"))

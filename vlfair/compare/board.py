@@ -20,8 +20,9 @@ from vlfair.facts import Facts
 
 
 def installed_facts() -> dict[str, dict[str, Facts | float]]:
-    """Every installed probe's own facts, by probe name (a plugin's too; a broken one is left out by the
-    registry, with a warning)."""
+    """Every installed probe's own facts, by probe name (``Probe.facts``; importing a plugin's probe registers its
+    measures too), for a run that recorded none of a metric's: never a plugin's bias measure read as a level (a
+    broken plugin is left out by the registry, with a warning)."""
     from vlfair.probes import probe_class, probe_names
 
     return {name: probe_class(name).facts for name in probe_names()}

@@ -170,6 +170,9 @@ def compare_runs(paths: Sequence[str | Path], *, on_common_rows: bool = False, b
     tests = _adjust(differences, correction)
     for entry in differences:
         entry["verdict"] = verdict(entry, 1 - confidence)
+        undefined = _undefined(entry, bootstrap)
+        if undefined:  # said in words (verdict_text, undefined_notes): no number stands for it
+            entry["undefined"] = undefined
         # what a "no difference detected" could not have seen: the smallest differences this design detects
         entry["mde"] = stats.interval_detectable(entry["difference"], entry["difference_ci"], confidence) \
             if entry["difference"] is not None else None
@@ -321,8 +324,12 @@ def _shared_columns(runs: list[Run], frames: list[Any]) -> tuple[list[Any], list
     unshared = []
     for column in dict.fromkeys(c for frame in frames for c in frame.columns if c not in shared):
         holding = [run.path.name or str(run.path) for run, frame in zip(runs, frames) if column in frame.columns]
+        lacking = [run for run, frame in zip(runs, frames) if column not in frame.columns]
+        # "see their warnings" only where each of them has warnings to see
+        why = "see their warnings" if all(run.results.get("warnings") for run in lacking) else \
+            "their samples hold no such column, and not every one of them says why"
         unshared.append({"metric": column, "reason": f"measured only in {', '.join(holding)} (the other runs left "
-                                                     "it out: see their warnings)"})
+                                                     f"it out: {why})"})
     return [frame[[c for c in frame.columns if c in shared]] for frame in frames], unshared
 
 
@@ -384,13 +391,66 @@ def verdict(entry: dict[str, Any], alpha: float) -> str:
                                 entry["p_adjusted"], alpha, entry["neutral"])
 
 
+# What a statistic without a value means, once per kind (comparison.json's ``undefined``: each run's value, or
+# every resample's difference)
+UNDEFINED_MEANINGS = {
+    "undefined": "undefined (0/0 on these rows: e.g. every group's scores alike, or a group with no rows)",
+    "infinite": "infinite (a division by zero on these rows: e.g. a ratio over a zero mean, or an F of groups "
+                "with no spread within them)",
+    "resamples": "undefined in every resample of the rows (a run's groups too small or too alike to resample)",
+}
+
+
+def _undefined(entry: dict[str, Any], bootstrap: int) -> dict[str, str]:
+    """Why a difference is not assessed where a statistic has no value: each run's value (``a``, ``b``) that is
+    "undefined" (nan) or "infinite", or, both finite, every resample's difference undefined (``resamples``).
+    Empty where the difference is assessed, or where only ``bootstrap`` 0 left it without an interval."""
+    if entry["verdict"] != "not_assessed":
+        return {}
+    found = {side: "infinite" if math.isinf(value) else "undefined"
+             for side, value in (("a", entry["value_a"]), ("b", entry["value_b"])) if not math.isfinite(value)}
+    if not found and bootstrap:
+        found["resamples"] = "resamples"
+    return found
+
+
 def verdict_text(entry: dict[str, Any], labels: list[str]) -> str:
     """The verdict for a person, naming the models."""
     a, b = labels[entry["a"]], labels[entry["b"]]
     return {"a_less_biased": f"{a} less biased", "b_less_biased": f"{b} less biased",
             "a_higher": f"{a} higher", "b_higher": f"{b} higher",
             "differ": "differ; neither closer to no bias", "no_difference": _no_difference(entry.get("mde")),
-            "not_assessed": "not assessed (no interval: bootstrap 0)"}[entry["verdict"]]
+            "not_assessed": _not_assessed(entry.get("undefined") or {}, a, b)}[entry["verdict"]]
+
+
+def _not_assessed(undefined: dict[str, str], a: str, b: str) -> str:
+    """"not assessed" and why, in short (what each kind means: :func:`undefined_notes`)."""
+    if not undefined:
+        return "not assessed (no interval: bootstrap 0)"
+    if "resamples" in undefined:
+        return "not assessed (undefined in every resample)"
+    names = {"a": a, "b": b}
+    return "not assessed (" + "; ".join(
+        f"{how} for {' and '.join(names[side] for side in ('a', 'b') if undefined.get(side) == how)}"
+        for how in ("undefined", "infinite") if how in undefined.values()) + ")"
+
+
+def undefined_notes(differences: list[dict[str, Any]], shown: int = 5) -> list[str]:
+    """One sentence per kind of statistic without a value (:data:`UNDEFINED_MEANINGS`): what it means and the
+    differences it left not assessed (the first ``shown`` named)."""
+    from vlfair.report.numbers import format_subset
+
+    said = []
+    for kind, meaning in UNDEFINED_MEANINGS.items():
+        found = [entry for entry in differences if kind in (entry.get("undefined") or {}).values()]
+        if not found:
+            continue
+        named = [entry["metric"] + (f" ({format_subset(entry['subset'])})" if entry["subset"] else "")
+                 for entry in found[:shown]]
+        more = f" and {len(found) - shown} more" if len(found) > shown else ""
+        said.append(f"Not assessed: {len(found)} difference{'s' if len(found) != 1 else ''} whose statistic is "
+                    f"{meaning}{'' if kind == 'resamples' else ' in a run'}: {', '.join(named)}{more}.")
+    return said
 
 
 def _no_difference(mde: list[float | None] | None) -> str:
@@ -470,5 +530,5 @@ def validate_comparison(content: dict[str, Any]) -> None:
         raise error
 
 
-__all__ = ["FAMILY", "SCHEMA", "Comparison", "ComparisonError", "compare_runs", "validate_comparison", "verdict",
-           "verdict_text"]
+__all__ = ["FAMILY", "SCHEMA", "Comparison", "ComparisonError", "compare_runs", "undefined_notes",
+           "validate_comparison", "verdict", "verdict_text"]

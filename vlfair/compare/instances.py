@@ -14,7 +14,9 @@ statistic every sample of its row set. A line's ``evaluation.score`` is the samp
 column the statistic reads (``output.raw`` all of them, ``input.raw`` the sample's id and group labels),
 ``is_correct`` true only for a sample valued 1 in a column of 0s and 1s (an accuracy's right answer;
 elsewhere false, and ``metadata`` says it does not apply). The file is
-``data/<dataset>/<developer>/<model>/<uuid>_samples.jsonl`` under ``DIR/every_eval_ever``. A run read
+``data/<collection>/<developer>/<model>/<uuid>_samples.jsonl`` under ``DIR/every_eval_ever``, beside its
+aggregate record ``<uuid>.json`` (the one place Every Eval Ever's validator takes it:
+:func:`vlfair.report.eval_results.samples_name`). A run read
 without its samples, or whose metrics all re-rank every sample, gets no file, said as a warning.
 
 ``every_eval_ever_instance.schema.json`` beside :mod:`vlfair.report.eval_results` is Every Eval Ever's
@@ -24,9 +26,8 @@ file ``every_eval_ever/schemas/instance_level_eval.schema.json`` at commit
 sha256 of the copy: b16b7fa7f0aa32763444179d94ffb2336ddb12c3fd2903835fe491666c1ff3e6), under the MIT
 License quoted in :mod:`vlfair.report.eval_results`.
 
-The records go into a JSON-lines file named by a UUID made from the run's results and samples
-digests (the same run always makes the same file), at the datastore path the aggregate record's
-``detailed_evaluation_results`` names, with its sha256 and line count.
+The records go into one JSON-lines file beside the run's aggregate record, which names it in its
+``detailed_evaluation_results`` with its sha256 and line count (the same run always makes the same file).
 """
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,30 +53,6 @@ def instance_schema() -> dict[str, Any]:
     from importlib import resources
 
     return json.loads(resources.files("vlfair.report").joinpath(INSTANCE_SCHEMA_FILE).read_text(encoding="utf-8"))
-
-
-def file_uuid(run: Run) -> str:
-    """A version-4 UUID made from the run's creation time, model and samples digest (not random: the same
-    run, the same file)."""
-    digest = hashlib.sha256(json.dumps([run.results["created"], run.results["model"],
-                                        (run.results.get("samples") or {}).get("sha256")],
-                                       sort_keys=True).encode()).digest()
-    return str(uuid.UUID(bytes=digest[:16], version=4))
-
-
-def datastore_path(record: dict[str, Any], file_id: str) -> str:
-    """``data/<collection>/<developer>/<model>/<uuid>_samples.jsonl``, the repository-relative path the
-    aggregate record's ``detailed_evaluation_results.file_path`` must be (its schema's pattern): the
-    collection is the data's name, the developer and model the model's id (``unknown`` developer for a
-    model without an organisation), each as a path segment."""
-    def segment(text: str) -> str:
-        return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "unknown"
-
-    model_id = record["model_info"]["id"]
-    developer, _, model = model_id.rpartition("/")
-    collection = record["evaluation_results"][0]["source_data"]["dataset_name"] if record["evaluation_results"] \
-        else "vlfair"
-    return f"data/{segment(collection)}/{segment(developer or 'unknown')}/{segment(model)}/{file_id}_samples.jsonl"
 
 
 def instance_records(run: Run, record: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -124,11 +99,11 @@ def _number(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def instance_file(run: Run, record: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
+def instance_file(run: Run, record: dict[str, Any], path: str) -> tuple[str, dict[str, Any]] | None:
     """``run``'s instance records as one JSON-lines text, each line checked against the vendored instance
-    schema: (its datastore path, relative to the records' repository root; the text; the aggregate
-    record's ``detailed_evaluation_results`` for it, with its sha256 and line count); None where no
-    metric has per-sample values (a file of no lines is refused by Every Eval Ever's datastore)."""
+    schema: (the text; the aggregate record's ``detailed_evaluation_results`` for it, naming ``path``, its
+    datastore path beside the record, with its sha256 and line count); None where no metric has per-sample
+    values (a file of no lines is refused by Every Eval Ever's datastore)."""
     import jsonschema
 
     validator = jsonschema.Draft7Validator(instance_schema())
@@ -139,9 +114,8 @@ def instance_file(run: Run, record: dict[str, Any]) -> tuple[str, str, dict[str,
     if not lines:
         return None
     text = "".join(line + "\n" for line in lines)
-    relative = datastore_path(record, file_uuid(run))
-    return relative, text, {"format": "jsonl", "file_path": relative, "hash_algorithm": "sha256",
-                            "checksum": hashlib.sha256(text.encode("utf-8")).hexdigest(), "total_rows": len(lines)}
+    return text, {"format": "jsonl", "file_path": path, "hash_algorithm": "sha256",
+                  "checksum": hashlib.sha256(text.encode("utf-8")).hexdigest(), "total_rows": len(lines)}
 
 
-__all__ = ["datastore_path", "file_uuid", "instance_file", "instance_records", "instance_schema"]
+__all__ = ["instance_file", "instance_records", "instance_schema"]

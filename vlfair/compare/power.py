@@ -19,7 +19,10 @@ mean's, a gap's, a ratio of means' or a rate's spread goes as 1 / sqrt(n)). The 
 deviation detected with power ``p`` at the run's design (its minimum detectable effect) is the ``d`` at
 which the power is ``p`` (without the bias, ``below + Phi^-1(p) * se``), and the images per group a
 deviation needs the ``n`` at which it is (both found numerically). A ranking's metrics (top k: their
-spread does not go as 1 / sqrt(n)) are refused. ``tests/test_power.py`` checks the predicted power against
+spread does not go as 1 / sqrt(n)) are refused, and a metric pooled over phrasings (its spread holds the
+phrasings'). :func:`answer` gives all ``vlfair power`` says, or why it cannot, before a line is printed: each side's
+smallest deviation within the measure's range (Facts.bounds), an effect checked against its sides and range.
+``tests/test_power.py`` checks the predicted power against
 the share of simulated runs (drawn from the planted world's samples, every group scaled alike) that
 detect the world's bias.
 """
@@ -34,12 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from vlfair.compare.tested_power import PowerError, tested_design
+from vlfair.compare.tested_power import PowerError, deviation_bounds, tested_design, too_many_images
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, SEED
 from vlfair.facts import Facts
 from vlfair.stats import DETECTION_POWER, detection_power, expanded_confidence, smallest_detectable
 
 POWER = DETECTION_POWER  # the power an audit plans for
+_LEVEL = "{metric} is a level, not a bias measure (it has no neutral value to detect a deviation from)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,10 +113,20 @@ class Design:
 
         low, high = math.log(self.per_group) - 20, math.log(self.per_group) + 30
         if short(high) < 0:
-            raise PowerError(f"no number of images detects a deviation of {effect:g} with {power:.0%} power")
+            raise PowerError(too_many_images(effect, power, math.exp(high)))
         if short(low) > 0:
             return math.exp(low)
         return math.exp(brentq(short, low, high))
+
+    def no_bias_power(self) -> float:
+        """How often the run's interval misses the neutral value with no deviation at all (its false alarms, and
+        its estimate's bias): a power at or below it is reached by no deviation."""
+        return self.power(0.0, self.per_group)
+
+    @property
+    def effect_bounds(self) -> tuple[float, float]:
+        """The deviations the metric can take: its range less its neutral value."""
+        return deviation_bounds(self.facts, self.neutral)
 
 
 def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = None) -> Design:
@@ -137,6 +151,7 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
     samples = run.samples
     wanted = json.dumps(subset or {}, sort_keys=True)
     frame: Any = samples.frame
+    _refuse_pooled(run.results, metric, wanted, facts)
     found = []
     for row_set in row_sets(samples, probe.declare(samples), probe.facts):
         for j, statistic in enumerate(row_set.statistics):
@@ -144,8 +159,7 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
             if statistic.name != metric or found[-1][1] != wanted:
                 continue
             if facts.neutral is None:
-                raise PowerError(f"{metric} is a level, not a bias measure (it has no neutral value to detect a "
-                                 "deviation from)")
+                raise PowerError(_LEVEL.format(metric=metric))
             if row_set.engine is not None:
                 raise PowerError(f"{metric} ranks the images (its top k): its spread does not shrink as the square "
                                  "root of the images, so no power is read from it")
@@ -179,9 +193,33 @@ def design(run_dir: str | Path, metric: str, subset: dict[str, Any] | None = Non
     if metric not in names:
         raise PowerError(f"metric {metric!r} is not one the run's probe ({run.results['probe']}) compares; its "
                          f"metrics: {', '.join(names)}")
+    if any(m["name"] == metric and json.dumps(m["subset"], sort_keys=True) == wanted for m in run.results["metrics"]):
+        raise PowerError(f"{metric} on {wanted} is in the run's results.json, but its probe ({run.results['probe']}) "
+                         "does not measure it from the samples, so vlfair power has no design to read for it")
     subsets = [s for name, s in found if name == metric]
     raise PowerError(f"{metric} has no subset {wanted}; its subsets: {'; '.join(subsets[:8])}"
                      + (f"; and {len(subsets) - 8} more" if len(subsets) > 8 else ""))
+
+
+def _refuse_pooled(results: dict[str, Any], metric: str, wanted: str, facts: Facts) -> None:
+    """A metric the run pooled over its phrasings (its subset's phrasing "pooled", as every probe writes it) is
+    refused in plain words, naming its phrasings' subsets: its spread holds the phrasings' own, which more images
+    do not shrink, so no power is read from it."""
+    from vlfair.probes.phrasings import POOLED
+
+    pooled = next((m for m in results["metrics"] if m["name"] == metric and m["subset"].get("phrasing") == POOLED
+                   and json.dumps(m["subset"], sort_keys=True) == wanted), None)
+    if pooled is None:
+        return
+    if facts.neutral is None:
+        raise PowerError(_LEVEL.format(metric=metric))
+    shared = {key: value for key, value in pooled["subset"].items() if key != "phrasing"}
+    phrasings = [json.dumps(m["subset"], sort_keys=True, ensure_ascii=False) for m in results["metrics"]
+                 if m["name"] == metric and m["subset"].get("phrasing") != POOLED
+                 and {key: value for key, value in m["subset"].items() if key != "phrasing"} == shared]
+    raise PowerError(f"{metric} on {wanted} pools the run's {len(phrasings)} phrasings (their values' mean, its "
+                     "interval drawn over the phrasings as well as the images): more images do not shrink the "
+                     "phrasings' spread, so no power is read from it; ask for one phrasing's: " + "; ".join(phrasings))
 
 
 def _tested(run: Any, probe: Any, samples: Any, row_set: Any, metric: str, subset: dict[str, Any], facts: Facts
@@ -199,17 +237,94 @@ def _tested(run: Any, probe: Any, samples: Any, row_set: Any, metric: str, subse
 
 
 def check_effect(found: Any, effect: float) -> None:
-    """An effect ``power`` can plan for: not zero, and on the side of the neutral value the metric can
-    take (a gap, an F or epsilon is never below its neutral 0)."""
-    if not math.isfinite(effect) or effect == 0:
+    """An effect ``power`` can plan for: finite, not zero, on a side of the neutral value the metric can take (a gap,
+    an F or epsilon is never below its neutral 0: Facts.sides) and within its range (a bias ratio is never below 0:
+    Facts.bounds), or for an F's eta squared in (0, 1)."""
+    if not math.isfinite(effect):
+        raise PowerError(f"--effect {effect:g}: give a finite deviation from the neutral value {found.neutral:g} (the "
+                         "size of the bias to detect)")
+    if effect == 0:
         raise PowerError(f"--effect {effect:g}: give a deviation from the neutral value {found.neutral:g} other than "
                          "0 (the size of the bias to detect)")
-    if effect < 0 and found.facts.lower_is_less_biased:
-        raise PowerError(f"--effect {effect:g}: {found.metric} is never below its neutral value {found.neutral:g}; "
-                         "give a positive deviation")
-    if getattr(found, "effect_name", None) == "eta squared" and not 0 < effect < 1:
-        raise PowerError(f"--effect {effect:g}: {found.metric}'s effect is eta squared (the share of the score's "
-                         "variance between the groups), a number in (0, 1)")
+    if getattr(found, "effect_name", None) == "eta squared":
+        if not 0 < effect < 1:
+            raise PowerError(f"--effect {effect:g}: {found.metric}'s effect is eta squared (the share of the score's "
+                             "variance between the groups), a number in (0, 1)")
+        return
+    side = math.copysign(1.0, effect)
+    if side not in found.facts.sides:
+        raise PowerError(f"--effect {effect:g}: {found.metric} is never {'below' if side < 0 else 'above'} its neutral "
+                         f"value {found.neutral:g}; give a {'positive' if side < 0 else 'negative'} deviation")
+    low, high = found.facts.bounds
+    if not low <= found.neutral + effect <= high:
+        reach_low, reach_high = found.effect_bounds
+        raise PowerError(f"--effect {effect:g}: {found.metric} would be {found.neutral + effect:g}, outside its range "
+                         f"[{low:g}, {high:g}]; a deviation from its neutral value {found.neutral:g} lies in "
+                         f"[{reach_low:g}, {reach_high:g}]")
 
 
-__all__ = ["Design", "POWER", "PowerError", "check_effect", "design"]
+def check_power(found: Any, power: float) -> None:
+    """A power ``power`` can plan for: above how often the run's rule finds a bias where there is none (a test's
+    alpha; an interval's misses of the neutral value, its estimate's bias included), which no deviation is needed
+    to reach (so none is "smallest")."""
+    floor = found.no_bias_power()
+    if power > floor:
+        return
+    rule = (f"its test at alpha = {1 - found.confidence:.2g}" if hasattr(found, "effect_name") else
+            "its interval at this run's design (its estimate's bias included)")
+    raise PowerError(f"--power {power:g}: with no bias at all, {rule} finds one in {floor:.1%} of runs of "
+                     f"{found.metric}, so every deviation, even none, is detected with {power:.0%} power; give a "
+                     f"power above {floor:.3g}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Smallest:
+    """The smallest deviation on one side of the neutral value detected with the power asked, or None where none
+    inside the metric's range is (``at_end``: the deviation to its end of the range, and ``end_power`` its power)."""
+
+    side: float
+    deviation: float | None
+    at_end: float = math.nan
+    end_power: float = math.nan
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """Everything ``vlfair power`` says of a design, computed before a word is printed (all or nothing): the
+    smallest deviation on each side the metric can take, and for an effect the images per group it needs and its
+    power at the run."""
+
+    power: float
+    smallest: tuple[Smallest, ...]
+    effect: float | None = None
+    needed: float | None = None
+    power_at_run: float | None = None
+
+
+def answer(found: Any, power: float = POWER, effect: float | None = None) -> Answer:
+    """The whole answer for ``found`` at ``power`` (and ``effect``), or a :class:`PowerError` saying what cannot be
+    answered and why before any of it is given."""
+    check_power(found, power)
+    if effect is not None:
+        check_effect(found, effect)
+    sides = sorted(found.facts.sides, reverse=True)  # above, then below (a gap or an F: above only)
+    smallest = tuple(_smallest(found, power, side) for side in sides)
+    if effect is None:
+        return Answer(power, smallest)
+    return Answer(power, smallest, effect, found.images_per_group(effect, power),
+                  found.power(effect, found.per_group))
+
+
+def _smallest(found: Any, power: float, side: float) -> Smallest:
+    """The smallest deviation on ``side`` detected with ``power``, None where it lies past the metric's range (a
+    bias ratio's below 1 past its 0): a deviation the metric cannot take is not one a run could see."""
+    low, high = found.effect_bounds
+    end = abs(low if side < 0 else high)
+    deviation = found.mde(power, side)
+    if deviation > end:
+        return Smallest(side, None, side * end, found.power(side * end, found.per_group))
+    return Smallest(side, deviation)
+
+
+__all__ = ["Answer", "Design", "POWER", "PowerError", "Smallest", "answer", "check_effect", "check_power",
+           "design"]

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from vlfair.atomic import OutputKind, atomic_output, final_path
-from vlfair.compare.comparison import Comparison, verdict_text
+from vlfair.compare.comparison import Comparison, undefined_notes, verdict_text
 from vlfair.outputs import Table
 
 # A is drawn in the first colour of the report's cycle, B in the second, as a report draws its
@@ -123,6 +123,7 @@ def notes(comparison: Comparison) -> list[str]:
             "to the measure's neutral value (1 for a ratio, 0 for a gap or an F) is less biased when the interval "
             "of the two distances excludes 0; a level (a mean score, an accuracy) is only higher or lower."]
     said += [f"Not compared: {u['metric']} ({u['reason']})" for u in content["uncompared"]]
+    said += undefined_notes(content["differences"])
     machines = machine_note(comparison)
     return said + ([machines] if machines else [])
 
@@ -201,7 +202,7 @@ def summary(comparison: Comparison, limit: int = 30) -> str:
     left = len(frame) - min(len(shown), limit)
     if left:
         text += f"\n... and {left} more differences (levels such as mean scores among them): see differences.csv"
-    return text
+    return "\n".join([text, *undefined_notes(comparison.content["differences"])])  # shown in the table or not
 
 
 __all__ = ["COLOURS", "COMPARISON_OUTPUT", "adjusted_column", "differences_frame", "forests", "letters",

@@ -70,6 +70,7 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None,
                        "a rescore keeps them, so it cannot change the seed: run the probe again with --set seed=...")
     with columns_named([run]):
         output = probe.analyze_samples(run.samples)
+    _refuse_lost_metrics(run, output.metrics)
     output.samples = run.samples
     output.notes.append("Rescored from samples.parquet (vlfair rescore): figures drawn from the images or the model "
                         "themselves (median images, Grad-CAM, generated images) are in the original run's report.")
@@ -81,6 +82,23 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None,
     if "machine" in results:
         finished.results["machine"] = results["machine"]
     return finished
+
+
+def _refuse_lost_metrics(run: Any, metrics: list[Any]) -> None:
+    """Every metric the run reported comes out of its samples again (what a rescore changes, the intervals and
+    the seed, leaves which metrics there are as it was): one that does not was measured from samples the file no
+    longer holds (a column removed, its column list edited alike), and a rescore without it would say nothing."""
+    from vlfair.outputs import metric_key
+    from vlfair.report.results import jsonable
+
+    found = {metric_key(metric.name, jsonable(metric.subset)) for metric in metrics}  # as results.json lists them
+    lost = [metric for metric in run.results["metrics"] if metric_key(metric["name"], metric["subset"]) not in found]
+    if lost:
+        first = metric_key(lost[0]["name"], lost[0]["subset"])
+        more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+        raise RunError(f"{run.path / run.results['samples']['file']}: gives no {first[0]} {first[1]}{more}, which the "
+                       "run reported: the samples no longer hold what it was measured from (changed since the run: a "
+                       "column removed, a value made NaN); restore the file, or run the probe again")
 
 
 __all__ = ["RESCORE_SETTINGS", "rescore", "rescored"]

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from vlfair.samples import Samples, SamplesError, read_samples
+from vlfair.samples import MissingColumn, Samples, SamplesError, read_samples
 
 
 class RunError(ValueError):
@@ -197,9 +197,15 @@ def columns_named(runs: list[Run]) -> Iterator[None]:
     column (a KeyError would reach a user, or a Space's visitor, as a traceback)."""
     try:
         yield
-    except KeyError as exc:
-        files = ", ".join(str(run.path / run.results["samples"]["file"]) for run in runs)
-        raise RunError(f"{files}: no column {exc} in the samples (not the samples this probe writes)") from None
+    except KeyError as exc:  # (a MissingColumn too: the samples' reader asked for a column by name)
+        column = exc.column if isinstance(exc, MissingColumn) else exc.args[0] if exc.args else None
+        # the runs whose own samples lack it: the frame asked may be several runs' shared columns, named after the
+        # first run, whose file holds the column
+        lacking = [run for run in runs if column not in run.samples.frame.columns]
+        if not lacking and isinstance(exc, MissingColumn):
+            raise RunError(str(exc)) from None
+        files = ", ".join(str(run.path / run.results["samples"]["file"]) for run in lacking or runs)
+        raise RunError(f"{files}: no column {column!r} in the samples (not the samples this probe writes)") from None
 
 
 __all__ = ["MisreportedRun", "Run", "RunError", "columns_named", "load_run", "metric_key", "misreported",

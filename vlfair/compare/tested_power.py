@@ -80,10 +80,20 @@ class _Numerical(abc.ABC):
 
         low, high = math.log(2.0), math.log(self.per_group) + 30
         if short(high) < 0:
-            raise PowerError(f"no number of images detects an effect of {effect:g} with {power:.0%} power")
+            raise PowerError(too_many_images(effect, power, math.exp(high)))
         if short(low) > 0:
             return math.exp(low)
         return math.exp(brentq(short, low, high, xtol=1e-9))
+
+    def no_bias_power(self) -> float:
+        """How often the test rejects with no difference at all: its alpha (a power at or below it is reached by no
+        effect)."""
+        return 1 - self.confidence
+
+    @property
+    @abc.abstractmethod
+    def effect_bounds(self) -> tuple[float, float]:
+        """The effects the design reads (``vlfair power`` refuses one outside them, and a smallest one past them)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +124,11 @@ class FDesign(_Numerical):
     def _top(self) -> float:
         return 1 - 1e-9
 
+    @property
+    def effect_bounds(self) -> tuple[float, float]:
+        """Eta squared, a share of the variance: in (0, 1), whatever the F's own range."""
+        return (0.0, 1.0)
+
 
 @dataclasses.dataclass(frozen=True)
 class GapDesign(_Numerical):
@@ -130,6 +145,11 @@ class GapDesign(_Numerical):
     def se(self) -> float:
         """A group mean's standard error at the run (the mean over the groups)."""
         return float(np.mean(self.spreads)) / math.sqrt(self.per_group)
+
+    @property
+    def effect_bounds(self) -> tuple[float, float]:
+        """A deviation of the gap's value: within its range less its neutral value (a rate gap's up to 1)."""
+        return deviation_bounds(self.facts, self.neutral)
 
     @property
     def _draws(self) -> np.ndarray:
@@ -178,10 +198,22 @@ def tested_design(metric: str, subset: dict[str, Any], statistic: Any, values: n
                      int(np.argmax(means)), facts)
 
 
+def deviation_bounds(facts: Facts, neutral: float) -> tuple[float, float]:
+    """The deviations from ``neutral`` a metric of these facts can take: its range (Facts.bounds) less it."""
+    low, high = facts.bounds
+    return low - neutral, high - neutral
+
+
+def too_many_images(effect: float, power: float, most: float) -> str:
+    """Why no images per group are named for ``effect``: even ``most`` (10^13 times the run's) fall short."""
+    return (f"--effect {effect:g}: even {most:,.3g} images per group (10^13 times this run's) do not detect it with "
+            f"{power:.0%} power; plan for a larger effect")
+
+
 def json_subset(subset: dict[str, Any]) -> str:
     import json
 
     return json.dumps(subset, sort_keys=True, ensure_ascii=False)
 
 
-__all__ = ["DRAWS", "FDesign", "GapDesign", "tested_design"]
+__all__ = ["DRAWS", "FDesign", "GapDesign", "deviation_bounds", "tested_design", "too_many_images"]

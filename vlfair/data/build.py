@@ -320,6 +320,10 @@ def _typed(text: str | None, kind: str) -> Any:
     return text
 
 
+# the images a professions tree holds, by suffix; ".mpo": a camera's multi-picture JPEG, read at its first frame
+TREE_IMAGES = (".jpg", ".jpeg", ".png", ".mpo")
+
+
 def build_professions(source: str | Path, skip_bad: bool = False, metadata: str = "metadata.csv", **_: Any) -> Built:
     """From a ``profession/gender/race/*.jpg`` tree, or a metadata CSV (file, profession, gender, race)."""
     source = Path(source)
@@ -331,7 +335,7 @@ def build_professions(source: str | Path, skip_bad: bool = False, metadata: str 
     else:
         rows = [{"file": p.relative_to(source).as_posix(), "profession": p.parts[-4], "gender": p.parts[-3],
                  "race": p.parts[-2]}
-                for p in sorted(source.rglob("*")) if p.suffix.lower() in (".jpg", ".jpeg", ".png")
+                for p in sorted(source.rglob("*")) if p.suffix.lower() in TREE_IMAGES
                 and len(p.relative_to(source).parts) == 4]
         if not rows:
             raise BuildError([Problem(str(source), "no metadata.csv and no profession/gender/race/*.jpg images")])

@@ -27,14 +27,12 @@ from vlfair.facts import Facts
 from vlfair.measures import reporters
 from vlfair.measures.catalog import CATALOG, Measure, facts_of
 from vlfair.measures.statistics import ColumnRange, Custom, FStatistic, Group, Mean, Pooled, Range, Ratio, Statistic
-from vlfair.outputs import Metric
+from vlfair.outputs import Metric, metric_key, repeated
+from vlfair.probes.errors import ProbeError
 
 if TYPE_CHECKING:  # vlfair.paired (scipy) is imported where a metric is evaluated: probes declare at import
     from vlfair import paired
     from vlfair.samples import Samples
-
-
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,12 +88,24 @@ class Declared:
                 self.apart)
 
 
+def once(metrics: Iterable[Declared]) -> list[Declared]:
+    """The declared metrics, each name and subset once: a metric declared twice would be reported twice, and
+    every reader would take the two for two metrics (a board ranking a model against itself, a comparison's two
+    rows, two Hub entries of one task id), so a second declaration is refused, naming it."""
+    found = list(metrics)
+    twice = repeated(metric_key(metric.name, metric.subset) for metric in found)
+    if twice is not None:
+        raise ProbeError(f"metric {twice[0]!r} of subset {twice[1]} is declared twice (the probe's declare() states "
+                         "it more than once): declare each metric, a name and a subset, once")
+    return found
+
+
 def row_sets(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None = None
              ) -> list[paired.RowSet]:
     """The declared metrics as row sets (:class:`vlfair.paired.RowSet`): one per distinct rows, groups and
     strata (their metrics share the resamples and relabellings), each holding its metrics that are defined
     on the data in the order declared (a metric of no rows is none); ``own``: the probe's own facts."""
-    return [found.row_set() for found in _built(samples, metrics, own)]
+    return [found.row_set() for found in _built(samples, once(metrics), own)]
 
 
 def _built(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Facts | float] | None
@@ -148,6 +158,26 @@ class _Building:
         refuse a NaN or an infinity (a gap or an F of them says nothing)."""
         bad = self._column(column)[1]
         return not (bad.any() if groups is None else bad[[self.code[g] for g in groups]].any())
+
+    def read_by(self, statistic: Statistic | Pooled) -> int:
+        """How many rows ``statistic`` reads: a group's mean its group's, any other every row of the row set."""
+        if isinstance(statistic, Mean) and statistic.group is not None:
+            return self.counts.get(statistic.group, 0)
+        return len(self.rows)
+
+    def why_undefined(self, statistic: Statistic | Pooled) -> str:
+        """Why ``statistic`` came out not a number on these rows, as a run's warning says it (the values it reads
+        are not all finite numbers, or they do not vary: an F of no spread, a pair read as one text)."""
+        for column in statistic.columns:
+            bad = int(self._column(column)[1].sum())
+            if bad:
+                return f"column {column!r} holds {bad} value(s) that are not finite numbers (NaN or infinite)"
+        for column in statistic.columns:
+            values = self.values(column)
+            if values.size and (values == values[0]).all():
+                return (f"every one of the {values.size} values of column {column!r} is {values[0]:g}: no spread to "
+                        "measure (a model that reads the texts compared as one text gives one value)")
+        return f"its statistic is undefined on the values of {', '.join(map(repr, statistic.columns))}"
 
     @classmethod
     def of(cls, frame: Any, metric: Declared) -> _Building:
@@ -290,7 +320,7 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
     from vlfair import paired
     from vlfair.measures import null
 
-    declared = list(metrics)
+    declared = once(metrics)
     plain = [m for m in declared if not isinstance(m.statistic, Pooled)]
     # each pooled metric's phrasings, as metrics of their own on its rows, groups and strata (one row set: the
     # same resamples of the rows for every phrasing), after the plain ones
@@ -347,7 +377,9 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
             if position >= len(plain):  # a phrasing only pooled
                 continue
             metric = expanded[position]
-            interval = null.interval_of(resampled[:, j], float(point[j]), confidence, facts[j], rows)
+            # a value of one row has no interval: each resample draws that row again (an interval of no width)
+            interval = None if building.read_by(metric.statistic) < 2 else \
+                null.interval_of(resampled[:, j], float(point[j]), confidence, facts[j], rows)
             value = Metric(statistic.name, statistic.subset, float(point[j]), interval, facts=facts[j])
             # its own reporter, else its measure's (a gap's groups and test), which adds fields but keeps the value
             # the engine gives (the one compare and tiers read), not its own recomputation from plain means
@@ -359,6 +391,8 @@ def evaluate(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fa
                     functools.partial(_name, metric), confidence, n_permutations, seed), metric.statistic)
                 if metric.report is None:
                     value.value = engine
+            if value.value is None or not np.isfinite(value.value):
+                value.details.setdefault("null_because", building.why_undefined(metric.statistic))
             null.note_widening(value, facts[j], rows, interval)
             null.cut_to_range(value, facts[j])
             null.snap(value, facts[j].neutral, scale)
@@ -501,7 +535,7 @@ def members(samples: Samples, metrics: Iterable[Declared], own: Mapping[str, Fac
     """Each declared metric defined on the data with the samples it reads (a run's instance-level
     records), in the order declared; a metric whose statistic re-ranks the rows (an ``engine``) reads
     every row's whole ranking and is left out."""
-    declared = [m for m in metrics if not (isinstance(m.statistic, Custom) and m.statistic.engine is not None)]
+    declared = [m for m in once(metrics) if not (isinstance(m.statistic, Custom) and m.statistic.engine is not None)]
     found: list[tuple[int, Member]] = []
     for building in _built(samples, declared, own):
         for position in building.positions:
@@ -524,4 +558,4 @@ def table(metrics: Sequence[Metric]) -> Any:
 
 
 __all__ = ["ColumnRange", "Custom", "Declared", "FStatistic", "Mean", "Member", "Pooled", "Range", "Ratio", "Statistic",
-           "evaluate", "members", "row_sets", "table", "too_small"]
+           "evaluate", "members", "once", "row_sets", "table", "too_small"]

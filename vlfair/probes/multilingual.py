@@ -278,6 +278,7 @@ class MultilingualProbe(Probe):
                 direction = metric.subset["direction"]
                 row.update({f"{direction} {lang}": value for lang, value in details["accuracy"].items()})
                 row[f"{direction} gap"] = metric.value
+        out.warnings += _identical_pairs(portions, terms[1])
         table = pd.DataFrame.from_dict(summary, orient="index").rename_axis("portion")
         first = ["pairs", f"mean distance {lang_a}-{lang_b}", "epsilon", "mean ratio", "bound holds"]
         out.tables["multi30k_summary"] = table[[c for c in first if c in table] + [c for c in table if c not in first]]
@@ -303,11 +304,13 @@ class MultilingualProbe(Probe):
             rows = np.flatnonzero(mask & (terms[1] > 0))  # the pairs with a ratio (identical ones left out)
             pair = {"portion": portion, "languages": f"{lang_a}-{lang_b}"}
             if rows.size:  # (bound: a per-pair quantity too, read so that vlfair compare pairs it, not checks it)
-                # strata: the pairs resampled as stats.bootstrap_interval resamples them (one stratum)
-                metrics += [Declared("individual_fairness", pair, EPSILON, rows,
-                                     report=_fairness(*(term[mask] for term in terms))),
-                            Declared("text_distance", pair, Mean("text_distance"), rows, strata="portion",
-                                     also=("bound",), report=_distances)]
+                metrics.append(Declared("individual_fairness", pair, EPSILON, rows,
+                                        report=_fairness(*(term[mask] for term in terms))))
+            # the mean distance of every pair: an identical pair is one at distance 0, not one left out (19 of 20
+            # identical pairs are a mean near 0, not the one other pair's distance); strata: the pairs resampled as
+            # stats.bootstrap_interval resamples them (one stratum)
+            metrics.append(Declared("text_distance", pair, Mean("text_distance"), np.flatnonzero(mask),
+                                    strata="portion", also=("bound",), report=_distances))
             for direction in DIRECTIONS:
                 subset = {"portion": portion, "direction": direction}
                 columns = {lang: _retrieval_column(direction, lang) for lang in languages}
@@ -589,6 +592,24 @@ def _pair_terms(images: np.ndarray, text_a: np.ndarray, text_b: np.ndarray
     terms = measures.individual_fairness_terms(images, text_a, text_b)
     measures.individual_fairness_of_terms(*terms)  # its refusal of a portion whose every pair is identical
     return terms
+
+
+def _identical_pairs(portions: np.ndarray, distances: np.ndarray) -> list[str]:
+    """A warning for each portion with caption pairs of identical text features (text distance 0): they have no
+    ratio, so individual fairness, the largest ratio, is read from the other pairs alone, which may be few."""
+    warnings = []
+    for portion in sorted(set(portions.tolist())):
+        found = distances[portions == portion]
+        identical = int((found == 0).sum())
+        if not identical:
+            continue
+        left = found.size - identical
+        read = ("so it has no individual fairness" if not left else
+                "individual fairness is the one other pair's ratio (a number of one pair)" if left == 1 else
+                f"individual fairness is read from the other {left} pairs alone")
+        warnings.append(f"Multi30K {portion}: {identical} of {found.size} caption pairs have identical text "
+                        f"features (text distance 0: the same text to the model, no ratio); {read}")
+    return warnings
 
 
 def _retrieval(images: np.ndarray, files: np.ndarray, raw: np.ndarray, direction: str) -> np.ndarray:

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, Field, model_validator
 from vlfair.outputs import Table
 from vlfair.probes.declared import Custom, Declared, Pooled
 from vlfair.probes.errors import ProbeError
-from vlfair.probes.settings import Text, distinct, placeholders, refuse
+from vlfair.probes.settings import Text, distinct, placeholders, refuse, same_text
 
 if TYPE_CHECKING:
     from vlfair.probes.scorers import Scorer
@@ -24,10 +24,25 @@ if TYPE_CHECKING:
 POOLED = "pooled"  # the subset's "phrasing" of a metric pooled over every phrasing
 
 
+# Two phrasings are one phrasing where they are one text to the model: :func:`vlfair.probes.settings.same_text`,
+# the text case-folded and its spaces collapsed. That is what CLIP's tokenizer reads (it lower-cases and collapses
+# whitespace), so two such prompts are one input and their columns identical; a model that reads case (a
+# generative one's tokenizer) would see two texts, but ones that differ in no word, which rephrase nothing: a
+# phrasing measures whether a bias holds in other words. The simple rule over each tokenizer's normalisation: it
+# holds for every model the run might measure, and the refusal comes with the settings, before any model loads.
+SAME_PHRASING = "case and spaces aside: one text to the model"
+
+
 def setting(*fields: str) -> Any:
     """The ``phrasings`` setting's type for a prompt with the placeholders ``fields``: each phrasing holds them,
-    and each is given once."""
-    return Annotated[list[Annotated[Text, AfterValidator(placeholders(*fields))]], AfterValidator(distinct())]
+    and each is given once (two that are the same text, case and spaces aside, are one)."""
+    return Annotated[list[Annotated[Text, AfterValidator(placeholders(*fields))]],
+                     AfterValidator(distinct(same_text, SAME_PHRASING))]
+
+
+def questions() -> Any:
+    """A ``question_phrasings`` setting's type: texts, each given once (case and spaces aside, as :func:`setting`)."""
+    return Annotated[list[Text], AfterValidator(distinct(same_text, SAME_PHRASING))]
 
 
 def field(prompt: str) -> Any:
@@ -36,11 +51,19 @@ def field(prompt: str) -> Any:
                                                    "phrasing and pooled over all, the study's first")
 
 
+def check_new(record: str, key: str, first: str, phrasings: Sequence[str], named: str) -> None:
+    """A phrasing of setting ``key`` that is ``first`` (phrasing 1 already, which ``named`` names), case and spaces
+    aside, is refused, naming it."""
+    same = [k for k, text in enumerate(phrasings) if same_text(text) == same_text(first)]
+    if same:
+        said = "" if phrasings[same[0]] == first else f" ({first!r}, {SAME_PHRASING})"
+        refuse(record, (key, same[0]), phrasings[same[0]], f"is {named}{said}, phrasing 1 already: give each "
+                                                           "phrasing once")
+
+
 def check_not_prompt(record: str, prompt: str, phrasings: Sequence[str]) -> None:
-    """A phrasing that is the study's prompt (phrasing 1 already) is refused, naming it."""
-    if prompt in phrasings:
-        refuse(record, ("phrasings", list(phrasings).index(prompt)), prompt,
-               "is the study's prompt, phrasing 1 already: give each phrasing once")
+    """A phrasing that is the study's prompt (phrasing 1 already), case and spaces aside, is refused, naming it."""
+    check_new(record, "phrasings", prompt, phrasings, "the study's prompt")
 
 
 class Phrased(BaseModel):
@@ -81,9 +104,7 @@ class Asked(BaseModel):
         questions: list[str] = getattr(self, "question_phrasings")  # noqa: B009
         formats: list[str] = getattr(self, "answer_formats")  # noqa: B009
         record = type(self).__name__
-        if asked.question in questions:
-            refuse(record, ("question_phrasings", questions.index(asked.question)), asked.question,
-                   "is generative.question, phrasing 1 already: give each phrasing once")
+        check_new(record, "question_phrasings", asked.question, questions, "generative.question")
         if asked.mode in formats:
             refuse(record, ("answer_formats", formats.index(asked.mode)), asked.mode,
                    "is generative.mode, the first answer format already: give each format once")
@@ -243,6 +264,6 @@ def row(keys: dict[str, Any], metric: Any, found: Sequence[bool]) -> dict[str, A
             "found in": f"{sum(found)} of {len(values)} phrasings"}
 
 
-__all__ = ["FORMATS_FIELD", "FORMAT_NAMES", "POOLED", "STUDY_FIRST", "Asked", "Format", "Phrased", "Way",
-           "check_not_prompt", "column", "count", "excludes_0", "field", "found_table", "pool", "pooled",
-           "question_field", "refuse_ways", "row", "setting", "table", "ways", "ways_of"]
+__all__ = ["FORMATS_FIELD", "FORMAT_NAMES", "POOLED", "SAME_PHRASING", "STUDY_FIRST", "Asked", "Format", "Phrased",
+           "Way", "check_new", "check_not_prompt", "column", "count", "excludes_0", "field", "found_table", "pool",
+           "pooled", "question_field", "questions", "refuse_ways", "row", "setting", "table", "ways", "ways_of"]

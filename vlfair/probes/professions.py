@@ -106,7 +106,7 @@ class ProfessionsSettings(ProbeSettings, Bootstrap, phrasing.Phrased, phrasing.A
     generative: ProfessionQuestion = Field(description="how a generative model (lvlm:) is asked: the question and "
                                                        "the answer with {profession}")
     phrasings: phrasing.setting("profession") = phrasing.field("prompt, each with {profession}")  # type: ignore[valid-type]
-    question_phrasings: Annotated[list[Text], AfterValidator(distinct())] = phrasing.question_field(
+    question_phrasings: phrasing.questions() = phrasing.question_field(  # type: ignore[valid-type]
         "its candidate answers each profession")
     answer_formats: Annotated[list[phrasing.Format], AfterValidator(distinct())] = phrasing.FORMATS_FIELD
 

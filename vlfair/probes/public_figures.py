@@ -112,7 +112,7 @@ class PublicFiguresSettings(ProbeSettings, Bootstrap, phrasing.Phrased, phrasing
     name_phrasings: phrasing.setting("") = Field(  # type: ignore[valid-type]
         default_factory=list, description="other phrasings of name_prompt, each with {}, one per phrasing of the class "
                                           "prompt (phrasing k rewords both); empty: name retention keeps name_prompt")
-    question_phrasings: Annotated[list[Text], AfterValidator(distinct())] = phrasing.question_field(
+    question_phrasings: phrasing.questions() = phrasing.question_field(  # type: ignore[valid-type]
         "about the classes; name retention keeps name_question")
     answer_formats: Annotated[list[phrasing.Format], AfterValidator(distinct())] = phrasing.FORMATS_FIELD
 
@@ -135,9 +135,8 @@ class PublicFiguresSettings(ProbeSettings, Bootstrap, phrasing.Phrased, phrasing
             refuse("PublicFiguresSettings", ("name_phrasings",), self.name_phrasings,
                    f"holds {len(self.name_phrasings)} phrasing(s) of name_prompt for {len(self.phrasings)} of the "
                    "class prompt: phrasing k rewords both prompts, so give as many (or none)")
-        if self.name_prompt in self.name_phrasings:
-            refuse("PublicFiguresSettings", ("name_phrasings", self.name_phrasings.index(self.name_prompt)),
-                   self.name_prompt, "is name_prompt, phrasing 1 already: give each phrasing once")
+        phrasing.check_new("PublicFiguresSettings", "name_phrasings", self.name_prompt, self.name_phrasings,
+                           "name_prompt")
         for group, label in self.bias_ratio.classes.items():
             where = ("bias_ratio", "class", group)
             if group not in self.groups:

@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -103,12 +104,7 @@ class ProbeRun:
             warnings = self.results["warnings"]
             more = f"; and {len(warnings) - 3} more warnings, in results.json" if len(warnings) > 3 else ""
             return "measured nothing (" + ("; ".join(warnings[:3]) or "no metric came out") + more + ")"
-        nulls = [m for m in metrics if m["value"] is None]
-        if nulls:
-            first = nulls[0]
-            return (f"{len(nulls)} of {len(metrics)} values came out null (e.g. {first['name']} "
-                    f"{json.dumps(first['subset'])}; see the run's warnings)")
-        return None
+        return null_values(metrics)  # the run's warning on them, said again (finish_run put it among its warnings)
 
 
 def refuse_generative(probe: Any, model: Any) -> None:
@@ -266,6 +262,7 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
     from vlfair import verdicts
     from vlfair.report.results import build_results, validate_results
 
+    reported_once(probe, output.metrics)
     output.notes.append(probe.intervals_note())
     measures = metric_facts(output.metrics, probe)
     s = probe.settings
@@ -276,6 +273,10 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
     small = small_design(output.metrics)
     if small is not None:
         output.warnings.append(small)
+    nulls = null_values([{"name": m.name, "subset": m.subset, "value": m.value, "details": m.details}
+                         for m in output.metrics])
+    if nulls is not None:  # a null number is said where it is, with why: no reader is left to guess
+        output.warnings.append(nulls)
     found = _detections(output.metrics, judged, measures)
     if found is not None:
         output.tables[DETECTED] = found
@@ -293,6 +294,31 @@ def finish_run(probe: Probe, output: Output, model: dict[str, Any], dataset: dic
                             measures, judged)
     validate_results(results)
     return ProbeRun(probe.name, results, output)
+
+
+def reported_once(probe: Probe, metrics: list[Any]) -> None:
+    """A run reports each metric (a name and a subset) once, however its probe made them (its own analyze, or
+    its declarations, which :func:`vlfair.probes.declared.once` checks first): one reported twice is two rows of a
+    board ranked against each other, two rows of a comparison, two Hub entries of one task id."""
+    from vlfair.outputs import metric_key, repeated
+
+    twice = repeated(metric_key(metric.name, metric.subset) for metric in metrics)
+    if twice is not None:
+        raise ProbeError(f"{probe.name}: metric {twice[0]!r} of subset {twice[1]} is reported twice: a probe "
+                         "reports each metric, a name and a subset, once")
+
+
+def null_values(metrics: list[dict[str, Any]]) -> str | None:
+    """One warning naming the metrics (as results.json lists them) whose value came out null, the first with why
+    (its details' ``null_because``, set where the engine found it: :func:`vlfair.probes.declared.evaluate`), or
+    None: what a failed run's message says too (:meth:`ProbeRun.failure`), so its claim is the warning's."""
+    nulls = [m for m in metrics if m["value"] is None or not math.isfinite(m["value"])]
+    if not nulls:
+        return None
+    first = nulls[0]
+    why = (first.get("details") or {}).get("null_because") or "its samples gave no finite number"
+    named = f"{first['name']} {json.dumps(first['subset'])}"
+    return f"{len(nulls)} of {len(metrics)} values came out null (e.g. {named}: {why})"
 
 
 SMALL_GROUP = 20  # images per group below which a bias metric's interval and test are rough (DESIGN "Verdicts")

@@ -8,10 +8,10 @@ import itertools
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from vlfair.defaults import BOOTSTRAP, MAX_BOOTSTRAP
 from vlfair.measures import reporters
@@ -32,9 +32,6 @@ from vlfair.probes.settings import (
     NonNegative,
     ProbeSettings,
     Settings,
-    Text,
-    distinct,
-    refuse,
     same_text,
 )
 from vlfair.samples import Samples
@@ -105,7 +102,7 @@ class WordInfluenceSettings(ProbeSettings, Confidence):
                     "exact binomial ones)")
     phrasings: phrasing.setting("") = phrasing.field(  # type: ignore[valid-type]
         "the classifier's group texts, each with {} where a group's text goes")
-    question_phrasings: Annotated[list[Text], AfterValidator(distinct())] = Field(
+    question_phrasings: phrasing.questions() = Field(  # type: ignore[valid-type]
         default_factory=list, description="other phrasings of a generative classifier's question "
                                           "(generative.question): each with each phrasing of the texts is one more "
                                           "way of labelling the images, every metric reported per way and pooled")
@@ -113,10 +110,8 @@ class WordInfluenceSettings(ProbeSettings, Confidence):
     @model_validator(mode="after")
     def _phrasings_are_new(self) -> WordInfluenceSettings:
         phrasing.check_not_prompt(type(self).__name__, STUDY_TEXTS, self.phrasings)
-        if self.generative.question in self.question_phrasings:
-            refuse(type(self).__name__, ("question_phrasings", self.question_phrasings.index(
-                self.generative.question)), self.generative.question,
-                   "is generative.question, phrasing 1 already: give each phrasing once")
+        phrasing.check_new(type(self).__name__, "question_phrasings", self.generative.question,
+                           self.question_phrasings, "generative.question")
         return self
 
     @property

@@ -21,9 +21,15 @@ name had to change to be a path, "Traits", "word_influence", carries the hash to
 ``DIR/<model>/.eval_results/vlfair-<probe>.yaml`` through huggingface_hub's ``EvalResultEntry`` /
 ``eval_result_entries_to_yaml`` (value as measured, date = the run's ``created``, notes = the subset, the
 interval with its level and method, the p-value); two runs of one model on one task are refused (the Hub
-shows one number per model and task). The Every Eval Ever record (schema 0.3.0, every record validated)
-is ``DIR/every_eval_ever/<model>.<probe>.<created>.json``, which each entry's ``source.url`` links to
-(``--source-url`` with ``{record}``; without it the path relative to DIR; a card shows it as a link, so it
+shows one number per model and task). The Every Eval Ever record (schema 0.3.0, every record validated) is
+``DIR/every_eval_ever/data/<collection>/<developer>/<model>/<uuid>.json``, the path Every Eval Ever's datastore
+and validator take (its instance-level records, ``--instances``, beside it as ``<uuid>_samples.jsonl``): the
+collection ``vlfair-<probe>``, the developer and model the record's model id split at its ``/`` (``unknown``
+for an id with none), each segment made a portable folder name, a reserved one (a Windows device, ``CON``,
+``nul.x``, ``LPT1``, or the datastore's ``data``) marked with a leading ``_`` as a model folder is, and a UUID
+made from the run (:func:`record_name`). Each entry's ``source.url`` links to the record (``--source-url`` with
+``{record}``, the record's path under ``every_eval_ever``; without it the path relative to DIR; a card shows it
+as a link, so it
 must be an http(s) address with a host, at most 2,000 characters, holding ``{record}`` as it is: no other
 placeholder, format spec or conversion, so neither ``javascript:`` nor a ``{record:>2000000}`` that would
 write megabytes per entry).
@@ -32,7 +38,11 @@ In a record: ``eval_library`` = vlfair and the run's version (probe, probe versi
 details); one result per number with ``evaluation_result_id`` = its task id, the subset as
 ``metric_parameters``, ``uncertainty.confidence_interval`` (lower, upper, the run's ``confidence``, the
 method: "stratified bootstrap", or the measure's own, Hoeffding for word influence) and
-``num_bootstrap_samples`` (``probe_settings.bootstrap``), the p-value and details as strings; the dataset
+``num_bootstrap_samples`` (``probe_settings.bootstrap``), the p-value and details as strings; ``min_score`` and
+``max_score`` the measure's range as the run recorded it (a run that recorded none: its probe's own facts, then
+the catalog's, a plugin's among them), an open side as "Infinity"/"-Infinity" (Every Eval Ever's model requires
+both sides of a continuous metric); a local model as its directory's name and a hash of its path, never the path
+(the weights named by their fingerprint, the revision); the dataset
 as ``source_type: other`` with its fingerprint (a results.json's dataset name may be a Hub id or a local
 folder: nothing tells them apart). ``lower_is_better`` and ``direction``: docs/DESIGN.md.
 
@@ -76,11 +86,13 @@ import re
 import string
 import unicodedata
 import urllib.parse
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from vlfair.facts import Facts
 from vlfair.measures.catalog import facts_in
 from vlfair.report.numbers import format_interval, format_p, format_subset
 
@@ -171,16 +183,84 @@ def model_slug(model: dict[str, Any]) -> str:
     share a folder and one model's entries never replace another's."""
     repo = model_repo_id(model)
     if repo:
-        return repo.replace("/", "--")
+        return _marked(repo.replace("/", "--"))
     name = model.get("name") or model["spec"]
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:80].strip("._-") or "model"
-    return f"{readable}-{_short_hash(name)}"
+    return _marked(f"{readable}-{_short_hash(name)}")
+
+
+# Names no folder may have: Windows' devices (whatever follows a dot: "con.v2" is CON too, in any case), and the
+# name Every Eval Ever's datastore keeps for its root ("data"); its validator refuses a path through either.
+_RESERVED_NAMES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{device}{n}" for device in ("COM", "LPT")
+                                                            for n in range(1, 10)), "DATA"})
+
+
+def _marked(segment: str) -> str:
+    """``segment``, or ``_segment`` where it is a reserved name (the datastore's own convention): no Hub id or
+    name made safe for a path begins with ``_``, so a marked name is never another's."""
+    return f"_{segment}" if segment.split(".", 1)[0].upper() in _RESERVED_NAMES else segment
+
+
+def path_segment(text: str) -> str:
+    """``text`` as one folder name any filesystem and Every Eval Ever's validator take: runs of characters other
+    than letters, digits, ``.``, ``_`` and ``-`` as ``_``, no ``.`` or ``_`` at either end (so never ``.`` or
+    ``..``: nothing is left of them, ``unknown`` instead), a reserved name marked (:func:`_marked`)."""
+    return _marked(re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "unknown")
+
+
+def _local(model: dict[str, Any]) -> bool:
+    return (model.get("revision") or "").startswith("local-")
+
+
+def _local_name(model: dict[str, Any]) -> str:
+    """A local model's name as a record publishes it: its name, or where that is its directory (the default),
+    the directory's own name, never the path above it (a user's home, their machine's layout)."""
+    name = model.get("name") or model["spec"]
+    if name != model["spec"]:
+        return name
+    return re.split(r"[\\/]", name.rstrip("\\/"))[-1] or name
+
+
+def model_id(model: dict[str, Any]) -> str:
+    """The model's id in a record: its Hub repository; else, for a local directory, its name (never its path,
+    :func:`_local_name`) and 8 hex digits of the name the run gave, so two directories of one name are two
+    models; else (another backend's spec) its name."""
+    repo = model_repo_id(model)
+    if repo:
+        return repo
+    if _local(model):
+        return f"{path_segment(_local_name(model))}-{_short_hash(model.get('name') or model['spec'])}"
+    return model.get("name") or model["spec"]
+
+
+def record_uuid(results: dict[str, Any]) -> str:
+    """The run's record's UUID (version 4, as the datastore asks), made from its probe, creation time, model and
+    samples digest, not at random: the same run always makes the same files."""
+    digest = hashlib.sha256(json.dumps([results["probe"], results["created"], results["model"],
+                                        (results.get("samples") or {}).get("sha256")],
+                                       sort_keys=True).encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
+def datastore_folder(results: dict[str, Any]) -> str:
+    """``data/<collection>/<developer>/<model>``, where Every Eval Ever's datastore files a run's records: the
+    collection is vlfair's probe (``vlfair-professions``), the developer and model the record's model id split at
+    its ``/`` (``unknown`` developer for an id without one), each a :func:`path_segment`."""
+    developer, _, model = model_id(results["model"]).rpartition("/")
+    return "/".join(("data", path_segment(f"vlfair-{_probe_slug(results['probe'])}"),
+                     path_segment(developer or "unknown"), path_segment(model)))
 
 
 def record_name(results: dict[str, Any]) -> str:
-    """The file name of a run's Every Eval Ever record: ``<model-slug>.<probe>.<created, UTC>.json``."""
-    created = _created(results).strftime("%Y%m%dT%H%M%SZ")
-    return f"{model_slug(results['model'])}.{_probe_slug(results['probe'])}.{created}.json"
+    """Where a run's Every Eval Ever record is under card-results' ``every_eval_ever``, the datastore's own path:
+    ``data/<collection>/<developer>/<model>/<uuid>.json`` (:func:`datastore_folder`, :func:`record_uuid`)."""
+    return f"{datastore_folder(results)}/{record_uuid(results)}.json"
+
+
+def samples_name(record: str) -> str:
+    """The path of the instance-level records beside the record at ``record`` (its UUID, ``_samples.jsonl``):
+    the one place the datastore takes them."""
+    return record.removesuffix(".json") + "_samples.jsonl"
 
 
 def _created(results: dict[str, Any]) -> datetime.datetime:
@@ -199,8 +279,9 @@ def check_repo_id(repo_id: str, what: str = "the benchmark repository") -> str:
 
 # ---- Every Eval Ever ------------------------------------------------------------------------------
 
-# a run's instance-level records: (results, its aggregate record) -> (datastore path, JSON lines, details) or None
-Instances = Callable[[dict[str, Any], dict[str, Any]], "tuple[str, str, dict[str, Any]] | None"]
+# a run's instance-level records: (results, its aggregate record, their datastore path) -> (JSON lines, the record's
+# detailed_evaluation_results) or None
+Instances = Callable[[dict[str, Any], dict[str, Any], str], "tuple[str, dict[str, Any]] | None"]
 
 def every_eval_ever_schema() -> dict[str, Any]:
     """The vendored Every Eval Ever aggregate schema (version :data:`SCHEMA_VERSION`)."""
@@ -221,10 +302,12 @@ def _strings(mapping: dict[str, Any]) -> dict[str, str]:
             for k, v in mapping.items() if v is not None}
 
 
-def _bound(value: float | None) -> float | str | None:
-    if value is None or math.isfinite(value):
+def _bound(value: float) -> float | str:
+    """A side of a range: a number, or "Infinity"/"-Infinity" for an open side (the schema's spelling; Every Eval
+    Ever requires both sides of a continuous metric, null being "not provided")."""
+    if math.isfinite(value):
         return value
-    return "Infinity" if value > 0 else "-Infinity"  # the schema's spelling of an unbounded side
+    return "Infinity" if value > 0 else "-Infinity"
 
 
 def _interval(results: dict[str, Any], metric: dict[str, Any]) -> tuple[str | None, int | None]:
@@ -245,12 +328,18 @@ def _confidence(results: dict[str, Any]) -> float | None:
     return float(level) if isinstance(level, (int, float)) and not isinstance(level, bool) else None
 
 
-def _metric_config(results: dict[str, Any], metric: dict[str, Any]) -> dict[str, Any]:
+# each probe's own facts (Probe.facts: metric -> Facts or neutral value) by probe name, for runs that recorded none
+OwnFacts = Mapping[str, Mapping[str, Facts | float]]
+
+
+def _metric_config(results: dict[str, Any], metric: dict[str, Any], own: OwnFacts | None = None) -> dict[str, Any]:
     name = metric["name"]
-    facts = facts_in(results, name)  # as the run recorded them: a plugin's own hold where it is not installed
+    # as the run recorded them (a plugin's own hold where it is not installed); a run that recorded none: its
+    # probe's own, then the catalog's (a plugin's measures among them)
+    facts = facts_in(results, name, (own or {}).get(results["probe"]))
     # The schema asks for a direction; vlfair's is "closer to the neutral value is less biased", which
     # is "lower" only for a bias measure never below its neutral 0 (an F, a gap, epsilon). Every Eval Ever
-    # asks a continuous metric for min_score and max_score; None writes null, "not provided".
+    # asks a continuous metric for min_score and max_score: an open side (None in the facts) is infinite.
     lower_is_better = facts.lower_is_less_biased
     direction = facts.direction
     if not lower_is_better:
@@ -262,7 +351,7 @@ def _metric_config(results: dict[str, Any], metric: dict[str, Any]) -> dict[str,
         "metric_id": _GLOBAL_METRIC_IDS.get(name, f"vlfair.{name}"), "metric_name": name,
         "metric_parameters": metric["subset"],  # what the number was computed on (a trait, a group, a language)
         "lower_is_better": lower_is_better, "score_type": "continuous",
-        "min_score": _bound(facts.low), "max_score": _bound(facts.high),
+        "min_score": _bound(facts.bounds[0]), "max_score": _bound(facts.bounds[1]),
         "additional_details": _strings({"neutral_value": facts.neutral, "direction": direction}),
     }
 
@@ -318,15 +407,19 @@ def verdict_sentence(results: dict[str, Any], metric: dict[str, Any]) -> str | N
 
 def _model_info(model: dict[str, Any]) -> dict[str, Any]:
     repo = model_repo_id(model)
-    name = model.get("name") or model["spec"]
-    info: dict[str, Any] = {"name": name, "id": repo or name}
+    local = _local(model)
+    name = _local_name(model) if local else model.get("name") or model["spec"]
+    info: dict[str, Any] = {"name": name, "id": model_id(model)}
     if repo and "/" in repo:
         info["developer"] = repo.split("/", 1)[0]
     info["additional_details"] = {
         "deployment_type": "self_deployed",  # vlfair loads the weights into its own process
         # a Hub repository's weights can be downloaded; a local directory's may be anyone's
         "model_availability": "open_weights" if repo else "unknown",
-        **_strings({"spec": model["spec"], "revision": model.get("revision"), "dtype": model.get("dtype")}),
+        # a local directory's spec is its path on the user's machine: its revision (the weights' fingerprint) says
+        # which weights it was
+        **_strings({"spec": None if local else model["spec"], "revision": model.get("revision"),
+                    "dtype": model.get("dtype")}),
     }
     return info
 
@@ -341,7 +434,7 @@ def _source_data(dataset: dict[str, Any]) -> dict[str, Any]:
 
 def every_eval_ever_record(results: dict[str, Any], *, organization: str | None = None,
                            evaluator_relationship: str = "third_party",
-                           retrieved: datetime.datetime | None = None) -> dict[str, Any]:
+                           retrieved: datetime.datetime | None = None, own: OwnFacts | None = None) -> dict[str, Any]:
     """One results.json as one Every Eval Ever record (schema 0.3.0), validated.
 
     Every metric with a value is one evaluation result: its value as the score, its interval as
@@ -356,6 +449,7 @@ def every_eval_ever_record(results: dict[str, Any], *, organization: str | None 
         evaluator_relationship: who ran vlfair relative to the model's developer; vlfair measures
             models others trained, so "third_party"; a developer measuring their own passes "first_party".
         retrieved: when the record is made (default now); the run's time is ``created``.
+        own: each probe's own facts by probe name (``Probe.facts``), for a metric the run recorded none of.
 
     Raises:
         jsonschema.ValidationError: the record breaks the schema (a vlfair bug).
@@ -391,7 +485,7 @@ def every_eval_ever_record(results: dict[str, Any], *, organization: str | None 
         "evaluation_results": [
             {"evaluation_result_id": task_id(results["probe"], m["name"], m["subset"]),
              "evaluation_name": f"vlfair.{results['probe']}", "source_data": source_data,
-             "metric_config": _metric_config(results, m), "score_details": _score_details(results, m)}
+             "metric_config": _metric_config(results, m, own), "score_details": _score_details(results, m)}
             for m in results["metrics"] if m["value"] is not None],
     }
     validate_record(record)
@@ -431,29 +525,42 @@ def source_url(template: str | None, record: str) -> str:
     name) filled in, or without a template the record's path relative to card-results' --out.
 
     Raises:
-        ValueError: the template has no ``{record}``, or another placeholder.
+        ValueError: the template is not one (:func:`check_source_template`).
     """
     if template is None:
         return f"{RECORDS_DIR}/{record}"
+    check_source_template(template)
+    return template.format(record=record)
+
+
+def check_source_template(template: str, name: str = "--source-url") -> None:
+    """``template`` is a link to every record: an http(s) address with a host, at most
+    :data:`MAX_URL_CHARACTERS` long, holding ``{record}`` as it is and no other placeholder (card-results'
+    ``--source-url``, the leaderboard Space's ``VLFAIR_RECORDS``: ``name`` is the one the message names).
+
+    Raises:
+        ValueError: what is wrong with it, naming ``name``.
+    """
     shown = repr(template) if len(template) <= 120 else repr(template[:119] + "…")
     if len(template) > MAX_URL_CHARACTERS:
-        raise ValueError(f"--source-url is {len(template):,} characters long ({shown}); a link is at most "
+        raise ValueError(f"{name} is {len(template):,} characters long ({shown}); a link is at most "
                          f"{MAX_URL_CHARACTERS:,}")
     try:
         parts = list(string.Formatter().parse(template))
     except ValueError as exc:
-        raise ValueError(f"--source-url {shown} is not a template: {exc}") from None
-    fields = [(name, spec, conversion) for _, name, spec, conversion in parts if name is not None]
-    if {name for name, _, _ in fields} != {"record"} or any(spec or conversion for _, spec, conversion in fields):
-        raise ValueError(f"--source-url must hold {{record}} (the record's file name, as it is: no format spec or "
+        raise ValueError(f"{name} {shown} is not a template: {exc}") from None
+    fields = [(field, spec, conversion) for _, field, spec, conversion in parts if field is not None]
+    if {field for field, _, _ in fields} != {"record"} or any(spec or conversion for _, spec, conversion in fields):
+        raise ValueError(f"{name} must hold {{record}} (the record's file name, as it is: no format spec or "
                          f"conversion) and no other placeholder, got {shown}; e.g. "
                          f"https://huggingface.co/datasets/ORG/NAME/blob/main/{RECORDS_DIR}/{{record}}")
-    url = template.format(record=record)
-    where = urllib.parse.urlsplit(url)
+    # a record's path (word characters, "." and "-", "/" between its parts: record_name) has no ":" and starts
+    # with none of "/", so where the template puts it cannot make an address of one that is none: a path of its
+    # shape standing in for it shows what every link will be
+    where = urllib.parse.urlsplit(template.format(record="data/collection/developer/model/record.json"))
     if where.scheme not in ("https", "http") or not where.netloc:  # a card shows it as a link: never javascript:
-        raise ValueError(f"--source-url must be an https:// (or http://) address where the records will be, "
+        raise ValueError(f"{name} must be an https:// (or http://) address where the records will be, "
                          f"got {shown}")
-    return url
 
 
 def eval_result_entries(results: dict[str, Any], benchmark_repo: str, source: str) -> list[dict[str, Any]]:
@@ -528,14 +635,16 @@ def benchmark_eval_yaml(results: list[dict[str, Any]], repo_id: str) -> str:
 # ---- card-results --out ---------------------------------------------------------------------------
 
 def write_card_results(results: list[dict[str, Any]], out_dir: str | Path, benchmark_repo: str,
-                       source_template: str | None = None, instances: Instances | None = None) -> list[Path]:
-    """Write ``out_dir/every_eval_ever/<run>.json`` (:func:`record_name`) for every run and
+                       source_template: str | None = None, instances: Instances | None = None,
+                       own: OwnFacts | None = None) -> list[Path]:
+    """Write ``out_dir/every_eval_ever/data/.../<uuid>.json`` (:func:`record_name`) for every run and
     ``out_dir/<model-slug>/.eval_results/vlfair-<probe>.yaml`` for every model and probe; returns
     the files written, records first. Everything is checked before anything is written.
 
-    ``instances(results, record)``: a run's instance-level records, (their datastore path under
-    ``out_dir/every_eval_ever``, the JSON-lines text, the record's ``detailed_evaluation_results``), or
-    None for a run without them (``vlfair.compare.instances.instance_file`` reads a run's samples).
+    ``instances(results, record, path)``: a run's instance-level records, to be written at ``path`` (beside the
+    record, :func:`samples_name`, under ``out_dir/every_eval_ever``): (the JSON-lines text, the record's
+    ``detailed_evaluation_results``), or None for a run without them (``vlfair.compare.instances.instance_file``
+    reads a run's samples). ``own``: each probe's own facts by probe name (:func:`every_eval_ever_record`).
 
     Raises:
         ValueError: a bad ``benchmark_repo`` or ``source_template``, two runs with one record name,
@@ -552,13 +661,13 @@ def write_card_results(results: list[dict[str, Any]], out_dir: str | Path, bench
         name = record_name(r)
         if name in records:
             raise ValueError(f"two runs make the record {name} (one model, probe and second): give one of them")
-        records[name] = every_eval_ever_record(r, organization=organization)
-        found = instances(r, records[name]) if instances is not None else None
+        records[name] = every_eval_ever_record(r, organization=organization, own=own)
+        found = instances(r, records[name], samples_name(name)) if instances is not None else None
         if found is not None:
-            stored, text, details = found
+            text, details = found
             records[name]["detailed_evaluation_results"] = details
             validate_record(records[name])
-            samples_files[stored] = text
+            samples_files[samples_name(name)] = text
         folder = model_slug(r["model"])
         for entry in eval_result_entries(r, benchmark_repo, source_url(source_template, name)):
             first = owner.setdefault((folder, entry["task_id"]), r)
@@ -616,6 +725,7 @@ def _merged(path: Path, text: str) -> str:
     return yaml.safe_dump(new + kept, sort_keys=False, allow_unicode=True, width=1000) if kept else text
 
 
-__all__ = ["benchmark_eval_yaml", "check_repo_id", "eval_result_entries", "eval_results_yaml",
-           "every_eval_ever_record", "every_eval_ever_schema", "model_repo_id", "model_slug", "record_name",
-           "source_url", "task_id", "task_ids", "validate_record", "write_card_results"]
+__all__ = ["OwnFacts", "benchmark_eval_yaml", "check_repo_id", "check_source_template", "datastore_folder",
+           "eval_result_entries", "eval_results_yaml", "every_eval_ever_record", "every_eval_ever_schema", "model_id",
+           "model_repo_id", "model_slug", "path_segment", "record_name", "record_uuid", "samples_name", "source_url",
+           "task_id", "task_ids", "validate_record", "write_card_results"]

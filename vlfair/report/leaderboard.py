@@ -61,7 +61,7 @@ COLUMNS = ["model", "revision", "dtype", "kind", "probe", "probe_version", "data
            # what may be ranked against what: the run's family, the run (its content hash), the metric's
            # neutral value (NaN: a level, not a bias) and the rank within family, metric and subset
            "family", "run", "neutral", "rank",
-           # the run's Every Eval Ever record's file name (as vlfair card-results writes it): a board page links it
+           # the run's Every Eval Ever record's path under every_eval_ever (card-results'): a board page links it
            "record"]
 NUMBERS = {"value": float, "ci_low": float, "ci_high": float, "confidence": float, "p_value": float,
            "log10_p_value": float, "effect": float, "detected": float, "p_adjusted": float,

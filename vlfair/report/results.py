@@ -269,10 +269,20 @@ def load_results(path: Path) -> dict[str, Any]:
     except jsonschema.ValidationError as exc:  # named by where it is: "metrics[0].details.log10_p_value: ..."
         where = "" if exc.json_path == "$" else exc.json_path.removeprefix("$.") + ": "
         raise ValueError(where + exc.message) from None
-    outside = _outside_range(results)
+    outside = _outside_range(results) or _repeated_metric(results)
     if outside:
         raise ValueError(outside)
     return results
+
+
+def _repeated_metric(results: dict[str, Any]) -> str | None:
+    """A metric (a name and a subset) listed twice: no run writes one (a probe reports each once), and every reader
+    would take the two for two metrics (a board ranking the model against itself, two Hub entries of one task)."""
+    from vlfair.outputs import metric_key, repeated
+
+    twice = repeated(metric_key(m.get("name", ""), m.get("subset") or {}) for m in results.get("metrics") or [])
+    return None if twice is None else f"metric {twice[0]!r} of subset {twice[1]} is listed twice (a run reports " \
+                                      "each metric once)"
 
 
 def _outside_range(results: dict[str, Any]) -> str | None:

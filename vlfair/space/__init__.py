@@ -9,4 +9,6 @@ uploads follow from its class.
 
 The demo Space offers the world's two answerers beside its encoders (``space.session.ENCODERS``;
 professions asks them as the demo does).
+
+What a request leaves on disk (its uploads, its outputs), and the cap on all of it: ``space.session.RequestStore``.
 """

@@ -1,4 +1,5 @@
-"""Caps on what one request may upload and how long it may run.
+"""Caps on what one request may upload and how long it may run, and on what the demo Space keeps on disk; the
+Spaces' settings, read when they start (a bad one stops the Space, named: :class:`LimitSettingError`).
 
 Every request of a Space runs within ``VLFAIR_SPACE_TIME_LIMIT_S`` (:mod:`vlfair.guards`), the
 leaderboard Space's compare tab too (:mod:`vlfair.space.compare`: its own caps on a run's samples file
@@ -8,6 +9,7 @@ and rows).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Callable
 from typing import TypeVar
@@ -50,10 +52,14 @@ class Limits:
     max_pixels: int = 40_000_000  # PIL's own decompression-bomb threshold is 89 M; a face photo needs far fewer
     time_limit_s: float = TIME_LIMIT_S
     max_sample_per_group: int = 50  # rows per group cell when sampling a dataset
+    # what the demo Space keeps on disk at once, every visitor's uploads and answers together (the oldest removed
+    # first: session.RequestStore); eleven 1700x1700 PNGs are 92 MB a request
+    max_kept_bytes: int = 2048 * MB
 
     @classmethod
     def from_env(cls) -> Limits:
-        """Defaults, overridden by VLFAIR_SPACE_MAX_FILES, _MAX_FILE_MB, _MAX_TOTAL_MB, _TIME_LIMIT_S.
+        """Defaults, overridden by VLFAIR_SPACE_MAX_FILES, _MAX_FILE_MB, _MAX_TOTAL_MB, _TIME_LIMIT_S,
+        _MAX_KEPT_MB.
 
         Raises:
             LimitSettingError: a variable that is not a number above 0 (a whole one for the
@@ -62,12 +68,48 @@ class Limits:
         return cls(max_files=int(env_number("VLFAIR_SPACE_MAX_FILES", cls.max_files, whole=True)),
                    max_file_bytes=_megabytes("VLFAIR_SPACE_MAX_FILE_MB", cls.max_file_bytes),
                    max_total_bytes=_megabytes("VLFAIR_SPACE_MAX_TOTAL_MB", cls.max_total_bytes),
-                   time_limit_s=time_limit_from_env(cls.time_limit_s))
+                   time_limit_s=time_limit_from_env(cls.time_limit_s),
+                   max_kept_bytes=_megabytes("VLFAIR_SPACE_MAX_KEPT_MB", cls.max_kept_bytes))
 
 
 def _megabytes(name: str, default: int) -> int:
     """A size in MB (a fraction too) as bytes; at least one byte."""
     return max(1, int(env_number(name, default / MB) * MB))
+
+
+RECORDS_VARIABLE = "VLFAIR_RECORDS"
+
+
+def records_from_env() -> str | None:
+    """The leaderboard Space's ``VLFAIR_RECORDS``: where its rows link each run's Every Eval Ever record (a URL
+    with ``{record}``, card-results' ``--source-url``, held to the same rules:
+    ``report.eval_results.check_source_template``), or None where it is unset (no links).
+
+    Raises:
+        LimitSettingError: a value that is no such link, named: the Space does not start, as with a bad limit.
+    """
+    from vlfair.report.eval_results import check_source_template
+
+    template = os.environ.get(RECORDS_VARIABLE)
+    if template is None:
+        return None
+    try:
+        check_source_template(template, RECORDS_VARIABLE)
+    except ValueError as exc:
+        raise LimitSettingError(f"{exc} (unset, rows link no record)") from None
+    return template
+
+
+def check_leaderboard_settings() -> None:
+    """The leaderboard Space's own settings, read when it starts, as the demo Space reads its limits:
+    VLFAIR_RECORDS (:func:`records_from_env`) and its compare tab's VLFAIR_SPACE_TIME_LIMIT_S.
+
+    Raises:
+        LimitSettingError: a bad value, named: the Space does not start (else every row would link nowhere, or
+            every comparison be refused).
+    """
+    records_from_env()
+    time_limit_from_env()
 
 
 DEMO_ADVICE = "use fewer images, a smaller sample or a smaller model, or run vlfair locally"
@@ -83,4 +125,5 @@ def run_with_time_limit(work: Callable[[], T], seconds: float, advice: str = DEM
                               f"{advice}") from None
 
 
-__all__ = ["MB", "LimitSettingError", "Limits", "SpaceInputError", "TimeLimitExceeded", "run_with_time_limit"]
+__all__ = ["MB", "RECORDS_VARIABLE", "LimitSettingError", "Limits", "SpaceInputError", "TimeLimitExceeded",
+           "check_leaderboard_settings", "records_from_env", "run_with_time_limit"]

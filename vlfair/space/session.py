@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
+import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -312,9 +315,12 @@ def run_request(pool: EncoderPool, probe: str, encoder_label: str, data_label: s
                 labels: pd.DataFrame | None = None, prompt: str = "a nurse at the hospital",
                 limits: Limits = DEFAULT_LIMITS, out_dir: str | Path | None = None,
                 progress: Progress = lambda fraction, text: None) -> RunOutput:
-    """Check the request, load the encoder and data, run the probe, read back its outputs."""
+    """Check the request, load the encoder and data, run the probe, read back its outputs (in ``out_dir``, else a
+    ``vlfair-space-*`` folder of its own, removed if the request stops: refused, past its time limit, crashed)."""
     from vlfair.probes import run_probe
 
+    made = out_dir is None  # a folder of its own: removed if the request stops, which leaves nothing to show
+    out = Path(out_dir or tempfile.mkdtemp(prefix=REQUEST_PREFIX))
     try:
         progress(0.02, "checking the data")
         dataset = build_dataset(probe, data_label, per_group=per_group, uploads=uploads, labels=labels, limits=limits)
@@ -322,16 +328,125 @@ def run_request(pool: EncoderPool, probe: str, encoder_label: str, data_label: s
         encoder, choice = pool.get(encoder_label, other_id, allow_other, log=lambda line: progress(0.15, line.strip()))
         parts = SPACE_PARTS.get(probe)
         settings, components = parts(encoder, choice, prompt, dataset) if parts else (None, None)
-        out = Path(out_dir or tempfile.mkdtemp(prefix="vlfair-space-"))
         progress(0.3, f"running the {probe} probe")
         results = run_probe(probe, encoder, dataset, out, cache_dir=pool.cache_dir, settings=settings,
                             components=components)
-    except SpaceInputError:
+    except BaseException as exc:  # a refusal, a stop at the time limit, a crash
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        if isinstance(exc, ValueError) and not isinstance(exc, SpaceInputError):
+            # ProbeError, DataError and the measures' own checks: all about this input
+            raise SpaceInputError(f"{probe}: {exc}") from None
         raise
-    except ValueError as exc:  # ProbeError, DataError and the measures' own checks: all about this input
-        raise SpaceInputError(f"{probe}: {exc}") from None
     progress(0.95, "reading the report")
     # the probe's own Markdown (the studies' tables keep their bold column maxima)
     tables = {p.stem: p.read_text() for p in sorted(out.glob("*.md"))}
     return RunOutput(results, metrics_frame(results), tables, sorted(out.glob("*.png")), out / "results.json",
                      out / "report.html")
+
+
+# ---- what requests leave on disk -------------------------------------------------------------
+REQUEST_PREFIX = "vlfair-space-"  # each request's folder: the probe's outputs, which the page shows
+
+
+class RequestStore:
+    """What the demo Space keeps on disk for its visitors, within :attr:`Limits.max_kept_bytes`.
+
+    Each request runs in a folder of its own under ``cache/vlfair-space`` (``cache``: Gradio's, which serves a
+    file inside it as it is, so the gallery and the downloads read the request's own files, not copies): a request
+    that stops takes its folder with it, and an answered one's stays while the visitor's page shows it, until
+    their next answer replaces it or their session ends (:meth:`forget`). Its uploads go once it is answered
+    (:meth:`forget_uploads`). Before each request, and every minute (:meth:`keep_trimmed`), the whole of ``cache``
+    (uploads never run too) is cut to the cap, the oldest first (:meth:`trim`): an upload folder of Gradio's or a
+    request's folder at a time, never part of one.
+    """
+
+    def __init__(self, cache: str | Path, max_bytes: int):
+        self.cache = Path(cache).resolve()
+        self.root = self.cache / "vlfair-space"
+        self.max_bytes = max_bytes
+
+    def new_folder(self, spare: Sequence[str | Path] = ()) -> Path:
+        """An empty folder for one request, made once the store is within its cap (``spare``: the request's
+        own uploads, never removed for it)."""
+        self.trim(spare)
+        self.root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=REQUEST_PREFIX, dir=self.root))
+
+    def forget(self, folder: str | Path | None) -> None:
+        """Remove a request's folder (one of this store's, nothing else)."""
+        if folder and self._holds(Path(folder)) and Path(folder).resolve().parent == self.root:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def forget_uploads(self, paths: Sequence[str | Path | None]) -> None:
+        """Remove a request's uploaded files, and each folder Gradio made for one that is then empty. Only
+        files in Gradio's cache outside the requests' folders (a path sent as an upload may name another
+        visitor's plot)."""
+        for path in (Path(p).resolve() for p in paths if p):
+            if not self._holds(path) or path.is_relative_to(self.root) or not path.is_file():
+                continue
+            path.unlink(missing_ok=True)
+            if path.parent != self.cache:
+                with contextlib.suppress(OSError):  # not empty (another file of that upload), or gone meanwhile
+                    path.parent.rmdir()
+
+    def trim(self, spare: Sequence[str | Path] = ()) -> list[Path]:
+        """Remove the oldest entries (by their newest file) until the cache holds at most ``max_bytes``;
+        returns those removed. An entry holding a ``spare`` path stays."""
+        kept = [Path(p).resolve() for p in spare]
+        entries = sorted(self._entries(), key=lambda entry: entry[0])
+        total = sum(size for _, size, _ in entries)
+        removed = []
+        for _, size, entry in entries:
+            if total <= self.max_bytes:
+                break
+            if any(path == entry or path.is_relative_to(entry) for path in kept):
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            total -= size
+            removed.append(entry)
+        return removed
+
+    def keep_trimmed(self, every_s: float) -> threading.Event:
+        """:meth:`trim` every ``every_s`` seconds, in a daemon thread: files are uploaded to Gradio without any
+        request (its upload route), so waiting for the next request would let them fill the disk meanwhile. Set
+        the event returned to stop."""
+        stop = threading.Event()
+
+        def trimming() -> None:
+            while not stop.wait(every_s):
+                self.trim()
+
+        threading.Thread(target=trimming, daemon=True, name="vlfair-space-trim").start()
+        return stop
+
+    def _holds(self, path: Path) -> bool:
+        return path.resolve().is_relative_to(self.cache) and path.resolve() != self.cache
+
+    def _entries(self) -> list[tuple[float, int, Path]]:
+        """(newest modification, bytes, path) of each entry: every child of the cache, those of the requests'
+        folder in its place."""
+        if not self.cache.is_dir():
+            return []
+        children = [p for p in self.cache.iterdir() if p != self.root]
+        children += list(self.root.iterdir()) if self.root.is_dir() else []
+        entries = []
+        for child in children:
+            found = _files_of(child)
+            if found is not None:  # gone meanwhile (Gradio's own deletion, another request's)
+                times, sizes = found
+                entries.append((max(times), sum(sizes), child))
+        return entries
+
+
+def _files_of(entry: Path) -> tuple[list[float], list[int]] | None:
+    """The modification times (its own first) and sizes of ``entry`` and the files under it; None if it went."""
+    try:
+        files = [entry] if not entry.is_dir() else [entry, *(p for p in entry.rglob("*") if p.is_file())]
+        stats = [p.lstat() for p in files]
+    except FileNotFoundError:
+        return None
+    return [s.st_mtime for s in stats], [s.st_size if p.is_file() else 0 for p, s in zip(files, stats)]

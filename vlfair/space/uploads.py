@@ -12,11 +12,14 @@ from PIL import Image, UnidentifiedImageError
 from vlfair.data.registry import SCHEMAS
 from vlfair.data.schemas import normalize_label
 from vlfair.data.synthetic import columns_to_dataset
-from vlfair.imageio import UnusableImage, decode
+from vlfair.imageio import UnusableImage, decode, file_type
 from vlfair.probes.base import UploadSpec
 from vlfair.space.limits import MB, Limits, SpaceInputError
 
-IMAGE_FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "GIF", "TIFF")  # what PIL decodes without plugins
+# what PIL decodes without plugins, by file type (imageio.file_type: a phone's MPO is the JPEG it is)
+IMAGE_FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "GIF", "TIFF")
+# said of an upload sent again after its run was answered (session.RequestStore.forget_uploads)
+UPLOADS_GONE = "a run's uploads are removed once it is answered; upload them again"
 FILE_COLUMN = "file"
 FILE_COLUMN_ALIASES = ("file", "file_name", "filename", "image")
 
@@ -63,6 +66,10 @@ def check_images(paths: Sequence[str | Path], limits: Limits) -> list[Path]:
             raise SpaceInputError(f"two uploaded files are named {path.name!r}; labels are matched by file name, "
                                   "so names must be unique")
         seen[path.name] = path
+    gone = [p.name for p in files if not p.is_file()]
+    if gone:  # a page (or an API call) sending again what an earlier answer had read
+        raise SpaceInputError(f"{len(gone)} uploaded file(s) are no longer on this Space ({', '.join(gone[:5])}): "
+                              f"{UPLOADS_GONE}")
     sizes = {p: p.stat().st_size for p in files}
     if sum(sizes.values()) > limits.max_total_bytes:
         raise SpaceInputError(f"the uploads total {sum(sizes.values()) / MB:.1f} MB; the limit is "
@@ -78,7 +85,7 @@ def check_images(paths: Sequence[str | Path], limits: Limits) -> list[Path]:
 def _check_image(path: Path, limits: Limits) -> None:
     try:
         with Image.open(path) as image:
-            if image.format not in IMAGE_FORMATS:
+            if file_type(image) not in IMAGE_FORMATS:
                 raise SpaceInputError(f"{path.name} is a {image.format} image; "
                                       f"accepted types: {', '.join(IMAGE_FORMATS)}")
             if image.width * image.height > limits.max_pixels:
@@ -101,6 +108,8 @@ def _check_image(path: Path, limits: Limits) -> None:
 
 def read_labels_csv(path: str | Path) -> pd.DataFrame:
     """A CSV with a file-name column (file, file_name, filename or image) and one column per label."""
+    if not Path(path).is_file():
+        raise SpaceInputError(f"the labels file {Path(path).name} is no longer on this Space: {UPLOADS_GONE}")
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
