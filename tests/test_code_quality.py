@@ -111,7 +111,10 @@ SPACE_IMPORTS = {
     "demo": {"vlfair.logging", "vlfair.space", "vlfair.space.session", "vlfair.space.limits",
              "vlfair.space.uploads", "vlfair.report.numbers", "vlfair.figures"},
     "leaderboard": {"vlfair.figures", "vlfair.metrics", "vlfair.report.leaderboard", "vlfair.report.plots",
-                    "vlfair.report.numbers", "vlfair.space.compare", "vlfair.compare.tiers", "vlfair.space.limits"},
+                    "vlfair.report.numbers", "vlfair.space.compare", "vlfair.compare.tiers",
+                    # every board's reading (the installed probes' facts, runs checked against their samples) and
+                    # the time limit its loads run within
+                    "vlfair.compare.board", "vlfair.space.limits"},
 }
 
 

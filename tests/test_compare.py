@@ -461,7 +461,10 @@ def test_the_cli_writes_the_comparison_and_prints_the_verdicts(traits_runs, tmp_
 
 
 def test_on_common_rows_compares_the_shared_rows_and_says_so(traits_runs, tmp_path):
-    fewer = _copy(traits_runs[1], tmp_path / "fewer", frame=lambda f: f.iloc[20:].reset_index(drop=True))
+    from vlfair.testing import reported_as_its_samples_give
+
+    fewer = reported_as_its_samples_give(_copy(traits_runs[1], tmp_path / "fewer",
+                                               frame=lambda f: f.iloc[20:].reset_index(drop=True)))
     with pytest.raises(ComparisonError, match="different rows .* --on-common-rows"):
         compare_runs([traits_runs[0], fewer], bootstrap=0, n_permutations=0)
     content = compare_runs([traits_runs[0], fewer], on_common_rows=True, bootstrap=0, n_permutations=50).content

@@ -14,6 +14,7 @@ import pytest
 from vlfair.cli import main
 from vlfair.compare.power import design
 from vlfair.samples import read_samples, write_samples
+from vlfair.testing import reported_as_its_samples_give
 
 DOCTOR = {"attribute": "gender", "profession": "doctor"}
 ACTORS = {"class": "actor", "folder": "actor"}  # the biased world's planted actor bias ratio (women called actors more)
@@ -85,6 +86,7 @@ def flat(demo, tmp_path_factory):
     stored = {key: value for key, value in content.items() if key not in ("metrics", "published", "samples")}
     content["samples"] = write_samples(samples, folder / "samples.parquet", stored)
     (folder / "results.json").write_text(json.dumps(content))
+    reported_as_its_samples_give(folder)  # the run that held these samples (rescore refuses one that does not)
     assert main(["rescore", str(folder), "--out", str(base / "run")]) == 0
     return base / "run"
 

@@ -192,8 +192,10 @@ def test_the_pairs_behind_the_tiers_are_vlfair_compare_s_verdicts(three):
     expected: dict = {}
     for key, entries in by_metric.items():
         for entry, adjusted in zip(entries, stats.holm([e["p_value"] for e in entries])):
-            expected.setdefault(key, {})[frozenset((runs[entry["a"]], runs[entry["b"]]))] = verdict(
-                {**entry, "p_adjusted": adjusted}, 0.05) in ("a_less_biased", "b_less_biased")
+            # the run shown less biased (the test's direction), None where neither is
+            expected.setdefault(key, {})[frozenset((runs[entry["a"]], runs[entry["b"]]))] = {
+                "a_less_biased": runs[entry["a"]], "b_less_biased": runs[entry["b"]]}.get(
+                verdict({**entry, "p_adjusted": adjusted}, 0.05))
     assert why == "" and differs == expected
     assert any(any(pairs.values()) for pairs in expected.values())  # some pairs are told apart
 
@@ -256,12 +258,13 @@ def test_f_tests_are_tiered_in_the_board_s_order_of_effect_size():
 
     group = pd.DataFrame({"run": ["a", "b", "c"], "value": [1.0, 0.5, 40.0], "neutral": [0.0, 0.0, 0.0],
                           "effect": [0.0, 0.0, 0.3]})
-    differs = {frozenset(("a", "c")): True, frozenset(("b", "c")): True, frozenset(("a", "b")): False}
+    # each pair told apart names the run its test shows less biased (None: not told apart)
+    differs = {frozenset(("a", "c")): "a", frozenset(("b", "c")): "b", frozenset(("a", "b")): None}
     tiers, tied = tiers_of(group, differs)
     assert tiers == {1: 1, 0: 1, 2: 2} and list(tiers) == [1, 0, 2] and tied[1] == {"a"}
     group["effect"] = [0.05, 0.1, 0.02]  # the effects' order, not F's (rows of unlike designs, as a board reads them)
-    tiers, _ = tiers_of(group, {pair: True for pair in differs})
+    tiers, _ = tiers_of(group, {frozenset(("a", "c")): "c", frozenset(("b", "c")): "c", frozenset(("a", "b")): "a"})
     assert list(tiers) == [2, 0, 1] and tiers == {2: 1, 0: 2, 1: 3}
     group["effect"] = [0.2, 0.1, None]  # one row has no effect: all by their distance
-    tiers, _ = tiers_of(group, {frozenset(("a", "b")): True, frozenset(("a", "c")): True, frozenset(("b", "c")): True})
+    tiers, _ = tiers_of(group, {frozenset(("a", "b")): "b", frozenset(("a", "c")): "a", frozenset(("b", "c")): "b"})
     assert list(tiers) == [1, 0, 2] and tiers == {1: 1, 0: 2, 2: 3}

@@ -400,7 +400,8 @@ def _refuse_inside(out: str, sources: list[str]) -> None:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from vlfair.report.leaderboard import read_board, write_table
+    from vlfair.compare.board import read_checked_board
+    from vlfair.report.leaderboard import write_table
 
     if args.push_to_hub:  # it replaced the whole table on the Hub: a second person's push erased the first's
         raise UserError(f"--push-to-hub is gone (it replaced the board others fed): add each run with `vlfair "
@@ -411,7 +412,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
     if Path(args.out).suffix not in (".parquet", ".csv") or Path(args.out).is_dir():  # said before the board is read
         raise UserError(f"--out must be a file ending in .parquet or .csv (the table's format), got {args.out!r}")
     skipped: list[str] = []
-    frame = read_board(args.results, skipped, token=args.token, neutral=_probes_own_facts())
+    # plugins' bias measures too; each run's values checked against its samples where they are beside it
+    frame = read_checked_board(args.results, skipped, token=args.token)
     for problem in skipped:
         log.warning(f"vlfair leaderboard: skipped {problem}")
     if frame.empty and not frame.attrs["runs"]:  # the reasons are part of the error: --quiet hides the warnings
@@ -456,9 +458,14 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
 
 
 def _push_results(args: argparse.Namespace) -> int:
+    from vlfair.compare.runs import reported_problem
     from vlfair.report.eval_results import benchmark_eval_yaml
     from vlfair.report.hub import push_run
 
+    problem = reported_problem(args.run)  # every board would skip it: never pushed
+    if problem:
+        file = Path(args.run)
+        raise UserError(f"{file if file.name == 'results.json' else file / 'results.json'}: {problem}")
     pushed = push_run(args.run, args.repo, token=args.token, benchmark=benchmark_eval_yaml if args.benchmark else None)
     for warning in pushed.warnings:
         log.warning(f"vlfair push-results: {warning}")
@@ -581,6 +588,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 
 
 def _card_results(args: argparse.Namespace) -> int:
+    from vlfair.compare.board import installed_facts
     from vlfair.report.leaderboard import card_results
     from vlfair.report.results import read_files
 
@@ -599,7 +607,7 @@ def _card_results(args: argparse.Namespace) -> int:
     instances = _instance_files({id(content): path for path, content in found}) if args.instances else None
     # the files first: a mistake in them stops the command before anything is printed
     written = [] if args.out is None else write_card_results(results, args.out, args.benchmark_repo, args.source_url,
-                                                             instances, _probes_own_facts())
+                                                             instances, installed_facts())
     print(card_results(results))
     if args.out is not None:
         # "# " lines: stdout stays the YAML it was (vlfair card-results ... > card.yaml)
@@ -609,14 +617,6 @@ def _card_results(args: argparse.Namespace) -> int:
             log.info(f"# each entry's source url is its record's path relative to {args.out} ({RECORDS_DIR}/...): "
                      "give --source-url with {record} for where the records will be online")
     return 0
-
-
-def _probes_own_facts() -> dict[str, Any]:
-    """Each installed probe's own facts by its name (``Probe.facts``; importing a plugin's probe registers its
-    measures too), for a run that recorded none of a metric's: never a plugin's bias measure read as a level."""
-    from vlfair.probes import probe_class, probe_names
-
-    return {name: probe_class(name).facts for name in probe_names()}
 
 
 def _instance_files(paths: dict[int, Path]) -> Any:

@@ -32,7 +32,21 @@ from vlfair.tiny import qwen2_vl_processor
 
 __all__ = [*_TINY, "NUMBERS_KEYS", "RECORD_NUMBERS", "assert_metrics_close", "assert_same_numbers",
            "assert_statistics_are_metrics", "checkpoint_with_its_own_code", "comparable_results", "launch_env",
-           "qwen2_vl_processors_without_video", "recorded_numbers"]
+           "qwen2_vl_processors_without_video", "recorded_numbers", "reported_as_its_samples_give"]
+
+
+def reported_as_its_samples_give(run: Path) -> Path:
+    """``run``'s results.json with each metric's point value as its samples give it (a test that edits a run's
+    samples makes the run that held them: compare, rescore and every board refuse a run whose values its samples
+    do not give, ``vlfair.compare.runs.misreported``)."""
+    from vlfair.compare.runs import load_run, metric_key, point_values
+
+    values = point_values(load_run(run, check=False)) or {}
+    content = json.loads((run / "results.json").read_text())
+    for metric in content["metrics"]:
+        metric["value"] = values.get(metric_key(metric["name"], metric["subset"]), metric["value"])
+    (run / "results.json").write_text(json.dumps(content))
+    return run
 
 
 def assert_metrics_close(actual: list[dict[str, Any]], expected: list[dict[str, Any]], rtol: float = 1e-5,

@@ -25,6 +25,11 @@ resolves inside the metrics folder (`metrics.metric_card`): never a path, `..` o
 compare tab: `vlfair.space.compare`.
 
 A scorer filter picks contrastive or generative models (the board's `kind` column).
+
+A board is read as `vlfair leaderboard` reads it (`vlfair.compare.board`: the installed probes' facts, a plugin's
+too; a run whose values its samples beside it do not give, skipped and named), each load within the Space's time
+limit (`VLFAIR_SPACE_TIME_LIMIT_S`: past it, the load stops and says so), and a family of more runs than
+`vlfair.compare.tiers.MAX_RUNS` is not tiered (said under "Tiers", with the families tiered unpaired).
 """
 
 import json
@@ -38,6 +43,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from vlfair.compare.board import read_checked_board
 from vlfair.compare.tiers import add_tiers
 from vlfair.figures import subplots
 from vlfair.metrics import metric_card
@@ -51,14 +57,19 @@ from vlfair.report.leaderboard import (
     markdown_text,
     neutral_value,
     normalise,
-    read_board,
     read_table,
     readable,
 )
 from vlfair.report.numbers import format_subset, format_value
 from vlfair.report.plots import forest
 from vlfair.space.compare import MAX_RUNS, compare_chosen, run_choices, view
-from vlfair.space.limits import RECORDS_VARIABLE, LimitSettingError, check_leaderboard_settings
+from vlfair.space.limits import (
+    RECORDS_VARIABLE,
+    LimitSettingError,
+    check_leaderboard_settings,
+    run_with_time_limit,
+    time_limit_from_env,
+)
 
 ALL = "(all)"
 # a URL with {record} where the runs' Every Eval Ever records are (card-results' --source-url): each row of the
@@ -66,6 +77,9 @@ ALL = "(all)"
 RECORDS = os.environ.get(RECORDS_VARIABLE)
 TIERS: dict[tuple, Any] = {}  # each family's tests, by its runs and the options (vlfair.compare.tiers.add_tiers)
 TIERS_KEPT = 256  # families whose tests are kept (the oldest forgotten first: a visitor may load many datasets)
+CHECKED: dict[str, str | None] = {}  # each run's values against its samples, by its content hash (compare.board)
+CHECKED_KEPT = 100_000
+LOAD_ADVICE = "load a dataset of fewer runs, or read it with vlfair leaderboard locally"
 SHOWN = ["model", "kind", "probe", "metric", "subset", "value", "ci_low", "ci_high", "p_value", "log10_p_value",
          "detected", "correction", "dataset", "created", "rank", "tier", "neutral", "family", "record"]
 SORTS = ["value", "rank", "p_value", "model", "metric"]
@@ -105,10 +119,15 @@ def _board_in(path: Path, source: str | None, skipped: list[str] | None = None) 
         raise FileNotFoundError(f"no results.json under {source or path}, and it is not a leaderboard dataset "
                                 f"({LEGACY})")
     problems: list[str] = []  # one malformed file must not hide the board: listed, by name
-    board = read_board([path], problems)
+    # the installed probes' facts (a plugin's), each run's values checked against its samples beside it
+    board = read_checked_board([path], problems, memo=CHECKED)
+    for run in list(CHECKED)[:max(0, len(CHECKED) - CHECKED_KEPT)]:
+        del CHECKED[run]
     # tiers: paired from the runs' samples where they are here (a folder of runs), else from the intervals; each
     # family's tests once per process (by its runs' content hashes), not on every load of the board
-    board = add_tiers(board, board.attrs["paths"], memo=TIERS)
+    said: list[str] = []  # a family tiered unpaired, or not at all (one model, more runs than a board tiers)
+    board = add_tiers(board, board.attrs["paths"], memo=TIERS, said=said)
+    board.attrs["tiers_said"] = said
     for family in list(TIERS)[:max(0, len(TIERS) - TIERS_KEPT)]:  # a dict keeps its keys in insertion order
         del TIERS[family]
     board.attrs["skipped"] = [*(skipped or []),
@@ -299,7 +318,7 @@ def summary(board: pd.DataFrame, source: str, problem: str | None) -> str:
                 f"({markdown_text(problem)}). Set VLFAIR_RESULTS to a Hub dataset fed by `vlfair push-results` "
                 "(hf://datasets/ORG/NAME), a directory of runs or a table written by `vlfair leaderboard`, and "
                 "restart the Space, or load a Hub dataset above.")
-    skipped = board.attrs.get("skipped", [])
+    skipped, tiers_said = board.attrs.get("skipped", []), board.attrs.get("tiers_said", [])
     duplicates, rows = board.attrs.get("duplicates", 0), board.attrs.get("duplicate_rows", 0)
     return (f"# vlfair leaderboard\n{_count(len(board), 'result')} from {_count(board['model'].nunique(), 'model')} "
             f"and {_count(board['probe'].nunique(), 'probe')}, in "
@@ -308,14 +327,15 @@ def summary(board: pd.DataFrame, source: str, problem: str | None) -> str:
             "accuracy, a mean score) has no rank."
             + (f" {_count(duplicates, 'identical copy', 'identical copies')} of runs left out." if duplicates else "")
             + (f" {_count(rows, 'identical row')} of the table left out." if rows else "")
-            + ("\n\nSkipped (unreadable): " + "; ".join(markdown_text(s) for s in skipped) if skipped else ""))
+            + ("\n\nSkipped (unreadable): " + "; ".join(markdown_text(s) for s in skipped) if skipped else "")
+            + ("\n\nTiers: " + "; ".join(markdown_text(s) for s in tiers_said) if tiers_said else ""))
 
 
 def read_source(source: str, token: str | bool | None = None) -> tuple[pd.DataFrame, str | None]:
     """The board of ``source`` and None, or an empty board and what went wrong (a Space starts
-    whatever its data source does)."""
+    whatever its data source does); read within the Space's time limit (``VLFAIR_SPACE_TIME_LIMIT_S``)."""
     try:
-        return load_board(source, token), None
+        return run_with_time_limit(lambda: load_board(source, token), time_limit_from_env(), LOAD_ADVICE), None
     except Exception as exc:  # noqa: BLE001
         return normalise(pd.DataFrame(columns=COLUMNS)), f"{type(exc).__name__}: {exc}"
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from vlfair import paired, stats, verdicts
 from vlfair._version import __version__
-from vlfair.compare.runs import Run, RunError, columns_named, load_run
+from vlfair.compare.runs import Run, RunError, columns_named, load_run, refuse_misreported
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, CORRECTION, PERMUTATIONS, SEED
 from vlfair.report import machine
 from vlfair.report.results import jsonable
@@ -82,7 +82,7 @@ def prepare_runs(paths: Sequence[str | Path], on_common_rows: bool = False) -> P
 
     if len(paths) < 2:
         raise ComparisonError(f"compare needs at least two runs, got {len(paths)}")
-    runs = [load_run(path) for path in paths]
+    runs = [load_run(path, check=False) for path in paths]  # their values checked after what says more (below)
     _refuse_duplicates(runs)
     problems = _incomparable(runs, on_common_rows)
     if problems:
@@ -111,6 +111,8 @@ def prepare_runs(paths: Sequence[str | Path], on_common_rows: bool = False) -> P
     _refuse_missing_values(runs, frames, row_sets, values)
     with columns_named(runs):
         _check_groups(probe, runs, frames, row_sets)
+    for run in runs:  # a value its samples do not give: the board's values and the comparison's would differ
+        refuse_misreported(run)
     if fewer:  # the runs' own rows made their own numbers; fewer shared ones may leave a group too small
         kept, small = _without_small_groups(row_sets, len(common))
         values = [[v for row_set, v in zip(row_sets, run_values) if any(row_set is k for k in kept)]

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vlfair.compare.runs import RunError, columns_named, load_run
+from vlfair.compare.runs import RunError, columns_named, load_run, refuse_misreported
 from vlfair.defaults import INTERVAL_SETTINGS
 
 if TYPE_CHECKING:  # the probes (and their imports) load when a rescore runs, not with the CLI's help
@@ -41,7 +41,7 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None,
     command-line flag that set an override (``{"n_permutations": "--permutations"}``), named where it is refused."""
     from vlfair.probes import ProbeError, probe_class, runner
 
-    run = load_run(run_dir)
+    run = load_run(run_dir, check=False)  # its values checked after what says more (a metric its samples lost)
     results = run.results
     name = results["probe"]
     unknown = sorted(set(overrides or {}) - set(RESCORE_SETTINGS))
@@ -71,6 +71,7 @@ def rescored(run_dir: str | Path, overrides: dict[str, Any] | None = None,
     with columns_named([run]):
         output = probe.analyze_samples(run.samples)
     _refuse_lost_metrics(run, output.metrics)
+    refuse_misreported(run)  # a value its samples do not give: the rescore would replace it unsaid
     output.samples = run.samples
     output.notes.append("Rescored from samples.parquet (vlfair rescore): figures drawn from the images or the model "
                         "themselves (median images, Grad-CAM, generated images) are in the original run's report.")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+import json
+import math
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,14 @@ from vlfair.samples import MissingColumn, Samples, SamplesError, read_samples
 
 class RunError(ValueError):
     """A run folder that cannot be re-analysed; the message names the folder and what to do."""
+
+
+class MisreportedRun(RunError):
+    """A run whose results.json reports a value its samples do not give (:func:`misreported`): ``problem``."""
+
+    def __init__(self, file: Path, problem: str):
+        super().__init__(f"{file}: {problem}")
+        self.problem = problem
 
 
 @dataclasses.dataclass
@@ -30,12 +40,14 @@ class Run:
         return str(model.get("name") or model["spec"])
 
 
-def load_run(path: str | Path) -> Run:
-    """The run in folder ``path`` (or the folder of a results.json).
+def load_run(path: str | Path, check: bool = True) -> Run:
+    """The run in folder ``path`` (or the folder of a results.json), its reported values checked against its
+    samples (:func:`refuse_misreported`; ``check=False``: by the caller, after checks that say more, as compare's).
 
     Raises:
         RunError: no results.json, one that breaks the schema, a run from a vlfair that kept no
-            samples, a samples file that is missing or changed since the run.
+            samples, a samples file that is missing or changed since the run; :class:`MisreportedRun`: a value
+            its samples do not give.
     """
     from vlfair.report.results import load_results
 
@@ -60,7 +72,30 @@ def load_run(path: str | Path) -> Run:
     if len(samples.frame) != entry["rows"]:
         raise RunError(f"{folder / entry['file']}: {len(samples.frame)} rows, results.json says {entry['rows']}")
     _check_same_run(folder / entry["file"], header, results)
-    return Run(folder, results, samples)
+    run = Run(folder, results, samples)
+    if check:
+        refuse_misreported(run)
+    return run
+
+
+def refuse_misreported(run: Run) -> None:
+    """:class:`MisreportedRun` where :func:`misreported` finds a value the run's samples do not give."""
+    problem = misreported(run)
+    if problem:
+        raise MisreportedRun(run.path / "results.json", problem)
+
+
+def reported_problem(path: str | Path) -> str | None:
+    """What :func:`misreported` finds in the run at ``path`` (a folder or its results.json) where its samples
+    are beside it, else None: a run without samples here, or whose samples cannot be read, is another
+    problem, said where those samples are read (a board ranks results.json alone; its tiers say why unpaired)."""
+    try:
+        load_run(path)
+    except MisreportedRun as exc:
+        return exc.problem
+    except RunError:
+        return None
+    return None
 
 
 # What the samples file records of its run (results.json without its numbers, as the run wrote both) and must
@@ -86,6 +121,74 @@ def _check_same_run(path: Path, header: dict[str, Any], results: dict[str, Any])
                        "the samples file)")
 
 
+# float noise only: the point values are recomputed from the same samples by the same arithmetic
+REPORTED_TOLERANCE = 1e-9
+
+
+def misreported(run: Run) -> str | None:
+    """Where results.json reports a point value its samples do not give (a number edited beside untouched
+    samples, or samples edited beside untouched numbers): the first such metric and both values, else None.
+
+    The point values are recomputed as ``vlfair rescore`` does, without its intervals and tests (which
+    depend on resampling), by the run's probe under its recorded settings; a run whose probe is not installed
+    here, or is installed at another version (whose analysis may differ), cannot be checked and is not
+    (nothing here can read its samples either: compare and rescore refuse it, a board tiers it unpaired)."""
+    results = run.results
+    recomputed = point_values(run)
+    if recomputed is None:
+        return None
+    for position, metric in enumerate(results["metrics"]):
+        key = metric_key(metric["name"], metric["subset"])
+        if key not in recomputed:
+            continue  # a metric this analysis does not make from samples (a probe's note): nothing to check
+        reported, expected = metric["value"], recomputed[key]
+        if not _same_value(reported, expected):
+            subset = ", ".join(f"{k}={v}" for k, v in metric["subset"].items())
+            return (f"metrics[{position}] ({metric['name']}{', ' + subset if subset else ''}) "
+                    f"reports {_shown(reported)}, its samples give {_shown(expected)} "
+                    f"({results['samples']['file']}): results.json or the samples were edited since the run")
+    return None
+
+
+def point_values(run: Run) -> dict[tuple[str, str], Any] | None:
+    """Each metric's point value (by name and subset as sorted JSON) as the run's probe makes it from the run's
+    samples under its recorded settings, without intervals or tests; None where that cannot be done here (the
+    probe not installed, or at another version; samples it cannot analyse, said where they are analysed)."""
+    from vlfair.probes import ProbeError, probe_class
+
+    results = run.results
+    try:
+        probe_type = probe_class(results["probe"])
+    except ProbeError:
+        return None
+    settings = dict(results.get("probe_settings") or {})
+    if not probe_type.keeps_samples() or settings.get("version", results["probe_version"]) != \
+            probe_type.validate_settings().version:
+        return None
+    fields = probe_type.Settings.model_fields
+    probe = probe_type({**settings, **{key: 0 for key in ("bootstrap", "n_permutations") if key in fields}})
+    try:
+        found = probe.analyze_samples(run.samples).metrics
+    except (ValueError, TypeError, KeyError, ZeroDivisionError):
+        return None
+    return {metric_key(m.name, m.subset): m.value for m in found}
+
+
+def metric_key(name: str, subset: Mapping[str, Any]) -> tuple[str, str]:
+    """A metric's key in :func:`point_values`: its name and its subset as sorted JSON."""
+    return name, json.dumps(subset, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _same_value(reported: Any, expected: Any) -> bool:
+    """Equal to float noise; both undefined (null, NaN) counts as equal."""
+    missing = [value is None or (isinstance(value, float) and math.isnan(value)) for value in (reported, expected)]
+    if any(missing):
+        return all(missing)
+    return math.isclose(float(reported), float(expected), rel_tol=REPORTED_TOLERANCE, abs_tol=1e-12)
+
+
+def _shown(value: Any) -> str:
+    return "null" if value is None else f"{float(value):.6g}"
 
 
 @contextlib.contextmanager
@@ -105,4 +208,5 @@ def columns_named(runs: list[Run]) -> Iterator[None]:
         raise RunError(f"{files}: no column {column!r} in the samples (not the samples this probe writes)") from None
 
 
-__all__ = ["Run", "RunError", "columns_named", "load_run"]
+__all__ = ["MisreportedRun", "Run", "RunError", "columns_named", "load_run", "metric_key", "misreported",
+           "point_values", "refuse_misreported", "reported_problem"]

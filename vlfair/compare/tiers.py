@@ -46,16 +46,22 @@ import numpy as np
 import pandas as pd
 
 from vlfair.defaults import BOOTSTRAP, CONFIDENCE, PERMUTATIONS, SEED
+from vlfair.logging import progress_bars_enabled
+from vlfair.report.leaderboard import run_labels
 
 PAIRED = "paired (vlfair compare on the runs' samples, Holm over the family's pairs)"
 LESS_BIASED = ("a_less_biased", "b_less_biased")  # compare's verdicts that put one model of a pair below the other
 UNPAIRED = "unpaired (from each value's interval: a normal approximation, Holm over the family's pairs)"
 TIER_COLUMNS = ("tier", "tied_with", "tier_method")
+# the most runs of one family a board tiers: every pair is tested (unpaired, 300 runs took 394 s and 2 GB; paired,
+# each pair is a comparison), so a family of more has no tiers, said; vlfair compare tells chosen runs apart
+MAX_RUNS = 40
 
 
 def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidence: float = CONFIDENCE,
               bootstrap: int = BOOTSTRAP, n_permutations: int = PERMUTATIONS, seed: int | None = SEED,
-              said: list[str] | None = None, memo: MutableMapping[tuple, Any] | None = None) -> pd.DataFrame:
+              said: list[str] | None = None, memo: MutableMapping[tuple, Any] | None = None,
+              max_runs: int = MAX_RUNS) -> pd.DataFrame:
     """``board`` (:func:`vlfair.report.leaderboard.read_board`'s) with ``tier`` (1, 2, ...; NaN where
     none), ``tied_with`` (the models not told apart from the row's, as JSON) and ``tier_method``.
 
@@ -69,6 +75,7 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
         said: where a family tiered unpaired, or not at all, is described (one line each).
         memo: each family's tests by its runs (their content hashes) and these options, kept from one call to
             the next (a Space that reads its board again tests only the families it has not seen).
+        max_runs: the most runs of a family tiered; a family of more has no tiers, said in ``said``.
     """
     attrs, board = board.attrs, board.copy()
     # pandas deep-copies a frame's attrs (the board's families and paths) into every slice and group: half of the
@@ -79,15 +86,20 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
     board["tier_method"] = None
     for family, rows in board.groupby("family", dropna=True):
         runs = list(dict.fromkeys(rows["run"]))
-        labels = _labels(rows, runs)
+        labels = run_labels(rows)
         if len(runs) < 2:
             _say(said, f"family {family}: one model ({labels[runs[0]]}), so no tiers")
+            continue
+        if len(runs) > max_runs:  # every pair is tested: the time and memory grow with the square of the runs
+            _say(said, f"family {family}: {len(runs)} runs, more than the {max_runs} a board tiers "
+                       f"({_pairs(max_runs):,} pairs; these would be {_pairs(len(runs)):,}), so no tiers: compare the "
+                       "runs to tell apart with vlfair compare")
             continue
         # a run's content hash names everything measured: the same runs and options give the same tests
         # (with whether their samples are here: the same runs read from results alone are tiered unpaired)
         tests = (tuple(sorted(runs)), all(run in paths for run in runs), confidence, bootstrap, n_permutations, seed)
         if memo is None or tests not in memo:
-            differs, why = _paired(runs, paths, confidence, bootstrap, n_permutations, seed)
+            differs, why = _paired(runs, paths, confidence, bootstrap, n_permutations, seed, str(family))
             method = PAIRED
             if differs is None:
                 differs, method = _unpaired(rows, runs, confidence), UNPAIRED
@@ -103,6 +115,8 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
             if method == UNPAIRED and not np.isfinite(group[["ci_low", "ci_high"]].to_numpy(float)).all():
                 continue  # a value without an interval: nothing tells the models apart (an F: its test is paired)
             key = (str(metric), str(subset))
+            if group.loc[group["value"].notna(), "run"].nunique() < 2:
+                continue  # one run with a value: no rank (report.leaderboard.rank), so no tier either
             if key not in differs:
                 continue  # a metric the runs' comparison leaves out (said by vlfair compare): not told apart, nor tied
             tiers, tied = _tiers(group, differs[key])
@@ -114,11 +128,8 @@ def add_tiers(board: pd.DataFrame, paths: Mapping[str, str | Path], *, confidenc
     return board
 
 
-def _labels(rows: pd.DataFrame, runs: list[str]) -> dict[str, str]:
-    """Each run's model name; runs of one model are told apart by their run hash's start."""
-    models = rows.drop_duplicates("run").set_index("run")["model"]
-    counts = models.value_counts()
-    return {run: models[run] if counts[models[run]] == 1 else f"{models[run]} ({run[:8]})" for run in runs}
+def _pairs(runs: int) -> int:
+    return runs * (runs - 1) // 2
 
 
 def _say(said: list[str] | None, text: str) -> None:
@@ -126,14 +137,18 @@ def _say(said: list[str] | None, text: str) -> None:
         said.append(text)
 
 
-Differs = dict[tuple[str, str], dict[frozenset[str], bool]]  # (metric, subset) -> {runs a, b} -> told apart
+# (metric, subset) -> {runs a, b} -> the run of the two shown less biased (the test's direction), None: not told apart
+Differs = dict[tuple[str, str], dict[frozenset[str], str | None]]
 
 
 def _paired(runs: list[str], paths: Mapping[str, str | Path], confidence: float, bootstrap: int, n_permutations: int,
-            seed: int | None) -> tuple[Differs | None, str]:
+            seed: int | None, family: str = "") -> tuple[Differs | None, str]:
     """Every pair of the family's runs compared as ``vlfair compare`` compares them (its verdicts, Holm
     over the pairs per metric and subset), each run resampled once for all its pairs (the same
-    resamples for every run); or None and why not (a run without samples here, one compare refuses)."""
+    resamples for every run); or None and why not (a run without samples here, one compare refuses).
+    A bar counts the pairs' comparisons (a family of many runs takes minutes)."""
+    from tqdm.auto import tqdm
+
     from vlfair import paired
     from vlfair.compare.comparison import ComparisonError, prepare_runs, verdict
     from vlfair.compare.runs import RunError
@@ -146,28 +161,35 @@ def _paired(runs: list[str], paths: Mapping[str, str | Path], confidence: float,
         prepared = prepare_runs([f.parent if f.name == "results.json" else f for f in folders])
     except (RunError, ComparisonError, ValueError) as exc:  # (a ValueError: a probe not installed here, say)
         return None, f"not compared on its samples ({exc})"
-    entries: dict[tuple[str, str], list[tuple[frozenset[str], paired.Difference]]] = {}
+    entries: dict[tuple[str, str], list[tuple[tuple[str, str], paired.Difference]]] = {}  # (run A, run B), A - B
+    pairs = list(itertools.combinations(range(len(runs)), 2))
+    bar = tqdm(total=len(pairs) * len(prepared.row_sets), unit="pair",
+               desc=f"tiers of family {family[:8]} ({len(runs)} runs, {len(pairs):,} pairs; --no-tiers skips them)",
+               disable=not progress_bars_enabled())
     for k, row_set in enumerate(prepared.row_sets):
         values = [run_values[k] for run_values in prepared.values]
         resampled = [paired.resample(row_set, v, bootstrap=bootstrap, seed=seed) for v in values]
         shared = _SharedSwaps(row_set, values, seed) if n_permutations and not (row_set.values or row_set.engine) \
             else None
-        for a, b in itertools.combinations(range(len(runs)), 2):
+        for a, b in pairs:
+            bar.update()
             tests = shared.tests(a, b, n_permutations) if shared is not None else None
             for found in paired.compare(row_set, values[a], values[b], bootstrap=bootstrap, confidence=confidence,
                                         seed=seed, n_permutations=n_permutations,
                                         resampled=(resampled[a], resampled[b]), tests=tests):
                 key = (found.name, json.dumps(found.subset, sort_keys=True, ensure_ascii=False))
-                entries.setdefault(key, []).append((frozenset((runs[a], runs[b])), found))
+                entries.setdefault(key, []).append(((runs[a], runs[b]), found))
+    bar.close()
     differs: Differs = {}
-    for key, pairs in entries.items():  # Holm over the family's pairs, per metric and subset, as compare
-        for (pair, difference), adjusted in zip(pairs, holm([d.p_value for _, d in pairs])):
+    for key, found_pairs in entries.items():  # Holm over the family's pairs, per metric and subset, as compare
+        for ((run_a, run_b), difference), adjusted in zip(found_pairs, holm([d.p_value for _, d in found_pairs])):
             entry = {"difference": difference.difference, "difference_ci": difference.difference_ci,
                      "distance_difference_ci": difference.distance_difference_ci, "p_adjusted": adjusted,
                      "neutral": difference.neutral}
-            # told apart: one of the two shown less biased (closer to the neutral value); "differ" (the values
-            # differ, neither shown closer) and "no difference" leave them tied
-            differs.setdefault(key, {})[pair] = verdict(entry, 1 - confidence) in LESS_BIASED
+            # told apart: one of the two shown less biased (closer to the neutral value), that one kept; "differ"
+            # (the values differ, neither shown closer) and "no difference" leave them tied
+            less = dict(zip(LESS_BIASED, (run_a, run_b))).get(verdict(entry, 1 - confidence))
+            differs.setdefault(key, {})[frozenset((run_a, run_b))] = less
     return differs, ""
 
 
@@ -267,7 +289,7 @@ def _unpaired(rows: pd.DataFrame, runs: list[str], confidence: float) -> Differs
         levels = values["confidence"].fillna(confidence) if "confidence" in values else pd.Series(
             confidence, index=values.index)
         z = {run: float(sps.norm.ppf((1 + level) / 2)) for run, level in levels.items()}
-        pairs, p_values = [], []
+        pairs, closer_by, p_values = [], [], []  # closer_by: A's distance to the neutral value minus B's
         for a, b in itertools.combinations([r for r in runs if r in values.index], 2):
             errors = [(values.at[r, "ci_high"] - values.at[r, "ci_low"]) / (2 * z[r]) for r in (a, b)]
             spread = math.hypot(*errors)
@@ -280,15 +302,25 @@ def _unpaired(rows: pd.DataFrame, runs: list[str], confidence: float) -> Differs
                 p = 0.0
             else:
                 p = float(2 * sps.norm.sf(abs(difference) / spread))
-            pairs.append(frozenset((a, b)))
+            pairs.append((a, b))
+            closer_by.append(difference)
             p_values.append(p)
         adjusted = holm(p_values) if p_values else []
-        differs[(str(metric), str(subset))] = {pair: bool(p < 1 - confidence) for pair, p in zip(pairs, adjusted)}
+        differs[(str(metric), str(subset))] = {frozenset(pair): _closer(pair, closer, p < 1 - confidence)
+                                               for pair, closer, p in zip(pairs, closer_by, adjusted)}
     return differs
 
 
-def _tiers(group: pd.DataFrame, differs: dict[frozenset[str], bool]) -> tuple[dict[Any, int], dict[Any, set[str]]]:
-    """Each row's tier and the runs it is not told apart from (a pair not compared counts as not told apart)."""
+def _closer(pair: tuple[str, str], closer_by: float, told_apart: bool) -> str | None:
+    """The run of ``pair`` shown less biased (``closer_by``: A's distance to the neutral value minus B's), where the
+    test told them apart."""
+    return (pair[0] if closer_by < 0 else pair[1]) if told_apart else None
+
+
+def _tiers(group: pd.DataFrame, differs: dict[frozenset[str], str | None]
+           ) -> tuple[dict[Any, int], dict[Any, set[str]]]:
+    """Each row's tier and the runs it is not told apart from (a pair not compared counts as not told apart); a
+    model joins the leader's tier unless the test shows the leader less biased than it."""
     rows = group[group["value"].notna()]
     # the board's order: by effect size where every row has one (an F-test's omega squared), the distance to the
     # neutral value breaking its ties (omega squared is cut at 0: F = 0.5 and F = 1.0 are both no effect). On the
@@ -298,20 +330,24 @@ def _tiers(group: pd.DataFrame, differs: dict[frozenset[str], bool]) -> tuple[di
     order = pd.DataFrame({"effect": effect, "distance": (rows["value"] - rows["neutral"]).abs()})
     distance = order.sort_values(["effect", "distance"], kind="stable")["distance"]
     run_of = rows["run"].to_dict()
-    tied = {i: {run_of[j] for j in distance.index if j != i and not differs.get(frozenset((run_of[i], run_of[j])),
-                                                                                  False)}
-            for i in distance.index}
+
+    def less_biased(i: Any, j: Any) -> str | None:
+        return differs.get(frozenset((run_of[i], run_of[j])))
+
+    tied = {i: {run_of[j] for j in distance.index if j != i and less_biased(i, j) is None} for i in distance.index}
     tiers: dict[Any, int] = {}
     left = list(distance.index)
     tier = 0
     while left:
         tier += 1
         leader = left[0]
-        members = [i for i in left if i == leader or run_of[i] in tied[leader]]
+        # the test's direction decides, not the order: a model the paired test shows less biased than the leader
+        # (the samples disagreeing with the values the order came from) is never put below it
+        members = [i for i in left if i == leader or less_biased(i, leader) != run_of[leader]]
         for i in members:
             tiers[i] = tier
         left = [i for i in left if i not in members]
     return tiers, tied
 
 
-__all__ = ["PAIRED", "TIER_COLUMNS", "UNPAIRED", "add_tiers"]
+__all__ = ["MAX_RUNS", "PAIRED", "TIER_COLUMNS", "UNPAIRED", "add_tiers"]

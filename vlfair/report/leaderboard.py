@@ -10,19 +10,20 @@ field the schema names ("metrics[0].details.log10_p_value: 'oops' is not of type
 one line of at most 300 characters; so is a run whose numbers the table cannot take, and one whose family
 is not the one its own record makes (``results.family_problem``: docs/DESIGN.md, "The shared
 leaderboard"); a run that records no key (written before vlfair recorded one) is skipped with "run it
-again". The schema types ``details.log10_p_value`` (a number or null), and ``created`` is checked as an
-RFC 3339 date-time (a real day and time with an offset) by vlfair itself: jsonschema checks "date-time"
-only where the optional package rfc3339-validator is installed. ``vlfair leaderboard`` warns ``vlfair
-leaderboard: skipped FILE: REASON`` and writes the table of the other runs; the Space lists them under
-"Skipped (unreadable)". A table read as a board (CSV, Parquet, an older pushed board) keeps a row found
-twice once, and the Space says how many it left out.
+again"; and, read through ``vlfair.compare.board`` (every board: the CLI's, the Space's), a run whose reported
+values its samples beside it do not give, naming the metric. The schema types ``details.log10_p_value`` (a
+number or null), and ``created`` is checked as an RFC 3339 date-time (a real day and time with an offset) by
+vlfair itself: jsonschema checks "date-time" only where the optional package rfc3339-validator is installed.
+``vlfair leaderboard`` warns ``vlfair leaderboard: skipped FILE: REASON`` and writes the table of the other
+runs; the Space lists them under "Skipped (unreadable)". A table read as a board (CSV, Parquet, an older pushed
+board) keeps a row found twice once, and the Space says how many it left out.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,8 @@ def rank(frame: pd.DataFrame) -> pd.Series:
     before 0.3), ties share the better rank; a metric with an effect size (an F) by its effect size,
     never by F (an F of 0.5 and one of 1.0 are both no effect: omega squared 0, one rank). NaN where
     ranking means nothing: a metric without a neutral value (a level, such as an accuracy), a run
-    without a family, a missing value, or fewer than two models with a value in the group."""
+    without a family, a missing value, or fewer than two runs with a value in the group (two runs of one model,
+    in two precisions say, are two runs: as a board's tiers count them, :func:`run_labels` names them apart)."""
     keys = [frame["family"], frame["metric"], frame["subset"]]
     # by effect size only where every row of the group has one (a run written before omega squared has none: its
     # F and another's effect size are not on one scale, so the group is ranked by distance, as it was)
@@ -174,8 +176,31 @@ def rank(frame: pd.DataFrame) -> pd.Series:
     distance = (frame["value"] - frame["neutral"]).abs().where(~every, frame["effect"])
     distance = distance.where(frame["neutral"].notna())
     ranks = distance.groupby(keys, dropna=True).rank(method="min")
-    models = frame["model"].where(distance.notna()).groupby(keys, dropna=True).transform("nunique")
-    return ranks.where(models >= 2).astype(float)
+    runs = frame["run"].fillna(frame["model"])  # a table written before the run's hash: its models
+    counted = runs.where(distance.notna()).groupby(keys, dropna=True).transform("nunique")
+    return ranks.where(counted >= 2).astype(float)
+
+
+# what tells runs of one model apart on a board, in this order ("M (float16)", "M (revision abc1234)")
+TOLD_APART_BY = {"dtype": "{}", "revision": "revision {}", "kind": "{}"}
+
+
+def run_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """Each run of ``rows`` (by its content hash, ``run``) named for people: its model's name, and where one
+    model has several runs, what differs between them (:data:`TOLD_APART_BY`); runs alike in all of that
+    (other samples of one model) by their hash's start."""
+    runs = rows.drop_duplicates("run").set_index("run")
+    labels: dict[str, str] = {}
+    for model, same in runs.groupby("model", sort=False):
+        differ = [column for column in TOLD_APART_BY if column in same and same[column].astype(str).nunique() > 1]
+        for run, row in same.iterrows():
+            parts = [TOLD_APART_BY[column].format(row[column]) for column in differ]
+            labels[str(run)] = f"{model} ({', '.join(parts)})" if parts else str(model)
+        alike = same.index.to_series().map(labels).duplicated(keep=False)
+        for run in same.index[alike.to_numpy()]:
+            parts = [*(TOLD_APART_BY[column].format(same.at[run, column]) for column in differ), str(run)[:8]]
+            labels[str(run)] = f"{model} ({', '.join(parts)})"
+    return labels
 
 
 def result_files(sources: Iterable[str | Path], skipped: list[str] | None = None,
@@ -208,15 +233,20 @@ def result_files(sources: Iterable[str | Path], skipped: list[str] | None = None
     return files, names
 
 
+# a run's check against what lies beside its results.json (its path and content): what is wrong, or None
+RunCheck = Callable[[Path, dict[str, Any]], str | None]
+
+
 def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, token: str | None = None,
-               neutral: Neutrals | None = None) -> pd.DataFrame:
+               neutral: Neutrals | None = None, check: RunCheck | None = None) -> pd.DataFrame:
     """:func:`tidy` over every run the ``sources`` name (:func:`result_files`), one copy of each
     (by content hash: the same run found twice is counted once). A file that cannot be read, or
     whose run gives no rows (:func:`read_results`, :func:`tidy`), is named in ``skipped`` (an
     error without it).
 
     A run and its rescores (the same model's scoring of the same samples: :func:`latest_scoring`) give one
-    run, the newest; each replaced one is named in ``skipped``.
+    run, the newest; each replaced one is named in ``skipped``. A run ``check`` finds a problem in (its values
+    against its samples: ``vlfair.compare.board``, which every board reads through) is skipped and named.
 
     ``attrs`` of the table: ``runs`` (how many distinct runs), ``duplicates`` (copies left out), ``replaced``
     (runs a newer rescore of theirs replaced),
@@ -230,9 +260,15 @@ def read_board(sources: Iterable[str | Path], skipped: list[str] | None = None, 
     readable: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     for results in runs:
         try:
-            readable.append((results, _rows(results, neutral)))
+            found = _rows(results, neutral)
         except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:  # whatever the schema let by
             skip_or_raise(report, f"{where[id(results)]}: {short_reason(exc)}")
+            continue
+        problem = check(Path(where[id(results)]), results) if check is not None else None
+        if problem:
+            skip_or_raise(report, f"{where[id(results)]}: {problem}")
+        else:
+            readable.append((results, found))
     # of the runs that could be read (a newer rescore that could not is no replacement)
     kept, replaced = latest_scoring([results for results, _ in readable])
     for old, new in replaced:  # named where the board is read (no error: the newer one is the board's row)
