@@ -39,7 +39,8 @@ def reported_as_its_samples_give(run: Path) -> Path:
     """``run``'s results.json with each metric's point value as its samples give it (a test that edits a run's
     samples makes the run that held them: compare, rescore and every board refuse a run whose values its samples
     do not give, ``vlfair.compare.runs.misreported``)."""
-    from vlfair.compare.runs import load_run, metric_key, point_values
+    from vlfair.compare.runs import load_run, point_values
+    from vlfair.outputs import metric_key
 
     values = point_values(load_run(run, check=False)) or {}
     content = json.loads((run / "results.json").read_text())

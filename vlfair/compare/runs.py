@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from vlfair.outputs import metric_key
 from vlfair.samples import MissingColumn, Samples, SamplesError, read_samples
 
 
@@ -155,6 +155,7 @@ def point_values(run: Run) -> dict[tuple[str, str], Any] | None:
     samples under its recorded settings, without intervals or tests; None where that cannot be done here (the
     probe not installed, or at another version; samples it cannot analyse, said where they are analysed)."""
     from vlfair.probes import ProbeError, probe_class
+    from vlfair.report.results import jsonable
 
     results = run.results
     try:
@@ -171,12 +172,8 @@ def point_values(run: Run) -> dict[tuple[str, str], Any] | None:
         found = probe.analyze_samples(run.samples).metrics
     except (ValueError, TypeError, KeyError, ZeroDivisionError):
         return None
-    return {metric_key(m.name, m.subset): m.value for m in found}
-
-
-def metric_key(name: str, subset: Mapping[str, Any]) -> tuple[str, str]:
-    """A metric's key in :func:`point_values`: its name and its subset as sorted JSON."""
-    return name, json.dumps(subset, sort_keys=True, ensure_ascii=False, default=str)
+    # the subsets as results.json holds them (a numpy integer's phrasing number an int, not its text)
+    return {metric_key(m.name, jsonable(m.subset)): m.value for m in found}
 
 
 def _same_value(reported: Any, expected: Any) -> bool:
@@ -208,5 +205,5 @@ def columns_named(runs: list[Run]) -> Iterator[None]:
         raise RunError(f"{files}: no column {column!r} in the samples (not the samples this probe writes)") from None
 
 
-__all__ = ["MisreportedRun", "Run", "RunError", "columns_named", "load_run", "metric_key", "misreported",
+__all__ = ["MisreportedRun", "Run", "RunError", "columns_named", "load_run", "misreported",
            "point_values", "refuse_misreported", "reported_problem"]
