@@ -34,6 +34,7 @@ from vlfair.logging import disable_progress_bars
 from vlfair.probes import measure_probe
 from vlfair.report.leaderboard import read_board
 from vlfair.samples import read_samples, write_samples
+from vlfair.testing import reported_as_its_samples_give
 
 
 def _model(base: Path, folder: Path, index: int) -> Path:
@@ -51,6 +52,7 @@ def _model(base: Path, folder: Path, index: int) -> Path:
     stored = {key: value for key, value in content.items() if key not in ("metrics", "published", "samples")}
     content["samples"] = write_samples(samples, raw / "samples.parquet", stored)
     (raw / "results.json").write_text(json.dumps(content))
+    reported_as_its_samples_give(raw)  # the run those samples make: rescore refuses values they do not give
     rescore(raw, folder / f"model-{index:02d}")
     return folder / f"model-{index:02d}"
 

@@ -47,6 +47,7 @@ def phrased_run(clip_dir, tmp_path_factory) -> Path:
     from vlfair.probes import run_probe
     from vlfair.probes.phrasings import column
     from vlfair.samples import read_samples, write_samples
+    from vlfair.testing import reported_as_its_samples_give
 
     base = tmp_path_factory.mktemp("power-phrased")
     raw = base / "raw"
@@ -61,6 +62,7 @@ def phrased_run(clip_dir, tmp_path_factory) -> Path:
     stored = {key: value for key, value in content.items() if key not in ("metrics", "published", "samples")}
     content["samples"] = write_samples(samples, raw / "samples.parquet", stored)
     (raw / "results.json").write_text(json.dumps(content))
+    reported_as_its_samples_give(raw)  # the run those samples make: rescore refuses values they do not give
     assert main(["rescore", str(raw), "--out", str(base / "run")]) == 0
     return base / "run"
 

@@ -17,6 +17,7 @@ import vlfair
 from vlfair import embed
 from vlfair.cli import main
 from vlfair.embed import BatchTooLargeError
+from vlfair.testing import reported_as_its_samples_give
 
 
 @pytest.fixture
@@ -166,7 +167,7 @@ def traits_run(clip_dir, tmp_path_factory) -> Path:
 
 def _edited(source: Path, target: Path, scores) -> Path:
     """Another run of ``source``'s rows whose confidence columns are ``scores(frame)`` (its samples' SHA-256
-    recorded anew, as that run would have written them)."""
+    and values recorded anew, as that run would have written them)."""
     from vlfair.samples import read_samples, write_samples
 
     shutil.copytree(source, target)
@@ -177,7 +178,7 @@ def _edited(source: Path, target: Path, scores) -> Path:
     stored = {key: value for key, value in content.items() if key not in ("metrics", "published", "samples")}
     content["samples"] = write_samples(samples, target / "samples.parquet", stored)
     (target / "results.json").write_text(json.dumps(content))
-    return target
+    return reported_as_its_samples_give(target)  # its values those samples give (compare refuses others)
 
 
 ALIKE = {  # scores that leave every F of a run without a value, and what compare calls it

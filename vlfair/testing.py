@@ -41,11 +41,12 @@ def reported_as_its_samples_give(run: Path) -> Path:
     do not give, ``vlfair.compare.runs.misreported``)."""
     from vlfair.compare.runs import load_run, point_values
     from vlfair.outputs import metric_key
+    from vlfair.report.results import jsonable
 
     values = point_values(load_run(run, check=False)) or {}
     content = json.loads((run / "results.json").read_text())
     for metric in content["metrics"]:
-        metric["value"] = values.get(metric_key(metric["name"], metric["subset"]), metric["value"])
+        metric["value"] = jsonable(values.get(metric_key(metric["name"], metric["subset"]), metric["value"]))
     (run / "results.json").write_text(json.dumps(content))
     return run
 

@@ -177,8 +177,9 @@ def point_values(run: Run) -> dict[tuple[str, str], Any] | None:
 
 
 def _same_value(reported: Any, expected: Any) -> bool:
-    """Equal to float noise; both undefined (null, NaN) counts as equal."""
-    missing = [value is None or (isinstance(value, float) and math.isnan(value)) for value in (reported, expected)]
+    """Equal to float noise; both without a value counts as equal (null, NaN, or an infinity, which results.json
+    holds as null: JSON has neither)."""
+    missing = [value is None or not math.isfinite(float(value)) for value in (reported, expected)]
     if any(missing):
         return all(missing)
     return math.isclose(float(reported), float(expected), rel_tol=REPORTED_TOLERANCE, abs_tol=1e-12)

@@ -176,7 +176,8 @@ def rank(frame: pd.DataFrame) -> pd.Series:
     distance = (frame["value"] - frame["neutral"]).abs().where(~every, frame["effect"])
     distance = distance.where(frame["neutral"].notna())
     ranks = distance.groupby(keys, dropna=True).rank(method="min")
-    runs = frame["run"].fillna(frame["model"])  # a table written before the run's hash: its models
+    # a table written before the run's hash (no column, or rows without one): its models
+    runs = frame["run"].fillna(frame["model"]) if "run" in frame else frame["model"]
     counted = runs.where(distance.notna()).groupby(keys, dropna=True).transform("nunique")
     return ranks.where(counted >= 2).astype(float)
 
