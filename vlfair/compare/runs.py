@@ -154,6 +154,7 @@ def point_values(run: Run) -> dict[tuple[str, str], Any] | None:
     """Each metric's point value (by name and subset as sorted JSON) as the run's probe makes it from the run's
     samples under its recorded settings, without intervals or tests; None where that cannot be done here (the
     probe not installed, or at another version; samples it cannot analyse, said where they are analysed)."""
+    from vlfair.figures import not_drawn
     from vlfair.probes import ProbeError, probe_class
     from vlfair.report.results import jsonable
 
@@ -169,7 +170,8 @@ def point_values(run: Run) -> dict[tuple[str, str], Any] | None:
     fields = probe_type.Settings.model_fields
     probe = probe_type({**settings, **{key: 0 for key in ("bootstrap", "n_permutations") if key in fields}})
     try:
-        found = probe.analyze_samples(run.samples).metrics
+        with not_drawn():  # the values alone: drawing a run's figures took 3/4 of this on a professions run
+            found = probe.analyze_samples(run.samples).metrics
     except (ValueError, TypeError, KeyError, ZeroDivisionError):
         return None
     # the subsets as results.json holds them (a numpy integer's phrasing number an int, not its text)
