@@ -265,3 +265,19 @@ def test_the_space_names_a_family_it_does_not_tier(runs, tmp_path, monkeypatch):
     family = board["family"].iloc[0]
     assert board["tier"].isna().all()
     assert markdown_text(f"family {family}: 2 runs, more than the 1 a board tiers") in space.summary(board, "x", None)
+
+
+def test_card_results_refuses_a_run_whose_values_its_samples_do_not_give(runs, tmp_path, capsys):
+    """SILENT 6: card-results put a run's edited values onto model cards (only its instance records were left out);
+    it refuses the run as push-results does, naming the file and the metric, exit 2, before any file is written. A
+    results.json read without its samples has nothing to check against and is still carded."""
+    bad, said = _edited_value(runs["a"], tmp_path)
+    out = tmp_path / "card"
+    code, err = _cli(capsys, "card-results", str(bad), "--out", str(out), "--benchmark-repo", "acme/bias")
+    assert code == 2 and err == f"vlfair card-results: {bad / 'results.json'}: {said}\n"
+    assert not out.exists()
+    alone = tmp_path / "alone" / "results.json"
+    alone.parent.mkdir()
+    shutil.copy(bad / "results.json", alone)
+    code, err = _cli(capsys, "card-results", str(alone))
+    assert code == 0, err

@@ -16,6 +16,8 @@ from vlfair.defaults import BOOTSTRAP, MAX_BOOTSTRAP, MAX_PERMUTATIONS, PERMUTAT
 from vlfair.logging import get_logger
 
 if TYPE_CHECKING:  # the CLI imports its commands' modules when it runs them
+    from collections.abc import Iterable
+
     from vlfair.atomic import OutputKind
 
 log = get_logger(__name__)  # results and progress: stdout at info; warnings: stderr; --quiet leaves errors only
@@ -603,6 +605,7 @@ def _card_results(args: argparse.Namespace) -> int:
     if args.out is not None:
         _refuse_inside(args.out, args.results)
     found = read_files(args.results, None)
+    _refuse_misreported(path for path, _ in found)
     results = [content for _, content in found]
     instances = _instance_files({id(content): path for path, content in found}) if args.instances else None
     # the files first: a mistake in them stops the command before anything is printed
@@ -617,6 +620,22 @@ def _card_results(args: argparse.Namespace) -> int:
             log.info(f"# each entry's source url is its record's path relative to {args.out} ({RECORDS_DIR}/...): "
                      "give --source-url with {record} for where the records will be online")
     return 0
+
+
+def _refuse_misreported(paths: Iterable[Path]) -> None:
+    """A run's values go onto a model card only as its samples give them (compare.runs.misreported, which
+    push-results, compare and rescore apply too): MisreportedRun, exit 2, before anything is written. A results.json
+    read without its samples (no run folder, or samples changed since) has nothing to be checked against."""
+    from vlfair.compare import RunError, load_run
+    from vlfair.compare.runs import MisreportedRun
+
+    for path in paths:
+        try:
+            load_run(path)
+        except MisreportedRun:
+            raise
+        except RunError:
+            continue
 
 
 def _instance_files(paths: dict[int, Path]) -> Any:
