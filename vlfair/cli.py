@@ -116,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
     request = RunRequest(args.probe, args.model, getattr(args, "dataset", None), split=args.split, subset=args.subset,
                          limit=args.limit, batch_size=args.batch_size, cache_dir=args.cache_dir or "default",
                          dtype=args.dtype, settings=settings, flags=dict(vars(args)), sources=sources, out_dir=args.out,
-                         label=args.label)
+                         label=args.label, columns=getattr(args, "columns", None))
     from vlfair.figures import not_drawn
 
     with not_drawn(args.no_figures):  # nothing spent on plots never written
@@ -342,7 +342,13 @@ def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:
                         help="the model's name in reports and boards (default: its own; a directory's spec is kept "
                              "in results.json)")
     if probe.needs_dataset:
-        parser.add_argument("--dataset", required=True, help="Hub id, prepared directory or synthetic:NAME")
+        parser.add_argument("--dataset", required=True,
+                            help="your own images (a folder with metadata.csv/jsonl/parquet, such a file or any table "
+                                 "with an image-path column, DIR/<label>/*.jpg, UTKFace's named files, a saved "
+                                 "dataset; FORM:PATH names the form: saved, metadata, table, utkface, imagefolder), "
+                                 "a directory vlfair prepare wrote, a Hub id, or synthetic:NAME")
+        parser.add_argument("--columns", metavar="NAME=COLUMN,...",
+                            help="the data's names for the probe's columns: race=ethnicity,gender=sex,image=path")
     parser.add_argument("--subset", help="a named subset: FairFace adults/age_groups, Multi30K "
                                          "translation/independent, a P-FI category (traits reads adults by default)")
     parser.add_argument("--split", help="a split, or several joined by '+' (train+validation)")

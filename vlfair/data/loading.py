@@ -11,11 +11,15 @@ import datasets
 import numpy as np
 
 from vlfair.data.conform import DataError, conform
+from vlfair.data.forms import form_of, not_read, parse_columns, read_form, split_form
 from vlfair.data.registry import dataset_spec
+from vlfair.data.taxonomy import DEFAULT
+from vlfair.logging import get_logger
 from vlfair.yamlfile import read_front_matter
 
 CARD = "README.md"  # a prepared directory's card: its YAML names the configs, files and vlfair schema
 SAMPLING_MARK = "vlfair.balanced_sample: "
+log = get_logger(__name__)
 
 
 # ---- sources ------------------------------------------------------------------------------
@@ -132,14 +136,19 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
     Args:
         name: a registered dataset ("professions", "fairface", "multi30k", "pfi", a plugin's:
             :mod:`vlfair.data.registry`), "imagefolder", or "synthetic:<name>".
-        source: a Hub id, a directory written by ``vlfair prepare`` (or laid out like a Hub repo),
-            or, for "imagefolder", an image directory with a metadata file. Omitted for synthetic.
+        source: a Hub id, a directory written by ``vlfair prepare`` (or laid out like a Hub repo), one
+            of :mod:`vlfair.data.forms`' forms (a folder with a metadata file, the file itself, a table
+            with an image column, label folders, UTKFace's named files, a saved dataset; ``FORM:PATH`` names
+            the form), or, for "imagefolder", an image directory with a metadata file. Omitted for synthetic.
         subset: a named subset: FairFace "adults" / "age_groups", Multi30K "translation" /
             "independent", P-FI a category. On a prepared directory or Hub repo with a config of
             that name, the config is read; the subset's filter is applied in any case.
         split: the split to read (required when the source has several).
-        options: "config" (a Hub config, e.g. FairFace's "0.25"); for synthetic twins "size"
-            and "seed"; for imagefolder "columns" and "metadata".
+        options: "config" (a Hub config, e.g. FairFace's "0.25"); "taxonomy" (a
+            :class:`vlfair.data.taxonomy.Taxonomy`: one's own groups, a label map, age bins); for a local
+            source, "columns" (the data's names for the schema's columns: ``{"race": "ethnicity"}`` or
+            ``"race=ethnicity"``) and "skip_bad"; for synthetic twins "size" and "seed"; for imagefolder
+            "columns" (the label columns to keep) and "metadata".
 
     Returns:
         The rows: a study's checked against (and conformed to) its schema, with the subset applied;
@@ -157,8 +166,9 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
 
         base = name.split(":", 1)[1]
         schema = _schema(base)
+        taxonomy = options.pop("taxonomy", None) or DEFAULT
         dataset = make_synthetic(base, subset=subset, **options)
-        return _apply_subset(base, conform(dataset, schema, name), subset)
+        return _apply_subset(base, conform(dataset, schema, name, taxonomy=taxonomy), subset)
     if name == "imagefolder":
         from vlfair.data.imagefolder import load_imagefolder
 
@@ -169,12 +179,32 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
     if source is None:
         raise ValueError(f"{name} needs a source (Hub id or prepared directory); or use name='synthetic:{name}'")
     config = options.pop("config", None)
+    columns = parse_columns(options.pop("columns", None))
+    taxonomy = options.pop("taxonomy", None) or DEFAULT
+    skip_bad = options.pop("skip_bad", False)
     if options:
         raise TypeError(f"unexpected options for {name}: {sorted(options)}")
-    directory = Path(source).expanduser()
-    check_source(str(source), directory)
+    named, path = split_form(str(source))
+    directory = Path(path).expanduser()
+    check_source(path, directory)
+    form = None if directory.is_dir() and prepared_schema(directory) else form_of(directory, named)
+    if form is not None:
+        if split is not None:
+            raise DataError(f"--split {split}: {directory} is one set of images ({form.name}), with no splits")
+        dataset, found = read_form(directory, form, columns, skip_bad)
+        if found is not None:
+            log.info(f"read {found.found()}")
+        dataset = conform(dataset, schema, str(directory), taxonomy=taxonomy,
+                          located=found.places.__getitem__ if found is not None else None)
+        return _apply_subset(name, dataset, subset or dataset_spec(name).default_subset)
+    if columns:
+        raise DataError(f"--columns: {source} is a prepared or Hub dataset, read with its own column names")
+    if directory.is_file():
+        raise not_read(directory)
     if directory.is_dir() and prepared_schema(directory):
         dataset = read_prepared(directory, config or subset, split)
+    elif directory.is_dir() and not _hub_layout(directory):
+        raise not_read(directory)
     elif config is not None or subset is None:
         dataset = read_hub(str(source), config, split)
     else:  # a vlfair-prepared dataset on the Hub has one config per subset; others have none
@@ -184,7 +214,14 @@ def load_dataset(name: str, source: str | os.PathLike | None = None, subset: str
             if "config" not in str(exc).lower():
                 raise
             dataset = read_hub(str(source), None, split)
-    return _apply_subset(name, conform(dataset, schema, str(source)), subset or dataset_spec(name).default_subset)
+    dataset = conform(dataset, schema, str(source), taxonomy=taxonomy)
+    return _apply_subset(name, dataset, subset or dataset_spec(name).default_subset)
+
+
+def _hub_layout(directory: Path) -> bool:
+    """A folder datasets reads as a Hub repository would: a card, or data files (Parquet, Arrow, CSV, JSON)."""
+    data = ("*.parquet", "*.arrow", "*.csv", "*.json", "*.jsonl")
+    return (directory / CARD).is_file() or any(next(directory.rglob(p), None) is not None for p in data)
 
 
 def check_source(source: str, directory: Path | None = None) -> None:

@@ -77,8 +77,11 @@ PROFESSIONS = Schema("professions", (
 ), "the professions study: images per profession x gender x race")
 FAIRFACE = Schema("fairface", (
     Column("image", "image"), Column("file", required=False, nullable=True),
-    Column("age", vocabulary=FAIRFACE_AGE_BINS),
-    Column("gender", vocabulary=GENDERS), Column("race", vocabulary=FAIRFACE_RACES), Column("service_test", "bool"),
+    # age and service_test are FairFace's, which one's own faces may lack: a probe that reads age says so
+    # (traits' adults, retrieval's attributes); no probe reads service_test
+    Column("age", vocabulary=FAIRFACE_AGE_BINS, required=False),
+    Column("gender", vocabulary=GENDERS), Column("race", vocabulary=FAIRFACE_RACES),
+    Column("service_test", "bool", required=False),
     Column("age_group", vocabulary=AGE_GROUPS, required=False),
 ), "FairFace faces with age bin, gender and race labels")
 MULTI30K = Schema("multi30k", (

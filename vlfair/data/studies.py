@@ -8,6 +8,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from vlfair.data.conform import DataError
 from vlfair.data.registry import DatasetSpec
 from vlfair.data.schemas import (
     ADULT_AGE_BINS,
@@ -20,6 +21,7 @@ from vlfair.data.schemas import (
     PFI_CATEGORIES,
     PROFESSIONS,
 )
+from vlfair.data.taxonomy import age_range
 
 
 def _card(name: str) -> Callable[[], str]:
@@ -28,11 +30,30 @@ def _card(name: str) -> Callable[[], str]:
 
 
 # ---- subsets: name -> function of a conformed dataset -------------------------------------
+def _needs_age(ds: Any, subset: str, reads: str) -> None:
+    if "age" not in ds.column_names:
+        raise DataError(f"the subset {subset} {reads} column 'age', which the data lacks (it has {ds.column_names}): "
+                        "name your age column with --columns age=COLUMN, or read every row with --subset default")
+
+
+def _adult(label: Any) -> bool:
+    """A bin of adults aged 20-59, as the FairFace-traits study's "adults (20-60)": FairFace's four bins
+    ``ADULT_AGE_BINS``, and of other bins (``age_bins``) those whose every age lies in 20-59."""
+    covered = age_range(label) if label is not None else None
+    return label in ADULT_AGE_BINS or (covered is not None and covered[0] >= 20 and covered[1] <= 59)
+
+
 def _adults(ds: Any) -> Any:
-    return ds.filter(lambda batch: [a in ADULT_AGE_BINS for a in batch["age"]], batched=True)
+    _needs_age(ds, "adults", "keeps ages 20-59: it reads")
+    return ds.filter(lambda batch: [_adult(a) for a in batch["age"]], batched=True)
 
 
 def _age_groups(ds: Any) -> Any:
+    _needs_age(ds, "age_groups", "groups FairFace's age bins: it reads")
+    other = sorted({str(a) for a in ds.unique("age")} - set(AGE_GROUP_OF_BIN))
+    if other:
+        raise DataError(f"the subset age_groups groups FairFace's nine age bins into the multilingual study's five; "
+                        f"the data's ages {other} are not FairFace's bins")
     return ds.map(lambda batch: {"age_group": [AGE_GROUP_OF_BIN[a] for a in batch["age"]]}, batched=True)
 
 

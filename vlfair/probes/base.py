@@ -385,9 +385,10 @@ class Probe(abc.ABC):
         where the samples' ids show it), those choosing the model (:attr:`model_settings`) and the
         notes. Runs that differ in these are not compared."""
         from vlfair.defaults import INTERVAL_SETTINGS
+        from vlfair.probes.grouping import at_defaults_left_out
 
         left_out = {*INTERVAL_SETTINGS, *cls.model_settings, "seed", "notes"}
-        return {key: value for key, value in settings.items() if key not in left_out}
+        return at_defaults_left_out({key: value for key, value in settings.items() if key not in left_out})
 
     def family_key(self, dataset: Mapping[str, Any]) -> dict[str, Any]:
         """What runs must share to be ranked against each other (results.json's ``family`` is its

@@ -16,6 +16,7 @@ from vlfair.probes import phrasings as phrasing
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, UploadSpec, clip_score
 from vlfair.probes.declared import Declared, Mean, Range, evaluate, too_small
+from vlfair.probes.grouping import Grouped
 from vlfair.probes.registry import register
 from vlfair.probes.scorers import Scorer, was_asked
 from vlfair.probes.settings import (
@@ -91,7 +92,7 @@ class Layout(Settings):
         return list(getattr(self, column, []))
 
 
-class ProfessionsSettings(ProbeSettings, Bootstrap, phrasing.Phrased, phrasing.Asked):
+class ProfessionsSettings(ProbeSettings, Bootstrap, Grouped, phrasing.Phrased, phrasing.Asked):
     prompt: Annotated[Text, AfterValidator(placeholders("profession"))] = Field(
         description="the CLIPScore prompt, with {profession}")
     attributes: Annotated[list[Attribute], AfterValidator(distinct())] = Field(

@@ -32,6 +32,7 @@ from vlfair.probes import phrasings as phrasing
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Output, Probe, ProbeError, indistinguishable
 from vlfair.probes.declared import Custom, Declared, evaluate
+from vlfair.probes.grouping import Grouped
 from vlfair.probes.registry import register
 from vlfair.probes.scorers import Scorer
 from vlfair.probes.settings import (
@@ -52,7 +53,7 @@ Target = Literal["uniform", "dataset"]
 SCORE = "score: "  # samples.parquet's column of a prompt's scores is SCORE + the prompt (never an identity column)
 
 
-class RetrievalSettings(ProbeSettings, Bootstrap):
+class RetrievalSettings(ProbeSettings, Bootstrap, Grouped):
     query_templates: Annotated[list[Annotated[Text, AfterValidator(placeholders(""))]],
                                AfterValidator(distinct(same_text, "case and spaces aside"))] = Field(
         min_length=1, description="query templates, each with one {} for the concept")

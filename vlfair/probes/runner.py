@@ -30,8 +30,26 @@ def _schema_of(spec: str, default: str) -> str:
     return (Path(spec).is_dir() and prepared_schema(spec)) or default
 
 
-def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | None, schema: str | None):
-    """A Dataset object is used as is; a spec string is loaded with the probe's schema."""
+def _taxonomy(probe: Probe, schema: str) -> Any:
+    """The groups the probe's settings name (:mod:`vlfair.probes.grouping`), each an attribute of ``schema``."""
+    from vlfair.data.registry import SCHEMAS
+    from vlfair.data.taxonomy import DEFAULT
+
+    taxonomy = probe.settings.taxonomy() if hasattr(probe.settings, "taxonomy") else DEFAULT
+    # an attribute is a column of labels: one with a vocabulary, or one the schema marks a label
+    labelled = [c.name for c in SCHEMAS[schema].columns if c.vocabulary or c.label] if schema in SCHEMAS else None
+    for key in ("groups", "labels"):
+        for attribute in getattr(taxonomy, key):
+            if labelled is not None and attribute not in labelled:
+                raise ProbeError(f"{probe.name}: setting {key}.{attribute}: {schema} data has no attribute "
+                                 f"{attribute!r}; its attributes: {', '.join(labelled)}")
+    return taxonomy
+
+
+def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | None, schema: str | None,
+                    columns: Any = None):
+    """A Dataset object is used as is; a spec string is loaded with the probe's schema, its groups (the probe's
+    ``groups``, ``labels`` and ``age_bins``) and ``columns`` (the data's names for the probe's columns)."""
     if not isinstance(spec, (str, Path)):
         if schema is None:
             fitting = [s for s in probe.schemas
@@ -40,9 +58,14 @@ def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | No
         from vlfair.data.conform import conform
         from vlfair.data.registry import SCHEMAS
 
+        if columns:
+            from vlfair.data.forms import parse_columns, renaming
+
+            spec = spec.rename_columns(renaming(spec.column_names, parse_columns(columns), "the dataset given"))
         # an in-memory dataset meets the same checks as a loaded one: labels by name, in the vocabulary
         if schema in SCHEMAS and all(c in spec.column_names for c in probe.required_columns.get(schema, ())):
-            spec = conform(spec, SCHEMAS[schema], "the dataset given", partial=True)
+            spec = conform(spec, SCHEMAS[schema], "the dataset given", partial=True,
+                           taxonomy=_taxonomy(probe, schema))
         return spec, schema, schema
     from vlfair.data import load_dataset
 
@@ -52,13 +75,14 @@ def resolve_dataset(probe: Probe, spec: Any, subset: str | None, split: str | No
         raise ProbeError(f"probe {probe.name!r} runs on {list(probe.schemas)} data, not {schema!r} ({spec})")
     name = spec if spec.startswith("synthetic:") else schema
     source = None if spec.startswith("synthetic:") else spec
+    options = {"taxonomy": _taxonomy(probe, schema), **({} if source is None else {"columns": columns})}
     subsets = probe.default_subsets(schema) if subset is None else None
     if subsets:  # e.g. both Multi30K portions
         from datasets import concatenate_datasets
 
-        parts = [load_dataset(name, source=source, subset=s, split=split) for s in subsets]
+        parts = [load_dataset(name, source=source, subset=s, split=split, **options) for s in subsets]
         return concatenate_datasets(parts), schema, spec
-    return load_dataset(name, source=source, subset=subset, split=split), schema, spec
+    return load_dataset(name, source=source, subset=subset, split=split, **options), schema, spec
 
 
 @dataclasses.dataclass
@@ -138,6 +162,7 @@ class RunRequest:
             settings by the probe's declarations (:meth:`Probe.overrides_from`); they win over ``settings``.
         sources: setting -> the flag that set it (``{"bootstrap": "--bootstrap"}``), named by a settings error.
         out_dir: where :func:`run_probe` writes the run (None: nowhere).
+        columns: the data's names for the probe's columns (``"race=ethnicity"``, ``{"race": "ethnicity"}``).
         label: the model's name for people (results.json's ``model.name``: reports and boards), its spec kept
             (``model.spec``: what identifies it); None: the model's own name.
     """
@@ -158,6 +183,7 @@ class RunRequest:
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
     out_dir: str | Path | None = None
     label: str | None = None
+    columns: Any = None
 
 
 def built_probe(request: RunRequest) -> Probe:
@@ -204,7 +230,8 @@ def run_request(request: RunRequest, *, before_work: Callable[[], None] | None =
     if probe.needs_dataset:
         if request.dataset is None:
             raise ProbeError(f"probe {name!r} needs a dataset")
-        data, schema, dataset_name = resolve_dataset(probe, request.dataset, request.subset, request.split, schema)
+        data, schema, dataset_name = resolve_dataset(probe, request.dataset, request.subset, request.split, schema,
+                                                     request.columns)
         probe.check_columns(data, schema)
         if request.limit is not None:
             data = data.select(range(min(int(request.limit), data.num_rows)))

@@ -180,13 +180,14 @@ class Bootstrap(Confidence, Permutations):
 
 
 SHARED = ("bootstrap", "confidence", "seed", "n_permutations", "correction")
+GROUPING = ("groups", "labels", "age_bins")  # one's own groups (vlfair.probes.grouping), where a probe reads labels
 
 
 def keys(model: type[BaseModel]) -> list[str]:
-    """The keys a user may set, the probe's own first, then the shared statistics options
+    """The keys a user may set, the probe's own first, then the groups' and the shared statistics options
     (``version`` and ``notes`` belong to the YAML)."""
-    own = [key for key in model.model_fields if key not in ("version", "notes", *SHARED)]
-    return own + [key for key in SHARED if key in model.model_fields]
+    own = [key for key in model.model_fields if key not in ("version", "notes", *GROUPING, *SHARED)]
+    return own + [key for key in (*GROUPING, *SHARED) if key in model.model_fields]
 
 
 def _record_at(model: type[BaseModel], location: list[str]) -> type[BaseModel] | None:

@@ -15,6 +15,7 @@ from vlfair.probes import phrasings as phrasing
 from vlfair.probes.asking import Asking
 from vlfair.probes.base import Context, Option, Output, Probe, ProbeError, UploadSpec, indistinguishable
 from vlfair.probes.declared import Declared, FStatistic, Mean, evaluate, too_small
+from vlfair.probes.grouping import Grouped
 from vlfair.probes.registry import register
 from vlfair.probes.scorers import Scorer, was_asked
 from vlfair.probes.settings import (
@@ -85,7 +86,7 @@ class GenerativeQuestion(Asking):
     question: Annotated[Text, AfterValidator(placeholders("positive", "negative"))]
 
 
-class TraitsSettings(ProbeSettings, Bootstrap, phrasing.Phrased, phrasing.Asked):
+class TraitsSettings(ProbeSettings, Bootstrap, Grouped, phrasing.Phrased, phrasing.Asked):
     prompt: Annotated[Text, AfterValidator(placeholders("trait"))] = Field(
         description="the trait prompt, with {trait}")
     pairs: Annotated[list[Pair], AfterValidator(distinct(lambda pair: tuple(map(same_text, pair)),
