@@ -502,7 +502,7 @@ def test_a_batch_the_device_has_no_memory_for_names_batch_size_and_keeps_the_fin
     monkeypatch.setattr(type(clip_encoder), "encode_pixels", out_of_memory_after_two_batches)
     with pytest.raises(BatchTooLargeError, match=r"a batch of 8 images does not fit in the device's memory \(.*"
                                                  r"(out of memory|can't allocate memory).*\): lower batch_size \(now "
-                                                 r"8; --batch-size .*\); the 2 chunks finished before it are cached"):
+                                                 r"8; --batch-size .*\); the 16 images finished before it are cached"):
         vlfair.embed_images(clip_encoder, _paths(jpeg_paths), batch_size=8, chunk_size=8, cache_dir=tmp_path)
     monkeypatch.setattr(type(clip_encoder), "encode_pixels", original)
     counted["images"] = 0
@@ -536,7 +536,7 @@ def test_a_generative_batch_the_device_has_no_memory_for_names_batch_size(jpeg_p
             return [np.zeros((len(images), len(answers))) for _, answers in asks]
 
     with pytest.raises(BatchTooLargeError, match=r"a batch of 4 images does not fit .* lower batch_size \(now 4;"
-                                                 r".* the chunk finished before it is cached"):
+                                                 r".* the 4 images finished before it are cached"):
         score_answers(Scorer(), _paths(jpeg_paths)[:12], "who ?", ["a", "b"], batch_size=4, chunk_size=4,
                       cache_dir=tmp_path, progress=False)
 

@@ -2,12 +2,14 @@
 
 Layout of one entry (``<root>/<kind>/<key[:2]>/<key>/``):
     meta.json                         the key's components, for people inspecting the cache
-    rows-000000000-000004096.npz      one finished chunk (written by atomic rename)
+    rows-000000000-000000192.npz      one finished chunk, its rows' range (written by atomic rename)
     embeddings.npy + done.json        the final array; done.json is written last, so its presence
                                       means the entry is complete (the chunks are then removed)
 
-A run killed midway leaves only whole chunks behind; the next run recomputes just the missing
-ones. Any change in a key component gives a different key, hence a fresh entry.
+A run killed midway leaves only whole chunks behind; the next run recomputes just the rows they do
+not hold. A run writes what it finished every few seconds (``embed_images``' ``flush_seconds``), so
+a chunk is as many rows as the model embeds in that time, at most ``chunk_size``. Any change in a
+key component gives a different key, hence a fresh entry.
 
 Checked, not trusted: each chunk records its row range and a SHA-256 of its arrays, done.json the
 final array's shape, dtype and SHA-256. A file that fails to load or to match (another range's
@@ -174,6 +176,29 @@ class ChunkStore:
         bad = [BadRow(int(r), p or None, str(m))
                for r, p, m in zip(arrays["bad_rows"], arrays["bad_paths"], arrays["bad_reasons"])]
         return Chunk(rows, embeddings, bad)
+
+    def read_chunks(self) -> dict[tuple[int, int], Chunk]:
+        """Every finished chunk of this entry, by its row range, whatever ranges the runs that wrote them chose (a
+        run flushes what it finished every few seconds: :func:`vlfair.embed.embed_images`); each checked as
+        :meth:`read_chunk` checks it. Ranges that overlap (two runs of one entry at once) keep the first, the
+        longest where two start together."""
+        if self.directory is None or not self.directory.is_dir():
+            return {}
+        spans = []
+        for path in self.directory.glob("rows-*-*.npz"):
+            parts = path.stem.split("-")
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit() and int(parts[1]) < int(parts[2]):
+                spans.append((int(parts[1]), int(parts[2])))
+        found: dict[tuple[int, int], Chunk] = {}
+        reached = 0
+        for start, end in sorted(spans, key=lambda span: (span[0], -span[1])):
+            if start < reached:
+                continue
+            chunk = self.read_chunk(start, end)
+            if chunk is not None:
+                found[(start, end)] = chunk
+                reached = end
+        return found
 
     def write_chunk(self, start: int, end: int, chunk: Chunk) -> None:
         if self.directory is None:

@@ -28,11 +28,12 @@ def _demo(args: argparse.Namespace) -> int:
     if args.selfcheck:
         given = [flag for flag, value in (("--retrain", args.retrain), ("--profile", args.profile),
                                           ("--full", args.full), ("--cache-dir", args.cache_dir),
-                                          ("--label", args.label)) if value]
+                                          ("--label", args.label), ("--device", args.device != "auto")) if value]
         if given:
             raise UserError(f"--selfcheck checks the embedding engine instead of running the demo: "
                             f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to the demo")
         return _selfcheck(args)
+    _check_device(args.device)
     from vlfair.demo.timing import Timings
 
     timings = Timings()  # --profile: the imports are the demo's first step
@@ -40,7 +41,8 @@ def _demo(args: argparse.Namespace) -> int:
         from vlfair.demo.run import DEMO_OUTPUT, run_demo
     _check_out_dir(Path(args.out or "vlfair-demo"), DEMO_OUTPUT)
     entries = run_demo(args.out or "vlfair-demo", cache_dir=args.cache_dir or "default", retrain=args.retrain,
-                       timings=timings, profile=args.profile, full=args.full, labels=dict(args.label or []))
+                       timings=timings, profile=args.profile, full=args.full, labels=dict(args.label or []),
+                       device=args.device)
     return 0 if entries else 1
 
 
@@ -78,6 +80,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--label", type=demo_label, action="append", metavar="MODEL=NAME",
                         help=f"a name for people of one of the demo's models ({', '.join(DEMO_MODELS)}), in its "
                              "results, reports and boards (repeatable)")
+    _add_device(parser, "where the demo's models run")
     parser.add_argument("--selfcheck", action="store_true",
                         help="instead, check the embedding engine on a tiny encoder")
     parser.set_defaults(handler=_demo)
@@ -112,11 +115,12 @@ def _run(args: argparse.Namespace) -> int:
     from vlfair.probes.runner import RunRequest, run_request
 
     _at_least_one(("--limit", args.limit), ("--batch-size", args.batch_size))
+    _check_device(args.device)
     settings, sources = _settings_given(args)
     request = RunRequest(args.probe, args.model, getattr(args, "dataset", None), split=args.split, subset=args.subset,
                          limit=args.limit, batch_size=args.batch_size, cache_dir=args.cache_dir or "default",
-                         dtype=args.dtype, settings=settings, flags=dict(vars(args)), sources=sources, out_dir=args.out,
-                         label=args.label, columns=getattr(args, "columns", None))
+                         dtype=args.dtype, device=args.device, settings=settings, flags=dict(vars(args)),
+                         sources=sources, out_dir=args.out, label=args.label, columns=getattr(args, "columns", None))
     from vlfair.figures import not_drawn
 
     with not_drawn(args.no_figures):  # nothing spent on plots never written
@@ -221,6 +225,25 @@ def _check_out_dir(out: Path, kind: OutputKind | None = None) -> None:
         claim_output(out, kind or RUN_OUTPUT)
     except OutputError as exc:
         raise UserError(f"--out {exc}") from None
+
+
+def _add_device(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--device", default="auto", metavar="DEVICE",
+                        help=f"{what}: auto (a GPU where one is visible, one per process under torchrun; else the "
+                             "CPU), cpu, cuda or cuda:N (default auto)")
+
+
+def _check_device(device: str) -> None:
+    """``--device``, refused in one line before any work (``--device cuda: this PyTorch build has no CUDA``), not
+    at the model's first tensor, where a CPU build of torch raises "Torch not compiled with CUDA enabled"."""
+    if device == "auto":  # today's choice, made where the model loads: nothing to import here
+        return
+    from vlfair.models.base import UnavailableDevice, checked_device
+
+    try:
+        checked_device(device)
+    except UnavailableDevice as exc:
+        raise UserError(f"--device {exc.asked}: {exc.reason}") from None
 
 
 def _at_least_one(*flags: tuple[str, int | None]) -> None:
@@ -335,9 +358,12 @@ def _clashing_options(probe: Any, common: set[str]) -> list[str]:
 
 
 def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:
+    from vlfair.models import backend_prefixes
     from vlfair.probes.settings import keys
 
-    parser.add_argument("--model", required=True, help="encoder spec: hf:ID[@REV], ID, a directory, mclip:ID")
+    parser.add_argument("--model", required=True,
+                        help="model spec: a Hub id (ID[@REV]) or a directory, read as hf:, or PREFIX:ID with a "
+                             f"registered prefix: {', '.join(backend_prefixes())} (a generative model: lvlm:ID)")
     parser.add_argument("--label", type=label_text, metavar="NAME",
                         help="the model's name in reports and boards (default: its own; a directory's spec is kept "
                              "in results.json)")
@@ -361,6 +387,7 @@ def _add_run_options(parser: argparse.ArgumentParser, probe: Any) -> None:
     parser.add_argument("--dtype", default="auto",
                         help="auto (float32 on a CPU; bf16 on a GPU, float16 where it has no bf16), float32 (exact), "
                              "bfloat16, float16")
+    _add_device(parser, "where the model runs")
     parser.add_argument("--cache-dir", help="embedding cache (default $VLFAIR_CACHE or ~/.cache/vlfair)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help=f"override a setting of the probe's YAML: {', '.join(keys(probe.Settings))} "

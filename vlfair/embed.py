@@ -3,9 +3,11 @@
 Images flow as: DataLoader workers decode + resize + crop to uint8 (CPU), each image written in
 place into its forward batch's buffer in shared memory (page-locked where the main process decodes for
 a GPU) -> device, where rescale/normalise and the vision tower run under ``inference_mode``. Rows are
-processed in fixed chunks of ``chunk_size``; each finished chunk is written to the cache by
-atomic rename, so a killed run resumes where it stopped and, because a chunk's batches are the
-same whether resumed or not, its final array is bitwise the uninterrupted one.
+processed in ranges of at most ``chunk_size``; what a run finished is written to the cache by atomic rename
+every ``flush_seconds`` (10 s) at a batch's end and at each range's end, so a killed run resumes where it
+stopped, whatever the data's size, and, because a resumed run batches the rest as the uninterrupted one did
+(a batch starts where the cached rows end), its final array is bitwise the uninterrupted one. Under torchrun
+a range is written once gathered, at its end.
 
 Under ``torchrun`` / ``accelerate launch`` each process takes a contiguous share of every chunk
 (Accelerate's ``split_between_processes``), the shares are gathered in rank order
@@ -53,7 +55,7 @@ run in shared memory, used in turn); what a worker hands the main process for a 
   Python's and numpy's ``MemoryError``, a ``RuntimeError`` saying so), in the forward of ``embed_images``
   and ``score_answers`` or in the decode buffers' allocation, is :class:`BatchTooLargeError` (a
   ``MemoryError`` and a ``ValueError``: one line through the CLI), naming the batch's size, ``batch_size``,
-  ``--batch-size`` and half the batch to try, with the chunks finished before it cached.
+  ``--batch-size`` and half the batch to try, with the images finished before it cached.
 - ``num_workers`` other than None or a whole number from 0 is refused by name before any work; the workers
   started are at most one per piece to decode and one per CPU this process may use (past them a worker
   decodes nothing or contends for a core; a thousand forks ran out of threads), a number asked for and cut
@@ -84,7 +86,7 @@ import math
 import multiprocessing
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
@@ -285,19 +287,19 @@ def _batches(shares: list[list[int]], batch_size: int) -> tuple[list[list[int]],
 def embed_images(
     encoder: Encoder, dataset: Any, image_column: str = ..., batch_size: int = ..., num_workers: int | None = ...,
     cache_dir: str | os.PathLike | None = ..., on_bad_image: Literal["error"] = ..., chunk_size: int = ...,
-    progress: bool = ..., normalize: bool = ...,
+    progress: bool = ..., normalize: bool = ..., flush_seconds: float | None = ...,
 ) -> npt.NDArray[np.float32]: ...
 @overload
 def embed_images(
     encoder: Encoder, dataset: Any, image_column: str = ..., batch_size: int = ..., num_workers: int | None = ...,
     cache_dir: str | os.PathLike | None = ..., *, on_bad_image: Literal["skip"], chunk_size: int = ...,
-    progress: bool = ..., normalize: bool = ...,
+    progress: bool = ..., normalize: bool = ..., flush_seconds: float | None = ...,
 ) -> EmbeddingResult: ...
 @overload
 def embed_images(
     encoder: Encoder, dataset: Any, image_column: str = ..., batch_size: int = ..., num_workers: int | None = ...,
     cache_dir: str | os.PathLike | None = ..., on_bad_image: str = ..., chunk_size: int = ..., progress: bool = ...,
-    normalize: bool = ...,
+    normalize: bool = ..., flush_seconds: float | None = ...,
 ) -> npt.NDArray[np.float32] | EmbeddingResult: ...
 def embed_images(
     encoder: Encoder,
@@ -310,6 +312,7 @@ def embed_images(
     chunk_size: int = 4096,
     progress: bool = True,
     normalize: bool = True,
+    flush_seconds: float | None = None,
 ) -> npt.NDArray[np.float32] | EmbeddingResult:
     """Embed every image of ``dataset[image_column]``, in dataset order.
 
@@ -324,7 +327,10 @@ def embed_images(
         cache_dir: cache root; ``"default"`` is $VLFAIR_CACHE or ~/.cache/vlfair; None disables.
         on_bad_image: "error" raises :class:`BadImageError` naming the row (after saving the
             finished work to the cache); "skip" leaves the row out and reports it.
-        chunk_size: rows per cache chunk (the unit of resumption).
+        chunk_size: rows per cache chunk at most (under torchrun, the unit of resumption).
+        flush_seconds: a run writes the batches it finished to the cache at least this often (None:
+            :data:`FLUSH_SECONDS`, 10 s; 0: after every batch), so a killed run resumes from its last written
+            batch; with several processes, at each chunk's end.
         progress: show a tqdm bar with images/s (main process only).
         normalize: L2-normalise each embedding (False: the model's features as they come, cached
             apart; a ranking that weights images by their norm, as debias-vision-lang's, needs them).
@@ -335,13 +341,18 @@ def embed_images(
 
     Raises:
         BadImageError: an unreadable image, with ``on_bad_image="error"``.
-        ValueError: an unknown ``on_bad_image``, or a ``batch_size`` or ``chunk_size`` below 1.
-        BatchTooLargeError: a batch no memory holds (the chunks finished before it cached).
+        ValueError: an unknown ``on_bad_image``, a ``batch_size`` or ``chunk_size`` below 1, or a negative
+            ``flush_seconds``.
+        BatchTooLargeError: a batch no memory holds (the images finished before it cached).
     """
     if on_bad_image not in BAD_IMAGE_POLICIES:
         raise ValueError(f"on_bad_image must be one of {BAD_IMAGE_POLICIES}, got {on_bad_image!r}")
     if batch_size < 1 or chunk_size < 1:
         raise ValueError(f"batch_size and chunk_size must be positive, got {batch_size} and {chunk_size}")
+    flush_seconds = FLUSH_SECONDS if flush_seconds is None else flush_seconds  # read here: a test may set it
+    if isinstance(flush_seconds, bool) or not isinstance(flush_seconds, (int, float)) or not flush_seconds >= 0:
+        raise ValueError(f"flush_seconds must be a number of seconds, 0 or more (0: after every batch), got "
+                         f"{flush_seconds!r}")
     if num_workers is not None and (isinstance(num_workers, bool) or not isinstance(num_workers, int)
                                     or num_workers < 0):
         raise ValueError(f"num_workers must be None (vlfair's choice for the device) or a whole number of decode "
@@ -362,7 +373,7 @@ def embed_images(
                  f"in {store.directory or 'no cache'}")
     if final is None:
         chunks = _compute_chunks(encoder, source, store, world, batch_size, num_workers, chunk_size, progress,
-                                 stop_on_bad=on_bad_image == "error", normalize=normalize)
+                                 stop_on_bad=on_bad_image == "error", normalize=normalize, flush_seconds=flush_seconds)
         embeddings = concat_rows([c.embeddings for c in chunks], encoder.embedding_dim)
         bad = [b for c in chunks for b in c.bad]
         if world.is_main:
@@ -508,7 +519,7 @@ def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chu
             missing = [k for k in todo if k not in found]
             if missing:
                 computed = _chunk_of(source, world, start, end, missing, compute, [widths[k] for k in missing],
-                                     batch_size, bar, len(chunks[todo[0]]))
+                                     batch_size, bar)
                 found.update(computed)
                 if world.is_main:
                     for k, chunk in computed.items():
@@ -534,7 +545,7 @@ def _per_image(scorer: Any, dataset: Any, image_column: str, cache_dir: Any, chu
 
 
 def _chunk_of(source: ImageSource, world: World, start: int, end: int, todo: list[int], compute: Any,
-              widths: list[int], batch_size: int, bar: Any, chunk: int) -> dict[int, Chunk]:
+              widths: list[int], batch_size: int, bar: Any) -> dict[int, Chunk]:
     """One chunk's rows (``start`` to ``end``) read and computed for the keys ``todo``, this process's
     share, gathered from every process: {key: its chunk}. An image the model refuses stops every
     process at its row (the earlier chunks are cached)."""
@@ -551,7 +562,7 @@ def _chunk_of(source: ImageSource, world: World, start: int, end: int, todo: lis
     for at in range(0, len(images), batch_size):
         batch = images[at:at + batch_size]
         try:
-            with _naming_batch_size(len(batch), batch_size, chunk):
+            with _naming_batch_size(len(batch), batch_size, start):  # the rows before this chunk's are cached
                 for into, found in zip(values, compute(batch, todo)):
                     into.append(np.asarray(found, dtype=np.float32))
         except RejectedImageError as exc:  # named by its position in the batch
@@ -590,26 +601,49 @@ def _more(bad: list[BadRow]) -> str:
     return f" ({len(bad) - 1} more unreadable rows: {rows}; on_bad_image='skip' leaves them out)"
 
 
+# How often a run writes the batches it finished, at least: a killed run loses at most this much of its work, and
+# a run of a few hundred images resumes where it stopped (a chunk of ``chunk_size`` rows, 4,096, had held all of
+# such a run: it started again from 0). A chunk's file costs milliseconds (a 64-image batch of ViT-B/32 on a CPU
+# takes seconds)
+FLUSH_SECONDS = 10.0
+
+
+def _missing_ranges(ranges: list[tuple[int, int]], covered: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of each of ``ranges`` that no ``covered`` range holds, in order (a range cut where a chunk of an
+    earlier run ends: a run resumed with the same batch size batches the rest as the uninterrupted run did)."""
+    spans = sorted(covered)
+    missing = []
+    for start, end in ranges:
+        at = start
+        for first, last in spans:
+            if last <= at or first >= end:
+                continue
+            if first > at:
+                missing.append((at, first))
+            at = max(at, last)
+        if at < end:
+            missing.append((at, end))
+    return missing
+
+
 def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, world: World, batch_size: int,
                     num_workers: int | None, chunk_size: int, progress: bool, stop_on_bad: bool,
-                    normalize: bool = True) -> list[Chunk]:
-    ranges = _chunk_ranges(len(source), chunk_size)
-    done: dict[int, Chunk] = {}
-    for index, (start, end) in enumerate(ranges):
-        cached = store.read_chunk(start, end)
-        if cached is not None:
-            done[index] = cached
-    todo = [i for i in range(len(ranges)) if i not in done]
-    logger.debug(f"{len(done)} of {len(ranges)} chunks cached, {len(todo)} to embed")
-    if not todo:  # every chunk cached (a run stopped before its final file): no workers, no buffers
-        return [done[i] for i in range(len(ranges))]
-    shares = [world.split(list(range(*ranges[i]))) for i in todo]
+                    normalize: bool = True, flush_seconds: float = FLUSH_SECONDS) -> list[Chunk]:
+    done = store.read_chunks()  # {(start, end): chunk}: what earlier runs finished, whatever their chunks' sizes
+    todo = _missing_ranges(_chunk_ranges(len(source), chunk_size), done)
+    cached_rows = sum(end - start for start, end in done)
+    logger.debug(f"{cached_rows} of {len(source)} rows cached in {len(done)} chunks, {len(todo)} ranges to embed")
+    if not todo:  # every row cached (a run stopped before its final file): no workers, no buffers
+        return [done[span] for span in sorted(done)]
+    shares = [world.split(list(range(start, end))) for start, end in todo]
+    flat = [row for share in shares for row in share]  # the rows the loader decodes, in the batches' order
     batches, owners = _batches(shares, batch_size)
+    rows_before = np.cumsum([0, *(len(batch) for batch in batches)]).tolist()  # rows sent before each batch
     pieces, completes, starts = _pieces(batches, DECODE_BATCH)
     workers = _decode_workers(num_workers, encoder.device, len(pieces), DECODE_BATCH)
     # a buffer holds the largest batch, never more: a batch_size past a chunk's rows allocates only what is used
     largest = max(1, max(len(batch) for batch in batches))
-    with _naming_batch_size(largest, batch_size, len(done), "this machine's memory (the batches' decode buffers)"):
+    with _naming_batch_size(largest, batch_size, cached_rows, "this machine's memory (the batches' decode buffers)"):
         slots = _Slots(_slot_count(completes, PREFETCH * workers), largest, encoder.preprocessing.output_hw,
                        shared=workers > 0, pinned=encoder.device.type == "cuda")
     # each piece's images named by their place: (forward batch, its buffer, offset in the batch, position in the
@@ -618,37 +652,55 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
               for indices, batch, start in zip(pieces, completes, starts) if indices]
     sent = multiprocessing.Value("q", -1, lock=False) if workers else None  # the last batch handed to the device
     loader = torch.utils.data.DataLoader(
-        _DecodeDataset(source, [row for share in shares for row in share], encoder.preprocessing, slots, sent),
+        _DecodeDataset(source, flat, encoder.preprocessing, slots, sent),
         batch_sampler=placed, num_workers=workers, collate_fn=_collate, **_loader_order(workers),
     )
-    finished_at = np.cumsum([ranges[i][1] - ranges[i][0] for i in todo]).tolist()  # rows done after each chunk
-    total = finished_at[-1] if todo else 0
+    finished_at = np.cumsum([end - start for start, end in todo]).tolist()  # rows done after each range
+    total = finished_at[-1]
     shown = progress and world.is_main and total and progress_bars_enabled()
     bar = tqdm(total=total, unit="img", desc="embedding images", disable=not shown)
-    pending: list[tuple[list[int], np.ndarray, list[BadRow]]] = []
+    # One process writes what it finished every flush_seconds, at a batch's end (a resumed run's batches are then
+    # the uninterrupted run's: the same embeddings, bit for bit); several processes write a range once gathered at
+    # its end (a gather mid-range would need every process there at once, and their shares' batches differ)
+    alone = world.size == 1
+    pending: list[tuple[list[int], np.ndarray, list[BadRow]]] = []  # finished, not yet written
+    flushed_to, pending_to = todo[0][0], todo[0][0]  # pending holds rows [flushed_to, pending_to)
+    last_flush = time.monotonic()
 
-    def ends_chunk(batch: int) -> bool:  # the last batch of its chunk, on every process
+    def ends_chunk(batch: int) -> bool:  # the last batch of its range, on every process
         return batch + 1 == len(owners) or owners[batch + 1] != owners[batch]
 
+    def flush(upto: int, then: int) -> Chunk:
+        """The finished batches, rows [flushed_to, upto), gathered from every process and cached; what follows
+        starts at row ``then``."""
+        nonlocal pending, flushed_to, pending_to, last_flush
+        chunk = _merge(world.gather(pending), encoder.embedding_dim)
+        if world.is_main:
+            store.write_chunk(flushed_to, upto, chunk)
+        done[(flushed_to, upto)] = chunk
+        pending, flushed_to, pending_to, last_flush = [], then, then, time.monotonic()
+        return chunk
+
     def finish(batch: int, rows: list[int], features: torch.Tensor | None, bad: list[BadRow]) -> None:
-        """Batch ``batch``'s features to the host (waiting for its forward) and, at a chunk's last batch, the
-        chunk gathered from every process and cached."""
-        nonlocal pending
+        """Batch ``batch``'s features to the host (waiting for its forward) and, at its range's last batch or when
+        a flush is due, what it finished cached."""
+        nonlocal pending_to
         owner = owners[batch]
         pending.append((rows, features.cpu().numpy() if features is not None
                         else np.zeros((0, encoder.embedding_dim), np.float32), bad))
+        if batches[batch]:
+            pending_to = flat[batches[batch][-1]] + 1
         # The main process's share is the largest, so world.size times its rows overestimates
         # the chunk's progress; capped at the chunk's end, the bar is exact once it is gathered.
         bar.update(min(world.size * (len(rows) + len(bad)), finished_at[owner] - bar.n))
         if ends_chunk(batch):
-            start, end = ranges[todo[owner]]
-            chunk = _merge(world.gather(pending), encoder.embedding_dim)
-            if world.is_main:
-                store.write_chunk(start, end, chunk)
-            done[todo[owner]] = chunk
-            pending = []
-            if chunk.bad and stop_on_bad:  # the finished work is saved; fail before doing more
-                raise BadImageError(chunk.bad[0].row, chunk.bad[0].path, chunk.bad[0].reason + _more(chunk.bad))
+            chunk = flush(todo[owner][1], todo[owner + 1][0] if owner + 1 < len(todo) else todo[owner][1])
+        elif alone and (time.monotonic() - last_flush >= flush_seconds or (bad and stop_on_bad)):
+            chunk = flush(pending_to, pending_to)
+        else:
+            return
+        if chunk.bad and stop_on_bad:  # the finished work is saved; fail before doing more
+            raise BadImageError(chunk.bad[0].row, chunk.bad[0].path, chunk.bad[0].reason + _more(chunk.bad))
 
     in_flight: tuple[int, list[int], torch.Tensor | None, list[BadRow]] | None = None  # sent, not yet back
     arrived: dict[int, list[tuple[int, int, int, BadRow | None]]] = {}  # batch: its images decoded so far
@@ -659,7 +711,9 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
         """Batch ``batch`` (every piece of it decoded) to the device, and the one before it brought back."""
         nonlocal in_flight
         rows, pixels, bad = slots.batch(batch % len(slots.tensors), arrived.pop(batch, []))
-        with _naming_batch_size(len(rows), batch_size, len(done)):
+        # what is cached should this batch not fit: alone, every batch before it (saved as the run stops)
+        saved = cached_rows + rows_before[batch] if alone else sum(end - start for start, end in done)
+        with _naming_batch_size(len(rows), batch_size, saved):
             features = encoder.encode_pixels(pixels, normalize) if pixels is not None else None
         if sent is not None:
             sent.value = batch  # its buffer is free: the device has its copy
@@ -667,8 +721,8 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
         # the host's bookkeeping (on a CPU the forward has already run: the order changes nothing); a chunk's last
         # batch at once, as its chunk is cached (and a bad image stops the run) before more work
         if in_flight is not None:
-            finish(*in_flight)
-            in_flight = None
+            previous, in_flight = in_flight, None
+            finish(*previous)
         if ends_chunk(batch):
             finish(batch, rows, features, bad)
         else:
@@ -683,9 +737,18 @@ def _compute_chunks(encoder: Encoder, source: ImageSource, store: ChunkStore, wo
             while next_batch < len(batches) and missing[next_batch] == 0:  # every batch whose pieces are all in
                 send(next_batch)
                 next_batch += 1
+    except BaseException:
+        # stopped (a batch too large, a bad image, Ctrl-C): alone, what it finished is cached before it says so
+        if alone:
+            with contextlib.suppress(Exception):
+                if in_flight is not None:
+                    finish(*in_flight)
+                if pending:
+                    flush(pending_to, pending_to)
+        raise
     finally:
         bar.close()
-    return [done[i] for i in range(len(ranges))]
+    return [done[span] for span in sorted(done)]
 
 
 def _loader_order(workers: int) -> dict[str, Any]:
@@ -742,10 +805,10 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def _naming_batch_size(images: int, batch_size: int, chunks_done: int,
+def _naming_batch_size(images: int, batch_size: int, saved: int,
                        memory: str = "the device's memory") -> Iterator[None]:
     """A batch ``memory`` has no room for, said with what to change, a size to try (half the batch that did not
-    fit) and that the chunks finished before it stay cached."""
+    fit) and how many images finished before it stay cached (``saved``)."""
     try:
         yield
     except BatchTooLargeError:
@@ -756,11 +819,12 @@ def _naming_batch_size(images: int, batch_size: int, chunks_done: int,
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         smaller = (f": try {images // 2} (half the batch)" if images > 1
                    else ": one image does not fit either (use a smaller --dtype or a device with more memory)")
+        kept = ("no image was finished before it" if saved == 0
+                else "the image finished before it is cached and is not computed again" if saved == 1
+                else f"the {saved:,} images finished before it are cached and are not computed again")
         raise BatchTooLargeError(
             f"a batch of {images} images does not fit in {memory} ({first}): lower batch_size "
-            f"(now {batch_size}; --batch-size on the command line){smaller}; "
-            + (f"the {chunks_done} chunks finished before it are cached and are not computed again" if chunks_done != 1
-               else "the chunk finished before it is cached and is not computed again")) from exc
+            f"(now {batch_size}; --batch-size on the command line){smaller}; {kept}") from exc
 
 
 def _merge(batches: list[tuple[list[int], np.ndarray, list[BadRow]]], dim: int) -> Chunk:

@@ -83,13 +83,14 @@ def answerer_path(planting: Planting, cache_dir: Any = "default", *, retrain: bo
 
 
 def world_answerer(planting: Planting, cache_dir: Any = "default", *, retrain: bool = False, name: str | None = None,
-                   log: Callable[[str], None] = logger.info, config: AnswererConfig = DEFAULT_ANSWERER) -> Any:
+                   log: Callable[[str], None] = logger.info, config: AnswererConfig = DEFAULT_ANSWERER,
+                   device: Any = "auto") -> Any:
     """The world answerer, loaded as a generative scorer (``lvlm:``) in float32, the precision it was trained and
-    shipped in, on a GPU where there is one (as the world's encoders: the verdicts are the same)."""
+    shipped in, on ``device`` (auto: a GPU where there is one, as the world's encoders: the verdicts are the same)."""
     from vlfair.models import load_encoder
 
     path = answerer_path(planting, cache_dir, retrain=retrain, config=config, name=name, log=log)
-    scorer = load_encoder(f"lvlm:{path}", dtype="float32")
+    scorer = load_encoder(f"lvlm:{path}", dtype="float32", device=device)
     scorer.display_name = name  # boards and reports name it, not its folder
     return scorer
 

@@ -111,7 +111,7 @@ LONGEST_FIRST = ["public-figures", "retrieval", "professions", "traits", "word-i
 def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", planting: Planting | None = None,
              retrain: bool = False, log: Callable[[str], None] = logger.info, timings: Timings | None = None,
              profile: bool = False, workers: int | None = None, full: bool = False,
-             labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+             labels: Mapping[str, str] | None = None, device: Any = "auto") -> list[dict[str, Any]]:
     """Load the shipped biased and control world encoders and answerers (or train them on this
     machine with ``retrain`` or a ``planting`` vlfair does not ship), run every probe on both kinds,
     compare, write the summary and the report; with ``profile``, log where the time went
@@ -120,7 +120,9 @@ def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", pl
     ``out_dir`` is written as a whole (``vlfair.atomic``): an earlier demo there is replaced once
     the new one is complete, a demo stopped midway leaves it as it was. With ``full``, the answerers'
     runs are written with their figures too (by default: :data:`ANSWERER_FIGURES_LEFT_OUT`). ``labels``: names
-    for people of the models, by their folders (``control``, ``answerer-biased``), in place of the world's own."""
+    for people of the models, by their folders (``control``, ``answerer-biased``), in place of the world's own.
+    ``device``: where the models run (``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``; on a GPU the probes run one
+    after another, :mod:`vlfair.demo.forked`)."""
     from vlfair.demo.forked import default_workers, forked_map
     from vlfair.demo.paired import paired_summary
 
@@ -129,7 +131,7 @@ def run_demo(out_dir: str | Path = "vlfair-demo", cache_dir: Any = "default", pl
     with atomic_output(out_dir, DEMO_OUTPUT) as out:
         worlds = plantings(planting)
         with timings("models"):
-            paths, encoders, answerers = world_models(worlds, cache_dir, retrain, log, labels)
+            paths, encoders, answerers = world_models(worlds, cache_dir, retrain, log, labels, device)
         with timings("world data"):
             data = {schema: build() for schema, build in world_data.BY_SCHEMA.items()}
         world = WorldModels(encoders, answerers, data, out, cache_dir, full)
@@ -179,21 +181,21 @@ def plantings(planting: Planting | None = None) -> dict[str, Planting]:
 
 
 def world_models(worlds: dict[str, Planting], cache_dir: Any = "default", retrain: bool = False,
-                 log: Callable[[str], None] = logger.info, labels: Mapping[str, str] | None = None
-                 ) -> tuple[dict[str, Path], dict[str, Any], dict[str, Any]]:
+                 log: Callable[[str], None] = logger.info, labels: Mapping[str, str] | None = None,
+                 device: Any = "auto") -> tuple[dict[str, Path], dict[str, Any], dict[str, Any]]:
     """Each world's encoder (its folder, and loaded in float32) and answerer: the shipped ones, or,
     with ``retrain`` or a planting vlfair does not ship, trained on this machine and cached; named by
-    ``labels`` (by the runs' folders: ``control``, ``answerer-control``) where given."""
+    ``labels`` (by the runs' folders: ``control``, ``answerer-control``) where given; on ``device``."""
     labels = labels or {}
     paths = {name: encoder_path(p, cache_dir, retrain=retrain, name=display_name(name), log=log)
              for name, p in worlds.items()}
     for name, path in paths.items():
         log(f"{display_name(name)} encoder: {path}")
-    encoders = {name: load_encoder(str(path), dtype="float32") for name, path in paths.items()}
+    encoders = {name: load_encoder(str(path), dtype="float32", device=device) for name, path in paths.items()}
     for name, encoder in encoders.items():
         encoder.display_name = labels.get(name, display_name(name))  # its results name it, not its cache path
     answerers = {name: generative.world_answerer(p, cache_dir, retrain=retrain, name=generative.answerer_name(name),
-                                                 log=log) for name, p in worlds.items()}
+                                                 log=log, device=device) for name, p in worlds.items()}
     for name, answerer in answerers.items():
         answerer.display_name = labels.get(f"{generative.KIND}-{name}", answerer.display_name)
     return paths, encoders, answerers

@@ -3,23 +3,35 @@
 Adding a backend is one module with a ``load_<name>(ref, **options)`` function plus one line below
 (:data:`BACKENDS`, a :class:`vlfair.registry.Registry` of loaders: a lazy entry, ``"module:function"``,
 imports its module only when a spec names its prefix), or ``register_backend`` from another package.
+
+Importing this package imports no torch (the classes are resolved when first read): ``vlfair run --help``
+lists the registered prefixes from :data:`BACKENDS` without loading a model library.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from vlfair.models.base import Encoder
-from vlfair.models.hf import HFEncoder, load_hf
+from vlfair._lazy import lazy_getattr
 from vlfair.models.hub import ModelNotFoundError, is_local_directory, refusing_remote_code
-from vlfair.models.mclip import MCLIPEncoder, load_mclip
-from vlfair.models.preprocessing import ImagePreprocessing, UnsupportedPreprocessing
 from vlfair.registry import Registry
 
-Loader = Callable[..., Encoder]
+if TYPE_CHECKING:  # the lazy names' types ("x as x": a re-export)
+    import torch
+
+    from vlfair.models.base import Encoder as Encoder
+    from vlfair.models.hf import HFEncoder as HFEncoder
+    from vlfair.models.mclip import MCLIPEncoder as MCLIPEncoder
+    from vlfair.models.preprocessing import ImagePreprocessing as ImagePreprocessing
+    from vlfair.models.preprocessing import UnsupportedPreprocessing as UnsupportedPreprocessing
+
+__getattr__ = lazy_getattr(__name__, {"Encoder": ".base", "HFEncoder": ".hf", "MCLIPEncoder": ".mclip",
+                                      "ImagePreprocessing": ".preprocessing",
+                                      "UnsupportedPreprocessing": ".preprocessing"})
+
+Loader = Callable[..., Any]  # loader(REF, **options) -> Encoder
 
 
 def _is_loader(loader: Loader) -> None:
@@ -43,9 +55,15 @@ def register_backend(prefix: str, loader: Loader) -> None:
     BACKENDS.add(loader, prefix, replace=True)
 
 
-BACKENDS.add(load_hf, "hf")
-BACKENDS.add(load_mclip, "mclip")
-BACKENDS.lazy("lvlm", "vlfair.models.lvlm:load_lvlm")  # transformers' generative classes load only when asked for
+# lazy, every one: a prefix's module (and torch, transformers) loads only when a spec names it
+BACKENDS.lazy("hf", "vlfair.models.hf:load_hf")
+BACKENDS.lazy("mclip", "vlfair.models.mclip:load_mclip")
+BACKENDS.lazy("lvlm", "vlfair.models.lvlm:load_lvlm")
+
+
+def backend_prefixes() -> list[str]:
+    """Every registered spec prefix with its colon (``hf:``, ``lvlm:``, ``mclip:``, a plugin's), sorted."""
+    return [f"{prefix}:" for prefix in sorted(BACKENDS.names())]
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -59,8 +77,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
         return DEFAULT_BACKEND, spec
     if prefix not in BACKENDS:
         raise ValueError(
-            f"unknown model spec prefix {prefix!r} in {spec!r}; registered prefixes: "
-            + ", ".join(f"{p}:" for p in sorted(BACKENDS.names()))
+            f"unknown model spec prefix {prefix!r} in {spec!r}; registered prefixes: " + ", ".join(backend_prefixes())
         )
     if not ref:
         raise ValueError(f"model spec {spec!r} names no model after '{prefix}:'")
@@ -74,7 +91,8 @@ def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | to
 
     Args:
         spec: ``"hf:ID[@REV]"``, a bare Hub id, a local directory, or ``"mclip:TEXT[+IMAGE]"``.
-        device: ``"auto"`` (CUDA when available, else CPU) or a torch device.
+        device: ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a torch device;
+            one this machine or its PyTorch build lacks is refused before any weights load.
         dtype: ``"auto"`` (float32 on every CPU, whatever its instruction set; on a GPU bf16, float16
             where it has none, said in one info line), or a dtype such as ``"float32"`` for exact results
             (``"bfloat16"`` on a CPU only when asked).
@@ -92,10 +110,16 @@ def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | to
 
     Raises:
         ValueError: unknown spec prefix (the message lists the registered ones), or a model
-            that is not an image-text dual encoder.
+            that is not an image-text dual encoder (a generative one: the message says to write ``lvlm:``).
+        vlfair.models.base.UnavailableDevice: a ``device`` this machine or its PyTorch build lacks (a
+            ValueError), or one that names no device.
         ModelNotFoundError: not a directory, not cached, and the Hub is offline or unreachable.
     """
+    from vlfair.models.base import checked_device
+
     prefix, ref = parse_spec(spec)
+    if str(device) != "auto":  # refused before any backend reads a file or downloads weights
+        checked_device(device)
     # every backend's loads (a plugin's too): a checkpoint that names its own code, refused by transformers
     # under trust_remote_code=False, is said in one line naming the model
     with refusing_remote_code(ref, "vlfair runs it only when asked: vlfair.load_encoder(..., trust_remote_code=True)"):
@@ -107,6 +131,6 @@ def load_encoder(spec: str, device: str | torch.device = "auto", dtype: str | to
 
 
 __all__ = [
-    "BACKENDS", "Encoder", "HFEncoder", "MCLIPEncoder", "ImagePreprocessing", "ModelNotFoundError",
+    "BACKENDS", "Encoder", "HFEncoder", "backend_prefixes", "MCLIPEncoder", "ImagePreprocessing", "ModelNotFoundError",
     "UnsupportedPreprocessing", "load_encoder", "parse_spec", "register_backend",
 ]

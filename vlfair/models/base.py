@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -162,16 +162,70 @@ class DeviceError(ValueError):
     """A launch whose processes cannot each have a GPU of their own."""
 
 
+class UnavailableDevice(DeviceError):
+    """A device asked for that this machine or its PyTorch build does not have, or a value that names no device:
+    ``asked`` as given, ``reason`` what is wrong and what to give instead (the CLI says ``--device ASKED: REASON``)."""
+
+    def __init__(self, asked: str, reason: str):
+        super().__init__(f"device {asked!r}: {reason}")
+        self.asked, self.reason = asked, reason
+
+
+DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"  # what a device is given as (help texts and every refusal)
+
+
+def _cuda_problem(device: torch.device) -> str | None:
+    """Why ``device`` (cuda or cuda:N) cannot run here, or None. Asked before any tensor goes there: a CPU build
+    of PyTorch otherwise fails at the model's first ``.to`` with "AssertionError: Torch not compiled with CUDA
+    enabled", and a GPU index past the last one with "invalid device ordinal" mid-run."""
+    if not torch.backends.cuda.is_built():
+        return f"this PyTorch build has no CUDA (torch {torch.__version__}); use auto or cpu"
+    if not torch.cuda.is_available():
+        return ("no CUDA GPU is visible (no NVIDIA driver answers, or CUDA_VISIBLE_DEVICES hides them); "
+                "use auto or cpu")
+    gpus = torch.cuda.device_count()
+    if device.index is not None and device.index >= gpus:
+        return (f"this machine has {gpus} CUDA GPU{'s' if gpus != 1 else ''} (cuda:0"
+                f"{f' to cuda:{gpus - 1}' if gpus > 1 else ''}); use auto, cpu, cuda or one of them")
+    return None
+
+
+# the device types vlfair runs on, each with why a device of it cannot run here (None: it can); another type
+# torch knows (xpu, mps, meta...) is refused by name: the pipeline (page-locked buffers, dtypes, forked
+# workers) was written and measured for these two
+DEVICE_TYPES: dict[str, Callable[[torch.device], str | None]] = {"cpu": lambda device: None, "cuda": _cuda_problem}
+
+
+def checked_device(device: str | torch.device) -> torch.device:
+    """A device asked for (not ``auto``) as a ``torch.device``, checked against this machine and its PyTorch build.
+
+    Raises:
+        UnavailableDevice: a value that names no device (``gpu``), a type vlfair does not run on, CUDA on a
+            build or machine without it, or a GPU index past the last one.
+    """
+    asked = str(device)
+    try:
+        chosen = device if isinstance(device, torch.device) else torch.device(asked.strip())
+    except (RuntimeError, TypeError, ValueError):  # torch's "Expected one of cpu, cuda, ... device type"
+        raise UnavailableDevice(asked, f"not a device; use {DEVICE_CHOICES}") from None
+    problem = DEVICE_TYPES.get(chosen.type, lambda _: f"vlfair runs on the CPU or CUDA GPUs; use {DEVICE_CHOICES}")
+    reason = problem(chosen)
+    if reason is not None:
+        raise UnavailableDevice(asked, reason)
+    return chosen
+
+
 def pick_device(device: str | torch.device) -> torch.device:
     """``auto``: this process's GPU (under torchrun or accelerate launch, the one its ``LOCAL_RANK`` names),
-    else the CPU.
+    else the CPU; any other value is :func:`checked_device`'s.
 
     Raises:
         DeviceError: more processes on this machine than it has GPUs: every process says so (the one
             without a GPU of its own would otherwise fail on a CUDA error, "invalid device ordinal").
+        UnavailableDevice: a device this machine or its PyTorch build does not have (:func:`checked_device`).
     """
     if str(device) != "auto":
-        return torch.device(device)
+        return checked_device(device)
     if torch.cuda.is_available():
         gpus = torch.cuda.device_count()
         local_rank = int(os.environ["LOCAL_RANK"]) if "LOCAL_RANK" in os.environ else torch.cuda.current_device()

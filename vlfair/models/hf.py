@@ -126,6 +126,32 @@ def _max_text_length(model: Any, tokenizer: Any) -> int:
     return min(positions, limit) if limit and limit < 10**6 else positions
 
 
+EMBEDDING_METHODS = ("get_image_features", "get_text_features")  # what a dual encoder's transformers class has
+
+
+def refuse_unembedding(ref: str, path: str, trust_remote_code: bool) -> None:
+    """Refuse, from its config alone (before its weights load, and transformers' load report of a class that is
+    not the checkpoint's), a checkpoint whose AutoModel class embeds no images and texts; a generative
+    vision-language model (one AutoModelForImageTextToText loads: LLaVA, Idefics3, Qwen2-VL) is told to be written
+    ``lvlm:REF``. A config transformers cannot map (a checkpoint's own code) is left to the load."""
+    from transformers import AutoConfig, AutoModel, AutoModelForImageTextToText
+
+    config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    try:
+        model_class = AutoModel._model_mapping[type(config)]
+    except (KeyError, ValueError):
+        return
+    missing = [method for method in EMBEDDING_METHODS if not hasattr(model_class, method)]
+    if not missing:
+        return
+    if type(config) in AutoModelForImageTextToText._model_mapping:
+        named = ", ".join(getattr(config, "architectures", None) or [type(config).__name__.removesuffix("Config")])
+        raise ValueError(f"{ref!r} is a generative vision-language model ({named}), not an image-text dual encoder: "
+                         f"write lvlm:{ref} to ask it each probe's questions")
+    raise ValueError(f"{ref!r} loads as {model_class.__name__}, which has no {missing[0]}: it is not an image-text "
+                     f"dual encoder (model spec prefixes: vlfair run --help)")
+
+
 def load_hf(ref: str, *, device: str | torch.device = "auto", dtype: str | torch.dtype = "auto",
             revision: str | None = None, trust_remote_code: bool = False, use_safetensors: bool = True,
             spec: str | None = None) -> HFEncoder:
@@ -133,11 +159,12 @@ def load_hf(ref: str, *, device: str | torch.device = "auto", dtype: str | torch
     resolved = resolve_model(ref, revision, use_safetensors=use_safetensors)
     device = pick_device(device)
     dtype = pick_dtype(dtype, device)
+    refuse_unembedding(ref, resolved.path, trust_remote_code)
     try:
         model = load_pretrained(resolved.path, device, dtype, use_safetensors, trust_remote_code)
     except OSError as exc:
         raise ModelNotFoundError(f"cannot load model weights of {ref!r} from {resolved.path}: {exc}") from None
-    for method in ("get_image_features", "get_text_features"):
+    for method in EMBEDDING_METHODS:  # a checkpoint's own class, which its config did not tell
         if not hasattr(model, method):
             raise ValueError(
                 f"{ref!r} loads as {type(model).__name__}, which has no {method}: "

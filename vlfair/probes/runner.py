@@ -151,11 +151,12 @@ class RunRequest:
 
     Attributes:
         probe: a registered probe's name, or a probe already built with its settings.
-        model: a model spec (loaded by the runner, in ``dtype``) or a loaded model.
+        model: a model spec (loaded by the runner, in ``dtype``, on ``device``) or a loaded model.
         dataset: a ``datasets.Dataset``, a dataset spec (Hub id, prepared directory,
             ``synthetic:<name>``), or None for a probe that makes its own data.
         split, subset, schema, limit: how the data is read (``limit``: only the first rows).
-        batch_size, cache_dir, dtype: how the model is run.
+        batch_size, cache_dir, dtype, device: how the model is run (``device``: ``"auto"``, ``"cpu"``, ``"cuda"``,
+            ``"cuda:N"``, for a spec the runner loads; one the machine lacks is refused before any work).
         settings: overrides of the probe's YAML (``--set``, ``settings=``; an unknown key is an error).
         components: objects replacing configured parts (e.g. word-influence's ``generator``).
         flags: the parsed values of the probe's own command-line options (dest -> value), made
@@ -177,6 +178,7 @@ class RunRequest:
     batch_size: int = 64
     cache_dir: Any = "default"
     dtype: Any = "auto"
+    device: Any = "auto"
     settings: Any = None
     components: dict[str, Any] | None = None
     flags: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -224,6 +226,13 @@ def run_request(request: RunRequest, *, before_work: Callable[[], None] | None =
     probe = copy.copy(built_probe(request))
     name = probe.name
     refuse_generative(probe, request.model)  # a spec: before its weights load (or download)
+    if str(request.device) != "auto":  # refused before --out is claimed, the data read or the weights loaded
+        if not isinstance(request.model, str):
+            raise ProbeError(f"device={str(request.device)!r} places a model the run loads from its spec; a loaded "
+                             "model runs where it was loaded (vlfair.load_encoder(..., device=...))")
+        from vlfair.models.base import checked_device
+
+        checked_device(request.device)
     if before_work is not None:
         before_work()
     schema, dataset_name = request.schema, None
@@ -240,7 +249,7 @@ def run_request(request: RunRequest, *, before_work: Callable[[], None] | None =
     else:
         data = None
     model = request.model
-    encoder = load_encoder(model, dtype=request.dtype) if isinstance(model, str) else model
+    encoder = load_encoder(model, dtype=request.dtype, device=request.device) if isinstance(model, str) else model
     ctx = Context(encoder, data, batch_size=request.batch_size, cache_dir=request.cache_dir)
     try:
         output = probe.run(ctx, schema)
@@ -468,7 +477,7 @@ def run_probe(name: str, encoder: Any, dataset: Any = None, out_dir: str | Path 
             prepared directory, ``synthetic:<name>``).
         out_dir: where to write; None writes nothing.
         options: ``split``, ``subset``, ``schema``, ``limit`` (use only the first rows),
-            ``batch_size``, ``cache_dir``, ``dtype``, ``settings`` (overrides of the probe's YAML; an
+            ``batch_size``, ``cache_dir``, ``dtype``, ``device``, ``settings`` (overrides of the probe's YAML; an
             unknown key is an error) and ``components`` (objects replacing configured parts, e.g.
             word-influence's ``generator``: any object with ``generate`` and ``identity``,
             ``classifier`` or ``transmuter``): the fields of :class:`RunRequest`, which
