@@ -175,18 +175,18 @@ def _read_table(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
-            rows = list(reader)
+            rows, header = list(reader), list(reader.fieldnames or [])  # (read from the file: an empty one has none)
     except UnicodeDecodeError as exc:
         raise SourceError([Problem(path.name, f"is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as "
                                               "UTF-8")]) from None
-    width = len(reader.fieldnames or [])
+    width = len(header)
     ragged = [Problem(f"{path.name} row {number}",
                       f"has {width - list(row.values()).count(None) + len(row.get(None, []))} fields, "
                       f"the header has {width}")
               for number, row in enumerate(rows) if None in row or None in row.values()]
     if ragged:
         raise SourceError(ragged)
-    return rows, list(reader.fieldnames or [])
+    return rows, header
 
 
 def _text(value: Any) -> str:
