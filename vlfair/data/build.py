@@ -109,7 +109,8 @@ class RowCollector:
         self.files, self.where = files, where
         self.problems: list[Problem] = []
         self.seen: dict[str, int] = {}
-        self.rows, self.missing = 0, []  # rows recorded; the files of those whose image is not there
+        self.rows = 0  # rows recorded
+        self.missing: list[str] = []  # the files of those whose image is not there
 
     def record(self, row: int, file: str, labels: dict[str, Any], extra: dict[str, Any] | None = None) -> dict | None:
         where = f"{self.where} row {row}"
