@@ -114,7 +114,6 @@ def test_fairface_card_lists_configs(fairface_out):
     assert config["vlfair"]["schema"] == "fairface" and not (fairface_out / "vlfair.json").exists()
     # FairFace's own label file (issue 66): FairFace's card, its name and licence, and why
     assert config["pretty_name"] == "FairFace (prepared by vlfair)" and config["vlfair"]["published_release"] is True
-    assert "vlfair recognised FairFace's release" in card
     info = {i["config_name"]: i for i in config["dataset_info"]}
     assert {f["name"] for f in info["default"]["features"]} >= {"image", "file", "age", "gender", "race"}
     split = info["adults"]["splits"][0]

@@ -226,6 +226,20 @@ def test_only_fairface_s_own_label_files_keep_fairface_s_card(tmp_path):
     assert built.published is False and "not FairFace's own" in built.provenance
 
 
+def test_a_published_release_s_card_states_the_rule_that_gave_it_its_licence():
+    """FairFace's and Multi30K's templates (cards/, installed as vlfair._cards) say why the card is theirs: the
+    builder's provenance, the rule that recognised the release (read from the repository's cards, which an
+    editable install of another checkout would not serve)."""
+    from vlfair.data.build import FAIRFACE_PROVENANCE
+
+    cards = Path(__file__).resolve().parent.parent / "cards"
+    for name in ("fairface", "multi30k"):
+        text = (cards / f"{name}.md").read_text()
+        assert "because ${provenance}" in text and "one's own data" in text, name
+    assert "## Licence\n\nCC BY 4.0, FairFace's licence" in (cards / "fairface.md").read_text()
+    assert "86,744 (train) and 10,954 (val) rows" in FAIRFACE_PROVENANCE
+
+
 @pytest.mark.parametrize("dataset", ["professions", "pfi"])
 def test_the_studies_images_vlfair_cannot_recognise_always_get_a_card_of_one_s_own(tmp_path, dataset):
     source, _ = _professions_folder(tmp_path / "study-images", per_cell=1)
