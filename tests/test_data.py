@@ -112,6 +112,8 @@ def test_fairface_card_lists_configs(fairface_out):
                                                    "path": "adults/validation-00000-of-00001.parquet"}]
     assert config["license"] == "cc-by-4.0" and config["size_categories"] == ["10K<n<100K"]
     assert config["vlfair"]["schema"] == "fairface" and not (fairface_out / "vlfair.json").exists()
+    # FairFace's own label file (issue 66): FairFace's card, its name and licence, and why
+    assert config["pretty_name"] == "FairFace (prepared by vlfair)" and config["vlfair"]["published_release"] is True
     info = {i["config_name"]: i for i in config["dataset_info"]}
     assert {f["name"] for f in info["default"]["features"]} >= {"image", "file", "age", "gender", "race"}
     split = info["adults"]["splits"][0]

@@ -175,7 +175,9 @@ def test_prepare_without_its_metadata_file(tmp_path, capsys):
     (tmp_path / "portraits").mkdir()
     code = main(["prepare", "pfi", "--source", str(tmp_path / "portraits"), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert code == 2 and f"{tmp_path / 'portraits' / 'metadata.csv'}: is missing" in err
+    # the folder and the files it lacks, in one line (issue 66: not "1 bad rows")
+    assert code == 2 and err == (f"vlfair prepare pfi: {tmp_path / 'portraits'} has no metadata.csv, metadata.jsonl "
+                                 "or metadata.parquet (the metadata file: an image's path and its labels a row)\n")
 
 
 # ---- the leaderboard ---------------------------------------------------------------------------

@@ -612,7 +612,12 @@ def test_a_dataset_of_its_own_is_one_registered_spec(tmp_path, monkeypatch, clip
     prepared = vlfair.load_dataset("moods", tmp_path / "prepared")
     assert prepared.num_rows == 8 and prepared["mood"][:2] == ["calm", "tense"]
     card = (tmp_path / "prepared" / "README.md").read_text()
-    assert "# moods (prepared by vlfair)" in card and "schema: moods" in card
+    # one's own data (issue 66): named for its folder, its licence unknown, in the schema of moods
+    assert "# raw (prepared by vlfair)" in card and "schema: moods" in card and "license: unknown" in card
+    with pytest.raises(SystemExit) as exited:  # the files its builder reads, stated by metadata_builder
+        main(["prepare", "moods", "--help"])
+    assert exited.value.code == 0
+    assert "metadata.csv | metadata.jsonl | metadata.parquet: file_name, mood, gender" in capsys.readouterr().out
 
     generated_image(8).save(raw / "8.png")
     (raw / "metadata.csv").write_text("\n".join([*rows, "8.png,sleepy,Male"]) + "\n")

@@ -402,7 +402,7 @@ def _prepare(args: argparse.Namespace) -> int:
     options = {"images": args.images} if args.images else {}
     try:
         out = prepare(args.dataset, args.source, args.out, push_to_hub=args.push_to_hub, skip_bad=args.skip_bad,
-                      **options)
+                      pretty_name=args.name, **options)
     except BuildError as exc:
         print(f"vlfair prepare {args.dataset}: {exc}", file=sys.stderr)
         return 2  # a mistake in what was given, as every command says one
@@ -411,14 +411,68 @@ def _prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def prepare_files_help(names: list[str]) -> str:
+    """What each dataset's builder reads from --source (its registry entry's ``expected_files``), for
+    ``vlfair prepare --help``: a plugin's dataset states its own."""
+    import textwrap
+
+    from vlfair.data.registry import dataset_spec
+
+    def wrapped(text: str, indent: str) -> list[str]:
+        return textwrap.wrap(text, 100, initial_indent=indent, subsequent_indent=indent + "  ")
+
+    lines = ["what each dataset reads from --source (a file, then its columns):"]
+    for name in names:
+        spec = dataset_spec(name)
+        files = spec.expected_files()
+        lines.append(f"  {name}:")
+        if not files:  # a plugin's builder that states no files: its own words, at least
+            doc = (getattr(spec.function("builder"), "__doc__", None) or "").strip().split("\n\n")[0]
+            lines += wrapped(" ".join(doc.split()) or "its builder states no files", "    ")
+        for file in files:
+            columns = f": {', '.join(file.columns)}" if file.columns else ""
+            optional = f" (optional: {', '.join(file.optional)})" if file.optional else ""
+            lines += wrapped(f"{file.name}{columns}{optional}", "    ")
+            lines += wrapped(file.note, "      ") if file.note else []
+    lines += ["", *textwrap.wrap(
+        "A card of one's own data is named --name (default: the --source folder's name) and states no licence; "
+        "only a dataset's published release, as its builder recognises it (FairFace's own label files, "
+        "Multi30K's own image lists), keeps the dataset's card and licence.", 100)]
+    return "\n".join(lines)
+
+
+class _PrepareHelp(argparse.Action):
+    """-h/--help of vlfair prepare: the files each dataset reads, read from the registry when asked
+    (the builders are imported then, not on every command); after a dataset (``prepare fairface
+    --help``) that dataset's alone."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from vlfair.data.registry import buildable
+
+        chosen = getattr(namespace, "dataset", None)
+        parser.epilog = prepare_files_help([chosen] if chosen in buildable() else buildable())
+        parser.print_help()
+        parser.exit()
+
+
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
     from vlfair.data.registry import buildable
 
-    parser = sub.add_parser("prepare", help="build a study dataset from its raw files (Parquet + card)")
-    parser.add_argument("dataset", choices=buildable(), help="a registered dataset with a builder (a plugin's too)")
-    parser.add_argument("--source", required=True, help="the raw release: labels/captions/metadata (and images)")
+    parser = sub.add_parser("prepare", help="build a dataset from its raw files or one's own folder (Parquet + card)",
+                            add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-h", "--help", action=_PrepareHelp,
+                        help="show this help (and the files each dataset reads: after DATASET, its own) and exit")
+    parser.add_argument("dataset", choices=buildable(), metavar="DATASET",
+                        help=f"a registered dataset with a builder (a plugin's too): {', '.join(buildable())}")
+    parser.add_argument("--source", required=True, help="the raw release or one's own folder: the files listed below")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--images", help="image directory, when it is not inside --source (Multi30K: Flickr30K)")
+    parser.add_argument("--name", help="what the card calls the data (default, for data other than a dataset's "
+                                       "published release: the --source folder's name)")
     parser.add_argument("--skip-bad", action="store_true", help="leave bad rows out (listed in the card)")
     parser.add_argument("--push-to-hub", metavar="REPO")
     parser.set_defaults(handler=_prepare)

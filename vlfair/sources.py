@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,10 +15,17 @@ _IMAGE_VALUE = "a PIL image, an {'bytes', 'path'} dict, a file path or an HWC ui
 
 
 class ImageSource:
-    """Rows of one image column: ``cell(i)``, ``len()``, and a fingerprint of the content."""
+    """Rows of one image column: ``cell(i)``, ``len()``, and a fingerprint of the content (taken when
+    first asked for: :func:`row_digests` never needs it, and a column of paths stats every file for it)."""
 
-    def __init__(self, cells: Any, fingerprint: str, name: str):
-        self._cells, self.fingerprint, self.name = cells, fingerprint, name
+    def __init__(self, cells: Any, fingerprint: str | Callable[[], str], name: str):
+        self._cells, self._fingerprint, self.name = cells, fingerprint, name
+
+    @property
+    def fingerprint(self) -> str:
+        if callable(self._fingerprint):
+            self._fingerprint = self._fingerprint()
+        return self._fingerprint
 
     def __len__(self) -> int:
         return len(self._cells)
@@ -26,16 +34,20 @@ class ImageSource:
         return self._cells[row]
 
 
-def image_source(dataset: Any, image_column: str = "image") -> ImageSource:
-    """Wrap a ``datasets.Dataset``, a pandas DataFrame, a dict of columns or a list of images.
+def image_source(dataset: Any, image_column: str = "image", fingerprint: bool = True) -> ImageSource:
+    """Wrap a ``datasets.Dataset``, a pandas DataFrame, a dict of columns or a list of images
+    (``fingerprint=False``: its fingerprint taken only when asked for, as :func:`row_digests` never does).
 
     Raises:
         ValueError: empty dataset, missing column (the message lists the present ones), or a
-            column whose type cannot hold images (the message names it).
+            column whose type cannot hold images (the message names it); with ``fingerprint``,
+            a cell that is not an image (the message names its row).
     """
     source = _wrap(dataset, image_column)
     if len(source) == 0:
         raise ValueError(f"dataset is empty: column {image_column!r} has no rows to embed")
+    if fingerprint:
+        source.fingerprint  # noqa: B018 - taken now: a cell that is not an image is an error before any work
     return source
 
 
@@ -52,10 +64,10 @@ def _wrap(dataset: Any, column: str) -> ImageSource:
         if column not in dataset:
             raise ValueError(f"column {column!r} not found; columns are {list(dataset.keys())}")
         cells = list(dataset[column])
-        return ImageSource(cells, _fingerprint_cells(cells, column), column)
+        return ImageSource(cells, lambda: _fingerprint_cells(cells, column), column)
     if isinstance(dataset, Sequence) and not isinstance(dataset, (str, bytes)):
         cells = list(dataset)
-        return ImageSource(cells, _fingerprint_cells(cells, "<list>"), "<list>")
+        return ImageSource(cells, lambda: _fingerprint_cells(cells, "<list>"), "<list>")
     raise ValueError(
         f"cannot read images from a {type(dataset).__name__}; pass a datasets.Dataset, a pandas "
         "DataFrame, a dict of columns, or a list of images / paths"
@@ -85,7 +97,7 @@ def _hf_source(dataset: Any, column: str) -> ImageSource:
             "expected an Image feature, file path strings or {'bytes', 'path'} structs"
         )
     # Index the column once per row: dataset[row][column] would read every column.
-    return ImageSource(_HFColumn(dataset, column), _hf_fingerprint(dataset, column), column)
+    return ImageSource(_HFColumn(dataset, column), lambda: _hf_fingerprint(dataset, column), column)
 
 
 def _hf_fingerprint(dataset: Any, column: str) -> str:
@@ -148,16 +160,43 @@ def _cell_digest(cell: Any, row: int, where: str) -> bytes:
     raise ValueError(f"{where} row {row} holds a {type(cell).__name__}, expected {_IMAGE_VALUE}")
 
 
+def _content_digest(cell: Any, row: int, where: str) -> bytes:
+    """The digest a sample's id is made of: SHA-256 of the image file's bytes as stored, whether the
+    cell holds them (a prepared dataset, an image struct) or names the file (a path, a struct whose
+    bytes are null: a folder read by datasets' imagefolder), so one image has one id in every form
+    of the data. An image only in memory (a PIL image, an array) has the digest of its pixels."""
+    if isinstance(cell, Mapping) and cell.get("bytes") is None and cell.get("path"):
+        cell = cell["path"]
+    if isinstance(cell, (str, os.PathLike)):
+        try:
+            stat = os.stat(cell)
+        except OSError:
+            return f"{os.fspath(cell)}\0missing".encode()  # reported as a bad row when read
+        return _file_digest(os.path.realpath(cell), stat.st_size, stat.st_mtime_ns)
+    return _cell_digest(cell, row, where)
+
+
+@functools.lru_cache(maxsize=2**16)
+def _file_digest(path: str, size: int, mtime_ns: int) -> bytes:
+    """SHA-256 of a file's bytes, remembered by its path, size and modification time: a probe asks
+    for its rows' ids more than once (traits: each of its questions), a file is read for them once."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(2**20):
+            digest.update(block)
+    return digest.digest()
+
+
 def row_digests(dataset: Any, rows: Any, image_column: str = "image") -> list[str]:
-    """A stable key per row of ``rows``: 16 hex digits of its image's content (of a file's path, size
-    and modification time where the cell is a path), ``#2``, ``#3`` appended to repeats (an image
-    with several captions), so two runs over the same images can be paired row by row."""
-    source = image_source(dataset, image_column)
+    """A stable key per row of ``rows``: 16 hex digits of SHA-256 over the SHA-256 of its image file's
+    bytes as stored (:func:`_content_digest`: the same whether the cell holds the bytes or the file's
+    path; an in-memory image: its pixels), ``#2``, ``#3`` appended to repeats (an image with several
+    captions), so two runs over the same images, loaded raw or prepared, can be paired row by row."""
+    source = image_source(dataset, image_column, fingerprint=False)
     keys: list[str] = []
     seen: dict[str, int] = {}
     for row in rows:
-        key = hashlib.sha256(_cell_digest(source.cell(int(row)), int(row), source.name)).hexdigest()[:16]
+        key = hashlib.sha256(_content_digest(source.cell(int(row)), int(row), source.name)).hexdigest()[:16]
         seen[key] = seen.get(key, 0) + 1
         keys.append(key if seen[key] == 1 else f"{key}#{seen[key]}")
     return keys
-

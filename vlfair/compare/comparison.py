@@ -299,10 +299,16 @@ def _incomparable(runs: list[Run], on_common_rows: bool) -> list[str]:
                               for run, v in zip(runs, values))
             problems.append(f"setting {key} differs ({shown})")
     if not on_common_rows:
-        if not made:
-            differ("dataset fingerprint", lambda run: run.results["dataset"]["fingerprint"])
         ids = [list(run.samples.frame["id"]) for run in runs]
-        if any(set(other) != set(ids[0]) for other in ids[1:]):
+        same_images = all(set(other) == set(ids[0]) for other in ids[1:])
+        if not made:
+            before = len(problems)
+            differ("dataset fingerprint", lambda run: run.results["dataset"]["fingerprint"])
+            if len(problems) > before and same_images:  # ids are of the images' bytes: the same images
+                problems[-1] += (", though every sample id is in each run: the same images in another form (a folder "
+                                 "and its prepared copy) or labelled otherwise; compare them row by row with "
+                                 "--on-common-rows (it refuses them grouped otherwise)")
+        if not same_images:
             shared = set(ids[0]).intersection(*map(set, ids[1:]))
             problems.append(f"the runs hold different rows ({', '.join(str(len(i)) for i in ids)} rows, {len(shared)} "
                             "in all of them): compare them on the rows they share with --on-common-rows")

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from vlfair.data.registry import DATASETS as DATASETS
     from vlfair.data.registry import SCHEMAS as SCHEMAS
     from vlfair.data.registry import DatasetSpec as DatasetSpec
+    from vlfair.data.registry import SourceFile as SourceFile
     from vlfair.data.registry import dataset_names as dataset_names
     from vlfair.data.registry import dataset_spec as dataset_spec
     from vlfair.data.registry import register_dataset as register_dataset
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 
 _LAZY = {"balanced_sample": "loading", "load_dataset": "loading",
          "sampling_record": "loading", "DATASETS": "registry", "SCHEMAS": "registry", "DatasetSpec": "registry",
-         "dataset_names": "registry", "dataset_spec": "registry", "register_dataset": "registry", "Schema": "schemas"}
+         "SourceFile": "registry", "dataset_names": "registry", "dataset_spec": "registry",
+         "register_dataset": "registry", "Schema": "schemas"}
 
 __all__ = sorted([*_LAZY, "BUILT_IN", "DataError", "conform"])
 

@@ -32,6 +32,7 @@ class SourceFiles:
 
     def __init__(self, root: str | Path, archive: str | Path | None = None):
         self.root = Path(root).resolve()
+        self.archive = Path(archive) if archive else None
         self._zip = zipfile.ZipFile(archive) if archive else None
         self._members: dict[str, str] = {}
         if self._zip is not None:

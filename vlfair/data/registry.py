@@ -28,6 +28,24 @@ Function = Callable[..., Any] | str  # a function, or "module:attribute" naming 
 
 
 @dataclasses.dataclass(frozen=True)
+class SourceFile:
+    """A file (or a set of files) that a dataset's builder reads from ``vlfair prepare --source``:
+    ``name`` as a person would find it ("metadata.csv | metadata.jsonl | metadata.parquet", a
+    folder pattern), the ``columns`` it must have, those read where present (``optional``), and a
+    ``note`` (what a column holds, what may replace the file). ``vlfair prepare --help`` lists them."""
+
+    name: str
+    columns: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    note: str = ""
+
+    def __str__(self) -> str:
+        columns = f": {', '.join(self.columns)}" if self.columns else ""
+        optional = f" (optional: {', '.join(self.optional)})" if self.optional else ""
+        return f"{self.name}{columns}{optional}" + (f"; {self.note}" if self.note else "")
+
+
+@dataclasses.dataclass(frozen=True)
 class DatasetSpec:
     """One dataset.
 
@@ -38,7 +56,9 @@ class DatasetSpec:
     text of the card template it fills (None: a plain card), ``license`` the card's (name, link) where the
     Hub lists no id for it, ``languages`` the languages of its text. ``sample_by``: the columns whose
     combinations the demo Space draws a balanced sample over; ``hub``: where the Space samples it from
-    (``source``, ``config``, ``split``).
+    (``source``, ``config``, ``split``). ``source_files``: what the builder reads from ``--source``
+    (:class:`SourceFile`; none given: what the builder function states in its own ``source_files``
+    attribute, as :func:`vlfair.data.build.metadata_builder`'s does), listed by ``vlfair prepare --help``.
     """
 
     schema: Schema
@@ -52,6 +72,7 @@ class DatasetSpec:
     languages: tuple[str, ...] = ()
     sample_by: tuple[str, ...] = ()
     hub: Mapping[str, str] | None = None
+    source_files: tuple[SourceFile, ...] = ()
 
     @property
     def name(self) -> str:
@@ -63,6 +84,13 @@ class DatasetSpec:
         if found is None:
             raise ValueError(f"dataset {self.name!r} has no {field}")
         return resolve(found)
+
+    def expected_files(self) -> tuple[SourceFile, ...]:
+        """What ``vlfair prepare`` reads from ``--source`` for this dataset: the spec's ``source_files``,
+        else its builder's own (its ``source_files`` attribute; the builder is imported for it), else none."""
+        if self.source_files or self.builder is None:
+            return tuple(self.source_files)
+        return tuple(getattr(self.function("builder"), "source_files", ()))
 
 
 def _check(spec: DatasetSpec) -> None:
@@ -116,5 +144,5 @@ class _Schemas(Mapping[str, Schema]):
 
 SCHEMAS: Mapping[str, Schema] = _Schemas()
 
-__all__ = ["DATASETS", "DatasetSpec", "ENTRY_POINTS", "SCHEMAS", "buildable", "dataset_names", "dataset_spec",
-           "register_dataset", "resolve"]
+__all__ = ["DATASETS", "DatasetSpec", "ENTRY_POINTS", "SCHEMAS", "SourceFile", "buildable", "dataset_names",
+           "dataset_spec", "register_dataset", "resolve"]
