@@ -187,7 +187,8 @@ def test_the_demo_s_answerers_load_in_float32_on_the_machine_s_device(monkeypatc
     monkeypatch.setattr(generative, "answerer_path", lambda *args, **kwargs: tmp_path / "answerer")
     monkeypatch.setattr(models, "load_encoder", loading)
     scorer = generative.world_answerer(generative.Planting(), tmp_path, name="demo-world biased answerer")
-    assert asked == {"spec": f"lvlm:{tmp_path / 'answerer'}", "dtype": "float32"}  # no device: vlfair's choice
+    # device auto: vlfair's choice (the demo's --device, auto by default, is what it passes on)
+    assert asked == {"spec": f"lvlm:{tmp_path / 'answerer'}", "dtype": "float32", "device": "auto"}
     assert scorer.display_name == "demo-world biased answerer"
 
 
