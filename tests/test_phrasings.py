@@ -121,7 +121,7 @@ def test_phrasings_are_part_of_the_family():
     cls = probe_class("professions")
     dataset = {"fingerprint": "f", "split": None, "subset": None}
     alone = cls({}).family_key(dataset)
-    assert alone["settings"]["phrasings"] == [] and alone["probe_version"] == 8
+    assert alone["settings"]["phrasings"] == [] and alone["probe_version"] == 9
     asked = cls({"question_phrasings": ["which job is this ?"], "answer_formats": ["generate"]}).family_key(dataset)
     assert asked["settings"]["question_phrasings"] == ["which job is this ?"] and asked != alone
     phrased = cls({"phrasings": ["a picture of a {profession}"]}).family_key(dataset)
@@ -134,7 +134,7 @@ def test_phrasings_are_part_of_the_family():
     for other in ({"phrasings": ["a {}"]}, {"question_phrasings": ["is this a man ?"]}):
         assert influence(other).family_key(dataset) != influence({}).family_key(dataset)
     retrieval = probe_class("retrieval")
-    assert retrieval({}).family_key(dataset)["probe_version"] == 6
+    assert retrieval({}).family_key(dataset)["probe_version"] == 7
     assert retrieval({"per_template": True}).family_key(dataset) != retrieval({}).family_key(dataset)
 
 

@@ -14,8 +14,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 from vlfair.data.taxonomy import Taxonomy, check_age_bins
 from vlfair.probes.settings import GROUPING, Name, distinct
 
-# the settings' values that leave the study's lists in place: measuring_settings leaves them out, so a run at
-# them has the family every run had before these settings existed
+# the settings' values that leave the study's lists in place: measuring_settings leaves them out, so every run
+# of the study's groups shares one family, however its settings were written
 DEFAULTS: dict[str, Any] = {"groups": {}, "labels": {}, "age_bins": None}
 assert tuple(DEFAULTS) == GROUPING  # the settings' own list of them orders --help's keys
 
