@@ -225,10 +225,15 @@ def _read_saved(directory: Path, image_column: str | None = None, skip_bad: bool
 
 FORMS.add(Form("saved", "a folder datasets' save_to_disk wrote (state.json or dataset_dict.json)",
                _is_folder_of(_is_saved), _read_saved))
+def _read_metadata(directory: Path, image_column: str | None = None, skip_bad: bool = False) -> Read:
+    metadata = _metadata_file(directory)
+    assert metadata is not None  # the form recognised the folder by it
+    return _read_table(metadata, image_column, skip_bad)
+
+
 FORMS.add(Form("metadata", "a folder with metadata.csv, metadata.jsonl or metadata.parquet: an image column "
                            "(file_name) and a column per label",
-               _is_folder_of(lambda d: _metadata_file(d) is not None),
-               lambda path, *args, **kw: _read_table(_metadata_file(path), *args, **kw)))  # type: ignore[arg-type]
+               _is_folder_of(lambda d: _metadata_file(d) is not None), _read_metadata))
 FORMS.add(Form("table", "a CSV, TSV, JSON Lines or Parquet file with an image-path column (paths relative to the "
                         "file) and a column per label",
                lambda path: path.is_file() and path.suffix.lower() in TABLE_SUFFIXES, _read_table))
@@ -236,9 +241,8 @@ FORMS.add(Form("utkface", "a folder of UTKFace's images, labelled by name: age_g
                _is_folder_of(_is_utkface), _read_utkface))
 def _read_imagefolder(directory: Path, image_column: str | None = None, skip_bad: bool = False) -> Read:
     """As datasets' imagefolder reads a folder: its metadata file where it has one, else its label folders."""
-    metadata = _metadata_file(directory)
-    if metadata is not None:
-        return _read_table(metadata, image_column, skip_bad)
+    if _metadata_file(directory) is not None:
+        return _read_metadata(directory, image_column, skip_bad)
     return _read_label_folders(directory, image_column, skip_bad)
 
 
